@@ -1,0 +1,2 @@
+#pragma once
+namespace bitsim::cli { int main(int argc, char** argv); }
