@@ -1,1 +1,322 @@
-// placeholder: replaced by the module's implementation
+#include "golden/board_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::golden {
+
+using model::TernaryMatrix;
+using model::TernaryModel;
+
+// ---- The circuits' integer arithmetic -------------------------------------------------
+
+void ternary_matvec(const TernaryMatrix& w, int row_begin, int row_end, const int8_t* x,
+                    int32_t* acc) {
+  const int n = w.cols;
+  for (int r = row_begin; r < row_end; ++r) {
+    const int8_t* t = w.row(r);
+    int32_t s = 0;
+    for (int j = 0; j < n; ++j) s += int32_t(t[j]) * int32_t(x[j]);  // t in {-1, 0, +1}
+    acc[r - row_begin] = s;
+  }
+}
+
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+                    const AttentionParams& p, int32_t* acc, uint32_t* sum) {
+  const auto& EXP = num::exp_table();
+  // K phase: s_t = sum_d q_d * K_td (int32).
+  std::vector<int32_t> s(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) {
+    int32_t dot = 0;
+    for (int d = 0; d < kHeadDim; ++d) dot += int32_t(q[d]) * int32_t(K[t * kHeadDim + d]);
+    s[t] = dot;
+  }
+  const int32_t s_max = *std::max_element(s.begin(), s.end());
+  // V phase: z_t from the one shared multiplier (or the legacy shift), p_t from the ROM.
+  uint32_t total = 0;
+  for (int d = 0; d < kHeadDim; ++d) acc[d] = 0;
+  for (int t = 0; t < T; ++t) {
+    const uint64_t diff = uint64_t(int64_t(s_max) - int64_t(s[t]));  // >= 0
+    const uint64_t z = p.legacy ? (diff >> 8) : ((diff * p.m) >> p.shift);
+    const uint32_t pt = EXP[std::min<uint64_t>(z, 255)];
+    total += pt;
+    for (int d = 0; d < kHeadDim; ++d) acc[d] += int32_t(pt) * int32_t(V[t * kHeadDim + d]);
+  }
+  *sum = total;
+}
+
+// ---- Calibration ---------------------------------------------------------------------
+
+const std::string& calibration_text() {
+  static const std::string text =
+      "A lighthouse keeper kept a notebook of the weather for forty years. Each morning he "
+      "wrote the direction of the wind, the colour of the sea and the number of ships that "
+      "passed before noon. When the notebook was found in a drawer after his retirement, a "
+      "student counted the pages and noticed that storms had grown rarer but stronger. She "
+      "wrote to the harbour office, which kept its own records, and the two accounts agreed "
+      "on most days. Where they did not, the keeper had usually added a small drawing: a "
+      "gull on the rail, a fishing boat with a torn sail, a child waving from the pier. The "
+      "office put the notebook in its library, next to tide tables, charts of the coast and "
+      "a shelf of letters from sailors who thanked the light for bringing them home.";
+  return text;
+}
+
+std::vector<int> calibration_tokens(const model::Tokenizer& tok, int bos_token_id) {
+  const std::vector<int> body = tok.encode(calibration_text());
+  if (body.empty()) throw Error("calibration text encodes to no tokens");
+  std::vector<int> ids{bos_token_id};
+  for (size_t i = 0; ids.size() < size_t(kCalibrationTokens); ++i) ids.push_back(body[i % body.size()]);
+  return ids;
+}
+
+// ---- The token loop shared by the board step and the calibration pass -----------------
+
+namespace {
+
+// attention(layer, q, k, v, o): q, k, v are the float head vectors after RoPE, [heads*96];
+// writes o [heads*96].
+using AttentionStep = std::function<void(int layer, const float* q, const float* k,
+                                         const float* v, float* o)>;
+using MatvecStep = std::function<void(const TernaryMatrix&, const int8_t*, int32_t*)>;
+
+void emit(const Probe& probe, int layer, const char* step, const float* data, int n) {
+  if (probe) probe(StepProbe{layer, step, data, nullptr, n});
+}
+void emit_int(const Probe& probe, int layer, const char* step, const int32_t* data, int n) {
+  if (probe) probe(StepProbe{layer, step, nullptr, data, n});
+}
+
+// y = BitLinear(x) as the board computes it: quantize x (CPU), integer matmul (engine),
+// dequantize with the tensor's w_scale (CPU).
+struct Linear {
+  const MatvecStep& matvec;
+  const Probe& probe;
+  std::vector<int32_t> acc;
+  void operator()(int layer, const char* name, const TernaryMatrix& w, const int8_t* xq, float a,
+                  float* y) {
+    acc.resize(size_t(w.rows));
+    matvec(w, xq, acc.data());
+    emit_int(probe, layer, name, acc.data(), w.rows);
+    num::dequantize(acc.data(), w.rows, w.scale, a, y);
+  }
+};
+
+std::vector<float> token_forward(const TernaryModel& m, const num::RopeTable& rope, int token,
+                                 int pos, const MatvecStep& matvec,
+                                 const AttentionStep& attention, const Probe& probe) {
+  const auto& c = m.config;
+  const int H = c.hidden_size, F = c.intermediate_size, heads = c.num_heads;
+  const float eps = c.rms_norm_eps;
+  if (token < 0 || token >= c.vocab_size)
+    throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, c.vocab_size - 1));
+
+  std::vector<float> h(m.embedding(token), m.embedding(token) + H);
+  std::vector<float> a(std::max(H, F)), q(H), k(H), v(H), o(H), g(F), u(F), d(H);
+  std::vector<int8_t> xq(std::max(H, F));
+  Linear linear{matvec, probe, {}};
+  emit(probe, -1, "embedding", h.data(), H);
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const model::LayerWeights& L = m.layers[l];
+    // 1. input RMSNorm, quantize x.
+    num::rmsnorm(h.data(), L.input_norm.data(), H, eps, a.data());
+    float s = num::quantize_activations(a.data(), H, xq.data());
+    // 2. q, k, v projections. 3. dequantize, RoPE on q and k (per head).
+    linear(l, "q_acc", L.q, xq.data(), s, q.data());
+    linear(l, "k_acc", L.k, xq.data(), s, k.data());
+    linear(l, "v_acc", L.v, xq.data(), s, v.data());
+    for (int hd = 0; hd < heads; ++hd) {
+      num::rope_apply(q.data() + hd * kHeadDim, pos, rope);
+      num::rope_apply(k.data() + hd * kHeadDim, pos, rope);
+    }
+    emit(probe, l, "q_rope", q.data(), H);
+    emit(probe, l, "k_rope", k.data(), H);
+    emit(probe, l, "v", v.data(), H);
+    // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
+    attention(l, q.data(), k.data(), v.data(), o.data());
+    emit(probe, l, "attn_out", o.data(), H);
+    // 5. inner_attn_ln RMSNorm, quantize. 6. o_proj, dequantize, residual.
+    num::rmsnorm(o.data(), L.inner_attn_norm.data(), H, eps, a.data());
+    s = num::quantize_activations(a.data(), H, xq.data());
+    linear(l, "o_acc", L.o, xq.data(), s, d.data());
+    num::add_inplace(h.data(), d.data(), H);
+    // 6. post-attention RMSNorm, quantize. 7. gate and up.
+    num::rmsnorm(h.data(), L.post_attn_norm.data(), H, eps, a.data());
+    s = num::quantize_activations(a.data(), H, xq.data());
+    linear(l, "gate_acc", L.gate, xq.data(), s, g.data());
+    linear(l, "up_acc", L.up, xq.data(), s, u.data());
+    // 8. SiLU(gate) * up, ffn_layernorm RMSNorm, quantize.
+    num::silu_gate(g.data(), u.data(), F, g.data());
+    num::rmsnorm(g.data(), L.ffn_norm.data(), F, eps, a.data());
+    s = num::quantize_activations(a.data(), F, xq.data());
+    // 9. down_proj, dequantize, residual.
+    linear(l, "down_acc", L.down, xq.data(), s, d.data());
+    num::add_inplace(h.data(), d.data(), H);
+    emit(probe, l, "residual", h.data(), H);
+  }
+  // Final RMSNorm, quantize, ternary lm_head, dequantize.
+  num::rmsnorm(h.data(), m.final_norm.data(), H, eps, a.data());
+  const float s = num::quantize_activations(a.data(), H, xq.data());
+  std::vector<float> logits(size_t(c.vocab_size));
+  linear(-1, "lm_head_acc", m.lm_head, xq.data(), s, logits.data());
+  emit(probe, -1, "logits", logits.data(), c.vocab_size);
+  return logits;
+}
+
+void check_model(const TernaryModel& m) {
+  if (m.config.head_dim() != kHeadDim)
+    throw Error(fmt::format("model {}: head_dim {} but the board's attention unit needs {}",
+                            m.source, m.config.head_dim(), kHeadDim));
+}
+
+}  // namespace
+
+KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens) {
+  check_model(m);
+  const auto& c = m.config;
+  const int heads = c.num_heads, H = c.hidden_size;
+  if (tokens.empty() || tokens.size() > size_t(kMaxContext))
+    throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, tokens.size()));
+  num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
+  std::vector<float> kmax(size_t(c.num_layers) * heads, 0.0f), vmax(kmax.size(), 0.0f);
+  // Float K/V cache [layer][pos][H].
+  std::vector<float> kc(size_t(c.num_layers) * tokens.size() * H), vc(kc.size());
+  std::vector<float> scores(tokens.size());
+  const MatvecStep matvec = [](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+    ternary_matvec(w, 0, w.rows, x, acc);
+  };
+  const float inv_sqrt_d = num::rsqrt(float(kHeadDim));
+  int pos = 0;
+  const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
+    float* krow = kc.data() + (size_t(l) * tokens.size() + pos) * H;
+    float* vrow = vc.data() + (size_t(l) * tokens.size() + pos) * H;
+    std::copy(k, k + H, krow);
+    std::copy(v, v + H, vrow);
+    for (int hd = 0; hd < heads; ++hd) {
+      float& km = kmax[size_t(l) * heads + hd];
+      float& vm = vmax[size_t(l) * heads + hd];
+      for (int d = 0; d < kHeadDim; ++d) {
+        km = std::max(km, std::fabs(k[hd * kHeadDim + d]));
+        vm = std::max(vm, std::fabs(v[hd * kHeadDim + d]));
+      }
+      // Float softmax attention over positions 0..pos, with the project's exp.
+      const int T = pos + 1;
+      float smax = -INFINITY;
+      for (int t = 0; t < T; ++t) {
+        const float* kt = kc.data() + (size_t(l) * tokens.size() + t) * H + hd * kHeadDim;
+        float dot = 0.0f;
+        for (int d = 0; d < kHeadDim; ++d) dot += q[hd * kHeadDim + d] * kt[d];
+        scores[t] = dot * inv_sqrt_d;
+        smax = std::max(smax, scores[t]);
+      }
+      float total = 0.0f;
+      for (int t = 0; t < T; ++t) {
+        scores[t] = num::exp_approx(scores[t] - smax);
+        total += scores[t];
+      }
+      const float inv_total = num::recip(total);
+      for (int d = 0; d < kHeadDim; ++d) {
+        float acc = 0.0f;
+        for (int t = 0; t < T; ++t)
+          acc += scores[t] * vc[(size_t(l) * tokens.size() + t) * H + hd * kHeadDim + d];
+        o[hd * kHeadDim + d] = acc * inv_total;
+      }
+    }
+  };
+  for (; pos < int(tokens.size()); ++pos)
+    token_forward(m, rope, tokens[pos], pos, matvec, attention, {});
+  KvScales scales;
+  scales.k.resize(kmax.size());
+  scales.v.resize(vmax.size());
+  for (size_t i = 0; i < kmax.size(); ++i) {
+    scales.k[i] = std::max(kmax[i], 1e-5f) / 127.0f;
+    scales.v[i] = std::max(vmax[i], 1e-5f) / 127.0f;
+  }
+  return scales;
+}
+
+// ---- BoardReference ------------------------------------------------------------------
+
+BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
+                               BoardReferenceOptions options)
+    : model_(model),
+      scales_(std::move(scales)),
+      options_(options),
+      rope_(kHeadDim, model.config.rope_theta, kMaxContext) {
+  check_model(model_);
+  const size_t per_layer_head = size_t(kMaxContext) * kHeadDim;
+  const size_t n = size_t(model_.config.num_layers) * model_.config.num_heads * per_layer_head;
+  const size_t want = size_t(model_.config.num_layers) * model_.config.num_heads;
+  if (scales_.k.size() != want || scales_.v.size() != want)
+    throw Error(fmt::format("KV scales: expected {} per kind (layers x heads), got {} K and {} V",
+                            want, scales_.k.size(), scales_.v.size()));
+  k_cache_.assign(n, 0);
+  v_cache_.assign(n, 0);
+}
+
+const int8_t* BoardReference::k_rows(int layer, int head) const {
+  return k_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * kHeadDim;
+}
+const int8_t* BoardReference::v_rows(int layer, int head) const {
+  return v_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * kHeadDim;
+}
+
+void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
+  const int threads = std::max(1, options_.threads);
+  if (threads == 1 || w.rows < 256) {
+    ternary_matvec(w, 0, w.rows, x, acc);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int chunk = (w.rows + threads - 1) / threads;
+  for (int i = 0; i < threads; ++i) {
+    const int b = i * chunk, e = std::min(w.rows, b + chunk);
+    if (b < e) pool.emplace_back([&, b, e] { ternary_matvec(w, b, e, x, acc + b); });
+  }
+  for (auto& t : pool) t.join();
+}
+
+std::vector<float> BoardReference::step(int token, const Probe& probe) {
+  if (pos_ >= kMaxContext)
+    throw Error(fmt::format("context full: the board's KV cache holds {} positions", kMaxContext));
+  const auto& c = model_.config;
+  const int heads = c.num_heads;
+  stats_ = {};
+  const MatvecStep mv = [this](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+    matvec(w, x, acc);
+  };
+  std::array<int8_t, kHeadDim> qq{};
+  std::array<int32_t, kHeadDim> acc{};
+  const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
+    for (int hd = 0; hd < heads; ++hd) {
+      const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
+      // 3. quantize q per head (dynamic scale), K and V with the fixed scales; append.
+      const float sq = num::quantize_symmetric(q + hd * kHeadDim, kHeadDim, qq.data());
+      int8_t* K = const_cast<int8_t*>(k_rows(l, hd));
+      int8_t* V = const_cast<int8_t*>(v_rows(l, hd));
+      num::quantize_fixed(k + hd * kHeadDim, kHeadDim, sk, K + size_t(pos_) * kHeadDim);
+      num::quantize_fixed(v + hd * kHeadDim, kHeadDim, sv, V + size_t(pos_) * kHeadDim);
+      // The header's multiplier m and shift S.
+      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+      stats_.multiplier_lowered += mul.lowered > 0;
+      stats_.multiplier_saturated += mul.saturated;
+      AttentionParams p{mul.m, mul.shift, options_.legacy_attention};
+      // 4. the attention unit over T = pos + 1 rows.
+      uint32_t sum = 0;
+      attention_head(qq.data(), K, V, pos_ + 1, p, acc.data(), &sum);
+      // 5. CPU finish: o_d = acc_d * (s_v / sum).
+      num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);
+    }
+  };
+  std::vector<float> logits = token_forward(model_, rope_, token, pos_, mv, attention, probe);
+  ++pos_;
+  return logits;
+}
+
+}  // namespace bitsim::golden

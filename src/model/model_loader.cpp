@@ -1,1 +1,140 @@
-// placeholder: replaced by the module's implementation
+#include "model/model_loader.h"
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "model/synthetic.h"
+
+namespace bitsim::model {
+
+namespace {
+constexpr uint64_t kDefaultSyntheticSeed = 0x5EED;
+
+std::vector<float> read_vector(const TensorSource& src, const std::string& name, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  src.read(name, {n}, v.data());
+  return v;
+}
+
+TernaryMatrix read_ternary(const TensorSource& src, const std::string& name, int rows, int cols) {
+  std::vector<float> w(static_cast<size_t>(rows) * cols);
+  src.read(name, {rows, cols}, w.data());
+  return ternarize(w.data(), rows, cols);
+}
+}  // namespace
+
+uint64_t TernaryModel::parameter_count() const {
+  const auto& c = config;
+  const uint64_t h = c.hidden_size, f = c.intermediate_size;
+  const uint64_t per_layer = 4 * h * h + 3 * h * f + 3 * h + f;
+  return uint64_t(c.vocab_size) * h + c.num_layers * per_layer + h;
+}
+
+double TernaryModel::zero_fraction() const {
+  uint64_t zeros = 0, total = 0;
+  for (const auto& l : layers) {
+    for (const TernaryMatrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      for (int8_t t : m->trits) zeros += (t == 0);
+      total += m->trits.size();
+    }
+  }
+  return total ? double(zeros) / double(total) : 0.0;
+}
+
+std::unique_ptr<TensorSource> open_model_source(const std::string& spec) {
+  const std::string prefix = "synthetic:";
+  if (spec.rfind(prefix, 0) == 0) {
+    std::string rest = spec.substr(prefix.size());
+    uint64_t seed = kDefaultSyntheticSeed;
+    if (auto colon = rest.find(':'); colon != std::string::npos) {
+      const std::string seed_text = rest.substr(colon + 1);
+      rest = rest.substr(0, colon);
+      try {
+        size_t used = 0;
+        seed = std::stoull(seed_text, &used, 0);
+        if (used != seed_text.size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        throw Error(fmt::format("model '{}': seed '{}' is not an unsigned integer", spec, seed_text));
+      }
+    }
+    return std::make_unique<SyntheticSource>(parse_shape(rest), seed);
+  }
+  std::filesystem::path folder(spec);
+  if (!std::filesystem::exists(folder))
+    throw Error(fmt::format("model folder '{}' does not exist (use synthetic:bitnet-large, "
+                            "synthetic:tiny, or a folder with config.json and model.safetensors)",
+                            spec));
+  if (!std::filesystem::is_directory(folder))
+    throw Error(fmt::format("model '{}' is not a folder", spec));
+  return std::make_unique<CheckpointSource>(folder);
+}
+
+std::optional<std::filesystem::path> model_folder(const std::string& spec) {
+  if (spec.rfind("synthetic:", 0) == 0) return std::nullopt;
+  return std::filesystem::path(spec);
+}
+
+TernaryModel load_ternary_model(const TensorSource& src, int threads) {
+  TernaryModel m;
+  m.config = src.config();
+  m.source = src.describe();
+  const auto& c = m.config;
+  const int h = c.hidden_size, f = c.intermediate_size;
+  m.layers.resize(c.num_layers);
+
+  // Every tensor is an independent job; jobs write disjoint fields, so any number of
+  // workers gives the same model.
+  std::vector<std::function<void()>> jobs;
+  jobs.push_back([&] {
+    m.embed.resize(size_t(c.vocab_size) * h);
+    src.read("model.embed_tokens.weight", {c.vocab_size, h}, m.embed.data());
+    m.lm_head = ternarize(m.embed.data(), c.vocab_size, h);
+  });
+  jobs.push_back([&] { m.final_norm = read_vector(src, "model.norm.weight", h); });
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    LayerWeights& L = m.layers[i];
+    jobs.push_back([&, p] {
+      L.input_norm = read_vector(src, p + "input_layernorm.weight", h);
+      L.inner_attn_norm = read_vector(src, p + "self_attn.inner_attn_ln.weight", h);
+      L.post_attn_norm = read_vector(src, p + "post_attention_layernorm.weight", h);
+      L.ffn_norm = read_vector(src, p + "mlp.ffn_layernorm.weight", f);
+    });
+    jobs.push_back([&, p] { L.q = read_ternary(src, p + "self_attn.q_proj.weight", h, h); });
+    jobs.push_back([&, p] { L.k = read_ternary(src, p + "self_attn.k_proj.weight", h, h); });
+    jobs.push_back([&, p] { L.v = read_ternary(src, p + "self_attn.v_proj.weight", h, h); });
+    jobs.push_back([&, p] { L.o = read_ternary(src, p + "self_attn.o_proj.weight", h, h); });
+    jobs.push_back([&, p] { L.gate = read_ternary(src, p + "mlp.gate_proj.weight", f, h); });
+    jobs.push_back([&, p] { L.up = read_ternary(src, p + "mlp.up_proj.weight", f, h); });
+    jobs.push_back([&, p] { L.down = read_ternary(src, p + "mlp.down_proj.weight", h, f); });
+  }
+
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+      try {
+        jobs[j]();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = jobs.size();
+      }
+    }
+  };
+  const int n = std::max(1, threads);
+  std::vector<std::thread> pool;
+  for (int i = 1; i < n; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  return m;
+}
+
+}  // namespace bitsim::model

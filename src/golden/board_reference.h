@@ -1,0 +1,115 @@
+#pragma once
+// BoardReference: one token step of bitnet on the board, with the board's arithmetic and
+// no hardware. Plain loops, written to be checked line by line against CIRCUITS.md:
+//   - section 2: the matmul engine's integer ternary x int8 dot products (ternary_matvec)
+//   - section 3: the attention unit's integer pipeline, including the legacy shift mode
+//     (attention_head)
+//   - section 4: every CPU step through the numerics library (bitsim::num)
+//   - section 5: the token loop: what runs where, KV cache with fixed per-(layer, head)
+//     scales from a 144-token calibration pass over a fixed text that is not the prompt,
+//     the ternary lm_head.
+// The simulated board must produce the same logits bit for bit.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/model_loader.h"
+#include "model/tokenizer.h"
+#include "numerics/numerics.h"
+
+namespace bitsim::golden {
+
+constexpr int kHeadDim = 96;          // the attention unit's head dimension (CIRCUITS.md 3)
+constexpr int kMaxContext = 512;      // the board's KV area: 512 positions per (layer, head)
+constexpr int kCalibrationTokens = 144;
+
+// ---- The circuits' integer arithmetic -------------------------------------------------
+
+// Matmul engine (CIRCUITS.md 2): acc_r = sum_j t_rj * x_j for rows [row_begin, row_end).
+void ternary_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x,
+                    int32_t* acc);
+
+// Attention unit (CIRCUITS.md 3), one head: q[96], K and V [T][96] int8, T in 1..512.
+// acc[96] and sum receive the result words.
+struct AttentionParams {
+  uint32_t m = 0;       // multiplier, < 2^18
+  int shift = 24;       // S, 0..63
+  bool legacy = false;  // legacy shift mode: z_t = (s_max - s_t) >> 8
+};
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+                    const AttentionParams& p, int32_t* acc, uint32_t* sum);
+
+// ---- KV scales and calibration -------------------------------------------------------
+
+// Fixed K and V scales, one per (layer, head), index layer * heads + head.
+struct KvScales {
+  std::vector<float> k, v;
+  float k_scale(int layer, int head, int heads) const { return k[size_t(layer) * heads + head]; }
+  float v_scale(int layer, int head, int heads) const { return v[size_t(layer) * heads + head]; }
+};
+
+// The fixed calibration text (English prose written for bitsim, not an evaluation text).
+const std::string& calibration_text();
+// BOS followed by the first 143 tokens of the calibration text (repeated if too short).
+std::vector<int> calibration_tokens(const model::Tokenizer& tok, int bos_token_id);
+
+// The calibration pass: the board's token loop over `tokens` with float K/V and a float
+// softmax attention (no KV quantization: the scales do not exist yet); records max|K| and
+// max|V| per (layer, head); s = max(max|.|, 1e-5) / 127.
+KvScales calibrate_kv_scales(const model::TernaryModel& m, const std::vector<int>& tokens);
+
+// ---- Observing intermediate tensors (to locate a divergence) --------------------------
+
+struct StepProbe {
+  int layer;            // -1 for embedding / final steps
+  const char* step;     // e.g. "attn_in_norm", "q", "attn_out", "logits"
+  const float* data;    // float tensors
+  const int32_t* idata; // or int32 tensors (matmul accumulators), one of the two is set
+  int n;
+};
+using Probe = std::function<void(const StepProbe&)>;
+
+// ---- The token step ------------------------------------------------------------------
+
+struct BoardReferenceOptions {
+  bool legacy_attention = false;  // the earlier unit's fixed >> 8 instead of the multiplier
+  int threads = 1;                // matmul rows split over threads (results do not depend on it)
+};
+
+struct TokenStats {
+  int multiplier_lowered = 0;     // heads whose S had to be lowered for m to fit 18 bits
+  int multiplier_saturated = 0;
+};
+
+class BoardReference {
+ public:
+  BoardReference(const model::TernaryModel& model, KvScales scales,
+                 BoardReferenceOptions options = {});
+
+  // Runs token `token` at position `pos` (must equal the number of positions already in
+  // the KV cache), appends its K and V, and returns the logits [vocab].
+  std::vector<float> step(int token, const Probe& probe = {});
+
+  int position() const { return pos_; }
+  void reset() { pos_ = 0; }
+  const KvScales& scales() const { return scales_; }
+  const TokenStats& last_stats() const { return stats_; }
+  const model::TernaryModel& model() const { return model_; }
+  // KV cache rows as the board stores them (CIRCUITS.md 5): [layer][head][512][96] int8.
+  const int8_t* k_rows(int layer, int head) const;
+  const int8_t* v_rows(int layer, int head) const;
+
+ private:
+  void matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) const;
+  const model::TernaryModel& model_;
+  KvScales scales_;
+  BoardReferenceOptions options_;
+  num::RopeTable rope_;
+  std::vector<int8_t> k_cache_, v_cache_;
+  int pos_ = 0;
+  TokenStats stats_;
+};
+
+}  // namespace bitsim::golden
