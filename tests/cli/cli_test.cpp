@@ -1,1 +1,205 @@
+// The bitsim command as users run it: the real binary in a child process, its exit code,
+// stdout and stderr.
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result bitsim(const std::string& args) {
+  static int counter = 0;
+  const fs::path err_file = fs::temp_directory_path() / ("bitsim_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const std::string cmd = std::string(BITSIM_BINARY) + " " + args + " 2>" + err_file.string();
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream f(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(f), {});
+  fs::remove(err_file);
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("bitsim_cli_" + std::to_string(::getpid()) + "_" +
+                                                 std::to_string(reinterpret_cast<uintptr_t>(this)))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+TEST(Cli, HelpListsEverySubcommand) {
+  const auto r = bitsim("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* s : {"make-model", "inspect", "run"}) EXPECT_TRUE(contains(r.out, s)) << s;
+}
+
+TEST(Cli, RunHelpDocumentsEveryOption) {
+  const auto r = bitsim("run --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* s : {"--prompt", "--model", "--tokens", "--tokenizer", "--seed", "--temperature", "--top-k", "--json"})
+    EXPECT_TRUE(contains(r.out, s)) << s;
+}
+
+TEST(Cli, VersionPrintsProjectVersion) {
+  const auto r = bitsim("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "bitsim 0.")) << r.out;
+}
+
+TEST(Cli, UnknownOptionExitsTwo) {
+  const auto r = bitsim("run --prompt hi --frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "frobnicate")) << r.err;
+}
+
+TEST(Cli, MissingSubcommandExitsTwo) { EXPECT_EQ(bitsim("").code, 2); }
+
+TEST(Cli, EmptyPromptIsAClearError) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt ''");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "prompt")) << r.err;
+}
+
+TEST(Cli, MissingModelFolderNamesIt) {
+  const auto r = bitsim("run --model /nonexistent/bitsim-model --prompt hi");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "/nonexistent/bitsim-model")) << r.err;
+}
+
+TEST(Cli, UnknownSyntheticShapeListsValidOnes) {
+  const auto r = bitsim("inspect --model synthetic:huge");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "huge")) << r.err;
+  EXPECT_TRUE(contains(r.err, "tiny")) << r.err;
+}
+
+TEST(Cli, ContextOverTheKvCacheIsRefused) {
+  const std::string prompt(300, 'a');
+  const auto r = bitsim("run --model synthetic:tiny --tokens 300 --prompt " + prompt);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "512")) << r.err;
+}
+
+TEST(Cli, RunTinyJsonReportsEveryStep) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt 'Hi there' --tokens 4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["fidelity"], "golden");
+  const auto& toks = j["tokens"];
+  ASSERT_EQ(toks.size(), size_t(1 + 8 + 4));  // BOS + 8 bytes + 4 generated
+  int generated = 0;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    EXPECT_EQ(toks[i]["context"], int(i) + 1);
+    generated += toks[i]["generated"].get<bool>();
+  }
+  EXPECT_EQ(generated, 4);
+  EXPECT_EQ(toks[1]["token_id"], 3 + 'H');
+}
+
+TEST(Cli, RunIsReproducible) {
+  const auto a = bitsim("run --model synthetic:tiny --prompt 'abc' --tokens 6 --temperature 0.8 --top-k 20 --seed 9 --json");
+  const auto b = bitsim("run --model synthetic:tiny --prompt 'abc' --tokens 6 --temperature 0.8 --top-k 20 --seed 9 --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ASSERT_EQ(ja["tokens"].size(), jb["tokens"].size());
+  for (size_t i = 0; i < ja["tokens"].size(); ++i) EXPECT_EQ(ja["tokens"][i]["token_id"], jb["tokens"][i]["token_id"]);
+}
+
+TEST(Cli, TextRunSaysItIsTheGoldenReference) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt 'Hi' --tokens 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "GOLDEN REFERENCE")) << r.err;
+  EXPECT_TRUE(contains(r.out, "noise")) << r.out;
+}
+
+TEST(Cli, MakeModelThenInspectAndRunFromTheFolder) {
+  TempDir d;
+  const auto mk = bitsim("make-model --shape tiny --seed 3 --out " + d.path().string());
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  EXPECT_TRUE(fs::exists(d.path() / "config.json"));
+  EXPECT_TRUE(fs::exists(d.path() / "model.safetensors"));
+  const auto ins = bitsim("inspect --json --model " + d.path().string());
+  ASSERT_EQ(ins.code, 0) << ins.err;
+  const auto j = nlohmann::json::parse(ins.out);
+  EXPECT_EQ(j["config"]["hidden_size"], 192);
+  EXPECT_GT(j["zero_fraction"].get<double>(), 0.25);
+  EXPECT_LT(j["zero_fraction"].get<double>(), 0.40);
+  const auto run = bitsim("run --json --tokens 2 --prompt x --model " + d.path().string());
+  EXPECT_EQ(run.code, 0) << run.err;
+}
+
+TEST(Cli, TruncatedSafetensorsNamesTheFile) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
+  const fs::path st = d.path() / "model.safetensors";
+  fs::resize_file(st, fs::file_size(st) / 2);
+  const auto r = bitsim("inspect --model " + d.path().string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "model.safetensors")) << r.err;
+}
+
+TEST(Cli, CorruptedHeaderNamesTheFile) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
+  const fs::path st = d.path() / "model.safetensors";
+  {
+    std::fstream f(st, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(9);
+    f.write("\x01\x02garbage", 9);
+  }
+  const auto r = bitsim("run --tokens 1 --prompt x --model " + d.path().string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "model.safetensors")) << r.err;
+}
+
+TEST(Cli, WrongHeadDimNamesTheKey) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
+  std::ifstream in(d.path() / "config.json");
+  auto cfg = nlohmann::json::parse(in);
+  in.close();
+  cfg["num_attention_heads"] = 4;
+  cfg["num_key_value_heads"] = 4;
+  std::ofstream(d.path() / "config.json") << cfg.dump(2);
+  const auto r = bitsim("inspect --model " + d.path().string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "head_dim") || contains(r.err, "num_attention_heads")) << r.err;
+}
+
+TEST(Cli, InspectBitnetLargeReportsImageSize) {
+  const auto r = bitsim("inspect --json --model synthetic:bitnet-large");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["parameters"], 728842752u);
+  const double mib = j["packed_image_bytes"].get<double>() / 1048576.0;
+  EXPECT_NEAR(mib, 141.3, 1.0);  // the board's figure; docs/packed-image.md explains the gap
+}
+
+}  // namespace

@@ -1,1 +1,245 @@
+// BoardReference: the board's arithmetic without hardware, checked against hand-worked
+// cases (CIRCUITS.md 2 and 3) and for the properties the simulated board relies on.
+#include "golden/board_reference.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "model/error.h"
+#include "model/synthetic.h"
+#include "model/tokenizer.h"
+
+namespace bitsim::golden {
+namespace {
+
+using model::TernaryMatrix;
+
+TernaryMatrix matrix(int rows, int cols, std::vector<int8_t> trits, float scale = 1.0f) {
+  TernaryMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.scale = scale;
+  m.trits = std::move(trits);
+  return m;
+}
+
+TEST(TernaryMatvec, HandWorkedTrits) {
+  // rows: [+1 -1 0], [0 +1 +1], [-1 -1 -1]; x = [3, 5, -7]
+  const auto w = matrix(3, 3, {1, -1, 0, 0, 1, 1, -1, -1, -1});
+  const int8_t x[3] = {3, 5, -7};
+  int32_t acc[3];
+  ternary_matvec(w, 0, 3, x, acc);
+  EXPECT_EQ(acc[0], 3 - 5);
+  EXPECT_EQ(acc[1], 5 - 7);
+  EXPECT_EQ(acc[2], -3 - 5 + 7);
+  int32_t tail[1];
+  ternary_matvec(w, 2, 3, x, tail);  // a row range writes from acc[0]
+  EXPECT_EQ(tail[0], acc[2]);
+}
+
+TEST(TernaryMatvec, ExtremesDoNotOverflow) {
+  const int n = 4096;
+  const auto w = matrix(2, n, [&] {
+    std::vector<int8_t> t(2 * n, 1);
+    for (int j = 0; j < n; ++j) t[n + j] = -1;
+    return t;
+  }());
+  std::vector<int8_t> x(n, -128);
+  int32_t acc[2];
+  ternary_matvec(w, 0, 2, x.data(), acc);
+  EXPECT_EQ(acc[0], -128 * n);
+  EXPECT_EQ(acc[1], 128 * n);
+}
+
+struct Head {
+  std::vector<int8_t> q = std::vector<int8_t>(kHeadDim, 0);
+  std::vector<int8_t> K, V;
+  explicit Head(int T) : K(size_t(T) * kHeadDim, 0), V(size_t(T) * kHeadDim, 0) {}
+};
+
+TEST(AttentionHead, SingleRowGivesFullWeight) {
+  // T = 1: s_max = s_0, z_0 = 0, p_0 = EXP[0] = 32767, so sum = 32767 and acc = 32767 * V.
+  Head h(1);
+  for (int d = 0; d < kHeadDim; ++d) {
+    h.q[d] = int8_t(d - 48);
+    h.K[d] = int8_t(3 * d - 100);
+    h.V[d] = int8_t(d % 2 ? -128 : 127 - d);
+  }
+  int32_t acc[kHeadDim];
+  uint32_t sum = 0;
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 1, {40000, 24, false}, acc, &sum);
+  EXPECT_EQ(sum, 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(acc[d], 32767 * int32_t(h.V[d])) << "d=" << d;
+}
+
+TEST(AttentionHead, TwoRowsWorkedByHand) {
+  // q = 10 e_0; K_0[0] = 10, K_1[0] = 0  ->  s = (100, 0), s_max = 100.
+  // m = 2^14, S = 14  ->  z_0 = 0, z_1 = (100 * 2^14) >> 14 = 100.
+  // EXP[100] = round(32767 * exp(-100/16)) = round(32767 * 0.0019305) = round(63.26) = 63.
+  // V_0 = 2, V_1 = -3 everywhere  ->  acc_d = 32767*2 + 63*(-3) = 65345, sum = 32830.
+  ASSERT_EQ(num::exp_table()[100], 63);
+  Head h(2);
+  h.q[0] = 10;
+  h.K[0] = 10;
+  for (int d = 0; d < kHeadDim; ++d) {
+    h.V[d] = 2;
+    h.V[kHeadDim + d] = -3;
+  }
+  int32_t acc[kHeadDim];
+  uint32_t sum = 0;
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 14, 14, false}, acc, &sum);
+  EXPECT_EQ(sum, 32830u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(acc[d], 65345);
+}
+
+TEST(AttentionHead, LegacyShiftIgnoresMultiplier) {
+  // Legacy: z = (s_max - s_t) >> 8. s = (100, 0): z_1 = 0, both rows weigh 32767.
+  // Then s = (600, 0): z_1 = 600 >> 8 = 2, p_1 = EXP[2].
+  Head h(2);
+  h.q[0] = 10;
+  h.K[0] = 10;
+  for (int d = 0; d < kHeadDim; ++d) h.V[d] = h.V[kHeadDim + d] = 1;
+  int32_t acc[kHeadDim];
+  uint32_t sum = 0;
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 17, 10, true}, acc, &sum);
+  EXPECT_EQ(sum, 2u * 32767u);
+  h.q[0] = 60;
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 17, 10, true}, acc, &sum);
+  EXPECT_EQ(sum, 32767u + num::exp_table()[2]);
+  // The same scores with the multiplier path: z_1 = (600 * 2^17) >> 10 = 76800 -> clamps to 255.
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 17, 10, false}, acc, &sum);
+  EXPECT_EQ(sum, 32767u + num::exp_table()[255]);
+}
+
+TEST(AttentionHead, MaxContextAccumulatorIsExact) {
+  // T = 512 rows that all tie: p_t = 32767, V = -128: acc = 512 * 32767 * -128 fits int32.
+  const int T = kMaxContext;
+  Head h(T);
+  for (auto& v : h.V) v = -128;
+  int32_t acc[kHeadDim];
+  uint32_t sum = 0;
+  attention_head(h.q.data(), h.K.data(), h.V.data(), T, {79505, 24, false}, acc, &sum);
+  EXPECT_EQ(sum, uint32_t(T) * 32767u);
+  EXPECT_EQ(int64_t(acc[0]), int64_t(T) * 32767 * -128);
+}
+
+// A tiny synthetic model shared by the tests below (loaded once per test binary).
+const model::TernaryModel& tiny() {
+  static const model::TernaryModel m = [] {
+    model::SyntheticSource src(model::Shape::Tiny, 7);
+    return model::load_ternary_model(src, 2);
+  }();
+  return m;
+}
+
+const KvScales& tiny_scales() {
+  static const KvScales s = [] {
+    auto tok = model::make_byte_tokenizer(tiny().config.vocab_size);
+    return calibrate_kv_scales(tiny(), calibration_tokens(*tok, tiny().config.bos_token_id));
+  }();
+  return s;
+}
+
+TEST(Calibration, TokensStartWithBosAndCount144) {
+  auto tok = model::make_byte_tokenizer(512);
+  const auto ids = calibration_tokens(*tok, 1);
+  ASSERT_EQ(ids.size(), size_t(kCalibrationTokens));
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 3 + 'A');  // byte-level: "A lighthouse ..."
+}
+
+TEST(Calibration, ScalesArePositiveFiniteAndPerHead) {
+  const auto& s = tiny_scales();
+  const auto& c = tiny().config;
+  ASSERT_EQ(s.k.size(), size_t(c.num_layers * c.num_heads));
+  ASSERT_EQ(s.v.size(), s.k.size());
+  for (size_t i = 0; i < s.k.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(s.k[i]) && s.k[i] > 0) << i;
+    EXPECT_TRUE(std::isfinite(s.v[i]) && s.v[i] > 0) << i;
+  }
+  EXPECT_NE(s.k[0], s.k[1]);  // per head, not one global scale
+}
+
+std::vector<std::vector<float>> run_tokens(const std::vector<int>& tokens, BoardReferenceOptions o = {}) {
+  BoardReference ref(tiny(), tiny_scales(), o);
+  std::vector<std::vector<float>> out;
+  for (int t : tokens) out.push_back(ref.step(t));
+  return out;
+}
+
+TEST(BoardReference, DeterministicAcrossInstancesAndThreads) {
+  const std::vector<int> toks{1, 87, 104, 101, 32, 99, 97, 112};
+  const auto a = run_tokens(toks, {.threads = 1});
+  const auto b = run_tokens(toks, {.threads = 2});
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), size_t(tiny().config.vocab_size));
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float))) << "token " << i;
+    for (float v : a[i]) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+TEST(BoardReference, LogitsDependOnContext) {
+  const auto a = run_tokens({1, 50, 60});
+  const auto b = run_tokens({1, 51, 60});
+  EXPECT_NE(0, std::memcmp(a[2].data(), b[2].data(), a[2].size() * sizeof(float)));
+  // Same prefix, same logits at that position.
+  EXPECT_EQ(0, std::memcmp(a[0].data(), b[0].data(), a[0].size() * sizeof(float)));
+}
+
+TEST(BoardReference, KvCacheHoldsFixedScaleQuantizedRows) {
+  BoardReference ref(tiny(), tiny_scales());
+  std::vector<float> k_rope;
+  ref.step(1);
+  ref.step(200, [&](const StepProbe& p) {
+    if (p.layer == 1 && std::string(p.step) == "k_rope") k_rope.assign(p.data, p.data + p.n);
+  });
+  ASSERT_EQ(k_rope.size(), size_t(tiny().config.hidden_size));
+  std::vector<int8_t> expect(kHeadDim);
+  const int heads = tiny().config.num_heads;
+  for (int hd = 0; hd < heads; ++hd) {
+    num::quantize_fixed(k_rope.data() + hd * kHeadDim, kHeadDim, ref.scales().k_scale(1, hd, heads), expect.data());
+    EXPECT_EQ(0, std::memcmp(expect.data(), ref.k_rows(1, hd) + kHeadDim, kHeadDim)) << "head " << hd;
+  }
+}
+
+TEST(BoardReference, ProbeReportsEveryLayerStep) {
+  BoardReference ref(tiny(), tiny_scales());
+  std::map<std::string, int> seen;
+  ref.step(1, [&](const StepProbe& p) { seen[std::to_string(p.layer) + ":" + p.step]++; });
+  for (int l = 0; l < tiny().config.num_layers; ++l)
+    for (const char* s : {"q_acc", "k_acc", "v_acc", "attn_out", "o_acc", "gate_acc", "up_acc", "down_acc", "residual"})
+      EXPECT_EQ(seen[std::to_string(l) + ":" + s], 1) << l << ":" << s;
+  EXPECT_EQ(seen["-1:logits"], 1);
+}
+
+TEST(BoardReference, LegacyAttentionChangesLogits) {
+  const auto a = run_tokens({1, 70, 80, 90});
+  const auto b = run_tokens({1, 70, 80, 90}, {.legacy_attention = true});
+  // Position 0 has T = 1: both modes give p = 32767 and agree exactly.
+  EXPECT_EQ(0, std::memcmp(a[0].data(), b[0].data(), a[0].size() * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(a[3].data(), b[3].data(), a[3].size() * sizeof(float)));
+}
+
+TEST(BoardReference, RefusesPastTheKvCapacity) {
+  BoardReference ref(tiny(), tiny_scales());
+  for (int i = 0; i < kMaxContext; ++i) ref.step(3 + (i % 200));
+  EXPECT_EQ(ref.position(), kMaxContext);
+  EXPECT_THROW(ref.step(5), Error);
+}
+
+TEST(BoardReference, RejectsTokenOutsideVocabulary) {
+  BoardReference ref(tiny(), tiny_scales());
+  try {
+    ref.step(tiny().config.vocab_size);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace bitsim::golden

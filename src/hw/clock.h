@@ -1,0 +1,36 @@
+#pragma once
+// Clock: the PL clock of the board. One rising edge per period, as an sc_event that every
+// clocked module is sensitive to, and a cycle counter. It is cheaper than sc_clock (one
+// process activation per cycle, no falling edge).
+#include <cstdint>
+
+#include <systemc>
+
+namespace bitsim::hw {
+
+struct ClockConfig {
+  double mhz = 125.0;  // PL clock (BOARD.md: 125 MHz; IO PLL 1000 MHz / 8)
+};
+
+class Clock : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Clock);
+  Clock(sc_core::sc_module_name name, const ClockConfig& config);
+
+  const sc_core::sc_event& posedge() const { return posedge_; }
+  // Cycle number of the current (or most recent) rising edge; the first edge is cycle 0
+  // at time 0.
+  uint64_t cycle() const { return cycle_; }
+  const sc_core::sc_time& period() const { return period_; }
+  double mhz() const { return config_.mhz; }
+
+ private:
+  void tick();
+  ClockConfig config_;
+  sc_core::sc_time period_;
+  sc_core::sc_event posedge_;
+  uint64_t cycle_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace bitsim::hw
