@@ -1,0 +1,136 @@
+#pragma once
+// The matmul engine's input stream format (CIRCUITS.md section 2) and the packed ternary
+// weight image that lives in the simulated DDR. Format description, worked example and the
+// bitnet-large size table: docs/packed-image.md.
+//
+//   group  := header x rows
+//   header := 2 beats (16 bytes, little-endian)
+//     beat 0: bits 15:0 magic 0x7E44, 23:16 version 2, 31:24 flags (bit 0: last group of
+//             the transfer; bits 1-7 reserved, must be 0), 63:32 R (>= 1)
+//     beat 1: bits 31:0 n (1..4096), 63:32 reserved, must be 0
+//   x      := n int8 values, zero-padded to a whole beat
+//   rows   := R rows; a row is ceil(n/5) bytes of packed trits, zero-padded to a whole beat
+//
+// Trit packing: byte b = sum_{i=0..4} (t_i + 1) * 3^i, t_i the weight of element 5k+i,
+// digit 0 least significant. Digits beyond n in a row's last byte encode trit 0 (digit
+// value 1). Bytes 243..255 are invalid.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/ternary.h"
+
+namespace bitsim::model {
+
+constexpr uint16_t kMatmulMagic = 0x7E44;
+constexpr uint8_t kMatmulVersion = 2;
+constexpr int kBeatBytes = 8;
+constexpr int kHeaderBytes = 2 * kBeatBytes;
+constexpr int kMaxRowLength = 4096;  // n range 1..4096
+constexpr int kTritsPerByte = 5;
+
+// ceil(bytes / 8)
+inline size_t beats_for(size_t bytes) { return (bytes + kBeatBytes - 1) / kBeatBytes; }
+
+// ceil(n/5) rounded up to a multiple of 8: the stream bytes of one packed row.
+size_t packed_row_bytes(int n);
+// n rounded up to a multiple of 8: the stream bytes of x.
+size_t packed_x_bytes(int n);
+
+// Pack count (1..5) trits t[0..count) into one byte; missing digits encode trit 0.
+// Throws bitsim::Error for a count outside 1..5 or a trit outside {-1,0,1}.
+uint8_t pack5(const int8_t* t, int count);
+// Pack one row of n trits; writes exactly packed_row_bytes(n) bytes (padding bytes 0x00).
+void pack_row(const int8_t* trits, int n, uint8_t* out);
+
+// Byte -> 5 trits (digit 0 first). Invalid bytes (243..255) have valid = false, trits 0.
+struct TritDecodeTable {
+  int8_t trits[256][5];
+  bool valid[256];
+};
+const TritDecodeTable& trit_decode_table();  // built once, immutable
+
+// Unpack the n trits of one packed row; reads the ceil(n/5) data bytes only (not the
+// padding bytes up to the beat). Returns false if a data byte is >= 243 or if a padding
+// digit of the last data byte does not encode 0 (strict: this is the format checker; the
+// engine itself only flags bytes >= 243). trits[0..n) is written in either case (invalid
+// bytes decode to 0).
+bool unpack_row(const uint8_t* packed, int n, int8_t* trits);
+
+struct GroupHeader {
+  uint32_t rows = 0;
+  uint32_t n = 0;
+  bool last = false;
+};
+// Writes the 16 header bytes as given, without validation (so tests can build bad headers).
+void write_group_header(const GroupHeader& h, uint8_t* out16);
+
+// Stream errors. BadPadding and TrailingData are decoder-only strictness (extensions of the
+// list in the design brief): the writer never produces them, the engine does not check them.
+enum class StreamError {
+  None,
+  BadMagic,      // header magic != 0x7E44
+  BadVersion,    // header version != 2
+  ReservedBits,  // flags bits 1-7 or beat 1 bits 63:32 set
+  BadLength,     // n outside 1..4096
+  ZeroRows,      // R == 0
+  InvalidTrit,   // a packed byte >= 243 in a row's data bytes
+  Truncated,     // the stream ends inside a group, or before a group flagged last
+  BadPadding,    // a padding digit not encoding 0, or a non-zero padding byte (x or row)
+  TrailingData,  // bytes after the group flagged last
+};
+const char* stream_error_name(StreamError e);
+
+// Parse and validate a 16-byte header. Checks in this order: magic, version, reserved bits,
+// n, R. *h is filled whenever the magic and version are right.
+StreamError parse_group_header(const uint8_t* in16, GroupHeader* h);
+
+// The packed weight image of rows [row_begin, row_end) of m: the packed rows concatenated,
+// each packed_row_bytes(m.cols) bytes (no header, no x). Throws bitsim::Error on a bad
+// range or a matrix wider than 4096.
+std::vector<uint8_t> pack_rows(const TernaryMatrix& m, int row_begin, int row_end);
+
+// A complete lane stream of one or more groups: header + x + rows per group; the last
+// flag is set on the final group only. Throws bitsim::Error if a group's n != m->cols, its
+// row range is empty or out of range, n is outside 1..4096, or groups is empty.
+struct GroupSpec {
+  const int8_t* x;
+  int n;
+  const TernaryMatrix* m;
+  int row_begin, row_end;
+};
+std::vector<uint8_t> build_stream(const std::vector<GroupSpec>& groups);
+
+// Decode a stream back into groups. Decoding stops at the first error; groups holds the
+// groups decoded completely before it. group/row locate the error (row = -1 when it is in
+// the header or x); offset is the stream byte offset where it was found.
+struct DecodedGroup {
+  std::vector<int8_t> x;  // n values (padding removed)
+  int n = 0;
+  int rows = 0;
+  bool last = false;
+  std::vector<int8_t> trits;  // rows*n, row-major
+};
+struct DecodeResult {
+  StreamError error = StreamError::None;
+  int group = -1, row = -1;
+  size_t offset = 0;
+  std::string detail;  // e.g. "byte 0xf7", "magic 0x1234"
+  std::vector<DecodedGroup> groups;
+  bool ok() const { return error == StreamError::None; }
+  std::string message() const;  // "ok" or e.g. "invalid trit in group 1, row 5 (byte 0xf7 at stream offset 1234)"
+};
+DecodeResult decode_stream(const uint8_t* data, size_t bytes);
+
+// Bytes of all packed rows of every ternary matrix of a model shape, the ternarized
+// lm_head included (no headers, no x). Splitting a matrix's rows between the two lanes
+// does not change the total: rows are packed independently.
+struct ImageSize {
+  uint64_t layer_bytes;    // one layer: q,k,v,o + gate,up + down
+  uint64_t lm_head_bytes;  // vocab rows of hidden
+  uint64_t total_bytes;    // layers * layer_bytes + lm_head_bytes
+};
+ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab);
+
+}  // namespace bitsim::model
