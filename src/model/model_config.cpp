@@ -1,1 +1,244 @@
-// placeholder: replaced by the module's implementation
+#include "model/model_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::model {
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const std::string& key, const std::string& why) {
+  throw Error(fmt::format("{}: config key '{}': {}", source, key, why));
+}
+
+const char* json_type(const nlohmann::json& v) { return v.type_name(); }
+
+// An integer key. Floats (1536.0), strings and out-of-range values are wrong types.
+int get_int(const nlohmann::json& j, const char* key, const std::string& source) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer())
+    fail(source, key, fmt::format("expected an integer, found {} {}", json_type(v), v.dump()));
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+      fail(source, key, fmt::format("value {} is out of range", u));
+    return static_cast<int>(u);
+  }
+  const auto s = v.get<int64_t>();
+  if (s < std::numeric_limits<int>::min() || s > std::numeric_limits<int>::max())
+    fail(source, key, fmt::format("value {} is out of range", s));
+  return static_cast<int>(s);
+}
+
+float get_float(const nlohmann::json& j, const char* key, const std::string& source) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number())
+    fail(source, key, fmt::format("expected a number, found {} {}", json_type(v), v.dump()));
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max())
+    fail(source, key, fmt::format("value {} is out of range", v.dump()));
+  return static_cast<float>(d);
+}
+
+bool get_bool(const nlohmann::json& j, const char* key, const std::string& source) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_boolean())
+    fail(source, key, fmt::format("expected true or false, found {} {}", json_type(v), v.dump()));
+  return v.get<bool>();
+}
+
+// The shortest decimal that reads back as `f`, as a double, so that config.json says 1e-05 and
+// not 9.999999747378752e-06.
+double float_for_json(float f) {
+  const std::string text = fmt::format("{}", f);
+  double d = 0.0;
+  std::from_chars(text.data(), text.data() + text.size(), d);
+  return d;
+}
+
+void require(const nlohmann::json& j, const char* key, const std::string& source) {
+  if (!j.contains(key)) fail(source, key, "missing (required)");
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::bitnet_large() {
+  ModelConfig c;
+  c.hidden_size = 1536;
+  c.intermediate_size = 4096;
+  c.num_layers = 24;
+  c.num_heads = 16;
+  c.num_kv_heads = 16;
+  c.vocab_size = 32002;
+  c.max_position_embeddings = 2048;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  c.pad_token_id = 32000;
+  return c;
+}
+
+ModelConfig ModelConfig::tiny() {
+  ModelConfig c;
+  c.hidden_size = 192;
+  c.intermediate_size = 512;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 2;
+  c.vocab_size = 512;
+  c.max_position_embeddings = 2048;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  c.pad_token_id = 0;
+  return c;
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object())
+    throw Error(fmt::format("{}: config.json must be a JSON object, found {}", source, json_type(j)));
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads", "vocab_size", "rms_norm_eps",
+                          "max_position_embeddings"})
+    require(j, key, source);
+
+  ModelConfig c;
+  c.hidden_size = get_int(j, "hidden_size", source);
+  c.intermediate_size = get_int(j, "intermediate_size", source);
+  c.num_layers = get_int(j, "num_hidden_layers", source);
+  c.num_heads = get_int(j, "num_attention_heads", source);
+  c.num_kv_heads = j.contains("num_key_value_heads") ? get_int(j, "num_key_value_heads", source)
+                                                     : c.num_heads;
+  c.vocab_size = get_int(j, "vocab_size", source);
+  c.max_position_embeddings = get_int(j, "max_position_embeddings", source);
+  c.rms_norm_eps = get_float(j, "rms_norm_eps", source);
+  if (j.contains("rope_theta")) c.rope_theta = get_float(j, "rope_theta", source);
+  if (j.contains("tie_word_embeddings"))
+    c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source);
+  if (j.contains("bos_token_id")) c.bos_token_id = get_int(j, "bos_token_id", source);
+  if (j.contains("eos_token_id")) c.eos_token_id = get_int(j, "eos_token_id", source);
+  if (!j.contains("pad_token_id") || j.at("pad_token_id").is_null())
+    c.pad_token_id = kNoPad;
+  else
+    c.pad_token_id = get_int(j, "pad_token_id", source);
+
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
+    fail(source, "rope_scaling",
+         fmt::format("must be null: scaled RoPE is not supported (found {})", j.at("rope_scaling").dump()));
+  if (j.contains("hidden_act")) {
+    const nlohmann::json& act = j.at("hidden_act");
+    if (!act.is_string())
+      fail(source, "hidden_act", fmt::format("expected a string, found {} {}", json_type(act), act.dump()));
+    if (act.get<std::string>() != "silu")
+      fail(source, "hidden_act",
+           fmt::format("must be \"silu\" (the checkpoint's SiLU-gated FFN), found {}", act.dump()));
+  }
+  c.validate(source);
+  return c;
+}
+
+ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
+  const std::string source = config_json.string();
+  std::ifstream in(config_json, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open the model config (config.json)", source));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("{}: read error", source));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() carries "at line L, column C" and e.byte the byte position.
+    throw Error(fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
+  }
+  return from_json(j, source);
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  nlohmann::json j;
+  j["architectures"] = nlohmann::json::array({"BitnetForCausalLM"});
+  j["model_type"] = "llama";
+  j["torch_dtype"] = "float16";
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_layers;
+  j["num_attention_heads"] = num_heads;
+  j["num_key_value_heads"] = num_kv_heads;
+  j["vocab_size"] = vocab_size;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rms_norm_eps"] = float_for_json(rms_norm_eps);
+  j["rope_theta"] = float_for_json(rope_theta);
+  j["rope_scaling"] = nullptr;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["bos_token_id"] = bos_token_id;
+  j["eos_token_id"] = eos_token_id;
+  if (pad_token_id == kNoPad)
+    j["pad_token_id"] = nullptr;
+  else
+    j["pad_token_id"] = pad_token_id;
+  return j;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  const std::pair<const char*, int> sizes[] = {
+      {"hidden_size", hidden_size},
+      {"intermediate_size", intermediate_size},
+      {"num_hidden_layers", num_layers},
+      {"num_attention_heads", num_heads},
+      {"num_key_value_heads", num_kv_heads},
+      {"vocab_size", vocab_size},
+      {"max_position_embeddings", max_position_embeddings},
+  };
+  for (const auto& [key, value] : sizes)
+    if (value <= 0) fail(source, key, fmt::format("must be positive, found {}", value));
+
+  if (hidden_size % num_heads != 0)
+    fail(source, "num_attention_heads",
+         fmt::format("hidden_size {} is not a multiple of num_attention_heads {}", hidden_size, num_heads));
+  if (head_dim() != kBoardHeadDim)
+    fail(source, "num_attention_heads",
+         fmt::format("head_dim = hidden_size / num_attention_heads = {} / {} = {}, but the board's "
+                     "attention unit is built for head_dim {}",
+                     hidden_size, num_heads, head_dim(), kBoardHeadDim));
+  if (num_kv_heads != num_heads)
+    fail(source, "num_key_value_heads",
+         fmt::format("{} differs from num_attention_heads {}: the board has no grouped-query sharing",
+                     num_kv_heads, num_heads));
+
+  const std::pair<const char*, int> ids[] = {
+      {"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id}, {"pad_token_id", pad_token_id}};
+  for (const auto& [key, id] : ids) {
+    if (id == kNoPad && std::string(key) == "pad_token_id") continue;
+    if (id < 0 || id >= vocab_size)
+      fail(source, key, fmt::format("token id {} is outside the vocabulary [0, vocab_size {})", id, vocab_size));
+  }
+
+  // (0, 1) written so that NaN fails too.
+  if (!(rms_norm_eps > 0.0f && rms_norm_eps < 1.0f))
+    fail(source, "rms_norm_eps", fmt::format("must be in (0, 1), found {}", rms_norm_eps));
+  if (!(rope_theta > 0.0f) || !std::isfinite(rope_theta))
+    fail(source, "rope_theta", fmt::format("must be positive and finite, found {}", rope_theta));
+  if (!tie_word_embeddings)
+    fail(source, "tie_word_embeddings",
+         "must be true: bitsim uses embed_tokens as lm_head (the checkpoint has no separate "
+         "lm_head.weight, and the board ternarizes that shared matrix)");
+}
+
+std::string ModelConfig::shape_string() const {
+  return fmt::format("hidden {}, FFN {}, {} layers, {} heads x {}, vocab {}", hidden_size,
+                     intermediate_size, num_layers, num_heads, num_heads > 0 ? head_dim() : 0,
+                     vocab_size);
+}
+
+}  // namespace bitsim::model

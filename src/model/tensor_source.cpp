@@ -1,1 +1,72 @@
-// placeholder: replaced by the module's implementation
+#include "model/tensor_source.h"
+
+#include <string_view>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "model/error.h"
+
+namespace bitsim::model {
+
+TensorList expected_tensors(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, f = c.intermediate_size, v = c.vocab_size;
+  TensorList out;
+  out.reserve(2 + 11 * static_cast<size_t>(c.num_layers > 0 ? c.num_layers : 0));
+  out.push_back({"model.embed_tokens.weight", {v, h}});
+  for (int n = 0; n < c.num_layers; ++n) {
+    const std::string p = fmt::format("model.layers.{}.", n);
+    out.push_back({p + "input_layernorm.weight", {h}});
+    out.push_back({p + "self_attn.q_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.k_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.v_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.o_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.inner_attn_ln.weight", {h}});
+    out.push_back({p + "post_attention_layernorm.weight", {h}});
+    out.push_back({p + "mlp.gate_proj.weight", {f, h}});
+    out.push_back({p + "mlp.up_proj.weight", {f, h}});
+    out.push_back({p + "mlp.down_proj.weight", {h, f}});
+    out.push_back({p + "mlp.ffn_layernorm.weight", {f}});
+  }
+  out.push_back({"model.norm.weight", {h}});
+  return out;
+}
+
+bool is_ignored_tensor(const std::string& name) {
+  constexpr std::string_view suffix = ".rotary_emb.inv_freq";
+  return name.size() >= suffix.size() && std::string_view(name).substr(name.size() - suffix.size()) == suffix;
+}
+
+std::string shape_to_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+CheckpointSource::CheckpointSource(const std::filesystem::path& folder)
+    : folder_(folder),
+      config_(ModelConfig::from_file(folder / "config.json")),
+      file_(SafetensorsFile::open(folder / "model.safetensors")) {
+  const std::string file = file_.path().string();
+  std::unordered_set<std::string> expected_names;
+  for (const auto& [name, shape] : expected_tensors(config_)) {
+    expected_names.insert(name);
+    const TensorInfo* t = file_.find(name);
+    if (t == nullptr)
+      throw Error(fmt::format("{}: tensor '{}' is missing (expected shape {} for {})", file, name,
+                              shape_to_string(shape), config_.shape_string()));
+    if (t->shape != shape)
+      throw Error(fmt::format("{}: tensor '{}' has shape {}, expected {} (config.json: {})", file, name,
+                              shape_to_string(t->shape), shape_to_string(shape), config_.shape_string()));
+  }
+  for (const auto& t : file_.tensors())
+    if (expected_names.count(t.name) == 0 && !is_ignored_tensor(t.name)) unexpected_.push_back(t.name);
+}
+
+void CheckpointSource::read(const std::string& name, const std::vector<int64_t>& shape, float* dst) const {
+  const TensorInfo* t = file_.find(name);
+  if (t == nullptr) throw Error(fmt::format("{}: no tensor '{}'", file_.path().string(), name));
+  if (t->shape != shape)
+    throw Error(fmt::format("{}: tensor '{}' has shape {}, but {} was asked for", file_.path().string(), name,
+                            shape_to_string(t->shape), shape_to_string(shape)));
+  file_.read_f32_into(name, dst);
+}
+
+}  // namespace bitsim::model

@@ -1,1 +1,249 @@
+#include "model/model_config.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
+
+#include "model/error.h"
+
+namespace bitsim::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A temporary folder unique to this process and test, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path = fs::temp_directory_path() /
+           ("bitsim_model_config_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// The config.json of 1bitLLM/bitnet_b1_58-large as published (with keys bitsim ignores).
+nlohmann::json checkpoint_json() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["BitnetForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 1536,
+    "initializer_range": 0.02, "input_bits": 8, "intermediate_size": 4096,
+    "max_position_embeddings": 2048, "model_type": "llama", "num_attention_heads": 16,
+    "num_hidden_layers": 24, "num_key_value_heads": 16, "pad_token_id": 32000,
+    "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+    "tie_word_embeddings": true, "torch_dtype": "float16", "transformers_version": "4.39.3",
+    "use_cache": true, "vocab_size": 32002, "weight_bits": 1})");
+}
+
+const std::string kSource = "/ckpt/config.json";
+
+// from_json must throw a bitsim::Error whose message names the file and `key`.
+void expect_error(const nlohmann::json& j, const std::string& key, const std::string& also = "") {
+  try {
+    ModelConfig::from_json(j, kSource);
+    ADD_FAILURE() << "no error for key " << key << " in " << j.dump();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(kSource), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'" + key + "'"), std::string::npos) << msg;
+    if (!also.empty()) {
+      EXPECT_NE(msg.find(also), std::string::npos) << msg;
+    }
+  }
+}
+
+nlohmann::json with(const std::string& key, const nlohmann::json& value) {
+  nlohmann::json j = checkpoint_json();
+  j[key] = value;
+  return j;
+}
+
+TEST(ModelConfig, BitnetLargeMatchesModelMd) {
+  const ModelConfig c = ModelConfig::bitnet_large();
+  EXPECT_EQ(c.hidden_size, 1536);
+  EXPECT_EQ(c.intermediate_size, 4096);
+  EXPECT_EQ(c.num_layers, 24);
+  EXPECT_EQ(c.num_heads, 16);
+  EXPECT_EQ(c.num_kv_heads, 16);
+  EXPECT_EQ(c.head_dim(), 96);
+  EXPECT_EQ(c.vocab_size, 32002);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.pad_token_id, 32000);
+  EXPECT_NO_THROW(c.validate("bitnet_large()"));
+  EXPECT_EQ(c.shape_string(), "hidden 1536, FFN 4096, 24 layers, 16 heads x 96, vocab 32002");
+  // The published config.json gives exactly this config.
+  EXPECT_EQ(ModelConfig::from_json(checkpoint_json(), kSource), c);
+}
+
+TEST(ModelConfig, TinyIsValid) {
+  const ModelConfig c = ModelConfig::tiny();
+  EXPECT_NO_THROW(c.validate("tiny()"));
+  EXPECT_EQ(c.head_dim(), 96);
+  EXPECT_EQ(c.num_kv_heads, c.num_heads);
+  EXPECT_LT(c.pad_token_id, c.vocab_size);
+  EXPECT_EQ(c.shape_string(), "hidden 192, FFN 512, 2 layers, 2 heads x 96, vocab 512");
+}
+
+TEST(ModelConfig, JsonRoundTrip) {
+  for (const ModelConfig& c : {ModelConfig::bitnet_large(), ModelConfig::tiny()}) {
+    const nlohmann::json j = c.to_json();
+    EXPECT_EQ(j.at("model_type"), "llama");
+    EXPECT_EQ(j.at("torch_dtype"), "float16");
+    EXPECT_EQ(j.at("architectures"), nlohmann::json::array({"BitnetForCausalLM"}));
+    EXPECT_EQ(j.at("hidden_act"), "silu");
+    EXPECT_TRUE(j.at("rope_scaling").is_null());
+    EXPECT_EQ(j.at("num_hidden_layers"), c.num_layers);
+    EXPECT_EQ(j.at("rms_norm_eps").get<double>(), 1e-5);  // written as 1e-05, not 9.99999974e-06
+    EXPECT_EQ(ModelConfig::from_json(j, "roundtrip"), c);
+    // and through text
+    EXPECT_EQ(ModelConfig::from_json(nlohmann::json::parse(j.dump(2)), "roundtrip"), c);
+  }
+  ModelConfig no_pad = ModelConfig::tiny();
+  no_pad.pad_token_id = ModelConfig::kNoPad;
+  EXPECT_TRUE(no_pad.to_json().at("pad_token_id").is_null());
+  EXPECT_EQ(ModelConfig::from_json(no_pad.to_json(), "roundtrip"), no_pad);
+}
+
+TEST(ModelConfig, FromFileReadsCheckpointConfig) {
+  TempDir dir;
+  const fs::path p = dir.path / "config.json";
+  std::ofstream(p) << checkpoint_json().dump(2);
+  EXPECT_EQ(ModelConfig::from_file(p), ModelConfig::bitnet_large());
+}
+
+TEST(ModelConfig, MissingRequiredKeyIsNamed) {
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "vocab_size", "rms_norm_eps", "max_position_embeddings"}) {
+    nlohmann::json j = checkpoint_json();
+    j.erase(key);
+    expect_error(j, key, "missing");
+  }
+}
+
+TEST(ModelConfig, OptionalKeysDefault) {
+  nlohmann::json j = checkpoint_json();
+  for (const char* key : {"num_key_value_heads", "rope_theta", "tie_word_embeddings", "bos_token_id", "eos_token_id",
+                          "rope_scaling", "hidden_act", "model_type", "torch_dtype"})
+    j.erase(key);
+  ModelConfig expected = ModelConfig::bitnet_large();
+  EXPECT_EQ(ModelConfig::from_json(j, kSource), expected);
+  j.erase("pad_token_id");  // absent pad -> kNoPad
+  expected.pad_token_id = ModelConfig::kNoPad;
+  EXPECT_EQ(ModelConfig::from_json(j, kSource), expected);
+  j["pad_token_id"] = nullptr;  // null pad -> kNoPad
+  EXPECT_EQ(ModelConfig::from_json(j, kSource), expected);
+}
+
+TEST(ModelConfig, WrongJsonTypeIsNamed) {
+  expect_error(with("hidden_size", "1536"), "hidden_size", "integer");
+  expect_error(with("hidden_size", 1536.5), "hidden_size", "integer");
+  expect_error(with("num_hidden_layers", nullptr), "num_hidden_layers");
+  expect_error(with("vocab_size", nlohmann::json::array({32002})), "vocab_size");
+  expect_error(with("vocab_size", 1ll << 40), "vocab_size", "out of range");
+  expect_error(with("rms_norm_eps", "1e-5"), "rms_norm_eps", "number");
+  expect_error(with("rope_theta", true), "rope_theta");
+  expect_error(with("tie_word_embeddings", 1), "tie_word_embeddings", "true or false");
+  expect_error(with("eos_token_id", nlohmann::json::array({2})), "eos_token_id");
+  expect_error(with("hidden_act", 7), "hidden_act", "string");
+  EXPECT_THROW(ModelConfig::from_json(nlohmann::json::array(), kSource), Error);
+}
+
+TEST(ModelConfig, NonPositiveSizesAreNamed) {
+  expect_error(with("hidden_size", 0), "hidden_size", "positive");
+  expect_error(with("intermediate_size", -4096), "intermediate_size", "positive");
+  expect_error(with("num_hidden_layers", 0), "num_hidden_layers", "positive");
+  expect_error(with("num_attention_heads", 0), "num_attention_heads", "positive");
+  expect_error(with("num_key_value_heads", -1), "num_key_value_heads", "positive");
+  expect_error(with("vocab_size", 0), "vocab_size", "positive");
+  expect_error(with("max_position_embeddings", 0), "max_position_embeddings", "positive");
+}
+
+TEST(ModelConfig, HeadShapeMustFitTheBoard) {
+  // 1536 / 7 is not an integer
+  expect_error(with("num_attention_heads", 7), "num_attention_heads", "multiple");
+  // 1536 / 12 = 128: divisible, but not the attention unit's head_dim
+  nlohmann::json j = with("num_attention_heads", 12);
+  j["num_key_value_heads"] = 12;
+  expect_error(j, "num_attention_heads", "the board's attention unit is built for head_dim 96");
+}
+
+TEST(ModelConfig, GroupedQueryAttentionRejected) {
+  expect_error(with("num_key_value_heads", 4), "num_key_value_heads", "grouped-query");
+}
+
+TEST(ModelConfig, TokenIdsMustBeInsideVocabulary) {
+  expect_error(with("bos_token_id", 32002), "bos_token_id", "vocab");
+  expect_error(with("eos_token_id", -2), "eos_token_id");
+  expect_error(with("pad_token_id", 40000), "pad_token_id", "vocab");
+  expect_error(with("vocab_size", 32000), "pad_token_id");  // pad 32000 no longer < vocab
+}
+
+TEST(ModelConfig, EpsThetaAndScalingChecked) {
+  expect_error(with("rms_norm_eps", 0.0), "rms_norm_eps", "(0, 1)");
+  expect_error(with("rms_norm_eps", -1e-5), "rms_norm_eps");
+  expect_error(with("rms_norm_eps", 1.0), "rms_norm_eps");
+  expect_error(with("rope_theta", 0), "rope_theta");
+  expect_error(with("rope_theta", -10000.0), "rope_theta");
+  expect_error(with("rope_scaling", nlohmann::json{{"type", "linear"}, {"factor", 2.0}}), "rope_scaling",
+               "not supported");
+}
+
+TEST(ModelConfig, UntiedEmbeddingsAndOtherActivationsRejected) {
+  expect_error(with("tie_word_embeddings", false), "tie_word_embeddings", "lm_head");
+  expect_error(with("hidden_act", "gelu"), "hidden_act", "silu");
+}
+
+TEST(ModelConfig, ValidateNamesSourceAndKey) {
+  ModelConfig c = ModelConfig::tiny();
+  c.num_kv_heads = 1;
+  try {
+    c.validate("my-source");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("my-source"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("num_key_value_heads"), std::string::npos);
+  }
+}
+
+TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
+  TempDir dir;
+  const fs::path p = dir.path / "config.json";
+  std::ofstream(p) << "{\n  \"hidden_size\": 1536,\n  \"vocab_size\": ,\n}";
+  try {
+    ModelConfig::from_file(p);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("line 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("byte"), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelConfig, MissingFileIsNamed) {
+  TempDir dir;
+  const fs::path p = dir.path / "nope" / "config.json";
+  try {
+    ModelConfig::from_file(p);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bitsim::model

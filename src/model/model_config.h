@@ -1,0 +1,59 @@
+#pragma once
+// ModelConfig: the shape of a BitNet b1.58 checkpoint (the keys of its config.json, MODEL.md
+// "Shape"), and the checks that say whether the board can run it. The board's attention unit
+// is built for head_dim 96 and plain multi-head attention, lm_head is tied to embed_tokens,
+// and RoPE is unscaled; a config that needs anything else is rejected with a bitsim::Error
+// naming the file and the key.
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace bitsim::model {
+
+struct ModelConfig {
+  int hidden_size = 0, intermediate_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
+  int vocab_size = 0, max_position_embeddings = 0;
+  float rms_norm_eps = 1e-5f, rope_theta = 10000.0f;
+  bool tie_word_embeddings = true;
+  // Special token ids. pad_token_id is kNoPad when config.json has no pad_token_id (or null).
+  int bos_token_id = 1, eos_token_id = 2, pad_token_id = 32000;
+
+  static constexpr int kNoPad = -1;
+  static constexpr int kBoardHeadDim = 96;
+
+  int head_dim() const { return hidden_size / num_heads; }
+
+  // MODEL.md values of 1bitLLM/bitnet_b1_58-large.
+  static ModelConfig bitnet_large();
+  // A small model in the same layout for fast tests: hidden 192, 2 heads x 96 (2 kv heads),
+  // FFN 512, 2 layers, vocab 512, max_pos 2048, bos 1 / eos 2 / pad 0.
+  static ModelConfig tiny();
+
+  // Parses a checkpoint's config.json object. Required keys: hidden_size, intermediate_size,
+  // num_hidden_layers, num_attention_heads, vocab_size, rms_norm_eps, max_position_embeddings.
+  // Optional keys (defaults as in HF LlamaConfig / MODEL.md): num_key_value_heads (=
+  // num_attention_heads), rope_theta (10000), tie_word_embeddings (true), bos_token_id (1),
+  // eos_token_id (2), pad_token_id (absent/null -> kNoPad), rope_scaling (must be null),
+  // hidden_act (must be "silu"). Other keys (model_type, torch_dtype, ...) are ignored.
+  // Validates the result. `source` (the file path) is named in every error message.
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
+  // Reads and parses a config.json file; malformed JSON is an Error naming the file and the
+  // parse position.
+  static ModelConfig from_file(const std::filesystem::path& config_json);
+
+  // The checkpoint's config.json keys (see from_json), plus model_type "llama",
+  // torch_dtype "float16", architectures ["BitnetForCausalLM"], hidden_act "silu",
+  // rope_scaling null. pad_token_id kNoPad is written as null.
+  nlohmann::json to_json() const;
+
+  // Throws bitsim::Error naming `source` and the config.json key at fault.
+  void validate(const std::string& source) const;
+
+  // e.g. "hidden 1536, FFN 4096, 24 layers, 16 heads x 96, vocab 32002"
+  std::string shape_string() const;
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+}  // namespace bitsim::model
