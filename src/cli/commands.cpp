@@ -73,7 +73,7 @@ int cmd_inspect(const InspectArgs& a) {
                      {"packed_image_lm_head_bytes", img.lm_head_bytes},
                      {"board_packed_image_mib", kBoardImageMiB},
                      {"load_s", load_s}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   fmt::print("model       {}\n", m.source);
@@ -132,7 +132,7 @@ int cmd_run(RunArgs& a) {
                      {"summary", {{"steps", r.steps.size()}, {"load_s", r.load_s},
                                   {"calibration_s", r.calibration_s}, {"wall_s", r.wall_s},
                                   {"stopped_at_capacity", r.stopped_at_capacity}}}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   fmt::print("\n--- end of text ---\n\n");

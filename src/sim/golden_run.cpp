@@ -59,7 +59,7 @@ RunResult run_golden(const RunRequest& req, const RunCallbacks& cb) {
   golden::BoardReference ref(m, std::move(scales),
                              {.legacy_attention = req.legacy_attention, .threads = req.threads});
   Sampler sampler(req.sampler);
-  model::StreamDecoder decoder(*tokenizer);
+  model::StreamDecoder decoder(*tokenizer, ids);  // the prompt as context keeps the first word's space
   int next = ids[0];
   for (int step = 0;; ++step) {
     const bool generated = step >= res.prompt_tokens;

@@ -85,13 +85,14 @@ TEST(BoardVsFloat, TinyAgreementOver64Tokens) {
             << "; vs float tied lm_head top-1 " << agree_tied << "/" << steps << "\n";
   RecordProperty("top1_agreement", agree);
   RecordProperty("rel_error_mean", std::to_string(mean));
-  // Bounds: int8 activations carry ~0.4% relative error per quantization (1/254 of the
-  // max), K/V with fixed scales and the 16-per-nat exponent table add a few percent; over
-  // 2 layers the logits' relative error stays well under 25%, and the argmax, whose margin
-  // is usually larger than that noise, agrees on most tokens.
-  EXPECT_LT(mean, 0.25);
-  EXPECT_LT(worst, 0.5);
-  EXPECT_GE(agree, steps * 3 / 4);
+  // Bounds: int8 activations carry up to 1/254 of the max per quantization (~0.4%), seven
+  // quantizations per layer; K/V with fixed scales and the exponent ROM's 1/16-nat steps
+  // (up to ~3% per weight) add a few percent to the attention output. Over 2 layers that
+  // is a few percent of the logits (measured 3.3% mean, 5.2% worst on this seed); the
+  // bounds leave a factor of ~3. Only near-ties may flip the argmax: at least 80% agree.
+  EXPECT_LT(mean, 0.10);
+  EXPECT_LT(worst, 0.20);
+  EXPECT_GE(agree, steps * 4 / 5);
 }
 
 }  // namespace

@@ -242,34 +242,6 @@ TEST(Synthetic, ReadErrorsNameSourceAndTensor) {
                         {"synthetic:tiny (seed 3)", "'model.layers.0.mlp.down_proj.weight'", "[192, 512]"});
 }
 
-TEST(Synthetic, GenerationSpeed) {
-  using clock = std::chrono::steady_clock;
-  {
-    const SyntheticSource s(Shape::Tiny, 1);
-    std::vector<float> buf(512 * 192);
-    const auto t0 = clock::now();
-    int64_t values = 0;
-    for (const auto& [name, shape] : s.tensors()) {
-      s.read(name, shape, buf.data());
-      values += numel(shape);
-    }
-    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    std::printf("tiny: %lld values in %.2f ms\n", static_cast<long long>(values), ms);
-    RecordProperty("tiny_all_tensors_ms", std::to_string(ms));
-    EXPECT_LT(ms, 1000.0);
-  }
-  {
-    const SyntheticSource s(Shape::BitnetLarge, 1);
-    std::vector<float> buf(4096 * 1536);
-    const auto t0 = clock::now();
-    s.read("model.layers.0.mlp.up_proj.weight", {4096, 1536}, buf.data());
-    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    std::printf("one [4096, 1536] tensor: %.2f ms\n", ms);
-    RecordProperty("up_proj_ms", std::to_string(ms));
-    EXPECT_LT(ms, 500.0);  // typically ~10-20 ms; generous for a loaded machine
-  }
-}
-
 TEST(Synthetic, CheckpointRoundTripEqualsSyntheticSource) {
   TempDir dir;
   const fs::path ckpt = dir.path / "tiny";
