@@ -82,7 +82,9 @@ int cmd_inspect(const InspectArgs& a) {
   fmt::print("zero trits  {:.2f}% of the ternary layers, {:.2f}% of the ternarized lm_head\n",
              100.0 * zf, 100.0 * model::zero_fraction(m.lm_head));
   fmt::print("packed image (CIRCUITS.md 2: 5 trits per byte, rows padded to 8-byte beats)\n");
-  fmt::print("  layers    {:>12} bytes  {:8.2f} MiB\n", img.layer_bytes, img.layer_bytes / 1048576.0);
+  const uint64_t all_layers = img.layer_bytes * uint64_t(c.num_layers);
+  fmt::print("  per layer {:>12} bytes  {:8.2f} MiB\n", img.layer_bytes, img.layer_bytes / 1048576.0);
+  fmt::print("  {:2} layers {:>11} bytes  {:8.2f} MiB\n", c.num_layers, all_layers, all_layers / 1048576.0);
   fmt::print("  lm_head   {:>12} bytes  {:8.2f} MiB\n", img.lm_head_bytes, img.lm_head_bytes / 1048576.0);
   fmt::print("  total     {:>12} bytes  {:8.2f} MiB  [simulated]\n", img.total_bytes, mib);
   fmt::print("  board     {:>12}        {:8.2f} MiB  [board]  (bitnet-large; docs/packed-image.md explains the difference)\n",

@@ -1,0 +1,238 @@
+#include "sim/params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "model/error.h"
+
+namespace bitsim::sim {
+
+namespace {
+
+const char* type_name(ParamType t) {
+  switch (t) {
+    case ParamType::Real: return "a number";
+    case ParamType::Integer: return "an integer";
+    case ParamType::Boolean: return "true or false";
+    case ParamType::Text: return "a string";
+  }
+  return "?";
+}
+
+std::string near_keys(const std::vector<ParamSpec>& specs, const std::string& key) {
+  // Suggest the keys of the same table, or every table name.
+  const auto dot = key.rfind('.');
+  const std::string table = dot == std::string::npos ? "" : key.substr(0, dot + 1);
+  std::vector<std::string> same;
+  for (const auto& s : specs)
+    if (!table.empty() && s.key.rfind(table, 0) == 0) same.push_back(s.key);
+  if (same.empty()) {
+    std::vector<std::string> tables;
+    for (const auto& s : specs) {
+      const auto d = s.key.find('.');
+      const std::string t = d == std::string::npos ? s.key : s.key.substr(0, d);
+      if (std::find(tables.begin(), tables.end(), t) == tables.end()) tables.push_back(t);
+    }
+    return fmt::format("valid tables: {}", fmt::join(tables, ", "));
+  }
+  return fmt::format("valid keys: {}", fmt::join(same, ", "));
+}
+
+std::string value_text(const ParamValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, double>) return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<T, int64_t>) return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else return x;
+      },
+      v);
+}
+
+}  // namespace
+
+ParamSet::ParamSet(std::vector<ParamSpec> specs) : specs_(std::move(specs)) {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!index_.emplace(specs_[i].key, i).second)
+      throw Error(fmt::format("config: key '{}' declared twice", specs_[i].key));
+    defaults_.push_back(specs_[i].value);
+  }
+}
+
+const ParamSpec& ParamSet::spec(const std::string& key) const {
+  auto it = index_.find(key);
+  if (it == index_.end())
+    throw Error(fmt::format("config: unknown key '{}' ({})", key, near_keys(specs_, key)));
+  return specs_[it->second];
+}
+
+ParamSpec& ParamSet::mut(const std::string& key, const std::string& source) {
+  auto it = index_.find(key);
+  if (it == index_.end())
+    throw Error(fmt::format("{}: unknown config key '{}' ({})", source, key, near_keys(specs_, key)));
+  return specs_[it->second];
+}
+
+void ParamSet::set_value(const std::string& key, const ParamValue& value, const std::string& source) {
+  ParamSpec& s = mut(key, source);
+  ParamValue v = value;
+  // Integers are accepted where reals are expected.
+  if (s.type == ParamType::Real && std::holds_alternative<int64_t>(v)) v = double(std::get<int64_t>(v));
+  if (s.type == ParamType::Integer && std::holds_alternative<double>(v)) {
+    const double d = std::get<double>(v);
+    if (d != std::floor(d) || std::fabs(d) > 9e15)
+      throw Error(fmt::format("{}: config key '{}' must be {}, got {}", source, key, type_name(s.type), d));
+    v = int64_t(d);
+  }
+  const bool ok = (s.type == ParamType::Real && std::holds_alternative<double>(v)) ||
+                  (s.type == ParamType::Integer && std::holds_alternative<int64_t>(v)) ||
+                  (s.type == ParamType::Boolean && std::holds_alternative<bool>(v)) ||
+                  (s.type == ParamType::Text && std::holds_alternative<std::string>(v));
+  if (!ok)
+    throw Error(fmt::format("{}: config key '{}' must be {}, got '{}'", source, key, type_name(s.type), value_text(value)));
+  if (s.min <= s.max && (s.type == ParamType::Real || s.type == ParamType::Integer)) {
+    const double d = s.type == ParamType::Real ? std::get<double>(v) : double(std::get<int64_t>(v));
+    if (!(d >= s.min && d <= s.max))
+      throw Error(fmt::format("{}: config key '{}' = {} is out of range [{}, {}]{}", source, key,
+                              value_text(v), s.min, s.max, s.unit.empty() ? "" : " " + s.unit));
+  }
+  if (s.type == ParamType::Text && !s.choices.empty() &&
+      std::find(s.choices.begin(), s.choices.end(), std::get<std::string>(v)) == s.choices.end())
+    throw Error(fmt::format("{}: config key '{}' = '{}' is not one of: {}", source, key,
+                            std::get<std::string>(v), fmt::join(s.choices, ", ")));
+  s.value = v;
+}
+
+void ParamSet::set(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error(fmt::format("--set '{}': expected KEY=VALUE", assignment));
+  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  const ParamSpec& s = mut(key, "--set");
+  const std::string source = "--set " + key;
+  switch (s.type) {
+    case ParamType::Real: {
+      try {
+        size_t used = 0;
+        const double d = std::stod(text, &used);
+        if (used != text.size()) throw std::invalid_argument("trailing");
+        set_value(key, d, source);
+      } catch (const std::logic_error&) {
+        throw Error(fmt::format("{}: '{}' is not a number", source, text));
+      }
+      break;
+    }
+    case ParamType::Integer: {
+      try {
+        size_t used = 0;
+        const long long i = std::stoll(text, &used, 0);
+        if (used != text.size()) throw std::invalid_argument("trailing");
+        set_value(key, int64_t(i), source);
+      } catch (const std::logic_error&) {
+        throw Error(fmt::format("{}: '{}' is not an integer", source, text));
+      }
+      break;
+    }
+    case ParamType::Boolean:
+      if (text == "true" || text == "1") set_value(key, true, source);
+      else if (text == "false" || text == "0") set_value(key, false, source);
+      else throw Error(fmt::format("{}: '{}' is not true or false", source, text));
+      break;
+    case ParamType::Text:
+      set_value(key, text, source);
+      break;
+  }
+}
+
+void ParamSet::load_toml_string(const std::string& text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw Error(fmt::format("{}:{}:{}: TOML syntax error: {}", source, e.source().begin.line,
+                            e.source().begin.column, e.description()));
+  }
+  std::vector<std::pair<std::string, const toml::node*>> stack;
+  std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& t, const std::string& prefix) {
+    for (const auto& [k, node] : t) {
+      const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+      const std::string where = fmt::format("{}:{}", source, node.source().begin.line);
+      if (const auto* sub = node.as_table()) {
+        walk(*sub, key);
+        continue;
+      }
+      if (!has(key))
+        throw Error(fmt::format("{}: unknown config key '{}' ({})", where, key, near_keys(specs_, key)));
+      if (auto v = node.value_exact<double>()) set_value(key, *v, where);
+      else if (auto i = node.value_exact<int64_t>()) set_value(key, *i, where);
+      else if (auto b = node.value_exact<bool>()) set_value(key, *b, where);
+      else if (auto s = node.value_exact<std::string>()) set_value(key, *s, where);
+      else throw Error(fmt::format("{}: config key '{}' has an unsupported TOML type", where, key));
+    }
+  };
+  walk(root, "");
+}
+
+void ParamSet::load_toml(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw Error(fmt::format("config file '{}' cannot be read", file.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  load_toml_string(ss.str(), file.string());
+}
+
+double ParamSet::real(const std::string& key) const { return std::get<double>(spec(key).value); }
+int64_t ParamSet::integer(const std::string& key) const { return std::get<int64_t>(spec(key).value); }
+bool ParamSet::boolean(const std::string& key) const { return std::get<bool>(spec(key).value); }
+const std::string& ParamSet::text(const std::string& key) const { return std::get<std::string>(spec(key).value); }
+std::string ParamSet::to_string(const std::string& key) const { return value_text(spec(key).value); }
+
+std::vector<std::string> ParamSet::keys() const {
+  std::vector<std::string> k;
+  for (const auto& s : specs_) k.push_back(s.key);
+  return k;
+}
+
+std::vector<std::string> ParamSet::changed() const {
+  std::vector<std::string> k;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (!(specs_[i].value == defaults_[i])) k.push_back(specs_[i].key);
+  return k;
+}
+
+std::map<std::string, std::string> ParamSet::flat() const {
+  std::map<std::string, std::string> m;
+  for (const auto& s : specs_) m[s.key] = value_text(s.value);
+  return m;
+}
+
+std::string ParamSet::dump_toml() const {
+  std::string out;
+  std::string table = "\x01";
+  for (const auto& s : specs_) {
+    const auto dot = s.key.rfind('.');
+    const std::string t = dot == std::string::npos ? "" : s.key.substr(0, dot);
+    const std::string leaf = dot == std::string::npos ? s.key : s.key.substr(dot + 1);
+    if (t != table) {
+      if (!t.empty()) out += fmt::format("\n[{}]\n", t);
+      table = t;
+    }
+    out += fmt::format("# {} [{}{}]\n", s.doc, s.unit.empty() ? "" : s.unit + "; ", s.evidence);
+    std::string v = value_text(s.value);
+    if (s.type == ParamType::Text) v = "\"" + v + "\"";
+    if (s.type == ParamType::Real && v.find_first_of(".eE") == std::string::npos &&
+        v.find("inf") == std::string::npos && v.find("nan") == std::string::npos)
+      v += ".0";
+    out += fmt::format("{} = {}\n", leaf, v);
+  }
+  return out;
+}
+
+}  // namespace bitsim::sim

@@ -1,0 +1,69 @@
+#pragma once
+// ParamSet: the board config as typed, documented, range-checked keys ("ddr.read_latency_ns").
+// Every key is declared once (ParamSpec) with its type, default, range, unit, evidence
+// label and meaning; a TOML file may set any of them, `--set key=value` overrides, and
+// `dump_toml()` prints the effective config with each key's documentation. An unknown key,
+// a wrong type or a value out of range is a bitsim::Error naming the key (and the file).
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace bitsim::sim {
+
+enum class ParamType { Real, Integer, Boolean, Text };
+
+// Where a parameter's value comes from (printed next to it):
+//   board      - measured on the real board or fixed by its datasheets/IP documentation
+//   calibrated - fitted to a board measurement (CIRCUITS.md 6)
+//   simulated  - a modelling choice of bitsim with no board measurement behind it
+using ParamValue = std::variant<double, int64_t, bool, std::string>;
+
+struct ParamSpec {
+  std::string key;
+  ParamType type = ParamType::Real;
+  ParamValue value;                 // the default
+  double min = 0, max = 0;          // inclusive range for Real and Integer (ignored when min > max)
+  std::vector<std::string> choices; // allowed values for Text (empty: any)
+  std::string unit;
+  std::string evidence;             // board | calibrated | simulated
+  std::string doc;                  // meaning and source, one line
+};
+
+class ParamSet {
+ public:
+  explicit ParamSet(std::vector<ParamSpec> specs);
+
+  // Reads a TOML file; every key must be declared. Tables nest ("[ddr] read_latency_ns = 90").
+  void load_toml(const std::filesystem::path& file);
+  void load_toml_string(const std::string& text, const std::string& source);
+  // "key=value"; the value is parsed as the key's type.
+  void set(const std::string& assignment);
+  void set_value(const std::string& key, const ParamValue& value, const std::string& source);
+
+  double real(const std::string& key) const;
+  int64_t integer(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+  const std::string& text(const std::string& key) const;
+  std::string to_string(const std::string& key) const;
+
+  bool has(const std::string& key) const { return index_.count(key) != 0; }
+  const ParamSpec& spec(const std::string& key) const;
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  std::vector<std::string> keys() const;
+  // Keys whose values differ from their defaults.
+  std::vector<std::string> changed() const;
+
+  std::string dump_toml() const;              // effective config, documented
+  std::map<std::string, std::string> flat() const;  // key -> value text
+
+ private:
+  ParamSpec& mut(const std::string& key, const std::string& source);
+  std::vector<ParamSpec> specs_;
+  std::vector<ParamValue> defaults_;
+  std::map<std::string, size_t> index_;
+};
+
+}  // namespace bitsim::sim
