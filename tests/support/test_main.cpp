@@ -1,5 +1,5 @@
-// main() for the SystemC test binaries. libsystemc requires an sc_main symbol; tests never
-// call it: each test builds its modules inside a FreshSimContext and calls sc_start.
+// main() of every test binary. libsystemc requires an sc_main symbol; tests never call it:
+// a SystemC test builds its modules inside a FreshSimContext and calls sc_start.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,0 +1,136 @@
+#include "host/memory_map.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "model/packed_image.h"
+
+namespace bitsim::host {
+
+namespace {
+constexpr uint64_t kHeaderBytes = 16;
+constexpr int kHeadDim = 96;
+constexpr uint64_t kHeadBufferBytes = 128;      // 16-byte header + 96-byte q, padded
+constexpr uint64_t kAttentionResultBeats = 49;  // 96 acc + sum + zero word
+uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
+double mib(uint64_t b) { return double(b) / 1048576.0; }
+}  // namespace
+
+uint64_t MemoryMap::alloc(const std::string& name, uint64_t bytes, uint64_t align) {
+  next_ = (next_ + align - 1) / align * align;
+  const uint64_t addr = next_;
+  next_ += bytes;
+  regions_.push_back({name, addr, bytes});
+  return addr;
+}
+
+MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint64_t row_bytes) {
+  MatmulGroup g;
+  g.name = name;
+  g.n = n;
+  g.rows = rows;
+  const uint64_t fixed = kHeaderBytes + pad8(uint64_t(n));
+  const uint64_t limit = config_.max_transfer_bytes;
+  if (fixed + row_bytes > limit)
+    throw Error(fmt::format("{}: one row of {} elements needs a {}-byte transfer, over the DMA "
+                            "length limit of {} bytes", name, n, fixed + row_bytes, limit));
+  const uint64_t max_rows = std::min((limit - fixed) / row_bytes, limit / 4);
+  const int lane_rows[kLanes] = {(rows + 1) / 2, rows / 2};
+  const int calls = int((uint64_t(lane_rows[0]) + max_rows - 1) / max_rows);
+  g.calls.resize(size_t(calls));
+  int begin[kLanes] = {0, lane_rows[0]};
+  for (int c = 0; c < calls; ++c) {
+    for (int lane = 0; lane < kLanes; ++lane) {
+      // Rows of this lane split evenly over the calls (the first calls take one more).
+      const int share = lane_rows[lane] / calls + (c < lane_rows[lane] % calls ? 1 : 0);
+      LaneStream& s = g.calls[size_t(c)].lane[lane];
+      s.row_begin = begin[lane];
+      s.rows = share;
+      s.bytes = fixed + uint64_t(share) * row_bytes;
+      s.result_bytes = pad8(uint64_t(share) * 4);
+      s.addr = alloc(fmt::format("{} call {} lane {}", name, c, lane), s.bytes);
+      s.rows_addr = s.addr + fixed;
+      begin[lane] += share;
+    }
+  }
+  return g;
+}
+
+MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& config)
+    : model_(model), config_(config), next_(config.cma_base) {
+  if (config_.cma_base % 4096 != 0)
+    throw Error(fmt::format("cma.base 0x{:x} must be 4 KiB aligned", config_.cma_base));
+  if (config_.cma_base + config_.cma_bytes > config_.ddr_bytes)
+    throw Error(fmt::format("cma.base + cma.bytes = 0x{:x} is past the end of DDR (0x{:x})",
+                            config_.cma_base + config_.cma_bytes, config_.ddr_bytes));
+  const int H = model.hidden_size, F = model.intermediate_size, L = model.num_layers;
+  const uint64_t row_h = model::packed_row_bytes(H), row_f = model::packed_row_bytes(F);
+
+  // 1. The weights image, in token-loop order.
+  for (int l = 0; l < L; ++l) {
+    groups_.push_back(plan_group(fmt::format("layer {} qkv", l), 3 * H, H, row_h));
+    groups_.push_back(plan_group(fmt::format("layer {} o", l), H, H, row_h));
+    groups_.push_back(plan_group(fmt::format("layer {} gate_up", l), 2 * F, H, row_h));
+    groups_.push_back(plan_group(fmt::format("layer {} down", l), H, F, row_f));
+  }
+  groups_.push_back(plan_group("lm_head", model.vocab_size, H,
+                               config_.int8_lm_head ? pad8(uint64_t(H)) : row_h));
+  const uint64_t weights_end = next_;
+
+  // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes.
+  const uint64_t area = uint64_t(config_.kv_positions) * kHeadDim;
+  kv_base_ = alloc("kv cache", uint64_t(L) * model.num_heads * 2 * area, 4096);
+  const uint64_t kv_end = next_;
+
+  // 3. Per-call buffers.
+  heads_per_lane_ = (model.num_heads + 1) / 2;
+  heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes);
+  uint64_t mm_result = 0;
+  for (const auto& g : groups_)
+    for (const auto& c : g.calls)
+      for (const auto& s : c.lane) mm_result = std::max(mm_result, s.result_bytes);
+  descriptor_capacity_ = heads_per_lane_ * 3 + 8;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    matmul_result_[lane] = alloc(fmt::format("matmul results lane {}", lane), mm_result);
+    attention_result_[lane] = alloc(fmt::format("attention results lane {}", lane),
+                                    uint64_t(heads_per_lane_) * kAttentionResultBeats * 8);
+    descriptors_[lane] = alloc(fmt::format("sg descriptors lane {}", lane),
+                               uint64_t(descriptor_capacity_) * 64, 64);
+  }
+
+  const uint64_t used = next_ - config_.cma_base;
+  if (used > config_.cma_bytes) {
+    const uint64_t weights = weights_end - config_.cma_base, kv = kv_end - weights_end,
+                   buffers = next_ - kv_end;
+    throw Error(fmt::format(
+        "contiguous memory: the buffers need {:.1f} MiB but cma.bytes is {:.1f} MiB: "
+        "weights image {:.1f} MiB ({} lm_head {:.1f} MiB), KV cache {:.1f} MiB, call buffers "
+        "and descriptors {:.2f} MiB; {:.1f} MiB do not fit",
+        mib(used), mib(config_.cma_bytes), mib(weights),
+        config_.int8_lm_head ? "INT8" : "ternary",
+        mib(groups_.back().calls.empty() ? 0 : [&] {
+          uint64_t b = 0;
+          for (const auto& c : groups_.back().calls) for (const auto& s : c.lane) b += s.bytes;
+          return b;
+        }()),
+        mib(kv), mib(buffers), mib(used - config_.cma_bytes)));
+  }
+}
+
+uint64_t MemoryMap::k_area(int layer, int head) const {
+  const uint64_t area = uint64_t(config_.kv_positions) * kHeadDim;
+  return kv_base_ + (uint64_t(layer) * model_.num_heads + head) * 2 * area;
+}
+
+uint64_t MemoryMap::v_area(int layer, int head) const {
+  return k_area(layer, head) + uint64_t(config_.kv_positions) * kHeadDim;
+}
+
+uint64_t MemoryMap::head_buffer(int lane, int slot) const {
+  return heads_base_ + (uint64_t(lane) * heads_per_lane_ + slot) * kHeadBufferBytes;
+}
+
+}  // namespace bitsim::host

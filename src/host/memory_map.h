@@ -1,0 +1,102 @@
+#pragma once
+// MemoryMap: where every buffer the DMAs touch lives in the simulated DDR, allocated from
+// the contiguous-memory (CMA) region as the board's runtime does (CIRCUITS.md 5).
+//
+// Matmul calls: for every matrix group (qkv, o, gate+up, down, and the lm_head, possibly
+// split into several calls) and each lane, one contiguous stream region:
+//     [16-byte group header][x, n bytes padded to a beat][the lane's packed rows]
+// The rows are written once at load time; the CPU writes the header and x before each
+// call, so one simple-mode MM2S transfer carries the whole group (the board's image holds
+// these slots too: docs/packed-image.md). Results: one buffer per lane, 4 bytes per row
+// padded to a beat.
+// Attention calls: per (layer, head) a K area and a V area of 512 rows x 96 bytes; per
+// lane and head a 112-byte header+q buffer (16 + 96); per lane a result buffer of 8 heads x
+// 49 beats; per lane a ring of SG descriptors (64-byte aligned).
+// A layout that does not fit the CMA size is refused with the sizes that do not fit.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace bitsim::host {
+
+constexpr int kLanes = 2;
+
+struct MemoryMapConfig {
+  uint64_t ddr_bytes = 512ull << 20;  // DDR size (BOARD.md)
+  uint64_t cma_base = 0x08000000;     // where the contiguous region starts (model)
+  uint64_t cma_bytes = 256ull << 20;  // its size; see configs/pynq-z2.toml
+  uint64_t max_transfer_bytes = (1u << 23) - 1;  // DMA length register limit
+  int kv_positions = 512;             // the board's KV area per (layer, head)
+  bool int8_lm_head = false;          // an INT8 lm_head (n bytes per row): refused on the board
+};
+
+// One matmul call of one lane: a group of `rows` rows of length n.
+struct LaneStream {
+  uint64_t addr = 0;       // header; x at addr + 16; rows at rows_addr
+  uint64_t rows_addr = 0;
+  uint64_t bytes = 0;      // header + x + rows: the MM2S length
+  int row_begin = 0;       // first row of the matrix group handled by this lane call
+  int rows = 0;
+  uint64_t result_bytes = 0;  // 4 bytes per row, padded to a beat
+};
+
+// A matmul call: both lanes at once on the same x.
+struct MatmulCall {
+  LaneStream lane[kLanes];
+};
+
+// A matrix group of the token loop: q|k|v, o, gate|up, down, lm_head.
+struct MatmulGroup {
+  std::string name;   // "layer 3 qkv", "lm_head"
+  int n = 0;          // row length
+  int rows = 0;       // rows of the whole group
+  std::vector<MatmulCall> calls;  // one unless the length limit splits it
+};
+
+struct Region {
+  std::string name;
+  uint64_t addr = 0, bytes = 0;
+};
+
+class MemoryMap {
+ public:
+  MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& config);
+
+  const MatmulGroup& qkv(int layer) const { return groups_[size_t(layer) * 4 + 0]; }
+  const MatmulGroup& o(int layer) const { return groups_[size_t(layer) * 4 + 1]; }
+  const MatmulGroup& gate_up(int layer) const { return groups_[size_t(layer) * 4 + 2]; }
+  const MatmulGroup& down(int layer) const { return groups_[size_t(layer) * 4 + 3]; }
+  const MatmulGroup& lm_head() const { return groups_.back(); }
+  const std::vector<MatmulGroup>& groups() const { return groups_; }
+
+  uint64_t k_area(int layer, int head) const;   // 512 x 96 bytes
+  uint64_t v_area(int layer, int head) const;
+  uint64_t head_buffer(int lane, int slot) const;  // 112-byte header + q of the lane's slot-th head
+  uint64_t matmul_result(int lane) const { return matmul_result_[lane]; }
+  uint64_t attention_result(int lane) const { return attention_result_[lane]; }
+  uint64_t descriptors(int lane) const { return descriptors_[lane]; }  // 64-byte aligned ring
+  int descriptor_capacity() const { return descriptor_capacity_; }
+  int heads_per_lane() const { return heads_per_lane_; }
+
+  const std::vector<Region>& regions() const { return regions_; }
+  uint64_t used_bytes() const { return next_ - config_.cma_base; }
+  const MemoryMapConfig& config() const { return config_; }
+
+ private:
+  uint64_t alloc(const std::string& name, uint64_t bytes, uint64_t align = 64);
+  MatmulGroup plan_group(const std::string& name, int rows, int n, uint64_t row_bytes);
+
+  model::ModelConfig model_;
+  MemoryMapConfig config_;
+  uint64_t next_ = 0;
+  std::vector<Region> regions_;
+  std::vector<MatmulGroup> groups_;
+  uint64_t kv_base_ = 0;
+  uint64_t heads_base_ = 0;
+  uint64_t matmul_result_[kLanes] = {}, attention_result_[kLanes] = {}, descriptors_[kLanes] = {};
+  int descriptor_capacity_ = 0, heads_per_lane_ = 0;
+};
+
+}  // namespace bitsim::host

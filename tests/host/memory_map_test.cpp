@@ -1,0 +1,98 @@
+// MemoryMap: the DDR layout of every DMA buffer and the contiguous-memory budget.
+#include "host/memory_map.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "model/error.h"
+#include "model/packed_image.h"
+
+namespace bitsim::host {
+namespace {
+
+MemoryMapConfig roomy() {
+  MemoryMapConfig c;
+  c.cma_bytes = 256ull << 20;
+  return c;
+}
+
+TEST(MemoryMap, BitnetLargeImageMatchesTheBoardFigure) {
+  const MemoryMap m(model::ModelConfig::bitnet_large(), roomy());
+  uint64_t image = 0;
+  for (const auto& g : m.groups())
+    for (const auto& c : g.calls)
+      for (const auto& s : c.lane) image += s.bytes;
+  // Rows + per-call header and x slots: docs/packed-image.md's reading of 141.3 MiB.
+  EXPECT_EQ(image, 148132496u);
+  EXPECT_NEAR(double(image) / 1048576.0, 141.3, 0.05);
+}
+
+TEST(MemoryMap, LanesSplitRowsAndStreamsAreContiguous) {
+  const MemoryMap m(model::ModelConfig::bitnet_large(), roomy());
+  const auto& qkv = m.qkv(0);
+  ASSERT_EQ(qkv.calls.size(), 1u);
+  const auto& l0 = qkv.calls[0].lane[0];
+  const auto& l1 = qkv.calls[0].lane[1];
+  EXPECT_EQ(l0.rows, 2304);
+  EXPECT_EQ(l1.rows, 2304);
+  EXPECT_EQ(l1.row_begin, 2304);
+  EXPECT_EQ(l0.rows_addr, l0.addr + 16 + 1536);
+  EXPECT_EQ(l0.bytes, 16u + 1536u + 2304u * 312u);
+  EXPECT_EQ(m.down(3).calls[0].lane[0].bytes, 16u + 4096u + 768u * 824u);
+  const auto& lm = m.lm_head();
+  ASSERT_EQ(lm.calls.size(), 1u);  // 16001 rows x 312 B per lane fits 23 bits
+  EXPECT_EQ(lm.calls[0].lane[0].rows + lm.calls[0].lane[1].rows, 32002);
+}
+
+TEST(MemoryMap, NarrowLengthRegisterSplitsTheLmHead) {
+  auto c = roomy();
+  c.max_transfer_bytes = (1u << 22) - 1;  // 22 bits
+  const MemoryMap m(model::ModelConfig::bitnet_large(), c);
+  const auto& lm = m.lm_head();
+  ASSERT_EQ(lm.calls.size(), 2u);
+  int rows = 0;
+  for (const auto& call : lm.calls)
+    for (const auto& s : call.lane) {
+      EXPECT_LE(s.bytes, c.max_transfer_bytes);
+      rows += s.rows;
+    }
+  EXPECT_EQ(rows, 32002);
+}
+
+TEST(MemoryMap, RegionsDoNotOverlapAndStayInsideTheCma) {
+  const auto c = roomy();
+  const MemoryMap m(model::ModelConfig::bitnet_large(), c);
+  auto r = m.regions();
+  std::sort(r.begin(), r.end(), [](const Region& a, const Region& b) { return a.addr < b.addr; });
+  for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].addr + r[i - 1].bytes, r[i].addr) << r[i].name;
+  EXPECT_GE(r.front().addr, c.cma_base);
+  EXPECT_LE(r.back().addr + r.back().bytes, c.cma_base + c.cma_bytes);
+  EXPECT_EQ(m.descriptors(0) % 64, 0u);
+  EXPECT_EQ(m.v_area(0, 0) - m.k_area(0, 0), 512u * 96u);
+}
+
+TEST(MemoryMap, Int8LmHeadIsRefusedWithTheSizes) {
+  auto c = roomy();
+  c.cma_bytes = 192ull << 20;
+  EXPECT_NO_THROW(MemoryMap(model::ModelConfig::bitnet_large(), c));
+  c.int8_lm_head = true;
+  try {
+    MemoryMap m(model::ModelConfig::bitnet_large(), c);
+    FAIL() << "an INT8 lm_head fitted";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("INT8 lm_head"), std::string::npos) << w;
+    EXPECT_NE(w.find("KV cache 36.0 MiB"), std::string::npos) << w;
+    EXPECT_NE(w.find("cma.bytes is 192.0 MiB"), std::string::npos) << w;
+  }
+}
+
+TEST(MemoryMap, CmaPastTheEndOfDdrIsAnError) {
+  auto c = roomy();
+  c.cma_base = 0x1F000000;
+  EXPECT_THROW(MemoryMap(model::ModelConfig::tiny(), c), Error);
+}
+
+}  // namespace
+}  // namespace bitsim::host
