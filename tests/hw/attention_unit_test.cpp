@@ -1,1 +1,595 @@
+// AttentionUnit (CIRCUITS.md 3, docs/hw-timing.md last section): bit-exact against
+// golden::attention_head in both modes, the documented cycle counts, the result bank,
+// back-pressure, both lanes, every malformed stream, the status registers, and the
+// simulation speed.
+#include "hw/attention_unit.h"
+
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include "golden/board_reference.h"
+#include "hw/sim_context.h"
+
+namespace bitsim::hw {
+namespace {
+
+// ---- Test benches ----------------------------------------------------------------------
+
+// Pushes prepared beats into a stream, one per edge when the FIFO is ready and `allow`
+// says so; records the edge of every push.
+class Source : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Source);
+  Source(sc_core::sc_module_name n, const Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
+    SC_METHOD(tick);
+    sensitive << clk.posedge();
+    dont_initialize();
+  }
+  void append(const std::vector<StreamBeat>& b) { beats.insert(beats.end(), b.begin(), b.end()); }
+  bool done() const { return next == beats.size(); }
+  std::vector<StreamBeat> beats;
+  std::vector<uint64_t> push_cycle;
+  size_t next = 0;
+  std::function<bool(uint64_t)> allow;
+
+ private:
+  void tick() {
+    if (next < beats.size() && fifo_.ready() && (!allow || allow(clk_.cycle()))) {
+      fifo_.push(beats[next++]);
+      push_cycle.push_back(clk_.cycle());
+    }
+  }
+  const Clock& clk_;
+  AxiStream& fifo_;
+};
+
+// Pops result beats when valid and `ready` says so; records beats and edges.
+class Sink : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Sink);
+  Sink(sc_core::sc_module_name n, const Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
+    SC_METHOD(tick);
+    sensitive << clk.posedge();
+    dont_initialize();
+  }
+  std::vector<StreamBeat> beats;
+  std::vector<uint64_t> pop_cycle;
+  int tlasts = 0;
+  std::function<bool(uint64_t)> ready;
+
+ private:
+  void tick() {
+    if (fifo_.valid() && (!ready || ready(clk_.cycle()))) {
+      beats.push_back(fifo_.pop());
+      pop_cycle.push_back(clk_.cycle());
+      if (beats.back().last) ++tlasts;
+    }
+  }
+  const Clock& clk_;
+  AxiStream& fifo_;
+};
+
+class RegMaster : public sc_core::sc_module {
+ public:
+  explicit RegMaster(sc_core::sc_module_name n) : sc_module(n), sock("sock") {}
+  tlm_utils::simple_initiator_socket<RegMaster> sock;
+  tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, uint32_t* v, unsigned len = 4) {
+    uint8_t buf[8] = {};
+    if (cmd == tlm::TLM_WRITE_COMMAND) std::memcpy(buf, v, 4);
+    tlm::tlm_generic_payload p;
+    p.set_command(cmd);
+    p.set_address(addr);
+    p.set_data_ptr(buf);
+    p.set_data_length(len);
+    p.set_streaming_width(len);
+    p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+    sock->b_transport(p, d);
+    if (cmd == tlm::TLM_READ_COMMAND) std::memcpy(v, buf, 4);
+    return p.get_response_status();
+  }
+  uint32_t read(uint64_t addr) {
+    uint32_t v = 0;
+    EXPECT_EQ(access(tlm::TLM_READ_COMMAND, addr, &v), tlm::TLM_OK_RESPONSE) << std::hex << addr;
+    return v;
+  }
+  void write(uint64_t addr, uint32_t v) {
+    EXPECT_EQ(access(tlm::TLM_WRITE_COMMAND, addr, &v), tlm::TLM_OK_RESPONSE) << std::hex << addr;
+  }
+};
+
+struct Bench {
+  explicit Bench(const AttentionUnitConfig& cfg = {})
+      : clock("clock", ClockConfig{}), unit("attention", clock, cfg), regs("regs") {
+    for (int l = 0; l < cfg.lanes; ++l) {
+      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, unit.in(l)));
+      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, unit.out(l)));
+    }
+    regs.sock.bind(unit.ctrl);
+  }
+  bool run(const std::function<bool()>& done, uint64_t max_cycles = 4'000'000) {
+    while (!done()) {
+      if (clock.cycle() >= max_cycles) return false;
+      sc_core::sc_start(clock.period() * 1000.0);
+    }
+    return true;
+  }
+  bool run_tlasts(int lane, int count, uint64_t max_cycles = 4'000'000) {
+    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
+  }
+  uint32_t reg(int lane, uint32_t off) { return regs.read(unit.config().reg_base + lane * 0x100 + off); }
+
+  Clock clock;
+  AttentionUnit unit;
+  RegMaster regs;
+  std::vector<std::unique_ptr<Source>> src;
+  std::vector<std::unique_ptr<Sink>> sink;
+};
+
+// ---- Heads -----------------------------------------------------------------------------
+
+constexpr int D = kAttentionHeadDim;
+
+struct Head {
+  int T = 1;
+  golden::AttentionParams p;
+  std::vector<int8_t> q, K, V;
+};
+
+Head random_head(int T, std::mt19937& rng, bool legacy, int amplitude = 128) {
+  Head h;
+  h.T = T;
+  std::uniform_int_distribution<int> val(-std::min(amplitude, 128), std::min(amplitude, 127));
+  auto fill = [&](std::vector<int8_t>& v, size_t n) {
+    v.resize(n);
+    for (auto& e : v) e = int8_t(val(rng));
+  };
+  fill(h.q, D);
+  fill(h.K, size_t(T) * D);
+  fill(h.V, size_t(T) * D);
+  h.p.legacy = legacy;
+  const int kind = int(rng() % 4);
+  if (kind == 0) {  // board-like: m in the range seen on the real model, S = 24
+    h.p.m = 10'818 + uint32_t(rng() % (79'505 - 10'818 + 1));
+    h.p.shift = 24;
+  } else {
+    h.p.m = uint32_t(rng() % (1u << 18));
+    h.p.shift = kind == 1 ? int(rng() % 64) : 26 + int(rng() % 14);
+  }
+  return h;
+}
+
+std::vector<StreamBeat> head_beats(const Head& h, bool last) {
+  AttentionHeadHeader hdr;
+  hdr.T = uint32_t(h.T);
+  hdr.m = h.p.m;
+  hdr.shift = uint32_t(h.p.shift);
+  hdr.legacy = h.p.legacy;
+  hdr.last = last;
+  const auto hb = encode_attention_header(hdr);
+  std::vector<StreamBeat> beats = {{hb[0], false}, {hb[1], false}};
+  auto rows = [&](const std::vector<int8_t>& v) {
+    for (size_t i = 0; i < v.size(); i += 8) {
+      StreamBeat b;
+      std::memcpy(&b.data, v.data() + i, 8);
+      beats.push_back(b);
+    }
+  };
+  rows(h.q);
+  rows(h.K);
+  rows(h.V);
+  EXPECT_EQ(beats.size(), attention_head_beats(h.T));
+  beats.back().last = last;
+  return beats;
+}
+
+std::vector<StreamBeat> transfer_beats(const std::vector<Head>& heads) {
+  std::vector<StreamBeat> out;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto b = head_beats(heads[i], i + 1 == heads.size());
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+std::vector<StreamBeat> expected_beats(const std::vector<Head>& heads) {
+  std::vector<StreamBeat> out;
+  for (const auto& h : heads) {
+    int32_t acc[D];
+    uint32_t sum = 0;
+    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, acc, &sum);
+    for (int i = 0; i < D; i += 2)
+      out.push_back({uint64_t(uint32_t(acc[i])) | (uint64_t(uint32_t(acc[i + 1])) << 32), false});
+    out.push_back({uint64_t(sum), false});
+  }
+  out.back().last = true;
+  return out;
+}
+
+void expect_beats_eq(const std::vector<StreamBeat>& got, const std::vector<StreamBeat>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].data, want[i].data) << "beat " << i << " (head " << i / 49 << ", word " << 2 * (i % 49) << ")";
+    ASSERT_EQ(got[i].last, want[i].last) << "beat " << i;
+  }
+}
+
+// ---- Bit-exact results -----------------------------------------------------------------
+
+TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(20240502);
+  const int Ts[] = {1, 2, 7, 64, 511, 512};
+  std::vector<Head> h0, h1;
+  for (int T : Ts) {
+    h0.push_back(random_head(T, rng, false));
+    h1.push_back(random_head(T, rng, true, T % 2 ? 12 : 128));  // legacy: small and full range
+  }
+  b.src[0]->append(transfer_beats(h0));
+  b.src[1]->append(transfer_beats(h1));
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(h0));
+  expect_beats_eq(b.sink[1]->beats, expected_beats(h1));
+  for (int l = 0; l < 2; ++l) {
+    const auto& s = b.unit.stats(l);
+    EXPECT_EQ(s.heads, 6u);
+    EXPECT_EQ(s.kv_rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
+    EXPECT_EQ(s.beats_in, b.src[size_t(l)]->beats.size());
+    EXPECT_EQ(s.beats_out, 6u * 49);
+    EXPECT_EQ(s.transfers, 1u);
+    EXPECT_EQ(s.errors, 0u);
+    EXPECT_EQ(s.stall_cycles, 0u);
+    EXPECT_EQ(b.reg(l, engine_reg::kStatus), 0u);
+    EXPECT_EQ(b.reg(l, engine_reg::kUnitsDone), 6u);
+    EXPECT_EQ(b.reg(l, engine_reg::kBeatsOut), 6u * 49);
+  }
+  EXPECT_EQ(b.unit.stats(0).multiplies, 1u + 2 + 7 + 64 + 511 + 512);
+  EXPECT_EQ(b.unit.stats(1).multiplies, 0u);  // legacy mode uses the shift
+}
+
+TEST(AttentionUnit, ManyRandomHeadsAndTransfers) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(17);
+  std::vector<StreamBeat> want;
+  const int transfers = 10;
+  for (int t = 0; t < transfers; ++t) {
+    std::vector<Head> heads;
+    const int count = 1 + int(rng() % 4);
+    for (int i = 0; i < count; ++i)
+      heads.push_back(random_head(1 + int(rng() % 48), rng, rng() % 3 == 0, 1 << (2 + rng() % 6)));
+    b.src[0]->append(transfer_beats(heads));
+    const auto w = expected_beats(heads);
+    want.insert(want.end(), w.begin(), w.end());
+  }
+  ASSERT_TRUE(b.run_tlasts(0, transfers));
+  expect_beats_eq(b.sink[0]->beats, want);
+}
+
+TEST(AttentionUnit, ExtremeParameters) {
+  // m = 0 (every p = EXP[0]), m = 2^18 - 1 with S = 0 and S = 63, all-equal scores,
+  // extreme values (q = K = -128, V = -128: the largest |acc|).
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(23);
+  std::vector<Head> heads;
+  Head h = random_head(512, rng, false);
+  h.p.m = 0;
+  heads.push_back(h);
+  h = random_head(33, rng, false);
+  h.p.m = kAttentionMaxM;
+  h.p.shift = 0;
+  heads.push_back(h);
+  h.p.shift = 63;
+  heads.push_back(h);
+  h = random_head(512, rng, false);
+  std::fill(h.q.begin(), h.q.end(), int8_t(-128));
+  std::fill(h.K.begin(), h.K.end(), int8_t(-128));
+  std::fill(h.V.begin(), h.V.end(), int8_t(-128));
+  heads.push_back(h);
+  h.p.legacy = true;
+  heads.push_back(h);
+  b.src[0]->append(transfer_beats(heads));
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+  // The extreme head: acc_d = 512 * 32767 * -128, sum = 512 * 32767.
+  const uint64_t beat = b.sink[0]->beats[3 * 49].data;
+  EXPECT_EQ(int32_t(uint32_t(beat)), 512 * 32767 * -128);
+  EXPECT_EQ(b.sink[0]->beats[3 * 49 + 48].data, 512u * 32767u);
+}
+
+TEST(AttentionUnit, BackPressureChangesOnlyTiming) {
+  std::mt19937 rng(29);
+  std::vector<Head> heads;
+  for (int T : {1, 1, 3, 1, 40, 2}) heads.push_back(random_head(T, rng, T == 3));
+  const auto beats = transfer_beats(heads);
+  uint64_t free_end = 0;
+  {
+    bitsim::hw::FreshSimContext ctx;
+    Bench b;
+    b.src[0]->append(beats);
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+    free_end = b.sink[0]->pop_cycle.back();
+  }
+  {
+    bitsim::hw::FreshSimContext ctx;
+    AttentionUnitConfig cfg;
+    cfg.output_fifo_beats = 3;
+    Bench b(cfg);
+    b.src[0]->append(beats);
+    b.sink[0]->ready = [](uint64_t c) { return c % 5 == 0 || (c / 300) % 2 == 1; };
+    b.src[0]->allow = [](uint64_t c) { return c % 11 != 4; };
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+    EXPECT_GT(b.sink[0]->pop_cycle.back(), free_end);
+    EXPECT_GT(b.unit.stats(0).stall_cycles, 0u);
+  }
+}
+
+// ---- Cycle counts ----------------------------------------------------------------------
+// The source pushes beat i at edge i, the unit takes it at edge i + 1. A head of N = 14 + 24 T
+// beats starting at beat index B has its last V beat taken at edge B + N (unless it waits
+// for the result bank); its result beat j is pushed at that edge + drain + j and popped by
+// the always-ready sink one edge later.
+
+TEST(AttentionUnit, CyclesSingleHeadHandWorked) {
+  for (int T : {1, 3}) {
+    SCOPED_TRACE(T);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b;
+    std::mt19937 rng{uint32_t(T)};
+    const std::vector<Head> heads = {random_head(T, rng, false)};
+    b.src[0]->append(transfer_beats(heads));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+    const uint64_t N = 14 + 24 * uint64_t(T);  // T = 1: 38 beats; T = 3: 86
+    const uint64_t drain = 4;                  // the default
+    EXPECT_EQ(b.unit.config().drain, 4);
+    for (uint64_t j = 0; j < 49; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + drain + j + 1) << j;
+    // T = 1: first result beat popped at edge 43, the last (TLAST) at 91.
+    if (T == 1) {
+      EXPECT_EQ(b.sink[0]->pop_cycle.back(), 91u);
+    }
+    // Busy: edges 1 .. N + drain + 48 (the TLAST push).
+    EXPECT_EQ(b.unit.stats(0).busy_cycles, N + drain + 48);
+  }
+}
+
+TEST(AttentionUnit, CyclesTwoHeadsResultBank) {
+  // Head 1 (T1) ends at edge N1; its bank pushes at N1 + drain .. N1 + drain + 48, so the
+  // bank is free from edge N1 + drain + 49. Head 2's last V beat, due at edge N1 + N2, is
+  // taken at max(N1 + N2, N1 + drain + 49). T1 = T2 = 1: 76 vs 91 (waits 15 edges);
+  // T2 = 2: 100 vs 91 (no wait).
+  for (int drain : {4, 0, 9}) {
+    for (int T2 : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "drain " << drain << " T2 " << T2);
+      bitsim::hw::FreshSimContext ctx;
+      AttentionUnitConfig cfg;
+      cfg.drain = drain;
+      Bench b(cfg);
+      std::mt19937 rng{uint32_t(7 * T2 + drain)};
+      const std::vector<Head> heads = {random_head(1, rng, false), random_head(T2, rng, true)};
+      b.src[0]->append(transfer_beats(heads));
+      ASSERT_TRUE(b.run_tlasts(0, 1));
+      expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+      const uint64_t N1 = 38, N2 = 14 + 24 * uint64_t(T2), dr = uint64_t(drain);
+      const uint64_t end2 = std::max(N1 + N2, N1 + dr + 49);
+      for (uint64_t j = 0; j < 49; ++j) {
+        EXPECT_EQ(b.sink[0]->pop_cycle[j], N1 + dr + j + 1) << j;
+        EXPECT_EQ(b.sink[0]->pop_cycle[49 + j], end2 + dr + j + 1) << j;
+      }
+      EXPECT_EQ(b.unit.stats(0).stall_cycles, end2 - (N1 + N2));
+    }
+  }
+}
+
+TEST(AttentionUnit, CyclesWithInputGapsAndSleep) {
+  // The source stalls now and then (once for 400 edges, so the unit sleeps): a head's
+  // result beat j is popped at (push edge of its last V beat) + 1 + drain + j + 1.
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(59);
+  const std::vector<Head> heads = {random_head(4, rng, false), random_head(9, rng, true)};
+  b.src[0]->append(transfer_beats(heads));
+  b.src[0]->allow = [](uint64_t c) { return (c % 7 < 5) && !(c >= 50 && c < 450); };
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+  const uint64_t last_v[2] = {attention_head_beats(4) - 1, attention_head_beats(4) + attention_head_beats(9) - 1};
+  for (int h = 0; h < 2; ++h)
+    for (uint64_t j = 0; j < 49; ++j)
+      EXPECT_EQ(b.sink[0]->pop_cycle[size_t(49 * h) + j], b.src[0]->push_cycle[last_v[h]] + 1 + 4 + j + 1);
+  EXPECT_EQ(b.unit.stats(0).stall_cycles, 0u);
+}
+
+TEST(AttentionUnit, FullOutputFifoStopsInput) {
+  // A T = 1 head then a T = 2 head; the sink never pops; output FIFO 4 beats. Head 1's
+  // bank pushes at edges 42..45 (drain 4), the FIFO is seen full from edge 46 on: beats are
+  // taken at edges 1..45, i.e. 45 beats, and no more.
+  bitsim::hw::FreshSimContext ctx;
+  AttentionUnitConfig cfg;
+  cfg.output_fifo_beats = 4;
+  Bench b(cfg);
+  std::mt19937 rng(41);
+  const std::vector<Head> heads = {random_head(1, rng, false), random_head(2, rng, false)};
+  b.src[0]->append(transfer_beats(heads));
+  bool open = false;
+  b.sink[0]->ready = [&](uint64_t) { return open; };
+  sc_core::sc_start(b.clock.period() * 400.0);
+  EXPECT_EQ(b.unit.stats(0).beats_in, 45u);
+  EXPECT_EQ(b.unit.stats(0).beats_out, 4u);
+  EXPECT_TRUE(b.unit.busy(0));
+  open = true;
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+}
+
+// ---- Errors ----------------------------------------------------------------------------
+
+struct BadCase {
+  const char* what;
+  AttentionError code;
+  int head, row;
+  std::function<void(std::vector<StreamBeat>&)> corrupt;
+  size_t cut_at = 0;        // if > 0: the transfer ends (TLAST) after this many beats
+  bool drop_tlast = false;  // no TLAST on the final beat; junk beats (+TLAST) follow
+};
+
+TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
+  std::mt19937 rng(43);
+  // Head 0: T 2 (62 beats); head 1: T 3 (86 beats, from beat 62: header 62-63, q 64-75,
+  // K rows 76 + 12 t, V rows 112 + 12 t); head 2: T 1.
+  const std::vector<Head> heads = {random_head(2, rng, false), random_head(3, rng, false), random_head(1, rng, true)};
+  const auto good = transfer_beats(heads);
+  const size_t h1 = 62;
+  const std::vector<BadCase> cases = {
+      {"bad magic", AttentionError::BadMagic, 1, -1, [&](auto& s) { s[h1].data ^= 1; }},
+      {"bad version", AttentionError::BadVersion, 1, -1, [&](auto& s) { s[h1].data += 1ull << 16; }},
+      {"reserved flag bit", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 26; }},
+      {"reserved beat 1 bit 30", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 30; }},
+      {"reserved beat 1 bit 63", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 63; }},
+      {"T = 0", AttentionError::BadLength, 1, -1, [&](auto& s) { s[h1].data &= 0xFFFF'FFFFull; }},
+      {"T = 513", AttentionError::BadLength, 1, -1,
+       [&](auto& s) { s[h1].data = (s[h1].data & 0xFFFF'FFFFull) | (513ull << 32); }},
+      {"m too wide", AttentionError::MultiplierTooWide, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 18; }},
+      {"m too wide, bit 23", AttentionError::MultiplierTooWide, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 23; }},
+      {"bad magic on head 0", AttentionError::BadMagic, 0, -1, [&](auto& s) { s[0].data = 0; }},
+      {"TLAST on the header", AttentionError::Truncated, 1, -1, {}, h1 + 1},
+      {"TLAST inside q", AttentionError::Truncated, 1, -1, {}, h1 + 2 + 5},
+      {"TLAST inside K row 1", AttentionError::Truncated, 1, 1, {}, 76 + 12 + 4},
+      {"TLAST after the last K row", AttentionError::Truncated, 1, 3, {}, 112},
+      {"TLAST inside V row 1", AttentionError::Truncated, 1, 3 + 1, {}, 112 + 12 + 6},
+      {"TLAST after V row 1", AttentionError::Truncated, 1, 3 + 2, {}, 112 + 24},
+      {"TLAST after head 0", AttentionError::Truncated, 1, -1, {}, h1},
+      {"no TLAST after the last head", AttentionError::TrailingData, 3, -1, {}, 0, true},
+  };
+  for (const auto& bc : cases) {
+    SCOPED_TRACE(bc.what);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b;
+    auto beats = good;
+    if (bc.corrupt) bc.corrupt(beats);
+    if (bc.cut_at) {
+      beats.resize(bc.cut_at);
+      beats.back().last = true;
+    }
+    if (bc.drop_tlast) {
+      beats.back().last = false;
+      for (int i = 0; i < 7; ++i) beats.push_back({0x5555, i == 6});
+    }
+    b.src[0]->append(beats);
+    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    sc_core::sc_start(b.clock.period() * 100.0);
+    EXPECT_TRUE(b.src[0]->done());
+    const auto& out = b.sink[0]->beats;
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(out.back().data, 0u);
+    EXPECT_TRUE(out.back().last);
+    EXPECT_EQ(b.sink[0]->tlasts, 1);
+    // The heads completed before the error leave their results first, then the zero beat.
+    const size_t done = bc.code == AttentionError::TrailingData ? 3 : size_t(bc.head);
+    ASSERT_EQ(out.size(), 49 * done + 1);
+    if (done > 0) {
+      auto want = expected_beats(std::vector<Head>(heads.begin(), heads.begin() + long(done)));
+      want.back().last = false;
+      want.push_back({0, true});
+      expect_beats_eq(out, want);
+    }
+    const AttentionLaneError e = b.unit.error(0);
+    EXPECT_EQ(e.code, bc.code) << attention_error_name(e.code);
+    EXPECT_EQ(e.head, bc.head);
+    EXPECT_EQ(e.row, bc.row);
+    EXPECT_TRUE(b.unit.stopped(0));
+    EXPECT_EQ(b.unit.stats(0).errors, 1u);
+    EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusError | engine_reg::kStatusStopped);
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorCode), uint32_t(bc.code));
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorUnit), uint32_t(bc.head));
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorRow), bc.row < 0 ? engine_reg::kNone : uint32_t(bc.row));
+
+    // Stopped until cleared; then a good transfer runs.
+    b.src[0]->append(good);
+    sc_core::sc_start(b.clock.period() * 200.0);
+    EXPECT_EQ(b.unit.stats(0).beats_in, beats.size());
+    b.regs.write(b.unit.config().reg_base + engine_reg::kControl, engine_reg::kControlClear);
+    EXPECT_EQ(b.reg(0, engine_reg::kStatus) & (engine_reg::kStatusError | engine_reg::kStatusStopped), 0u);
+    const size_t before = out.size();
+    ASSERT_TRUE(b.run_tlasts(0, 2, b.clock.cycle() + 20'000));
+    const std::vector<StreamBeat> second(b.sink[0]->beats.begin() + long(before), b.sink[0]->beats.end());
+    expect_beats_eq(second, expected_beats(heads));
+  }
+}
+
+TEST(AttentionUnit, ErrorOnOneLaneLeavesTheOtherRunning) {
+  // Lane 1: bad version on beat 0 with TLAST: taken at edge 1, zero beat pushed at 1 + drain
+  // = 5, popped at 6.
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(47);
+  const std::vector<Head> heads = {random_head(5, rng, false)};
+  b.src[0]->append(transfer_beats(heads));
+  b.src[1]->append({StreamBeat{uint64_t(kAttentionMagic) | (7ull << 16), true}});
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }, 10'000));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
+  ASSERT_EQ(b.sink[1]->pop_cycle.size(), 1u);
+  EXPECT_EQ(b.sink[1]->pop_cycle[0], 6u);
+  EXPECT_EQ(b.unit.error(1).code, AttentionError::BadVersion);
+  EXPECT_EQ(b.unit.error(0).code, AttentionError::None);
+  EXPECT_EQ(b.reg(0, engine_reg::kStatus), 0u);
+  EXPECT_EQ(b.reg(1, engine_reg::kErrorCode), uint32_t(AttentionError::BadVersion));
+}
+
+TEST(AttentionUnit, RegisterDecodeAndConfig) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  const uint64_t base = b.unit.config().reg_base;
+  uint32_t v = 0;
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x30, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_WRITE_COMMAND, base + 0x10, &v, 2), tlm::TLM_BURST_ERROR_RESPONSE);
+  EXPECT_EQ(b.reg(1, engine_reg::kErrorRow), engine_reg::kNone);
+  EXPECT_EQ(b.reg(1, engine_reg::kStatus), 0u);
+  b.regs.write(base + 0x100 + engine_reg::kControl, 1);  // clearing no error: harmless
+  EXPECT_EQ(b.reg(1, engine_reg::kStatus), 0u);
+  EXPECT_STREQ(attention_error_name(AttentionError::MultiplierTooWide), "multiplier m wider than 18 bits");
+
+  AttentionUnitConfig c;
+  c.drain = -1;
+  EXPECT_THROW(AttentionUnit("bad1", b.clock, c), std::invalid_argument);
+  c = {};
+  c.lanes = 9;
+  EXPECT_THROW(AttentionUnit("bad2", b.clock, c), std::invalid_argument);
+}
+
+// ---- Speed -----------------------------------------------------------------------------
+
+TEST(AttentionUnit, SimulationSpeedT512) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(53);
+  std::vector<Head> heads[2];
+  for (int l = 0; l < 2; ++l) {
+    for (int i = 0; i < 16; ++i) heads[l].push_back(random_head(512, rng, i % 4 == 3));
+    b.src[size_t(l)]->append(transfer_beats(heads[l]));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cycles = double(b.clock.cycle());
+  std::printf("[ speed    ] attention, 16 heads of T=512 per lane, both lanes, unit + test source/sink: "
+              "%.0f cycles in %.3f s = %.2f M cycles/s\n",
+              cycles, s, cycles / s / 1e6);
+  for (int l = 0; l < 2; ++l) expect_beats_eq(b.sink[size_t(l)]->beats, expected_beats(heads[l]));
+}
+
+}  // namespace
+}  // namespace bitsim::hw

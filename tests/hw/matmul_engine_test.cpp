@@ -1,1 +1,662 @@
+// MatmulEngine (CIRCUITS.md 2, docs/hw-timing.md last section): bit-exact against
+// golden::ternary_matvec, the documented cycle counts, back-pressure, both lanes, every
+// malformed stream, the status registers, and the simulation speed.
+#include "hw/matmul_engine.h"
+
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include "golden/board_reference.h"
+#include "hw/sim_context.h"
+
+namespace bitsim::hw {
+namespace {
+
+using model::StreamError;
+
+// ---- Test benches ----------------------------------------------------------------------
+
+std::vector<StreamBeat> to_beats(const std::vector<uint8_t>& bytes) {
+  std::vector<StreamBeat> beats((bytes.size() + 7) / 8);
+  for (size_t i = 0; i < beats.size(); ++i) {
+    uint8_t b[8] = {};
+    std::memcpy(b, bytes.data() + 8 * i, std::min<size_t>(8, bytes.size() - 8 * i));
+    std::memcpy(&beats[i].data, b, 8);
+  }
+  if (!beats.empty()) beats.back().last = true;
+  return beats;
+}
+
+// Pushes prepared beats into a stream, one per edge when the FIFO is ready and `allow`
+// says so; records the edge of every push.
+class Source : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Source);
+  Source(sc_core::sc_module_name n, const Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
+    SC_METHOD(tick);
+    sensitive << clk.posedge();
+    dont_initialize();
+  }
+  void append(const std::vector<StreamBeat>& b) { beats.insert(beats.end(), b.begin(), b.end()); }
+  bool done() const { return next == beats.size(); }
+  std::vector<StreamBeat> beats;
+  std::vector<uint64_t> push_cycle;
+  size_t next = 0;
+  std::function<bool(uint64_t)> allow;
+
+ private:
+  void tick() {
+    if (next < beats.size() && fifo_.ready() && (!allow || allow(clk_.cycle()))) {
+      fifo_.push(beats[next++]);
+      push_cycle.push_back(clk_.cycle());
+    }
+  }
+  const Clock& clk_;
+  AxiStream& fifo_;
+};
+
+// Pops result beats when valid and `ready` says so; records beats and edges.
+class Sink : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Sink);
+  Sink(sc_core::sc_module_name n, const Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
+    SC_METHOD(tick);
+    sensitive << clk.posedge();
+    dont_initialize();
+  }
+  std::vector<StreamBeat> beats;
+  std::vector<uint64_t> pop_cycle;
+  int tlasts = 0;
+  std::function<bool(uint64_t)> ready;
+
+ private:
+  void tick() {
+    if (fifo_.valid() && (!ready || ready(clk_.cycle()))) {
+      beats.push_back(fifo_.pop());
+      pop_cycle.push_back(clk_.cycle());
+      if (beats.back().last) ++tlasts;
+    }
+  }
+  const Clock& clk_;
+  AxiStream& fifo_;
+};
+
+// A register master on the engine's TLM target.
+class RegMaster : public sc_core::sc_module {
+ public:
+  explicit RegMaster(sc_core::sc_module_name n) : sc_module(n), sock("sock") {}
+  tlm_utils::simple_initiator_socket<RegMaster> sock;
+  tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, uint32_t* v, unsigned len = 4) {
+    uint8_t buf[8] = {};
+    if (cmd == tlm::TLM_WRITE_COMMAND) std::memcpy(buf, v, 4);
+    tlm::tlm_generic_payload p;
+    p.set_command(cmd);
+    p.set_address(addr);
+    p.set_data_ptr(buf);
+    p.set_data_length(len);
+    p.set_streaming_width(len);
+    p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+    sock->b_transport(p, d);
+    if (cmd == tlm::TLM_READ_COMMAND) std::memcpy(v, buf, 4);
+    return p.get_response_status();
+  }
+  uint32_t read(uint64_t addr) {
+    uint32_t v = 0;
+    EXPECT_EQ(access(tlm::TLM_READ_COMMAND, addr, &v), tlm::TLM_OK_RESPONSE) << std::hex << addr;
+    return v;
+  }
+  void write(uint64_t addr, uint32_t v) {
+    EXPECT_EQ(access(tlm::TLM_WRITE_COMMAND, addr, &v), tlm::TLM_OK_RESPONSE) << std::hex << addr;
+  }
+};
+
+struct Bench {
+  explicit Bench(const MatmulEngineConfig& cfg = {})
+      : clock("clock", ClockConfig{}), engine("matmul", clock, cfg), regs("regs") {
+    for (int l = 0; l < cfg.lanes; ++l) {
+      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, engine.in(l)));
+      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, engine.out(l)));
+    }
+    regs.sock.bind(engine.ctrl);
+  }
+  // Runs in bounded chunks until done() or the cycle limit; false on the limit.
+  bool run(const std::function<bool()>& done, uint64_t max_cycles = 2'000'000) {
+    while (!done()) {
+      if (clock.cycle() >= max_cycles) return false;
+      sc_core::sc_start(clock.period() * 1000.0);
+    }
+    return true;
+  }
+  bool run_tlasts(int lane, int count, uint64_t max_cycles = 2'000'000) {
+    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
+  }
+  uint64_t reg(int lane, uint32_t off) { return regs.read(engine.config().reg_base + lane * 0x100 + off); }
+
+  Clock clock;
+  MatmulEngine engine;
+  RegMaster regs;
+  std::vector<std::unique_ptr<Source>> src;
+  std::vector<std::unique_ptr<Sink>> sink;
+};
+
+// ---- Streams ---------------------------------------------------------------------------
+
+struct Group {
+  model::TernaryMatrix m;
+  std::vector<int8_t> x;
+};
+
+model::TernaryMatrix random_matrix(int rows, int cols, std::mt19937& rng) {
+  model::TernaryMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.scale = 1.0f;
+  m.trits.resize(size_t(rows) * size_t(cols));
+  std::uniform_int_distribution<int> d(-1, 1);
+  for (auto& t : m.trits) t = int8_t(d(rng));
+  return m;
+}
+
+Group random_group(int rows, int n, std::mt19937& rng) {
+  Group g{random_matrix(rows, n, rng), std::vector<int8_t>(size_t(n))};
+  std::uniform_int_distribution<int> d(-128, 127);
+  for (auto& v : g.x) v = int8_t(d(rng));
+  return g;
+}
+
+std::vector<uint8_t> stream_of(const std::vector<Group>& groups) {
+  std::vector<model::GroupSpec> specs;
+  for (const auto& g : groups) specs.push_back({g.x.data(), g.m.cols, &g.m, 0, g.m.rows});
+  return model::build_stream(specs);
+}
+
+// The expected result beats of a transfer: per group the golden results, two per beat,
+// zero-padded per group, TLAST on the final beat.
+std::vector<StreamBeat> expected_beats(const std::vector<Group>& groups) {
+  std::vector<StreamBeat> out;
+  for (const auto& g : groups) {
+    std::vector<int32_t> acc(size_t(g.m.rows));
+    golden::ternary_matvec(g.m, 0, g.m.rows, g.x.data(), acc.data());
+    if (acc.size() % 2) acc.push_back(0);
+    for (size_t i = 0; i < acc.size(); i += 2)
+      out.push_back({uint64_t(uint32_t(acc[i])) | (uint64_t(uint32_t(acc[i + 1])) << 32), false});
+  }
+  out.back().last = true;
+  return out;
+}
+
+void expect_beats_eq(const std::vector<StreamBeat>& got, const std::vector<StreamBeat>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].data, want[i].data) << "beat " << i;
+    ASSERT_EQ(got[i].last, want[i].last) << "beat " << i;
+  }
+}
+
+// Beat indices (within the transfer) of each row's last beat, per output beat: the row
+// whose result completes that output beat.
+std::vector<uint64_t> completing_row_beat(const std::vector<Group>& groups) {
+  std::vector<uint64_t> out;
+  uint64_t pos = 0;
+  for (const auto& g : groups) {
+    const int n = g.m.cols;
+    pos += 2 + model::packed_x_bytes(n) / 8;
+    const uint64_t rb = model::packed_row_bytes(n) / 8;
+    for (int r = 0; r < g.m.rows; ++r) {
+      pos += rb;
+      if (r % 2 == 1 || r + 1 == g.m.rows) out.push_back(pos - 1);
+    }
+  }
+  return out;
+}
+
+// ---- Bit-exact results -----------------------------------------------------------------
+
+TEST(MatmulEngine, RandomGroupsInOneTransferEqualGolden) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(20240501);
+  // n not a multiple of 5 or 8, the extremes 1 and 4096, odd and even R.
+  const std::vector<std::pair<int, int>> shapes = {{1, 1},    {3, 7},    {6, 13},   {5, 37},
+                                                   {9, 41},   {4, 1536}, {3, 4093}, {2, 4096},
+                                                   {17, 203}, {1, 40},   {8, 999}};
+  std::vector<Group> groups;
+  for (auto [rows, n] : shapes) groups.push_back(random_group(rows, n, rng));
+  b.src[0]->append(to_beats(stream_of(groups)));
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(groups));
+  const auto& s = b.engine.stats(0);
+  EXPECT_EQ(s.groups, shapes.size());
+  uint64_t rows = 0;
+  for (auto [r, n] : shapes) rows += uint64_t(r);
+  EXPECT_EQ(s.rows, rows);
+  EXPECT_EQ(s.beats_in, b.src[0]->beats.size());
+  EXPECT_EQ(s.beats_out, b.sink[0]->beats.size());
+  EXPECT_EQ(s.transfers, 1u);
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_FALSE(b.engine.busy(0));
+  EXPECT_EQ(b.reg(0, engine_reg::kStatus), 0u);
+  EXPECT_EQ(b.reg(0, engine_reg::kUnitsDone), shapes.size());
+  EXPECT_EQ(b.reg(0, engine_reg::kRowsDone), rows);
+  EXPECT_EQ(b.reg(0, engine_reg::kBeatsIn), b.src[0]->beats.size());
+  EXPECT_EQ(b.reg(0, engine_reg::kBeatsOut), b.sink[0]->beats.size());
+}
+
+TEST(MatmulEngine, ManyRandomTransfersBackToBack) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(7);
+  std::vector<StreamBeat> want;
+  const int transfers = 12;
+  for (int t = 0; t < transfers; ++t) {
+    std::vector<Group> groups;
+    const int count = 1 + int(rng() % 4);
+    for (int g = 0; g < count; ++g) groups.push_back(random_group(1 + int(rng() % 9), 1 + int(rng() % 700), rng));
+    b.src[0]->append(to_beats(stream_of(groups)));
+    const auto w = expected_beats(groups);
+    want.insert(want.end(), w.begin(), w.end());
+  }
+  ASSERT_TRUE(b.run_tlasts(0, transfers));
+  expect_beats_eq(b.sink[0]->beats, want);
+  EXPECT_EQ(b.engine.stats(0).transfers, uint64_t(transfers));
+}
+
+TEST(MatmulEngine, BothLanesIndependentAndBackPressureChangesOnlyTiming) {
+  std::mt19937 rng(99);
+  std::vector<Group> g0, g1;
+  for (int i = 0; i < 4; ++i) g0.push_back(random_group(5 + i, 300 + 37 * i, rng));
+  for (int i = 0; i < 3; ++i) g1.push_back(random_group(7 + 2 * i, 1000 + 11 * i, rng));
+  const auto s0 = to_beats(stream_of(g0)), s1 = to_beats(stream_of(g1));
+
+  uint64_t free_end[2] = {}, bp_end[2] = {};
+  std::vector<StreamBeat> free_beats[2];
+  {
+    bitsim::hw::FreshSimContext ctx;
+    Bench b;
+    b.src[0]->append(s0);
+    b.src[1]->append(s1);
+    ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+    expect_beats_eq(b.sink[0]->beats, expected_beats(g0));
+    expect_beats_eq(b.sink[1]->beats, expected_beats(g1));
+    for (int l = 0; l < 2; ++l) {
+      free_end[l] = b.sink[size_t(l)]->pop_cycle.back();
+      free_beats[l] = b.sink[size_t(l)]->beats;
+      EXPECT_EQ(b.engine.stats(l).stall_cycles, 0u);
+    }
+  }
+  {
+    bitsim::hw::FreshSimContext ctx;
+    MatmulEngineConfig cfg;
+    cfg.output_fifo_beats = 2;
+    Bench b(cfg);
+    b.src[0]->append(s0);
+    b.src[1]->append(s1);
+    // Lane 0: the S2MM takes one beat in 40; lane 1: bursts of readiness; the sources also
+    // pause now and then.
+    b.sink[0]->ready = [](uint64_t c) { return c % 40 == 3; };
+    b.sink[1]->ready = [](uint64_t c) { return (c / 50) % 3 == 0; };
+    b.src[1]->allow = [](uint64_t c) { return c % 13 != 0; };
+    ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+    for (int l = 0; l < 2; ++l) {
+      expect_beats_eq(b.sink[size_t(l)]->beats, free_beats[l]);
+      bp_end[l] = b.sink[size_t(l)]->pop_cycle.back();
+      EXPECT_GT(bp_end[l], free_end[l]);
+    }
+    EXPECT_GT(b.engine.stats(0).stall_cycles, 0u);
+  }
+}
+
+TEST(MatmulEngine, PaddingIsIgnored) {
+  // x padding bytes, padding digits of a row's last data byte and row padding bytes (even
+  // bytes >= 243 there) never change a result and are not errors: the engine flags only
+  // data bytes >= 243 (model/packed_image.h).
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(5);
+  std::vector<Group> groups = {random_group(3, 7, rng)};  // x: 1 beat, 7 used; row: 2 data bytes
+  auto bytes = stream_of(groups);
+  bytes[16 + 7] = 0x55;           // x padding
+  for (int r = 0; r < 3; ++r) {
+    uint8_t* row = bytes.data() + 24 + 8 * r;
+    // digits 2..4 of byte 1 are padding: make them +1 (digit value 2) instead of 0
+    row[1] = uint8_t(row[1] % 9 + 2 * 9 + 2 * 27 + 2 * 81);
+    row[5] = 0xFF;                // row padding byte
+  }
+  b.src[0]->append(to_beats(bytes));
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(groups));
+  EXPECT_EQ(b.engine.error(0).code, StreamError::None);
+}
+
+// ---- Cycle counts ----------------------------------------------------------------------
+// The source pushes beat i at edge i (always ready), so the engine takes beat i at edge
+// i + 1; a row whose last beat has index L is done at edge L + 1, its output beat is pushed
+// at L + 1 + pipeline_depth and the always-ready sink pops it one edge later.
+
+void check_timing(const std::vector<Group>& groups, int depth) {
+  MatmulEngineConfig cfg;
+  cfg.pipeline_depth = depth;
+  Bench b(cfg);
+  const auto beats = to_beats(stream_of(groups));
+  b.src[0]->append(beats);
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(groups));
+  for (size_t i = 0; i < beats.size(); ++i) ASSERT_EQ(b.src[0]->push_cycle[i], i);
+  const auto rows = completing_row_beat(groups);
+  ASSERT_EQ(b.sink[0]->pop_cycle.size(), rows.size());
+  for (size_t k = 0; k < rows.size(); ++k)
+    EXPECT_EQ(b.sink[0]->pop_cycle[k], rows[k] + 1 + uint64_t(depth) + 1) << "output beat " << k;
+  // Busy: from taking beat 0 (edge 1) to pushing the TLAST beat, inclusive.
+  EXPECT_EQ(b.engine.stats(0).busy_cycles, (rows.back() + 1 + uint64_t(depth)) - 1 + 1);
+}
+
+TEST(MatmulEngine, CyclesSingleGroupHandWorked) {
+  bitsim::hw::FreshSimContext ctx;
+  std::mt19937 rng(1);
+  // n = 13: x 2 beats, a row ceil(13/5) = 3 bytes -> 1 beat; R = 3.
+  // Beats: 0-1 header, 2-3 x, 4, 5, 6 rows. Rows done at edges 5, 6, 7; output beat 0
+  // (rows 0, 1) pushed at 6 + 4 = 10, popped at 11; beat 1 (row 2 + pad) pushed 11, popped 12.
+  std::vector<Group> g = {random_group(3, 13, rng)};
+  check_timing(g, 4);
+  MatmulEngineConfig cfg;
+  EXPECT_EQ(cfg.pipeline_depth, 4);
+}
+
+TEST(MatmulEngine, CyclesSingleGroupHandWorkedExplicit) {
+  bitsim::hw::FreshSimContext ctx;
+  std::mt19937 rng(1);
+  Bench b;
+  std::vector<Group> g = {random_group(3, 13, rng)};
+  b.src[0]->append(to_beats(stream_of(g)));
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  ASSERT_EQ(b.sink[0]->pop_cycle.size(), 2u);
+  EXPECT_EQ(b.sink[0]->pop_cycle[0], 11u);
+  EXPECT_EQ(b.sink[0]->pop_cycle[1], 12u);
+  EXPECT_EQ(b.engine.stats(0).busy_cycles, 11u);  // edges 1..11
+}
+
+TEST(MatmulEngine, CyclesMultiGroupAndOtherDepths) {
+  bitsim::hw::FreshSimContext ctx;
+  std::mt19937 rng(2);
+  // Long rows (n = 1536: 39 beats a row), a wide group (n = 4096: 103 beats a row), odd R.
+  std::vector<Group> g = {random_group(5, 1536, rng), random_group(2, 4096, rng), random_group(1, 41, rng)};
+  check_timing(g, 0);
+}
+
+TEST(MatmulEngine, CyclesDeepPipeline) {
+  bitsim::hw::FreshSimContext ctx;
+  std::mt19937 rng(3);
+  std::vector<Group> g = {random_group(9, 40, rng), random_group(4, 80, rng)};  // 1- and 2-beat rows
+  check_timing(g, 11);
+}
+
+TEST(MatmulEngine, CyclesWithInputGapsAndSleep) {
+  // The source stalls now and then (and for 300 edges once, so the engine sleeps): a beat
+  // pushed at edge p is taken at p + 1 all the same, and each output beat is popped at
+  // (push edge of its completing row's last beat) + 1 + pipeline_depth + 1.
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(8);
+  std::vector<Group> g = {random_group(7, 90, rng), random_group(4, 17, rng)};
+  b.src[0]->append(to_beats(stream_of(g)));
+  b.src[0]->allow = [](uint64_t c) { return (c % 9 < 4) && !(c >= 30 && c < 330); };
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(g));
+  const auto rows = completing_row_beat(g);
+  ASSERT_EQ(b.sink[0]->pop_cycle.size(), rows.size());
+  for (size_t k = 0; k < rows.size(); ++k)
+    EXPECT_EQ(b.sink[0]->pop_cycle[k], b.src[0]->push_cycle[rows[k]] + 1 + 4 + 1) << "output beat " << k;
+  EXPECT_EQ(b.engine.stats(0).stall_cycles, 0u);
+}
+
+TEST(MatmulEngine, FullOutputFifoStopsInput) {
+  // n = 8: header 2 beats, x 1 beat, each row 1 beat. Beat i is taken at edge i + 1, row r
+  // (beat 3 + r) is done at edge 4 + r, output beat k (rows 2k, 2k+1) is pushed at
+  // 5 + 2k + 4 = 9 + 2k. With a sink that never pops and a 2-beat output FIFO, pushes happen
+  // at edges 9 and 11; from edge 12 the FIFO is full and no beat is taken: beats 0..10 are
+  // taken (edges 1..11), rows 0..7 are done, two output beats wait in the pipeline.
+  bitsim::hw::FreshSimContext ctx;
+  MatmulEngineConfig cfg;
+  cfg.output_fifo_beats = 2;
+  Bench b(cfg);
+  std::mt19937 rng(4);
+  std::vector<Group> g = {random_group(64, 8, rng)};
+  b.src[0]->append(to_beats(stream_of(g)));
+  bool open = false;
+  b.sink[0]->ready = [&](uint64_t) { return open; };
+  sc_core::sc_start(b.clock.period() * 500.0);
+  EXPECT_EQ(b.engine.stats(0).beats_in, 11u);
+  EXPECT_EQ(b.engine.stats(0).rows, 8u);
+  EXPECT_EQ(b.engine.stats(0).beats_out, 2u);
+  EXPECT_EQ(b.engine.out(0).size(), 2);
+  EXPECT_TRUE(b.engine.busy(0));
+  EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusBusy);
+  open = true;
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, expected_beats(g));
+}
+
+// ---- Errors ----------------------------------------------------------------------------
+
+struct BadCase {
+  const char* what;
+  StreamError code;
+  int group, row;
+  std::function<void(std::vector<uint8_t>&)> corrupt;  // on a 3-group stream
+  bool drop_tlast = false;  // clear TLAST of the final beat and append junk beats (+TLAST)
+  size_t cut_at = 0;        // if > 0: the transfer ends (TLAST) after this many beats
+};
+
+TEST(MatmulEngine, EveryMalformedStreamGivesItsErrorNotAHang) {
+  std::mt19937 rng(11);
+  // Group 0: R 4, n 13 (x 2 beats, rows 1 beat); group 1: R 3, n 50 (x 7 beats, rows
+  // 2 beats); group 2: R 2, n 9.
+  const std::vector<Group> groups = {random_group(4, 13, rng), random_group(3, 50, rng), random_group(2, 9, rng)};
+  const auto good = stream_of(groups);
+  const size_t g1 = (2 + 2 + 4) * 8;  // byte offset of group 1's header
+  const size_t g1_rows = g1 + (2 + 7) * 8;
+  auto put32 = [](std::vector<uint8_t>& s, size_t off, uint32_t v) { std::memcpy(s.data() + off, &v, 4); };
+  const std::vector<BadCase> cases = {
+      {"bad magic", StreamError::BadMagic, 1, -1, [&](auto& s) { s[g1] ^= 0x01; }},
+      {"bad version", StreamError::BadVersion, 1, -1, [&](auto& s) { s[g1 + 2] = 3; }},
+      {"reserved flag bits", StreamError::ReservedBits, 1, -1, [&](auto& s) { s[g1 + 3] |= 0x80; }},
+      {"reserved high word", StreamError::ReservedBits, 1, -1, [&](auto& s) { s[g1 + 15] = 1; }},
+      {"n = 0", StreamError::BadLength, 1, -1, [&](auto& s) { put32(s, g1 + 8, 0); }},
+      {"n = 4097", StreamError::BadLength, 1, -1, [&](auto& s) { put32(s, g1 + 8, 4097); }},
+      {"R = 0", StreamError::ZeroRows, 1, -1, [&](auto& s) { put32(s, g1 + 4, 0); }},
+      {"invalid trit 243", StreamError::InvalidTrit, 1, 2, [&](auto& s) { s[g1_rows + 2 * 16 + 9] = 243; }},
+      {"invalid trit 255", StreamError::InvalidTrit, 0, 0, [&](auto& s) { s[4 * 8 + 0] = 255; }},
+      {"bad magic in group 0", StreamError::BadMagic, 0, -1, [&](auto& s) { s[1] = 0; }},
+      {"TLAST after group 0", StreamError::Truncated, 1, -1, {}, false, 8},
+      {"TLAST inside x", StreamError::Truncated, 1, -1, {}, false, 8 + 3},
+      {"TLAST inside a row", StreamError::Truncated, 1, 1, {}, false, 8 + 9 + 2 + 1},
+      {"TLAST on the header", StreamError::Truncated, 1, -1, {}, false, 8 + 1},
+      {"no TLAST after the last group", StreamError::TrailingData, 3, -1, {}, true},
+  };
+  const int R0 = groups[0].m.rows;
+  for (const auto& bc : cases) {
+    SCOPED_TRACE(bc.what);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b;
+    auto bytes = good;
+    if (bc.corrupt) bc.corrupt(bytes);
+    auto beats = to_beats(bytes);
+    if (bc.cut_at) {
+      beats.resize(bc.cut_at);
+      beats.back().last = true;
+    }
+    if (bc.drop_tlast) {
+      beats.back().last = false;
+      for (int i = 0; i < 5; ++i) beats.push_back({0x1234, i == 4});
+    }
+    b.src[0]->append(beats);
+    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    sc_core::sc_start(b.clock.period() * 50.0);
+    // Every beat was taken (discarded up to TLAST), a single zero beat with TLAST ends the
+    // output, preceded by the results of the rows done before the error.
+    EXPECT_TRUE(b.src[0]->done());
+    const auto& out = b.sink[0]->beats;
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(out.back().data, 0u);
+    EXPECT_TRUE(out.back().last);
+    EXPECT_EQ(b.sink[0]->tlasts, 1);
+    if (bc.group >= 1) {
+      // Group 0 completed: its results are the first beats.
+      const auto want0 = expected_beats({groups[0]});
+      ASSERT_GE(out.size(), want0.size() + 1);
+      for (size_t i = 0; i < want0.size(); ++i) EXPECT_EQ(out[i].data, want0[i].data);
+    } else {
+      EXPECT_EQ(out.size(), 1u);
+    }
+    const MatmulLaneError e = b.engine.error(0);
+    EXPECT_EQ(e.code, bc.code);
+    EXPECT_EQ(e.group, bc.group);
+    EXPECT_EQ(e.row, bc.row);
+    EXPECT_EQ(b.engine.stats(0).errors, 1u);
+    EXPECT_TRUE(b.engine.stopped(0));
+    EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusError | engine_reg::kStatusStopped);
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorCode), uint32_t(bc.code));
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorUnit), uint32_t(bc.group));
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorRow), bc.row < 0 ? engine_reg::kNone : uint32_t(bc.row));
+    (void)R0;
+
+    // The stopped lane takes nothing until the error is cleared; then a good transfer runs.
+    b.src[0]->append(to_beats(good));
+    sc_core::sc_start(b.clock.period() * 200.0);
+    EXPECT_EQ(b.sink[0]->tlasts, 1);
+    const uint64_t taken = b.engine.stats(0).beats_in;
+    EXPECT_EQ(taken, beats.size());
+    b.regs.write(b.engine.config().reg_base + engine_reg::kControl, engine_reg::kControlClear);
+    EXPECT_EQ(b.reg(0, engine_reg::kStatus) & engine_reg::kStatusError, 0u);
+    EXPECT_EQ(b.reg(0, engine_reg::kErrorCode), 0u);
+    const size_t before = out.size();
+    ASSERT_TRUE(b.run_tlasts(0, 2, b.clock.cycle() + 20'000));
+    const std::vector<StreamBeat> second(b.sink[0]->beats.begin() + long(before), b.sink[0]->beats.end());
+    expect_beats_eq(second, expected_beats(groups));
+    EXPECT_EQ(b.engine.error(0).code, StreamError::None);
+  }
+}
+
+TEST(MatmulEngine, ErrorZeroBeatTimingAndOtherLaneUnaffected) {
+  // A bad magic on beat 0 with TLAST: the zero beat is pushed pipeline_depth edges after the
+  // beat is taken (edge 1): pushed at 5, popped at 6. Lane 1 runs a good transfer meanwhile.
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  b.src[0]->append({StreamBeat{0xDEAD, true}});
+  std::mt19937 rng(12);
+  std::vector<Group> g = {random_group(6, 77, rng)};
+  b.src[1]->append(to_beats(stream_of(g)));
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }, 10'000));
+  ASSERT_EQ(b.sink[0]->pop_cycle.size(), 1u);
+  EXPECT_EQ(b.sink[0]->pop_cycle[0], 6u);
+  EXPECT_EQ(b.engine.error(0).code, StreamError::BadMagic);
+  EXPECT_EQ(b.engine.error(1).code, StreamError::None);
+  expect_beats_eq(b.sink[1]->beats, expected_beats(g));
+  EXPECT_EQ(b.reg(1, engine_reg::kStatus), 0u);
+}
+
+TEST(MatmulEngine, ClearDuringDiscardAppliesAtTlast) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::vector<StreamBeat> bad(100, StreamBeat{0xBAD, false});
+  bad.back().last = true;
+  b.src[0]->allow = [](uint64_t c) { return c >= 20; };
+  b.src[0]->append({StreamBeat{0xBAD, false}});
+  b.src[0]->append(bad);
+  sc_core::sc_start(b.clock.period() * 30.0);
+  EXPECT_EQ(b.engine.error(0).code, StreamError::BadMagic);
+  EXPECT_FALSE(b.engine.stopped(0));
+  EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusBusy | engine_reg::kStatusError);
+  b.regs.write(b.engine.config().reg_base + engine_reg::kControl, 1);
+  EXPECT_EQ(b.engine.error(0).code, StreamError::BadMagic);  // still discarding
+  ASSERT_TRUE(b.run_tlasts(0, 1, 10'000));
+  sc_core::sc_start(b.clock.period() * 20.0);
+  EXPECT_EQ(b.engine.error(0).code, StreamError::None);
+  EXPECT_FALSE(b.engine.stopped(0));
+  std::mt19937 rng(13);
+  std::vector<Group> g = {random_group(3, 21, rng)};
+  b.src[0]->append(to_beats(stream_of(g)));
+  ASSERT_TRUE(b.run_tlasts(0, 2, b.clock.cycle() + 10'000));
+  const std::vector<StreamBeat> second(b.sink[0]->beats.begin() + 1, b.sink[0]->beats.end());
+  expect_beats_eq(second, expected_beats(g));
+}
+
+// ---- Registers -------------------------------------------------------------------------
+
+TEST(MatmulEngine, RegisterDecode) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  const uint64_t base = b.engine.config().reg_base;
+  uint32_t v = 0;
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base - 4, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x24, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x102, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base, &v, 8), tlm::TLM_BURST_ERROR_RESPONSE);
+  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x100 + engine_reg::kErrorUnit, &v), tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(v, engine_reg::kNone);
+  v = 0xFFFFFFFF;
+  EXPECT_EQ(b.regs.access(tlm::TLM_WRITE_COMMAND, base + engine_reg::kStatus, &v), tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(b.reg(0, engine_reg::kStatus), 0u);  // read-only: ignored
+  EXPECT_EQ(b.reg(0, engine_reg::kControl), 0u);
+}
+
+TEST(MatmulEngine, ConfigValidation) {
+  bitsim::hw::FreshSimContext ctx;
+  Clock clk("clock", ClockConfig{});
+  MatmulEngineConfig c;
+  c.lanes = 0;
+  EXPECT_THROW(MatmulEngine("a", clk, c), std::invalid_argument);
+  c = {};
+  c.pipeline_depth = -1;
+  EXPECT_THROW(MatmulEngine("b", clk, c), std::invalid_argument);
+  c = {};
+  c.output_fifo_beats = 0;
+  EXPECT_THROW(MatmulEngine("c", clk, c), std::invalid_argument);
+  c = {};
+  c.reg_base = 0x43C0'0010;
+  EXPECT_THROW(MatmulEngine("d", clk, c), std::invalid_argument);
+}
+
+// ---- Speed -----------------------------------------------------------------------------
+
+TEST(MatmulEngine, SimulationSpeedOneMiBPerLane) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b;
+  std::mt19937 rng(31);
+  // A 1 MiB transfer per lane (n = 1536, 312 bytes a row, 3,361 rows in 4 groups), sent
+  // 8 times back to back on both lanes: about 1.06 M cycles.
+  const int reps = 8;
+  std::vector<Group> g[2];
+  for (int l = 0; l < 2; ++l) {
+    for (int i = 0; i < 4; ++i) g[l].push_back(random_group(840 + (i == 0), 1536, rng));
+    const auto beats = to_beats(stream_of(g[l]));
+    for (int r = 0; r < reps; ++r) b.src[size_t(l)]->append(beats);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == reps && b.sink[1]->tlasts == reps; }, 4'000'000));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cycles = double(b.clock.cycle());
+  std::printf("[ speed    ] matmul, 8 x 1 MiB per lane, both lanes, engine + test source/sink: %.0f cycles in"
+              " %.3f s = %.2f M cycles/s\n",
+              cycles, s, cycles / s / 1e6);
+  for (int l = 0; l < 2; ++l) {
+    std::vector<StreamBeat> want;
+    const auto one = expected_beats(g[l]);
+    for (int r = 0; r < reps; ++r) want.insert(want.end(), one.begin(), one.end());
+    expect_beats_eq(b.sink[size_t(l)]->beats, want);
+  }
+}
+
+}  // namespace
+}  // namespace bitsim::hw
