@@ -1,0 +1,21 @@
+#include "host/cpu_model.h"
+
+#include <cmath>
+
+namespace bitsim::host {
+
+const char* cpu_step_name(CpuStep s) {
+  static const char* names[kCpuSteps] = {"embed",     "rmsnorm",      "quantize",    "dequantize",
+                                         "rope",      "quantize_heads", "attn_finish", "silu_gate",
+                                         "residual",  "argmax",       "write_headers"};
+  return names[int(s)];
+}
+
+uint64_t CpuModel::step_ps(CpuStep step, uint64_t elements, uint64_t bytes_written) const {
+  const double ns = config_.step_overhead_ns +
+                    double(elements) * config_.ns_per_element[size_t(step)] +
+                    double(bytes_written) * config_.write_ns_per_byte;
+  return uint64_t(std::llround(ns * 1000.0));
+}
+
+}  // namespace bitsim::host
