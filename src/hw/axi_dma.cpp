@@ -1,1 +1,632 @@
-// placeholder: replaced by the module's implementation
+#include "hw/axi_dma.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::hw {
+
+using namespace dma_reg;
+
+namespace {
+constexpr uint64_t kBeatBytes = 8;
+constexpr uint64_t kBoundary = 4096;
+
+void check_cycles(const std::string& me, const char* field, int v) {
+  if (v < 0 || v > 1'000'000) throw Error(fmt::format("{}: axi_dma.{} must be in 0..1000000 cycles", me, field));
+}
+}  // namespace
+
+AxiDma::AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaConfig& config)
+    : sc_core::sc_module(name),
+      ctrl("ctrl"),
+      m_axi_mm2s("m_axi_mm2s"),
+      m_axi_s2mm("m_axi_s2mm"),
+      m_axi_sg("m_axi_sg"),
+      mm2s_introut("mm2s_introut", false),
+      s2mm_introut("s2mm_introut", false),
+      clock_(clock),
+      config_(config) {
+  const std::string me = this->name();
+  if (config_.length_bits < 8 || config_.length_bits > 26)
+    throw Error(me + ": axi_dma.length_bits must be in 8..26 (PG021)");
+  check_cycles(me, "sg_tail_to_fetch", config_.sg_tail_to_fetch);
+  check_cycles(me, "desc_to_data", config_.desc_to_data);
+  check_cycles(me, "read_to_stream", config_.read_to_stream);
+  check_cycles(me, "s2mm_beat_to_write", config_.s2mm_beat_to_write);
+  check_cycles(me, "datamover_cmd_to_read", config_.datamover_cmd_to_read);
+  if (config_.max_burst_beats < 1 || config_.max_burst_beats > 256)
+    throw Error(me + ": axi_dma.max_burst_beats must be in 1..256");
+  if (config_.mm2s_fifo_beats < config_.max_burst_beats || config_.mm2s_fifo_beats > 65536)
+    throw Error(me + ": axi_dma.mm2s_fifo_beats must be in max_burst_beats..65536");
+  if (config_.s2mm_fifo_beats < 1 || config_.s2mm_fifo_beats > 65536)
+    throw Error(me + ": axi_dma.s2mm_fifo_beats must be in 1..65536");
+  if (config_.base_address % kWindowBytes != 0)
+    throw Error(me + ": axi_dma.base_address must be 64 KB aligned");
+  max_length_ = uint32_t((1ull << config_.length_bits) - 1);
+
+  for (int i = 0; i < 2; ++i) {
+    Channel& c = ch_[i];
+    c.s2mm = i == 1;
+    c.reg_base = c.s2mm ? kS2mmOffset : 0;
+    c.dmacr = kCrResetValue;
+    c.dmasr = kSrHalted | (config_.has_sg ? kSrSgIncld : 0);
+  }
+  ch_[0].mm2s_fifo.reset(size_t(config_.mm2s_fifo_beats));
+  ch_[1].s2mm_fifo.reset(size_t(config_.s2mm_fifo_beats));
+  ch_[1].write_reqs.reset(size_t(config_.s2mm_fifo_beats) + 1);
+  sg_reads_.reset(4);
+  sg_writes_.reset(4);
+
+  ctrl.register_b_transport(this, &AxiDma::b_transport);
+
+  SC_METHOD(tick);
+  sensitive << clock_.posedge();
+  dont_initialize();
+}
+
+void AxiDma::end_of_elaboration() {
+  idle_list_ |= wake_event_;
+  s2mm_wait_list_ |= wake_event_;
+  if (s2mm_in) s2mm_wait_list_ |= s2mm_in->written_event();
+}
+
+bool AxiDma::drained(const Channel& c) const {
+  return c.discard_beats == 0 && c.w_owed == 0 && c.b_owed == 0 && c.sg_outstanding == 0;
+}
+
+bool AxiDma::quiescent(const Channel& c) const {
+  return (c.phase == Phase::kHalted || c.phase == Phase::kIdle) && !c.reset_pending && drained(c);
+}
+
+bool AxiDma::active(DmaChannel ch) const { return !quiescent(ch_[int(ch)]); }
+
+uint32_t AxiDma::request_beats(uint64_t addr, uint32_t left) const {
+  const uint64_t to_boundary = (kBoundary - addr % kBoundary) / kBeatBytes;
+  return uint32_t(std::min<uint64_t>({uint64_t(config_.max_burst_beats), uint64_t(left), to_boundary}));
+}
+
+// ---- AXI-Lite register file -------------------------------------------------------------
+
+void AxiDma::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  if (trans.get_command() == tlm::TLM_IGNORE_COMMAND) {
+    trans.set_response_status(tlm::TLM_OK_RESPONSE);
+    return;
+  }
+  if (trans.get_data_length() != 4 || trans.get_streaming_width() < 4) {
+    trans.set_response_status(tlm::TLM_BURST_ERROR_RESPONSE);
+    return;
+  }
+  if (trans.get_byte_enable_ptr() != nullptr && trans.get_byte_enable_length() != 0) {
+    trans.set_response_status(tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
+    return;
+  }
+  const uint64_t a = trans.get_address();
+  if (a < config_.base_address || a - config_.base_address >= kWindowBytes) {
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  const uint32_t offset = uint32_t(a - config_.base_address);
+  const uint32_t rel = offset >= kS2mmOffset ? offset - kS2mmOffset : offset;
+  const bool known = offset < 2 * kS2mmOffset && (rel == 0x00 || rel == 0x04 || rel == 0x08 || rel == 0x10 ||
+                                                   rel == 0x18 || rel == 0x28);
+  if (!known) {
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  if (trans.is_read()) {
+    const uint32_t v = read_register(offset);
+    std::memcpy(trans.get_data_ptr(), &v, 4);
+  } else {
+    uint32_t v = 0;
+    std::memcpy(&v, trans.get_data_ptr(), 4);
+    // The write is registered by the PL clock: it takes effect at the first rising edge
+    // strictly after the access (time + annotated delay).
+    const uint64_t t = (sc_core::sc_time_stamp() + delay).value();
+    write_register(offset, v, t / clock_.period().value() + 1);
+    wake_event_.notify(sc_core::SC_ZERO_TIME);
+  }
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+}
+
+uint32_t AxiDma::read_register(uint32_t offset) const {
+  const Channel& c = ch_[offset >= kS2mmOffset ? 1 : 0];
+  switch (offset - c.reg_base) {
+    case 0x00: return c.dmacr;
+    case 0x04: return c.dmasr;
+    case 0x08: return config_.has_sg ? c.curdesc : 0;
+    case 0x10: return config_.has_sg ? c.taildesc : 0;
+    case 0x18: return config_.has_sg ? 0 : c.addr;
+    case 0x28: return config_.has_sg ? 0 : c.length;
+    default: return 0;
+  }
+}
+
+void AxiDma::write_register(uint32_t offset, uint32_t value, uint64_t effective_cycle) {
+  Channel& c = ch_[offset >= kS2mmOffset ? 1 : 0];
+  switch (offset - c.reg_base) {
+    case 0x00:
+      write_dmacr(c, value);
+      break;
+    case 0x04:  // IOC_Irq, Dly_Irq, Err_Irq: write 1 to clear
+      c.dmasr &= ~(value & (kSrIocIrq | kSrDlyIrq | kSrErrIrq));
+      break;
+    case 0x08:  // only while halted, as on the IP
+      if (config_.has_sg && (c.dmasr & kSrHalted)) {
+        c.curdesc = value & ~(kDescAlign - 1);
+        c.next_desc = c.curdesc;
+      }
+      break;
+    case 0x10:
+      if (config_.has_sg) {
+        c.taildesc = value & ~(kDescAlign - 1);
+        if (c.phase == Phase::kIdle) start(c, effective_cycle);  // a busy chain just runs on to the new tail
+      }
+      break;
+    case 0x18:
+      if (!config_.has_sg) c.addr = value;
+      break;
+    case 0x28:
+      if (!config_.has_sg) {
+        c.length = value;
+        if (c.phase == Phase::kIdle && value != 0) start(c, effective_cycle);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void AxiDma::start(Channel& c, uint64_t effective_cycle) {
+  c.phase = Phase::kStart;
+  c.start_cycle = effective_cycle;
+  c.dmasr &= ~kSrIdle;
+}
+
+void AxiDma::write_dmacr(Channel& c, uint32_t value) {
+  if (value & kCrReset) {
+    reset_channel(c);
+    return;
+  }
+  constexpr uint32_t kWritable =
+      kCrRunStop | kCrKeyhole | kCrCyclic | kCrIocIrqEn | kCrDlyIrqEn | kCrErrIrqEn | 0xFFFF'0000u;
+  uint32_t v = (c.dmacr & ~kWritable) | (value & kWritable);
+  if (((value >> kCrIrqThresholdShift) & 0xFF) == 0)  // a threshold of 0 is ignored (PG021)
+    v = (v & ~0x00FF'0000u) | (c.dmacr & 0x00FF'0000u);
+  if (v & kCrRunStop) {
+    if (c.reset_pending || (c.dmasr & kSrErrors)) {
+      v &= ~kCrRunStop;  // after an error only a reset restarts the channel
+    } else if (c.phase == Phase::kHalted) {
+      c.phase = Phase::kIdle;
+      c.dmasr = (c.dmasr & ~kSrHalted) | kSrIdle;
+    }
+    c.stop_requested = false;
+  } else {
+    if (c.phase == Phase::kIdle || c.phase == Phase::kStart) {
+      c.phase = Phase::kHalted;
+      c.dmasr = (c.dmasr | kSrHalted) & ~kSrIdle;
+    } else if (c.phase != Phase::kHalted) {
+      c.stop_requested = true;  // halts when the transfer (simple) or descriptor (SG) ends
+    }
+  }
+  c.dmacr = v;
+}
+
+void AxiDma::reset_channel(Channel& c) {
+  // Traffic already on the bus drains: read beats are dropped, owed write beats are sent.
+  if (!c.s2mm) {
+    c.discard_beats += c.reserved;
+    c.reserved = 0;
+    c.mm2s_fifo.clear();
+  } else {
+    c.s2mm_fifo.truncate(c.w_owed);
+  }
+  const uint8_t idx = c.s2mm ? 1 : 0;
+  for (size_t i = 0; i < sg_reads_.size(); ++i)
+    if (sg_reads_.at(i).ch == idx) sg_reads_.at(i).discard = true;
+  for (size_t i = 0; i < sg_writes_.size(); ++i)
+    if (sg_writes_.at(i).ch == idx) sg_writes_.at(i).discard = true;
+
+  c.dmacr = kCrResetValue | kCrReset;
+  c.dmasr = kSrHalted | (config_.has_sg ? kSrSgIncld : 0);
+  c.curdesc = c.taildesc = c.addr = c.length = 0;
+  c.next_desc = 0;
+  c.phase = Phase::kHalted;
+  c.stop_requested = false;
+  c.aborted = false;
+  c.ioc_count = 0;
+  c.packet_open = false;
+  c.wb_issued = c.wb_error = false;
+  c.reset_pending = true;
+  if (drained(c)) {
+    c.reset_pending = false;
+    c.dmacr &= ~kCrReset;
+  }
+}
+
+// ---- clocked behaviour ------------------------------------------------------------------
+
+void AxiDma::tick() {
+  if (sleeping_) {  // woken by a register write or a stream beat: act from the next edge on
+    sleeping_ = false;
+    return;
+  }
+  const uint64_t now = clock_.cycle();
+  for (Channel& c : ch_)
+    if (c.phase == Phase::kStart && now >= c.start_cycle) begin(c, now);
+  sg_returns(now);
+  mm2s_data(ch_[0], now);
+  s2mm_data(ch_[1], now);
+  sg_issue(now);
+
+  for (Channel& c : ch_)
+    if (c.reset_pending && drained(c)) {
+      c.reset_pending = false;
+      c.dmacr &= ~kCrReset;
+    }
+  const auto irq = [](const Channel& c) {
+    return ((c.dmasr & kSrIocIrq) && (c.dmacr & kCrIocIrqEn)) || ((c.dmasr & kSrErrIrq) && (c.dmacr & kCrErrIrqEn));
+  };
+  if (mm2s_introut.read() != irq(ch_[0])) mm2s_introut.write(irq(ch_[0]));
+  if (s2mm_introut.read() != irq(ch_[1])) s2mm_introut.write(irq(ch_[1]));
+
+  // Sleep while nothing can happen without a register write (or, for an S2MM transfer
+  // waiting for its stream, a stream beat).
+  const Channel& m = ch_[0];
+  const Channel& s = ch_[1];
+  if (!quiescent(m)) return;
+  if (quiescent(s)) {
+    sleeping_ = true;
+    next_trigger(idle_list_);
+  } else if (s2mm_in && s.phase == Phase::kData && !s.aborted && !s.ended && now >= s.action_cycle &&
+             s.s2mm_fifo.empty() && s.w_owed == 0 && s.b_owed == 0 && s.sg_outstanding == 0 && !s2mm_in->valid()) {
+    sleeping_ = true;
+    next_trigger(s2mm_wait_list_);
+  }
+}
+
+void AxiDma::begin(Channel& c, uint64_t now) {
+  AxiDmaChannelStats& st = stats_of(c);
+  st.last_start_cycle = now;
+  c.first_request_done = c.first_beat_done = false;
+  if (!c.s2mm && !mm2s_out)
+    throw Error(std::string(name()) + ": MM2S transfer started but mm2s_out is not bound");
+  if (c.s2mm && !s2mm_in) throw Error(std::string(name()) + ": S2MM transfer started but s2mm_in is not bound");
+  if (config_.has_sg) {
+    c.phase = Phase::kFetchWait;
+    c.action_cycle = now + uint64_t(config_.sg_tail_to_fetch);
+    c.desc_addr = c.next_desc;
+    return;
+  }
+  if (c.length > max_length_ || c.length % kBeatBytes != 0 || c.addr % kBeatBytes != 0) {
+    raise_error(c, kSrDmaIntErr, now);
+    return;
+  }
+  start_data(c, c.addr, c.length, true, now + uint64_t(config_.datamover_cmd_to_read));
+}
+
+void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_end, uint64_t action) {
+  c.phase = Phase::kData;
+  c.action_cycle = action;
+  c.xfer_addr = addr;
+  c.xfer_beats = bytes / uint32_t(kBeatBytes);
+  c.req_beats = c.done_beats = 0;
+  c.last_on_end = last_on_end;
+  c.aborted = false;
+  c.ended = c.tlast = false;
+  c.first_beat_cycle = 0;
+  c.data_first_beat = false;
+}
+
+void AxiDma::mm2s_data(Channel& c, uint64_t now) {
+  AxiMmLink& l = m_axi_mm2s;
+  if (l.r.valid()) {
+    if (c.discard_beats > 0) {
+      l.r.pop();
+      --c.discard_beats;
+    } else if (c.phase == Phase::kData && c.reserved > 0) {
+      const ReadBeat b = l.r.pop();
+      --c.reserved;
+      if (b.error) {
+        data_error(c, now);
+        return;
+      }
+      c.mm2s_fifo.push_back(Mm2sBeat{b.data, now + uint64_t(config_.read_to_stream)});
+    } else {
+      throw Error(std::string(name()) + ": MM2S read beat with no request in flight");
+    }
+  }
+  if (c.phase != Phase::kData) return;
+  AxiDmaChannelStats& st = stats_.mm2s;
+  if (!c.mm2s_fifo.empty() && c.mm2s_fifo.front().ready <= now && mm2s_out->ready()) {
+    StreamBeat s;
+    s.data = c.mm2s_fifo.front().data;
+    s.last = c.last_on_end && c.done_beats + 1 == c.xfer_beats;
+    mm2s_out->push(s);
+    c.mm2s_fifo.pop_front();
+    if (!c.first_beat_done) {
+      c.first_beat_done = true;
+      st.last_first_beat_cycle = now;
+    }
+    if (++c.done_beats == c.xfer_beats) {
+      data_done(c, now);
+      return;
+    }
+  }
+  if (now >= c.action_cycle && c.req_beats < c.xfer_beats && l.ar.ready()) {
+    const uint32_t beats = request_beats(c.xfer_addr, c.xfer_beats - c.req_beats);
+    if (c.mm2s_fifo.size() + c.reserved + beats <= c.mm2s_fifo.capacity()) {
+      l.ar.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
+      c.xfer_addr += beats * kBeatBytes;
+      c.req_beats += beats;
+      c.reserved += beats;
+      if (!c.first_request_done) {
+        c.first_request_done = true;
+        st.last_first_request_cycle = now;
+      }
+    }
+  }
+}
+
+void AxiDma::s2mm_data(Channel& c, uint64_t now) {
+  AxiMmLink& l = m_axi_s2mm;
+  AxiDmaChannelStats& st = stats_.s2mm;
+  if (l.b.valid()) {
+    if (c.b_owed == 0) throw Error(std::string(name()) + ": S2MM write response with no request in flight");
+    const WriteResponse r = l.b.pop();
+    --c.b_owed;
+    if (r.error && c.phase == Phase::kData && !c.aborted) data_error(c, now);
+  }
+  if (c.phase == Phase::kData && !c.aborted) {
+    if (now >= c.action_cycle && !c.ended && !c.s2mm_fifo.full() && s2mm_in->valid()) {
+      const StreamBeat s = s2mm_in->pop();
+      c.s2mm_fifo.push_back(s.data);
+      ++c.done_beats;
+      if (!c.data_first_beat) {
+        c.data_first_beat = true;
+        c.first_beat_cycle = now;
+      }
+      if (!c.first_beat_done) {
+        c.first_beat_done = true;
+        st.last_first_beat_cycle = now;
+      }
+      if (s.last)
+        c.tlast = c.ended = true;
+      else if (c.done_beats == c.xfer_beats)
+        c.ended = true;
+    }
+    if (c.data_first_beat && now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) && l.aw.ready() &&
+        !c.write_reqs.full()) {
+      const uint32_t unrequested = c.done_beats - c.req_beats;
+      const uint32_t chunk = request_beats(c.xfer_addr, c.xfer_beats - c.req_beats);
+      if (unrequested > 0 && (unrequested >= chunk || c.ended)) {
+        const uint32_t beats = std::min(chunk, unrequested);
+        l.aw.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
+        c.xfer_addr += beats * kBeatBytes;
+        c.req_beats += beats;
+        c.w_owed += beats;
+        ++c.b_owed;
+        c.write_reqs.push_back(beats);
+        if (!c.first_request_done) {
+          c.first_request_done = true;
+          st.last_first_request_cycle = now;
+        }
+      }
+    }
+  }
+  if (c.w_owed > 0 && l.w.ready()) {
+    if (c.w_left_in_req == 0) {
+      c.w_left_in_req = c.write_reqs.front();
+      c.write_reqs.pop_front();
+    }
+    --c.w_left_in_req;
+    --c.w_owed;
+    WriteBeat w;
+    w.data = c.s2mm_fifo.front();
+    w.strobe = 0xFF;
+    w.last = c.w_left_in_req == 0;
+    l.w.push(w);
+    c.s2mm_fifo.pop_front();
+  }
+  if (c.phase == Phase::kData && !c.aborted && c.ended && c.req_beats == c.done_beats && c.w_owed == 0 &&
+      c.b_owed == 0)
+    data_done(c, now);
+}
+
+void AxiDma::sg_returns(uint64_t now) {
+  AxiMmLink& l = m_axi_sg;
+  if (l.r.valid()) {
+    if (sg_reads_.empty()) throw Error(std::string(name()) + ": SG read beat with no fetch in flight");
+    SgRead& f = sg_reads_.front();
+    const ReadBeat b = l.r.pop();
+    Channel& c = ch_[f.ch];
+    if (!f.discard) {
+      c.desc_words[f.beats] = b.data;
+      c.desc_error |= b.error;
+    }
+    ++f.beats;
+    if (b.last) {
+      const bool discard = f.discard;
+      sg_reads_.pop_front();
+      --c.sg_outstanding;
+      if (!discard) on_descriptor(c, now);
+    }
+  }
+  if (l.b.valid()) {
+    if (sg_writes_.empty()) throw Error(std::string(name()) + ": SG write response with no write-back in flight");
+    const SgWrite f = sg_writes_.front();
+    const WriteResponse r = l.b.pop();
+    sg_writes_.pop_front();
+    Channel& c = ch_[f.ch];
+    --c.sg_outstanding;
+    if (!f.discard) on_writeback(c, r.error, now);
+  }
+}
+
+void AxiDma::sg_issue(uint64_t now) {
+  AxiMmLink& l = m_axi_sg;
+  for (int k = 0; k < 2; ++k) {  // one descriptor fetch per edge, the channels taking turns
+    const int i = (sg_read_rr_ + k) & 1;
+    Channel& c = ch_[i];
+    if (c.phase != Phase::kFetchWait || now < c.action_cycle) continue;
+    if (!l.ar.ready() || sg_reads_.full()) break;
+    l.ar.push(MemRequest{c.desc_addr, kDescBytes});
+    sg_reads_.push_back(SgRead{uint8_t(i), 0, false});
+    ++c.sg_outstanding;
+    c.phase = Phase::kFetching;
+    c.desc_error = false;
+    sg_read_rr_ = i ^ 1;
+    break;
+  }
+  for (int k = 0; k < 2; ++k) {  // one status write-back per edge
+    const int i = (sg_write_rr_ + k) & 1;
+    Channel& c = ch_[i];
+    if (c.phase != Phase::kWriteBack || c.wb_issued) continue;
+    if (!l.aw.ready() || !l.w.ready() || sg_writes_.full()) break;
+    // STATUS is the upper word of the descriptor's beat at 0x18.
+    l.aw.push(MemRequest{c.desc_addr + kDescControl, uint32_t(kBeatBytes)});
+    WriteBeat w;
+    w.data = uint64_t(c.wb_status) << 32;
+    w.strobe = 0xF0;
+    w.last = true;
+    l.w.push(w);
+    sg_writes_.push_back(SgWrite{uint8_t(i), false});
+    ++c.sg_outstanding;
+    c.wb_issued = true;
+    sg_write_rr_ = i ^ 1;
+    break;
+  }
+}
+
+void AxiDma::on_descriptor(Channel& c, uint64_t now) {
+  c.curdesc = uint32_t(c.desc_addr);
+  if (c.desc_error) {  // the descriptor itself is outside the DDR
+    raise_error(c, kSrSgDecErr, now);
+    return;
+  }
+  const uint32_t control = uint32_t(c.desc_words[3]);
+  const uint32_t status = uint32_t(c.desc_words[3] >> 32);
+  if (status & kStsCmplt) {  // fetched a descriptor that is already complete
+    raise_error(c, kSrSgIntErr, now);
+    return;
+  }
+  c.desc_next = uint32_t(c.desc_words[0]) & ~(kDescAlign - 1);
+  c.desc_control = control;
+  const uint64_t buffer = uint32_t(c.desc_words[1]);
+  const uint32_t length = control & kCtrlLengthMask;
+  if (length == 0 || length > max_length_ || length % kBeatBytes != 0 || buffer % kBeatBytes != 0) {
+    raise_error(c, kSrDmaIntErr, now);
+    c.phase = Phase::kWriteBack;
+    c.wb_status = kStsIntErr;
+    c.wb_issued = false;
+    c.wb_error = true;
+    return;
+  }
+  if (c.s2mm) {
+    c.rx_sof = !c.packet_open;
+    c.packet_open = true;
+  }
+  start_data(c, buffer, length, (control & kCtrlEof) != 0, now + uint64_t(config_.desc_to_data));
+}
+
+void AxiDma::data_done(Channel& c, uint64_t now) {
+  const uint32_t bytes = c.done_beats * uint32_t(kBeatBytes);
+  stats_of(c).bytes += bytes;
+  if (!config_.has_sg) {
+    if (c.s2mm) c.length = bytes;  // S2MM_LENGTH reads the bytes received
+    c.dmasr |= kSrIocIrq;
+    finish_transfer(c, now);
+    return;
+  }
+  c.wb_status = kStsCmplt | (bytes & kStsLengthMask);
+  if (c.s2mm) c.wb_status |= (c.rx_sof ? kStsRxSof : 0) | (c.tlast ? kStsRxEof : 0);
+  c.phase = Phase::kWriteBack;
+  c.wb_issued = false;
+  c.wb_error = false;
+}
+
+void AxiDma::data_error(Channel& c, uint64_t now) {
+  c.aborted = true;
+  if (!c.s2mm) {
+    c.discard_beats += c.reserved;
+    c.reserved = 0;
+    c.mm2s_fifo.clear();
+  } else {
+    c.s2mm_fifo.truncate(c.w_owed);
+  }
+  const uint32_t bytes = c.done_beats * uint32_t(kBeatBytes);
+  stats_of(c).bytes += bytes;
+  raise_error(c, kSrDmaDecErr, now);
+  if (config_.has_sg) {
+    c.phase = Phase::kWriteBack;
+    c.wb_status = kStsDecErr | (bytes & kStsLengthMask);
+    c.wb_issued = false;
+    c.wb_error = true;
+  }
+}
+
+void AxiDma::on_writeback(Channel& c, bool error, uint64_t now) {
+  if (error) {
+    if (!c.wb_error) raise_error(c, kSrSgDecErr, now);
+    c.phase = Phase::kHalted;
+    return;
+  }
+  if (c.wb_error) {  // the errored descriptor's status is written: stay halted
+    c.phase = Phase::kHalted;
+    return;
+  }
+  ++stats_of(c).descriptors;
+  const bool end_of_packet = c.s2mm ? c.tlast : (c.desc_control & kCtrlEof) != 0;
+  if (c.s2mm && c.tlast) c.packet_open = false;
+  if (end_of_packet) ioc_event(c);
+  c.next_desc = c.desc_next;
+  if (uint32_t(c.desc_addr) == c.taildesc) {
+    finish_transfer(c, now);
+  } else if (c.stop_requested) {
+    c.stop_requested = false;
+    c.phase = Phase::kHalted;
+    c.dmasr = (c.dmasr | kSrHalted) & ~kSrIdle;
+  } else {
+    c.phase = Phase::kFetchWait;
+    c.action_cycle = now;  // the next fetch leaves in the edge the write-back completes
+    c.desc_addr = c.next_desc;
+  }
+}
+
+void AxiDma::ioc_event(Channel& c) {
+  const uint32_t threshold = std::max(1u, (c.dmacr >> kCrIrqThresholdShift) & 0xFF);
+  if (++c.ioc_count >= threshold) {
+    c.ioc_count = 0;
+    c.dmasr |= kSrIocIrq;
+  }
+}
+
+void AxiDma::finish_transfer(Channel& c, uint64_t now) {
+  AxiDmaChannelStats& st = stats_of(c);
+  ++st.transfers;
+  st.busy_cycles += now - st.last_start_cycle;
+  st.last_completion_cycle = now;
+  if (c.stop_requested) {
+    c.stop_requested = false;
+    c.phase = Phase::kHalted;
+    c.dmasr = (c.dmasr | kSrHalted) & ~kSrIdle;
+  } else {
+    c.phase = Phase::kIdle;
+    c.dmasr |= kSrIdle;
+  }
+}
+
+void AxiDma::raise_error(Channel& c, uint32_t dmasr_bit, uint64_t now) {
+  AxiDmaChannelStats& st = stats_of(c);
+  ++st.errors;
+  st.busy_cycles += now - st.last_start_cycle;
+  c.dmasr = (c.dmasr | dmasr_bit | kSrErrIrq | kSrHalted) & ~kSrIdle;
+  c.dmacr &= ~kCrRunStop;
+  c.phase = Phase::kHalted;
+  c.stop_requested = false;
+}
+
+}  // namespace bitsim::hw

@@ -1,1 +1,313 @@
-// placeholder: replaced by the module's implementation
+#include "hw/ddr.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::hw {
+
+namespace {
+constexpr uint64_t kBeatBytes = 8;
+constexpr uint64_t kPicosPerSecond = 1'000'000'000'000ull;
+
+uint64_t ns_to_cycles(double ns, uint64_t period_ps) {
+  // Rounded up to whole cycles; a hair of tolerance so that exact multiples stay exact.
+  const double cycles = ns * 1000.0 / double(period_ps);
+  return uint64_t(std::ceil(cycles - 1e-9));
+}
+}  // namespace
+
+Ddr::Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& config)
+    : sc_core::sc_module(name), clock_(clock), config_(config) {
+  const std::string me = this->name();
+  if (config_.size_bytes == 0 || config_.size_bytes % kPageBytes != 0 || config_.size_bytes > (1ull << 40))
+    throw Error(me + ": ddr.size_bytes must be a non-zero multiple of 1 MiB, at most 1 TiB");
+  if (!(config_.wall_bytes_per_s >= 1.0 && config_.wall_bytes_per_s <= 1e12))
+    throw Error(me + ": ddr.wall_bytes_per_s must be in [1, 1e12] bytes/s");
+  if (!(config_.read_latency_ns >= 0.0 && config_.read_latency_ns <= 1e6))
+    throw Error(me + ": ddr.read_latency_ns must be in [0, 1e6] ns");
+  if (!(config_.write_latency_ns >= 0.0 && config_.write_latency_ns <= 1e6))
+    throw Error(me + ": ddr.write_latency_ns must be in [0, 1e6] ns");
+  if (config_.ports < 1 || config_.ports > 16) throw Error(me + ": ddr.ports must be in 1..16");
+  if (config_.max_pending_bursts < 1 || config_.max_pending_bursts > 4096)
+    throw Error(me + ": ddr.max_pending_bursts must be in 1..4096");
+
+  const uint64_t period_ps = uint64_t(std::llround(clock_.period().to_seconds() * double(kPicosPerSecond)));
+  read_latency_ = ns_to_cycles(config_.read_latency_ns, period_ps);
+  write_latency_ = ns_to_cycles(config_.write_latency_ns, period_ps);
+  gain_ = uint64_t(std::llround(config_.wall_bytes_per_s)) * period_ps;
+  cost_ = kBeatBytes * kPicosPerSecond;
+  cap_ = 4 * cost_;
+
+  ports_.resize(size_t(config_.ports));
+  for (int i = 0; i < config_.ports; ++i) {
+    PortState& p = ports_[size_t(i)];
+    p.link = std::make_unique<DdrPortLink>("port" + std::to_string(i));
+    p.reads.reset(size_t(config_.max_pending_bursts));
+    p.writes.reset(size_t(config_.max_pending_bursts));
+    p.responses.reset(size_t(config_.max_pending_bursts));
+  }
+  stats_.ports.resize(size_t(config_.ports));
+  pages_.resize(size_t(config_.size_bytes / kPageBytes));
+
+  SC_METHOD(tick);
+  sensitive << clock_.posedge();
+  dont_initialize();
+}
+
+DdrPortLink& Ddr::port(int i) {
+  if (i < 0 || i >= config_.ports)
+    throw Error(fmt::format("{}: port {} does not exist (ddr.ports = {})", name(), i, config_.ports));
+  return *ports_[size_t(i)].link;
+}
+
+void Ddr::end_of_elaboration() {
+  for (auto& p : ports_) {
+    wake_ |= p.link->ar.written_event();
+    wake_ |= p.link->aw.written_event();
+  }
+}
+
+// ---- backdoor ---------------------------------------------------------------------------
+
+void Ddr::check_range(uint64_t addr, uint64_t n, const char* what) const {
+  if (outside(addr, n))
+    throw Error(fmt::format("{}: {} of [{:#x}, {:#x}) is outside the DDR [0x0, {:#x})", name(), what, addr,
+                            addr + n, config_.size_bytes));
+}
+
+uint8_t* Ddr::page_for_write(uint64_t page) {
+  auto& p = pages_[size_t(page)];
+  if (!p) p.reset(new uint8_t[kPageBytes]());  // zero-filled
+  return p.get();
+}
+
+void Ddr::read(uint64_t addr, void* dst, size_t n) const {
+  check_range(addr, n, "backdoor read");
+  auto* out = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const uint64_t page = addr / kPageBytes, off = addr % kPageBytes;
+    const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
+    if (const auto& p = pages_[size_t(page)])
+      std::memcpy(out, p.get() + off, chunk);
+    else
+      std::memset(out, 0, chunk);
+    out += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+}
+
+void Ddr::write(uint64_t addr, const void* src, size_t n) {
+  check_range(addr, n, "backdoor write");
+  const uint64_t start = addr;
+  const size_t total = n;
+  auto* in = static_cast<const uint8_t*>(src);
+  while (n > 0) {
+    const uint64_t page = addr / kPageBytes, off = addr % kPageBytes;
+    const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
+    std::memcpy(page_for_write(page) + off, in, chunk);
+    in += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+  if (listener_ && total > 0) listener_(start, total);
+}
+
+uint64_t Ddr::read64(uint64_t addr) const {
+  uint64_t v = 0;
+  read(addr, &v, sizeof v);
+  return v;
+}
+
+void Ddr::write64(uint64_t addr, uint64_t value) { write(addr, &value, sizeof value); }
+
+void Ddr::set_write_listener(std::function<void(uint64_t, size_t)> listener) { listener_ = std::move(listener); }
+
+size_t Ddr::allocated_pages() const {
+  return size_t(std::count_if(pages_.begin(), pages_.end(), [](const auto& p) { return bool(p); }));
+}
+
+// ---- bus side ---------------------------------------------------------------------------
+
+void Ddr::bus_read_beat(uint64_t addr, uint64_t& data) const {
+  const auto& p = pages_[size_t(addr / kPageBytes)];
+  if (p)
+    std::memcpy(&data, p.get() + addr % kPageBytes, kBeatBytes);
+  else
+    data = 0;
+}
+
+void Ddr::bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe) {
+  if (strobe == 0) return;
+  uint8_t* dst = page_for_write(addr / kPageBytes) + addr % kPageBytes;
+  if (strobe == 0xFF) {
+    std::memcpy(dst, &data, kBeatBytes);
+    return;
+  }
+  for (int i = 0; i < 8; ++i)
+    if (strobe & (1u << i)) dst[i] = uint8_t(data >> (8 * i));
+}
+
+void Ddr::accept(PortState& p, int index, uint64_t now) {
+  DdrPortLink& l = *p.link;
+  if (l.ar.valid() && !p.reads.full()) {
+    const DdrBurst b = l.ar.pop();
+    if (b.beats == 0 || b.beats > 256 || b.addr % kBeatBytes != 0)
+      throw Error(fmt::format("{}: port {} read burst at {:#x} of {} beats is malformed", name(), index, b.addr,
+                              b.beats));
+    p.reads.push_back(PendingRead{b.addr, now + read_latency_, b.beats, 0, b.tag, outside(b.addr, b.beats * kBeatBytes)});
+  }
+  if (l.aw.valid() && p.writes.size() + p.responses.size() < p.writes.capacity()) {
+    const DdrBurst b = l.aw.pop();
+    if (b.beats == 0 || b.beats > 256 || b.addr % kBeatBytes != 0)
+      throw Error(fmt::format("{}: port {} write burst at {:#x} of {} beats is malformed", name(), index, b.addr,
+                              b.beats));
+    p.writes.push_back(PendingWrite{b.addr, b.beats, 0, b.tag, outside(b.addr, b.beats * kBeatBytes)});
+  }
+}
+
+bool Ddr::idle() const {
+  for (const auto& p : ports_)
+    if (!p.reads.empty() || !p.writes.empty() || !p.responses.empty() || p.link->ar.valid() || p.link->aw.valid())
+      return false;
+  return true;
+}
+
+void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
+  if (s.busy_cycles == 0) s.first_busy_cycle = now;
+  s.last_busy_cycle = now;
+  ++s.busy_cycles;
+}
+
+void Ddr::tick() {
+  if (sleeping_) {  // woken by a request: act from the next rising edge on
+    sleeping_ = false;
+    return;
+  }
+  const uint64_t now = clock_.cycle();
+
+  // The wall: refill for every edge since the last refill, capped at four beats.
+  const uint64_t edges = refilled_once_ ? now - last_refill_cycle_ : 1;
+  refilled_once_ = true;
+  last_refill_cycle_ = now;
+  const uint64_t room = cap_ - bucket_;
+  if (edges > room / gain_)
+    bucket_ = cap_;
+  else
+    bucket_ += gain_ * edges;
+
+  // Accept new bursts; issue due write responses.
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& p = ports_[i];
+    accept(p, int(i), now);
+    if (!p.responses.empty() && p.responses.front().due <= now && p.link->b.ready()) {
+      const PendingResponse& r = p.responses.front();
+      p.link->b.push(DdrWriteResponse{r.tag, r.error});
+      p.responses.pop_front();
+    }
+  }
+
+  // Move beats: one per (port, direction) slot, round-robin, each paying into the wall.
+  const int slots = 2 * int(ports_.size());
+  int first_served = -1;
+  uint32_t moved_mask = 0;
+  for (int k = 0; k < slots; ++k) {
+    int slot = rr_start_ + k;
+    if (slot >= slots) slot -= slots;
+    const size_t pi = size_t(slot >> 1);
+    PortState& p = ports_[pi];
+    DdrPortStats& ps = stats_.ports[pi];
+    if ((slot & 1) == 0) {  // read
+      if (p.reads.empty()) continue;
+      PendingRead& r = p.reads.front();
+      if (r.due > now || !p.link->r.ready()) continue;
+      if (bucket_ < cost_) {
+        ++ps.wall_stall_beats;
+        continue;
+      }
+      bucket_ -= cost_;
+      DdrReadBeat beat;
+      beat.tag = r.tag;
+      beat.error = r.error;
+      beat.last = r.done + 1 == r.beats;
+      if (!r.error) {
+        bus_read_beat(r.addr + uint64_t(r.done) * kBeatBytes, beat.data);
+        ps.bytes_read += kBeatBytes;
+      }
+      p.link->r.push(beat);
+      if (++r.done == r.beats) {
+        if (r.error) ++ps.decerr_bursts;
+        ++ps.read_bursts;
+        p.reads.pop_front();
+      }
+    } else {  // write
+      if (p.writes.empty() || !p.link->w.valid()) continue;
+      if (bucket_ < cost_) {
+        ++ps.wall_stall_beats;
+        continue;
+      }
+      bucket_ -= cost_;
+      PendingWrite& w = p.writes.front();
+      const WriteBeat beat = p.link->w.pop();
+      const bool last = w.done + 1 == w.beats;
+      if (beat.last != last)
+        throw Error(fmt::format("{}: port {} write beat {} of the burst at {:#x} ({} beats) has last = {}", name(),
+                                pi, w.done, w.addr, w.beats, beat.last));
+      if (!w.error) {
+        bus_write_beat(w.addr + uint64_t(w.done) * kBeatBytes, beat.data, beat.strobe);
+        ps.bytes_written += kBeatBytes;
+      }
+      if (++w.done == w.beats) {
+        p.responses.push_back(PendingResponse{now + write_latency_, w.tag, w.error});
+        if (w.error) ++ps.decerr_bursts;
+        ++ps.write_bursts;
+        if (listener_ && !w.error) listener_(w.addr, size_t(w.beats) * kBeatBytes);
+        p.writes.pop_front();
+      }
+    }
+    if (first_served < 0) first_served = slot;
+    moved_mask |= 1u << pi;
+  }
+  if (first_served >= 0) {
+    rr_start_ = first_served + 1 == slots ? 0 : first_served + 1;
+    for (size_t i = 0; i < ports_.size(); ++i)
+      if (moved_mask & (1u << i)) note_busy(stats_.ports[i], now);
+    if (stats_.busy_cycles == 0) stats_.first_busy_cycle = now;
+    stats_.last_busy_cycle = now;
+    ++stats_.busy_cycles;
+  }
+
+  if (idle()) {
+    sleeping_ = true;
+    next_trigger(wake_);
+  }
+}
+
+double Ddr::achieved_gbps(int port) const {
+  uint64_t bytes = 0, first = 0, last = 0, busy = 0;
+  if (port < 0) {
+    for (const auto& s : stats_.ports) bytes += s.bytes_read + s.bytes_written;
+    busy = stats_.busy_cycles;
+    first = stats_.first_busy_cycle;
+    last = stats_.last_busy_cycle;
+  } else {
+    if (port >= config_.ports) throw Error(fmt::format("{}: port {} does not exist", name(), port));
+    const DdrPortStats& s = stats_.ports[size_t(port)];
+    bytes = s.bytes_read + s.bytes_written;
+    busy = s.busy_cycles;
+    first = s.first_busy_cycle;
+    last = s.last_busy_cycle;
+  }
+  if (busy == 0) return 0.0;
+  const double seconds = double(last - first + 1) * clock_.period().to_seconds();
+  return double(bytes) / seconds / 1e9;
+}
+
+double Ddr::wall_percent(int port) const { return achieved_gbps(port) * 1e9 / config_.wall_bytes_per_s * 100.0; }
+
+}  // namespace bitsim::hw

@@ -1,0 +1,225 @@
+#pragma once
+// AxiDma: a Xilinx AXI DMA v7.1 (PG021) as configured on the board (CIRCUITS.md 1;
+// docs/hw-timing.md "AXI DMA"): an MM2S channel (DDR -> AXI-Stream) and an S2MM channel
+// (AXI-Stream -> DDR), each in simple (direct register) mode or, with the SG engine, in
+// scatter-gather mode. Registers are reached over AXI-Lite as a TLM-2.0 target (`ctrl`);
+// memory is reached through three AXI3 master links (MM2S data, S2MM data, SG) that the
+// owner attaches to an HpPort; the streams are RegFifos bound by the owner. Timing follows
+// the documented PG021 latencies; errors (length limit, misalignment, DECERR) set the
+// DMASR bits and halt the channel as the IP does.
+#include <cstdint>
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_target_socket.h>
+
+#include "hw/axi_mm.h"
+#include "hw/clock.h"
+#include "hw/ddr.h"
+#include "hw/reg_fifo.h"
+
+namespace bitsim::hw {
+
+// Register map and bit fields (CIRCUITS.md 1, PG021), for the host driver and the tests.
+namespace dma_reg {
+constexpr uint32_t kMm2sDmacr = 0x00, kMm2sDmasr = 0x04, kMm2sCurdesc = 0x08, kMm2sTaildesc = 0x10,
+                   kMm2sSa = 0x18, kMm2sLength = 0x28;
+constexpr uint32_t kS2mmDmacr = 0x30, kS2mmDmasr = 0x34, kS2mmCurdesc = 0x38, kS2mmTaildesc = 0x40,
+                   kS2mmDa = 0x48, kS2mmLength = 0x58;
+constexpr uint32_t kS2mmOffset = 0x30;      // S2MM register = MM2S register + 0x30
+constexpr uint32_t kWindowBytes = 0x10000;  // AXI-Lite address window of one DMA (64 KB)
+// DMACR
+constexpr uint32_t kCrRunStop = 1u << 0, kCrReset = 1u << 2, kCrKeyhole = 1u << 3, kCrCyclic = 1u << 4,
+                   kCrIocIrqEn = 1u << 12, kCrDlyIrqEn = 1u << 13, kCrErrIrqEn = 1u << 14;
+constexpr uint32_t kCrIrqThresholdShift = 16;  // bits 23:16
+constexpr uint32_t kCrResetValue = 0x0001'0000;
+// DMASR
+constexpr uint32_t kSrHalted = 1u << 0, kSrIdle = 1u << 1, kSrSgIncld = 1u << 3, kSrDmaIntErr = 1u << 4,
+                   kSrDmaSlvErr = 1u << 5, kSrDmaDecErr = 1u << 6, kSrSgIntErr = 1u << 8, kSrSgSlvErr = 1u << 9,
+                   kSrSgDecErr = 1u << 10, kSrIocIrq = 1u << 12, kSrDlyIrq = 1u << 13, kSrErrIrq = 1u << 14;
+constexpr uint32_t kSrErrors = kSrDmaIntErr | kSrDmaSlvErr | kSrDmaDecErr | kSrSgIntErr | kSrSgSlvErr | kSrSgDecErr;
+// SG descriptor (0x40-aligned)
+constexpr uint32_t kDescNxtdesc = 0x00, kDescBufferAddress = 0x08, kDescControl = 0x18, kDescStatus = 0x1C;
+constexpr uint32_t kDescAlign = 0x40, kDescBytes = 0x40;
+constexpr uint32_t kCtrlLengthMask = 0x03FF'FFFF, kCtrlSof = 1u << 27, kCtrlEof = 1u << 26;
+constexpr uint32_t kStsCmplt = 1u << 31, kStsDecErr = 1u << 30, kStsSlvErr = 1u << 29, kStsIntErr = 1u << 28,
+                   kStsRxSof = 1u << 27, kStsRxEof = 1u << 26, kStsLengthMask = 0x03FF'FFFF;
+}  // namespace dma_reg
+
+struct AxiDmaConfig {
+  uint64_t base_address = 0x4040'0000;  // AXI-Lite address of register offset 0 (PYNQ-Z2 base design's
+                                        // first DMA); ctrl decodes [base, base + 64 KB)
+  int length_bits = 23;                 // width of LENGTH and of a descriptor's buffer length, bits
+                                        // (BOARD.md: 23 -> at most 8,388,607 bytes); 8..26
+  bool has_sg = true;                   // SG engine included: scatter-gather mode (TAILDESC starts);
+                                        // false: simple mode (LENGTH starts), as C_INCLUDE_SG on the IP
+  int sg_tail_to_fetch = 10;            // TAILDESC write -> descriptor read request, cycles (PG021)
+  int desc_to_data = 28;                // descriptor arrived -> data request / stream accepted, cycles (PG021)
+  int read_to_stream = 1;               // read data beat arrived -> it leaves on the stream, cycles (PG021)
+  int s2mm_beat_to_write = 39;          // first S2MM stream beat arrived -> first write request, cycles (PG021)
+  int datamover_cmd_to_read = 8;        // LENGTH write -> read request (MM2S) / stream accepted (S2MM),
+                                        // cycles (PG022)
+  int max_burst_beats = 16;             // DataMover burst size: longest data request, beats (PG021: 16)
+  int mm2s_fifo_beats = 64;             // MM2S data FIFO, beats; a read request is issued only when the
+                                        // FIFO has room for all its beats (model)
+  int s2mm_fifo_beats = 64;             // S2MM data FIFO, beats: stream beats wait here for their write
+                                        // request (model)
+};
+
+enum class DmaChannel { kMm2s = 0, kS2mm = 1 };
+
+struct AxiDmaChannelStats {
+  uint64_t transfers = 0;     // completed simple transfers and SG chains (descriptor at TAILDESC done)
+  uint64_t descriptors = 0;   // SG descriptors completed (status written back)
+  uint64_t bytes = 0;         // data bytes moved (MM2S: streamed out; S2MM: received and written)
+  uint64_t busy_cycles = 0;   // sum over transfers of (completion or error edge - start edge)
+  uint64_t errors = 0;        // transfers ended by an error (DMASR error bit set)
+  uint64_t last_start_cycle = 0;          // edge at which the last transfer started (the edge after the
+                                          // LENGTH / TAILDESC write)
+  uint64_t last_first_request_cycle = 0;  // edge of its first data request (MM2S read, S2MM write)
+  uint64_t last_first_beat_cycle = 0;     // edge of its first stream beat (MM2S pushed, S2MM taken)
+  uint64_t last_completion_cycle = 0;     // edge at which it completed (DMASR.Idle set)
+};
+
+struct AxiDmaStats {
+  AxiDmaChannelStats mm2s;
+  AxiDmaChannelStats s2mm;
+};
+
+class AxiDma : public sc_core::sc_module {
+ public:
+  // AXI-Lite register access: 4-byte reads and writes at base_address + offset.
+  tlm_utils::simple_target_socket<AxiDma> ctrl;
+  // AXI3 masters; the owner attaches each to an HpPort (HpPort::attach).
+  AxiMmLink m_axi_mm2s;  // MM2S data reads
+  AxiMmLink m_axi_s2mm;  // S2MM data writes
+  AxiMmLink m_axi_sg;    // descriptor fetches and status write-backs of both channels
+  // Streams, bound by the owner before the simulation starts: MM2S pushes into mm2s_out, S2MM
+  // pops from s2mm_in. A transfer on an unbound channel throws bitsim::Error.
+  AxiStream* mm2s_out = nullptr;
+  AxiStream* s2mm_in = nullptr;
+  // Interrupt lines: (IOC_Irq and IOC_IrqEn) or (Err_Irq and Err_IrqEn); updated at the
+  // rising edge after the status or control change.
+  sc_core::sc_signal<bool> mm2s_introut;
+  sc_core::sc_signal<bool> s2mm_introut;
+
+  SC_HAS_PROCESS(AxiDma);
+  AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaConfig& config);
+
+  const AxiDmaConfig& config() const { return config_; }
+  uint32_t max_length() const { return max_length_; }  // 2^length_bits - 1 bytes
+  const AxiDmaStats& stats() const { return stats_; }
+  const AxiDmaChannelStats& stats(DmaChannel ch) const { return ch == DmaChannel::kMm2s ? stats_.mm2s : stats_.s2mm; }
+  uint64_t last_completion_cycle(DmaChannel ch) const { return stats(ch).last_completion_cycle; }
+  // True while the channel has work or traffic in flight (not halted or idle, a reset
+  // draining, or an aborted transfer's beats still on the bus).
+  bool active(DmaChannel ch) const;
+
+ private:
+  enum class Phase : uint8_t {
+    kHalted,     // RS = 0, after a reset or an error
+    kIdle,       // running, no work
+    kStart,      // a start (LENGTH / TAILDESC write) waits for its edge
+    kFetchWait,  // SG: descriptor read request due from action_cycle on
+    kFetching,   // SG: descriptor beats in flight
+    kData,       // moving data; requests (MM2S) / stream beats (S2MM) from action_cycle on
+    kWriteBack,  // SG: descriptor status write-back due or in flight
+  };
+  struct Mm2sBeat {
+    uint64_t data = 0;
+    uint64_t ready = 0;  // edge from which it may leave on the stream
+  };
+  struct Channel {
+    bool s2mm = false;
+    uint32_t reg_base = 0;  // 0x00 or 0x30
+    // Registers.
+    uint32_t dmacr = 0, dmasr = 0, curdesc = 0, taildesc = 0, addr = 0, length = 0;
+    Phase phase = Phase::kHalted;
+    bool stop_requested = false;  // RS cleared while busy: halt when the transfer / descriptor ends
+    bool reset_pending = false;   // DMACR.Reset reads 1 until in-flight traffic has drained
+    uint64_t start_cycle = 0;     // edge at which the pending start takes effect
+    uint64_t action_cycle = 0;    // earliest edge of the phase's next action
+    bool first_request_done = false, first_beat_done = false;  // of the transfer (for the stats)
+    bool data_first_beat = false;  // S2MM: the data phase (transfer or descriptor) has taken a beat
+    uint32_t ioc_count = 0;  // SG completions toward IRQThreshold
+    // SG state.
+    uint64_t next_desc = 0;  // descriptor fetched at the next start
+    uint64_t desc_addr = 0, desc_next = 0;
+    uint64_t desc_words[8] = {};
+    uint32_t desc_control = 0;
+    int desc_beats = 0;
+    bool desc_error = false;
+    uint32_t wb_status = 0;
+    bool wb_issued = false, wb_error = false;  // wb_error: the write-back reports an error, then halt
+    bool packet_open = false;                  // S2MM SG: a packet continues into the next descriptor
+    bool rx_sof = false;
+    int sg_outstanding = 0;  // SG reads / writes of this channel in flight
+    // Data transfer in progress.
+    uint64_t xfer_addr = 0;   // next data request address
+    uint32_t xfer_beats = 0;  // beats of the transfer (MM2S) / buffer capacity (S2MM)
+    uint32_t req_beats = 0;   // beats requested so far
+    uint32_t done_beats = 0;  // MM2S: streamed; S2MM: received
+    bool last_on_end = false; // MM2S: TLAST on the final beat
+    bool aborted = false;     // a data error ended the transfer; in-flight traffic drains
+    // MM2S data FIFO.
+    detail::FixedRing<Mm2sBeat> mm2s_fifo;
+    uint32_t reserved = 0;       // requested beats not yet arrived
+    uint32_t discard_beats = 0;  // beats of aborted requests still to arrive
+    // S2MM data FIFO and write bookkeeping.
+    detail::FixedRing<uint64_t> s2mm_fifo;  // received beats; the oldest w_owed have write requests
+    detail::FixedRing<uint32_t> write_reqs; // beats of issued write requests whose first W beat is pending
+    uint32_t w_owed = 0, b_owed = 0, w_left_in_req = 0;
+    bool ended = false, tlast = false;
+    uint64_t first_beat_cycle = 0;
+  };
+  struct SgRead {
+    uint8_t ch = 0;
+    uint8_t beats = 0;
+    bool discard = false;
+  };
+  struct SgWrite {
+    uint8_t ch = 0;
+    bool discard = false;
+  };
+
+  void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  uint32_t read_register(uint32_t offset) const;
+  void write_register(uint32_t offset, uint32_t value, uint64_t effective_cycle);
+  void write_dmacr(Channel& c, uint32_t value);
+  void reset_channel(Channel& c);
+  void start(Channel& c, uint64_t effective_cycle);
+
+  void tick();
+  void end_of_elaboration() override;
+  void begin(Channel& c, uint64_t now);
+  void mm2s_data(Channel& c, uint64_t now);
+  void s2mm_data(Channel& c, uint64_t now);
+  void sg_returns(uint64_t now);
+  void sg_issue(uint64_t now);
+  void on_descriptor(Channel& c, uint64_t now);
+  void on_writeback(Channel& c, bool error, uint64_t now);
+  void data_done(Channel& c, uint64_t now);
+  void data_error(Channel& c, uint64_t now);
+  void raise_error(Channel& c, uint32_t dmasr_bit, uint64_t now);
+  void finish_transfer(Channel& c, uint64_t now);
+  void ioc_event(Channel& c);
+  void start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_end, uint64_t action);
+  bool quiescent(const Channel& c) const;
+  bool drained(const Channel& c) const;
+  uint32_t request_beats(uint64_t addr, uint32_t left) const;
+  AxiDmaChannelStats& stats_of(const Channel& c) { return c.s2mm ? stats_.s2mm : stats_.mm2s; }
+
+  const Clock& clock_;
+  AxiDmaConfig config_;
+  uint32_t max_length_ = 0;
+  Channel ch_[2];
+  detail::FixedRing<SgRead> sg_reads_;
+  detail::FixedRing<SgWrite> sg_writes_;
+  int sg_read_rr_ = 0, sg_write_rr_ = 0;
+  sc_core::sc_event wake_event_;
+  sc_core::sc_event_or_list idle_list_, s2mm_wait_list_;
+  bool sleeping_ = false;
+  AxiDmaStats stats_;
+};
+
+}  // namespace bitsim::hw
