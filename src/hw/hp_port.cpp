@@ -107,8 +107,7 @@ void HpPort::return_responses() {
 
 void HpPort::issue_read() {
   const size_t n = masters_.size();
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (rd_rr_ + k) % n;
+  for (size_t k = 0, i = rd_rr_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
     Master& m = masters_[i];
     if (m.rd_left == 0 && !m.link->ar.valid()) continue;
     // This master has a burst to issue.
@@ -131,15 +130,14 @@ void HpPort::issue_read() {
     reads_.push_back(ReadInFlight{uint32_t(i), beats, m.rd_left == 0});
     ++stats_.read_bursts;
     ++stats_.read_burst_beats[beats];
-    rd_rr_ = (i + 1) % n;
+    rd_rr_ = i + 1 == n ? 0 : i + 1;
     return;
   }
 }
 
 void HpPort::issue_write() {
   const size_t n = masters_.size();
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (wr_rr_ + k) % n;
+  for (size_t k = 0, i = wr_rr_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
     Master& m = masters_[i];
     if (m.wr_left == 0 && !m.link->aw.valid()) continue;
     if (writes_.full()) {
@@ -163,7 +161,7 @@ void HpPort::issue_write() {
     write_data_.push_back(f);
     ++stats_.write_bursts;
     ++stats_.write_burst_beats[beats];
-    wr_rr_ = (i + 1) % n;
+    wr_rr_ = i + 1 == n ? 0 : i + 1;
     return;
   }
 }
