@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,7 +18,9 @@
 #include "model/model_loader.h"
 #include "model/packed_image.h"
 #include "model/synthetic.h"
-#include "sim/golden_run.h"
+#include "golden/board_reference.h"
+#include "sim/board_config.h"
+#include "sim/board_run.h"
 
 namespace bitsim::cli {
 
@@ -37,11 +40,31 @@ struct InspectArgs {
 };
 
 struct RunArgs {
-  sim::RunRequest req;
+  sim::BoardRunRequest req{sim::RunRequest{}, sim::board_params()};
   std::string tokenizer;
+  std::string config;
+  std::vector<std::string> sets;
+  bool no_check = false;
   bool json = false;
   bool quiet = false;
 };
+
+struct ConfigArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  bool dump = false;
+};
+
+// The effective board config: the shipped configs/pynq-z2.toml (or --config FILE), then
+// every --set in order.
+sim::ParamSet load_params(const std::string& config, const std::vector<std::string>& sets) {
+  sim::ParamSet p = sim::board_params();
+  const std::string file = config.empty() ? sim::default_config_path() : config;
+  if (!file.empty()) p.load_toml(file);
+  for (const auto& s : sets) p.set(s);
+  return p;
+}
+
 
 int cmd_make_model(const MakeModelArgs& a) {
   const auto shape = model::parse_shape(a.shape);
@@ -93,71 +116,142 @@ int cmd_inspect(const InspectArgs& a) {
   return 0;
 }
 
-int cmd_run(RunArgs& a) {
-  if (!a.tokenizer.empty()) a.req.tokenizer = a.tokenizer;
-  const bool tty = !a.json && ::isatty(STDOUT_FILENO);
-  sim::RunCallbacks cb;
-  if (!a.quiet)
-    cb.on_status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-  bool started_text = false;
-  if (!a.json) {
-    cb.on_step = [&](const sim::StepRecord& r, const std::string& text) {
-      if (!r.generated) return;
-      if (!started_text) {
-        fmt::print("\n--- generated text ---\n");
-        started_text = true;
-      }
-      fmt::print("{}", text);
-      std::fflush(stdout);
-    };
-  }
-  if (!a.json && !a.quiet)
-    fmt::print(stderr, "bitsim run: GOLDEN REFERENCE ONLY: this version runs the prompt through "
-                       "the board's arithmetic (BoardReference); the simulated board does not "
-                       "exist yet, so no board timing is reported\n");
-  const sim::RunResult r = sim::run_golden(a.req, cb);
-  (void)tty;
-
-  if (a.json) {
-    nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : r.steps)
-      steps.push_back({{"index", s.index}, {"context", s.context}, {"token_id", s.token_id},
-                       {"text", s.text}, {"generated", s.generated}, {"wall_ms", s.wall_ms}});
-    nlohmann::json j{{"schema", "bitsim.run/0"},
-                     {"fidelity", "golden"},
-                     {"note", "golden reference only; the simulated board is not built yet"},
-                     {"model", r.model},
-                     {"tokenizer", r.tokenizer},
-                     {"prompt_tokens", r.prompt_tokens},
-                     {"text", r.generated_text},
-                     {"tokens", steps},
-                     {"summary", {{"steps", r.steps.size()}, {"load_s", r.load_s},
-                                  {"calibration_s", r.calibration_s}, {"wall_s", r.wall_s},
-                                  {"stopped_at_capacity", r.stopped_at_capacity}}}};
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+int cmd_config(const ConfigArgs& a) {
+  const sim::ParamSet p = load_params(a.config, a.sets);
+  if (a.dump) {
+    fmt::print("# bitsim board config (effective): key = value, each with its meaning, unit and\n"
+               "# evidence label (board: measured or documented; calibrated: fitted to a board\n"
+               "# figure; simulated: a modelling choice).\n\n{}", p.dump_toml());
     return 0;
   }
-  fmt::print("\n--- end of text ---\n\n");
+  for (const auto& k : p.changed()) fmt::print("{} = {}\n", k, p.to_string(k));
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json run_json(const sim::BoardRunResult& r) {
+  nlohmann::json toks = nlohmann::json::array();
+  std::vector<double> totals;
+  int generated = 0, checked = 0, equal = 0;
+  for (const auto& t : r.tokens) {
+    nlohmann::json j{{"index", t.index}, {"context", t.context}, {"token_id", t.token_id},
+                     {"text", t.text}, {"generated", t.generated}, {"matmul_ms", t.matmul_ms},
+                     {"attention_ms", t.attention_ms}, {"cpu_ms", t.cpu_ms}, {"total_ms", t.total_ms},
+                     {"dma_calls", t.dma_calls}, {"bytes_read", t.bytes_read}, {"read_gb_s", t.read_gb_s},
+                     {"wall_ms", t.wall_ms}};
+    j["logits_equal"] = t.logits_equal ? nlohmann::json(*t.logits_equal) : nlohmann::json(nullptr);
+    toks.push_back(j);
+    totals.push_back(t.total_ms);
+    generated += t.generated;
+    if (t.logits_equal) {
+      ++checked;
+      equal += *t.logits_equal;
+    }
+  }
+  const double med = median(totals);
+  double sim_s = 0;
+  for (double t : totals) sim_s += t / 1e3;
+  nlohmann::json summary{{"tokens", r.tokens.size()},
+                         {"generated", generated},
+                         {"tok_s", med > 0 ? 1e3 / med : 0.0},
+                         {"median_total_ms", med},
+                         {"simulated_s", sim_s},
+                         {"wall_s", r.wall_s},
+                         {"load_s", r.load_s},
+                         {"calibration_s", r.calibration_s},
+                         {"sim_tok_per_wall_s", r.wall_s > 0 ? double(r.tokens.size()) / r.wall_s : 0.0},
+                         {"logits_checked", checked}};
+  summary["logits_equal"] = r.checked ? nlohmann::json(equal == checked && r.mismatch.empty()) : nlohmann::json(nullptr);
+  if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
+  if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
+  nlohmann::json cfg(r.config);
+  return nlohmann::json{{"schema", "bitsim.run/1"},
+                        {"fidelity", r.fidelity},
+                        {"model", r.model},
+                        {"tokenizer", r.tokenizer},
+                        {"prompt_tokens", r.prompt_tokens},
+                        {"text", r.generated_text},
+                        {"config", cfg},
+                        {"evidence", "simulated"},
+                        {"tokens", toks},
+                        {"summary", summary}};
+}
+
+int cmd_run(RunArgs& a) {
+  if (!a.tokenizer.empty()) a.req.run.tokenizer = a.tokenizer;
+  a.req.params = load_params(a.config, a.sets);
+  a.req.check = !a.no_check;
+  sim::BoardRunCallbacks cb;
+  if (!a.quiet) cb.on_status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+  const bool tty = ::isatty(STDERR_FILENO);
+  bool started_text = false;
+  cb.on_token = [&](const sim::TokenRecord& t, const std::string& text) {
+    if (!a.quiet && tty && !a.json)
+      fmt::print(stderr, "\r  token {:3}  T={:3}  {:7.2f} ms simulated  {:7.1f} ms wall  {}   ", t.index, t.context,
+                 t.total_ms, t.wall_ms,
+                 t.logits_equal ? (*t.logits_equal ? "logits equal" : "LOGITS DIFFER") : "unchecked");
+    if (a.json || !t.generated) return;
+    if (!started_text) {
+      fmt::print("--- generated text ---\n");
+      started_text = true;
+    }
+    fmt::print("{}", text);
+    std::fflush(stdout);
+  };
+  const sim::BoardRunResult r = sim::run_board(std::move(a.req), cb);
+  if (!a.quiet && tty && !a.json) fmt::print(stderr, "\n");
+  if (a.json) {
+    fmt::print("{}\n", run_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (!r.mismatch.empty()) {
+      fmt::print(stderr, "bitsim: logits mismatch: {}\n", r.mismatch);
+      return 3;
+    }
+    return 0;
+  }
+  if (started_text) fmt::print("\n--- end of text ---\n");
   if (r.synthetic_tokenizer)
     fmt::print("note: {} has random synthetic weights, so its text is noise; ids outside the "
                "byte range print as <id>\n", r.model);
-  fmt::print("model {} ({}), tokenizer {}\n", r.model, r.shape, r.tokenizer);
-  fmt::print("{:>5} {:>4} {:>7} {:>4} {:>12}  {}\n", "step", "T", "token", "gen", "host ms", "text");
-  for (const auto& s : r.steps) {
-    std::string shown = s.text;
-    for (char& ch : shown) if (ch == '\n') ch = ' ';
-    fmt::print("{:>5} {:>4} {:>7} {:>4} {:>12.1f}  {}\n", s.index, s.context, s.token_id,
-               s.generated ? "yes" : "", s.wall_ms, shown);
+  fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled\n",
+             r.model, r.shape, r.tokenizer, r.fidelity);
+  fmt::print("{:>5} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {}\n", "token", "T",
+             "id", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd", "GB/s", "% wall",
+             "logits");
+  std::vector<double> totals;
+  for (const auto& t : r.tokens) {
+    totals.push_back(t.total_ms);
+    fmt::print("{:>5} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f} {:>10} {:>6.1f} {:>6.3f}  {:<7.1f} {}\n",
+               t.index, t.context, t.token_id, t.matmul_ms, t.attention_ms, t.cpu_ms, t.total_ms,
+               t.total_ms > 0 ? 1e3 / t.total_ms : 0.0, t.dma_calls, t.bytes_read / 1e6, t.read_gb_s,
+               100.0 * t.read_gb_s / r.wall_gb_s,
+               t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-");
   }
-  double sum_ms = 0;
-  for (const auto& s : r.steps) sum_ms += s.wall_ms;
-  fmt::print("\nsummary: {} steps ({} prompt incl. BOS) through the golden reference\n",
-             r.steps.size(), r.prompt_tokens);
-  fmt::print("  host wall time: load {:.2f} s, K/V calibration {:.2f} s, {:.1f} ms per step, "
-             "{:.2f} s in all [measured on this host, not a board figure]\n",
-             r.load_s, r.calibration_s, r.steps.empty() ? 0.0 : sum_ms / r.steps.size(), r.wall_s);
+  const double med = median(totals);
+  double wall_tok = 0;
+  for (const auto& t : r.tokens) wall_tok += t.wall_ms;
+  fmt::print("\nsummary\n");
+  fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
+  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", med, med > 0 ? 1e3 / med : 0.0);
+  fmt::print("  the real board        119.2 ms at T=64, 136.0 ms at T=512 (7.35 tok/s)  [board]\n");
+  fmt::print("  logits vs golden      {}\n",
+             !r.checked ? std::string("not checked (--no-check)")
+                        : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())
+                                              : "MISMATCH: " + r.mismatch));
+  fmt::print("  host wall time        load {:.2f} s, K/V calibration {:.2f} s, {:.1f} ms per token, {:.2f} s in all "
+             "(this machine, not a board figure)\n",
+             r.load_s, r.calibration_s, r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
   if (r.stopped_at_capacity)
     fmt::print("  stopped at the board's KV capacity of {} positions\n", golden::kMaxContext);
+  if (!r.mismatch.empty()) {
+    fmt::print(stderr, "bitsim: logits mismatch: {}\n", r.mismatch);
+    return 3;
+  }
   return 0;
 }
 
@@ -182,22 +276,33 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", ins.json, "Write one JSON document to stdout");
 
   RunArgs run;
-  auto* runc = app.add_subcommand("run", "Run a prompt token by token (this version: through the golden reference)");
-  runc->add_option("--prompt", run.req.prompt, "The prompt text")->required();
-  runc->add_option("--model", run.req.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
-  runc->add_option("--tokens", run.req.tokens, "Tokens to generate")->check(CLI::Range(0, 511))->capture_default_str();
+  auto* runc = app.add_subcommand("run", "Run a prompt token by token on the simulated board, checking every token's logits against the golden reference");
+  runc->add_option("--prompt", run.req.run.prompt, "The prompt text")->required();
+  runc->add_option("--model", run.req.run.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
+  runc->add_option("--tokens", run.req.run.tokens, "Tokens to generate")->check(CLI::Range(0, 511))->capture_default_str();
   runc->add_option("--tokenizer", run.tokenizer, "A SentencePiece tokenizer.model overriding the model's");
-  runc->add_option("--seed", run.req.sampler.seed, "Seed of the sampler (with --temperature)")->capture_default_str();
-  runc->add_option("--temperature", run.req.sampler.temperature, "Sampling temperature; 0 is greedy")
+  runc->add_option("--config", run.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  runc->add_option("--set", run.sets, "Override one config key: KEY=VALUE (repeatable; see `bitsim config --dump`)");
+  runc->add_option("--fidelity", run.req.fidelity, "Simulation fidelity: cycle (clocked, beat by beat)")
+      ->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
+  runc->add_flag("--no-check", run.no_check, "Do not compare the logits with the golden reference");
+  runc->add_option("--seed", run.req.run.sampler.seed, "Seed of the sampler (with --temperature)")->capture_default_str();
+  runc->add_option("--temperature", run.req.run.sampler.temperature, "Sampling temperature; 0 is greedy")
       ->check(CLI::Range(0.0, 100.0))->capture_default_str();
-  runc->add_option("--top-k", run.req.sampler.top_k, "Sample among the k most likely tokens; 0 is all")
+  runc->add_option("--top-k", run.req.run.sampler.top_k, "Sample among the k most likely tokens; 0 is all")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  runc->add_option("--threads", run.req.threads, "Host threads for the reference's matmuls")
+  runc->add_option("--threads", run.req.run.threads, "Host threads for loading and the golden check")
       ->check(CLI::Range(1, 64))->capture_default_str();
-  runc->add_flag("--stop-at-capacity", run.req.stop_at_capacity, "Stop at 512 positions instead of refusing the run");
-  runc->add_flag("--legacy-attention", run.req.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
-  runc->add_flag("--json", run.json, "Write one JSON document to stdout");
+  runc->add_flag("--stop-at-capacity", run.req.run.stop_at_capacity, "Stop at 512 positions instead of refusing the run");
+  runc->add_flag("--legacy-attention", run.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
+  runc->add_flag("--json", run.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
   runc->add_flag("--quiet", run.quiet, "No progress lines on stderr");
+
+  ConfigArgs cfg;
+  auto* confc = app.add_subcommand("config", "Print the board config: --dump for every key with its documentation, else the keys that differ from the defaults");
+  confc->add_option("--config", cfg.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  confc->add_option("--set", cfg.sets, "Override one config key: KEY=VALUE (repeatable)");
+  confc->add_flag("--dump", cfg.dump, "Print the effective config as documented TOML");
 
   try {
     app.parse(argc, argv);
@@ -215,6 +320,7 @@ int main(int argc, char** argv) {
     if (*make) return cmd_make_model(mk);
     if (*inspect) return cmd_inspect(ins);
     if (*runc) return cmd_run(run);
+    if (*confc) return cmd_config(cfg);
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
     return 2;

@@ -26,7 +26,7 @@ constexpr int kLanes = 2;
 struct MemoryMapConfig {
   uint64_t ddr_bytes = 512ull << 20;  // DDR size (BOARD.md)
   uint64_t cma_base = 0x08000000;     // where the contiguous region starts (model)
-  uint64_t cma_bytes = 256ull << 20;  // its size; see configs/pynq-z2.toml
+  uint64_t cma_bytes = 192ull << 20;  // its size; see configs/pynq-z2.toml and docs/memory.md
   uint64_t max_transfer_bytes = (1u << 23) - 1;  // DMA length register limit
   int kv_positions = 512;             // the board's KV area per (layer, head)
   bool int8_lm_head = false;          // an INT8 lm_head (n bytes per row): refused on the board

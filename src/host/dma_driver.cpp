@@ -1,0 +1,194 @@
+#include "host/dma_driver.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "hw/engine_regs.h"
+#include "model/error.h"
+#include "model/packed_image.h"
+
+namespace bitsim::host {
+
+using hw::DmaId;
+namespace R = hw::dma_reg;
+
+namespace {
+constexpr uint32_t kIocAndErrors = R::kSrIocIrq | R::kSrErrIrq;
+const char* dma_name(DmaId d) { return hw::board_map::kDmaName[int(d)]; }
+std::string sr_errors(uint32_t sr) {
+  std::string s;
+  auto add = [&](uint32_t bit, const char* name) {
+    if (sr & bit) s += (s.empty() ? "" : ", ") + std::string(name);
+  };
+  add(R::kSrDmaIntErr, "DMAIntErr");
+  add(R::kSrDmaSlvErr, "DMASlvErr");
+  add(R::kSrDmaDecErr, "DMADecErr");
+  add(R::kSrSgIntErr, "SGIntErr");
+  add(R::kSrSgSlvErr, "SGSlvErr");
+  add(R::kSrSgDecErr, "SGDecErr");
+  return s;
+}
+}  // namespace
+
+DmaDriver::DmaDriver(Ps& ps, hw::Board& board, const MemoryMap& map, const DriverConfig& config)
+    : ps_(ps), board_(board), map_(map), config_(config) {
+  access_ps_ = ps_of(config_.reg_access_ns);
+  mm2s_ring_ = map_.heads_per_lane() * 3;
+  s2mm_ring_ = map_.descriptor_capacity() - mm2s_ring_;
+  if (s2mm_ring_ < 1) throw Error("dma driver: descriptor area too small");
+}
+
+uint64_t DmaDriver::ps_of(double ns) const { return uint64_t(std::llround(ns * 1000.0)); }
+
+uint32_t DmaDriver::rd(DmaId d, uint32_t off) { return ps_.read32(board_.dma_base(d) + off, access_ps_); }
+void DmaDriver::wr(DmaId d, uint32_t off, uint32_t v) { ps_.write32(board_.dma_base(d) + off, v, access_ps_); }
+
+void DmaDriver::flush(uint64_t bytes) {
+  stats_.flushed_bytes += bytes;
+  ps_.spend(ps_of(config_.flush_fixed_ns + double(bytes) * config_.flush_ns_per_byte));
+}
+
+void DmaDriver::invalidate(uint64_t bytes) {
+  stats_.invalidated_bytes += bytes;
+  ps_.spend(ps_of(config_.invalidate_fixed_ns + double(bytes) * config_.invalidate_ns_per_byte));
+}
+
+void DmaDriver::init() {
+  const DmaId all[4] = {DmaId::Mm0, DmaId::Mm1, DmaId::At0, DmaId::At1};
+  for (DmaId d : all) {
+    const bool sg = board_.dma(d).config().has_sg;
+    for (uint32_t base : {0u, R::kS2mmOffset}) {
+      wr(d, base + R::kMm2sDmacr, R::kCrReset);
+      if (sg) {
+        const int lane = int(d) % 2;
+        const bool s2mm = base != 0;
+        const uint64_t first = map_.descriptors(lane) + (s2mm ? uint64_t(mm2s_ring_) * 64 : 0);
+        wr(d, base + R::kMm2sCurdesc, uint32_t(first));
+      }
+      wr(d, base + R::kMm2sDmacr, R::kCrRunStop);
+    }
+  }
+}
+
+void DmaDriver::wait_idle(DmaId d, uint32_t sr_offset, const char* what) {
+  const uint64_t gap = ps_of(config_.poll_gap_ns);
+  for (;;) {
+    const uint32_t sr = rd(d, sr_offset);
+    ++stats_.polls;
+    if (sr & R::kSrErrors)
+      throw Error(fmt::format("DMA {} {}: DMASR 0x{:08x} reports {}", dma_name(d), what, sr, sr_errors(sr)));
+    if (sr & R::kSrHalted)
+      throw Error(fmt::format("DMA {} {}: channel halted (DMASR 0x{:08x})", dma_name(d), what, sr));
+    if (sr & R::kSrIdle) {
+      if (sr & kIocAndErrors) wr(d, sr_offset, sr & kIocAndErrors);  // acknowledge
+      return;
+    }
+    ps_.spend(gap);
+  }
+}
+
+void DmaDriver::engine_failure(bool matmul, int lane, const std::string& what) {
+  const uint64_t base = (matmul ? hw::board_map::kMatmulRegs : hw::board_map::kAttentionRegs) +
+                        uint64_t(lane) * hw::engine_reg::kLaneStride;
+  const uint32_t status = ps_.read32(base + hw::engine_reg::kStatus, access_ps_);
+  const uint32_t code = ps_.read32(base + hw::engine_reg::kErrorCode, access_ps_);
+  const uint32_t unit = ps_.read32(base + hw::engine_reg::kErrorUnit, access_ps_);
+  const uint32_t row = ps_.read32(base + hw::engine_reg::kErrorRow, access_ps_);
+  std::string detail;
+  if (status & hw::engine_reg::kStatusError) {
+    const std::string name = matmul ? model::stream_error_name(model::StreamError(code))
+                                    : hw::attention_error_name(hw::AttentionError(code));
+    detail = fmt::format("{} in {} {}", name, matmul ? "group" : "head", unit);
+    if (row != hw::engine_reg::kNone) detail += fmt::format(", row {}", row);
+  } else {
+    detail = "no engine error latched";
+  }
+  throw Error(fmt::format("{} engine lane {}: {} ({})", matmul ? "matmul" : "attention", lane, what, detail));
+}
+
+void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
+  ++stats_.matmul_calls;
+  ps_.spend(ps_of(config_.call_overhead_ns));
+  const DmaId dmas[kLanes] = {DmaId::Mm0, DmaId::Mm1};
+  for (int lane = 0; lane < kLanes; ++lane) flush(call.lane[lane].rows_addr - call.lane[lane].addr);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const LaneStream& s = call.lane[lane];
+    wr(dmas[lane], R::kS2mmDa, uint32_t(map_.matmul_result(lane)));
+    wr(dmas[lane], R::kS2mmLength, uint32_t(s.result_bytes));
+    wr(dmas[lane], R::kMm2sSa, uint32_t(s.addr));
+    wr(dmas[lane], R::kMm2sLength, uint32_t(s.bytes));
+    stats_.transfers += 2;
+  }
+  for (int lane = 0; lane < kLanes; ++lane) {
+    wait_idle(dmas[lane], R::kS2mmDmasr, "S2MM");
+    const uint32_t got = rd(dmas[lane], R::kS2mmLength);
+    if (got != call.lane[lane].result_bytes)
+      engine_failure(true, lane, fmt::format("S2MM received {} of {} result bytes", got, call.lane[lane].result_bytes));
+    wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
+  }
+  for (int lane = 0; lane < kLanes; ++lane) invalidate(call.lane[lane].result_bytes);
+}
+
+uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint32_t bytes, bool sof, bool eof) {
+  const uint64_t ring = map_.descriptors(lane) + (s2mm ? uint64_t(mm2s_ring_) * 64 : 0);
+  const int size = s2mm ? s2mm_ring_ : mm2s_ring_;
+  int& next = s2mm ? s2mm_next_[lane] : mm2s_next_[lane];
+  const uint64_t addr = ring + uint64_t(next) * 64;
+  next = (next + 1) % size;
+  const uint64_t nxt = ring + uint64_t(next) * 64;
+  uint32_t d[16] = {};
+  d[R::kDescNxtdesc / 4] = uint32_t(nxt);
+  d[R::kDescBufferAddress / 4] = uint32_t(buffer);
+  d[R::kDescControl / 4] = (bytes & R::kCtrlLengthMask) | (sof ? R::kCtrlSof : 0) | (eof ? R::kCtrlEof : 0);
+  d[R::kDescStatus / 4] = 0;
+  board_.ddr().write(addr, d, sizeof d);
+  ++stats_.descriptors;
+  return addr;
+}
+
+void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cpu_written_bytes) {
+  ++stats_.attention_calls;
+  ps_.spend(ps_of(config_.call_overhead_ns));
+  const DmaId dmas[kLanes] = {DmaId::At0, DmaId::At1};
+  uint64_t tail[kLanes] = {}, s2mm_desc[kLanes] = {};
+  uint64_t desc_bytes = 0;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const auto& hs = heads[lane];
+    if (hs.empty()) continue;
+    for (size_t i = 0; i < hs.size(); ++i) {
+      const bool last = i + 1 == hs.size();
+      write_descriptor(lane, false, hs[i].header_q_addr, 112, i == 0, false);
+      write_descriptor(lane, false, hs[i].k_addr, hs[i].kv_bytes, false, false);
+      tail[lane] = write_descriptor(lane, false, hs[i].v_addr, hs[i].kv_bytes, false, last);
+      desc_bytes += 3 * 64;
+    }
+    s2mm_desc[lane] = write_descriptor(lane, true, map_.attention_result(lane),
+                                       uint32_t(hs.size() * 49 * 8), true, true);
+    desc_bytes += 64;
+  }
+  flush(cpu_written_bytes);
+  flush(desc_bytes);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    if (heads[lane].empty()) continue;
+    wr(dmas[lane], R::kS2mmTaildesc, uint32_t(s2mm_desc[lane]));
+    wr(dmas[lane], R::kMm2sTaildesc, uint32_t(tail[lane]));
+    stats_.transfers += 2;
+  }
+  for (int lane = 0; lane < kLanes; ++lane) {
+    if (heads[lane].empty()) continue;
+    wait_idle(dmas[lane], R::kS2mmDmasr, "S2MM");
+    invalidate(64);
+    uint32_t status = 0;
+    board_.ddr().read(s2mm_desc[lane] + R::kDescStatus, &status, 4);
+    const uint32_t want = uint32_t(heads[lane].size() * 49 * 8);
+    if (!(status & R::kStsCmplt) || (status & R::kStsLengthMask) != want)
+      engine_failure(false, lane, fmt::format("S2MM descriptor status 0x{:08x}: {} of {} result bytes",
+                                              status, status & R::kStsLengthMask, want));
+    wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
+  }
+  for (int lane = 0; lane < kLanes; ++lane)
+    if (!heads[lane].empty()) invalidate(heads[lane].size() * 49 * 8);
+}
+
+}  // namespace bitsim::host

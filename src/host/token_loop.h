@@ -1,0 +1,73 @@
+#pragma once
+// TokenLoop: bitnet on the simulated board, one token at a time, as the PS runs it
+// (CIRCUITS.md 5). The weights image, the KV cache, the stream headers and x, the
+// attention headers and q, the descriptors and the results all live in the simulated
+// DDR; the engines read them from there through the DMAs, never through a side channel.
+// The CPU steps use the numerics library (the same float sequences as the golden
+// reference) and advance simulated time by the CPU cost model.
+#include <cstdint>
+#include <vector>
+
+#include "golden/board_reference.h"
+#include "host/cpu_model.h"
+#include "host/dma_driver.h"
+#include "host/memory_map.h"
+#include "host/ps.h"
+#include "hw/board.h"
+#include "model/model_loader.h"
+
+namespace bitsim::host {
+
+// Simulated time of one token, split as BOARD.md's end-to-end table: a circuit's column
+// spans from programming its DMAs to the return of the wait (driver cost inside it).
+struct TokenTiming {
+  uint64_t matmul_ps = 0, attention_ps = 0, cpu_ps = 0;
+  uint64_t total_ps() const { return matmul_ps + attention_ps + cpu_ps; }
+  uint64_t dma_transfers = 0;   // DMA channel starts
+  uint64_t bytes_read = 0;      // bytes the PL read from DDR
+  uint64_t matmul_calls = 0, attention_calls = 0;
+  int multiplier_lowered = 0;   // heads whose shift S was lowered for m to fit 18 bits
+};
+
+struct TokenLoopOptions {
+  bool legacy_attention = false;
+};
+
+class TokenLoop {
+ public:
+  TokenLoop(Ps& ps, hw::Board& board, const MemoryMap& map, const model::TernaryModel& model,
+            const golden::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
+            TokenLoopOptions options = {});
+
+  // Writes the packed weights image into DDR (zero simulated time: it is loaded before the
+  // run, as on the board).
+  void load_weights();
+  // Programs the DMAs (in the PS thread).
+  void init();
+  // One token at position() (in the PS thread). Returns the logits; `probe` sees the same
+  // intermediate tensors as the golden reference's.
+  std::vector<float> step(int token, TokenTiming* timing, const golden::Probe& probe = {});
+  int position() const { return pos_; }
+  const DmaDriver& driver() const { return driver_; }
+
+ private:
+  // y = BitLinear over a matrix group: CPU writes header + x, the board computes, the CPU
+  // dequantizes each part with its own w_scale.
+  void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
+  void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
+
+  Ps& ps_;
+  hw::Board& board_;
+  const MemoryMap& map_;
+  const model::TernaryModel& model_;
+  const golden::KvScales& scales_;
+  CpuModel cpu_;
+  DmaDriver driver_;
+  TokenLoopOptions options_;
+  num::RopeTable rope_;
+  int pos_ = 0;
+  TokenTiming* t_ = nullptr;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace bitsim::host

@@ -1,0 +1,74 @@
+#include "hw/board.h"
+
+#include <fmt/format.h>
+
+namespace bitsim::hw {
+
+Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
+    : sc_core::sc_module(name), ps_bus("ps_bus"), config_(config) {
+  clock_ = std::make_unique<Clock>("clock", config_.clock);
+  ddr_ = std::make_unique<Ddr>("ddr", *clock_, config_.ddr);
+  for (int i = 0; i < 2; ++i)
+    hp_[i] = std::make_unique<HpPort>(i == 0 ? "hp0" : "hp2", *clock_, config_.hp, ddr_->port(i));
+
+  MatmulEngineConfig mc = config_.matmul;
+  mc.reg_base = board_map::kMatmulRegs;
+  matmul_ = std::make_unique<MatmulEngine>("matmul", *clock_, mc);
+  AttentionUnitConfig ac = config_.attention;
+  ac.reg_base = board_map::kAttentionRegs;
+  attention_ = std::make_unique<AttentionUnit>("attention", *clock_, ac);
+
+  for (int i = 0; i < 4; ++i) {
+    AxiDmaConfig dc = config_.dma;
+    dc.base_address = board_map::kDmaBase[i];
+    const bool is_matmul = i < 2;
+    dc.has_sg = is_matmul ? config_.matmul_dma_sg : config_.attention_dma_sg;
+    dma_[i] = std::make_unique<AxiDma>(board_map::kDmaName[i], *clock_, dc);
+    AxiDma& d = *dma_[i];
+    const int lane = i % 2;  // mm0/at0 -> lane 0 on HP0; mm1/at1 -> lane 1 on HP2
+    if (is_matmul) {
+      d.mm2s_out = &matmul_->in(lane);
+      d.s2mm_in = &matmul_->out(lane);
+    } else {
+      d.mm2s_out = &attention_->in(lane);
+      d.s2mm_in = &attention_->out(lane);
+    }
+    HpPort& port = *hp_[lane];
+    port.attach(d.m_axi_mm2s);
+    port.attach(d.m_axi_s2mm);
+    port.attach(d.m_axi_sg);
+  }
+
+  ps_bus.register_b_transport(this, &Board::b_transport);
+  for (int i = 0; i < 6; ++i) {
+    auto s = std::make_unique<tlm_utils::simple_initiator_socket<Board>>(
+        fmt::format("to_target{}", i).c_str());
+    targets_.push_back(std::move(s));
+  }
+  for (int i = 0; i < 4; ++i) targets_[i]->bind(dma_[i]->ctrl);
+  targets_[4]->bind(matmul_->ctrl);
+  targets_[5]->bind(attention_->ctrl);
+}
+
+void Board::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  ++bus_accesses_;
+  const uint64_t a = trans.get_address();
+  for (int i = 0; i < 4; ++i) {
+    if (a >= board_map::kDmaBase[i] && a < board_map::kDmaBase[i] + board_map::kWindow) {
+      (*targets_[i])->b_transport(trans, delay);
+      return;
+    }
+  }
+  if (a >= board_map::kMatmulRegs && a < board_map::kMatmulRegs + board_map::kWindow) {
+    (*targets_[4])->b_transport(trans, delay);
+    return;
+  }
+  if (a >= board_map::kAttentionRegs && a < board_map::kAttentionRegs + board_map::kWindow) {
+    (*targets_[5])->b_transport(trans, delay);
+    return;
+  }
+  // Nothing decodes the address: the interconnect answers DECERR.
+  trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+}
+
+}  // namespace bitsim::hw

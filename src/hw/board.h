@@ -1,0 +1,88 @@
+#pragma once
+// Board: the top level of the simulated PL (CIRCUITS.md 1): the PL clock, the DDR and its
+// bandwidth wall, HP0 and HP2, four AXI DMAs (mm0, mm1 feed the matmul engine's lanes;
+// at0, at1 the attention unit's; mm0 and at0 on HP0, mm1 and at1 on HP2), the two
+// engines, the interrupt lines, and the address map of the PS's AXI-Lite bus (GP0).
+//
+// The PS side: `ps_bus` is a TLM-2.0 target the PS's initiator socket binds to; it routes
+// each register access by address to a DMA or an engine. `ddr()` is the backdoor for the
+// CPU's own loads and stores to DDR (the CPU's traffic is not timed against the wall).
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/simple_target_socket.h>
+
+#include "hw/attention_unit.h"
+#include "hw/axi_dma.h"
+#include "hw/clock.h"
+#include "hw/ddr.h"
+#include "hw/hp_port.h"
+#include "hw/matmul_engine.h"
+
+namespace bitsim::hw {
+
+// AXI-Lite address map (model: the PYNQ base design's defaults for AXI DMA and custom IP).
+namespace board_map {
+constexpr uint64_t kDmaBase[4] = {0x4040'0000, 0x4041'0000, 0x4042'0000, 0x4043'0000};
+constexpr const char* kDmaName[4] = {"mm0", "mm1", "at0", "at1"};
+constexpr uint64_t kMatmulRegs = 0x43C0'0000;
+constexpr uint64_t kAttentionRegs = 0x43C1'0000;
+constexpr uint64_t kWindow = 0x1'0000;  // 64 KB per peripheral
+}  // namespace board_map
+
+enum class DmaId { Mm0 = 0, Mm1 = 1, At0 = 2, At1 = 3 };
+
+struct BoardConfig {
+  ClockConfig clock;                 // PL clock
+  DdrConfig ddr;                     // memory, wall, latencies
+  HpPortConfig hp;                   // both HP ports
+  AxiDmaConfig dma;                  // all four DMAs (base address and SG set per instance)
+  bool matmul_dma_sg = false;        // mm0/mm1 built without the SG engine (simple mode) (model)
+  bool attention_dma_sg = true;      // at0/at1 built with it (CIRCUITS.md 5: SG chains)
+  MatmulEngineConfig matmul;
+  AttentionUnitConfig attention;
+};
+
+class Board : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Board);
+  Board(sc_core::sc_module_name name, const BoardConfig& config);
+
+  tlm_utils::simple_target_socket<Board> ps_bus;  // AXI-Lite (GP0) from the PS
+
+  Clock& clock() { return *clock_; }
+  Ddr& ddr() { return *ddr_; }
+  const Ddr& ddr() const { return *ddr_; }
+  AxiDma& dma(DmaId id) { return *dma_[size_t(id)]; }
+  const AxiDma& dma(DmaId id) const { return *dma_[size_t(id)]; }
+  HpPort& hp(int i) { return *hp_[size_t(i)]; }
+  MatmulEngine& matmul() { return *matmul_; }
+  AttentionUnit& attention() { return *attention_; }
+  const BoardConfig& config() const { return config_; }
+  uint64_t dma_base(DmaId id) const { return board_map::kDmaBase[size_t(id)]; }
+
+  // Register accesses seen on the bus (reads + writes), for the driver's statistics.
+  uint64_t bus_accesses() const { return bus_accesses_; }
+
+ private:
+  void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+
+  BoardConfig config_;
+  std::unique_ptr<Clock> clock_;
+  std::unique_ptr<Ddr> ddr_;
+  std::array<std::unique_ptr<HpPort>, 2> hp_;
+  std::array<std::unique_ptr<AxiDma>, 4> dma_;
+  std::unique_ptr<MatmulEngine> matmul_;
+  std::unique_ptr<AttentionUnit> attention_;
+  // One initiator per AXI-Lite target: 4 DMAs, then the matmul and attention registers.
+  std::vector<std::unique_ptr<tlm_utils::simple_initiator_socket<Board>>> targets_;
+  uint64_t bus_accesses_ = 0;
+};
+
+}  // namespace bitsim::hw

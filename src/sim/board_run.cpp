@@ -1,0 +1,204 @@
+#include "sim/board_run.h"
+
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "golden/board_reference.h"
+#include "host/token_loop.h"
+#include "hw/sim_context.h"
+#include "model/error.h"
+#include "sim/board_config.h"
+#include "sim/sampler.h"
+
+namespace bitsim::sim {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Recorded {
+  int layer;
+  std::string step;
+  std::vector<float> f;
+  std::vector<int32_t> i;
+};
+
+golden::Probe recorder(std::vector<Recorded>& out) {
+  return [&out](const golden::StepProbe& p) {
+    Recorded r{p.layer, p.step, {}, {}};
+    if (p.data) r.f.assign(p.data, p.data + p.n);
+    if (p.idata) r.i.assign(p.idata, p.idata + p.n);
+    out.push_back(std::move(r));
+  };
+}
+
+std::string first_divergence(const std::vector<Recorded>& board, const std::vector<Recorded>& gold) {
+  const size_t n = std::min(board.size(), gold.size());
+  for (size_t k = 0; k < n; ++k) {
+    const Recorded& b = board[k];
+    const Recorded& g = gold[k];
+    const std::string where = b.layer < 0 ? fmt::format("step {}", b.step) : fmt::format("layer {}, step {}", b.layer, b.step);
+    if (b.step != g.step || b.layer != g.layer)
+      return fmt::format("{}: the board and the golden reference ran different steps ({} / {})", where, b.step, g.step);
+    for (size_t e = 0; e < std::max(b.i.size(), b.f.size()); ++e) {
+      if (!b.i.empty() && b.i[e] != g.i[e])
+        return fmt::format("{}, element {}: board {} vs golden {}", where, e, b.i[e], g.i[e]);
+      if (!b.f.empty() && std::memcmp(&b.f[e], &g.f[e], 4) != 0)
+        return fmt::format("{}, element {}: board {:.9g} vs golden {:.9g}", where, e, b.f[e], g.f[e]);
+    }
+  }
+  return "the intermediate tensors agree; only the logits differ";
+}
+
+class Session : public BoardSession {
+ public:
+  Session(hw::Board& b, const host::MemoryMap& m) : board_(b), map_(m) {}
+  void poke_ddr(uint64_t addr, uint8_t mask) override {
+    uint8_t v = 0;
+    board_.ddr().read(addr, &v, 1);
+    v ^= mask;
+    board_.ddr().write(addr, &v, 1);
+  }
+  uint64_t weights_addr() const override { return map_.qkv(0).calls[0].lane[0].rows_addr; }
+  uint64_t k_cache_addr(int layer, int head) const override { return map_.k_area(layer, head); }
+
+ private:
+  hw::Board& board_;
+  const host::MemoryMap& map_;
+};
+}  // namespace
+
+BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
+  auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };
+  const RunRequest& rr = req.run;
+  if (rr.prompt.empty()) throw Error("--prompt: the prompt is empty");
+  if (req.fidelity != "cycle")
+    throw Error(fmt::format("--fidelity {}: only 'cycle' exists in this version", req.fidelity));
+  const auto t_start = Clock::now();
+  BoardRunResult res;
+  res.fidelity = req.fidelity;
+  res.checked = req.check;
+  res.config = req.params.flat();
+  res.wall_gb_s = req.params.real("ddr.wall_gb_s");
+
+  // Everything that can be refused is refused before anything runs.
+  const SimConfig cfg = make_sim_config(req.params);
+  auto source = model::open_model_source(rr.model);
+  const model::ModelConfig mc = source->config();
+  auto tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
+  res.model = source->describe();
+  res.shape = mc.shape_string();
+  res.tokenizer = tokenizer->describe();
+  res.synthetic_tokenizer = tokenizer->is_synthetic();
+  std::vector<int> ids{mc.bos_token_id};
+  for (int id : tokenizer->encode(rr.prompt)) ids.push_back(id);
+  res.prompt_tokens = int(ids.size());
+  const int total = res.prompt_tokens + rr.tokens;
+  if (res.prompt_tokens > golden::kMaxContext)
+    throw Error(fmt::format("--prompt: {} tokens with BOS, over the board's KV cache of {} positions",
+                            res.prompt_tokens, golden::kMaxContext));
+  if (total > golden::kMaxContext && !rr.stop_at_capacity)
+    throw Error(fmt::format("context: prompt ({} tokens with BOS) + --tokens {} = {} positions, over the "
+                            "board's KV cache of {} (use fewer tokens or --stop-at-capacity)",
+                            res.prompt_tokens, rr.tokens, total, golden::kMaxContext));
+  const host::MemoryMap map(mc, cfg.memory);
+  if (cfg.memory.int8_lm_head)
+    throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
+
+  status(fmt::format("loading {} ...", res.model));
+  auto t0 = Clock::now();
+  const model::TernaryModel m = model::load_ternary_model(*source, rr.threads);
+  source.reset();
+  res.load_s = seconds_since(t0);
+  status(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", golden::kCalibrationTokens));
+  t0 = Clock::now();
+  const golden::KvScales scales =
+      golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id));
+  res.calibration_s = seconds_since(t0);
+
+  hw::FreshSimContext context;
+  hw::Board board("board", cfg.board);
+  std::unique_ptr<golden::BoardReference> ref;
+  if (req.check)
+    ref = std::make_unique<golden::BoardReference>(m, scales, golden::BoardReferenceOptions{rr.legacy_attention, rr.threads});
+  Sampler sampler(rr.sampler);
+  model::StreamDecoder decoder(*tokenizer, ids);
+  Session session(board, map);
+  host::TokenLoop* loop_ptr = nullptr;
+
+  auto program = [&](host::Ps&) {
+    host::TokenLoop& loop = *loop_ptr;
+    loop.init();
+    if (req.before_first_token) req.before_first_token(session);
+    std::vector<Recorded> hp, gp;
+    int next = ids[0];
+    for (int step = 0; step < total; ++step) {
+      if (step >= golden::kMaxContext) {
+        res.stopped_at_capacity = true;
+        break;
+      }
+      const auto w0 = Clock::now();
+      const bool generated = step >= res.prompt_tokens;
+      const int token = generated ? next : ids[size_t(step)];
+      host::TokenTiming t;
+      hp.clear();
+      gp.clear();
+      const std::vector<float> logits = loop.step(token, &t, req.check ? recorder(hp) : golden::Probe{});
+      TokenRecord rec;
+      if (req.check) {
+        const std::vector<float> g = ref->step(token, recorder(gp));
+        const bool eq = g.size() == logits.size() && std::memcmp(g.data(), logits.data(), g.size() * 4) == 0;
+        rec.logits_equal = eq;
+        if (!eq) {
+          res.all_equal = false;
+          res.mismatch = fmt::format("token {} (context {}): the board's logits differ from the golden "
+                                     "reference; first divergence: {}", step, step + 1, first_divergence(hp, gp));
+        }
+      }
+      rec.index = step;
+      rec.context = loop.position();
+      rec.token_id = token;
+      rec.text = tokenizer->piece(token);
+      rec.generated = generated;
+      rec.matmul_ms = double(t.matmul_ps) / 1e9;
+      rec.attention_ms = double(t.attention_ps) / 1e9;
+      rec.cpu_ms = double(t.cpu_ps) / 1e9;
+      rec.total_ms = double(t.total_ps()) / 1e9;
+      rec.dma_calls = t.dma_transfers;
+      rec.bytes_read = t.bytes_read;
+      const double circuit_s = double(t.matmul_ps + t.attention_ps) / 1e12;
+      rec.read_gb_s = circuit_s > 0 ? double(t.bytes_read) / circuit_s / 1e9 : 0.0;
+      std::string new_text;
+      if (generated) {
+        new_text = decoder.push(token);
+        res.generated_text += new_text;
+      }
+      rec.wall_ms = seconds_since(w0) * 1e3;
+      res.tokens.push_back(rec);
+      if (cb.on_token) cb.on_token(rec, new_text);
+      if (!res.mismatch.empty()) return;
+      next = sampler.next(logits);
+    }
+  };
+
+  host::Ps ps("ps", program);
+  ps.bus.bind(board.ps_bus);
+  host::TokenLoop loop(ps, board, map, m, scales, cfg.cpu, cfg.driver,
+                       host::TokenLoopOptions{rr.legacy_attention});
+  loop_ptr = &loop;
+  status("writing the packed weights image into the simulated DDR ...");
+  loop.load_weights();
+  status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", req.fidelity,
+                     cfg.board.clock.mhz));
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  sc_core::sc_start();
+  if (ps.failure()) std::rethrow_exception(ps.failure());
+  if (!ps.finished()) throw Error("simulation ended before the host program finished");
+  res.generated_text += decoder.flush();
+  res.wall_s = seconds_since(t_start);
+  return res;
+}
+
+}  // namespace bitsim::sim

@@ -1,0 +1,81 @@
+#pragma once
+// A prompt through the simulated board (cycle fidelity), token by token, each token's
+// logits compared bit for bit with the golden reference (BoardReference). A mismatch stops
+// the run and reports where the two first diverge (layer, step, element), found by
+// comparing the intermediate tensors of that token.
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/params.h"
+#include "sim/sampler.h"
+
+namespace bitsim::sim {
+
+struct RunRequest {
+  std::string model = "synthetic:bitnet-large";
+  std::string prompt;
+  int tokens = 16;                                  // tokens to generate
+  std::optional<std::filesystem::path> tokenizer;   // overrides the model folder's
+  SamplerConfig sampler;
+  int threads = 2;                                  // host threads for loading and the golden check
+  bool stop_at_capacity = false;                    // stop at 512 positions instead of refusing
+  bool legacy_attention = false;                    // the earlier unit's fixed >> 8 shift
+};
+
+struct BoardRunRequest {
+  RunRequest run;                 // prompt, model, tokens, sampler, tokenizer, ...
+  ParamSet params;                // the board config (every key)
+  std::string fidelity = "cycle";
+  bool check = true;              // compare every token's logits with the golden reference
+  // Test hook: called once in the PS thread after the weights are in DDR, before the first
+  // token (e.g. to corrupt one byte of the image and see the check fail).
+  std::function<void(class BoardSession&)> before_first_token;
+};
+
+struct TokenRecord {
+  int index = 0, context = 0, token_id = 0;
+  std::string text;
+  bool generated = false;
+  double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0;   // simulated
+  uint64_t dma_calls = 0, bytes_read = 0;
+  double read_gb_s = 0;           // bytes read / (matmul + attention time)
+  std::optional<bool> logits_equal;  // empty under --no-check
+  double wall_ms = 0;             // this host's wall time for the token (incl. the check)
+};
+
+struct BoardRunResult {
+  std::string model, tokenizer, shape, fidelity;
+  bool synthetic_tokenizer = false;
+  int prompt_tokens = 0;
+  std::vector<TokenRecord> tokens;
+  std::string generated_text;
+  double load_s = 0, calibration_s = 0, wall_s = 0;
+  bool checked = false;
+  bool all_equal = true;
+  std::string mismatch;           // where the first mismatch diverged; empty if none
+  bool stopped_at_capacity = false;
+  double wall_gb_s = 0;           // the configured DDR wall
+  std::map<std::string, std::string> config;
+};
+
+struct BoardRunCallbacks {
+  std::function<void(const std::string&)> on_status;
+  std::function<void(const TokenRecord&, const std::string& new_text)> on_token;
+};
+
+BoardRunResult run_board(BoardRunRequest request, const BoardRunCallbacks& callbacks = {});
+
+// Internal: the objects of one simulation, exposed to the test hook.
+class BoardSession {
+ public:
+  virtual ~BoardSession() = default;
+  virtual void poke_ddr(uint64_t addr, uint8_t xor_mask) = 0;  // flip bits of one DDR byte
+  virtual uint64_t weights_addr() const = 0;                    // first byte of layer 0's qkv rows
+  virtual uint64_t k_cache_addr(int layer, int head) const = 0;
+};
+
+}  // namespace bitsim::sim
