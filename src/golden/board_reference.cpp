@@ -51,6 +51,23 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
   *sum = total;
 }
 
+// Rows split over `threads` host threads; each row's sum is the same plain loop.
+void parallel_matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads) {
+  threads = std::max(1, threads);
+  if (threads == 1 || w.rows < 256) {
+    ternary_matvec(w, 0, w.rows, x, acc);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int chunk = (w.rows + threads - 1) / threads;
+  for (int i = 1; i < threads; ++i) {
+    const int b = i * chunk, e = std::min(w.rows, b + chunk);
+    if (b < e) pool.emplace_back([&, b, e] { ternary_matvec(w, b, e, x, acc + b); });
+  }
+  ternary_matvec(w, 0, std::min(w.rows, chunk), x, acc);
+  for (auto& t : pool) t.join();
+}
+
 // ---- Calibration ---------------------------------------------------------------------
 
 const std::string& calibration_text() {
@@ -177,7 +194,7 @@ void check_model(const TernaryModel& m) {
 
 }  // namespace
 
-KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens) {
+KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, int threads) {
   check_model(m);
   const auto& c = m.config;
   const int heads = c.num_heads, H = c.hidden_size;
@@ -188,8 +205,8 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
   // Float K/V cache [layer][pos][H].
   std::vector<float> kc(size_t(c.num_layers) * tokens.size() * H), vc(kc.size());
   std::vector<float> scores(tokens.size());
-  const MatvecStep matvec = [](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
-    ternary_matvec(w, 0, w.rows, x, acc);
+  const MatvecStep matvec = [threads](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+    parallel_matvec(w, x, acc, threads);
   };
   const float inv_sqrt_d = num::rsqrt(float(kHeadDim));
   int pos = 0;
@@ -268,18 +285,7 @@ const int8_t* BoardReference::v_rows(int layer, int head) const {
 }
 
 void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
-  const int threads = std::max(1, options_.threads);
-  if (threads == 1 || w.rows < 256) {
-    ternary_matvec(w, 0, w.rows, x, acc);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int chunk = (w.rows + threads - 1) / threads;
-  for (int i = 0; i < threads; ++i) {
-    const int b = i * chunk, e = std::min(w.rows, b + chunk);
-    if (b < e) pool.emplace_back([&, b, e] { ternary_matvec(w, b, e, x, acc + b); });
-  }
-  for (auto& t : pool) t.join();
+  parallel_matvec(w, x, acc, options_.threads);
 }
 
 std::vector<float> BoardReference::step(int token, const Probe& probe) {

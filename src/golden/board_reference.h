@@ -41,6 +41,9 @@ struct AttentionParams {
 void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
                     const AttentionParams& p, int32_t* acc, uint32_t* sum);
 
+// The matmul engine's arithmetic over all rows of w, rows split over host threads.
+void parallel_matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads);
+
 // ---- KV scales and calibration -------------------------------------------------------
 
 // Fixed K and V scales, one per (layer, head), index layer * heads + head.
@@ -58,7 +61,8 @@ std::vector<int> calibration_tokens(const model::Tokenizer& tok, int bos_token_i
 // The calibration pass: the board's token loop over `tokens` with float K/V and a float
 // softmax attention (no KV quantization: the scales do not exist yet); records max|K| and
 // max|V| per (layer, head); s = max(max|.|, 1e-5) / 127.
-KvScales calibrate_kv_scales(const model::TernaryModel& m, const std::vector<int>& tokens);
+// `threads` splits the matmul rows (the result does not depend on it).
+KvScales calibrate_kv_scales(const model::TernaryModel& m, const std::vector<int>& tokens, int threads = 1);
 
 // ---- Observing intermediate tensors (to locate a divergence) --------------------------
 

@@ -62,7 +62,9 @@ class Session : public BoardSession {
     board_.ddr().write(addr, &v, 1);
   }
   uint64_t weights_addr() const override { return map_.qkv(0).calls[0].lane[0].rows_addr; }
+  uint64_t lm_head_addr() const override { return map_.lm_head().calls[0].lane[0].rows_addr; }
   uint64_t k_cache_addr(int layer, int head) const override { return map_.k_area(layer, head); }
+  uint64_t v_cache_addr(int layer, int head) const override { return map_.v_area(layer, head); }
 
  private:
   hw::Board& board_;
@@ -115,7 +117,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   status(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", golden::kCalibrationTokens));
   t0 = Clock::now();
   const golden::KvScales scales =
-      golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id));
+      golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id), rr.threads);
   res.calibration_s = seconds_since(t0);
 
   hw::FreshSimContext context;
@@ -131,7 +133,6 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto program = [&](host::Ps&) {
     host::TokenLoop& loop = *loop_ptr;
     loop.init();
-    if (req.before_first_token) req.before_first_token(session);
     std::vector<Recorded> hp, gp;
     int next = ids[0];
     for (int step = 0; step < total; ++step) {
@@ -139,6 +140,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
         res.stopped_at_capacity = true;
         break;
       }
+      if (req.before_step) req.before_step(session, step);
       const auto w0 = Clock::now();
       const bool generated = step >= res.prompt_tokens;
       const int token = generated ? next : ids[size_t(step)];

@@ -31,9 +31,9 @@ struct BoardRunRequest {
   ParamSet params;                // the board config (every key)
   std::string fidelity = "cycle";
   bool check = true;              // compare every token's logits with the golden reference
-  // Test hook: called once in the PS thread after the weights are in DDR, before the first
-  // token (e.g. to corrupt one byte of the image and see the check fail).
-  std::function<void(class BoardSession&)> before_first_token;
+  // Test hook: called in the PS thread before each token step (after the weights are in
+  // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.
+  std::function<void(class BoardSession&, int step)> before_step;
 };
 
 struct TokenRecord {
@@ -75,7 +75,9 @@ class BoardSession {
   virtual ~BoardSession() = default;
   virtual void poke_ddr(uint64_t addr, uint8_t xor_mask) = 0;  // flip bits of one DDR byte
   virtual uint64_t weights_addr() const = 0;                    // first byte of layer 0's qkv rows
+  virtual uint64_t lm_head_addr() const = 0;                    // first byte of lane 0's lm_head rows
   virtual uint64_t k_cache_addr(int layer, int head) const = 0;
+  virtual uint64_t v_cache_addr(int layer, int head) const = 0;
 };
 
 }  // namespace bitsim::sim

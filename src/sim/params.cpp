@@ -214,23 +214,29 @@ std::map<std::string, std::string> ParamSet::flat() const {
 }
 
 std::string ParamSet::dump_toml() const {
-  std::string out;
-  std::string table = "\x01";
+  // Keys grouped by table, tables in order of first appearance (TOML forbids reopening one).
+  std::vector<std::string> tables;
+  std::map<std::string, std::vector<const ParamSpec*>> by_table;
   for (const auto& s : specs_) {
     const auto dot = s.key.rfind('.');
     const std::string t = dot == std::string::npos ? "" : s.key.substr(0, dot);
-    const std::string leaf = dot == std::string::npos ? s.key : s.key.substr(dot + 1);
-    if (t != table) {
-      if (!t.empty()) out += fmt::format("\n[{}]\n", t);
-      table = t;
+    if (!by_table.count(t)) tables.push_back(t);
+    by_table[t].push_back(&s);
+  }
+  std::string out;
+  for (const auto& t : tables) {
+    if (!t.empty()) out += fmt::format("\n[{}]\n", t);
+    for (const ParamSpec* s : by_table[t]) {
+      const auto dot = s->key.rfind('.');
+      const std::string leaf = dot == std::string::npos ? s->key : s->key.substr(dot + 1);
+      out += fmt::format("# {} [{}{}]\n", s->doc, s->unit.empty() ? "" : s->unit + "; ", s->evidence);
+      std::string v = value_text(s->value);
+      if (s->type == ParamType::Text) v = "\"" + v + "\"";
+      if (s->type == ParamType::Real && v.find_first_of(".eE") == std::string::npos &&
+          v.find("inf") == std::string::npos && v.find("nan") == std::string::npos)
+        v += ".0";
+      out += fmt::format("{} = {}\n", leaf, v);
     }
-    out += fmt::format("# {} [{}{}]\n", s.doc, s.unit.empty() ? "" : s.unit + "; ", s.evidence);
-    std::string v = value_text(s.value);
-    if (s.type == ParamType::Text) v = "\"" + v + "\"";
-    if (s.type == ParamType::Real && v.find_first_of(".eE") == std::string::npos &&
-        v.find("inf") == std::string::npos && v.find("nan") == std::string::npos)
-      v += ".0";
-    out += fmt::format("{} = {}\n", leaf, v);
   }
   return out;
 }

@@ -106,37 +106,117 @@ TEST(Cli, ContextOverTheKvCacheIsRefused) {
   EXPECT_TRUE(contains(r.err, "512")) << r.err;
 }
 
-TEST(Cli, RunTinyJsonReportsEveryStep) {
+TEST(Cli, RunTinyJsonFollowsTheSchema) {
   const auto r = bitsim("run --model synthetic:tiny --prompt 'Hi there' --tokens 4 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["fidelity"], "golden");
+  EXPECT_EQ(j["schema"], "bitsim.run/1");
+  EXPECT_EQ(j["fidelity"], "cycle");
+  EXPECT_EQ(j["config"]["clock.mhz"], "125");
   const auto& toks = j["tokens"];
   ASSERT_EQ(toks.size(), size_t(1 + 8 + 4));  // BOS + 8 bytes + 4 generated
   int generated = 0;
   for (size_t i = 0; i < toks.size(); ++i) {
-    EXPECT_EQ(toks[i]["context"], int(i) + 1);
-    generated += toks[i]["generated"].get<bool>();
+    const auto& t = toks[i];
+    EXPECT_EQ(t["index"], int(i));
+    EXPECT_EQ(t["context"], int(i) + 1);
+    EXPECT_EQ(t["logits_equal"], true);
+    for (const char* k : {"matmul_ms", "attention_ms", "cpu_ms", "total_ms"}) EXPECT_GT(t[k].get<double>(), 0.0) << k;
+    EXPECT_GT(t["dma_calls"].get<int>(), 0);
+    EXPECT_GT(t["bytes_read"].get<uint64_t>(), 0u);
+    generated += t["generated"].get<bool>();
   }
   EXPECT_EQ(generated, 4);
   EXPECT_EQ(toks[1]["token_id"], 3 + 'H');
+  const auto& s = j["summary"];
+  EXPECT_EQ(s["tokens"], 13);
+  EXPECT_EQ(s["logits_checked"], 13);
+  EXPECT_EQ(s["logits_equal"], true);
+  for (const char* k : {"tok_s", "median_total_ms", "wall_s", "sim_tok_per_wall_s"}) EXPECT_GT(s[k].get<double>(), 0.0) << k;
 }
 
-TEST(Cli, RunIsReproducible) {
-  const auto a = bitsim("run --model synthetic:tiny --prompt 'abc' --tokens 6 --temperature 0.8 --top-k 20 --seed 9 --json");
-  const auto b = bitsim("run --model synthetic:tiny --prompt 'abc' --tokens 6 --temperature 0.8 --top-k 20 --seed 9 --json");
+TEST(Cli, NoCheckGivesNullLogitsEqual) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt 'a' --tokens 1 --json --no-check");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["tokens"][0]["logits_equal"].is_null());
+  EXPECT_TRUE(j["summary"]["logits_equal"].is_null());
+}
+
+TEST(Cli, RunIsReproducibleAcrossProcesses) {
+  const std::string args = "run --model synthetic:tiny --prompt 'abc' --tokens 6 --temperature 0.8 --top-k 20 --seed 9 --json";
+  const auto a = bitsim(args), b = bitsim(args);
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
   ASSERT_EQ(ja["tokens"].size(), jb["tokens"].size());
-  for (size_t i = 0; i < ja["tokens"].size(); ++i) EXPECT_EQ(ja["tokens"][i]["token_id"], jb["tokens"][i]["token_id"]);
+  for (size_t i = 0; i < ja["tokens"].size(); ++i) {
+    EXPECT_EQ(ja["tokens"][i]["token_id"], jb["tokens"][i]["token_id"]);
+    EXPECT_EQ(ja["tokens"][i]["total_ms"], jb["tokens"][i]["total_ms"]);
+  }
 }
 
-TEST(Cli, TextRunSaysItIsTheGoldenReference) {
+TEST(Cli, TextRunShowsTheTableAndTheCheck) {
   const auto r = bitsim("run --model synthetic:tiny --prompt 'Hi' --tokens 2");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(contains(r.err, "GOLDEN REFERENCE")) << r.err;
+  EXPECT_TRUE(contains(r.out, "matmul ms")) << r.out;
+  EXPECT_TRUE(contains(r.out, "bit-identical")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[simulated]")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[board]")) << r.out;
   EXPECT_TRUE(contains(r.out, "noise")) << r.out;
+}
+
+TEST(Cli, UnknownSetKeyIsAClearError) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt a --set dma.width=3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "'dma.width'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "dma.length_bits")) << r.err;
+}
+
+TEST(Cli, SetValueOutOfRangeIsAClearError) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt a --set dma.length_bits=40");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "dma.length_bits")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[8, 26]")) << r.err;
+}
+
+TEST(Cli, CmaRefusalExitsTwoWithSizes) {
+  const auto r = bitsim("run --prompt a --tokens 1 --set cma.mib=128");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "contiguous memory")) << r.err;
+}
+
+TEST(Cli, ConfigDumpIsTheShippedConfig) {
+  const auto r = bitsim("config --dump");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(std::string(BITSIM_SOURCE_DIR) + "/configs/pynq-z2.toml");
+  const std::string shipped((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(r.out, shipped) << "configs/pynq-z2.toml is out of date: regenerate it with `bitsim config --dump`";
+  EXPECT_TRUE(contains(r.out, "length_bits = 23"));
+  const auto c = bitsim("config --set clock.mhz=100");
+  EXPECT_EQ(c.out, "clock.mhz = 100\n");
+}
+
+TEST(Cli, BadConfigFileNamesFileAndKey) {
+  TempDir d;
+  std::ofstream(d.path() / "bad.toml") << "[dma]\nlength_bits = 23\nwidth = 2\n";
+  const auto r = bitsim("run --model synthetic:tiny --prompt a --config " + (d.path() / "bad.toml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "bad.toml:3")) << r.err;
+  EXPECT_TRUE(contains(r.err, "'dma.width'")) << r.err;
+}
+
+TEST(Cli, CheckpointWithWrongShapeIsRefused) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
+  std::ifstream in(d.path() / "config.json");
+  auto cfg = nlohmann::json::parse(in);
+  in.close();
+  cfg["intermediate_size"] = 640;  // the tensors still say 512
+  std::ofstream(d.path() / "config.json") << cfg.dump(2);
+  const auto r = bitsim("run --tokens 1 --prompt x --model " + d.path().string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "mlp.gate_proj.weight") || contains(r.err, "640")) << r.err;
 }
 
 TEST(Cli, MakeModelThenInspectAndRunFromTheFolder) {
