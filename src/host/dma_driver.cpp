@@ -4,18 +4,20 @@
 
 #include <fmt/format.h>
 
+#include "hw/axi_dma.h"
+#include "hw/board.h"
 #include "hw/engine_regs.h"
 #include "model/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {
 
-using hw::DmaId;
 namespace R = hw::dma_reg;
 
 namespace {
 constexpr uint32_t kIocAndErrors = R::kSrIocIrq | R::kSrErrIrq;
-const char* dma_name(DmaId d) { return hw::board_map::kDmaName[int(d)]; }
+const char* dma_name(int d) { return hw::board_map::kDmaName[d]; }
+constexpr int kMm0 = 0, kMm1 = 1, kAt0 = 2, kAt1 = 3;
 std::string sr_errors(uint32_t sr) {
   std::string s;
   auto add = [&](uint32_t bit, const char* name) {
@@ -31,8 +33,8 @@ std::string sr_errors(uint32_t sr) {
 }
 }  // namespace
 
-DmaDriver::DmaDriver(Ps& ps, hw::Board& board, const MemoryMap& map, const DriverConfig& config)
-    : ps_(ps), board_(board), map_(map), config_(config) {
+DmaDriver::DmaDriver(Platform& platform, const MemoryMap& map, const DriverConfig& config)
+    : ps_(platform), map_(map), config_(config) {
   access_ps_ = ps_of(config_.reg_access_ns);
   mm2s_ring_ = map_.heads_per_lane() * 3;
   s2mm_ring_ = map_.descriptor_capacity() - mm2s_ring_;
@@ -41,8 +43,8 @@ DmaDriver::DmaDriver(Ps& ps, hw::Board& board, const MemoryMap& map, const Drive
 
 uint64_t DmaDriver::ps_of(double ns) const { return uint64_t(std::llround(ns * 1000.0)); }
 
-uint32_t DmaDriver::rd(DmaId d, uint32_t off) { return ps_.read32(board_.dma_base(d) + off, access_ps_); }
-void DmaDriver::wr(DmaId d, uint32_t off, uint32_t v) { ps_.write32(board_.dma_base(d) + off, v, access_ps_); }
+uint32_t DmaDriver::rd(int d, uint32_t off) { return ps_.read32(hw::board_map::kDmaBase[d] + off, access_ps_); }
+void DmaDriver::wr(int d, uint32_t off, uint32_t v) { ps_.write32(hw::board_map::kDmaBase[d] + off, v, access_ps_); }
 
 void DmaDriver::flush(uint64_t bytes) {
   stats_.flushed_bytes += bytes;
@@ -55,9 +57,8 @@ void DmaDriver::invalidate(uint64_t bytes) {
 }
 
 void DmaDriver::init() {
-  const DmaId all[4] = {DmaId::Mm0, DmaId::Mm1, DmaId::At0, DmaId::At1};
-  for (DmaId d : all) {
-    const bool sg = board_.dma(d).config().has_sg;
+  for (int d = 0; d < 4; ++d) {
+    const bool sg = ps_.dma_has_sg(d);
     for (uint32_t base : {0u, R::kS2mmOffset}) {
       wr(d, base + R::kMm2sDmacr, R::kCrReset);
       if (sg) {
@@ -71,7 +72,7 @@ void DmaDriver::init() {
   }
 }
 
-void DmaDriver::wait_idle(DmaId d, uint32_t sr_offset, const char* what) {
+void DmaDriver::wait_idle(int d, uint32_t sr_offset, const char* what) {
   const uint64_t gap = ps_of(config_.poll_gap_ns);
   for (;;) {
     const uint32_t sr = rd(d, sr_offset);
@@ -110,7 +111,7 @@ void DmaDriver::engine_failure(bool matmul, int lane, const std::string& what) {
 void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
   ++stats_.matmul_calls;
   ps_.spend(ps_of(config_.call_overhead_ns));
-  const DmaId dmas[kLanes] = {DmaId::Mm0, DmaId::Mm1};
+  const int dmas[kLanes] = {kMm0, kMm1};
   for (int lane = 0; lane < kLanes; ++lane) flush(call.lane[lane].rows_addr - call.lane[lane].addr);
   for (int lane = 0; lane < kLanes; ++lane) {
     const LaneStream& s = call.lane[lane];
@@ -142,7 +143,7 @@ uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint3
   d[R::kDescBufferAddress / 4] = uint32_t(buffer);
   d[R::kDescControl / 4] = (bytes & R::kCtrlLengthMask) | (sof ? R::kCtrlSof : 0) | (eof ? R::kCtrlEof : 0);
   d[R::kDescStatus / 4] = 0;
-  board_.ddr().write(addr, d, sizeof d);
+  ps_.mem_write(addr, d, sizeof d);
   ++stats_.descriptors;
   return addr;
 }
@@ -150,7 +151,7 @@ uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint3
 void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cpu_written_bytes) {
   ++stats_.attention_calls;
   ps_.spend(ps_of(config_.call_overhead_ns));
-  const DmaId dmas[kLanes] = {DmaId::At0, DmaId::At1};
+  const int dmas[kLanes] = {kAt0, kAt1};
   uint64_t tail[kLanes] = {}, s2mm_desc[kLanes] = {};
   uint64_t desc_bytes = 0;
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -180,7 +181,7 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
     wait_idle(dmas[lane], R::kS2mmDmasr, "S2MM");
     invalidate(64);
     uint32_t status = 0;
-    board_.ddr().read(s2mm_desc[lane] + R::kDescStatus, &status, 4);
+    ps_.mem_read(s2mm_desc[lane] + R::kDescStatus, &status, 4);
     const uint32_t want = uint32_t(heads[lane].size() * 49 * 8);
     if (!(status & R::kStsCmplt) || (status & R::kStsLengthMask) != want)
       engine_failure(false, lane, fmt::format("S2MM descriptor status 0x{:08x}: {} of {} result bytes",

@@ -16,8 +16,7 @@
 #include <vector>
 
 #include "host/memory_map.h"
-#include "host/ps.h"
-#include "hw/board.h"
+#include "host/platform.h"
 
 namespace bitsim::host {
 
@@ -49,7 +48,7 @@ struct HeadWork {
 
 class DmaDriver {
  public:
-  DmaDriver(Ps& ps, hw::Board& board, const MemoryMap& map, const DriverConfig& config);
+  DmaDriver(Platform& platform, const MemoryMap& map, const DriverConfig& config);
 
   // Reset every DMA, point the SG channels at their rings, set run/stop.
   void init();
@@ -65,16 +64,15 @@ class DmaDriver {
 
  private:
   uint64_t ps_of(double ns) const;
-  uint32_t rd(hw::DmaId d, uint32_t off);
-  void wr(hw::DmaId d, uint32_t off, uint32_t v);
+  uint32_t rd(int dma, uint32_t off);
+  void wr(int dma, uint32_t off, uint32_t v);
   void flush(uint64_t bytes);
   void invalidate(uint64_t bytes);
-  void wait_idle(hw::DmaId d, uint32_t sr_offset, const char* what);
+  void wait_idle(int dma, uint32_t sr_offset, const char* what);
   [[noreturn]] void engine_failure(bool matmul, int lane, const std::string& what);
   uint64_t write_descriptor(int lane, bool s2mm, uint64_t buffer, uint32_t bytes, bool sof, bool eof);
 
-  Ps& ps_;
-  hw::Board& board_;
+  Platform& ps_;
   const MemoryMap& map_;
   DriverConfig config_;
   uint64_t access_ps_ = 0;

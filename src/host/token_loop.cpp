@@ -44,23 +44,17 @@ Stack stack_of(const model::TernaryModel& m, size_t group_index) {
   }
 }
 
-uint64_t ddr_bytes_read(const hw::Ddr& ddr) {
-  uint64_t b = 0;
-  for (const auto& p : ddr.stats().ports) b += p.bytes_read;
-  return b;
-}
 }  // namespace
 
-TokenLoop::TokenLoop(Ps& ps, hw::Board& board, const MemoryMap& map, const model::TernaryModel& model,
+TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::TernaryModel& model,
                      const golden::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
                      TokenLoopOptions options)
-    : ps_(ps),
-      board_(board),
+    : ps_(platform),
       map_(map),
       model_(model),
       scales_(scales),
       cpu_(cpu),
-      driver_(ps, board, map, driver),
+      driver_(platform, map, driver),
       options_(options),
       rope_(kHeadDim, model.config.rope_theta, golden::kMaxContext) {
   if (model.config.head_dim() != kHeadDim)
@@ -79,7 +73,7 @@ void TokenLoop::load_weights() {
         scratch_.assign(size_t(s.rows) * row_bytes, 0);
         for (int r = 0; r < s.rows; ++r)
           model::pack_row(st.row(s.row_begin + r), g.n, scratch_.data() + size_t(r) * row_bytes);
-        board_.ddr().write(s.rows_addr, scratch_.data(), scratch_.size());
+        ps_.mem_write(s.rows_addr, scratch_.data(), scratch_.size());
       }
     }
   }
@@ -101,7 +95,7 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
       scratch_.assign(16 + xbytes, 0);
       model::write_group_header({uint32_t(s.rows), uint32_t(g.n), true}, scratch_.data());
       std::memcpy(scratch_.data() + 16, xq, size_t(g.n));
-      board_.ddr().write(s.addr, scratch_.data(), scratch_.size());
+      ps_.mem_write(s.addr, scratch_.data(), scratch_.size());
     }
     cpu(CpuStep::WriteHeaders, 0, 2 * (16 + xbytes));
     const uint64_t t0 = ps_.now_ps();
@@ -110,7 +104,7 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
     ++t_->matmul_calls;
     t_->dma_transfers += 4;
     for (int lane = 0; lane < kLanes; ++lane)
-      board_.ddr().read(map_.matmul_result(lane), acc + call.lane[lane].row_begin,
+      ps_.mem_read(map_.matmul_result(lane), acc + call.lane[lane].row_begin,
                         size_t(call.lane[lane].rows) * 4);
   }
 }
@@ -126,7 +120,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   TokenTiming local;
   t_ = timing ? timing : &local;
   *t_ = {};
-  const uint64_t read0 = ddr_bytes_read(board_.ddr());
+  const uint64_t read0 = ps_.pl_bytes_read();
   const int T = pos_ + 1;
 
   std::vector<float> h(model_.embedding(token), model_.embedding(token) + H);
@@ -171,9 +165,9 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
       const float sq = num::quantize_symmetric(q.data() + hd * kHeadDim, kHeadDim, qq.data());
       int8_t row[kHeadDim];
       num::quantize_fixed(k.data() + hd * kHeadDim, kHeadDim, sk, row);
-      board_.ddr().write(map_.k_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
+      ps_.mem_write(map_.k_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
       num::quantize_fixed(v.data() + hd * kHeadDim, kHeadDim, sv, row);
-      board_.ddr().write(map_.v_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
+      ps_.mem_write(map_.v_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
       const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
       t_->multiplier_lowered += mul.lowered > 0;
       hw::AttentionHeadHeader hdr;
@@ -186,7 +180,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
       uint8_t buf[112];
       std::memcpy(buf, beats.data(), 16);
       std::memcpy(buf + 16, qq.data(), kHeadDim);
-      board_.ddr().write(map_.head_buffer(lane, slot), buf, sizeof buf);
+      ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
       written += 2 * kHeadDim + sizeof buf;
       work[lane].push_back({map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd),
                             uint32_t(T * kHeadDim)});
@@ -200,7 +194,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
     t_->dma_transfers += 4;
     // 5. CPU: finish attention per head.
     for (int lane = 0; lane < kLanes; ++lane) {
-      board_.ddr().read(map_.attention_result(lane), res.data(), work[lane].size() * 49 * 8);
+      ps_.mem_read(map_.attention_result(lane), res.data(), work[lane].size() * 49 * 8);
       for (size_t i = 0; i < work[lane].size(); ++i) {
         const int hd = lane * map_.heads_per_lane() + int(i);
         const int32_t* r = res.data() + i * 98;
@@ -261,7 +255,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   cpu(CpuStep::Dequantize, uint64_t(c.vocab_size));
   cpu(CpuStep::Argmax, uint64_t(c.vocab_size));
   emit(probe, -1, "logits", logits.data(), c.vocab_size);
-  t_->bytes_read = ddr_bytes_read(board_.ddr()) - read0;
+  t_->bytes_read = ps_.pl_bytes_read() - read0;
   ++pos_;
   t_ = nullptr;
   return logits;

@@ -12,8 +12,7 @@
 #include "host/cpu_model.h"
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
-#include "host/ps.h"
-#include "hw/board.h"
+#include "host/platform.h"
 #include "model/model_loader.h"
 
 namespace bitsim::host {
@@ -35,7 +34,7 @@ struct TokenLoopOptions {
 
 class TokenLoop {
  public:
-  TokenLoop(Ps& ps, hw::Board& board, const MemoryMap& map, const model::TernaryModel& model,
+  TokenLoop(Platform& platform, const MemoryMap& map, const model::TernaryModel& model,
             const golden::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
             TokenLoopOptions options = {});
 
@@ -56,8 +55,7 @@ class TokenLoop {
   void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
   void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
 
-  Ps& ps_;
-  hw::Board& board_;
+  Platform& ps_;
   const MemoryMap& map_;
   const model::TernaryModel& model_;
   const golden::KvScales& scales_;

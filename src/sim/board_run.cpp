@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "golden/board_reference.h"
+#include "host/cycle_platform.h"
 #include "host/token_loop.h"
 #include "hw/sim_context.h"
 #include "model/error.h"
@@ -187,7 +188,8 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
 
   host::Ps ps("ps", program);
   ps.bus.bind(board.ps_bus);
-  host::TokenLoop loop(ps, board, map, m, scales, cfg.cpu, cfg.driver,
+  host::CyclePlatform platform(ps, board);
+  host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver,
                        host::TokenLoopOptions{rr.legacy_attention});
   loop_ptr = &loop;
   status("writing the packed weights image into the simulated DDR ...");

@@ -1,0 +1,26 @@
+#pragma once
+// Platform: what the host program (driver and token loop) sees of the machine it runs on:
+// AXI-Lite register accesses that cost CPU time, CPU time passing, the CPU's own loads and
+// stores to DDR, and the PL's DDR read counter. The cycle fidelity implements it with the
+// SystemC PS and Board (CyclePlatform); the fast fidelity with FastBoard. The host code is
+// the same for both, so both fidelities run the same driver accesses at the same times.
+#include <cstddef>
+#include <cstdint>
+
+namespace bitsim::host {
+
+class Platform {
+ public:
+  virtual ~Platform() = default;
+  virtual uint32_t read32(uint64_t addr, uint64_t access_ps) = 0;
+  virtual void write32(uint64_t addr, uint32_t value, uint64_t access_ps) = 0;
+  virtual void spend(uint64_t ps) = 0;
+  virtual uint64_t now_ps() const = 0;
+  virtual void mem_read(uint64_t addr, void* dst, size_t n) = 0;
+  virtual void mem_write(uint64_t addr, const void* src, size_t n) = 0;
+  virtual uint64_t pl_bytes_read() const = 0;
+  // Whether DMA `id` (0 mm0, 1 mm1, 2 at0, 3 at1) was built with the SG engine.
+  virtual bool dma_has_sg(int id) const = 0;
+};
+
+}  // namespace bitsim::host
