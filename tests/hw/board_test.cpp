@@ -34,6 +34,15 @@
 #include "model/error.h"
 #include "model/packed_image.h"
 
+// The driver programs the board either directly (DmaDriver(Ps&, Board&, ...)) or through the
+// host's Platform interface (host/cycle_platform.h); the tests build against either.
+#if __has_include("host/cycle_platform.h")
+#include "host/cycle_platform.h"
+#define BITSIM_TEST_DRIVER_ON_PLATFORM 1
+#else
+#define BITSIM_TEST_DRIVER_ON_PLATFORM 0
+#endif
+
 namespace bitsim::hw {
 namespace {
 
@@ -466,6 +475,19 @@ model::ModelConfig small_model() {
   return c;
 }
 
+// The host's DMA driver on the simulated PS and board.
+struct DriverOnBoard {
+#if BITSIM_TEST_DRIVER_ON_PLATFORM
+  DriverOnBoard(host::Ps& ps, Board& board, const host::MemoryMap& map, const host::DriverConfig& cfg)
+      : platform(ps, board), driver(platform, map, cfg) {}
+  host::CyclePlatform platform;
+#else
+  DriverOnBoard(host::Ps& ps, Board& board, const host::MemoryMap& map, const host::DriverConfig& cfg)
+      : driver(ps, board, map, cfg) {}
+#endif
+  host::DmaDriver driver;
+};
+
 // Runs a PS program on the board in bounded chunks; false if it did not finish.
 bool run_program(Board& board, host::Ps& ps, uint64_t max_cycles) {
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
@@ -542,7 +564,8 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
     }
   });
   ps.bus.bind(board.ps_bus);
-  host::DmaDriver drv(ps, board, map, host::DriverConfig{});
+  DriverOnBoard host_side(ps, board, map, host::DriverConfig{});
+  host::DmaDriver& drv = host_side.driver;
   drv_ptr = &drv;
   ASSERT_TRUE(run_program(board, ps, 2'000'000));
   if (ps.failure()) {
@@ -595,7 +618,8 @@ TEST(Board, DmaDriverReportsAnEngineError) {
     drv_ptr->matmul(call, n);
   });
   ps.bus.bind(board.ps_bus);
-  host::DmaDriver drv(ps, board, map, host::DriverConfig{});
+  DriverOnBoard host_side(ps, board, map, host::DriverConfig{});
+  host::DmaDriver& drv = host_side.driver;
   drv_ptr = &drv;
   ASSERT_TRUE(run_program(board, ps, 1'000'000));
   ASSERT_TRUE(ps.failure());
