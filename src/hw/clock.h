@@ -12,6 +12,10 @@ struct ClockConfig {
   double mhz = 125.0;  // PL clock (BOARD.md: 125 MHz; IO PLL 1000 MHz / 8)
 };
 
+// The clock period in picoseconds (SystemC's default resolution), rounded to the nearest
+// picosecond: the one definition both fidelities use.
+inline uint64_t clock_period_ps(double mhz) { return uint64_t(1e6 / mhz + 0.5); }
+
 class Clock : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Clock);

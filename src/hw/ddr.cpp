@@ -283,6 +283,9 @@ void Ddr::tick() {
   }
 
   if (idle()) {
+    // An idle DDR's round-robin restarts at slot 0 (model): every call from an idle board
+    // then sees the same arbitration, whatever ran before (docs/hw-timing.md).
+    rr_start_ = 0;
     sleeping_ = true;
     next_trigger(wake_);
   }

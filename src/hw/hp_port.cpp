@@ -210,6 +210,9 @@ void HpPort::tick() {
   issue_write();
   forward_write_data();
   if (idle()) {
+    // An idle port's arbiters restart at master 0 (model): every call from an idle board
+    // then sees the same arbitration, whatever ran before (docs/hw-timing.md).
+    rd_rr_ = wr_rr_ = 0;
     sleeping_ = true;
     next_trigger(wake_);
   }

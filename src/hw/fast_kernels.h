@@ -1,0 +1,123 @@
+#pragma once
+// Fast functional kernels for the simulator's "fast" fidelity: the matmul engine's and the
+// attention unit's arithmetic (CIRCUITS.md 2 and 3), bit-identical to the plain loops of
+// golden::ternary_matvec and golden::attention_head, as fast as the host allows.
+//
+// Cached weight form (DecodedRows): packed rows are decoded once into 2-bit codes,
+// code = t + 1 in {0, 1, 2}, 2 bits per weight. A row is ceil(n/256) blocks of 64 bytes;
+// byte i of block b holds the codes of elements 256b + 64k + i at bits 2k..2k+1 (k = 0..3),
+// so a block expands into four 64-element vectors with one shift and one AND each. Elements
+// past n have code 1 (weight 0). The kernels compute sum_j code_j * x_j with unsigned x
+// signed byte products (VNNI vpdpbusd / pmaddubsw: no saturation, |pair| <= 512) into exact
+// int32 accumulators and subtract sum_j x_j: acc = sum (t+1) x - sum x = sum t x.
+// bitnet-large (728M weights) takes 182 MB in this form; the buffer is 2 MiB-aligned and
+// madvise(MADV_HUGEPAGE)d (matvec streams the whole matrix: it is memory-bandwidth bound).
+//
+// Kernels are chosen at run time (never a global -march): AVX-512 (F, BW, VL, VNNI), AVX2,
+// or portable C++ (plain x86-64 / SSE2 or any other host). Kernel::Auto picks the best the
+// CPU supports; tests pass an explicit kernel to check every path the host can run.
+//
+// Threads: matvec splits rows over threads. Starting threads per call costs ~20-50 us, so a
+// token loop should own a Workers pool (persistent helper threads, no global state) and pass
+// it; matvec(x, acc, int threads) starts and joins threads - 1 helpers per call.
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace bitsim::hw::fast {
+
+enum class Kernel {
+  Auto,      // the best supported below
+  Portable,  // plain C++ (whatever the compiler makes of it for x86-64 / SSE2)
+  Avx2,      // AVX2
+  Avx512,    // AVX-512 F + BW + VL + VNNI
+};
+const char* kernel_name(Kernel k);
+// True if this CPU can run kernel k (Auto and Portable: always).
+bool kernel_supported(Kernel k);
+// Auto -> the best supported kernel; any other value is returned unchanged (unchecked).
+Kernel resolve_kernel(Kernel k);
+
+// A small persistent thread pool the caller owns: threads() - 1 helper threads that sleep
+// (after a short spin) between jobs. run() executes fn(part, parts) for part in
+// [0, threads()) - part 0 on the calling thread - and returns when all parts are done.
+// One run() at a time (not reentrant, not for concurrent callers).
+class Workers {
+ public:
+  explicit Workers(int threads = 2);  // threads >= 1 (values < 1 mean 1)
+  ~Workers();
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+  int threads() const { return int(helpers_.size()) + 1; }
+  void run(const std::function<void(int part, int parts)>& fn);
+
+ private:
+  void helper_main(int part);
+  std::vector<std::thread> helpers_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+};
+
+// Packed rows (CIRCUITS.md 2 layout: each row ceil(n/5) bytes + zero padding to a multiple
+// of 8) decoded once into the 2-bit cached form described above.
+class DecodedRows {
+ public:
+  DecodedRows() = default;
+  DecodedRows(DecodedRows&&) noexcept = default;
+  DecodedRows& operator=(DecodedRows&&) noexcept = default;
+
+  // Decodes `rows` rows of length n (1..4096) from `packed` (row stride
+  // model::packed_row_bytes(n)). Returns false and sets *bad_row (if non-null) to the first
+  // row with a data byte >= 243 (the engine's "invalid trit" error) - the object is then
+  // unusable (rows() == 0). Padding digits and padding bytes are not checked, as in the
+  // engine. Throws bitsim::Error for rows < 0 or n outside 1..4096. `threads` > 1 splits
+  // the decoding over that many threads (the result does not depend on it).
+  bool decode(const uint8_t* packed, int rows, int n, int* bad_row, int threads = 1);
+
+  int rows() const { return rows_; }
+  int n() const { return n_; }
+  size_t bytes() const;  // memory held
+  size_t row_stride() const { return stride_; }  // bytes per decoded row (64 * blocks)
+
+  // acc[r] = sum_j t_rj * x_j for r in [0, rows()): exact, equal to golden::ternary_matvec.
+  // x holds n() values. Rows are split over `threads` threads started for this call.
+  void matvec(const int8_t* x, int32_t* acc, int threads = 2, Kernel kernel = Kernel::Auto) const;
+  // The same with the caller's persistent pool (rows split over workers.threads()).
+  void matvec(const int8_t* x, int32_t* acc, Workers& workers, Kernel kernel = Kernel::Auto) const;
+  // Rows [row_begin, row_end) only, on the calling thread; acc[r - row_begin].
+  void matvec_rows(const int8_t* x, int row_begin, int row_end, int32_t* acc,
+                   Kernel kernel = Kernel::Auto) const;
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t[], Free> data_;
+  size_t capacity_ = 0;  // bytes allocated
+  size_t stride_ = 0;
+  int rows_ = 0, n_ = 0;
+};
+
+// The same arithmetic directly from packed bytes (no cache), for one-off streams: rows are
+// decoded in small chunks into a local buffer and run through the same kernel. A data byte
+// >= 243 counts as five zero trits (model::trit_decode_table()); the caller checks validity.
+void matvec_packed(const uint8_t* packed, int rows, int n, const int8_t* x, int32_t* acc,
+                   Kernel kernel = Kernel::Auto);
+
+// The attention unit's arithmetic for one head (CIRCUITS.md 3), equal to
+// golden::attention_head bit for bit: q[96], K and V [T][96] int8 (row-major), T in 1..512,
+// m < 2^18, shift S in 0..63, legacy = the fixed >> 8. acc[96] and *sum receive the result
+// words. The K phase dot products and the V accumulation are vectorized.
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, uint32_t m,
+                    int shift, bool legacy, int32_t* acc, uint32_t* sum,
+                    Kernel kernel = Kernel::Auto);
+
+}  // namespace bitsim::hw::fast
