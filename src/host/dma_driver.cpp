@@ -73,18 +73,27 @@ void DmaDriver::init() {
 }
 
 void DmaDriver::wait_idle(int d, uint32_t sr_offset, const char* what) {
+  // Polls one channel's DMASR until Idle. While an S2MM channel is busy, each poll also
+  // reads the same DMA's MM2S DMASR: an error on the read side leaves the result stream
+  // unfinished, and only that register says so (a driver that polled S2MM alone would spin
+  // forever).
   const uint64_t gap = ps_of(config_.poll_gap_ns);
+  const bool s2mm = sr_offset == R::kS2mmDmasr;
+  auto check = [&](uint32_t sr, const char* which) {
+    if (sr & R::kSrErrors)
+      throw Error(fmt::format("DMA {} {}: DMASR 0x{:08x} reports {}", dma_name(d), which, sr, sr_errors(sr)));
+    if (sr & R::kSrHalted)
+      throw Error(fmt::format("DMA {} {}: channel halted (DMASR 0x{:08x})", dma_name(d), which, sr));
+  };
   for (;;) {
     const uint32_t sr = rd(d, sr_offset);
     ++stats_.polls;
-    if (sr & R::kSrErrors)
-      throw Error(fmt::format("DMA {} {}: DMASR 0x{:08x} reports {}", dma_name(d), what, sr, sr_errors(sr)));
-    if (sr & R::kSrHalted)
-      throw Error(fmt::format("DMA {} {}: channel halted (DMASR 0x{:08x})", dma_name(d), what, sr));
+    check(sr, what);
     if (sr & R::kSrIdle) {
       if (sr & kIocAndErrors) wr(d, sr_offset, sr & kIocAndErrors);  // acknowledge
       return;
     }
+    if (s2mm) check(rd(d, R::kMm2sDmasr), "MM2S");
     ps_.spend(gap);
   }
 }

@@ -59,24 +59,29 @@ class RegFifo : public sc_core::sc_prim_channel {
     pushed_ = popped_ = false;
   }
 
-  // Notified in the update phase when an item arrived / a slot was freed.
+  // Notified in the update phase when an empty FIFO received an item / a full FIFO freed a
+  // slot (the only states a module sleeps in).
   const sc_core::sc_event& written_event() const { return written_; }
   const sc_core::sc_event& read_event() const { return read_; }
 
  private:
   void update() override {
+    // Events fire only on the transitions a sleeping module can be waiting for: empty ->
+    // not empty (a consumer sleeps only on an empty FIFO) and full -> not full (a producer
+    // sleeps only on a full one). Most beats fire none, which keeps the kernel cheap.
+    const int before = count_;
     if (popped_) {
       head_ = (head_ + 1) % depth_;
       --count_;
       popped_ = false;
-      read_.notify(sc_core::SC_ZERO_TIME);
+      if (before == depth_) read_.notify(sc_core::SC_ZERO_TIME);
     }
     if (pushed_) {
       buf_[(head_ + count_) % depth_] = pending_;
       ++count_;
       ++transfers_;
       pushed_ = false;
-      written_.notify(sc_core::SC_ZERO_TIME);
+      if (before == 0) written_.notify(sc_core::SC_ZERO_TIME);
     }
   }
 

@@ -1,0 +1,667 @@
+#include "hw/fast_kernels.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+// GCC 12 reports _mm256_undefined_si256() (inside the 512 -> 256 extracts) as "(may be) used
+// uninitialized"; a known false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#define BITSIM_FAST_X86 1
+#else
+#define BITSIM_FAST_X86 0
+#endif
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "model/error.h"
+#include "model/packed_image.h"
+#include "numerics/numerics.h"
+
+namespace bitsim::hw::fast {
+namespace {
+
+constexpr int kBlockElems = 256;  // elements per 64-byte block of the cached form
+constexpr int kBlockBytes = 64;
+constexpr int kHeadDim = 96;      // CIRCUITS.md 3
+constexpr size_t kHugePage = size_t(2) << 20;
+
+int blocks_for(int n) { return (n + kBlockElems - 1) / kBlockElems; }
+
+// ---- CPU features -----------------------------------------------------------------------
+
+bool cpu_has_avx2() {
+#if BITSIM_FAST_X86
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512() {
+#if BITSIM_FAST_X86
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+// ---- Decoding packed bytes into the 2-bit form ----------------------------------------
+
+// Byte -> its five codes t_i + 1 in bytes 0..4 (bytes 5..7 = 1, i.e. weight 0). Invalid
+// bytes (243..255) decode to five zero weights, as model::trit_decode_table().
+struct CodeTable {
+  uint64_t codes[256];
+};
+const CodeTable& code_table() {
+  static const CodeTable table = [] {
+    CodeTable t{};
+    const model::TritDecodeTable& tab = model::trit_decode_table();
+    for (int b = 0; b < 256; ++b) {
+      uint64_t v = 0;
+      for (int i = 0; i < 8; ++i) {
+        const int code = (i < 5 && tab.valid[b]) ? tab.trits[b][i] + 1 : 1;
+        v |= uint64_t(code) << (8 * i);
+      }
+      t.codes[b] = v;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// One packed row into one decoded row (stride = blocks * 64 bytes). `codes` is scratch of
+// at least blocks * 256 + 8 bytes. Returns false if a data byte is >= 243 (the row is
+// still written, invalid bytes as zero weights).
+bool decode_row(const uint8_t* packed, int n, int blocks, uint8_t* codes, uint8_t* out) {
+  const CodeTable& tab = code_table();
+  const int nbytes = (n + model::kTritsPerByte - 1) / model::kTritsPerByte;
+  unsigned bad = 0;
+  for (int k = 0; k < nbytes; ++k) {
+    const uint8_t b = packed[k];
+    bad |= unsigned(b >= 243);
+    std::memcpy(codes + 5 * k, &tab.codes[b], 8);
+  }
+  // Digits past n (padding digits of the last byte) and the elements up to the block end
+  // have weight 0: the engine sums over j < n only.
+  std::memset(codes + n, 1, size_t(blocks) * kBlockElems - size_t(n));
+  for (int b = 0; b < blocks; ++b) {
+    const uint8_t* c = codes + size_t(b) * kBlockElems;
+    uint8_t* o = out + size_t(b) * kBlockBytes;
+    for (int i = 0; i < kBlockBytes; ++i)
+      o[i] = uint8_t(c[i] | (c[64 + i] << 2) | (c[128 + i] << 4) | (c[192 + i] << 6));
+  }
+  return bad == 0;
+}
+
+// ---- Matvec kernels ---------------------------------------------------------------------
+// All take: w = first decoded row, stride bytes per row, blocks per row, rows, xp = x
+// zero-padded to blocks * 256 (64-byte aligned), sumx = sum of x, acc[rows].
+
+void matvec_portable(const uint8_t* w, size_t stride, int blocks, int rows, const int8_t* xp,
+                     int32_t sumx, int32_t* acc) {
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* wr = w + size_t(r) * stride;
+    int32_t s = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const uint8_t* wb = wr + size_t(b) * kBlockBytes;
+      const int8_t* xb = xp + size_t(b) * kBlockElems;
+      for (int i = 0; i < kBlockBytes; ++i) {
+        const int v = wb[i];
+        s += (v & 3) * xb[i] + ((v >> 2) & 3) * xb[64 + i] + ((v >> 4) & 3) * xb[128 + i] +
+             (v >> 6) * xb[192 + i];
+      }
+    }
+    acc[r] = s - sumx;
+  }
+}
+
+#if BITSIM_FAST_X86
+
+template <int R>
+__attribute__((target("avx2"))) inline void avx2_rows(const uint8_t* w, size_t stride,
+                                                      int blocks, const int8_t* xp,
+                                                      int32_t sumx, int32_t* acc) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a[R];
+  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_si256();
+  for (int b = 0; b < blocks; ++b) {
+    const int8_t* xb = xp + size_t(b) * kBlockElems;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 32 * h));
+      const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 64 + 32 * h));
+      const __m256i x2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 128 + 32 * h));
+      const __m256i x3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 192 + 32 * h));
+      for (int r = 0; r < R; ++r) {
+        const __m256i v = _mm256_load_si256(
+            reinterpret_cast<const __m256i*>(w + r * stride + size_t(b) * kBlockBytes + 32 * h));
+        // codes in {0,1,2} (unsigned) x int8: each 16-bit pair sum |.| <= 512, the sum of
+        // four <= 2048: no saturation.
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), x0);
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), x1);
+        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), x2);
+        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), x3);
+        const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
+        a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(s16, ones));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a[r]), _mm256_extracti128_si256(a[r], 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    acc[r] = _mm_cvtsi128_si32(s) - sumx;
+  }
+}
+
+__attribute__((target("avx2"))) void matvec_avx2(const uint8_t* w, size_t stride, int blocks,
+                                                 int rows, const int8_t* xp, int32_t sumx,
+                                                 int32_t* acc) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) avx2_rows<4>(w + r * stride, stride, blocks, xp, sumx, acc + r);
+  for (; r < rows; ++r) avx2_rows<1>(w + r * stride, stride, blocks, xp, sumx, acc + r);
+}
+
+#define BITSIM_AVX512 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,bmi2"
+
+template <int R>
+__attribute__((target(BITSIM_AVX512))) inline void avx512_rows(const uint8_t* w, size_t stride,
+                                                               int blocks, const int8_t* xp,
+                                                               int32_t sumx, int32_t* acc) {
+  const __m512i m3 = _mm512_set1_epi8(3);
+  __m512i a[R];
+  for (int r = 0; r < R; ++r) a[r] = _mm512_setzero_si512();
+  for (int b = 0; b < blocks; ++b) {
+    const int8_t* xb = xp + size_t(b) * kBlockElems;
+    const __m512i x0 = _mm512_load_si512(xb);
+    const __m512i x1 = _mm512_load_si512(xb + 64);
+    const __m512i x2 = _mm512_load_si512(xb + 128);
+    const __m512i x3 = _mm512_load_si512(xb + 192);
+    for (int r = 0; r < R; ++r) {
+      const __m512i v = _mm512_load_si512(w + r * stride + size_t(b) * kBlockBytes);
+      // vpdpbusd: codes {0,1,2} (unsigned) x int8, four products per int32 lane, exact.
+      a[r] = _mm512_dpbusd_epi32(a[r], _mm512_and_si512(v, m3), x0);
+      a[r] = _mm512_dpbusd_epi32(a[r], _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), x1);
+      a[r] = _mm512_dpbusd_epi32(a[r], _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), x2);
+      a[r] = _mm512_dpbusd_epi32(a[r], _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), x3);
+    }
+  }
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_reduce_add_epi32(a[r]) - sumx;
+}
+
+__attribute__((target(BITSIM_AVX512))) void matvec_avx512(const uint8_t* w, size_t stride,
+                                                          int blocks, int rows, const int8_t* xp,
+                                                          int32_t sumx, int32_t* acc) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) avx512_rows<4>(w + r * stride, stride, blocks, xp, sumx, acc + r);
+  for (; r < rows; ++r) avx512_rows<1>(w + r * stride, stride, blocks, xp, sumx, acc + r);
+}
+
+#endif  // BITSIM_FAST_X86
+
+using MatvecFn = void (*)(const uint8_t*, size_t, int, int, const int8_t*, int32_t, int32_t*);
+
+MatvecFn matvec_fn(Kernel k) {
+  switch (resolve_kernel(k)) {
+#if BITSIM_FAST_X86
+    case Kernel::Avx512: return matvec_avx512;
+    case Kernel::Avx2: return matvec_avx2;
+#endif
+    default: return matvec_portable;
+  }
+}
+
+void check_kernel(Kernel k) {
+  if (!kernel_supported(k))
+    throw Error(fmt::format("fast kernel {} is not supported by this CPU", kernel_name(k)));
+}
+
+// x zero-padded to whole blocks, 64-byte aligned, and its sum.
+struct PaddedX {
+  alignas(64) int8_t v[model::kMaxRowLength];
+  int32_t sum = 0;
+  PaddedX(const int8_t* x, int n, int blocks) {
+    std::memcpy(v, x, size_t(n));
+    std::memset(v + n, 0, size_t(blocks) * kBlockElems - size_t(n));
+    for (int j = 0; j < n; ++j) sum += x[j];
+  }
+};
+
+// Rows [0, rows) split in `parts` ranges; boundaries on multiples of 4 rows.
+void part_range(int rows, int part, int parts, int* begin, int* end) {
+  const int groups = (rows + 3) / 4;
+  const int per = groups / parts, extra = groups % parts;
+  const int g0 = part * per + std::min(part, extra);
+  const int g1 = g0 + per + (part < extra ? 1 : 0);
+  *begin = std::min(rows, 4 * g0);
+  *end = std::min(rows, 4 * g1);
+}
+
+// ---- Attention --------------------------------------------------------------------------
+
+// p_t from s_t (the V phase's multiplier / legacy shift and the EXP ROM); returns sum p_t.
+uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy,
+                           uint16_t* p) {
+  const auto& EXP = num::exp_table();
+  int32_t s_max = s[0];
+  for (int t = 1; t < T; ++t) s_max = std::max(s_max, s[t]);
+  uint32_t total = 0;
+  for (int t = 0; t < T; ++t) {
+    const uint64_t diff = uint64_t(int64_t(s_max) - int64_t(s[t]));
+    const uint64_t z = legacy ? (diff >> 8) : ((diff * m) >> shift);
+    const uint16_t pt = EXP[std::min<uint64_t>(z, 255)];
+    p[t] = pt;
+    total += pt;
+  }
+  return total;
+}
+
+void attention_portable(const int8_t* q, const int8_t* K, const int8_t* V, int T, int32_t* s,
+                        uint16_t* p, uint32_t m, int shift, bool legacy, int32_t* acc,
+                        uint32_t* sum) {
+  for (int t = 0; t < T; ++t) {
+    const int8_t* k = K + size_t(t) * kHeadDim;
+    int32_t dot = 0;
+    for (int d = 0; d < kHeadDim; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
+    s[t] = dot;
+  }
+  *sum = attention_weights(s, T, m, shift, legacy, p);
+  int32_t a[kHeadDim] = {};
+  for (int t = 0; t < T; ++t) {
+    const int8_t* v = V + size_t(t) * kHeadDim;
+    const int32_t pt = p[t];
+    for (int d = 0; d < kHeadDim; ++d) a[d] += pt * v[d];
+  }
+  std::memcpy(acc, a, sizeof(a));
+}
+
+#if BITSIM_FAST_X86
+
+// Eight vectors of 8 int32 -> one vector of their eight lane sums (row order kept).
+__attribute__((target("avx2"))) inline __m256i hsum8x8(const __m256i r[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(r[0], r[1]);
+  const __m256i h23 = _mm256_hadd_epi32(r[2], r[3]);
+  const __m256i h45 = _mm256_hadd_epi32(r[4], r[5]);
+  const __m256i h67 = _mm256_hadd_epi32(r[6], r[7]);
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // lane L: rows 0..3, half L
+  const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+  const __m256i lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);
+  const __m256i hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);
+  return _mm256_add_epi32(lo, hi);
+}
+
+__attribute__((target("avx2"))) inline int32_t hsum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// V phase, AVX2: rows in pairs; bytes of V_t and V_t+1 interleaved and widened to int16
+// pairs, pmaddwd with (p_t, p_t+1): p_t <= 32767 fits int16, each pair sum is exact int32.
+__attribute__((target("avx2"))) void v_phase_avx2(const int8_t* V, int T, const uint16_t* p,
+                                                  int32_t* acc) {
+  __m256i a[12];
+  for (auto& x : a) x = _mm256_setzero_si256();
+  for (int t = 0; t < T; t += 2) {
+    const int8_t* v0 = V + size_t(t) * kHeadDim;
+    const bool pair = t + 1 < T;
+    const int8_t* v1 = pair ? v0 + kHeadDim : v0;
+    const uint32_t pp = uint32_t(p[t]) | (pair ? uint32_t(p[t + 1]) << 16 : 0u);
+    const __m256i P = _mm256_set1_epi32(int32_t(pp));
+    for (int c = 0; c < 6; ++c) {
+      const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v0 + 16 * c));
+      const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v1 + 16 * c));
+      const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1));
+      const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1));
+      a[2 * c] = _mm256_add_epi32(a[2 * c], _mm256_madd_epi16(lo, P));
+      a[2 * c + 1] = _mm256_add_epi32(a[2 * c + 1], _mm256_madd_epi16(hi, P));
+    }
+  }
+  for (int i = 0; i < 12; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + 8 * i), a[i]);
+}
+
+__attribute__((target("avx2"))) void attention_avx2(const int8_t* q, const int8_t* K,
+                                                    const int8_t* V, int T, int32_t* s,
+                                                    uint16_t* p, uint32_t m, int shift,
+                                                    bool legacy, int32_t* acc, uint32_t* sum) {
+  // K phase: int8 widened to int16, pmaddwd, eight rows reduced together.
+  __m256i q16[6];
+  for (int c = 0; c < 6; ++c)
+    q16[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * c)));
+  auto row = [&](const int8_t* k) __attribute__((target("avx2"))) {
+    __m256i r = _mm256_madd_epi16(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k))), q16[0]);
+    for (int c = 1; c < 6; ++c)
+      r = _mm256_add_epi32(
+          r, _mm256_madd_epi16(
+                 _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + 16 * c))),
+                 q16[c]));
+    return r;
+  };
+  int t = 0;
+  for (; t + 8 <= T; t += 8) {
+    __m256i r[8];
+    for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kHeadDim);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + t), hsum8x8(r));
+  }
+  for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kHeadDim));
+  *sum = attention_weights(s, T, m, shift, legacy, p);
+  v_phase_avx2(V, T, p, acc);
+}
+
+__attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, const int8_t* K,
+                                                             const int8_t* V, int T, int32_t* s,
+                                                             uint16_t* p, uint32_t m, int shift,
+                                                             bool legacy, int32_t* acc,
+                                                             uint32_t* sum) {
+  // K phase: vpdpbusd needs one unsigned operand: (K_td + 128) as unsigned bytes
+  // (K ^ 0x80) times q_d, then s_t = that - 128 * sum_d q_d.
+  const __m512i q0 = _mm512_loadu_si512(q);
+  const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64));
+  const __m512i f512 = _mm512_set1_epi8(char(0x80));
+  const __m256i f256 = _mm256_set1_epi8(char(0x80));
+  int32_t qsum = 0;
+  for (int d = 0; d < kHeadDim; ++d) qsum += q[d];
+  const __m256i bias = _mm256_set1_epi32(128 * qsum);
+  auto row = [&](const int8_t* k) __attribute__((target(BITSIM_AVX512))) {
+    const __m512i z = _mm512_dpbusd_epi32(
+        _mm512_setzero_si512(), _mm512_xor_si512(_mm512_loadu_si512(k), f512), q0);
+    const __m256i y = _mm256_dpbusd_epi32(
+        _mm256_setzero_si256(),
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 64)), f256), q1);
+    return _mm256_add_epi32(
+        _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1)), y);
+  };
+  int t = 0;
+  for (; t + 8 <= T; t += 8) {
+    __m256i r[8];
+    for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kHeadDim);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + t), _mm256_sub_epi32(hsum8x8(r), bias));
+  }
+  for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kHeadDim)) - 128 * qsum;
+  *sum = attention_weights(s, T, m, shift, legacy, p);
+
+  // V phase: rows in pairs, 32 dims per step: bytes of V_t and V_t+1 interleaved (in 128-bit
+  // lanes: dims 0-7 / 16-23 and 8-15 / 24-31), widened to int16 pairs, vpdpwssd with
+  // (p_t, p_t+1).
+  __m512i lo[3], hi[3];
+  for (int c = 0; c < 3; ++c) lo[c] = hi[c] = _mm512_setzero_si512();
+  for (t = 0; t < T; t += 2) {
+    const int8_t* v0 = V + size_t(t) * kHeadDim;
+    const bool pair = t + 1 < T;
+    const int8_t* v1 = pair ? v0 + kHeadDim : v0;
+    const uint32_t pp = uint32_t(p[t]) | (pair ? uint32_t(p[t + 1]) << 16 : 0u);
+    const __m512i P = _mm512_set1_epi32(int32_t(pp));
+    for (int c = 0; c < 3; ++c) {
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * c));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v1 + 32 * c));
+      lo[c] = _mm512_dpwssd_epi32(lo[c], _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(x0, x1)), P);
+      hi[c] = _mm512_dpwssd_epi32(hi[c], _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(x0, x1)), P);
+    }
+  }
+  for (int c = 0; c < 3; ++c) {
+    int32_t* o = acc + 32 * c;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm512_castsi512_si256(lo[c]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8), _mm512_castsi512_si256(hi[c]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 16), _mm512_extracti64x4_epi64(lo[c], 1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 24), _mm512_extracti64x4_epi64(hi[c], 1));
+  }
+}
+
+#endif  // BITSIM_FAST_X86
+
+}  // namespace
+
+// ---- Kernel choice ----------------------------------------------------------------------
+
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::Auto: return "auto";
+    case Kernel::Portable: return "portable";
+    case Kernel::Avx2: return "avx2";
+    case Kernel::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool kernel_supported(Kernel k) {
+  switch (k) {
+    case Kernel::Auto:
+    case Kernel::Portable: return true;
+    case Kernel::Avx2: return cpu_has_avx2();
+    case Kernel::Avx512: return cpu_has_avx512();
+  }
+  return false;
+}
+
+Kernel resolve_kernel(Kernel k) {
+  if (k != Kernel::Auto) return k;
+  if (cpu_has_avx512()) return Kernel::Avx512;
+  if (cpu_has_avx2()) return Kernel::Avx2;
+  return Kernel::Portable;
+}
+
+// ---- Workers ----------------------------------------------------------------------------
+
+namespace {
+inline void cpu_relax() {
+#if BITSIM_FAST_X86
+  _mm_pause();
+#endif
+}
+// Spin on `a` while it equals `old` for up to ~spin_us, then sleep in a futex wait.
+template <typename T>
+void wait_while_equal(const std::atomic<T>& a, T old, int spin_us) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  for (int i = 0;; ++i) {
+    if (a.load(std::memory_order_acquire) != old) return;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+  }
+  while (a.load(std::memory_order_acquire) == old) a.wait(old, std::memory_order_acquire);
+}
+constexpr int kHelperSpinUs = 100;  // helpers stay awake this long for the next job
+constexpr int kCallerSpinUs = 2000;
+}  // namespace
+
+Workers::Workers(int threads) {
+  threads = std::max(1, threads);
+  helpers_.reserve(size_t(threads - 1));
+  for (int i = 1; i < threads; ++i) helpers_.emplace_back([this, i] { helper_main(i); });
+}
+
+Workers::~Workers() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (auto& t : helpers_) t.join();
+}
+
+void Workers::helper_main(int part) {
+  uint32_t seen = 0;
+  for (;;) {
+    wait_while_equal(generation_, seen, kHelperSpinUs);
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    (*job_)(part, threads());
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void Workers::run(const std::function<void(int, int)>& fn) {
+  if (helpers_.empty()) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(int(helpers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  fn(0, threads());
+  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;)
+    wait_while_equal(pending_, left, kCallerSpinUs);
+}
+
+// ---- DecodedRows ------------------------------------------------------------------------
+
+void DecodedRows::Free::operator()(uint8_t* p) const { std::free(p); }
+
+bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, int threads) {
+  if (rows < 0) throw Error(fmt::format("DecodedRows::decode: rows = {} < 0", rows));
+  if (n < 1 || n > model::kMaxRowLength)
+    throw Error(fmt::format("DecodedRows::decode: row length n = {} outside 1..{}", n,
+                            model::kMaxRowLength));
+  const int blocks = blocks_for(n);
+  const size_t stride = size_t(blocks) * kBlockBytes;
+  const size_t need = std::max<size_t>(stride * size_t(rows), kBlockBytes);
+  if (!data_ || capacity_ < need) {
+    data_.reset();
+    capacity_ = 0;
+    rows_ = 0;
+    const size_t align = need >= kHugePage ? kHugePage : size_t(kBlockBytes);
+    const size_t size = (need + align - 1) / align * align;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(align, size));
+    if (!p) throw Error(fmt::format("DecodedRows::decode: cannot allocate {} bytes", size));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == kHugePage) ::madvise(p, size, MADV_HUGEPAGE);
+#endif
+    data_.reset(p);
+    capacity_ = size;
+  }
+  const size_t in_stride = model::packed_row_bytes(n);
+  threads = std::clamp(threads, 1, std::max(1, rows / 64));
+  std::vector<int> first_bad(size_t(threads), -1);
+  auto work = [&](int part) {
+    std::vector<uint8_t> codes(size_t(blocks) * kBlockElems + 8);
+    const int r0 = int(int64_t(rows) * part / threads), r1 = int(int64_t(rows) * (part + 1) / threads);
+    for (int r = r0; r < r1; ++r)
+      if (!decode_row(packed + size_t(r) * in_stride, n, blocks, codes.data(),
+                      data_.get() + size_t(r) * stride)) {
+        first_bad[size_t(part)] = r;
+        return;
+      }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
+  work(0);
+  for (auto& t : pool) t.join();
+  for (int b : first_bad)
+    if (b >= 0) {
+      if (bad_row) *bad_row = b;
+      rows_ = n_ = 0;
+      stride_ = 0;
+      return false;
+    }
+  rows_ = rows;
+  n_ = n;
+  stride_ = stride;
+  return true;
+}
+
+size_t DecodedRows::bytes() const { return capacity_; }
+
+void DecodedRows::matvec_rows(const int8_t* x, int row_begin, int row_end, int32_t* acc,
+                              Kernel kernel) const {
+  check_kernel(kernel);
+  if (row_begin < 0 || row_end > rows_ || row_begin > row_end)
+    throw Error(fmt::format("DecodedRows::matvec_rows: rows [{}, {}) outside [0, {})", row_begin,
+                            row_end, rows_));
+  if (row_begin == row_end) return;
+  const int blocks = blocks_for(n_);
+  const PaddedX xp(x, n_, blocks);
+  matvec_fn(kernel)(data_.get() + size_t(row_begin) * stride_, stride_, blocks,
+                    row_end - row_begin, xp.v, xp.sum, acc);
+}
+
+void DecodedRows::matvec(const int8_t* x, int32_t* acc, int threads, Kernel kernel) const {
+  check_kernel(kernel);
+  threads = std::clamp(threads, 1, std::max(1, rows_ / 64));
+  if (threads == 1) return matvec_rows(x, 0, rows_, acc, kernel);
+  const int blocks = blocks_for(n_);
+  const PaddedX xp(x, n_, blocks);
+  const MatvecFn fn = matvec_fn(kernel);
+  auto work = [&](int part) {
+    int b, e;
+    part_range(rows_, part, threads, &b, &e);
+    if (b < e) fn(data_.get() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
+  work(0);
+  for (auto& t : pool) t.join();
+}
+
+void DecodedRows::matvec(const int8_t* x, int32_t* acc, Workers& workers, Kernel kernel) const {
+  check_kernel(kernel);
+  if (workers.threads() == 1 || rows_ < 64) return matvec_rows(x, 0, rows_, acc, kernel);
+  const int blocks = blocks_for(n_);
+  const PaddedX xp(x, n_, blocks);
+  const MatvecFn fn = matvec_fn(kernel);
+  workers.run([&](int part, int parts) {
+    int b, e;
+    part_range(rows_, part, parts, &b, &e);
+    if (b < e) fn(data_.get() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
+  });
+}
+
+// ---- matvec_packed ----------------------------------------------------------------------
+
+void matvec_packed(const uint8_t* packed, int rows, int n, const int8_t* x, int32_t* acc,
+                   Kernel kernel) {
+  check_kernel(kernel);
+  if (rows < 0 || n < 1 || n > model::kMaxRowLength)
+    throw Error(fmt::format("matvec_packed: rows = {}, n = {} (n must be 1..{})", rows, n,
+                            model::kMaxRowLength));
+  if (rows == 0) return;
+  const int blocks = blocks_for(n);
+  const size_t stride = size_t(blocks) * kBlockBytes;
+  const size_t in_stride = model::packed_row_bytes(n);
+  const PaddedX xp(x, n, blocks);
+  const MatvecFn fn = matvec_fn(kernel);
+  constexpr int kChunk = 32;  // rows decoded at a time (<= 128 KiB of codes)
+  struct alignas(64) Buf {
+    uint8_t b[kChunk * (model::kMaxRowLength / kBlockElems) * kBlockBytes];
+  };
+  auto buf = std::make_unique<Buf>();
+  std::vector<uint8_t> codes(size_t(blocks) * kBlockElems + 8);
+  for (int r0 = 0; r0 < rows; r0 += kChunk) {
+    const int cnt = std::min(kChunk, rows - r0);
+    for (int i = 0; i < cnt; ++i)
+      decode_row(packed + size_t(r0 + i) * in_stride, n, blocks, codes.data(), buf->b + size_t(i) * stride);
+    fn(buf->b, stride, blocks, cnt, xp.v, xp.sum, acc + r0);
+  }
+}
+
+// ---- attention_head ---------------------------------------------------------------------
+
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, uint32_t m,
+                    int shift, bool legacy, int32_t* acc, uint32_t* sum, Kernel kernel) {
+  check_kernel(kernel);
+  if (T < 1 || T > 4096)
+    throw Error(fmt::format("attention_head: T = {} outside 1..4096", T));
+  if (shift < 0 || shift > 63)
+    throw Error(fmt::format("attention_head: shift S = {} outside 0..63", shift));
+  alignas(64) int32_t s[4096];
+  alignas(64) uint16_t p[4096];
+  switch (resolve_kernel(kernel)) {
+#if BITSIM_FAST_X86
+    case Kernel::Avx512: return attention_avx512(q, K, V, T, s, p, m, shift, legacy, acc, sum);
+    case Kernel::Avx2: return attention_avx2(q, K, V, T, s, p, m, shift, legacy, acc, sum);
+#endif
+    default: return attention_portable(q, K, V, T, s, p, m, shift, legacy, acc, sum);
+  }
+}
+
+}  // namespace bitsim::hw::fast

@@ -1,0 +1,310 @@
+// Fast kernels (hw/fast_kernels.h): bit-exact against the golden plain loops
+// (golden::ternary_matvec, golden::attention_head) on every kernel this CPU can run, the
+// decoder's invalid-trit check, the Workers pool.
+#include "hw/fast_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "golden/board_reference.h"
+#include "model/error.h"
+#include "model/packed_image.h"
+
+namespace bitsim::hw::fast {
+namespace {
+
+using model::TernaryMatrix;
+
+// The kernels this host runs: Auto, Portable always; AVX2 / AVX-512 where supported (on an
+// AVX-512 machine the portable and AVX2 paths are still tested explicitly).
+std::vector<Kernel> kernels() {
+  std::vector<Kernel> ks{Kernel::Auto, Kernel::Portable};
+  for (Kernel k : {Kernel::Avx2, Kernel::Avx512})
+    if (kernel_supported(k)) ks.push_back(k);
+  return ks;
+}
+
+TEST(FastKernels, ReportsKernels) {
+  for (Kernel k : kernels()) std::printf("[ info ] kernel %s supported\n", kernel_name(k));
+  std::printf("[ info ] auto = %s\n", kernel_name(resolve_kernel(Kernel::Auto)));
+  EXPECT_NE(resolve_kernel(Kernel::Auto), Kernel::Auto);
+}
+
+// Random ternary matrix; `style` varies the trit mix: 0 uniform, 1 mostly zero,
+// 2 all +1, 3 all -1, 4 alternating rows of +1 / -1 with random zeros.
+TernaryMatrix random_matrix(int rows, int cols, uint32_t seed, int style = 0) {
+  std::mt19937 rng(seed);
+  TernaryMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.scale = 1.0f;
+  m.trits.resize(size_t(rows) * cols);
+  std::uniform_int_distribution<int> u3(-1, 1), u10(0, 9);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < cols; ++j) {
+      int8_t t = 0;
+      switch (style) {
+        case 0: t = int8_t(u3(rng)); break;
+        case 1: t = u10(rng) == 0 ? int8_t(u3(rng)) : 0; break;
+        case 2: t = 1; break;
+        case 3: t = -1; break;
+        default: t = u10(rng) < 2 ? 0 : int8_t(r % 2 ? -1 : 1); break;
+      }
+      m.trits[size_t(r) * cols + j] = t;
+    }
+  return m;
+}
+
+// x: random int8 with a good share of the extremes -128 and 127; style 1 all -128,
+// style 2 all 127.
+std::vector<int8_t> random_x(int n, uint32_t seed, int style = 0) {
+  std::mt19937 rng(seed);
+  std::vector<int8_t> x(size_t(n));
+  std::uniform_int_distribution<int> u(-128, 127), pick(0, 7);
+  for (auto& v : x) {
+    if (style == 1) v = -128;
+    else if (style == 2) v = 127;
+    else {
+      const int p = pick(rng);
+      v = int8_t(p == 0 ? -128 : p == 1 ? 127 : u(rng));
+    }
+  }
+  return x;
+}
+
+std::vector<int32_t> golden_acc(const TernaryMatrix& m, const int8_t* x) {
+  std::vector<int32_t> acc(size_t(m.rows));
+  golden::ternary_matvec(m, 0, m.rows, x, acc.data());
+  return acc;
+}
+
+constexpr int kNs[] = {1, 4, 5, 7, 8, 31, 32, 33, 63, 64, 65, 1536, 4096};
+constexpr int kRows[] = {1, 2, 3, 17, 1000};
+
+TEST(FastKernels, DecodedRowsMatvecEqualsGolden) {
+  Workers pool1(1), pool2(2);
+  uint32_t seed = 1;
+  for (int n : kNs)
+    for (int rows : kRows) {
+      const int style = int(seed % 5);
+      const TernaryMatrix m = random_matrix(rows, n, seed++, style);
+      const auto packed = model::pack_rows(m, 0, rows);
+      DecodedRows d;
+      int bad = -7;
+      ASSERT_TRUE(d.decode(packed.data(), rows, n, &bad, seed % 2 ? 2 : 1));
+      EXPECT_EQ(bad, -7);
+      ASSERT_EQ(d.rows(), rows);
+      ASSERT_EQ(d.n(), n);
+      EXPECT_GE(d.bytes(), size_t(rows) * d.row_stride());
+      for (int xs = 0; xs < 3; ++xs) {
+        const auto x = random_x(n, seed * 31 + xs, xs);
+        const auto want = golden_acc(m, x.data());
+        for (Kernel k : kernels()) {
+          SCOPED_TRACE(testing::Message() << "n " << n << " rows " << rows << " style " << style
+                                          << " x style " << xs << " kernel " << kernel_name(k));
+          for (int threads : {1, 2}) {
+            std::vector<int32_t> got(size_t(rows), 0x5A5A5A5A);
+            d.matvec(x.data(), got.data(), threads, k);
+            ASSERT_EQ(got, want) << "threads " << threads;
+            std::fill(got.begin(), got.end(), 0x5A5A5A5A);
+            d.matvec(x.data(), got.data(), threads == 1 ? pool1 : pool2, k);
+            ASSERT_EQ(got, want) << "pool of " << threads;
+          }
+          // A row range.
+          if (rows >= 3) {
+            std::vector<int32_t> part(size_t(rows - 2));
+            d.matvec_rows(x.data(), 1, rows - 1, part.data(), k);
+            ASSERT_TRUE(std::equal(part.begin(), part.end(), want.begin() + 1));
+          }
+          std::vector<int32_t> got(size_t(rows), 0x5A5A5A5A);
+          matvec_packed(packed.data(), rows, n, x.data(), got.data(), k);
+          ASSERT_EQ(got, want) << "matvec_packed";
+        }
+      }
+    }
+}
+
+TEST(FastKernels, ExtremesReachTheBound) {
+  // |acc| = 128 * 4096: every weight +1 (or -1) and every x = -128.
+  const int n = 4096;
+  for (int style : {2, 3}) {
+    const TernaryMatrix m = random_matrix(5, n, 9, style);
+    const auto packed = model::pack_rows(m, 0, 5);
+    DecodedRows d;
+    ASSERT_TRUE(d.decode(packed.data(), 5, n, nullptr));
+    const auto x = random_x(n, 1, 1);
+    for (Kernel k : kernels()) {
+      std::vector<int32_t> got(5);
+      d.matvec(x.data(), got.data(), 2, k);
+      for (int32_t v : got) EXPECT_EQ(v, style == 2 ? -128 * n : 128 * n) << kernel_name(k);
+    }
+  }
+}
+
+TEST(FastKernels, PaddingDigitsAndBytesAreIgnored) {
+  // The engine sums over j < n: nonzero padding digits in the last data byte and garbage
+  // padding bytes up to the beat change nothing (as golden, which never sees them).
+  const int n = 33, rows = 4;  // 7 data bytes (35 digits), 8-byte rows
+  const TernaryMatrix m = random_matrix(rows, n, 77);
+  auto packed = model::pack_rows(m, 0, rows);
+  const size_t stride = model::packed_row_bytes(n);
+  ASSERT_EQ(stride, 8u);
+  for (int r = 0; r < rows; ++r) {
+    packed[r * stride + 6] = uint8_t(packed[r * stride + 6] % 27 + 27 * 2 + 81 * 2);  // digits 3, 4: +1
+    packed[r * stride + 7] = 0xFF;                                        // padding byte
+  }
+  DecodedRows d;
+  int bad = -1;
+  ASSERT_TRUE(d.decode(packed.data(), rows, n, &bad));
+  const auto x = random_x(n, 5);
+  const auto want = golden_acc(m, x.data());
+  for (Kernel k : kernels()) {
+    std::vector<int32_t> got(rows);
+    d.matvec(x.data(), got.data(), 1, k);
+    EXPECT_EQ(got, want) << kernel_name(k);
+    matvec_packed(packed.data(), rows, n, x.data(), got.data(), k);
+    EXPECT_EQ(got, want) << kernel_name(k);
+  }
+}
+
+TEST(FastKernels, DecoderRejectsInvalidTritNamingTheRow) {
+  const int n = 1536, rows = 300;
+  const TernaryMatrix m = random_matrix(rows, n, 3);
+  const auto good = model::pack_rows(m, 0, rows);
+  const size_t stride = model::packed_row_bytes(n);
+  for (int bad_byte : {243, 250, 255})
+    for (int row : {0, 1, 150, 299})
+      for (int threads : {1, 2}) {
+        auto packed = good;
+        packed[size_t(row) * stride + (row * 7) % 308] = uint8_t(bad_byte);
+        if (row == 150) packed[size_t(299) * stride] = 243;  // a later bad row too
+        DecodedRows d;
+        int bad = -1;
+        EXPECT_FALSE(d.decode(packed.data(), rows, n, &bad, threads));
+        EXPECT_EQ(bad, row) << "byte " << bad_byte << " threads " << threads;
+        EXPECT_EQ(d.rows(), 0);
+      }
+  // A valid decode after a failed one works.
+  DecodedRows d;
+  int bad = -1;
+  auto packed = good;
+  packed[5 * stride] = 249;
+  EXPECT_FALSE(d.decode(packed.data(), rows, n, &bad));
+  EXPECT_EQ(bad, 5);
+  ASSERT_TRUE(d.decode(good.data(), rows, n, &bad));
+  const auto x = random_x(n, 11);
+  std::vector<int32_t> got(rows);
+  d.matvec(x.data(), got.data());
+  EXPECT_EQ(got, golden_acc(m, x.data()));
+}
+
+TEST(FastKernels, BadArgumentsThrow) {
+  DecodedRows d;
+  uint8_t b[8] = {};
+  EXPECT_THROW(d.decode(b, 1, 0, nullptr), Error);
+  EXPECT_THROW(d.decode(b, 1, 4097, nullptr), Error);
+  EXPECT_THROW(d.decode(b, -1, 5, nullptr), Error);
+  ASSERT_TRUE(d.decode(b, 0, 5, nullptr));  // zero rows: valid, empty
+  EXPECT_EQ(d.rows(), 0);
+  int32_t acc[1];
+  int8_t x[5] = {};
+  EXPECT_THROW(d.matvec_rows(x, 0, 1, acc), Error);
+}
+
+// ---- attention ----------------------------------------------------------------------------
+
+constexpr int kD = golden::kHeadDim;
+
+struct Head {
+  std::vector<int8_t> q, K, V;
+};
+
+// style 0: full-range random; 1: small values (scores close together, p_t spread over the
+// table); 2: all -128; 3: all 127; 4: q 127, K -128, V mixed extremes.
+Head random_head(int T, uint32_t seed, int style) {
+  std::mt19937 rng(seed);
+  Head h{std::vector<int8_t>(kD), std::vector<int8_t>(size_t(T) * kD),
+         std::vector<int8_t>(size_t(T) * kD)};
+  std::uniform_int_distribution<int> full(-128, 127), small(-6, 6), coin(0, 1);
+  auto fill = [&](std::vector<int8_t>& v, int which) {
+    for (auto& e : v) {
+      switch (style) {
+        case 0: e = int8_t(full(rng)); break;
+        case 1: e = int8_t(which == 2 ? full(rng) : small(rng)); break;
+        case 2: e = -128; break;
+        case 3: e = 127; break;
+        default: e = which == 0 ? 127 : which == 1 ? -128 : int8_t(coin(rng) ? 127 : -128); break;
+      }
+    }
+  };
+  fill(h.q, 0);
+  fill(h.K, 1);
+  fill(h.V, 2);
+  return h;
+}
+
+TEST(FastKernels, AttentionEqualsGolden) {
+  std::mt19937 rng(2024);
+  std::uniform_int_distribution<uint32_t> um(0, (1u << 18) - 1);
+  std::uniform_int_distribution<int> us(0, 40);
+  int cases = 0;
+  for (int T : {1, 2, 3, 7, 8, 9, 15, 16, 17, 64, 511, 512})
+    for (int style = 0; style < 5; ++style)
+      for (bool legacy : {false, true})
+        for (int rep = 0; rep < 2; ++rep) {
+          const Head h = random_head(T, uint32_t(T * 100 + style * 10 + rep), style);
+          const uint32_t m = rep == 0 ? um(rng) : (1u << 18) - 1;
+          const int S = rep == 0 ? us(rng) : (style == 1 ? 24 : 40);
+          int32_t want[kD];
+          uint32_t want_sum = 0;
+          golden::attention_head(h.q.data(), h.K.data(), h.V.data(), T, {m, S, legacy}, want,
+                                 &want_sum);
+          for (Kernel k : kernels()) {
+            SCOPED_TRACE(testing::Message() << "T " << T << " style " << style << " legacy "
+                                            << legacy << " m " << m << " S " << S << " kernel "
+                                            << kernel_name(k));
+            int32_t got[kD];
+            std::fill(got, got + kD, 0x5A5A5A5A);
+            uint32_t sum = 0xDEADBEEF;
+            attention_head(h.q.data(), h.K.data(), h.V.data(), T, m, S, legacy, got, &sum, k);
+            ASSERT_EQ(sum, want_sum);
+            ASSERT_TRUE(std::equal(got, got + kD, want));
+            ++cases;
+          }
+        }
+  EXPECT_GT(cases, 0);
+}
+
+TEST(FastKernels, AttentionExtremesReachTheBound) {
+  // T = 512, all scores equal (p_t = 32767), V all -128: acc_d = -128 * 32767 * 512.
+  const int T = 512;
+  Head h = random_head(T, 1, 2);
+  for (Kernel k : kernels()) {
+    int32_t got[kD];
+    uint32_t sum = 0;
+    attention_head(h.q.data(), h.K.data(), h.V.data(), T, 79505, 24, false, got, &sum, k);
+    EXPECT_EQ(sum, 512u * 32767u) << kernel_name(k);
+    for (int d = 0; d < kD; ++d) ASSERT_EQ(got[d], -128 * 32767 * 512) << kernel_name(k);
+  }
+}
+
+TEST(FastKernels, WorkersRunEveryPartOnce) {
+  for (int threads : {1, 2, 3}) {
+    Workers w(threads);
+    EXPECT_EQ(w.threads(), threads);
+    for (int job = 0; job < 200; ++job) {
+      std::vector<int> hits(size_t(threads), 0);
+      w.run([&](int part, int parts) {
+        EXPECT_EQ(parts, threads);
+        hits[size_t(part)] += 1;
+      });
+      for (int h : hits) ASSERT_EQ(h, 1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bitsim::hw::fast
