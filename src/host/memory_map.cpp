@@ -51,7 +51,8 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
       s.rows = share;
       s.bytes = fixed + uint64_t(share) * row_bytes;
       s.result_bytes = pad8(uint64_t(share) * 4);
-      s.addr = alloc(fmt::format("{} call {} lane {}", name, c, lane), s.bytes);
+      // Page-aligned, as the board's allocator (pynq.allocate) hands out CMA buffers.
+      s.addr = alloc(fmt::format("{} call {} lane {}", name, c, lane), s.bytes, 4096);
       s.rows_addr = s.addr + fixed;
       begin[lane] += share;
     }
@@ -87,18 +88,18 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
 
   // 3. Per-call buffers.
   heads_per_lane_ = (model.num_heads + 1) / 2;
-  heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes);
+  heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes, 4096);
   uint64_t mm_result = 0;
   for (const auto& g : groups_)
     for (const auto& c : g.calls)
       for (const auto& s : c.lane) mm_result = std::max(mm_result, s.result_bytes);
   descriptor_capacity_ = heads_per_lane_ * 3 + 8;
   for (int lane = 0; lane < kLanes; ++lane) {
-    matmul_result_[lane] = alloc(fmt::format("matmul results lane {}", lane), mm_result);
+    matmul_result_[lane] = alloc(fmt::format("matmul results lane {}", lane), mm_result, 4096);
     attention_result_[lane] = alloc(fmt::format("attention results lane {}", lane),
-                                    uint64_t(heads_per_lane_) * kAttentionResultBeats * 8);
+                                    uint64_t(heads_per_lane_) * kAttentionResultBeats * 8, 4096);
     descriptors_[lane] = alloc(fmt::format("sg descriptors lane {}", lane),
-                               uint64_t(descriptor_capacity_) * 64, 64);
+                               uint64_t(descriptor_capacity_) * 64, 4096);
   }
 
   const uint64_t used = next_ - config_.cma_base;

@@ -12,6 +12,7 @@
 // Attention calls: per (layer, head) a K area and a V area of 512 rows x 96 bytes; per
 // lane and head a 112-byte header+q buffer (16 + 96); per lane a result buffer of 8 heads x
 // 49 beats; per lane a ring of SG descriptors (64-byte aligned).
+// Every buffer starts on a 4 KiB page, as CMA buffers from the board's allocator do.
 // A layout that does not fit the CMA size is refused with the sizes that do not fit.
 #include <cstdint>
 #include <string>

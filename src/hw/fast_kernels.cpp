@@ -472,14 +472,17 @@ void wait_while_equal(const std::atomic<T>& a, T old, int spin_us) {
   }
   while (a.load(std::memory_order_acquire) == old) a.wait(old, std::memory_order_acquire);
 }
-constexpr int kHelperSpinUs = 100;  // helpers stay awake this long for the next job
-constexpr int kCallerSpinUs = 2000;
+// Helpers stay awake this long for the next job (a token's matvecs follow each other
+// within microseconds); the caller spins this long for a helper's last task before it
+// sleeps (and so leaves its core to that helper on a busy host).
+constexpr int kHelperSpinUs = 200;
+constexpr int kCallerSpinUs = 50;
 }  // namespace
 
 Workers::Workers(int threads) {
   threads = std::max(1, threads);
   helpers_.reserve(size_t(threads - 1));
-  for (int i = 1; i < threads; ++i) helpers_.emplace_back([this, i] { helper_main(i); });
+  for (int i = 1; i < threads; ++i) helpers_.emplace_back([this] { helper_main(); });
 }
 
 Workers::~Workers() {
@@ -489,29 +492,49 @@ Workers::~Workers() {
   for (auto& t : helpers_) t.join();
 }
 
-void Workers::helper_main(int part) {
+bool Workers::work_on(uint32_t generation) {
+  bool any = false;
+  for (;;) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    // A stale helper (woken for an earlier job) never claims a task of a later one.
+    if (uint32_t(c >> 32) != generation ||
+        int(uint32_t(c)) >= tasks_.load(std::memory_order_relaxed))
+      return any;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    // job_ and tasks_ of this generation stay valid until done_ reaches tasks_.
+    (*job_)(int(uint32_t(c)));
+    any = true;
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == tasks_.load(std::memory_order_relaxed))
+      done_.notify_all();
+  }
+}
+
+void Workers::helper_main() {
   uint32_t seen = 0;
   for (;;) {
     wait_while_equal(generation_, seen, kHelperSpinUs);
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
-    (*job_)(part, threads());
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    work_on(seen);
   }
 }
 
-void Workers::run(const std::function<void(int, int)>& fn) {
-  if (helpers_.empty()) {
-    fn(0, 1);
+void Workers::run(int tasks, const std::function<void(int)>& fn) {
+  if (tasks <= 0) return;
+  if (helpers_.empty() || tasks == 1) {
+    for (int t = 0; t < tasks; ++t) fn(t);
     return;
   }
+  const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
-  pending_.store(int(helpers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  tasks_.store(tasks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(uint64_t(gen) << 32, std::memory_order_release);
+  generation_.store(gen, std::memory_order_release);
   generation_.notify_all();
-  fn(0, threads());
-  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;)
-    wait_while_equal(pending_, left, kCallerSpinUs);
+  work_on(gen);
+  for (int d; (d = done_.load(std::memory_order_acquire)) != tasks;)
+    wait_while_equal(done_, d, kCallerSpinUs);
 }
 
 // ---- DecodedRows ------------------------------------------------------------------------
@@ -605,13 +628,15 @@ void DecodedRows::matvec(const int8_t* x, int32_t* acc, int threads, Kernel kern
 
 void DecodedRows::matvec(const int8_t* x, int32_t* acc, Workers& workers, Kernel kernel) const {
   check_kernel(kernel);
-  if (workers.threads() == 1 || rows_ < 64) return matvec_rows(x, 0, rows_, acc, kernel);
+  if (workers.threads() == 1 || rows_ < 128) return matvec_rows(x, 0, rows_, acc, kernel);
   const int blocks = blocks_for(n_);
   const PaddedX xp(x, n_, blocks);
   const MatvecFn fn = matvec_fn(kernel);
-  workers.run([&](int part, int parts) {
+  // Tasks of >= 64 rows (>= 24 KiB of weights), up to 8 per thread.
+  const int tasks = std::clamp(rows_ / 64, 1, 8 * workers.threads());
+  workers.run(tasks, [&](int task) {
     int b, e;
-    part_range(rows_, part, parts, &b, &e);
+    part_range(rows_, task, tasks, &b, &e);
     if (b < e) fn(data_.get() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
   });
 }

@@ -45,9 +45,11 @@ bool kernel_supported(Kernel k);
 Kernel resolve_kernel(Kernel k);
 
 // A small persistent thread pool the caller owns: threads() - 1 helper threads that sleep
-// (after a short spin) between jobs. run() executes fn(part, parts) for part in
-// [0, threads()) - part 0 on the calling thread - and returns when all parts are done.
-// One run() at a time (not reentrant, not for concurrent callers).
+// (after a short spin) between jobs. run(tasks, fn) calls fn(task) exactly once for every
+// task in [0, tasks); the calling thread takes part, tasks are claimed one at a time by
+// whichever thread is free (so a helper the OS does not schedule promptly delays nothing:
+// the caller does its share), and run() returns when all are done. One run() at a time (not
+// reentrant, not for concurrent callers).
 class Workers {
  public:
   explicit Workers(int threads = 2);  // threads >= 1 (values < 1 mean 1)
@@ -55,14 +57,17 @@ class Workers {
   Workers(const Workers&) = delete;
   Workers& operator=(const Workers&) = delete;
   int threads() const { return int(helpers_.size()) + 1; }
-  void run(const std::function<void(int part, int parts)>& fn);
+  void run(int tasks, const std::function<void(int task)>& fn);
 
  private:
-  void helper_main(int part);
+  void helper_main();
+  bool work_on(uint32_t generation);  // claims and runs tasks of that job; false if none left
   std::vector<std::thread> helpers_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<int> tasks_{0};
+  std::atomic<uint64_t> claim_{0};   // generation << 32 | next task
   std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> done_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -7,6 +7,8 @@
 
 #include "golden/board_reference.h"
 #include "host/cycle_platform.h"
+#include "host/fast_platform.h"
+#include "hw/fast_board.h"
 #include "host/token_loop.h"
 #include "hw/sim_context.h"
 #include "model/error.h"
@@ -55,12 +57,13 @@ std::string first_divergence(const std::vector<Recorded>& board, const std::vect
 
 class Session : public BoardSession {
  public:
-  Session(hw::Board& b, const host::MemoryMap& m) : board_(b), map_(m) {}
+  explicit Session(const host::MemoryMap& m) : map_(m) {}
+  void bind(host::Platform* p) { platform_ = p; }
   void poke_ddr(uint64_t addr, uint8_t mask) override {
     uint8_t v = 0;
-    board_.ddr().read(addr, &v, 1);
+    platform_->mem_read(addr, &v, 1);
     v ^= mask;
-    board_.ddr().write(addr, &v, 1);
+    platform_->mem_write(addr, &v, 1);
   }
   uint64_t weights_addr() const override { return map_.qkv(0).calls[0].lane[0].rows_addr; }
   uint64_t lm_head_addr() const override { return map_.lm_head().calls[0].lane[0].rows_addr; }
@@ -68,8 +71,8 @@ class Session : public BoardSession {
   uint64_t v_cache_addr(int layer, int head) const override { return map_.v_area(layer, head); }
 
  private:
-  hw::Board& board_;
   const host::MemoryMap& map_;
+  host::Platform* platform_ = nullptr;
 };
 }  // namespace
 
@@ -77,8 +80,12 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };
   const RunRequest& rr = req.run;
   if (rr.prompt.empty()) throw Error("--prompt: the prompt is empty");
-  if (req.fidelity != "cycle")
-    throw Error(fmt::format("--fidelity {}: only 'cycle' exists in this version", req.fidelity));
+  if (req.fidelity != "cycle" && req.fidelity != "fast")
+    throw Error(fmt::format("--fidelity {}: expected cycle or fast", req.fidelity));
+  if (req.timing_only && req.fidelity != "fast")
+    throw Error("--timing-only: needs --fidelity fast (the clocked engines always compute)");
+  if (req.timing_only && req.check)
+    throw Error("--timing-only: the engines skip the arithmetic, so the golden check must be off (--no-check)");
   const auto t_start = Clock::now();
   BoardRunResult res;
   res.fidelity = req.fidelity;
@@ -121,17 +128,15 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
       golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id), rr.threads);
   res.calibration_s = seconds_since(t0);
 
-  hw::FreshSimContext context;
-  hw::Board board("board", cfg.board);
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
     ref = std::make_unique<golden::BoardReference>(m, scales, golden::BoardReferenceOptions{rr.legacy_attention, rr.threads});
   Sampler sampler(rr.sampler);
   model::StreamDecoder decoder(*tokenizer, ids);
-  Session session(board, map);
+  Session session(map);
   host::TokenLoop* loop_ptr = nullptr;
 
-  auto program = [&](host::Ps&) {
+  auto program = [&]() {
     host::TokenLoop& loop = *loop_ptr;
     loop.init();
     std::vector<Recorded> hp, gp;
@@ -186,20 +191,34 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     }
   };
 
-  host::Ps ps("ps", program);
-  ps.bus.bind(board.ps_bus);
-  host::CyclePlatform platform(ps, board);
-  host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver,
-                       host::TokenLoopOptions{rr.legacy_attention});
-  loop_ptr = &loop;
-  status("writing the packed weights image into the simulated DDR ...");
-  loop.load_weights();
-  status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", req.fidelity,
-                     cfg.board.clock.mhz));
-  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  sc_core::sc_start();
-  if (ps.failure()) std::rethrow_exception(ps.failure());
-  if (!ps.finished()) throw Error("simulation ended before the host program finished");
+  if (req.fidelity == "fast") {
+    hw::FastBoard board(cfg.board, hw::FastBoardOptions{req.timing_only, rr.threads});
+    host::FastPlatform platform(board);
+    session.bind(&platform);
+    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
+    loop_ptr = &loop;
+    status("writing the packed weights image into the simulated DDR ...");
+    loop.load_weights();
+    status(fmt::format("running on the simulated board (fast fidelity, PL clock {} MHz) ...", cfg.board.clock.mhz));
+    program();
+    res.fast = board.stats();
+  } else {
+    hw::FreshSimContext context;
+    hw::Board board("board", cfg.board);
+    host::Ps ps("ps", [&](host::Ps&) { program(); });
+    ps.bus.bind(board.ps_bus);
+    host::CyclePlatform platform(ps, board);
+    session.bind(&platform);
+    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
+    loop_ptr = &loop;
+    status("writing the packed weights image into the simulated DDR ...");
+    loop.load_weights();
+    status(fmt::format("running on the simulated board (cycle fidelity, PL clock {} MHz) ...", cfg.board.clock.mhz));
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    sc_core::sc_start();
+    if (ps.failure()) std::rethrow_exception(ps.failure());
+    if (!ps.finished()) throw Error("simulation ended before the host program finished");
+  }
   res.generated_text += decoder.flush();
   res.wall_s = seconds_since(t_start);
   return res;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hw/fast_board.h"
 #include "sim/params.h"
 #include "sim/sampler.h"
 
@@ -29,7 +30,8 @@ struct RunRequest {
 struct BoardRunRequest {
   RunRequest run;                 // prompt, model, tokens, sampler, tokenizer, ...
   ParamSet params;                // the board config (every key)
-  std::string fidelity = "cycle";
+  std::string fidelity = "fast";     // fast (default) or cycle: the same cycle counts
+  bool timing_only = false;          // fast only: the engines skip the arithmetic (needs check off)
   bool check = true;              // compare every token's logits with the golden reference
   // Test hook: called in the PS thread before each token step (after the weights are in
   // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.
@@ -60,6 +62,7 @@ struct BoardRunResult {
   bool stopped_at_capacity = false;
   double wall_gb_s = 0;           // the configured DDR wall
   std::map<std::string, std::string> config;
+  hw::FastBoardStats fast;        // fast fidelity: batches, timing-cache hits, oracle runs
 };
 
 struct BoardRunCallbacks {

@@ -1,0 +1,34 @@
+#pragma once
+// FastPlatform: the host's Platform on the FastBoard (fast fidelity). Simulated time is a
+// plain counter in picoseconds; register accesses reach the FastBoard at the same times as
+// the PS's TLM transactions reach the clocked board.
+#include "host/platform.h"
+#include "hw/fast_board.h"
+
+namespace bitsim::host {
+
+class FastPlatform : public Platform {
+ public:
+  explicit FastPlatform(hw::FastBoard& board) : board_(board) {}
+  uint32_t read32(uint64_t addr, uint64_t access_ps) override {
+    const uint32_t v = board_.read32(addr, now_);
+    now_ += access_ps;
+    return v;
+  }
+  void write32(uint64_t addr, uint32_t v, uint64_t access_ps) override {
+    board_.write32(addr, v, now_);
+    now_ += access_ps;
+  }
+  void spend(uint64_t ps) override { now_ += ps; }
+  uint64_t now_ps() const override { return now_; }
+  void mem_read(uint64_t addr, void* dst, size_t n) override { board_.memory().read(addr, dst, n); }
+  void mem_write(uint64_t addr, const void* src, size_t n) override { board_.memory().write(addr, src, n); }
+  uint64_t pl_bytes_read() const override { return board_.bytes_read(); }
+  bool dma_has_sg(int id) const override { return board_.dma_has_sg(id); }
+
+ private:
+  hw::FastBoard& board_;
+  uint64_t now_ = 0;
+};
+
+}  // namespace bitsim::host
