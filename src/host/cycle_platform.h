@@ -10,7 +10,20 @@ namespace bitsim::host {
 class CyclePlatform : public Platform {
  public:
   CyclePlatform(Ps& ps, hw::Board& board) : ps_(ps), board_(board) {}
-  uint32_t read32(uint64_t addr, uint64_t access_ps) override { return ps_.read32(addr, access_ps); }
+  uint32_t read32(uint64_t addr, uint64_t access_ps) override {
+    const uint32_t v = ps_.read32(addr, access_ps);
+    // Log transfers as the host observes them complete (a DMASR read).
+    for (int d = 0; d < 4; ++d)
+      for (int c = 0; c < 2; ++c) {
+        const auto& st = board_.dma(hw::DmaId(d)).stats(hw::DmaChannel(c));
+        if (st.transfers > seen_[d][c]) {
+          seen_[d][c] = st.transfers;
+          log_.push_back({d, c, st.last_start_cycle, st.last_completion_cycle});
+        }
+      }
+    return v;
+  }
+  const std::vector<TransferRecord>& transfers() const override { return log_; }
   void write32(uint64_t addr, uint32_t v, uint64_t access_ps) override { ps_.write32(addr, v, access_ps); }
   void spend(uint64_t ps) override { ps_.spend(ps); }
   uint64_t now_ps() const override { return ps_.now_ps(); }
@@ -26,6 +39,8 @@ class CyclePlatform : public Platform {
  private:
   Ps& ps_;
   hw::Board& board_;
+  uint64_t seen_[4][2] = {};
+  std::vector<TransferRecord> log_;
 };
 
 }  // namespace bitsim::host

@@ -12,6 +12,7 @@ class FastPlatform : public Platform {
   explicit FastPlatform(hw::FastBoard& board) : board_(board) {}
   uint32_t read32(uint64_t addr, uint64_t access_ps) override {
     const uint32_t v = board_.read32(addr, now_);
+    for (const auto& t : board_.take_completed()) log_.push_back({t.dma, t.channel, t.start, t.completion});
     now_ += access_ps;
     return v;
   }
@@ -25,10 +26,12 @@ class FastPlatform : public Platform {
   void mem_write(uint64_t addr, const void* src, size_t n) override { board_.memory().write(addr, src, n); }
   uint64_t pl_bytes_read() const override { return board_.bytes_read(); }
   bool dma_has_sg(int id) const override { return board_.dma_has_sg(id); }
+  const std::vector<TransferRecord>& transfers() const override { return log_; }
 
  private:
   hw::FastBoard& board_;
   uint64_t now_ = 0;
+  std::vector<TransferRecord> log_;
 };
 
 }  // namespace bitsim::host

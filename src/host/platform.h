@@ -6,8 +6,16 @@
 // the same for both, so both fidelities run the same driver accesses at the same times.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace bitsim::host {
+
+// One completed DMA transfer (a simple transfer or an SG chain), in PL clock edges.
+struct TransferRecord {
+  int dma = 0, channel = 0;  // 0 mm0 .. 3 at1; 0 MM2S, 1 S2MM
+  uint64_t start = 0, completion = 0;
+  bool operator==(const TransferRecord&) const = default;
+};
 
 class Platform {
  public:
@@ -21,6 +29,8 @@ class Platform {
   virtual uint64_t pl_bytes_read() const = 0;
   // Whether DMA `id` (0 mm0, 1 mm1, 2 at0, 3 at1) was built with the SG engine.
   virtual bool dma_has_sg(int id) const = 0;
+  // Every completed transfer so far, in the order the host saw them complete.
+  virtual const std::vector<TransferRecord>& transfers() const = 0;
 };
 
 }  // namespace bitsim::host

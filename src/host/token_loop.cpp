@@ -81,6 +81,12 @@ void TokenLoop::load_weights() {
 
 void TokenLoop::init() { driver_.init(); }
 
+void TokenLoop::set_position(int pos) {
+  if (pos < 0 || pos >= golden::kMaxContext)
+    throw Error(fmt::format("position {} is outside the KV cache (0..{})", pos, golden::kMaxContext - 1));
+  pos_ = pos;
+}
+
 void TokenLoop::cpu(CpuStep step, uint64_t elements, uint64_t bytes) {
   const uint64_t ps = cpu_.step_ps(step, elements, bytes);
   ps_.spend(ps);

@@ -47,6 +47,8 @@ class TokenLoop {
   // intermediate tensors as the golden reference's.
   std::vector<float> step(int token, TokenTiming* timing, const golden::Probe& probe = {});
   int position() const { return pos_; }
+  // Timing-only runs at a context T: the KV cache is taken as already holding T rows.
+  void set_position(int pos);
   const DmaDriver& driver() const { return driver_; }
 
  private:

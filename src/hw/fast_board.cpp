@@ -185,10 +185,16 @@ uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
     Channel& c = ch_[d][off >= R::kS2mmOffset ? 1 : 0];
     const uint32_t rel = off >= R::kS2mmOffset ? off - R::kS2mmOffset : off;
     // The clocked board answers a read at time t with the state after the edges before t.
-    if (c.busy && c.completes && c.completion_edge * period_ < t_ps) {
-      c.busy = false;
-      c.dmasr = c.final_dmasr;
-    }
+    // Completions become visible in edge order, whichever register is read.
+    for (int dd = 0; dd < 4; ++dd)
+      for (int cc = 0; cc < 2; ++cc) {
+        Channel& x = ch_[dd][cc];
+        if (x.busy && x.completes && x.completion_edge * period_ < t_ps) {
+          x.busy = false;
+          x.dmasr = x.final_dmasr;
+          if (x.final_dmasr & R::kSrIdle) completed_.push_back({dd, cc, x.start_edge, x.completion_edge});
+        }
+      }
     switch (rel) {
       case 0x00: return c.dmacr;
       case 0x04: return c.dmasr;

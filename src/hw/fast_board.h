@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hw/board.h"
@@ -71,6 +72,12 @@ class FastBoard {
   bool dma_has_sg(int id) const { return id >= 2 ? config_.attention_dma_sg : config_.matmul_dma_sg; }
   const FastBoardStats& stats() const { return stats_; }
   uint64_t period_ps() const { return period_; }
+  // Transfers that completed (became visible) since the last call, in order.
+  struct Completed {
+    int dma, channel;
+    uint64_t start, completion;
+  };
+  std::vector<Completed> take_completed() { return std::exchange(completed_, {}); }
 
  private:
   struct Channel {
@@ -127,6 +134,7 @@ class FastBoard {
   FastBoardStats stats_;
   // Outputs the functional pass computed, written when the batch is accepted.
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> outputs_;
+  std::vector<Completed> completed_;
 };
 
 }  // namespace bitsim::hw

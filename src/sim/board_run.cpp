@@ -224,4 +224,50 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   return res;
 }
 
+std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::TernaryModel& m,
+                                          const golden::KvScales& scales, const std::vector<int>& tokens,
+                                          const SimulateOptions& o, hw::FastBoardStats* fast_stats,
+                                          std::vector<host::TransferRecord>* transfers) {
+  if (o.fidelity != "fast" && o.fidelity != "cycle")
+    throw Error(fmt::format("fidelity {}: expected cycle or fast", o.fidelity));
+  if (o.timing_only && o.fidelity != "fast") throw Error("timing-only needs the fast fidelity");
+  const host::MemoryMap map(m.config, cfg.memory);
+  std::vector<TokenOutcome> out;
+  auto program = [&](host::TokenLoop& loop) {
+    loop.init();
+    if (o.start_position) loop.set_position(o.start_position);
+    for (int t : tokens) {
+      TokenOutcome r;
+      r.logits = loop.step(t, &r.timing);
+      if (o.timing_only) r.logits.clear();
+      out.push_back(std::move(r));
+    }
+  };
+  const host::TokenLoopOptions lo{o.legacy_attention};
+  if (o.fidelity == "fast") {
+    hw::FastBoard board(cfg.board, hw::FastBoardOptions{o.timing_only, o.threads});
+    host::FastPlatform platform(board);
+    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, lo);
+    loop.load_weights();
+    program(loop);
+    if (fast_stats) *fast_stats = board.stats();
+    if (transfers) *transfers = platform.transfers();
+  } else {
+    hw::FreshSimContext context;
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    hw::Board board("board", cfg.board);
+    host::TokenLoop* lp = nullptr;
+    host::Ps ps("ps", [&](host::Ps&) { program(*lp); });
+    ps.bus.bind(board.ps_bus);
+    host::CyclePlatform platform(ps, board);
+    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, lo);
+    lp = &loop;
+    loop.load_weights();
+    sc_core::sc_start();
+    if (ps.failure()) std::rethrow_exception(ps.failure());
+    if (transfers) *transfers = platform.transfers();
+  }
+  return out;
+}
+
 }  // namespace bitsim::sim

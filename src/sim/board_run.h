@@ -10,7 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "golden/board_reference.h"
+#include "host/token_loop.h"
 #include "hw/fast_board.h"
+#include "model/model_loader.h"
+#include "sim/board_config.h"
 #include "sim/params.h"
 #include "sim/sampler.h"
 
@@ -82,5 +86,29 @@ class BoardSession {
   virtual uint64_t k_cache_addr(int layer, int head) const = 0;
   virtual uint64_t v_cache_addr(int layer, int head) const = 0;
 };
+
+}  // namespace bitsim::sim
+
+namespace bitsim::sim {
+
+// The lower-level entry point: a fixed sequence of tokens through the simulated board in
+// either fidelity, without tokenizer, sampling or golden check. Tests, benchmarks and
+// calibration use it. `start_position` > 0 starts the KV cache at that position (its
+// earlier rows are whatever the DDR holds: meant for timing-only runs at a context T).
+struct TokenOutcome {
+  host::TokenTiming timing;
+  std::vector<float> logits;  // empty in timing-only mode
+};
+struct SimulateOptions {
+  std::string fidelity = "fast";
+  bool timing_only = false;
+  int threads = 2;
+  int start_position = 0;
+  bool legacy_attention = false;
+};
+std::vector<TokenOutcome> simulate_tokens(const SimConfig& config, const model::TernaryModel& model,
+                                          const golden::KvScales& scales, const std::vector<int>& tokens,
+                                          const SimulateOptions& options, hw::FastBoardStats* fast_stats = nullptr,
+                                          std::vector<host::TransferRecord>* transfers = nullptr);
 
 }  // namespace bitsim::sim

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <vector>
 
@@ -62,7 +63,7 @@ TernaryMatrix random_matrix(int rows, int cols, uint32_t seed, int style = 0) {
 // style 2 all 127.
 std::vector<int8_t> random_x(int n, uint32_t seed, int style = 0) {
   std::mt19937 rng(seed);
-  std::vector<int8_t> x(size_t(n));
+  std::vector<int8_t> x(static_cast<size_t>(n));
   std::uniform_int_distribution<int> u(-128, 127), pick(0, 7);
   for (auto& v : x) {
     if (style == 1) v = -128;
@@ -291,17 +292,15 @@ TEST(FastKernels, AttentionExtremesReachTheBound) {
   }
 }
 
-TEST(FastKernels, WorkersRunEveryPartOnce) {
+TEST(FastKernels, WorkersRunEveryTaskOnce) {
   for (int threads : {1, 2, 3}) {
     Workers w(threads);
     EXPECT_EQ(w.threads(), threads);
-    for (int job = 0; job < 200; ++job) {
-      std::vector<int> hits(size_t(threads), 0);
-      w.run([&](int part, int parts) {
-        EXPECT_EQ(parts, threads);
-        hits[size_t(part)] += 1;
-      });
-      for (int h : hits) ASSERT_EQ(h, 1);
+    for (int job = 0; job < 300; ++job) {
+      const int tasks = job % 20;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(tasks));
+      w.run(tasks, [&](int task) { hits[size_t(task)].fetch_add(1); });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "threads " << threads << " tasks " << tasks;
     }
   }
 }

@@ -1,0 +1,166 @@
+// Fast fidelity against cycle fidelity: the same token loop, driver and shapes on the
+// clocked SystemC board and on the FastBoard must give the same cycle counts (every token's
+// matmul, attention and CPU time, to the picosecond), the same DDR byte counts and the same
+// logits. Scenarios are generated: model shapes (hence row lengths, rows per lane, heads per
+// lane = SG chain lengths), context lengths, clocks where the DDR wall binds and where it
+// does not, burst lengths, outstanding limits, length-register widths (which split calls).
+#include "sim/board_run.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "model/synthetic.h"
+
+namespace bitsim::sim {
+namespace {
+
+model::TernaryMatrix random_matrix(std::mt19937& g, int rows, int cols) {
+  model::TernaryMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.scale = 0.02f + 0.01f * float(g() % 10);
+  m.trits.resize(size_t(rows) * cols);
+  for (auto& t : m.trits) t = int8_t(int(g() % 3) - 1);
+  return m;
+}
+
+// A small random model with the board's head_dim of 96.
+model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int layers, int vocab) {
+  model::TernaryModel m;
+  auto& c = m.config;
+  c.hidden_size = 96 * heads;
+  c.intermediate_size = ffn;
+  c.num_layers = layers;
+  c.num_heads = c.num_kv_heads = heads;
+  c.vocab_size = vocab;
+  c.max_position_embeddings = 2048;
+  c.pad_token_id = 0;
+  m.source = "random";
+  const int H = c.hidden_size;
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  m.embed.resize(size_t(vocab) * H);
+  for (auto& v : m.embed) v = nd(g);
+  auto ones = [&](int n) { return std::vector<float>(size_t(n), 1.0f); };
+  for (int l = 0; l < layers; ++l) {
+    model::LayerWeights L;
+    L.input_norm = L.inner_attn_norm = L.post_attn_norm = ones(H);
+    L.ffn_norm = ones(ffn);
+    L.q = random_matrix(g, H, H);
+    L.k = random_matrix(g, H, H);
+    L.v = random_matrix(g, H, H);
+    L.o = random_matrix(g, H, H);
+    L.gate = random_matrix(g, ffn, H);
+    L.up = random_matrix(g, ffn, H);
+    L.down = random_matrix(g, H, ffn);
+    m.layers.push_back(std::move(L));
+  }
+  m.final_norm = ones(H);
+  m.lm_head = random_matrix(g, vocab, H);
+  return m;
+}
+
+golden::KvScales scales_for(const model::TernaryModel& m) {
+  golden::KvScales s;
+  s.k.assign(size_t(m.config.num_layers) * m.config.num_heads, 0.04f);
+  s.v.assign(s.k.size(), 0.03f);
+  return s;
+}
+
+void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOutcome>& fast, const std::string& what) {
+  ASSERT_EQ(cyc.size(), fast.size()) << what;
+  for (size_t i = 0; i < cyc.size(); ++i) {
+    const auto& a = cyc[i].timing;
+    const auto& b = fast[i].timing;
+    EXPECT_EQ(a.matmul_ps, b.matmul_ps) << what << " token " << i;
+    EXPECT_EQ(a.attention_ps, b.attention_ps) << what << " token " << i;
+    EXPECT_EQ(a.cpu_ps, b.cpu_ps) << what << " token " << i;
+    EXPECT_EQ(a.bytes_read, b.bytes_read) << what << " token " << i;
+    EXPECT_EQ(a.dma_transfers, b.dma_transfers) << what << " token " << i;
+    if (!fast[i].logits.empty()) {
+      ASSERT_EQ(cyc[i].logits.size(), fast[i].logits.size());
+      EXPECT_EQ(0, std::memcmp(cyc[i].logits.data(), fast[i].logits.data(), cyc[i].logits.size() * 4))
+          << what << " token " << i;
+    }
+  }
+}
+
+TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
+  std::mt19937 g(20261129);
+  const double clocks[] = {50.0, 100.0, 125.0, 142.86, 200.0, 250.0};
+  for (int scenario = 0; scenario < 10; ++scenario) {
+    const int heads = 1 + int(g() % 4);
+    const int ffn = 96 + 8 * int(g() % 60) + int(g() % 5);  // not a multiple of 5 or 8 at times
+    const auto m = random_model(g, heads, ffn, 1 + int(g() % 2), 300 + int(g() % 700));
+    ParamSet p = board_params();
+    p.set_value("clock.mhz", clocks[g() % 6], "test");
+    p.set_value("ddr.wall_gb_s", g() % 2 ? 2.009 : 1.2, "test");
+    p.set_value("ddr.read_latency_ns", double(20 + g() % 200), "test");
+    p.set_value("hp.max_burst_beats", int64_t(4 + g() % 13), "test");
+    p.set_value("hp.max_outstanding_reads", int64_t(1 + g() % 8), "test");
+    p.set_value("dma.length_bits", int64_t(g() % 2 ? 23 : 14), "test");
+    p.set_value("dma.mm2s_fifo_beats", int64_t(16 + g() % 64), "test");
+    p.set_value("matmul.pipeline_depth", int64_t(g() % 9), "test");
+    p.set_value("attention.drain", int64_t(g() % 9), "test");
+    const SimConfig cfg = make_sim_config(p);
+    const int n_tokens = 2 + int(g() % 4);
+    std::vector<int> toks;
+    for (int i = 0; i < n_tokens; ++i) toks.push_back(int(g() % uint32_t(m.config.vocab_size)));
+    const std::string what = "scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
+                             ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ")";
+    const auto s = scales_for(m);
+    std::vector<host::TransferRecord> tc, tf;
+    const auto cyc = simulate_tokens(cfg, m, s, toks, {.fidelity = "cycle"}, nullptr, &tc);
+    hw::FastBoardStats stats;
+    const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = "fast"}, &stats, &tf);
+    expect_same(cyc, fast, what);
+    // Every DMA transfer: the same start and completion edge.
+    ASSERT_EQ(tc.size(), tf.size()) << what;
+    ASSERT_GT(tc.size(), 8u * toks.size()) << what;
+    for (size_t i = 0; i < tc.size(); ++i) {
+      EXPECT_EQ(tc[i].dma, tf[i].dma) << what << " transfer " << i;
+      EXPECT_EQ(tc[i].channel, tf[i].channel) << what << " transfer " << i;
+      EXPECT_EQ(tc[i].start, tf[i].start) << what << " transfer " << i;
+      EXPECT_EQ(tc[i].completion, tf[i].completion) << what << " transfer " << i;
+    }
+    EXPECT_GT(stats.cache_hits, 0u) << what;
+    // Timing-only: the same cycle counts without the arithmetic.
+    const auto timing = simulate_tokens(cfg, m, s, toks, {.fidelity = "fast", .timing_only = true});
+    expect_same(cyc, timing, what + " timing-only");
+  }
+}
+
+TEST(Fidelity, LongContextAndStartPosition) {
+  std::mt19937 g(7);
+  const auto m = random_model(g, 2, 256, 1, 300);
+  const SimConfig cfg = make_sim_config(board_params());
+  const auto s = scales_for(m);
+  std::vector<int> toks(40);
+  for (auto& t : toks) t = int(g() % 300);
+  expect_same(simulate_tokens(cfg, m, s, toks, {.fidelity = "cycle"}),
+              simulate_tokens(cfg, m, s, toks, {.fidelity = "fast"}), "40 tokens");
+  // At a context T reached without T functional tokens (timing only), the times equal
+  // the cycle model's at the same position.
+  expect_same(simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = "cycle", .start_position = 300}),
+              simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = "fast", .timing_only = true, .start_position = 300}),
+              "start at 300");
+}
+
+TEST(Fidelity, BitnetLargeTwoTokensIdentical) {
+  model::SyntheticSource src(model::Shape::BitnetLarge, 0x5EED);
+  const auto m = model::load_ternary_model(src, 2);
+  golden::KvScales s;
+  s.k.assign(size_t(m.config.num_layers) * m.config.num_heads, 0.05f);
+  s.v.assign(s.k.size(), 0.05f);
+  const SimConfig cfg = make_sim_config(board_params());
+  const std::vector<int> toks{1, 450};
+  const auto cyc = simulate_tokens(cfg, m, s, toks, {.fidelity = "cycle"});
+  const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = "fast"});
+  expect_same(cyc, fast, "bitnet-large");
+  std::printf("[fidelity] bitnet-large token 1: %.6f ms simulated in both fidelities\n",
+              double(fast[1].timing.total_ps()) / 1e9);
+}
+
+}  // namespace
+}  // namespace bitsim::sim
