@@ -108,20 +108,27 @@ bool decode_row(const uint8_t* packed, int n, int blocks, uint8_t* codes, uint8_
 // All take: w = first decoded row, stride bytes per row, blocks per row, rows, xp = x
 // zero-padded to blocks * 256 (64-byte aligned), sumx = sum of x, acc[rows].
 
+// Plain C++ shaped for auto-vectorization (SSE2 on plain x86-64): x widened once to int16,
+// per row 64 int16 lane sums. Exact: a lane adds four products |code * x| <= 256 per block,
+// at most 16 blocks: |lane| <= 16384.
 void matvec_portable(const uint8_t* w, size_t stride, int blocks, int rows, const int8_t* xp,
                      int32_t sumx, int32_t* acc) {
+  alignas(64) int16_t x16[model::kMaxRowLength];
+  for (int j = 0; j < blocks * kBlockElems; ++j) x16[j] = xp[j];
   for (int r = 0; r < rows; ++r) {
     const uint8_t* wr = w + size_t(r) * stride;
-    int32_t s = 0;
+    alignas(64) int16_t a[kBlockBytes] = {};
     for (int b = 0; b < blocks; ++b) {
       const uint8_t* wb = wr + size_t(b) * kBlockBytes;
-      const int8_t* xb = xp + size_t(b) * kBlockElems;
+      const int16_t* xb = x16 + size_t(b) * kBlockElems;
       for (int i = 0; i < kBlockBytes; ++i) {
-        const int v = wb[i];
-        s += (v & 3) * xb[i] + ((v >> 2) & 3) * xb[64 + i] + ((v >> 4) & 3) * xb[128 + i] +
-             (v >> 6) * xb[192 + i];
+        const int16_t v = wb[i];
+        a[i] = int16_t(a[i] + (v & 3) * xb[i] + ((v >> 2) & 3) * xb[64 + i] +
+                       ((v >> 4) & 3) * xb[128 + i] + ((v >> 6) & 3) * xb[192 + i]);
       }
     }
+    int32_t s = 0;
+    for (int i = 0; i < kBlockBytes; ++i) s += a[i];
     acc[r] = s - sumx;
   }
 }
@@ -269,14 +276,14 @@ void part_range(int rows, int part, int parts, int* begin, int* end) {
 
 // ---- Attention --------------------------------------------------------------------------
 
-// p_t from s_t (the V phase's multiplier / legacy shift and the EXP ROM); returns sum p_t.
-uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy,
-                           uint16_t* p) {
+// p_t from s_t (the V phase's multiplier / legacy shift and the EXP ROM) for t in [t0, T);
+// returns the sum of those p_t. |s_t| <= 96 * 128 * 128, so s_max - s_t < 2^22 and
+// (s_max - s_t) * m < 2^40.
+uint32_t weights_range(const int32_t* s, int t0, int T, int32_t s_max, uint32_t m, int shift,
+                       bool legacy, uint16_t* p) {
   const auto& EXP = num::exp_table();
-  int32_t s_max = s[0];
-  for (int t = 1; t < T; ++t) s_max = std::max(s_max, s[t]);
   uint32_t total = 0;
-  for (int t = 0; t < T; ++t) {
+  for (int t = t0; t < T; ++t) {
     const uint64_t diff = uint64_t(int64_t(s_max) - int64_t(s[t]));
     const uint64_t z = legacy ? (diff >> 8) : ((diff * m) >> shift);
     const uint16_t pt = EXP[std::min<uint64_t>(z, 255)];
@@ -284,6 +291,23 @@ uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool 
     total += pt;
   }
   return total;
+}
+
+uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy,
+                           uint16_t* p) {
+  int32_t s_max = s[0];
+  for (int t = 1; t < T; ++t) s_max = std::max(s_max, s[t]);
+  return weights_range(s, 0, T, s_max, m, shift, legacy, p);
+}
+
+// The EXP ROM widened to 32 bits, for gathers.
+const uint32_t* exp_table32() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (int i = 0; i < 256; ++i) t[size_t(i)] = num::exp_table()[size_t(i)];
+    return t;
+  }();
+  return table.data();
 }
 
 void attention_portable(const int8_t* q, const int8_t* K, const int8_t* V, int T, int32_t* s,
@@ -307,6 +331,11 @@ void attention_portable(const int8_t* q, const int8_t* K, const int8_t* V, int T
 
 #if BITSIM_FAST_X86
 
+// The K phase pulls the V rows it will need into the cache alongside (8 rows = 12 lines).
+inline void prefetch_rows(const int8_t* v) {
+  for (int i = 0; i < 8 * kHeadDim; i += 64) _mm_prefetch(reinterpret_cast<const char*>(v + i), _MM_HINT_T0);
+}
+
 // Eight vectors of 8 int32 -> one vector of their eight lane sums (row order kept).
 __attribute__((target("avx2"))) inline __m256i hsum8x8(const __m256i r[8]) {
   const __m256i h01 = _mm256_hadd_epi32(r[0], r[1]);
@@ -327,6 +356,46 @@ __attribute__((target("avx2"))) inline int32_t hsum8(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// attention_weights with AVX2: z in 64-bit lanes (even / odd dwords), clamped at 255,
+// p_t gathered from the widened ROM; the tail (< 8) in scalar code.
+__attribute__((target("avx2"))) uint32_t weights_avx2(const int32_t* s, int T, uint32_t m,
+                                                      int shift, bool legacy, uint16_t* p) {
+  int t = 0;
+  __m256i vmax = _mm256_set1_epi32(INT32_MIN);
+  for (; t + 8 <= T; t += 8)
+    vmax = _mm256_max_epi32(vmax, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + t)));
+  __m128i m4 = _mm_max_epi32(_mm256_castsi256_si128(vmax), _mm256_extracti128_si256(vmax, 1));
+  m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4E));
+  m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xB1));
+  int32_t s_max = _mm_cvtsi128_si32(m4);
+  for (; t < T; ++t) s_max = std::max(s_max, s[t]);
+
+  const uint32_t* table = exp_table32();
+  const __m256i vsmax = _mm256_set1_epi32(s_max), M = _mm256_set1_epi64x(m);
+  const __m256i c255 = _mm256_set1_epi64x(255), c255d = _mm256_set1_epi32(255);
+  const __m128i cnt = _mm_cvtsi32_si128(shift);
+  __m256i total = _mm256_setzero_si256();
+  for (t = 0; t + 8 <= T; t += 8) {
+    const __m256i diff =
+        _mm256_sub_epi32(vsmax, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + t)));
+    __m256i z;
+    if (legacy) {
+      z = _mm256_min_epu32(_mm256_srli_epi32(diff, 8), c255d);
+    } else {
+      __m256i ev = _mm256_srl_epi64(_mm256_mul_epu32(diff, M), cnt);
+      __m256i od = _mm256_srl_epi64(_mm256_mul_epu32(_mm256_srli_epi64(diff, 32), M), cnt);
+      ev = _mm256_blendv_epi8(ev, c255, _mm256_cmpgt_epi64(ev, c255));
+      od = _mm256_blendv_epi8(od, c255, _mm256_cmpgt_epi64(od, c255));
+      z = _mm256_or_si256(ev, _mm256_slli_epi64(od, 32));
+    }
+    const __m256i pv = _mm256_i32gather_epi32(reinterpret_cast<const int*>(table), z, 4);
+    total = _mm256_add_epi32(total, pv);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(pv, pv), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + t), _mm256_castsi256_si128(packed));
+  }
+  return uint32_t(hsum8(total)) + weights_range(s, t, T, s_max, m, shift, legacy, p);
+}
+
 // V phase, AVX2: rows in pairs; bytes of V_t and V_t+1 interleaved and widened to int16
 // pairs, pmaddwd with (p_t, p_t+1): p_t <= 32767 fits int16, each pair sum is exact int32.
 __attribute__((target("avx2"))) void v_phase_avx2(const int8_t* V, int T, const uint16_t* p,
@@ -335,9 +404,8 @@ __attribute__((target("avx2"))) void v_phase_avx2(const int8_t* V, int T, const 
   for (auto& x : a) x = _mm256_setzero_si256();
   for (int t = 0; t < T; t += 2) {
     const int8_t* v0 = V + size_t(t) * kHeadDim;
-    const bool pair = t + 1 < T;
-    const int8_t* v1 = pair ? v0 + kHeadDim : v0;
-    const uint32_t pp = uint32_t(p[t]) | (pair ? uint32_t(p[t + 1]) << 16 : 0u);
+    const int8_t* v1 = t + 1 < T ? v0 + kHeadDim : v0;  // p[T] = 0
+    const uint32_t pp = uint32_t(p[t]) | uint32_t(p[t + 1]) << 16;
     const __m256i P = _mm256_set1_epi32(int32_t(pp));
     for (int c = 0; c < 6; ++c) {
       const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v0 + 16 * c));
@@ -372,12 +440,51 @@ __attribute__((target("avx2"))) void attention_avx2(const int8_t* q, const int8_
   int t = 0;
   for (; t + 8 <= T; t += 8) {
     __m256i r[8];
+    prefetch_rows(V + size_t(t) * kHeadDim);
     for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kHeadDim);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + t), hsum8x8(r));
   }
   for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kHeadDim));
-  *sum = attention_weights(s, T, m, shift, legacy, p);
+  *sum = weights_avx2(s, T, m, shift, legacy, p);
+  p[T] = 0;  // the V phase reads p in pairs
   v_phase_avx2(V, T, p, acc);
+}
+
+// attention_weights with AVX-512: 16 lanes, masked tail, z in 64-bit lanes (even / odd
+// dwords), clamped at 255, p_t gathered from the widened ROM.
+__attribute__((target(BITSIM_AVX512))) uint32_t weights_avx512(const int32_t* s, int T,
+                                                               uint32_t m, int shift,
+                                                               bool legacy, uint16_t* p) {
+  const auto tail_mask = [T](int t) -> __mmask16 {
+    return T - t >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (T - t)) - 1);
+  };
+  __m512i vmax = _mm512_set1_epi32(INT32_MIN);
+  for (int t = 0; t < T; t += 16)
+    vmax = _mm512_max_epi32(vmax, _mm512_mask_loadu_epi32(vmax, tail_mask(t), s + t));
+  const int32_t s_max = _mm512_reduce_max_epi32(vmax);
+
+  const uint32_t* table = exp_table32();
+  const __m512i vsmax = _mm512_set1_epi32(s_max), M = _mm512_set1_epi64(m);
+  const __m512i c255 = _mm512_set1_epi64(255), c255d = _mm512_set1_epi32(255);
+  const __m128i cnt = _mm_cvtsi32_si128(shift);
+  __m512i total = _mm512_setzero_si512();
+  for (int t = 0; t < T; t += 16) {
+    const __mmask16 k = tail_mask(t);
+    const __m512i diff = _mm512_sub_epi32(vsmax, _mm512_mask_loadu_epi32(vsmax, k, s + t));
+    __m512i z;
+    if (legacy) {
+      z = _mm512_min_epu32(_mm512_srli_epi32(diff, 8), c255d);
+    } else {
+      const __m512i ev = _mm512_min_epu64(_mm512_srl_epi64(_mm512_mul_epu32(diff, M), cnt), c255);
+      const __m512i od = _mm512_min_epu64(
+          _mm512_srl_epi64(_mm512_mul_epu32(_mm512_srli_epi64(diff, 32), M), cnt), c255);
+      z = _mm512_or_si512(ev, _mm512_slli_epi64(od, 32));
+    }
+    const __m512i pv = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, z, table, 4);
+    total = _mm512_add_epi32(total, pv);
+    _mm512_mask_cvtepi32_storeu_epi16(p + t, k, pv);
+  }
+  return uint32_t(_mm512_reduce_add_epi32(total));
 }
 
 __attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, const int8_t* K,
@@ -406,11 +513,13 @@ __attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, co
   int t = 0;
   for (; t + 8 <= T; t += 8) {
     __m256i r[8];
+    prefetch_rows(V + size_t(t) * kHeadDim);
     for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kHeadDim);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + t), _mm256_sub_epi32(hsum8x8(r), bias));
   }
   for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kHeadDim)) - 128 * qsum;
-  *sum = attention_weights(s, T, m, shift, legacy, p);
+  *sum = weights_avx512(s, T, m, shift, legacy, p);
+  p[T] = 0;  // the V phase reads p in pairs
 
   // V phase: rows in pairs, 32 dims per step: bytes of V_t and V_t+1 interleaved (in 128-bit
   // lanes: dims 0-7 / 16-23 and 8-15 / 24-31), widened to int16 pairs, vpdpwssd with
@@ -419,9 +528,8 @@ __attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, co
   for (int c = 0; c < 3; ++c) lo[c] = hi[c] = _mm512_setzero_si512();
   for (t = 0; t < T; t += 2) {
     const int8_t* v0 = V + size_t(t) * kHeadDim;
-    const bool pair = t + 1 < T;
-    const int8_t* v1 = pair ? v0 + kHeadDim : v0;
-    const uint32_t pp = uint32_t(p[t]) | (pair ? uint32_t(p[t + 1]) << 16 : 0u);
+    const int8_t* v1 = t + 1 < T ? v0 + kHeadDim : v0;  // p[T] = 0
+    const uint32_t pp = uint32_t(p[t]) | uint32_t(p[t + 1]) << 16;
     const __m512i P = _mm512_set1_epi32(int32_t(pp));
     for (int c = 0; c < 3; ++c) {
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * c));
@@ -698,7 +806,7 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, ui
   if (shift < 0 || shift > 63)
     throw Error(fmt::format("attention_head: shift S = {} outside 0..63", shift));
   alignas(64) int32_t s[4096];
-  alignas(64) uint16_t p[4096];
+  alignas(64) uint16_t p[4096 + 16];
   switch (resolve_kernel(kernel)) {
 #if BITSIM_FAST_X86
     case Kernel::Avx512: return attention_avx512(q, K, V, T, s, p, m, shift, legacy, acc, sum);

@@ -91,6 +91,7 @@ class DecodedRows {
   int n() const { return n_; }
   size_t bytes() const;  // memory held
   size_t row_stride() const { return stride_; }  // bytes per decoded row (64 * blocks)
+  const uint8_t* data() const { return data_.get(); }  // rows() * row_stride() bytes
 
   // acc[r] = sum_j t_rj * x_j for r in [0, rows()): exact, equal to golden::ternary_matvec.
   // x holds n() values. Rows are split over `threads` threads started for this call.

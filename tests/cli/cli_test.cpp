@@ -111,7 +111,7 @@ TEST(Cli, RunTinyJsonFollowsTheSchema) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schema"], "bitsim.run/1");
-  EXPECT_EQ(j["fidelity"], "cycle");
+  EXPECT_EQ(j["fidelity"], "fast");  // the default
   EXPECT_EQ(j["config"]["clock.mhz"], "125");
   const auto& toks = j["tokens"];
   ASSERT_EQ(toks.size(), size_t(1 + 8 + 4));  // BOS + 8 bytes + 4 generated
@@ -282,4 +282,37 @@ TEST(Cli, InspectBitnetLargeReportsImageSize) {
   EXPECT_NEAR(mib, 141.3, 1.0);  // the board's figure; docs/packed-image.md explains the gap
 }
 
+}  // namespace
+
+namespace {
+TEST(Cli, CycleAndFastFidelityPrintIdenticalTimes) {
+  const std::string args = "run --model synthetic:tiny --prompt 'Same times' --tokens 6 --json --fidelity ";
+  const auto c = bitsim(args + "cycle"), f = bitsim(args + "fast");
+  ASSERT_EQ(c.code, 0) << c.err;
+  ASSERT_EQ(f.code, 0) << f.err;
+  const auto jc = nlohmann::json::parse(c.out), jf = nlohmann::json::parse(f.out);
+  EXPECT_EQ(jc["fidelity"], "cycle");
+  EXPECT_EQ(jf["fidelity"], "fast");
+  ASSERT_EQ(jc["tokens"].size(), jf["tokens"].size());
+  for (size_t i = 0; i < jc["tokens"].size(); ++i)
+    for (const char* k : {"matmul_ms", "attention_ms", "cpu_ms", "total_ms", "bytes_read", "token_id", "logits_equal"})
+      EXPECT_EQ(jc["tokens"][i][k], jf["tokens"][i][k]) << k << " token " << i;
+}
+
+TEST(Cli, TimingOnlyKeepsTheTimesAndSkipsTheCheck) {
+  const std::string args = "run --model synthetic:tiny --prompt 'Same times' --tokens 3 --json";
+  const auto a = bitsim(args), t = bitsim(args + " --timing-only");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(t.code, 0) << t.err;
+  const auto ja = nlohmann::json::parse(a.out), jt = nlohmann::json::parse(t.out);
+  EXPECT_TRUE(jt["summary"]["logits_equal"].is_null());
+  // Prompt tokens are the same in both runs, so their times must be too.
+  for (size_t i = 0; i < 11; ++i) EXPECT_EQ(ja["tokens"][i]["total_ms"], jt["tokens"][i]["total_ms"]) << i;
+}
+
+TEST(Cli, TimingOnlyNeedsFastFidelity) {
+  const auto r = bitsim("run --model synthetic:tiny --prompt a --timing-only --fidelity cycle");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "--timing-only")) << r.err;
+}
 }  // namespace
