@@ -187,12 +187,13 @@ __attribute__((target("avx2"))) void matvec_avx2(const uint8_t* w, size_t stride
   for (; r < rows; ++r) avx2_rows<1>(w + r * stride, stride, blocks, xp, sumx, acc + r);
 }
 
-#define BITSIM_AVX512 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,bmi2"
+#define BITSIM_AVX512 "avx2,avx512f,avx512bw,avx512vl,avx512vnni"
 
 // No shifts in the inner loop (512-bit shifts and vpdpbusd compete for port 0 on current
 // Intel cores): plane k is masked in place, (w & (3 << 2k)) = code * 4^k <= 128, and has its
 // own accumulator; every lane of accumulator k is a multiple of 4^k, so the exact sum is
-// a0 + (a1 >> 2) + (a2 >> 4) + (a3 >> 6) (|a3| <= 64 * 2 * 128 * 1024: no overflow).
+// a0 + (a1 >> 2) + (a2 >> 4) + (a3 >> 6). No overflow: a lane of a3 adds at most 64
+// products (4 per block, 16 blocks) of |128 * x| <= 2^14, |lane| <= 2^20.
 template <int R>
 __attribute__((target(BITSIM_AVX512))) inline void avx512_rows(const uint8_t* w, size_t stride,
                                                                int blocks, const int8_t* xp,

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -303,6 +305,16 @@ TEST(FastKernels, WorkersRunEveryTaskOnce) {
       for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "threads " << threads << " tasks " << tasks;
     }
   }
+  // Helpers do take tasks: with tasks that sleep, the caller cannot do them all first.
+  Workers w(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> by_helper{0};
+  for (int job = 0; job < 20 && by_helper.load() == 0; ++job)
+    w.run(8, [&](int) {
+      if (std::this_thread::get_id() != caller) by_helper.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    });
+  EXPECT_GT(by_helper.load(), 0);
 }
 
 }  // namespace
