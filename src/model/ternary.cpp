@@ -8,10 +8,6 @@
 
 namespace bitsim::model {
 
-// rne is bitsim::num::rne (round half to even, CIRCUITS.md section 4). Its argument is first
-// clamped to [-2, 2]: clamp(rne(v), -1, 1) == clamp(rne(clamp(v, -2, 2)), -1, 1) for every
-// finite v (rne is monotonic and rne(+-2) = +-2), and the clamp keeps an outlier weight of a
-// near-zero-scale matrix (W/s up to rows*cols) well inside the rounding trick's exact range.
 
 TernaryMatrix ternarize(const float* w, int rows, int cols) {
   if (rows <= 0 || cols <= 0)
@@ -35,12 +31,13 @@ TernaryMatrix ternarize(const float* w, int rows, int cols) {
   m.cols = cols;
   m.scale = scale;
   m.trits.resize(count);
+  // clamp(rne(q), -1, 1) is +1 for q > 0.5, -1 for q < -0.5 and 0 otherwise: rne sends
+  // [-0.5, 0.5] to 0 (the halves round to the even 0) and everything beyond to at least 1
+  // in magnitude, which the clamp keeps as +-1. The comparison form is exactly that
+  // function and lets the compiler vectorize the loop (a test checks it against rne).
   for (size_t i = 0; i < count; ++i) {
-    float q = w[i] / scale;  // float division, as the spec says
-    if (q > 2.0f) q = 2.0f;
-    if (q < -2.0f) q = -2.0f;
-    const float r = num::rne(q);
-    m.trits[i] = r > 0.0f ? int8_t(1) : (r < 0.0f ? int8_t(-1) : int8_t(0));
+    const float q = w[i] / scale;  // float division, as the spec says
+    m.trits[i] = q > 0.5f ? int8_t(1) : (q < -0.5f ? int8_t(-1) : int8_t(0));
   }
   return m;
 }

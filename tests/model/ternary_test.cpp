@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "model/error.h"
+#include "numerics/numerics.h"
+#include <algorithm>
 
 namespace bitsim::model {
 namespace {
@@ -121,5 +123,41 @@ TEST(Ternary, HugeOutlierStillTernary) {
   EXPECT_EQ(zero_fraction(m), 1.0 - 1.0 / double(1 << 20));
 }
 
+}  // namespace
+}  // namespace bitsim::model
+
+namespace bitsim::model {
+namespace {
+// ternarize's comparison form against the spec's clamp(rne(W / w_scale), -1, 1), at every
+// rounding boundary (pairs chosen so that mean|W| is exactly 1) and on random values.
+TEST(Ternarize, ComparisonFormEqualsClampOfRne) {
+  std::vector<float> w;
+  for (float s : {1.0f, -1.0f})
+    for (float b : {0.5f, 1.5f})
+      for (float d : {0.0f, 1.0f, -1.0f}) {
+        const float v = d == 0.0f ? b : std::nextafter(b, b + d);
+        w.push_back(s * v);
+        w.push_back(s * (2.0f - v));  // |v| + |2 - v| = 2: the pair's mean is 1
+      }
+  w.push_back(0.0f);
+  w.push_back(2.0f);
+  const TernaryMatrix m = ternarize(w.data(), 1, int(w.size()));
+  ASSERT_EQ(m.scale, 1.0f);
+  for (size_t i = 0; i < w.size(); ++i) {
+    const float r = std::clamp(bitsim::num::rne(w[i] / m.scale), -1.0f, 1.0f);
+    ASSERT_EQ(float(m.trits[i]), r) << "w = " << w[i];
+  }
+  EXPECT_EQ(m.trits[0], 0);   // 0.5 rounds to the even 0
+  EXPECT_EQ(m.trits[1], 1);   // 1.5 rounds to 2, clamped to 1
+  std::vector<float> rnd;
+  uint32_t st = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    st = st * 1664525u + 1013904223u;
+    rnd.push_back((float(st >> 8) / float(1 << 24) - 0.5f) * 6.0f);
+  }
+  const TernaryMatrix r = ternarize(rnd.data(), 1, int(rnd.size()));
+  for (size_t i = 0; i < rnd.size(); ++i)
+    ASSERT_EQ(float(r.trits[i]), std::clamp(bitsim::num::rne(rnd[i] / r.scale), -1.0f, 1.0f)) << rnd[i];
+}
 }  // namespace
 }  // namespace bitsim::model
