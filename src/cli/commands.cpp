@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include "golden/board_reference.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
+#include "sim/bench.h"
 
 namespace bitsim::cli {
 
@@ -264,6 +266,34 @@ int cmd_run(RunArgs& a) {
   return 0;
 }
 
+struct BenchArgs {
+  sim::BenchOptions opt;
+  std::string config;
+  std::vector<std::string> sets;
+  std::string json_file;
+  bool quiet = false;
+};
+
+int cmd_bench(BenchArgs& a) {
+  a.opt.params = load_params(a.config, a.sets);
+  const sim::BenchOptions eff = sim::effective_bench_options(a.opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::function<void(const std::string&)> status;
+  if (!a.quiet)
+    status = [t0](const std::string& s) {
+      fmt::print(stderr, "[{:7.1f} s] {}\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s);
+    };
+  const auto figs = sim::run_bench(eff, status);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.json_file.empty()) {
+    std::ofstream f(a.json_file);
+    if (!f) throw Error(fmt::format("--json {}: cannot write the file", a.json_file));
+    f << sim::bench_json(figs, eff, wall_s) << "\n";
+  }
+  fmt::print("{}", sim::bench_table(figs, eff, wall_s));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -316,6 +346,21 @@ int main(int argc, char** argv) {
   confc->add_option("--set", cfg.sets, "Override one config key: KEY=VALUE (repeatable)");
   confc->add_flag("--dump", cfg.dump, "Print the effective config as documented TOML");
 
+  BenchArgs bench;
+  auto* benchc = app.add_subcommand("bench", "Measure the simulator on this host: simulated tok/s per wall second with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, time to the first token, peak memory");
+  benchc->add_option("--model", bench.opt.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
+  benchc->add_option("--tokens", bench.opt.tokens, "Tokens per timed window (fast: T from 1 and up to 512; checked run)")
+      ->check(CLI::Range(2, 256))->capture_default_str();
+  benchc->add_option("--cycle-tokens", bench.opt.cycle_tokens, "Tokens in cycle fidelity")->check(CLI::Range(1, 256))->capture_default_str();
+  benchc->add_option("--memory-tokens", bench.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
+      ->check(CLI::Range(1, 512))->capture_default_str();
+  benchc->add_option("--threads", bench.opt.threads, "Host threads")->check(CLI::Range(1, 64))->capture_default_str();
+  benchc->add_option("--config", bench.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  benchc->add_option("--set", bench.sets, "Override one config key: KEY=VALUE (repeatable)");
+  benchc->add_flag("--quick", bench.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
+  benchc->add_option("--json", bench.json_file, "Also write a bitsim.bench/1 JSON document to FILE");
+  benchc->add_flag("--quiet", bench.quiet, "No progress lines on stderr");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -333,6 +378,7 @@ int main(int argc, char** argv) {
     if (*inspect) return cmd_inspect(ins);
     if (*runc) return cmd_run(run);
     if (*confc) return cmd_config(cfg);
+    if (*benchc) return cmd_bench(bench);
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
     return 2;

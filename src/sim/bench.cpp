@@ -1,0 +1,364 @@
+#include "sim/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "host/cycle_platform.h"
+#include "host/fast_platform.h"
+#include "host/memory_map.h"
+#include "host/ps.h"
+#include "hw/board.h"
+#include "hw/sim_context.h"
+#include "model/error.h"
+#include "model/tokenizer.h"
+#include "sim/board_run.h"
+
+namespace bitsim::sim {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double sum_wall(const std::vector<TimedToken>& v) {
+  double s = 0;
+  for (const auto& t : v) s += t.wall_s;
+  return s;
+}
+
+// "T=a..b" or "T=a" (T: the context length, position + 1).
+std::string t_range(int a, int b) { return a == b ? fmt::format("T={}", a) : fmt::format("T={}..{}", a, b); }
+
+BenchFigure figure(std::string name, std::string unit, double value, double goal, bool higher,
+                   std::string goal_text, std::string evidence, std::string how) {
+  BenchFigure f;
+  f.name = std::move(name);
+  f.unit = std::move(unit);
+  f.value = value;
+  f.goal = goal;
+  f.higher_is_better = higher;
+  f.met = higher ? value >= goal : value <= goal;
+  f.goal_text = std::move(goal_text);
+  f.evidence = std::move(evidence);
+  f.how = std::move(how);
+  return f;
+}
+}  // namespace
+
+// ---- FastTokenRunner ---------------------------------------------------------------------
+
+struct FastTokenRunner::Impl {
+  Impl(const SimConfig& c, const model::TernaryModel& m, const golden::KvScales& s, int threads)
+      : cfg(c),
+        map(m.config, cfg.memory),
+        board(cfg.board, hw::FastBoardOptions{false, threads}),
+        platform(board),
+        loop(platform, map, m, s, cfg.cpu, cfg.driver, host::TokenLoopOptions{}) {}
+  SimConfig cfg;
+  host::MemoryMap map;
+  hw::FastBoard board;
+  host::FastPlatform platform;
+  host::TokenLoop loop;
+  double setup_s = 0;
+};
+
+FastTokenRunner::FastTokenRunner(const SimConfig& config, const model::TernaryModel& model,
+                                 const golden::KvScales& scales, int threads) {
+  const auto t0 = Clock::now();
+  impl_ = std::make_unique<Impl>(config, model, scales, threads);
+  impl_->loop.load_weights();
+  impl_->loop.init();
+  impl_->setup_s = seconds_since(t0);
+}
+
+FastTokenRunner::~FastTokenRunner() = default;
+
+TimedToken FastTokenRunner::step(int token, int position) {
+  TimedToken r;
+  r.position = position;
+  const auto t0 = Clock::now();
+  impl_->loop.set_position(position);
+  impl_->loop.step(token, &r.timing);
+  r.wall_s = seconds_since(t0);
+  return r;
+}
+
+double FastTokenRunner::setup_s() const { return impl_->setup_s; }
+const hw::FastBoardStats& FastTokenRunner::stats() const { return impl_->board.stats(); }
+
+// ---- Cycle fidelity ----------------------------------------------------------------------
+
+std::vector<TimedToken> cycle_tokens_timed(const SimConfig& cfg, const model::TernaryModel& m,
+                                           const golden::KvScales& scales, const std::vector<int>& tokens) {
+  const host::MemoryMap map(m.config, cfg.memory);
+  std::vector<TimedToken> out;
+  hw::FreshSimContext context;
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  hw::Board board("board", cfg.board);
+  host::TokenLoop* lp = nullptr;
+  host::Ps ps("ps", [&](host::Ps&) {
+    lp->init();
+    for (int t : tokens) {
+      TimedToken r;
+      r.position = lp->position();
+      const auto t0 = Clock::now();
+      lp->step(t, &r.timing);
+      r.wall_s = seconds_since(t0);
+      out.push_back(r);
+    }
+  });
+  ps.bus.bind(board.ps_bus);
+  host::CyclePlatform platform(ps, board);
+  host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{});
+  lp = &loop;
+  loop.load_weights();
+  sc_core::sc_start();
+  if (ps.failure()) std::rethrow_exception(ps.failure());
+  if (!ps.finished()) throw Error("cycle fidelity: the simulation ended before the host program finished");
+  return out;
+}
+
+std::vector<int> bench_token_ids(const std::vector<int>& calibration, int n) {
+  if (calibration.empty()) throw Error("bench: no calibration tokens");
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(calibration[size_t(i) % calibration.size()]);
+  return ids;
+}
+
+double peak_rss_bytes() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;  // Linux: KiB
+}
+
+// ---- The bench -----------------------------------------------------------------------------
+
+BenchOptions effective_bench_options(const BenchOptions& in) {
+  BenchOptions o = in;
+  if (o.quick) {
+    o.model = "synthetic:tiny";
+    o.tokens = std::min(o.tokens, 4);
+    o.cycle_tokens = 1;
+    o.memory_tokens = std::min(o.memory_tokens, 16);
+  }
+  if (o.tokens < 2 || o.tokens > golden::kMaxContext / 2)
+    throw Error(fmt::format("--tokens {}: expected 2..{}", o.tokens, golden::kMaxContext / 2));
+  if (o.cycle_tokens < 1 || o.cycle_tokens > o.tokens)
+    throw Error(fmt::format("--cycle-tokens {}: expected 1..--tokens ({})", o.cycle_tokens, o.tokens));
+  if (o.memory_tokens < 1 || o.memory_tokens > golden::kMaxContext)
+    throw Error(fmt::format("--memory-tokens {}: expected 1..{}", o.memory_tokens, golden::kMaxContext));
+  if (o.threads < 1) throw Error(fmt::format("--threads {}: expected at least 1", o.threads));
+  return o;
+}
+
+std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<void(const std::string&)> status_cb) {
+  const BenchOptions o = effective_bench_options(options);
+  auto status = [&](const std::string& s) { if (status_cb) status_cb(s); };
+  const SimConfig cfg = make_sim_config(o.params);
+  const double mhz = cfg.board.clock.mhz;
+  const int N = o.tokens;
+
+  // 1. run_board as `bitsim run --prompt A` does it (fast fidelity, golden check on every
+  //    token): the time to the first generated token, and the checked token rate.
+  status(fmt::format("[1/5] run_board {} --prompt A --tokens {} (fast, golden check on every token) ...", o.model,
+                     N - 1));
+  BoardRunRequest req{RunRequest{}, o.params, "fast", false, true, {}};
+  req.run.model = o.model;
+  req.run.prompt = "A";
+  req.run.tokens = N - 1;  // BOS + "A" + N - 1 generated = N + 1 steps with the byte tokenizer
+  req.run.threads = o.threads;
+  req.fidelity = "fast";
+  req.check = true;
+  std::optional<double> ttft;
+  int steps_to_first = 0;
+  BoardRunCallbacks cb;
+  const auto t_run = Clock::now();
+  cb.on_token = [&](const TokenRecord& r, const std::string&) {
+    if (r.generated && !ttft) {
+      ttft = seconds_since(t_run);
+      steps_to_first = r.index + 1;
+    }
+  };
+  const BoardRunResult run = run_board(req, cb);
+  if (!ttft) throw Error("bench: run_board generated no token");
+  if (!run.mismatch.empty()) throw Error("bench: the golden check failed: " + run.mismatch);
+  double steps_wall_to_first = 0;
+  for (int i = 0; i < steps_to_first; ++i) steps_wall_to_first += run.tokens[size_t(i)].wall_ms / 1e3;
+  double checked_wall = 0;
+  int checked_tokens = 0, equal = 0;
+  for (size_t i = 0; i < run.tokens.size(); ++i) {
+    equal += run.tokens[i].logits_equal.value_or(false);
+    if (i == 0) continue;  // cold caches: counted in the time to the first token
+    checked_wall += run.tokens[i].wall_ms / 1e3;
+    ++checked_tokens;
+  }
+  const double checked_rate = checked_wall > 0 ? checked_tokens / checked_wall : 0.0;
+  const double setup_to_first = *ttft - run.load_s - run.calibration_s - steps_wall_to_first;
+
+  // 2. The model loaded and calibrated once more, kept for the remaining measurements.
+  status(fmt::format("[2/5] loading and calibrating {} for the timing runs ...", o.model));
+  auto t0 = Clock::now();
+  auto source = model::open_model_source(o.model);
+  const model::ModelConfig mc = source->config();
+  auto tokenizer = model::select_tokenizer(std::nullopt, model::model_folder(o.model), mc.vocab_size);
+  const std::vector<int> calib = golden::calibration_tokens(*tokenizer, mc.bos_token_id);
+  const model::TernaryModel m = model::load_ternary_model(*source, o.threads);
+  source.reset();
+  const double load_s = seconds_since(t0);
+  t0 = Clock::now();
+  const golden::KvScales scales = golden::calibrate_kv_scales(m, calib, o.threads);
+  const double calib_s = seconds_since(t0);
+  const std::vector<int> ids = bench_token_ids(calib, std::max(o.memory_tokens, golden::kMaxContext));
+
+  // 3. Fast fidelity, functional, no check: one warm board; positions 0..N-1 and 512-N..511.
+  status(fmt::format("[3/5] fast fidelity, {} + {} tokens at T from 1 and from {} (no check) ...", N, N,
+                     golden::kMaxContext - N + 1));
+  std::vector<TimedToken> low, high;
+  double fast_setup_s = 0, cold_s = 0;
+  {
+    FastTokenRunner fast(cfg, m, scales, o.threads);
+    fast_setup_s = fast.setup_s();
+    cold_s = fast.step(ids[0], 0).wall_s;  // warm-up: decoded weights, timing cache
+    for (int i = 0; i < N; ++i) low.push_back(fast.step(ids[size_t(i)], i));
+    const int p0 = golden::kMaxContext - N;
+    for (int i = 0; i < N; ++i) high.push_back(fast.step(ids[size_t(p0 + i)], p0 + i));
+  }
+  const double low_wall = sum_wall(low), high_wall = sum_wall(high);
+  const double fast_rate = (low_wall + high_wall) > 0 ? 2.0 * N / (low_wall + high_wall) : 0.0;
+
+  // 4. Cycle fidelity (clocked SystemC board): positions 0..cycle_tokens-1.
+  status(fmt::format("[4/5] cycle fidelity, {} token(s) at T from 1 ...", o.cycle_tokens));
+  const std::vector<int> cids(ids.begin(), ids.begin() + o.cycle_tokens);
+  const std::vector<TimedToken> cyc = cycle_tokens_timed(cfg, m, scales, cids);
+  double cyc_wall = sum_wall(cyc), cyc_sim_ps = 0;
+  for (const auto& t : cyc) cyc_sim_ps += double(t.timing.total_ps());
+  const double cycles = cyc_sim_ps * 1e-12 * mhz * 1e6;
+  const double cycle_rate = cyc_wall > 0 ? cycles / cyc_wall : 0.0;
+  double fast_same = 0;
+  for (int i = 0; i < o.cycle_tokens; ++i) fast_same += low[size_t(i)].wall_s;
+  bool same_sim = true;
+  for (int i = 0; i < o.cycle_tokens; ++i)
+    same_sim = same_sim && cyc[size_t(i)].timing.total_ps() == low[size_t(i)].timing.total_ps();
+  const double cyc_per_tok = cyc_wall / o.cycle_tokens, fast_per_tok = fast_same / o.cycle_tokens;
+  const double speedup = fast_per_tok > 0 ? cyc_per_tok / fast_per_tok : 0.0;
+
+  // 5. Peak memory, last: a real memory_tokens-token fast functional run (simulate_tokens).
+  status(fmt::format("[5/5] fast fidelity, {} tokens from T=1 (functional, no check) for the peak memory ...",
+                     o.memory_tokens));
+  const double peak_before = peak_rss_bytes();
+  t0 = Clock::now();
+  hw::FastBoardStats mstats;
+  const std::vector<int> mids(ids.begin(), ids.begin() + o.memory_tokens);
+  const auto mout = simulate_tokens(cfg, m, scales, mids, SimulateOptions{"fast", false, o.threads, 0, false}, &mstats);
+  const double mem_run_s = seconds_since(t0);
+  double mem_sim_s = 0;
+  for (const auto& t : mout) mem_sim_s += double(t.timing.total_ps()) * 1e-12;
+  const double peak = peak_rss_bytes();
+
+  std::vector<BenchFigure> f;
+  const int hi0 = golden::kMaxContext - N + 1;
+  f.push_back(figure(
+      "simulated tok/s per wall second, --no-check, T up to 512", "tok/s", fast_rate, 30, true,
+      ">= 30 (the real board: 7.35 tok/s at T=512)", "measured (this host); the tokens are simulated",
+      fmt::format("fast fidelity, functional (the engines compute), no check, one board warmed by one untimed token; "
+                  "{} tokens at {} ({:.2f} tok/s) and {} at {} ({:.2f} tok/s), each timed around "
+                  "TokenLoop::step; value = all {} tokens / their summed wall (the mean rate); load, calibration, "
+                  "weights image ({:.2f} s) and the cold first token ({:.2f} s) not included",
+                  N, t_range(1, N), N / low_wall, N, t_range(hi0, golden::kMaxContext), N / high_wall, 2 * N, fast_setup_s,
+                  cold_s)));
+  f.push_back(figure(
+      "simulated tok/s per wall second, golden check on every token", "tok/s", checked_rate, 15, true, ">= 15",
+      "measured (this host); the tokens are simulated",
+      fmt::format("run_board as `bitsim run --prompt A --tokens {}` (fast fidelity, golden BoardReference check on "
+                  "every token: {} of {} logits bit-identical); value = steps 2..{} ({}) / their summed "
+                  "per-token wall incl. the check; the cold first step is in the time to the first token",
+                  N - 1, equal, run.tokens.size(), run.tokens.size(), t_range(2, int(run.tokens.size())))));
+  f.push_back(figure(
+      "cycle fidelity, PL cycles per wall second", "cycles/s", cycle_rate, 2e6, true, ">= 2 million",
+      "measured (this host); the PL cycles are simulated",
+      fmt::format("clocked SystemC board, {} token(s) at {}, functional, no check: {:.3f} ms simulated x {} MHz "
+                  "= {:.2f} million PL cycles in {:.2f} s wall (timed in the PS thread around each token; "
+                  "elaboration and the weights image not included)",
+                  o.cycle_tokens, t_range(1, o.cycle_tokens), cyc_sim_ps * 1e-9, mhz, cycles / 1e6, cyc_wall)));
+  f.push_back(figure(
+      "fast over cycle, wall time per token", "x", speedup, 100, true, ">= 100x", "measured (this host)",
+      fmt::format("cycle {:.3f} s per token / fast {:.4f} s per token, the same {} token(s) at {}, both "
+                  "functional, no check, fast board warm (simulated time per token {:.3f} ms, {} in both fidelities)",
+                  cyc_per_tok, fast_per_tok, o.cycle_tokens, t_range(1, o.cycle_tokens), cyc_sim_ps * 1e-9 / o.cycle_tokens,
+                  same_sim ? "the same" : "NOT the same")));
+  f.push_back(figure(
+      fmt::format("time to the first token, {}", o.model), "s", *ttft, 3, false, "<= 3 s", "measured (this host)",
+      fmt::format("run_board `bitsim run --prompt A` (default fast fidelity, golden check on), from the call to the "
+                  "first generated token ({} steps: BOS, the prompt, the first generated): load {:.2f} s + K/V "
+                  "calibration {:.2f} s + board and weights image {:.2f} s + {} token steps {:.2f} s",
+                  steps_to_first, run.load_s, run.calibration_s, setup_to_first, steps_to_first, steps_wall_to_first)));
+  f.push_back(figure(
+      fmt::format("peak resident memory, {}, {} tokens", o.model, o.memory_tokens), "GB", peak / 1e9, 1.5, false,
+      "<= 1.5 GB", "measured (this host)",
+      fmt::format("getrusage ru_maxrss of the whole process (GB = 1e9 bytes), read last, after simulate_tokens over "
+                  "{} tokens at {} (fast, functional, no check; {:.1f} s wall for {:.2f} s simulated; decoded "
+                  "weights cache {:.0f} MB); peak before that run {:.2f} GB (run_board's model copy, freed, and this "
+                  "one, load {:.1f} s + calibration {:.1f} s)",
+                  o.memory_tokens, t_range(1, o.memory_tokens), mem_run_s, mem_sim_s, mstats.decoded_bytes / 1e6,
+                  peak_before / 1e9, load_s, calib_s)));
+  return f;
+}
+
+// ---- Output ----------------------------------------------------------------------------------
+
+std::string format_bench_value(const BenchFigure& f) {
+  if (f.unit == "tok/s") return fmt::format("{:.2f} tok/s", f.value);
+  if (f.unit == "cycles/s") return fmt::format("{:.3f} million cycles/s", f.value / 1e6);
+  if (f.unit == "x") return fmt::format("{:.1f}x", f.value);
+  if (f.unit == "s") return fmt::format("{:.2f} s", f.value);
+  if (f.unit == "GB") return fmt::format("{:.3f} GB", f.value);
+  return fmt::format("{:.4g} {}", f.value, f.unit);
+}
+
+std::string bench_table(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s) {
+  std::string s = fmt::format(
+      "bitsim bench: {} on this host, {} host thread(s); every value is measured (this host), the tokens and PL "
+      "cycles it counts are simulated\n\n",
+      o.model, o.threads);
+  s += "| figure | measured | evidence | goal | met | how measured |\n";
+  s += "|---|---|---|---|---|---|\n";
+  for (const auto& f : figs)
+    s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", f.name, format_bench_value(f), f.evidence, f.goal_text,
+                     f.met ? "met" : "missed", f.how);
+  int met = 0;
+  for (const auto& f : figs) met += f.met;
+  s += fmt::format("\n{} of {} goals met; the bench took {:.1f} s wall\n", met, figs.size(), wall_s);
+  return s;
+}
+
+std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& f : figs)
+    arr.push_back({{"name", f.name},
+                   {"value", f.value},
+                   {"unit", f.unit},
+                   {"goal", f.goal},
+                   {"goal_text", f.goal_text},
+                   {"higher_is_better", f.higher_is_better},
+                   {"met", f.met},
+                   {"evidence", f.evidence},
+                   {"how", f.how}});
+  nlohmann::json j{{"schema", "bitsim.bench/1"},
+                   {"model", o.model},
+                   {"options",
+                    {{"tokens", o.tokens},
+                     {"cycle_tokens", o.cycle_tokens},
+                     {"memory_tokens", o.memory_tokens},
+                     {"threads", o.threads},
+                     {"quick", o.quick}}},
+                   {"wall_s", wall_s},
+                   {"figures", arr}};
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace bitsim::sim

@@ -1,0 +1,97 @@
+#pragma once
+// bitsim bench: how fast the simulator itself is on this host. Six figures, each measured
+// here and compared with its goal:
+//   - simulated tokens per wall second, fast fidelity, --no-check, T up to 512
+//   - the same with the golden check on every token (run_board, as `bitsim run` does it)
+//   - cycle fidelity: simulated PL cycles per wall second
+//   - fast over cycle: wall time per token at the same positions, no check
+//   - time to the first token (load, K/V calibration, weights image, the prompt's steps)
+//   - peak resident memory of the process after a real N-token fast run (default 512)
+// The values are measurements of the simulator on this host ("measured (this host)"); the
+// tokens and PL cycles they count are simulated.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "golden/board_reference.h"
+#include "host/token_loop.h"
+#include "hw/fast_board.h"
+#include "model/model_loader.h"
+#include "sim/board_config.h"
+#include "sim/params.h"
+
+namespace bitsim::sim {
+
+struct BenchOptions {
+  std::string model = "synthetic:bitnet-large";
+  int tokens = 32;           // tokens per timed window (fast: two windows, T from 0 and from 512 - tokens)
+  int cycle_tokens = 1;      // tokens in cycle fidelity (at positions 0 ..)
+  int memory_tokens = 512;   // tokens of the fast functional run that the peak memory follows
+  bool quick = false;        // synthetic:tiny and few tokens (for the tests)
+  int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
+  ParamSet params = board_params();  // the board config
+};
+
+struct BenchFigure {
+  std::string name, unit, goal_text;
+  double value = 0, goal = 0;
+  bool higher_is_better = true;
+  bool met = false;          // value >= goal (higher is better) or value <= goal
+  std::string how;           // how it was measured, with the raw numbers
+  std::string evidence = "measured (this host)";
+};
+
+// Runs the measurements in order (the memory figure last: ru_maxrss is the process's peak).
+// `status` receives progress lines (may be empty).
+std::vector<BenchFigure> run_bench(const BenchOptions& options,
+                                   std::function<void(const std::string&)> status = {});
+
+// The effective options run_bench uses (quick mode applied, tokens clamped to the KV cache).
+BenchOptions effective_bench_options(const BenchOptions& options);
+
+// The table `bitsim bench` prints (Markdown: figure, measured value, evidence, goal,
+// met/missed, how measured) and its JSON document {"schema": "bitsim.bench/1", ...}.
+// `options` are the effective ones; `wall_s` is the whole bench's wall time.
+std::string format_bench_value(const BenchFigure& figure);
+std::string bench_table(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
+std::string bench_json(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
+
+// ---- Building blocks (also used by bench/run_bench.cpp) ------------------------------
+
+// One token step and its host wall time.
+struct TimedToken {
+  int position = 0;
+  host::TokenTiming timing;
+  double wall_s = 0;
+};
+
+// A fast-fidelity board kept between steps (the decoded-weights cache and the timing cache
+// stay warm), functional (the engines compute), no golden check. Mirrors simulate_tokens.
+class FastTokenRunner {
+ public:
+  FastTokenRunner(const SimConfig& config, const model::TernaryModel& model, const golden::KvScales& scales,
+                  int threads);
+  ~FastTokenRunner();
+  // One token at `position` (0..511): the KV cache is taken as holding `position` rows.
+  TimedToken step(int token, int position);
+  double setup_s() const;    // board, weights image into the simulated DDR, DMA init
+  const hw::FastBoardStats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Cycle fidelity (the clocked SystemC board): `tokens` from position 0, each token's wall
+// time measured inside the PS thread (SystemC elaboration and the weights image excluded).
+std::vector<TimedToken> cycle_tokens_timed(const SimConfig& config, const model::TernaryModel& model,
+                                           const golden::KvScales& scales, const std::vector<int>& tokens);
+
+// n token ids: the calibration sequence (BOS and the calibration text), repeated.
+std::vector<int> bench_token_ids(const std::vector<int>& calibration, int n);
+
+// Peak resident memory of this process so far (getrusage ru_maxrss), bytes.
+double peak_rss_bytes();
+
+}  // namespace bitsim::sim
