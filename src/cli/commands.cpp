@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include "golden/board_reference.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
+#include "sim/calibrate.h"
 #include "sim/bench.h"
 
 namespace bitsim::cli {
@@ -115,6 +117,91 @@ int cmd_inspect(const InspectArgs& a) {
   fmt::print("  board     {:>12}        {:8.2f} MiB  [board]  (bitnet-large; docs/packed-image.md explains the difference)\n",
              "", kBoardImageMiB);
   fmt::print("loaded and ternarized in {:.2f} s (this host)\n", load_s);
+  return 0;
+}
+
+struct CalibArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  bool write = false;
+  bool json = false;
+  bool no_python = false;
+  bool quiet = false;
+};
+
+nlohmann::json rows_json(const std::vector<sim::ValidationRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json j{{"scenario", r.scenario}, {"context", r.context}, {"figure", r.figure},
+                     {"simulated", r.simulated}, {"driver", r.profile}};
+    j["board"] = r.board ? nlohmann::json(*r.board) : nlohmann::json(nullptr);
+    j["error_pct"] = r.error_pct ? nlohmann::json(*r.error_pct) : nlohmann::json(nullptr);
+    out.push_back(j);
+  }
+  return out;
+}
+
+void print_rows(const std::vector<sim::ValidationRow>& rows) {
+  fmt::print("{:<18} {:>4} {:<13} {:>11} {:>9} {:>8}  {}\n", "scenario", "T", "figure", "simulated", "board",
+             "error %", "evidence");
+  for (const auto& r : rows) {
+    fmt::print("{:<18} {:>4} {:<13} {:>11.3f} {:>9} {:>8}  {}\n", r.scenario, r.context, r.figure, r.simulated,
+               r.board ? fmt::format("{:.3f}", *r.board) : "-", r.error_pct ? fmt::format("{:+.2f}", *r.error_pct) : "-",
+               r.board ? "simulated vs board" : "simulated (prediction)");
+  }
+}
+
+int cmd_validate(const CalibArgs& a) {
+  const sim::ParamSet p = load_params(a.config, a.sets);
+  std::function<void(const std::string&)> status;
+  if (!a.quiet && !a.json) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+  const auto rows = sim::validate(p, !a.no_python, status);
+  if (a.json) {
+    fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.validate/1"}, {"rows", rows_json(rows)}}.dump(2));
+    return 0;
+  }
+  fmt::print("bitsim against the board (BOARD.md); fidelity fast, timing-only, bitnet-large shape, "
+             "medians over 8 tokens at contexts T-7..T\n\n");
+  print_rows(rows);
+  int with_board = 0, within = 0;
+  for (const auto& r : rows)
+    if (r.error_pct) {
+      ++with_board;
+      within += std::fabs(*r.error_pct) <= 2.0;
+    }
+  fmt::print("\n{} of {} board figures within 2%\n", within, with_board);
+  return 0;
+}
+
+int cmd_calibrate(const CalibArgs& a) {
+  const sim::ParamSet p = load_params(a.config, a.sets);
+  std::function<void(const std::string&)> status;
+  if (!a.quiet) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+  const auto res = sim::calibrate(p, status);
+  if (a.json) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& f : res.parameters)
+      params.push_back({{"key", f.key}, {"unit", f.unit}, {"meaning", f.meaning}, {"before", f.before}, {"after", f.after}});
+    fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.calibrate/1"}, {"parameters", params},
+                                      {"residuals", rows_json(res.residuals)}}.dump(2));
+  } else {
+    fmt::print("fitted parameters (each to its own board figures; CIRCUITS.md 6)\n");
+    for (const auto& f : res.parameters)
+      fmt::print("  {:<40} {:>12.4f} -> {:>12.4f} {:<6} {}\n", f.key, f.before, f.after, f.unit, f.meaning);
+    fmt::print("\nresiduals (the board figures after the fit)\n");
+    print_rows(res.residuals);
+  }
+  if (a.write) {
+    const std::string file = a.config.empty() ? sim::default_config_path() : a.config;
+    if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
+    std::ofstream out(file);
+    if (!out) throw Error(fmt::format("calibrate --write: cannot write '{}'", file));
+    out << "# bitsim board config (effective): key = value, each with its meaning, unit and\n"
+           "# evidence label (board: measured or documented; calibrated: fitted to a board\n"
+           "# figure; simulated: a modelling choice).\n\n"
+        << res.params.dump_toml();
+    fmt::print(stderr, "wrote the fitted parameters to {}\n", file);
+  }
   return 0;
 }
 
@@ -346,6 +433,21 @@ int main(int argc, char** argv) {
   confc->add_option("--set", cfg.sets, "Override one config key: KEY=VALUE (repeatable)");
   confc->add_flag("--dump", cfg.dump, "Print the effective config as documented TOML");
 
+  CalibArgs val;
+  auto* valc = app.add_subcommand("validate", "The simulator against the board's measurements: scenario, T, figure, simulated, board, error %");
+  valc->add_option("--config", val.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  valc->add_option("--set", val.sets, "Override one config key: KEY=VALUE (repeatable)");
+  valc->add_flag("--json", val.json, "Write one bitsim.validate/1 JSON document to stdout");
+  valc->add_flag("--no-python", val.no_python, "Skip the python-driver prediction rows");
+  valc->add_flag("--quiet", val.quiet, "No progress lines on stderr");
+  CalibArgs cal;
+  auto* calc = app.add_subcommand("calibrate", "Fit the calibrated parameters to the board's calibration figures and print them with the residuals");
+  calc->add_option("--config", cal.config, "Board config TOML to start from (and to write with --write)");
+  calc->add_option("--set", cal.sets, "Override one config key before fitting: KEY=VALUE (repeatable)");
+  calc->add_flag("--write", cal.write, "Write the fitted config to the config file (default configs/pynq-z2.toml)");
+  calc->add_flag("--json", cal.json, "Write one bitsim.calibrate/1 JSON document to stdout");
+  calc->add_flag("--quiet", cal.quiet, "No progress lines on stderr");
+
   BenchArgs bench;
   auto* benchc = app.add_subcommand("bench", "Measure the simulator on this host: simulated tok/s per wall second with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, time to the first token, peak memory");
   benchc->add_option("--model", bench.opt.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
@@ -378,6 +480,8 @@ int main(int argc, char** argv) {
     if (*inspect) return cmd_inspect(ins);
     if (*runc) return cmd_run(run);
     if (*confc) return cmd_config(cfg);
+    if (*valc) return cmd_validate(val);
+    if (*calc) return cmd_calibrate(cal);
     if (*benchc) return cmd_bench(bench);
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());

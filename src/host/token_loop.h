@@ -24,6 +24,7 @@ struct TokenTiming {
   uint64_t total_ps() const { return matmul_ps + attention_ps + cpu_ps; }
   uint64_t dma_transfers = 0;   // DMA channel starts
   uint64_t bytes_read = 0;      // bytes the PL read from DDR
+  uint64_t attention_bytes = 0; // ... of which during the attention calls
   uint64_t matmul_calls = 0, attention_calls = 0;
   int multiplier_lowered = 0;   // heads whose shift S was lowered for m to fit 18 bits
 };

@@ -137,4 +137,32 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
   return m;
 }
 
+TernaryModel shape_only_model(const ModelConfig& c) {
+  TernaryModel m;
+  m.config = c;
+  m.source = "shape only (" + c.shape_string() + ")";
+  const int h = c.hidden_size, f = c.intermediate_size;
+  auto shape = [](int rows, int cols) {
+    TernaryMatrix t;
+    t.rows = rows;
+    t.cols = cols;
+    t.scale = 1.0f;
+    return t;
+  };
+  m.embed.assign(size_t(c.vocab_size) * h, 0.0f);
+  m.final_norm.assign(size_t(h), 1.0f);
+  m.lm_head = shape(c.vocab_size, h);
+  m.layers.resize(size_t(c.num_layers));
+  for (auto& L : m.layers) {
+    L.input_norm.assign(size_t(h), 1.0f);
+    L.inner_attn_norm.assign(size_t(h), 1.0f);
+    L.post_attn_norm.assign(size_t(h), 1.0f);
+    L.ffn_norm.assign(size_t(f), 1.0f);
+    L.q = L.k = L.v = L.o = shape(h, h);
+    L.gate = L.up = shape(f, h);
+    L.down = shape(h, f);
+  }
+  return m;
+}
+
 }  // namespace bitsim::model

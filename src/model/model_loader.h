@@ -50,4 +50,9 @@ std::optional<std::filesystem::path> model_folder(const std::string& spec);
 // `threads` >= 1 workers quantize tensors in parallel (results do not depend on it).
 TernaryModel load_ternary_model(const TensorSource& source, int threads = 2);
 
+// A model with the shape of `config` and no weights (empty trits, zero norms and
+// embeddings, allocated lazily): enough for timing-only runs, whose cycle counts do not
+// depend on the data.
+TernaryModel shape_only_model(const ModelConfig& config);
+
 }  // namespace bitsim::model

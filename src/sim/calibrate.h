@@ -1,0 +1,58 @@
+#pragma once
+// Calibration and validation against the real board (CIRCUITS.md 6, BOARD.md).
+//
+// Scenarios, measured with the fast fidelity in timing-only mode on the bitnet-large shape
+// (the cycle counts do not depend on the weights, so no model is loaded and no functional
+// token is needed to reach a context T: the KV cache is taken as holding T rows):
+//   end_to_end at T: the medians over 8 tokens around T (contexts T-7..T, as the board's
+//     table was taken) of matmul_ms, attention_ms, cpu_ms, total_ms and tok_s;
+//   attention_alone at T=512: the attention unit's circuit time for one token's 384 heads
+//     (each call from its first DMA start to its last completion, summed over the 24
+//     calls) and the read bandwidth during it.
+// Calibration fits three physical parameters, each to its own board figures:
+//   ddr.read_latency_ns       <- attention alone at T=512 (20.22 ms)
+//   driver.c.call_overhead_ns <- the matmul column at T=64 and T=512 (87.3, 87.4 ms)
+//   cpu scale (every cpu.* coefficient times one factor) <- the CPU column (26.6, 26.7 ms)
+// Everything else is a prediction.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/params.h"
+
+namespace bitsim::sim {
+
+struct ValidationRow {
+  std::string scenario;            // end_to_end | attention_alone
+  int context = 0;
+  std::string figure;              // matmul_ms, attention_ms, cpu_ms, total_ms, tok_s, read_gb_s
+  double simulated = 0;
+  std::optional<double> board;     // BOARD.md, where it has the figure
+  std::optional<double> error_pct; // (simulated - board) / board * 100
+  std::string profile = "c";       // driver profile of the row
+};
+
+struct Measured {
+  double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0, tok_s = 0;
+};
+// Median figures over 8 timing-only tokens at contexts T-7..T.
+Measured measure_end_to_end(const ParamSet& params, int T);
+// The attention unit alone at context T: circuit ms for one token and read GB/s.
+std::pair<double, double> measure_attention_alone(const ParamSet& params, int T);
+
+std::vector<ValidationRow> validate(const ParamSet& params, bool with_python_profile,
+                                    const std::function<void(const std::string&)>& status = {});
+
+struct CalibrationResult {
+  struct Fitted {
+    std::string key, unit, meaning;
+    double before = 0, after = 0;
+  };
+  std::vector<Fitted> parameters;
+  std::vector<ValidationRow> residuals;  // the calibration rows after the fit
+  ParamSet params;                        // the fitted config
+};
+CalibrationResult calibrate(const ParamSet& params, const std::function<void(const std::string&)>& status = {});
+
+}  // namespace bitsim::sim
