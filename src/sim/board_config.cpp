@@ -116,6 +116,29 @@ ParamSet board_params() {
                                  host::cpu_step_name(host::CpuStep(i)))));
   s.push_back(real("cpu.write_ns_per_byte", cpu.write_ns_per_byte, 0, 1e3, "ns/B", "calibrated",
                    "CPU stores into DMA buffers (headers, x, K/V rows, descriptors)"));
+  // The calibrated values (`bitsim calibrate --write`, docs/calibration.md): the defaults
+  // compiled in equal configs/pynq-z2.toml, and a test checks that they agree.
+  const std::pair<const char*, double> calibrated[] = {
+      {"ddr.read_latency_ns", 367.86},
+      {"driver.c.call_overhead_ns", 64443.0},
+      {"driver.c.flush_ns_per_byte", 1.7447},
+      {"driver.c.invalidate_ns_per_byte", 1.7447},
+      {"cpu.step_overhead_ns", 5457.6254},
+      {"cpu.ns_per_element.embed", 2.7288},
+      {"cpu.ns_per_element.rmsnorm", 16.3729},
+      {"cpu.ns_per_element.quantize", 16.3729},
+      {"cpu.ns_per_element.dequantize", 10.9152},
+      {"cpu.ns_per_element.rope", 27.2881},
+      {"cpu.ns_per_element.quantize_heads", 21.8305},
+      {"cpu.ns_per_element.attn_finish", 10.9152},
+      {"cpu.ns_per_element.silu_gate", 54.5762},
+      {"cpu.ns_per_element.residual", 5.4576},
+      {"cpu.ns_per_element.argmax", 8.1864},
+      {"cpu.write_ns_per_byte", 2.7288},
+  };
+  for (auto& spec : s)
+    for (const auto& [key, value] : calibrated)
+      if (spec.key == key) spec.value = value;
   return ParamSet(std::move(s));
 }
 

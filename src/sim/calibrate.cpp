@@ -1,6 +1,7 @@
 #include "sim/calibrate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -165,18 +166,55 @@ CalibrationResult calibrate(const ParamSet& input, const std::function<void(cons
     p.set_value("ddr.read_latency_ns", rounded, "calibrate");
     res.parameters.push_back({"ddr.read_latency_ns", "ns", "DDR read latency seen by the PL (burst accepted -> first beat)", before, rounded});
   }
-  // 2. The C driver's fixed cost per call <- the matmul column (linear in it).
+  // 2. The C driver's fixed cost per call and its cache-maintenance cost per byte <- the
+  //    matmul column and the attention column (both linear in the two; the matmul calls
+  //    clean x and invalidate large result buffers, the attention calls mostly small ones).
   {
-    const double before = p.real("driver.c.call_overhead_ns");
-    const double target = 0.5 * (kBoard[0].matmul_ms + kBoard[1].matmul_ms);
-    for (int it = 0; it < 3; ++it) {
-      const double m = 0.5 * (measure_end_to_end(p, 64).matmul_ms + measure_end_to_end(p, 512).matmul_ms);
-      const double calls = 4.0 * 24 + 1;  // matmul calls per token (bitnet-large, 23-bit lengths)
-      const double c = std::max(0.0, p.real("driver.c.call_overhead_ns") + (target - m) * 1e6 / calls);
-      if (status) status(fmt::format("  driver.c.call_overhead_ns: matmul {:.3f} ms (board {:.2f}) -> {:.1f} ns", m, target, c));
-      p.set_value("driver.c.call_overhead_ns", std::round(c), "calibrate");
+    const double c_before = p.real("driver.c.call_overhead_ns");
+    const double b_before = p.real("driver.c.flush_ns_per_byte");
+    const double target_mm = 0.5 * (kBoard[0].matmul_ms + kBoard[1].matmul_ms);
+    const double target_at = 0.5 * (kBoard[0].attention_ms + kBoard[1].attention_ms);
+    auto set = [&](double c, double b) {
+      p.set_value("driver.c.call_overhead_ns", c, "calibrate");
+      p.set_value("driver.c.flush_ns_per_byte", b, "calibrate");
+      p.set_value("driver.c.invalidate_ns_per_byte", b, "calibrate");
+    };
+    // Residuals, relative: the matmul column (T=64 and 512 agree), the attention column
+    // at T=64 and at T=512. Two parameters, three figures: Gauss-Newton least squares.
+    auto eval = [&](double c, double b) {
+      set(c, b);
+      const Measured lo = measure_end_to_end(p, 64), hi = measure_end_to_end(p, 512);
+      return std::array<double, 3>{0.5 * (lo.matmul_ms + hi.matmul_ms) / target_mm - 1.0,
+                                   lo.attention_ms / kBoard[0].attention_ms - 1.0,
+                                   hi.attention_ms / kBoard[1].attention_ms - 1.0};
+    };
+    (void)target_at;
+    double c = c_before, b = b_before;
+    for (int it = 0; it < 4; ++it) {
+      const auto f0 = eval(c, b);
+      const double dc = 10000, db = 1.0;
+      const auto fc = eval(c + dc, b), fb = eval(c, b + db);
+      double a11 = 0, a12 = 0, a22 = 0, g1 = 0, g2 = 0;
+      for (int k = 0; k < 3; ++k) {
+        const double jc = (fc[k] - f0[k]) / dc, jb = (fb[k] - f0[k]) / db;
+        a11 += jc * jc;
+        a12 += jc * jb;
+        a22 += jb * jb;
+        g1 -= jc * f0[k];
+        g2 -= jb * f0[k];
+      }
+      const double det = a11 * a22 - a12 * a12;
+      if (std::fabs(det) < 1e-30) break;
+      c = std::max(0.0, c + (g1 * a22 - g2 * a12) / det);
+      b = std::max(0.0, b + (a11 * g2 - a12 * g1) / det);
+      if (status)
+        status(fmt::format("  driver: matmul {:+.2f}%, attention T=64 {:+.2f}%, T=512 {:+.2f}% -> call {:.0f} ns, "
+                           "cache {:.4f} ns/B", 100 * f0[0], 100 * f0[1], 100 * f0[2], c, b));
     }
-    res.parameters.push_back({"driver.c.call_overhead_ns", "ns", "C driver's fixed CPU time per call (both lanes)", before, p.real("driver.c.call_overhead_ns")});
+    set(std::round(c), std::round(b * 1e4) / 1e4);
+    res.parameters.push_back({"driver.c.call_overhead_ns", "ns", "C driver's fixed CPU time per call (both lanes)", c_before, p.real("driver.c.call_overhead_ns")});
+    res.parameters.push_back({"driver.c.flush_ns_per_byte", "ns/B", "cache clean per byte of a CPU-written buffer", b_before, p.real("driver.c.flush_ns_per_byte")});
+    res.parameters.push_back({"driver.c.invalidate_ns_per_byte", "ns/B", "cache invalidate per byte of a buffer the CPU reads (the same fitted value)", input.real("driver.c.invalidate_ns_per_byte"), p.real("driver.c.invalidate_ns_per_byte")});
   }
   // 3. One factor on every CPU coefficient <- the CPU column (linear in it).
   {

@@ -9,9 +9,10 @@
 //   attention_alone at T=512: the attention unit's circuit time for one token's 384 heads
 //     (each call from its first DMA start to its last completion, summed over the 24
 //     calls) and the read bandwidth during it.
-// Calibration fits three physical parameters, each to its own board figures:
-//   ddr.read_latency_ns       <- attention alone at T=512 (20.22 ms)
-//   driver.c.call_overhead_ns <- the matmul column at T=64 and T=512 (87.3, 87.4 ms)
+// Calibration fits four physical parameters, each to its own board figures:
+//   ddr.read_latency_ns          <- attention alone at T=512 (20.22 ms)
+//   driver.c.call_overhead_ns    <- the matmul and attention columns at T=64 and T=512
+//   driver.c.{flush,invalidate}_ns_per_byte (one value) <- the same two columns
 //   cpu scale (every cpu.* coefficient times one factor) <- the CPU column (26.6, 26.7 ms)
 // Everything else is a prediction.
 #include <functional>

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -314,5 +315,25 @@ TEST(Cli, TimingOnlyNeedsFastFidelity) {
   const auto r = bitsim("run --model synthetic:tiny --prompt a --timing-only --fidelity cycle");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "--timing-only")) << r.err;
+}
+}  // namespace
+
+namespace {
+TEST(Cli, ValidateJsonHasTwelveBoardRowsWithinTwoPercent) {
+  const auto r = bitsim("validate --json --no-python");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "bitsim.validate/1");
+  int board = 0;
+  for (const auto& row : j["rows"]) {
+    for (const char* k : {"scenario", "context", "figure", "simulated", "board", "error_pct"}) EXPECT_TRUE(row.contains(k)) << k;
+    if (row["board"].is_null()) {
+      EXPECT_TRUE(row["error_pct"].is_null());
+      continue;
+    }
+    ++board;
+    EXPECT_LE(std::fabs(row["error_pct"].get<double>()), 2.0) << row.dump();
+  }
+  EXPECT_GE(board, 12);
 }
 }  // namespace

@@ -1,0 +1,58 @@
+// The simulator against the real board: `bitsim validate` with the shipped calibrated
+// config puts every board figure of BOARD.md within 2%.
+#include "sim/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/board_config.h"
+
+namespace bitsim::sim {
+namespace {
+
+ParamSet shipped() {
+  ParamSet p = board_params();
+  const std::string file = default_config_path();
+  EXPECT_FALSE(file.empty()) << "configs/pynq-z2.toml not found";
+  if (!file.empty()) p.load_toml(file);
+  return p;
+}
+
+TEST(Validate, EveryBoardFigureWithinTwoPercent) {
+  const auto rows = validate(shipped(), false);
+  int with_board = 0;
+  for (const auto& r : rows) {
+    if (!r.board) continue;
+    ++with_board;
+    ASSERT_TRUE(r.error_pct.has_value());
+    EXPECT_LE(std::fabs(*r.error_pct), 2.0) << r.scenario << " T=" << r.context << " " << r.figure << ": simulated "
+                                            << r.simulated << " vs board " << *r.board;
+    std::printf("[validate] %-16s T=%3d %-13s simulated %9.3f board %9.3f error %+.2f%%\n", r.scenario.c_str(),
+                r.context, r.figure.c_str(), r.simulated, *r.board, *r.error_pct);
+  }
+  EXPECT_GE(with_board, 12);
+  // The predictions are there too: T = 128, 256, 384 without a board figure.
+  int predictions = 0;
+  for (const auto& r : rows) predictions += !r.board.has_value();
+  EXPECT_EQ(predictions, 15);
+}
+
+TEST(Validate, OnlyAttentionGrowsWithContext) {
+  const ParamSet p = shipped();
+  const Measured a = measure_end_to_end(p, 64), b = measure_end_to_end(p, 512);
+  EXPECT_DOUBLE_EQ(a.matmul_ms, b.matmul_ms);
+  EXPECT_NEAR(a.cpu_ms, b.cpu_ms, 0.05);
+  EXPECT_GT(b.attention_ms, 3.0 * a.attention_ms);
+}
+
+TEST(Validate, PythonDriverIsSlowerAndAPrediction) {
+  ParamSet c = shipped(), py = shipped();
+  py.set("driver.profile=python");
+  const Measured mc = measure_end_to_end(c, 64), mp = measure_end_to_end(py, 64);
+  EXPECT_GT(mp.matmul_ms, mc.matmul_ms + 5.0);  // 97 calls, each with Python's register accesses
+  EXPECT_GT(mp.attention_ms, mc.attention_ms);
+}
+
+}  // namespace
+}  // namespace bitsim::sim
