@@ -93,6 +93,12 @@ ParamSet board_params() {
                       "them and refuses an INT8 lm_head, as the board did (docs/memory.md)"));
   s.push_back(boolean("model.int8_lm_head", false, "simulated",
                       "lay out an INT8 lm_head (refused by the CMA budget, as on the board)"));
+  s.push_back(real("timing.pass_mhz", 125.0, 1, 1000, "MHz", "board",
+                   "highest PL clock known to close timing on the board (BOARD.md: 125 MHz passed)"));
+  s.push_back(real("timing.fail_mhz", 142.86, 1, 1000, "MHz", "board",
+                   "PL clock known to fail timing (BOARD.md: 142.86 MHz failed twice, in the AXI DMA's length counter)"));
+  s.push_back(integer("timing.fail_length_bits", 23, 8, 26, "bits", "board",
+                      "the DMA length-counter width of that failure (a wider counter is no easier to close)"));
   s.push_back(text("driver.profile", "c", {"c", "python"}, "board",
                    "DMA driver: c (the board's final state) or python (PYNQ's driver)"));
   host::DriverConfig c;  // C driver defaults

@@ -1,0 +1,58 @@
+#pragma once
+// Sweeps: a grid over board config keys, each point simulated in timing-only mode on the
+// bitnet-large shape at a context T (fast fidelity: the clocked model's cycle counts), after
+// one functional run of the base config has checked the logits against the golden
+// reference. Points run in parallel worker processes (--jobs): SystemC allows one
+// simulation context per process.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/params.h"
+
+namespace bitsim::sim {
+
+struct SweepAxis {
+  std::string key;                  // a config key ("clock.mhz"); `clock_mhz` is accepted for it
+  std::vector<std::string> values;  // as text, parsed as the key's type
+};
+
+struct SweepOptions {
+  std::vector<SweepAxis> grid;
+  int tokens = 4;                   // timing-only tokens per point, contexts T..T+tokens-1
+  int context = 64;                 // T
+  int jobs = 1;                     // worker processes
+  std::string check_model = "synthetic:tiny";  // the base config's functional check ("" skips it)
+};
+
+struct SweepPoint {
+  std::vector<std::string> values;  // one per axis, in grid order
+  double tok_s = 0, total_ms = 0, matmul_ms = 0, attention_ms = 0, cpu_ms = 0;
+  double read_gb_s = 0, wall_pct = 0;
+  uint64_t dma_calls = 0;
+  std::string timing;               // fails timing (board) | met (board) | unknown
+};
+
+struct SweepResult {
+  std::vector<std::string> keys;
+  std::vector<SweepPoint> points;
+  std::string base_check;           // what the functional check of the base config found
+  double wall_s = 0;
+};
+
+// "KEY=V1,V2,..." -> an axis (the key resolved and every value checked).
+SweepAxis parse_axis(const ParamSet& base, const std::string& spec);
+// What is known about closing timing at this point's clock and DMA length width (BOARD.md).
+std::string timing_closure(const ParamSet& point);
+
+SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
+                      const std::function<void(int done, int total)>& progress = {},
+                      const std::function<void(const std::string&)>& status = {});
+
+std::string sweep_csv(const SweepResult& r);
+nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o);
+
+}  // namespace bitsim::sim

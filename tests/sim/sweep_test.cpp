@@ -1,0 +1,94 @@
+// Sweeps: grids over config keys, timing-only points, timing closure, CSV and worker
+// processes.
+#include "sim/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "sim/board_config.h"
+
+namespace bitsim::sim {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Sweep, AxisParsingChecksKeysAndValues) {
+  const ParamSet p = board_params();
+  const auto a = parse_axis(p, "clock_mhz=100,125");
+  EXPECT_EQ(a.key, "clock.mhz");
+  EXPECT_EQ(a.values, (std::vector<std::string>{"100", "125"}));
+  EXPECT_NE(error_of([&] { parse_axis(p, "clock.ghz=1"); }).find("clock.mhz"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_axis(p, "dma.length_bits=23,40"); }).find("[8, 26]"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_axis(p, "clock.mhz="); }).find("KEY=V1,V2"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_axis(p, "clock.mhz=100,,125"); }).find("empty value"), std::string::npos);
+  SweepOptions o;
+  EXPECT_NE(error_of([&] { run_sweep(p, o); }).find("grid is empty"), std::string::npos);
+}
+
+TEST(Sweep, TimingClosureFollowsTheBoard) {
+  ParamSet p = board_params();
+  EXPECT_EQ(timing_closure(p), "met (board)");
+  p.set("clock.mhz=142.86");
+  EXPECT_EQ(timing_closure(p), "fails timing (board)");
+  p.set("clock.mhz=135");
+  EXPECT_EQ(timing_closure(p), "unknown");
+  p.set("clock.mhz=150");
+  p.set("dma.length_bits=16");
+  EXPECT_EQ(timing_closure(p), "unknown");  // a narrower counter was never tried
+}
+
+TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
+  const ParamSet p = board_params();
+  SweepOptions o;
+  o.grid.push_back(parse_axis(p, "clock_mhz=100,125,142.86,200"));
+  o.tokens = 2;
+  o.jobs = 1;
+  const SweepResult serial = run_sweep(p, o);
+  ASSERT_EQ(serial.points.size(), 4u);
+  EXPECT_FALSE(serial.base_check.empty());
+  const auto& p100 = serial.points[0];
+  const auto& p125 = serial.points[1];
+  const auto& p143 = serial.points[2];
+  const auto& p200 = serial.points[3];
+  EXPECT_LT(p100.tok_s, p125.tok_s);                // the ports bind below 125 MHz
+  EXPECT_LE(p200.tok_s, p125.tok_s * 1.03);         // the DDR wall binds above it
+  EXPECT_EQ(p143.timing, "fails timing (board)");
+  EXPECT_EQ(p125.timing, "met (board)");
+  EXPECT_GT(p125.wall_pct, 50.0);
+  // The same points in two worker processes: the same figures.
+  o.jobs = 2;
+  o.check_model.clear();
+  const SweepResult par = run_sweep(p, o);
+  ASSERT_EQ(par.points.size(), serial.points.size());
+  for (size_t i = 0; i < par.points.size(); ++i) {
+    EXPECT_EQ(par.points[i].values, serial.points[i].values);
+    EXPECT_DOUBLE_EQ(par.points[i].total_ms, serial.points[i].total_ms);
+    EXPECT_EQ(par.points[i].dma_calls, serial.points[i].dma_calls);
+  }
+  const std::string csv = sweep_csv(par);
+  EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing\n", 0), 0u);
+  EXPECT_NE(csv.find("142.86,"), std::string::npos);
+}
+
+TEST(Sweep, TwoAxesMakeTheProduct) {
+  const ParamSet p = board_params();
+  SweepOptions o;
+  o.grid.push_back(parse_axis(p, "clock_mhz=100,125"));
+  o.grid.push_back(parse_axis(p, "dma.length_bits=18,23"));
+  o.tokens = 1;
+  o.check_model.clear();
+  const SweepResult r = run_sweep(p, o);
+  ASSERT_EQ(r.points.size(), 4u);
+  // An 18-bit length register splits the long matmul streams into more calls.
+  EXPECT_GT(r.points[0].dma_calls, r.points[1].dma_calls);
+}
+
+}  // namespace
+}  // namespace bitsim::sim
