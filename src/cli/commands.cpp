@@ -426,6 +426,7 @@ int main(int argc, char** argv) {
   runc->add_flag("--legacy-attention", run.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
   runc->add_flag("--json", run.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
   runc->add_flag("--quiet", run.quiet, "No progress lines on stderr");
+  runc->add_option("--trace", run.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
 
   ConfigArgs cfg;
   auto* confc = app.add_subcommand("config", "Print the board config: --dump for every key with its documentation, else the keys that differ from the defaults");

@@ -92,13 +92,16 @@ void TokenLoop::set_position(int pos) {
 
 void TokenLoop::cpu(CpuStep step, uint64_t elements, uint64_t bytes) {
   const uint64_t ps = cpu_.step_ps(step, elements, bytes);
+  const uint64_t begin = ps_.now_ps();
   ps_.spend(ps);
   t_->cpu_ps += ps;
+  if (observer_) observer_->cpu_step(step, elements, bytes, pos_, layer_, begin, ps_.now_ps());
 }
 
 void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
   // CPU: header + x into each lane's stream slot.
   const size_t xbytes = (size_t(g.n) + 7) / 8 * 8;
+  int part = 0;
   for (const MatmulCall& call : g.calls) {
     for (const LaneStream& s : call.lane) {
       scratch_.assign(16 + xbytes, 0);
@@ -110,6 +113,8 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
     const uint64_t t0 = ps_.now_ps();
     driver_.matmul(call, g.n);
     t_->matmul_ps += ps_.now_ps() - t0;
+    if (observer_) observer_->call("matmul", g.name, part, pos_, layer_, t0, ps_.now_ps());
+    ++part;
     ++t_->matmul_calls;
     t_->dma_transfers += 4;
     for (int lane = 0; lane < kLanes; ++lane)
@@ -130,6 +135,9 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   t_ = timing ? timing : &local;
   *t_ = {};
   const uint64_t read0 = ps_.pl_bytes_read();
+  const uint64_t begin = ps_.now_ps();
+  token_ = token;
+  layer_ = -1;
   const int T = pos_ + 1;
 
   std::vector<float> h(model_.embedding(token), model_.embedding(token) + H);
@@ -142,6 +150,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   std::vector<int32_t> res(size_t(49 * 2 * map_.heads_per_lane()));
 
   for (int l = 0; l < c.num_layers; ++l) {
+    layer_ = l;
     const model::LayerWeights& L = model_.layers[l];
     // 1. input RMSNorm, quantize x.
     num::rmsnorm(h.data(), L.input_norm.data(), H, eps, a.data());
@@ -200,6 +209,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
     const uint64_t b0 = ps_.pl_bytes_read();
     driver_.attention(work, written);
     t_->attention_ps += ps_.now_ps() - t0;
+    if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos_, l, t0, ps_.now_ps());
     t_->attention_bytes += ps_.pl_bytes_read() - b0;
     ++t_->attention_calls;
     t_->dma_transfers += 4;
@@ -254,6 +264,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
     emit(probe, l, "residual", h.data(), H);
   }
   // Final RMSNorm, quantize, lm_head (split by lane and by the length limit), dequantize.
+  layer_ = -1;
   num::rmsnorm(h.data(), model_.final_norm.data(), H, eps, a.data());
   cpu(CpuStep::RmsNorm, H);
   const float s = num::quantize_activations(a.data(), H, xq.data());
@@ -267,6 +278,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   cpu(CpuStep::Argmax, uint64_t(c.vocab_size));
   emit(probe, -1, "logits", logits.data(), c.vocab_size);
   t_->bytes_read = ps_.pl_bytes_read() - read0;
+  if (observer_) observer_->token(pos_, token_, begin, ps_.now_ps());
   ++pos_;
   t_ = nullptr;
   return logits;

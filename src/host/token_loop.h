@@ -6,6 +6,7 @@
 // The CPU steps use the numerics library (the same float sequences as the golden
 // reference) and advance simulated time by the CPU cost model.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "golden/board_reference.h"
@@ -27,6 +28,25 @@ struct TokenTiming {
   uint64_t attention_bytes = 0; // ... of which during the attention calls
   uint64_t matmul_calls = 0, attention_calls = 0;
   int multiplier_lowered = 0;   // heads whose shift S was lowered for m to fit 18 bits
+};
+
+// Sees where the host program's simulated time goes (e.g. sim/trace.h's TraceWriter). The
+// calls cost no simulated time. `position` is the token's position in the context (the
+// step's index in a run from position 0); `layer` is -1 outside the decoder layers
+// (embedding, final norm, lm_head, argmax).
+struct StepObserver {
+  virtual ~StepObserver() = default;
+  // One token step, from its first CPU step to the end of its last.
+  virtual void token(int /*position*/, int /*token_id*/, uint64_t /*begin_ps*/, uint64_t /*end_ps*/) {}
+  // One CPU step (TokenLoop::cpu): `elements` and `bytes` as the cost model charged them.
+  virtual void cpu_step(CpuStep /*step*/, uint64_t /*elements*/, uint64_t /*bytes*/, int /*position*/,
+                        int /*layer*/, uint64_t /*begin_ps*/, uint64_t /*end_ps*/) {}
+  // One driver call (DmaDriver::matmul or ::attention), programming to the wait's return.
+  // kind "matmul" or "attention"; group the matmul group's name ("layer 3 qkv", "lm_head")
+  // or "layer 3 attention"; part the call's index within its group (the length limit
+  // splits a group).
+  virtual void call(const char* /*kind*/, const std::string& /*group*/, int /*part*/, int /*position*/,
+                    int /*layer*/, uint64_t /*begin_ps*/, uint64_t /*end_ps*/) {}
 };
 
 struct TokenLoopOptions {
@@ -51,6 +71,8 @@ class TokenLoop {
   // Timing-only runs at a context T: the KV cache is taken as already holding T rows.
   void set_position(int pos);
   const DmaDriver& driver() const { return driver_; }
+  // Optional; not owned. Observing spends no simulated time.
+  void set_observer(StepObserver* observer) { observer_ = observer; }
 
  private:
   // y = BitLinear over a matrix group: CPU writes header + x, the board computes, the CPU
@@ -69,6 +91,8 @@ class TokenLoop {
   int pos_ = 0;
   TokenTiming* t_ = nullptr;
   std::vector<uint8_t> scratch_;
+  StepObserver* observer_ = nullptr;
+  int token_ = 0, layer_ = -1;  // the token id and layer being run (for the observer)
 };
 
 }  // namespace bitsim::host

@@ -2,18 +2,22 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "golden/board_reference.h"
 #include "host/cycle_platform.h"
 #include "host/fast_platform.h"
+#include "hw/clock.h"
 #include "hw/fast_board.h"
 #include "host/token_loop.h"
 #include "hw/sim_context.h"
 #include "model/error.h"
 #include "sim/board_config.h"
 #include "sim/sampler.h"
+#include "sim/trace.h"
 
 namespace bitsim::sim {
 
@@ -116,6 +120,16 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const host::MemoryMap map(mc, cfg.memory);
   if (cfg.memory.int8_lm_head)
     throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
+  std::unique_ptr<TraceWriter> tracer;
+  if (!req.trace_file.empty()) {
+    // Refused now rather than after the run; an existing file is left as it is until then.
+    const bool existed = std::filesystem::exists(req.trace_file);
+    if (!std::ofstream(req.trace_file, std::ios::binary | std::ios::app))
+      throw Error(fmt::format("--trace {}: cannot open the file for writing", req.trace_file));
+    if (!existed) std::filesystem::remove(req.trace_file);
+    tracer = std::make_unique<TraceWriter>();
+  }
+  const uint64_t period_ps = hw::clock_period_ps(cfg.board.clock.mhz);
 
   status(fmt::format("loading {} ...", res.model));
   auto t0 = Clock::now();
@@ -197,11 +211,13 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     session.bind(&platform);
     host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
     loop_ptr = &loop;
+    loop.set_observer(tracer.get());
     status("writing the packed weights image into the simulated DDR ...");
     loop.load_weights();
     status(fmt::format("running on the simulated board (fast fidelity, PL clock {} MHz) ...", cfg.board.clock.mhz));
     program();
     res.fast = board.stats();
+    if (tracer) tracer->add_transfers(platform.transfers(), period_ps);
   } else {
     hw::FreshSimContext context;
     hw::Board board("board", cfg.board);
@@ -211,6 +227,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     session.bind(&platform);
     host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
     loop_ptr = &loop;
+    loop.set_observer(tracer.get());
     status("writing the packed weights image into the simulated DDR ...");
     loop.load_weights();
     status(fmt::format("running on the simulated board (cycle fidelity, PL clock {} MHz) ...", cfg.board.clock.mhz));
@@ -218,6 +235,18 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     sc_core::sc_start();
     if (ps.failure()) std::rethrow_exception(ps.failure());
     if (!ps.finished()) throw Error("simulation ended before the host program finished");
+    if (tracer) tracer->add_transfers(platform.transfers(), period_ps);
+  }
+  if (tracer) {
+    status(fmt::format("writing the trace to {} ...", req.trace_file));
+    tracer->set_other("model", res.model);
+    tracer->set_other("shape", res.shape);
+    tracer->set_other("fidelity", res.fidelity);
+    tracer->set_other("pl_clock_mhz", cfg.board.clock.mhz);
+    tracer->set_other("pl_clock_period_ps", period_ps);
+    tracer->set_other("prompt_tokens", res.prompt_tokens);
+    tracer->set_other("tokens", res.tokens.size());
+    tracer->write_file(req.trace_file);
   }
   res.generated_text += decoder.flush();
   res.wall_s = seconds_since(t_start);

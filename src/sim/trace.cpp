@@ -1,0 +1,248 @@
+#include "sim/trace.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::sim {
+
+namespace {
+constexpr const char* kDma[4] = {"mm0", "mm1", "at0", "at1"};
+constexpr const char* kChannel[2] = {"MM2S", "S2MM"};
+
+const char* cat_name(TraceWriter::Cat c) {
+  switch (c) {
+    case TraceWriter::Cat::Token: return "token";
+    case TraceWriter::Cat::Layer: return "layer";
+    case TraceWriter::Cat::Cpu: return "cpu";
+    case TraceWriter::Cat::Driver: return "driver";
+    case TraceWriter::Cat::Engine: return "engine";
+    default: return "dma";
+  }
+}
+
+// Picoseconds as microseconds, exactly (6 decimals).
+std::string us(uint64_t ps) { return fmt::format("{}.{:06}", ps / 1000000, ps % 1000000); }
+
+// "layer 3 gate_up" -> "gate_up"; "lm_head" -> "lm_head".
+std::string short_group(const std::string& group) {
+  if (group.rfind("layer ", 0) == 0) {
+    const size_t sp = group.find(' ', 6);
+    if (sp != std::string::npos) return group.substr(sp + 1);
+  }
+  return group;
+}
+}  // namespace
+
+uint32_t TraceWriter::intern(const std::string& s) {
+  auto [it, inserted] = string_ids_.try_emplace(s, uint32_t(strings_.size()));
+  if (inserted) strings_.push_back(s);
+  return it->second;
+}
+
+void TraceWriter::close_layer() {
+  if (layer_open_) spans_.push_back(layer_);
+  layer_open_ = false;
+}
+
+void TraceWriter::token(int position, int token_id, uint64_t begin_ps, uint64_t end_ps) {
+  close_layer();
+  Span s;
+  s.begin_ps = begin_ps;
+  s.end_ps = end_ps;
+  s.pid = trace::kPsPid;
+  s.tid = trace::kHostTid;
+  s.token = position;
+  s.token_id = token_id;
+  s.cat = Cat::Token;
+  s.name = intern(fmt::format("token {}", position));
+  spans_.push_back(s);
+}
+
+void TraceWriter::cpu_step(host::CpuStep step, uint64_t elements, uint64_t bytes, int position, int layer,
+                           uint64_t begin_ps, uint64_t end_ps) {
+  Span s;
+  s.begin_ps = begin_ps;
+  s.end_ps = end_ps;
+  s.pid = trace::kPsPid;
+  s.tid = trace::kHostTid;
+  s.token = position;
+  s.layer = layer;
+  s.cat = Cat::Cpu;
+  s.name = intern(host::cpu_step_name(step));
+  s.elements = elements;
+  s.bytes = bytes;
+  spans_.push_back(s);
+  if (layer < 0) {
+    close_layer();
+  } else if (layer_open_ && layer_.token == position && layer_.layer == layer) {
+    layer_.end_ps = end_ps;
+  } else {
+    close_layer();
+    layer_ = Span{};
+    layer_.begin_ps = begin_ps;
+    layer_.end_ps = end_ps;
+    layer_.pid = trace::kPsPid;
+    layer_.tid = trace::kHostTid;
+    layer_.token = position;
+    layer_.layer = layer;
+    layer_.cat = Cat::Layer;
+    layer_.name = intern(fmt::format("layer {}", layer));
+    layer_open_ = true;
+  }
+}
+
+void TraceWriter::call(const char* kind, const std::string& group, int part, int position, int layer,
+                       uint64_t begin_ps, uint64_t end_ps) {
+  const bool attention = std::string(kind) == "attention";
+  const uint32_t name = intern(attention ? std::string("attention") : fmt::format("{} {}", kind, short_group(group)));
+  Span s;
+  s.begin_ps = begin_ps;
+  s.end_ps = end_ps;
+  s.pid = trace::kPsPid;
+  s.tid = trace::kHostTid;
+  s.token = position;
+  s.layer = layer;
+  s.cat = Cat::Driver;
+  s.name = name;
+  s.group = intern(group);
+  s.part = part;
+  spans_.push_back(s);
+  calls_.push_back({begin_ps, end_ps, position, layer, part, attention, name, s.group});
+  // A call extends its layer span as a CPU step does (a layer starts with a CPU step).
+  if (layer >= 0 && layer_open_ && layer_.token == position && layer_.layer == layer) layer_.end_ps = end_ps;
+}
+
+void TraceWriter::add_transfers(const std::vector<host::TransferRecord>& transfers, uint64_t period_ps) {
+  close_layer();
+  // The driver call a transfer ran in: the last call that began at or before its start.
+  auto owner = [&](uint64_t start_ps, bool attention) -> const Call* {
+    auto it = std::upper_bound(calls_.begin(), calls_.end(), start_ps,
+                               [](uint64_t t, const Call& c) { return t < c.begin_ps; });
+    if (it == calls_.begin()) return nullptr;
+    --it;
+    if (start_ps > it->end_ps || it->attention != attention) return nullptr;
+    return &*it;
+  };
+  const uint32_t unknown = intern("unattributed");
+  auto span = [&](Cat cat, int tid, bool attention, uint64_t start, uint64_t completion) {
+    Span s;
+    s.begin_ps = start * period_ps;
+    s.end_ps = std::max(start, completion) * period_ps;
+    s.pid = trace::kPlPid;
+    s.tid = tid;
+    s.cat = cat;
+    s.start_edge = start;
+    s.end_edge = completion;
+    if (const Call* c = owner(s.begin_ps, attention)) {
+      s.token = c->token;
+      s.layer = c->layer;
+      s.name = c->name;
+      s.group = c->group;
+      s.part = c->part;
+    } else {
+      s.token = -1;
+      s.name = s.group = unknown;
+      s.part = 0;
+    }
+    spans_.push_back(s);
+  };
+  // Per DMA, the k-th MM2S transfer and the k-th S2MM transfer belong to the same call.
+  std::vector<const host::TransferRecord*> by[4][2];
+  for (const auto& t : transfers) {
+    if (t.dma < 0 || t.dma > 3 || t.channel < 0 || t.channel > 1) continue;
+    by[t.dma][t.channel].push_back(&t);
+    span(Cat::Dma, trace::dma_tid(t.dma, t.channel), t.dma >= 2, t.start, t.completion);
+  }
+  for (int d = 0; d < 4; ++d) {
+    const size_t n = std::min(by[d][0].size(), by[d][1].size());
+    for (size_t k = 0; k < n; ++k)
+      span(Cat::Engine, trace::engine_tid(d >= 2, d % 2), d >= 2, by[d][0][k]->start, by[d][1][k]->completion);
+  }
+}
+
+void TraceWriter::write(std::ostream& out) const {
+  std::vector<Span> all = spans_;
+  if (layer_open_) all.push_back(layer_);
+  // Chronological; at one time, the longer (enclosing) span first.
+  std::stable_sort(all.begin(), all.end(), [](const Span& a, const Span& b) {
+    if (a.begin_ps != b.begin_ps) return a.begin_ps < b.begin_ps;
+    return a.end_ps - a.begin_ps > b.end_ps - b.begin_ps;
+  });
+  using nlohmann::json;
+  out << "{\"traceEvents\":[\n";
+  bool first = true;
+  auto line = [&](const json& e) {
+    out << (first ? "" : ",\n") << e.dump();
+    first = false;
+  };
+  // Metadata: "process_name" / "thread_name" take args.name, "*_sort_index" args.sort_index.
+  auto meta = [&](const std::string& what, int pid, int tid, json value) {
+    const char* key = what.ends_with("sort_index") ? "sort_index" : "name";
+    line(json{{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", json{{key, std::move(value)}}}});
+  };
+  meta("process_name", trace::kPsPid, 0, "PS (Cortex-A9)");
+  meta("process_sort_index", trace::kPsPid, 0, 1);
+  meta("thread_name", trace::kPsPid, trace::kHostTid, "host program");
+  meta("thread_sort_index", trace::kPsPid, trace::kHostTid, 1);
+  meta("process_name", trace::kPlPid, 0, "PL");
+  meta("process_sort_index", trace::kPlPid, 0, 2);
+  for (int a = 0; a < 2; ++a)
+    for (int lane = 0; lane < 2; ++lane) {
+      const int tid = trace::engine_tid(a == 1, lane);
+      meta("thread_name", trace::kPlPid, tid, fmt::format("{} lane {}", a ? "attention" : "matmul", lane));
+      meta("thread_sort_index", trace::kPlPid, tid, tid);
+    }
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) {
+      const int tid = trace::dma_tid(d, c);
+      meta("thread_name", trace::kPlPid, tid, fmt::format("DMA {} {}", kDma[d], kChannel[c]));
+      meta("thread_sort_index", trace::kPlPid, tid, tid);
+    }
+  for (const Span& s : all) {
+    json args{{"token", s.token}};
+    if (s.layer >= 0) args["layer"] = s.layer;
+    switch (s.cat) {
+      case Cat::Token: args["token_id"] = s.token_id; break;
+      case Cat::Layer: break;
+      case Cat::Cpu:
+        args["elements"] = s.elements;
+        args["bytes"] = s.bytes;
+        break;
+      case Cat::Driver:
+        args["group"] = strings_[s.group];
+        args["part"] = s.part;
+        break;
+      case Cat::Engine:
+      case Cat::Dma:
+        args["group"] = strings_[s.group];
+        args["part"] = s.part;
+        args["start_edge"] = s.start_edge;
+        args["end_edge"] = s.end_edge;
+        args["cycles"] = s.end_edge >= s.start_edge ? s.end_edge - s.start_edge : 0;
+        break;
+    }
+    // ts and dur as exact decimals (a JSON number with 6 decimals), the rest through json.
+    out << (first ? "" : ",\n") << "{\"name\":" << json(strings_[s.name]).dump() << ",\"cat\":\"" << cat_name(s.cat)
+        << "\",\"ph\":\"X\",\"ts\":" << us(s.begin_ps) << ",\"dur\":" << us(s.end_ps - s.begin_ps)
+        << ",\"pid\":" << s.pid << ",\"tid\":" << s.tid << ",\"args\":" << args.dump() << "}";
+    first = false;
+  }
+  json other = other_;
+  other["format"] = "bitsim.trace/1";
+  other["time"] = "ts and dur in microseconds, picosecond precision; PL edge e at e x clock period";
+  out << "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":" << other.dump() << "}\n";
+}
+
+void TraceWriter::write_file(const std::filesystem::path& path) const {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw Error(fmt::format("--trace {}: cannot open the file for writing", path.string()));
+  write(f);
+  f.flush();
+  if (!f) throw Error(fmt::format("--trace {}: write failed", path.string()));
+}
+
+}  // namespace bitsim::sim
