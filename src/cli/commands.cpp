@@ -24,6 +24,7 @@
 #include "sim/board_config.h"
 #include "sim/board_run.h"
 #include "sim/calibrate.h"
+#include "sim/sweep.h"
 #include "sim/bench.h"
 
 namespace bitsim::cli {
@@ -45,6 +46,7 @@ struct InspectArgs {
 
 struct RunArgs {
   sim::BoardRunRequest req{sim::RunRequest{}, sim::board_params()};
+  std::string vcd_window;
   std::string tokenizer;
   std::string config;
   std::vector<std::string> sets;
@@ -205,6 +207,49 @@ int cmd_calibrate(const CalibArgs& a) {
   return 0;
 }
 
+struct SweepArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::vector<std::string> grid;
+  sim::SweepOptions opt;
+  std::string csv, json;
+  bool quiet = false;
+};
+
+int cmd_sweep(SweepArgs& a) {
+  const sim::ParamSet base = load_params(a.config, a.sets);
+  if (a.grid.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
+  for (const auto& g : a.grid) a.opt.grid.push_back(sim::parse_axis(base, g));
+  const bool tty = ::isatty(STDERR_FILENO) && !a.quiet;
+  std::function<void(int, int)> progress;
+  if (tty)
+    progress = [](int done, int total) {
+      const int w = 30, k = total ? done * w / total : w;
+      fmt::print(stderr, "\r[{}{}] {}/{} points", std::string(size_t(k), '#'), std::string(size_t(w - k), ' '), done, total);
+      if (done == total) fmt::print(stderr, "\n");
+    };
+  std::function<void(const std::string&)> status;
+  if (!a.quiet) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+  const sim::SweepResult r = sim::run_sweep(base, a.opt, progress, status);
+  const std::string csv = sim::sweep_csv(r);
+  if (!a.csv.empty()) {
+    std::ofstream f(a.csv);
+    if (!f) throw Error(fmt::format("--csv: cannot write '{}'", a.csv));
+    f << csv;
+  }
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    if (!f) throw Error(fmt::format("--json: cannot write '{}'", a.json));
+    f << sim::sweep_json(r, a.opt).dump(2) << "\n";
+  }
+  fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
+             "every figure simulated\n", r.points.size(), a.opt.context, a.opt.tokens);
+  if (!r.base_check.empty()) fmt::print("base config checked functionally: {}\n", r.base_check);
+  fmt::print("\n{}", csv);
+  fmt::print("\nwall time {:.1f} s ({} job(s))\n", r.wall_s, a.opt.jobs);
+  return 0;
+}
+
 int cmd_config(const ConfigArgs& a) {
   const sim::ParamSet p = load_params(a.config, a.sets);
   if (a.dump) {
@@ -282,6 +327,14 @@ int cmd_run(RunArgs& a) {
   if (!a.tokenizer.empty()) a.req.run.tokenizer = a.tokenizer;
   a.req.params = load_params(a.config, a.sets);
   a.req.check = !a.no_check && !a.req.timing_only;
+  if (!a.vcd_window.empty()) {
+    unsigned long long b = 0, e = 0;
+    char tail = 0;
+    if (std::sscanf(a.vcd_window.c_str(), "%llu:%llu%c", &b, &e, &tail) != 2 || e <= b)
+      throw Error(fmt::format("--vcd-window '{}': expected START:END in PL cycles with END > START", a.vcd_window));
+    a.req.vcd_start = b;
+    a.req.vcd_end = e;
+  }
   sim::BoardRunCallbacks cb;
   if (!a.quiet) cb.on_status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   const bool tty = ::isatty(STDERR_FILENO);
@@ -426,6 +479,8 @@ int main(int argc, char** argv) {
   runc->add_flag("--legacy-attention", run.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
   runc->add_flag("--json", run.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
   runc->add_flag("--quiet", run.quiet, "No progress lines on stderr");
+  runc->add_option("--vcd", run.req.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream valid/ready/last, DMA and engine state) to FILE");
+  runc->add_option("--vcd-window", run.vcd_window, "START:END in PL cycles traced into the VCD (default 0:20000)");
   runc->add_option("--trace", run.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
 
   ConfigArgs cfg;
@@ -433,6 +488,19 @@ int main(int argc, char** argv) {
   confc->add_option("--config", cfg.config, "Board config TOML (default: configs/pynq-z2.toml)");
   confc->add_option("--set", cfg.sets, "Override one config key: KEY=VALUE (repeatable)");
   confc->add_flag("--dump", cfg.dump, "Print the effective config as documented TOML");
+
+  SweepArgs sw;
+  auto* swc = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
+  swc->add_option("--grid", sw.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product")->required();
+  swc->add_option("--tokens", sw.opt.tokens, "Timing-only tokens per point")->check(CLI::Range(1, 64))->capture_default_str();
+  swc->add_option("--context", sw.opt.context, "Context T of the first token")->check(CLI::Range(1, 512))->capture_default_str();
+  swc->add_option("--jobs", sw.opt.jobs, "Worker processes")->check(CLI::Range(1, 64))->capture_default_str();
+  swc->add_option("--csv", sw.csv, "Write the table as CSV to FILE");
+  swc->add_option("--json", sw.json, "Write a bitsim.sweep/1 document to FILE");
+  swc->add_option("--check-model", sw.opt.check_model, "Model of the base config's functional check (empty: skip)")->capture_default_str();
+  swc->add_option("--config", sw.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  swc->add_option("--set", sw.sets, "Override one base config key: KEY=VALUE (repeatable)");
+  swc->add_flag("--quiet", sw.quiet, "No progress on stderr");
 
   CalibArgs val;
   auto* valc = app.add_subcommand("validate", "The simulator against the board's measurements: scenario, T, figure, simulated, board, error %");
@@ -482,6 +550,7 @@ int main(int argc, char** argv) {
     if (*runc) return cmd_run(run);
     if (*confc) return cmd_config(cfg);
     if (*valc) return cmd_validate(val);
+    if (*swc) return cmd_sweep(sw);
     if (*calc) return cmd_calibrate(cal);
     if (*benchc) return cmd_bench(bench);
   } catch (const bitsim::Error& e) {

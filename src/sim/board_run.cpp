@@ -12,6 +12,7 @@
 #include "host/fast_platform.h"
 #include "hw/clock.h"
 #include "hw/fast_board.h"
+#include "hw/vcd_probe.h"
 #include "host/token_loop.h"
 #include "hw/sim_context.h"
 #include "model/error.h"
@@ -86,6 +87,8 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (rr.prompt.empty()) throw Error("--prompt: the prompt is empty");
   if (req.fidelity != "cycle" && req.fidelity != "fast")
     throw Error(fmt::format("--fidelity {}: expected cycle or fast", req.fidelity));
+  if (!req.vcd_file.empty() && req.fidelity != "cycle")
+    throw Error("--vcd: the clocked signals exist in --fidelity cycle only");
   if (req.timing_only && req.fidelity != "fast")
     throw Error("--timing-only: needs --fidelity fast (the clocked engines always compute)");
   if (req.timing_only && req.check)
@@ -223,6 +226,9 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     hw::Board board("board", cfg.board);
     host::Ps ps("ps", [&](host::Ps&) { program(); });
     ps.bus.bind(board.ps_bus);
+    std::unique_ptr<hw::VcdProbe> vcd;
+    if (!req.vcd_file.empty())
+      vcd = std::make_unique<hw::VcdProbe>("vcd", board, hw::VcdConfig{req.vcd_file, req.vcd_start, req.vcd_end});
     host::CyclePlatform platform(ps, board);
     session.bind(&platform);
     host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
@@ -235,6 +241,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     sc_core::sc_start();
     if (ps.failure()) std::rethrow_exception(ps.failure());
     if (!ps.finished()) throw Error("simulation ended before the host program finished");
+    if (vcd) vcd->close();
     if (tracer) tracer->add_transfers(platform.transfers(), period_ps);
   }
   if (tracer) {

@@ -37,6 +37,8 @@ struct BoardRunRequest {
   std::string fidelity = "fast";     // fast (default) or cycle: the same cycle counts
   bool timing_only = false;          // fast only: the engines skip the arithmetic (needs check off)
   bool check = true;              // compare every token's logits with the golden reference
+  std::string vcd_file;           // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
+  uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file;         // when set: write a Chrome trace of the run there (sim/trace.h)
   // Test hook: called in the PS thread before each token step (after the weights are in
   // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.

@@ -337,3 +337,39 @@ TEST(Cli, ValidateJsonHasTwelveBoardRowsWithinTwoPercent) {
   EXPECT_GE(board, 12);
 }
 }  // namespace
+
+namespace {
+TEST(Cli, VcdOfTheClockedSignalsStaysInsideItsWindow) {
+  TempDir d;
+  const std::string vcd = (d.path() / "run.vcd").string();
+  const auto r = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --fidelity cycle --quiet --vcd " + vcd +
+                        " --vcd-window 1000:1500");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(vcd);
+  ASSERT_TRUE(f.good()) << vcd;
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  for (const char* sig : {"matmul_lane0_input_tvalid", "matmul_lane0_input_tready", "matmul_lane1_result_tlast",
+                          "attention_lane1_input_tvalid", "dma_mm0_mm2s_active", "attention_lane0_busy"})
+    EXPECT_TRUE(contains(text, sig)) << sig;
+  // Time stamps (ps) after the header: all inside the window, apart from the initial dump.
+  const double period_ps = 8000;
+  size_t pos = text.find("$enddefinitions");
+  ASSERT_NE(pos, std::string::npos);
+  int stamps = 0;
+  // SystemC writes one closing time stamp, with no value after it, when the file closes.
+  const size_t closing = text.rfind("\n#");
+  while ((pos = text.find("\n#", pos)) != std::string::npos) {
+    const double t = std::stod(text.substr(pos + 2));
+    if (t > 0 && pos != closing) {
+      EXPECT_GE(t, 1000 * period_ps) << t;
+      EXPECT_LE(t, 1500 * period_ps) << t;
+      ++stamps;
+    }
+    pos += 2;
+  }
+  EXPECT_GT(stamps, 100);
+  const auto fast = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --vcd " + vcd);
+  EXPECT_EQ(fast.code, 2);
+  EXPECT_TRUE(contains(fast.err, "--vcd")) << fast.err;
+}
+}  // namespace

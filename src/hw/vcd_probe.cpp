@@ -1,0 +1,74 @@
+#include "hw/vcd_probe.h"
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::hw {
+
+VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& config)
+    : sc_core::sc_module(name), board_(board), config_(config) {
+  if (config_.end <= config_.start) throw Error(fmt::format("--vcd-window {}:{}: END must be after START", config_.start, config_.end));
+  std::string base = config_.path;
+  if (base.size() > 4 && base.substr(base.size() - 4) == ".vcd") base.resize(base.size() - 4);
+  file_ = sc_core::sc_create_vcd_trace_file(base.c_str());
+  if (!file_) throw Error(fmt::format("--vcd: cannot create '{}'", config_.path));
+  file_->set_time_unit(1, sc_core::SC_PS);
+  const char* eng[2] = {"matmul", "attention"};
+  for (int e = 0; e < 2; ++e)
+    for (int lane = 0; lane < 2; ++lane)
+      for (int dir = 0; dir < 2; ++dir) {
+        const AxiStream* f = e == 0 ? &(dir ? board.matmul().out(lane) : board.matmul().in(lane))
+                                    : &(dir ? board.attention().out(lane) : board.attention().in(lane));
+        streams_.push_back(Stream{f});
+      }
+  size_t k = 0;
+  for (int e = 0; e < 2; ++e)
+    for (int lane = 0; lane < 2; ++lane)
+      for (int dir = 0; dir < 2; ++dir) {
+        const std::string n = fmt::format("{}_lane{}_{}", eng[e], lane, dir ? "result" : "input");
+        sc_core::sc_trace(file_, streams_[k].valid, n + "_tvalid");
+        sc_core::sc_trace(file_, streams_[k].ready, n + "_tready");
+        sc_core::sc_trace(file_, streams_[k].last, n + "_tlast");
+        ++k;
+      }
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c)
+      sc_core::sc_trace(file_, dma_active_[d][c], fmt::format("dma_{}_{}_active", board_map::kDmaName[d], c ? "s2mm" : "mm2s"));
+  for (int lane = 0; lane < 2; ++lane) {
+    sc_core::sc_trace(file_, matmul_busy_[lane], fmt::format("matmul_lane{}_busy", lane));
+    sc_core::sc_trace(file_, attention_busy_[lane], fmt::format("attention_lane{}_busy", lane));
+  }
+  sc_core::sc_trace(file_, clk_, "clk_edge_parity");
+  sc_core::sc_trace(file_, cycle_, "cycle");
+  SC_METHOD(sample);
+  sensitive << board.clock().posedge();
+  dont_initialize();
+}
+
+VcdProbe::~VcdProbe() { close(); }
+
+void VcdProbe::close() {
+  if (file_) sc_core::sc_close_vcd_trace_file(file_);
+  file_ = nullptr;
+}
+
+void VcdProbe::sample() {
+  const uint64_t c = board_.clock().cycle();
+  if (c < config_.start || c >= config_.end) return;  // outside the window the shadows hold still
+  cycle_ = c;
+  clk_ = !clk_;
+  for (auto& s : streams_) {
+    s.valid = s.fifo->valid();
+    s.ready = s.fifo->ready();
+    s.last = s.valid && s.fifo->front().last;
+  }
+  for (int d = 0; d < 4; ++d)
+    for (int ch = 0; ch < 2; ++ch) dma_active_[d][ch] = board_.dma(DmaId(d)).active(DmaChannel(ch));
+  for (int lane = 0; lane < 2; ++lane) {
+    matmul_busy_[lane] = board_.matmul().busy(lane);
+    attention_busy_[lane] = board_.attention().busy(lane);
+  }
+}
+
+}  // namespace bitsim::hw
