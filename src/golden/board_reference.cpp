@@ -127,9 +127,11 @@ struct Linear {
   }
 };
 
+// `with_logits` false stops after the last layer (the calibration pass needs only K and V).
 std::vector<float> token_forward(const TernaryModel& m, const num::RopeTable& rope, int token,
                                  int pos, const MatvecStep& matvec,
-                                 const AttentionStep& attention, const Probe& probe) {
+                                 const AttentionStep& attention, const Probe& probe,
+                                 bool with_logits = true) {
   const auto& c = m.config;
   const int H = c.hidden_size, F = c.intermediate_size, heads = c.num_heads;
   const float eps = c.rms_norm_eps;
@@ -180,6 +182,7 @@ std::vector<float> token_forward(const TernaryModel& m, const num::RopeTable& ro
     num::add_inplace(h.data(), d.data(), H);
     emit(probe, l, "residual", h.data(), H);
   }
+  if (!with_logits) return {};
   // Final RMSNorm, quantize, ternary lm_head, dequantize.
   num::rmsnorm(h.data(), m.final_norm.data(), H, eps, a.data());
   const float s = num::quantize_activations(a.data(), H, xq.data());
@@ -250,7 +253,7 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
     }
   };
   for (; pos < int(tokens.size()); ++pos)
-    token_forward(m, rope, tokens[pos], pos, matvec, attention, {});
+    token_forward(m, rope, tokens[pos], pos, matvec, attention, {}, /*with_logits=*/false);
   KvScales scales;
   scales.k.resize(kmax.size());
   scales.v.resize(vmax.size());
