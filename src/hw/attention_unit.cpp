@@ -126,6 +126,7 @@ void AttentionUnit::on_clock() {
     next_trigger();
     return;
   }
+  if (clock_.stop_requested()) return;
   const uint64_t c = clock_.cycle();
   bool active = false;
   for (Lane& l : lanes_) active |= step_lane(l, c);
@@ -135,7 +136,7 @@ void AttentionUnit::on_clock() {
   }
 }
 
-bool AttentionUnit::step_lane(Lane& l, uint64_t c) {
+[[gnu::always_inline]] inline bool AttentionUnit::step_lane(Lane& l, uint64_t c) {
   AxiStream& in = *l.in;
   AxiStream& out = *l.out;
   bool more_input = false;

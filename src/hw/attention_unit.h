@@ -173,7 +173,7 @@ class AttentionUnit : public sc_core::sc_module {
   };
 
   void on_clock();
-  bool step_lane(Lane& l, uint64_t c);
+  inline bool step_lane(Lane& l, uint64_t c);  // inlined into on_clock
   void take_beat(Lane& l, const StreamBeat& b, uint64_t c);
   void finish_head(Lane& l, bool tlast, uint64_t c);
   void fail(Lane& l, AttentionError e, int row, bool tlast, uint64_t c);

@@ -254,24 +254,27 @@ void AxiDma::tick() {
     sleeping_ = false;
     return;
   }
+  if (clock_.stop_requested()) return;
   const uint64_t now = clock_.cycle();
   for (Channel& c : ch_)
     if (c.phase == Phase::kStart && now >= c.start_cycle) begin(c, now);
-  sg_returns(now);
+  // Without the SG engine nothing ever travels on the SG link.
+  if (config_.has_sg) sg_returns(now);
   mm2s_data(ch_[0], now);
   s2mm_data(ch_[1], now);
-  sg_issue(now);
+  if (config_.has_sg) sg_issue(now);
 
   for (Channel& c : ch_)
     if (c.reset_pending && drained(c)) {
       c.reset_pending = false;
       c.dmacr &= ~kCrReset;
     }
-  const auto irq = [](const Channel& c) {
-    return ((c.dmasr & kSrIocIrq) && (c.dmacr & kCrIocIrqEn)) || ((c.dmasr & kSrErrIrq) && (c.dmacr & kCrErrIrqEn));
-  };
-  if (mm2s_introut.read() != irq(ch_[0])) mm2s_introut.write(irq(ch_[0]));
-  if (s2mm_introut.read() != irq(ch_[1])) s2mm_introut.write(irq(ch_[1]));
+  // (IOC_Irq and IOC_IrqEn) or (Err_Irq and Err_IrqEn): the enables sit at the status bits.
+  static_assert(kSrIocIrq == kCrIocIrqEn && kSrErrIrq == kCrErrIrqEn);
+  const auto irq = [](const Channel& c) { return (c.dmasr & c.dmacr & (kSrIocIrq | kSrErrIrq)) != 0; };
+  const bool mm2s_irq = irq(ch_[0]), s2mm_irq = irq(ch_[1]);
+  if (mm2s_introut.read() != mm2s_irq) mm2s_introut.write(mm2s_irq);
+  if (s2mm_introut.read() != s2mm_irq) s2mm_introut.write(s2mm_irq);
 
   // Sleep while nothing can happen without a register write (or, for an S2MM transfer
   // waiting for its stream, a stream beat).
@@ -321,7 +324,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
   c.data_first_beat = false;
 }
 
-void AxiDma::mm2s_data(Channel& c, uint64_t now) {
+[[gnu::always_inline]] inline void AxiDma::mm2s_data(Channel& c, uint64_t now) {
   AxiMmLink& l = m_axi_mm2s;
   if (l.r.valid()) {
     if (c.discard_beats > 0) {
@@ -371,7 +374,7 @@ void AxiDma::mm2s_data(Channel& c, uint64_t now) {
   }
 }
 
-void AxiDma::s2mm_data(Channel& c, uint64_t now) {
+[[gnu::always_inline]] inline void AxiDma::s2mm_data(Channel& c, uint64_t now) {
   AxiMmLink& l = m_axi_s2mm;
   AxiDmaChannelStats& st = stats_.s2mm;
   if (l.b.valid()) {
@@ -398,11 +401,11 @@ void AxiDma::s2mm_data(Channel& c, uint64_t now) {
       else if (c.done_beats == c.xfer_beats)
         c.ended = true;
     }
-    if (c.data_first_beat && now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) && l.aw.ready() &&
-        !c.write_reqs.full()) {
-      const uint32_t unrequested = c.done_beats - c.req_beats;
+    const uint32_t unrequested = c.done_beats - c.req_beats;  // received beats without a write request
+    if (unrequested > 0 && c.data_first_beat && now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) &&
+        l.aw.ready() && !c.write_reqs.full()) {
       const uint32_t chunk = request_beats(c.xfer_addr, c.xfer_beats - c.req_beats);
-      if (unrequested > 0 && (unrequested >= chunk || c.ended)) {
+      if (unrequested >= chunk || c.ended) {
         const uint32_t beats = std::min(chunk, unrequested);
         l.aw.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
         c.xfer_addr += beats * kBeatBytes;
@@ -436,7 +439,7 @@ void AxiDma::s2mm_data(Channel& c, uint64_t now) {
     data_done(c, now);
 }
 
-void AxiDma::sg_returns(uint64_t now) {
+[[gnu::always_inline]] inline void AxiDma::sg_returns(uint64_t now) {
   AxiMmLink& l = m_axi_sg;
   if (l.r.valid()) {
     if (sg_reads_.empty()) throw Error(std::string(name()) + ": SG read beat with no fetch in flight");
@@ -466,7 +469,10 @@ void AxiDma::sg_returns(uint64_t now) {
   }
 }
 
-void AxiDma::sg_issue(uint64_t now) {
+[[gnu::always_inline]] inline void AxiDma::sg_issue(uint64_t now) {
+  const auto fetch_due = [&](const Channel& c) { return c.phase == Phase::kFetchWait && now >= c.action_cycle; };
+  const auto write_back_due = [](const Channel& c) { return c.phase == Phase::kWriteBack && !c.wb_issued; };
+  if (!fetch_due(ch_[0]) && !fetch_due(ch_[1]) && !write_back_due(ch_[0]) && !write_back_due(ch_[1])) return;
   AxiMmLink& l = m_axi_sg;
   for (int k = 0; k < 2; ++k) {  // one descriptor fetch per edge, the channels taking turns
     const int i = (sg_read_rr_ + k) & 1;

@@ -192,10 +192,11 @@ class AxiDma : public sc_core::sc_module {
   void tick();
   void end_of_elaboration() override;
   void begin(Channel& c, uint64_t now);
-  void mm2s_data(Channel& c, uint64_t now);
-  void s2mm_data(Channel& c, uint64_t now);
-  void sg_returns(uint64_t now);
-  void sg_issue(uint64_t now);
+  // Per-edge parts of tick(), inlined into it (defined in axi_dma.cpp only).
+  inline void mm2s_data(Channel& c, uint64_t now);
+  inline void s2mm_data(Channel& c, uint64_t now);
+  inline void sg_returns(uint64_t now);
+  inline void sg_issue(uint64_t now);
   void on_descriptor(Channel& c, uint64_t now);
   void on_writeback(Channel& c, bool error, uint64_t now);
   void data_done(Channel& c, uint64_t now);

@@ -26,6 +26,9 @@ class Clock : public sc_core::sc_module {
   // at time 0.
   uint64_t cycle() const { return cycle_; }
   const sc_core::sc_time& period() const { return period_; }
+  // True at an edge whose time step stopped the simulation (sc_stop by the PS before the
+  // modules evaluated): the modules skip it, as if it had never come.
+  bool stop_requested() const { return simcontext()->sim_status() != sc_core::SC_SIM_OK; }
   double mhz() const { return config_.mhz; }
 
  private:
@@ -33,6 +36,7 @@ class Clock : public sc_core::sc_module {
   ClockConfig config_;
   sc_core::sc_time period_;
   sc_core::sc_event posedge_;
+  sc_core::sc_event next_edge_;  // timed, one period ahead: cheaper than next_trigger(period)
   uint64_t cycle_ = 0;
   bool started_ = false;
 };

@@ -27,25 +27,26 @@ namespace detail {
 template <typename T>
 class FixedRing {
  public:
-  explicit FixedRing(size_t capacity = 1) : buf_(capacity) {}
+  explicit FixedRing(size_t capacity = 1) : buf_(capacity), cap_(capacity) {}
   void reset(size_t capacity) {
     buf_.assign(capacity, T{});
+    cap_ = capacity;
     head_ = count_ = 0;
   }
   bool empty() const { return count_ == 0; }
-  bool full() const { return count_ == buf_.size(); }
+  bool full() const { return count_ == cap_; }
   size_t size() const { return count_; }
-  size_t capacity() const { return buf_.size(); }
+  size_t capacity() const { return cap_; }
   T& front() { return buf_[head_]; }
   const T& front() const { return buf_[head_]; }
-  T& at(size_t i) { return buf_[(head_ + i) % buf_.size()]; }
+  T& at(size_t i) { return buf_[wrap(head_ + i)]; }
   T& back() { return at(count_ - 1); }
   void push_back(const T& item) {
-    buf_[(head_ + count_) % buf_.size()] = item;
+    buf_[wrap(head_ + count_)] = item;
     ++count_;
   }
   void pop_front() {
-    head_ = (head_ + 1) % buf_.size();
+    if (++head_ == cap_) head_ = 0;
     --count_;
   }
   void clear() { head_ = count_ = 0; }
@@ -54,7 +55,9 @@ class FixedRing {
   }
 
  private:
+  size_t wrap(size_t i) const { return i >= cap_ ? i - cap_ : i; }  // i < 2 cap
   std::vector<T> buf_;
+  size_t cap_ = 0;
   size_t head_ = 0, count_ = 0;
 };
 }  // namespace detail
@@ -195,6 +198,9 @@ class Ddr : public sc_core::sc_module {
   void bus_read_beat(uint64_t addr, uint64_t& data) const;
   void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
   void accept(PortState& p, int index, uint64_t now);
+  // One beat of a slot (tick), inlined into it (defined in ddr.cpp only).
+  inline bool move_read(PortState& p, DdrPortStats& ps, uint64_t now);
+  inline bool move_write(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);
   void note_busy(DdrPortStats& s, uint64_t now);
 
   const Clock& clock_;
@@ -206,6 +212,7 @@ class Ddr : public sc_core::sc_module {
   uint64_t last_refill_cycle_ = 0;
   bool refilled_once_ = false;
   int rr_start_ = 0;  // slot visited first at the next edge
+  size_t in_flight_ = 0;  // bursts held over all ports (reads, writes, responses to send)
   std::vector<PortState> ports_;
   std::vector<std::unique_ptr<uint8_t[]>> pages_;
   std::function<void(uint64_t, size_t)> listener_;

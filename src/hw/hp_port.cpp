@@ -1,6 +1,7 @@
 #include "hw/hp_port.h"
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@ namespace bitsim::hw {
 namespace {
 constexpr uint64_t kBeatBytes = 8;
 constexpr uint64_t kBoundary = 4096;  // AXI: a burst never crosses a 4 KB boundary
+constexpr size_t kMaxMasters = 64;    // one bit each in the request masks
 }  // namespace
 
 HpPort::HpPort(sc_core::sc_module_name name, const Clock& clock, const HpPortConfig& config, DdrPortLink& ddr)
@@ -36,6 +38,8 @@ HpPort::HpPort(sc_core::sc_module_name name, const Clock& clock, const HpPortCon
 void HpPort::attach(AxiMmLink& master) {
   if (elaborated_)
     throw Error(std::string(name()) + ": attach(" + master.name() + ") after the simulation was elaborated");
+  if (masters_.size() == kMaxMasters)
+    throw Error(fmt::format("{}: attach({}): at most {} masters per port", name(), master.name(), kMaxMasters));
   Master m;
   m.link = &master;
   masters_.push_back(m);
@@ -43,11 +47,21 @@ void HpPort::attach(AxiMmLink& master) {
 
 void HpPort::end_of_elaboration() {
   elaborated_ = true;
-  for (auto& m : masters_) {
-    wake_ |= m.link->ar.written_event();
-    wake_ |= m.link->aw.written_event();
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    AxiMmLink& l = *masters_[i].link;
+    wake_ |= l.ar.written_event();
+    wake_ |= l.aw.written_event();
+    l.ar.watch_valid(&ar_valid_, uint64_t(1) << i);
+    l.aw.watch_valid(&aw_valid_, uint64_t(1) << i);
   }
   if (masters_.empty()) wake_ |= ddr_.r.written_event();  // never fires: a port without masters sleeps
+}
+
+// The first master at or after `start` (wrapping) whose bit is set in `candidates` (non-zero):
+// the round-robin turn.
+size_t HpPort::first_master(uint64_t candidates, size_t start) const {
+  const uint64_t from_start = candidates & (~uint64_t(0) << start);
+  return size_t(std::countr_zero(from_start != 0 ? from_start : candidates));
 }
 
 uint32_t HpPort::burst_beats(uint64_t addr, uint32_t left) const {
@@ -63,7 +77,7 @@ void HpPort::check_request(const MemRequest& r, size_t master, const char* dir) 
 }
 
 // Read beats from the DDR go to the master that owns the oldest read burst in flight.
-void HpPort::return_reads() {
+[[gnu::always_inline]] inline void HpPort::return_reads() {
   if (!ddr_.r.valid()) return;
   if (reads_.empty()) throw Error(std::string(name()) + ": read beat from the DDR with no burst in flight");
   ReadInFlight& f = reads_.front();
@@ -87,7 +101,7 @@ void HpPort::return_reads() {
 }
 
 // Write responses from the DDR: one per burst, in order; the master sees one per request.
-void HpPort::return_responses() {
+[[gnu::always_inline]] inline void HpPort::return_responses() {
   if (!ddr_.b.valid()) return;
   if (writes_.empty()) throw Error(std::string(name()) + ": write response from the DDR with no burst in flight");
   const WriteInFlight& f = writes_.front();
@@ -105,69 +119,74 @@ void HpPort::return_responses() {
   writes_.pop_front();
 }
 
-void HpPort::issue_read() {
-  const size_t n = masters_.size();
-  for (size_t k = 0, i = rd_rr_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
-    Master& m = masters_[i];
-    if (m.rd_left == 0 && !m.link->ar.valid()) continue;
-    // This master has a burst to issue.
-    if (reads_.full()) {
-      ++stats_.read_stall_cycles;
-      return;
-    }
-    if (!ddr_.ar.ready()) return;
-    if (m.rd_left == 0) {
-      const MemRequest r = m.link->ar.pop();
-      check_request(r, i, "read");
-      m.rd_addr = r.addr;
-      m.rd_left = r.bytes / uint32_t(kBeatBytes);
-      ++stats_.read_requests;
-    }
-    const uint32_t beats = burst_beats(m.rd_addr, m.rd_left);
-    ddr_.ar.push(DdrBurst{m.rd_addr, beats, uint32_t(i)});
-    m.rd_addr += beats * kBeatBytes;
-    m.rd_left -= beats;
-    reads_.push_back(ReadInFlight{uint32_t(i), beats, m.rd_left == 0});
-    ++stats_.read_bursts;
-    ++stats_.read_burst_beats[beats];
-    rd_rr_ = i + 1 == n ? 0 : i + 1;
+// The first master (round-robin) with a burst to issue decides: it issues, or the edge
+// counts as a stall when the outstanding limit is reached.
+[[gnu::always_inline]] inline void HpPort::issue_read() {
+  const uint64_t candidates = ar_valid_ | rd_split_;
+  if (candidates == 0) return;
+  const size_t i = first_master(candidates, rd_rr_);
+  Master& m = masters_[i];
+  if (reads_.full()) {
+    ++stats_.read_stall_cycles;
     return;
   }
+  if (!ddr_.ar.ready()) return;
+  if (m.rd_left == 0) {
+    const MemRequest r = m.link->ar.pop();
+    check_request(r, i, "read");
+    m.rd_addr = r.addr;
+    m.rd_left = r.bytes / uint32_t(kBeatBytes);
+    ++stats_.read_requests;
+  }
+  const uint32_t beats = burst_beats(m.rd_addr, m.rd_left);
+  ddr_.ar.push(DdrBurst{m.rd_addr, beats, uint32_t(i)});
+  m.rd_addr += beats * kBeatBytes;
+  m.rd_left -= beats;
+  if (m.rd_left != 0)
+    rd_split_ |= uint64_t(1) << i;
+  else
+    rd_split_ &= ~(uint64_t(1) << i);
+  reads_.push_back(ReadInFlight{uint32_t(i), beats, m.rd_left == 0});
+  ++stats_.read_bursts;
+  ++stats_.read_burst_beats[beats];
+  rd_rr_ = i + 1 == masters_.size() ? 0 : i + 1;
 }
 
-void HpPort::issue_write() {
-  const size_t n = masters_.size();
-  for (size_t k = 0, i = wr_rr_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
-    Master& m = masters_[i];
-    if (m.wr_left == 0 && !m.link->aw.valid()) continue;
-    if (writes_.full()) {
-      ++stats_.write_stall_cycles;
-      return;
-    }
-    if (!ddr_.aw.ready()) return;
-    if (m.wr_left == 0) {
-      const MemRequest r = m.link->aw.pop();
-      check_request(r, i, "write");
-      m.wr_addr = r.addr;
-      m.wr_left = r.bytes / uint32_t(kBeatBytes);
-      ++stats_.write_requests;
-    }
-    const uint32_t beats = burst_beats(m.wr_addr, m.wr_left);
-    ddr_.aw.push(DdrBurst{m.wr_addr, beats, uint32_t(i)});
-    m.wr_addr += beats * kBeatBytes;
-    m.wr_left -= beats;
-    const WriteInFlight f{uint32_t(i), beats, m.wr_left == 0};
-    writes_.push_back(f);
-    write_data_.push_back(f);
-    ++stats_.write_bursts;
-    ++stats_.write_burst_beats[beats];
-    wr_rr_ = i + 1 == n ? 0 : i + 1;
+[[gnu::always_inline]] inline void HpPort::issue_write() {
+  const uint64_t candidates = aw_valid_ | wr_split_;
+  if (candidates == 0) return;
+  const size_t i = first_master(candidates, wr_rr_);
+  Master& m = masters_[i];
+  if (writes_.full()) {
+    ++stats_.write_stall_cycles;
     return;
   }
+  if (!ddr_.aw.ready()) return;
+  if (m.wr_left == 0) {
+    const MemRequest r = m.link->aw.pop();
+    check_request(r, i, "write");
+    m.wr_addr = r.addr;
+    m.wr_left = r.bytes / uint32_t(kBeatBytes);
+    ++stats_.write_requests;
+  }
+  const uint32_t beats = burst_beats(m.wr_addr, m.wr_left);
+  ddr_.aw.push(DdrBurst{m.wr_addr, beats, uint32_t(i)});
+  m.wr_addr += beats * kBeatBytes;
+  m.wr_left -= beats;
+  if (m.wr_left != 0)
+    wr_split_ |= uint64_t(1) << i;
+  else
+    wr_split_ &= ~(uint64_t(1) << i);
+  const WriteInFlight f{uint32_t(i), beats, m.wr_left == 0};
+  writes_.push_back(f);
+  write_data_.push_back(f);
+  ++stats_.write_bursts;
+  ++stats_.write_burst_beats[beats];
+  wr_rr_ = i + 1 == masters_.size() ? 0 : i + 1;
 }
 
 // Write beats go to the DDR in the order of the issued bursts.
-void HpPort::forward_write_data() {
+[[gnu::always_inline]] inline void HpPort::forward_write_data() {
   if (write_data_.empty() || !ddr_.w.ready()) return;
   WriteInFlight& f = write_data_.front();
   RegFifo<WriteBeat>& in = masters_[f.master].link->w;
@@ -185,10 +204,8 @@ void HpPort::forward_write_data() {
 }
 
 bool HpPort::idle() const {
-  if (!reads_.empty() || !writes_.empty() || !write_data_.empty()) return false;
-  for (const auto& m : masters_)
-    if (m.rd_left || m.wr_left || m.link->ar.valid() || m.link->aw.valid()) return false;
-  return true;
+  return reads_.empty() && writes_.empty() && write_data_.empty() &&
+         (ar_valid_ | aw_valid_ | rd_split_ | wr_split_) == 0;
 }
 
 void HpPort::tick() {
@@ -196,6 +213,7 @@ void HpPort::tick() {
     sleeping_ = false;
     return;
   }
+  if (clock_.stop_requested()) return;
   if (masters_.empty()) {
     sleeping_ = true;
     next_trigger(wake_);

@@ -75,12 +75,14 @@ class HpPort : public sc_core::sc_module {
   void tick();
   void end_of_elaboration() override;
   uint32_t burst_beats(uint64_t addr, uint32_t left) const;
+  size_t first_master(uint64_t candidates, size_t start) const;
   void check_request(const MemRequest& r, size_t master, const char* dir) const;
-  void return_reads();
-  void return_responses();
-  void issue_read();
-  void issue_write();
-  void forward_write_data();
+  // Per-edge parts of tick(), inlined into it (defined in hp_port.cpp only).
+  inline void return_reads();
+  inline void return_responses();
+  inline void issue_read();
+  inline void issue_write();
+  inline void forward_write_data();
   bool idle() const;
 
   const Clock& clock_;
@@ -91,6 +93,9 @@ class HpPort : public sc_core::sc_module {
   detail::FixedRing<WriteInFlight> write_data_;  // issued write bursts whose beats are still to forward
   detail::FixedRing<WriteInFlight> writes_;      // issued write bursts awaiting their response
   size_t rd_rr_ = 0, wr_rr_ = 0;                 // master considered first at the next issue
+  // Bit i: master i's AR / AW FIFO holds a request (kept by the FIFOs, RegFifo::watch_valid);
+  // master i still has bursts of its current read / write request to issue.
+  uint64_t ar_valid_ = 0, aw_valid_ = 0, rd_split_ = 0, wr_split_ = 0;
   bool elaborated_ = false;
   sc_core::sc_event_or_list wake_;
   bool sleeping_ = false;

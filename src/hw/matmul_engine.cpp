@@ -32,8 +32,7 @@ MatmulEngine::MatmulEngine(sc_core::sc_module_name name, const Clock& clock,
       ctrl("ctrl"),
       clock_(clock),
       config_(config),
-      lo9_{},
-      hi9_{} {
+      trits_{} {
   const std::string me = this->name();
   if (config_.lanes < 1 || config_.lanes > 8)
     throw std::invalid_argument(me + ": lanes must be in 1..8");
@@ -47,14 +46,10 @@ MatmulEngine::MatmulEngine(sc_core::sc_module_name name, const Clock& clock,
   // At most two items are queued per edge (a flushed half beat and the error zero beat),
   // each waits at most pipeline_depth edges plus the edges the FIFO is full, during which
   // no input is taken: 2 * (depth + 2) + 8 entries never fill.
-  // Split of a packed byte into digits 0-1 and digits 2-4, from model/packed_image's decode
-  // table (digit = trit + 1); bytes >= 243 are rejected before they are used.
   const model::TritDecodeTable& table = model::trit_decode_table();
-  for (int b = 0; b < 256; ++b) {
-    const auto* t = table.trits[b];
-    lo9_[b] = uint8_t((t[0] + 1) + 3 * (t[1] + 1));
-    hi9_[b] = uint8_t((t[2] + 1) + 3 * (t[3] + 1) + 9 * (t[4] + 1));
-  }
+  for (int b = 0; b < 256; ++b)
+    if (table.valid[b])
+      for (int i = 0; i < 5; ++i) trits_[b][i] = table.trits[b][i];
 
   const uint32_t cap = pow2_at_least(2u * uint32_t(config_.pipeline_depth + 2) + 8u);
   pend_mask_ = cap - 1;
@@ -64,7 +59,7 @@ MatmulEngine::MatmulEngine(sc_core::sc_module_name name, const Clock& clock,
     l.in = std::make_unique<AxiStream>(("in" + std::to_string(i)).c_str(), config_.input_fifo_beats);
     l.out = std::make_unique<AxiStream>(("out" + std::to_string(i)).c_str(), config_.output_fifo_beats);
     l.pending.resize(cap);
-    l.partials.resize(size_t(kMaxDataBytes) * kPartialStride);
+    l.x_by_byte.assign(size_t(kMaxDataBytes + 8) * 8, 0);
     wake_list_ |= l.in->written_event();
   }
   wake_list_ |= wake_;
@@ -140,6 +135,7 @@ void MatmulEngine::on_clock() {
     next_trigger();
     return;
   }
+  if (clock_.stop_requested()) return;
   const uint64_t c = clock_.cycle();
   bool active = false;
   for (Lane& l : lanes_) active |= step_lane(l, c);
@@ -149,7 +145,7 @@ void MatmulEngine::on_clock() {
   }
 }
 
-bool MatmulEngine::step_lane(Lane& l, uint64_t c) {
+[[gnu::always_inline]] inline bool MatmulEngine::step_lane(Lane& l, uint64_t c) {
   AxiStream& in = *l.in;
   AxiStream& out = *l.out;
   bool more_input = false;
@@ -157,7 +153,10 @@ bool MatmulEngine::step_lane(Lane& l, uint64_t c) {
     if (out.ready() && l.pend_count + 2 <= pend_mask_ + 1) {
       const StreamBeat b = in.pop();
       ++l.stats.beats_in;
-      take_beat(l, b, c);
+      if (l.phase == Phase::Rows && l.in_transfer)
+        row_beat(l, b.data, b.last, c);  // the common case, straight to the MACs
+      else
+        take_beat(l, b, c);
       more_input = true;  // more beats likely follow: poll rather than sleep and wake
     } else {
       ++l.stats.stall_cycles;
@@ -235,7 +234,7 @@ void MatmulEngine::take_beat(Lane& l, const StreamBeat& b, uint64_t c) {
       if (++l.beat == l.x_beats) {
         // x_j = 0 for j >= n: the stream's x padding and the row's padding digits never count.
         std::fill(l.x.begin() + l.n, l.x.end(), int8_t(0));
-        build_partials(l);
+        spread_x(l);
         l.beat = 0;
         l.phase = Phase::Rows;
       }
@@ -250,37 +249,34 @@ void MatmulEngine::take_beat(Lane& l, const StreamBeat& b, uint64_t c) {
   }
 }
 
-void MatmulEngine::build_partials(Lane& l) {
-  // For byte position k of a row and a byte b = lo + 9 hi (lo: digits 0-1, hi: digits 2-4),
-  // sum_{i<5} t_i x_{5k+i} = A_k[lo] + B_k[hi], with A_k[d0 + 3 d1] = (d0-1) x0 + (d1-1) x1
-  // and B_k[d2 + 3 d3 + 9 d4] = (d2-1) x2 + (d3-1) x3 + (d4-1) x4. Exact integers, so the
-  // result equals the 5 MACs per byte of the circuit; x_j = 0 beyond n makes padding digits
-  // count for nothing.
-  for (int k = 0; k < l.data_bytes; ++k) {
-    const int8_t* x = l.x.data() + 5 * k;
-    int32_t* p = l.partials.data() + size_t(k) * kPartialStride;
-    for (int d1 = 0; d1 < 3; ++d1)
-      for (int d0 = 0; d0 < 3; ++d0) p[d0 + 3 * d1] = (d0 - 1) * x[0] + (d1 - 1) * x[1];
-    for (int d4 = 0; d4 < 3; ++d4)
-      for (int d3 = 0; d3 < 3; ++d3)
-        for (int d2 = 0; d2 < 3; ++d2)
-          p[9 + d2 + 3 * d3 + 9 * d4] = (d2 - 1) * x[2] + (d3 - 1) * x[3] + (d4 - 1) * x[4];
-  }
+void MatmulEngine::spread_x(Lane& l) {
+  // Byte positions up to 7 past the last data byte are read (the last beat's padding bytes).
+  int16_t* out = l.x_by_byte.data();
+  for (int k = 0; k < l.data_bytes + 8; ++k, out += 8)
+    for (int i = 0; i < 8; ++i) out[i] = k < l.data_bytes && i < 5 ? l.x[size_t(5 * k + i)] : int16_t(0);
 }
 
 void MatmulEngine::row_beat(Lane& l, uint64_t data, bool tlast, uint64_t c) {
   const int first = l.beat * 8;                         // byte index within the row
   const int count = std::min(8, l.data_bytes - first);  // data bytes in this beat (>= 1)
-  uint8_t bytes[8];
-  std::memcpy(bytes, &data, 8);
-  const int32_t* p = l.partials.data() + size_t(first) * kPartialStride;
-  int32_t acc = l.acc;
-  for (int k = 0; k < count; ++k, p += kPartialStride) {
-    const uint8_t b = bytes[k];
-    if (b >= 243) return fail(l, StreamError::InvalidTrit, int(l.row), tlast, c);
-    acc += p[lo9_[b]] + p[9 + hi9_[b]];  // the 5 MACs of byte k
+  // Any data byte >= 243 (0xF3) is an invalid trit byte: all 8 bytes checked at once (a byte
+  // is >= 0xF3 when its top bit is set and its low 7 bits plus 0x0D carry into bit 7).
+  constexpr uint64_t kLow7 = 0x7F7F7F7F7F7F7F7Full, kTop = 0x8080808080808080ull, k0D = 0x0D0D0D0D0D0D0D0Dull;
+  const uint64_t data_mask = count == 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * count)) - 1;
+  if ((((data & kLow7) + k0D) & data & kTop & data_mask) != 0)
+    return fail(l, StreamError::InvalidTrit, int(l.row), tlast, c);
+  // The 5 MACs of each byte: its trits against x at its position, 8 lanes wide (the compiler
+  // vectorises this); padding bytes meet zeros. Exact in int16: a lane adds 8 products of a
+  // trit and an int8, within +-1024.
+  const int16_t* x = l.x_by_byte.data() + size_t(first) * 8;
+  int16_t lanes[8] = {};
+  for (int k = 0; k < 8; ++k, x += 8) {
+    const int16_t* t = trits_[uint8_t(data >> (8 * k))];
+    for (int i = 0; i < 8; ++i) lanes[i] = int16_t(lanes[i] + t[i] * x[i]);
   }
-  l.acc = acc;
+  int32_t sum = 0;
+  for (int16_t v : lanes) sum += v;
+  l.acc += sum;
   if (++l.beat == l.row_beats) return finish_row(l, tlast, c);
   if (tlast) fail(l, StreamError::Truncated, int(l.row), true, c);
 }

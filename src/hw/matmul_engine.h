@@ -132,17 +132,17 @@ class MatmulEngine : public sc_core::sc_module {
     MatmulLaneStats stats;
     // x, zero beyond n (up to the last data byte's 5 elements).
     std::array<int8_t, model::kMaxRowLength + 16> x{};
-    // Per byte position of a row, the partial sums of its 5 MACs (build_partials), built
-    // once per group when x is complete; allocated once.
-    std::vector<int32_t> partials;
+    // x by byte position of a row: x[5k .. 5k+4] and 3 zeros at [8k .. 8k+7], built once per
+    // group when x is complete, zero past the last data byte (a row's padding bytes meet
+    // zeros); allocated once.
+    std::vector<int16_t> x_by_byte;
   };
 
   void on_clock();
-  bool step_lane(Lane& l, uint64_t c);  // returns true if the lane needs the next edge
+  inline bool step_lane(Lane& l, uint64_t c);  // true if the lane needs the next edge; inlined into on_clock
   void take_beat(Lane& l, const StreamBeat& b, uint64_t c);
   static constexpr int kMaxDataBytes = (model::kMaxRowLength + 4) / 5;  // 820
-  static constexpr size_t kPartialStride = 36;  // 9 (digits 0-1) + 27 (digits 2-4)
-  void build_partials(Lane& l);
+  void spread_x(Lane& l);
   void row_beat(Lane& l, uint64_t data, bool tlast, uint64_t c);
   void finish_row(Lane& l, bool tlast, uint64_t c);
   void fail(Lane& l, model::StreamError e, int row, bool tlast, uint64_t c);
@@ -155,8 +155,9 @@ class MatmulEngine : public sc_core::sc_module {
   const Clock& clock_;
   MatmulEngineConfig config_;
   std::vector<Lane> lanes_;
-  uint8_t lo9_[256];  // packed byte -> digits 0-1 (d0 + 3 d1)
-  uint8_t hi9_[256];  // packed byte -> digits 2-4 (d2 + 3 d3 + 9 d4)
+  // Packed byte -> its 5 trits (-1, 0, 1) and 3 zeros, from model/packed_image's decode
+  // table; bytes >= 243 are rejected before their (zero) entries could count.
+  alignas(16) int16_t trits_[256][8];
   uint32_t pend_mask_ = 0;
   bool sleeping_ = false;
   sc_core::sc_event wake_;  // a register write that may let a stopped lane resume

@@ -21,48 +21,63 @@
 
 namespace bitsim::hw {
 
-template <typename T>
-class RegFifo : public sc_core::sc_prim_channel {
+// The handshake state of a RegFifo, independent of the item type: one update() for every
+// FIFO, so that the kernel's update phase calls the same function for all of them (a
+// well-predicted call; the items never move in the update phase).
+class RegFifoBase : public sc_core::sc_prim_channel {
  public:
-  explicit RegFifo(const char* name, int depth = 2)
-      : sc_core::sc_prim_channel(name), buf_(size_t(depth)), depth_(depth) {
-    if (depth < 1) throw std::invalid_argument(std::string(name) + ": depth must be >= 1");
-  }
-
-  // Producer side.
   bool ready() const { return count_ < depth_; }
-  void push(const T& item) {
-    if (!ready() || pushed_) throw std::logic_error(std::string(name()) + ": push without ready");
-    pending_ = item;
-    pushed_ = true;
-    request_update();
-  }
-
-  // Consumer side.
   bool valid() const { return count_ > 0; }
-  const T& front() const {
-    if (!valid()) throw std::logic_error(std::string(name()) + ": front without valid");
-    return buf_[head_];
-  }
-  T pop() {
-    if (!valid() || popped_) throw std::logic_error(std::string(name()) + ": pop without valid");
-    popped_ = true;
-    request_update();
-    return buf_[head_];
-  }
-
   int size() const { return count_; }
   int depth() const { return depth_; }
   uint64_t transfers() const { return transfers_; }
   void clear() {
     head_ = count_ = 0;
     pushed_ = popped_ = false;
+    publish_valid();
+  }
+
+  // For a consumer of many FIFOs (HpPort): keep bit `bit` of `*word` equal to valid(), so
+  // that the consumer finds the non-empty FIFOs in one word instead of polling each. One
+  // watcher per FIFO, set before the simulation starts.
+  void watch_valid(uint64_t* word, uint64_t bit) {
+    if (watch_ != nullptr && watch_ != word)
+      throw std::logic_error(std::string(name()) + ": already watched by another consumer");
+    watch_ = word;
+    watch_bit_ = bit;
+    publish_valid();
   }
 
   // Notified in the update phase when an empty FIFO received an item / a full FIFO freed a
   // slot (the only states a module sleeps in).
   const sc_core::sc_event& written_event() const { return written_; }
   const sc_core::sc_event& read_event() const { return read_; }
+
+ protected:
+  RegFifoBase(const char* name, int depth) : sc_core::sc_prim_channel(name), depth_(depth) {
+    if (depth < 1) throw std::invalid_argument(std::string(name) + ": depth must be >= 1");
+  }
+  // Slot of a push in this cycle: after the visible items, free whatever the consumer does.
+  int push_slot() {
+    if (!ready() || pushed_) misuse("push without ready");
+    pushed_ = true;
+    request_update();
+    const int tail = head_ + count_;
+    return tail >= depth_ ? tail - depth_ : tail;
+  }
+  int pop_slot() {
+    if (!valid() || popped_) misuse("pop without valid");
+    popped_ = true;
+    request_update();
+    return head_;
+  }
+  int front_slot() const {
+    if (!valid()) misuse("front without valid");
+    return head_;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void misuse(const char* what) const {
+    throw std::logic_error(std::string(name()) + ": " + what);
+  }
 
  private:
   void update() override {
@@ -71,27 +86,60 @@ class RegFifo : public sc_core::sc_prim_channel {
     // sleeps only on a full one). Most beats fire none, which keeps the kernel cheap.
     const int before = count_;
     if (popped_) {
-      head_ = (head_ + 1) % depth_;
+      if (++head_ == depth_) head_ = 0;
       --count_;
       popped_ = false;
       if (before == depth_) read_.notify(sc_core::SC_ZERO_TIME);
     }
-    if (pushed_) {
-      buf_[(head_ + count_) % depth_] = pending_;
+    if (pushed_) {  // the item is already in its slot (push)
       ++count_;
       ++transfers_;
       pushed_ = false;
       if (before == 0) written_.notify(sc_core::SC_ZERO_TIME);
     }
+    if (watch_ != nullptr) publish_valid();
+  }
+  void publish_valid() {
+    if (watch_ == nullptr) return;
+    if (count_ > 0)
+      *watch_ |= watch_bit_;
+    else
+      *watch_ &= ~watch_bit_;
   }
 
-  std::vector<T> buf_;
   int depth_;
   int head_ = 0, count_ = 0;
-  T pending_{};
   bool pushed_ = false, popped_ = false;
   uint64_t transfers_ = 0;
+  uint64_t* watch_ = nullptr;  // watch_valid
+  uint64_t watch_bit_ = 0;
   sc_core::sc_event written_, read_;
+};
+
+template <typename T>
+class RegFifo : public RegFifoBase {
+ public:
+  explicit RegFifo(const char* name, int depth = 2) : RegFifoBase(name, depth) {
+    if (depth > kInline) {
+      heap_.resize(size_t(depth));
+      buf_ = heap_.data();
+    }
+  }
+
+  // Producer side: ready(), then push(). The item goes into its slot at once; it becomes
+  // visible in the update phase.
+  void push(const T& item) { buf_[push_slot()] = item; }
+
+  // Consumer side: valid(), then front() / pop().
+  const T& front() const { return buf_[front_slot()]; }
+  T pop() { return buf_[pop_slot()]; }
+
+ private:
+  // The items: in the object itself for the usual depths (one cache line fewer per access).
+  static constexpr int kInline = 2;
+  T small_[kInline] = {};
+  std::vector<T> heap_;
+  T* buf_ = small_;
 };
 
 // A 64-bit AXI-Stream beat (CIRCUITS.md: a beat is 8 bytes, little-endian).
