@@ -84,6 +84,13 @@ bool AxiDma::quiescent(const Channel& c) const {
 
 bool AxiDma::active(DmaChannel ch) const { return !quiescent(ch_[int(ch)]); }
 
+// A data request of `beats` has left: the next one starts after it.
+void AxiDma::request_issued(Channel& c, uint32_t beats) {
+  c.xfer_addr += beats * kBeatBytes;
+  c.req_beats += beats;
+  c.next_req = request_beats(c.xfer_addr, c.xfer_beats - c.req_beats);
+}
+
 uint32_t AxiDma::request_beats(uint64_t addr, uint32_t left) const {
   const uint64_t to_boundary = (kBoundary - addr % kBoundary) / kBeatBytes;
   return uint32_t(std::min<uint64_t>({uint64_t(config_.max_burst_beats), uint64_t(left), to_boundary}));
@@ -317,6 +324,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
   c.xfer_addr = addr;
   c.xfer_beats = bytes / uint32_t(kBeatBytes);
   c.req_beats = c.done_beats = 0;
+  c.next_req = request_beats(addr, c.xfer_beats);
   c.last_on_end = last_on_end;
   c.aborted = false;
   c.ended = c.tlast = false;
@@ -360,11 +368,10 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
     }
   }
   if (now >= c.action_cycle && c.req_beats < c.xfer_beats && l.ar.ready()) {
-    const uint32_t beats = request_beats(c.xfer_addr, c.xfer_beats - c.req_beats);
+    const uint32_t beats = c.next_req;
     if (c.mm2s_fifo.size() + c.reserved + beats <= c.mm2s_fifo.capacity()) {
       l.ar.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
-      c.xfer_addr += beats * kBeatBytes;
-      c.req_beats += beats;
+      request_issued(c, beats);
       c.reserved += beats;
       if (!c.first_request_done) {
         c.first_request_done = true;
@@ -401,22 +408,20 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
       else if (c.done_beats == c.xfer_beats)
         c.ended = true;
     }
+    // A write request takes its whole burst (next_req beats) once they are in, or what is left
+    // when the packet or the buffer has ended.
     const uint32_t unrequested = c.done_beats - c.req_beats;  // received beats without a write request
-    if (unrequested > 0 && c.data_first_beat && now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) &&
-        l.aw.ready() && !c.write_reqs.full()) {
-      const uint32_t chunk = request_beats(c.xfer_addr, c.xfer_beats - c.req_beats);
-      if (unrequested >= chunk || c.ended) {
-        const uint32_t beats = std::min(chunk, unrequested);
-        l.aw.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
-        c.xfer_addr += beats * kBeatBytes;
-        c.req_beats += beats;
-        c.w_owed += beats;
-        ++c.b_owed;
-        c.write_reqs.push_back(beats);
-        if (!c.first_request_done) {
-          c.first_request_done = true;
-          st.last_first_request_cycle = now;
-        }
+    if (unrequested > 0 && (unrequested >= c.next_req || c.ended) && c.data_first_beat &&
+        now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) && l.aw.ready() && !c.write_reqs.full()) {
+      const uint32_t beats = std::min(c.next_req, unrequested);
+      l.aw.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
+      request_issued(c, beats);
+      c.w_owed += beats;
+      ++c.b_owed;
+      c.write_reqs.push_back(beats);
+      if (!c.first_request_done) {
+        c.first_request_done = true;
+        st.last_first_request_cycle = now;
       }
     }
   }

@@ -158,6 +158,8 @@ class AxiDma : public sc_core::sc_module {
     uint64_t xfer_addr = 0;   // next data request address
     uint32_t xfer_beats = 0;  // beats of the transfer (MM2S) / buffer capacity (S2MM)
     uint32_t req_beats = 0;   // beats requested so far
+    uint32_t next_req = 0;    // beats of the next data request (0 when all are requested);
+                              // kept by request_issued
     uint32_t done_beats = 0;  // MM2S: streamed; S2MM: received
     bool last_on_end = false; // MM2S: TLAST on the final beat
     bool aborted = false;     // a data error ended the transfer; in-flight traffic drains
@@ -208,6 +210,7 @@ class AxiDma : public sc_core::sc_module {
   bool quiescent(const Channel& c) const;
   bool drained(const Channel& c) const;
   uint32_t request_beats(uint64_t addr, uint32_t left) const;
+  void request_issued(Channel& c, uint32_t beats);
   AxiDmaChannelStats& stats_of(const Channel& c) { return c.s2mm ? stats_.s2mm : stats_.mm2s; }
 
   const Clock& clock_;

@@ -281,20 +281,21 @@ void Ddr::tick() {
 
   // Move beats: one per (port, direction) slot, round-robin, each paying into the wall.
   const int slots = 2 * int(ports_.size());
+  PortState* ports = ports_.data();
+  DdrPortStats* port_stats = stats_.ports.data();
   int first_served = -1;
   uint32_t moved_mask = 0;
   for (int k = 0, slot = rr_start_; k < slots; ++k, slot = slot + 1 == slots ? 0 : slot + 1) {
     const size_t pi = size_t(slot >> 1);
-    const bool moved = (slot & 1) == 0 ? move_read(ports_[pi], stats_.ports[pi], now)
-                                        : move_write(ports_[pi], stats_.ports[pi], pi, now);
+    DdrPortStats& ps = port_stats[pi];
+    const bool moved = (slot & 1) == 0 ? move_read(ports[pi], ps, now) : move_write(ports[pi], ps, pi, now);
     if (!moved) continue;
     if (first_served < 0) first_served = slot;
+    if (!(moved_mask & (1u << pi))) note_busy(ps, now);  // once per port and edge
     moved_mask |= 1u << pi;
   }
   if (first_served >= 0) {
     rr_start_ = first_served + 1 == slots ? 0 : first_served + 1;
-    for (size_t i = 0; i < ports_.size(); ++i)
-      if (moved_mask & (1u << i)) note_busy(stats_.ports[i], now);
     if (stats_.busy_cycles == 0) stats_.first_busy_cycle = now;
     stats_.last_busy_cycle = now;
     ++stats_.busy_cycles;
