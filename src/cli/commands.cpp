@@ -262,12 +262,6 @@ int cmd_config(const ConfigArgs& a) {
   return 0;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 nlohmann::json run_json(const sim::BoardRunResult& r) {
   nlohmann::json toks = nlohmann::json::array();
@@ -288,7 +282,7 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
       equal += *t.logits_equal;
     }
   }
-  const double med = median(totals);
+  const double med = sim::median(totals);
   double sim_s = 0;
   for (double t : totals) sim_s += t / 1e3;
   nlohmann::json summary{{"tokens", r.tokens.size()},
@@ -380,7 +374,7 @@ int cmd_run(RunArgs& a) {
                100.0 * t.read_gb_s / r.wall_gb_s,
                t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-");
   }
-  const double med = median(totals);
+  const double med = sim::median(totals);
   double wall_tok = 0;
   for (const auto& t : r.tokens) wall_tok += t.wall_ms;
   fmt::print("\nsummary\n");

@@ -262,7 +262,7 @@ const fast::DecodedRows* FastBoard::decoded(uint64_t addr, int rows, int n) {
 // results into outputs_ (unless timing-only) and appends the stream shapes to the key.
 // Returns false for anything the fast path does not model exactly (a malformed stream, a
 // missing partner channel): the batch then runs on the clocked board.
-bool FastBoard::compute(int, const std::vector<std::vector<Segment>>& segs,
+bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
                         const std::vector<std::pair<int, int>>& started, std::string& key) {
   outputs_.clear();
   auto index_of = [&](int d, int c) -> int {
@@ -485,7 +485,7 @@ void FastBoard::resolve() {
       key += ';';
     }
   }
-  if (ok) ok = compute(0, segs, started, key);
+  if (ok) ok = compute(segs, started, key);
   if (!ok) {
     run_oracle(started, segs, first, false, key);
     return;

@@ -110,7 +110,7 @@ class FastBoard {
   Channel& channel(int dma, int ch) { return ch_[dma][ch]; }
   void resolve();
   std::vector<Segment> chain(const Channel& c) const;
-  bool compute(int dma_pair_first, const std::vector<std::vector<Segment>>& segs,
+  bool compute(const std::vector<std::vector<Segment>>& segs,
                const std::vector<std::pair<int, int>>& started, std::string& key);
   void run_oracle(const std::vector<std::pair<int, int>>& started, const std::vector<std::vector<Segment>>& segs,
                   uint64_t first, bool cache, const std::string& key);

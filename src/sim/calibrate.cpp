@@ -35,12 +35,6 @@ golden::KvScales any_scales(const model::ModelConfig& c) {
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, int count,
                                         std::vector<host::TransferRecord>* transfers = nullptr) {
   const SimConfig cfg = make_sim_config(p);
@@ -62,23 +56,38 @@ ValidationRow row(const std::string& scenario, int T, const std::string& figure,
 
 }  // namespace
 
-Measured measure_end_to_end(const ParamSet& p, int T) {
-  if (T < 8 || T > 512) throw Error(fmt::format("end-to-end context {} must be in 8..512", T));
-  const auto out = timing_tokens(p, T - 7, 8);
-  std::vector<double> mm, at, cpu, tot;
-  for (const auto& o : out) {
-    mm.push_back(double(o.timing.matmul_ps) / 1e9);
-    at.push_back(double(o.timing.attention_ps) / 1e9);
-    cpu.push_back(double(o.timing.cpu_ps) / 1e9);
-    tot.push_back(double(o.timing.total_ps()) / 1e9);
-  }
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Measured measure_window(const ParamSet& p, int first_context, int tokens) {
+  const auto out = timing_tokens(p, first_context, tokens);
+  std::vector<double> mm, at, cpu, tot, gbs;
   Measured r;
+  for (const auto& o : out) {
+    const auto& t = o.timing;
+    mm.push_back(double(t.matmul_ps) / 1e9);
+    at.push_back(double(t.attention_ps) / 1e9);
+    cpu.push_back(double(t.cpu_ps) / 1e9);
+    tot.push_back(double(t.total_ps()) / 1e9);
+    gbs.push_back(double(t.bytes_read) / (double(t.matmul_ps + t.attention_ps) / 1e12) / 1e9);
+    r.dma_calls = t.dma_transfers;
+  }
   r.matmul_ms = median(mm);
   r.attention_ms = median(at);
   r.cpu_ms = median(cpu);
   r.total_ms = median(tot);
   r.tok_s = 1e3 / r.total_ms;
+  r.read_gb_s = median(gbs);
   return r;
+}
+
+Measured measure_end_to_end(const ParamSet& p, int T) {
+  if (T < 8 || T > 512) throw Error(fmt::format("end-to-end context {} must be in 8..512", T));
+  return measure_window(p, T - 7, 8);
 }
 
 std::pair<double, double> measure_attention_alone(const ParamSet& p, int T) {
@@ -173,7 +182,6 @@ CalibrationResult calibrate(const ParamSet& input, const std::function<void(cons
     const double c_before = p.real("driver.c.call_overhead_ns");
     const double b_before = p.real("driver.c.flush_ns_per_byte");
     const double target_mm = 0.5 * (kBoard[0].matmul_ms + kBoard[1].matmul_ms);
-    const double target_at = 0.5 * (kBoard[0].attention_ms + kBoard[1].attention_ms);
     auto set = [&](double c, double b) {
       p.set_value("driver.c.call_overhead_ns", c, "calibrate");
       p.set_value("driver.c.flush_ns_per_byte", b, "calibrate");
@@ -188,7 +196,6 @@ CalibrationResult calibrate(const ParamSet& input, const std::function<void(cons
                                    lo.attention_ms / kBoard[0].attention_ms - 1.0,
                                    hi.attention_ms / kBoard[1].attention_ms - 1.0};
     };
-    (void)target_at;
     double c = c_before, b = b_before;
     for (int it = 0; it < 4; ++it) {
       const auto f0 = eval(c, b);

@@ -15,6 +15,7 @@
 //   driver.c.{flush,invalidate}_ns_per_byte (one value) <- the same two columns
 //   cpu scale (every cpu.* coefficient times one factor) <- the CPU column (26.6, 26.7 ms)
 // Everything else is a prediction.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -36,7 +37,13 @@ struct ValidationRow {
 
 struct Measured {
   double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0, tok_s = 0;
+  double read_gb_s = 0;     // bytes read / (matmul + attention time), median
+  uint64_t dma_calls = 0;   // DMA channel starts per token (the same for every token)
 };
+// The median of a set of figures (the mean of the middle two for an even count).
+double median(std::vector<double> v);
+// Median figures over `tokens` timing-only tokens at contexts first_context, first_context+1, ...
+Measured measure_window(const ParamSet& params, int first_context, int tokens);
 // Median figures over 8 timing-only tokens at contexts T-7..T.
 Measured measure_end_to_end(const ParamSet& params, int T);
 // The attention unit alone at context T: circuit ms for one token and read GB/s.

@@ -18,39 +18,16 @@ namespace bitsim::sim {
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 SweepPoint measure_point(const ParamSet& p, const SweepOptions& o) {
-  const SimConfig cfg = make_sim_config(p);
-  const model::TernaryModel m = model::shape_only_model(model::ModelConfig::bitnet_large());
-  golden::KvScales s;
-  s.k.assign(size_t(m.config.num_layers) * m.config.num_heads, 0.05f);
-  s.v = s.k;
-  SimulateOptions so;
-  so.fidelity = "fast";
-  so.timing_only = true;
-  so.start_position = o.context - 1;
-  const auto out = simulate_tokens(cfg, m, s, std::vector<int>(size_t(o.tokens), 1), so);
-  std::vector<double> mm, at, cpu, tot, gbs;
+  const Measured m = measure_window(p, o.context, o.tokens);
   SweepPoint r;
-  for (const auto& t : out) {
-    mm.push_back(double(t.timing.matmul_ps) / 1e9);
-    at.push_back(double(t.timing.attention_ps) / 1e9);
-    cpu.push_back(double(t.timing.cpu_ps) / 1e9);
-    tot.push_back(double(t.timing.total_ps()) / 1e9);
-    gbs.push_back(double(t.timing.bytes_read) / (double(t.timing.matmul_ps + t.timing.attention_ps) / 1e12) / 1e9);
-    r.dma_calls = t.timing.dma_transfers;
-  }
-  r.matmul_ms = median(mm);
-  r.attention_ms = median(at);
-  r.cpu_ms = median(cpu);
-  r.total_ms = median(tot);
-  r.tok_s = 1e3 / r.total_ms;
-  r.read_gb_s = median(gbs);
+  r.matmul_ms = m.matmul_ms;
+  r.attention_ms = m.attention_ms;
+  r.cpu_ms = m.cpu_ms;
+  r.total_ms = m.total_ms;
+  r.tok_s = m.tok_s;
+  r.read_gb_s = m.read_gb_s;
+  r.dma_calls = m.dma_calls;
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
   return r;
