@@ -93,6 +93,14 @@ void AxiDma::restore_registers(DmaChannel ch, const DmaChannelRegisters& regs) {
   observed_[int(ch)] = regs;
 }
 
+void AxiDma::report_changes(uint64_t cycle) {
+  for (int i = 0; i < 2; ++i)
+    if (!(ch_[i].regs == observed_[i])) {
+      observed_[i] = ch_[i].regs;
+      observer_(DmaChannel(i), cycle);
+    }
+}
+
 void AxiDma::set_register_observer(std::function<void(DmaChannel, uint64_t)> observer) {
   observer_ = std::move(observer);
   observed_[0] = ch_[0].regs;
@@ -148,6 +156,7 @@ void AxiDma::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& dela
     const uint64_t t = (sc_core::sc_time_stamp() + delay).value();
     write_register(offset, v, t / clock_.period().value() + 1);
     wake_event_.notify(sc_core::SC_ZERO_TIME);
+    if (observer_) report_changes(UINT64_MAX);
   }
   trans.set_response_status(tlm::TLM_OK_RESPONSE);
 }
@@ -218,19 +227,16 @@ void AxiDma::tick() {
   const bool mm2s_irq = ch_[0].regs.irq(), s2mm_irq = ch_[1].regs.irq();
   if (mm2s_introut.read() != mm2s_irq) mm2s_introut.write(mm2s_irq);
   if (s2mm_introut.read() != s2mm_irq) s2mm_introut.write(s2mm_irq);
-  if (observer_)
-    for (int i = 0; i < 2; ++i)
-      if (!(ch_[i].regs == observed_[i])) {
-        observed_[i] = ch_[i].regs;
-        observer_(DmaChannel(i), now);
-      }
+  if (observer_) report_changes(now);
 
   // Sleep while nothing can happen without a register write (or, for an S2MM transfer
   // waiting for its stream, a stream beat).
   const Channel& m = ch_[0];
   const Channel& s = ch_[1];
-  if (!quiescent(m)) return;
-  if (quiescent(s)) {
+  const bool m_quiet = quiescent(m), s_quiet = quiescent(s);
+  if (!m_quiet || !s_quiet) last_active_cycle_ = now;
+  if (!m_quiet) return;
+  if (s_quiet) {
     sleeping_ = true;
     next_trigger(idle_list_);
   } else if (s2mm_in && s.step == Step::kData && !s.aborted && !s.ended && now >= s.action_cycle &&

@@ -91,12 +91,15 @@ class AxiDma : public sc_core::sc_module {
   // True while the channel has work or traffic in flight (not halted or idle, a reset
   // draining, or an aborted transfer's beats still on the bus).
   bool active(DmaChannel ch) const;
+  // The last edge at the end of which a channel of this DMA was still active (0 if never).
+  uint64_t last_active_cycle() const { return last_active_cycle_; }
   // The channel's register file; restore_registers sets it on a quiescent channel (the
   // timing oracle starts a batch from the fast board's register state).
   const DmaChannelRegisters& registers(DmaChannel ch) const { return ch_[int(ch)].regs; }
   void restore_registers(DmaChannel ch, const DmaChannelRegisters& regs);
-  // Called after every clock edge at which a channel's register file changed (the timing
-  // oracle records the changes for the fast fidelity). Costs nothing when unset.
+  // Called after every clock edge at which a channel's register file changed, and after a
+  // register write that changed it (cycle UINT64_MAX); the timing oracle records the
+  // changes for the fast fidelity. Costs nothing when unset.
   void set_register_observer(std::function<void(DmaChannel, uint64_t cycle)> observer);
 
  private:
@@ -200,7 +203,9 @@ class AxiDma : public sc_core::sc_module {
   sc_core::sc_event_or_list idle_list_, s2mm_wait_list_;
   bool sleeping_ = false;
   AxiDmaStats stats_;
+  void report_changes(uint64_t cycle);
   std::function<void(DmaChannel, uint64_t)> observer_;
+  uint64_t last_active_cycle_ = 0;
   DmaChannelRegisters observed_[2];
 };
 

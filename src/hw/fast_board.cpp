@@ -106,11 +106,6 @@ namespace {
 [[noreturn]] void address_error(const char* what, uint64_t addr) {
   throw Error(fmt::format("AXI-Lite {} of register 0x{:08x} failed: TLM_ADDRESS_ERROR_RESPONSE", what, addr));
 }
-[[noreturn]] void not_modelled(const char* what, uint64_t addr) {
-  throw Error(fmt::format("fast fidelity: a {} of register 0x{:08x} while a batch of DMA transfers is in flight "
-                          "is not modelled (it could change the batch's timing); run it in cycle fidelity",
-                          what, addr));
-}
 int dma_of(uint64_t addr) {
   for (int d = 0; d < 4; ++d)
     if (addr >= board_map::kDmaBase[d] && addr < board_map::kDmaBase[d] + board_map::kWindow) return d;
@@ -125,28 +120,39 @@ uint64_t engine_base(int e) { return e ? board_map::kAttentionRegs : board_map::
 }  // namespace
 
 bool FastBoard::batch_in_flight() const {
+  if (!batch_open_) return false;
+  if (collecting_ || known_until_ps_ != UINT64_MAX || advanced_ps_ <= batch_end_edge_ * period_) return true;
   for (const auto& d : ch_)
     for (const auto& c : d)
       if (c.next < c.pending.size()) return true;
   return false;
 }
 
-// Applies the in-flight batch's register changes of every edge strictly before t.
+// Applies the in-flight batch's register changes of every edge strictly before t, and
+// closes the batch once every channel is quiet.
 void FastBoard::advance(uint64_t t_ps) {
+  advanced_ps_ = std::max(advanced_ps_, t_ps);
+  if (batch_open_ && !collecting_ && t_ps > known_until_ps_) run_general(t_ps);
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
       Channel& ch = ch_[d][c];
-      while (ch.next < ch.pending.size() && ch.pending[ch.next].first * period_ < t_ps) ch.regs = ch.pending[ch.next++].second;
+      while (ch.next < ch.pending.size() && ch.pending[ch.next].first <= t_ps) ch.regs = ch.pending[ch.next++].second;
       while (ch.reported < ch.transfers.size() && ch.transfers[ch.reported].second * period_ < t_ps) {
         const auto [start, completion] = ch.transfers[ch.reported++];
         completed_.push_back({d, c, start, completion});
       }
     }
-  if (engine_pending_ && !batch_in_flight()) {
-    std::memcpy(engine_regs_, pending_engine_regs_, sizeof engine_regs_);
-    engine_pending_ = false;
-  }
+  if (batch_open_ && !collecting_ && !batch_in_flight()) close_batch();
 }
+
+void FastBoard::close_batch() {
+  std::memcpy(engine_regs_, pending_engine_regs_, sizeof engine_regs_);
+  batch_open_ = general_ = false;
+  batch_actions_.clear();
+  undo_.clear();
+}
+
+void FastBoard::add_action(OracleAction a) { batch_actions_.push_back(std::move(a)); }
 
 void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
   advance(t_ps);
@@ -160,8 +166,12 @@ void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
   }
   const int e = engine_of(addr);
   if (e < 0 || !is_lane_register(uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride))) address_error("write", addr);
-  if (batch_in_flight() || collecting_) not_modelled("write", addr);
-  write_engine(addr, v);
+  if (!batch_open_) {
+    write_engine(addr, v);
+    return;
+  }
+  add_action({OracleAction::Kind::kWrite, t_ps, addr, v, 0, {}});
+  if (!collecting_) run_general(t_ps);
 }
 
 void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
@@ -169,21 +179,22 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
   Channel& ch = ch_[d][c];
   DmaChannelRegisters after = ch.regs;
   const DmaWriteEffect effect = after.write(off - (c ? R::kS2mmOffset : 0), v);
-  if (effect == DmaWriteEffect::kReset) after.drain_complete();  // nothing of it is on the bus
-  // A batch in flight was recorded without this write: only writes that cannot touch it
-  // (to a channel whose part is over, and not a start) are modelled.
-  if (batch_in_flight() && (ch.next < ch.pending.size() || effect == DmaWriteEffect::kStart))
-    not_modelled("write", board_map::kDmaBase[d] + off);
-  if (effect == DmaWriteEffect::kStart) {
-    if (!collecting_) {
-      for (int dd = 0; dd < 4; ++dd)
-        for (int cc = 0; cc < 2; ++cc) open_regs_[dd][cc] = ch_[dd][cc].regs;
-      collecting_ = true;
-    }
-    ch.start_edge = t_ps / period_ + 1;
+  if (effect == DmaWriteEffect::kStart && !batch_open_) {
+    for (int dd = 0; dd < 4; ++dd)
+      for (int cc = 0; cc < 2; ++cc) open_regs_[dd][cc] = ch_[dd][cc].regs;
+    batch_open_ = collecting_ = true;
+    general_ = false;
   }
+  if (effect == DmaWriteEffect::kStart) ch.start_edge = t_ps / period_ + 1;
+  if (effect == DmaWriteEffect::kReset && !batch_open_) after.drain_complete();  // nothing of it is on the bus
+  const bool in_flight = batch_open_ && !collecting_;
+  // A write to a channel whose part of the batch is over, that starts nothing, cannot change
+  // the batch; any other write during it makes it a batch of its own, run as a whole.
+  const bool harmless = ch.next >= ch.pending.size() && effect != DmaWriteEffect::kStart &&
+                        effect != DmaWriteEffect::kReset;
   ch.regs = after;
-  if (collecting_) batch_writes_.push_back({t_ps, board_map::kDmaBase[d] + off, v});
+  if (batch_open_) add_action({OracleAction::Kind::kWrite, t_ps, board_map::kDmaBase[d] + off, v, 0, {}});
+  if (in_flight && !harmless) run_general(t_ps);
 }
 
 void FastBoard::write_engine(uint64_t addr, uint32_t v) {
@@ -218,8 +229,43 @@ uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
   }
   const int e = engine_of(addr);
   if (e < 0 || !is_lane_register(uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride))) address_error("read", addr);
-  if (batch_in_flight()) not_modelled("read", addr);
-  return read_engine(addr);
+  if (!batch_in_flight()) return read_engine(addr);
+  // The engines' counters move beat by beat: ask the clocked board.
+  const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeRegister, t_ps, addr, 0, 4, {}});
+  uint32_t value;
+  std::memcpy(&value, v.data(), 4);
+  // The run starts from fresh engines: their counters count this batch only.
+  const uint32_t off = uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride);
+  if (off >= engine_reg::kUnitsDone) value += read_engine(addr);
+  return value;
+}
+
+void FastBoard::cpu_read(uint64_t addr, void* dst, size_t n, uint64_t t_ps) {
+  if (collecting_) resolve();
+  advance(t_ps);
+  bool overlaps = false;
+  if (batch_in_flight())
+    for (const auto& [a, bytes] : undo_) overlaps |= addr < a + bytes.size() && a < addr + n;
+  if (!overlaps) {
+    memory_.read(addr, dst, n);
+    return;
+  }
+  const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeMemory, t_ps, addr, 0, n, {}});
+  std::memcpy(dst, v.data(), n);
+}
+
+void FastBoard::cpu_write(uint64_t addr, const void* src, size_t n, uint64_t t_ps) {
+  if (batch_open_) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    add_action({OracleAction::Kind::kCpuStore, t_ps, addr, 0, n, std::vector<uint8_t>(p, p + n)});
+    // Keep what the store replaces: a later run of the batch starts from the DDR as it was.
+    undo_.emplace_back(addr, std::vector<uint8_t>(n));
+    memory_.read(addr, undo_.back().second.data(), n);
+    memory_.write(addr, src, n);
+    if (!collecting_) run_general(t_ps);
+    return;
+  }
+  memory_.write(addr, src, n);
 }
 
 std::vector<FastBoard::Segment> FastBoard::chain(const DmaChannelRegisters& r) const {
@@ -378,19 +424,18 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
   return true;
 }
 
-// The batch's cache key: the started channels' register state, every write of the batch
-// at its edge position, every chain's page offsets, lengths and descriptor control words
-// (a descriptor is 64-byte aligned and never crosses 4 KB: its address does not matter to
-// the timing), and how the channels' address registers relate to their chains.
-std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started, uint64_t first) const {
+// The batch's cache key: every channel's register state when it opened, every write of
+// the batch at its edge position, every chain's page offsets, lengths and descriptor control
+// words (a descriptor is 64-byte aligned and never crosses 4 KB: its address does not matter
+// to the timing), and how the started channels' descriptor registers relate to their chains.
+std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started) const {
   std::string key;
-  for (const OracleWrite& w : batch_writes_) {
+  for (const OracleAction& w : batch_actions_) {
     const uint64_t before = w.time_ps ? (w.time_ps - 1) / period_ : 0;  // last edge strictly before the write
-    const uint32_t off = uint32_t(w.addr & 0xFF);
-    const bool address = (off % R::kS2mmOffset) != R::kMm2sDmacr && (off % R::kS2mmOffset) != R::kMm2sDmasr &&
-                         (off % R::kS2mmOffset) != R::kMm2sLength;
-    key += fmt::format("w{:x},{},{},{:x};", w.addr & 0xFFFFF, int64_t(before) - int64_t(first),
-                       int64_t(w.time_ps / period_ + 1) - int64_t(first), address ? w.value & 0xFFF : w.value);
+    const uint32_t off = uint32_t(w.addr & 0xFF) % R::kS2mmOffset;
+    const bool address = off != R::kMm2sDmacr && off != R::kMm2sDmasr && off != R::kMm2sLength;
+    key += fmt::format("w{:x},{},{},{:x};", w.addr & 0xFFFFF, int64_t(before) - int64_t(batch_first_),
+                       int64_t(w.time_ps / period_ + 1) - int64_t(batch_first_), address ? w.value & 0xFFF : w.value);
   }
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
@@ -459,27 +504,62 @@ DmaChannelRegisters FastBoard::absolute(const Channel& c, const RelativeRegs& r)
   return out;
 }
 
-FastBoard::Cached FastBoard::run_oracle(uint64_t first, const std::vector<std::vector<Segment>>& segs,
-                                        const std::vector<std::pair<int, int>>& started, bool check_outputs) {
+// The batch for the clocked board: the registers when it opened, its actions shifted so that
+// the first start's edge is kOracleFirstEdge, and the DDR it reads: the chains' buffers and
+// descriptors (a reusable shape), or every page of the DDR as it was when the batch opened.
+OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* segs,
+                                    const std::vector<std::pair<int, int>>& started) const {
   OracleBatch batch;
-  std::memcpy(static_cast<void*>(batch.initial), open_regs_, sizeof open_regs_);
-  const uint64_t shift = (first - kOracleFirstEdge) * period_;
-  for (const OracleWrite& w : batch_writes_) batch.writes.push_back({w.time_ps - shift, w.addr, w.value});
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) batch.initial[d][c] = open_regs_[d][c];
+  const uint64_t shift = (batch_first_ - kOracleFirstEdge) * period_;
+  for (OracleAction a : batch_actions_) {
+    a.time_ps -= shift;
+    batch.actions.push_back(std::move(a));
+  }
+  auto add = [&](uint64_t addr, size_t n) {
+    MemoryRegion r{addr, std::vector<uint8_t>(n)};
+    memory_.read(addr, r.bytes.data(), n);
+    batch.memory.push_back(std::move(r));
+  };
+  if (!segs) {
+    memory_.for_each_page([&](uint64_t addr, size_t n) { add(addr, n); });
+    return batch;
+  }
   for (size_t i = 0; i < started.size(); ++i)
-    for (const auto& g : segs[i]) {
-      if (g.desc) {
-        MemoryRegion r{g.desc, std::vector<uint8_t>(64)};
-        memory_.read(g.desc, r.bytes.data(), 64);
-        batch.memory.push_back(std::move(r));
-      }
-      if (started[i].second == 0 && g.bytes && g.addr < memory_.size() && g.bytes <= memory_.size() - g.addr) {
-        MemoryRegion r{g.addr, std::vector<uint8_t>(g.bytes)};
-        memory_.read(g.addr, r.bytes.data(), g.bytes);
-        batch.memory.push_back(std::move(r));
-      }
+    for (const auto& g : (*segs)[i]) {
+      if (g.desc) add(g.desc, 64);
+      if (started[i].second == 0 && g.bytes && g.addr < memory_.size() && g.bytes <= memory_.size() - g.addr)
+        add(g.addr, g.bytes);
     }
+  return batch;
+}
+
+// What a run of the clocked board says about the batch, said relative to it.
+FastBoard::Cached FastBoard::record(const OracleResult& res) const {
+  Cached entry;
+  entry.bytes_read = res.bytes_read;
+  entry.end_edge = std::max(res.cycles, res.quiet_edge);
+  std::memcpy(entry.engine_regs, res.engine_regs, sizeof entry.engine_regs);
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) {
+      const Channel& ch = ch_[d][c];
+      ChannelTimeline& t = entry.channels[d][c];
+      // A reusable shape's writes are replayed by the fast board itself (they are all before
+      // the batch resolves); a batch run as a whole keeps what its writes did.
+      for (const auto& change : res.channels[d][c].changes)
+        if (general_ || !change.at_write) t.changes.push_back({change.time_ps, relative(ch, change.regs)});
+      t.transfers = res.channels[d][c].transfers;
+      for (const auto& g : ch.chain)
+        if (g.desc) t.desc_status.push_back(rd32(memory_, g.desc + R::kDescStatus));
+    }
+  return entry;
+}
+
+FastBoard::Cached FastBoard::run_oracle(const std::vector<std::vector<Segment>>& segs,
+                                        const std::vector<std::pair<int, int>>& started, bool check_outputs) {
   const auto t0 = std::chrono::steady_clock::now();
-  const OracleResult res = run_timing_oracle(config_, batch);
+  const OracleResult res = run_timing_oracle(config_, oracle_batch(&segs, started));
   stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.oracle_runs;
   stats_.oracle_cycles += res.cycles;
@@ -498,54 +578,100 @@ FastBoard::Cached FastBoard::run_oracle(uint64_t first, const std::vector<std::v
                                 "engines' (an internal error)", addr));
     }
   }
-  for (const auto& w : res.writes) memory_.write(w.addr, w.bytes.data(), w.bytes.size());
-  Cached entry;
-  entry.bytes_read = res.bytes_read;
-  entry.last_edge = res.cycles;
-  std::memcpy(entry.engine_regs, res.engine_regs, sizeof entry.engine_regs);
-  for (int d = 0; d < 4; ++d)
-    for (int c = 0; c < 2; ++c) {
-      const Channel& ch = ch_[d][c];
-      ChannelTimeline& t = entry.channels[d][c];
-      for (const auto& change : res.channels[d][c].changes) t.changes.push_back({change.edge, relative(ch, change.regs)});
-      t.transfers = res.channels[d][c].transfers;
-      for (const auto& g : ch.chain)
-        if (g.desc) t.desc_status.push_back(rd32(memory_, g.desc + R::kDescStatus));
-    }
-  return entry;
+  for (const auto& w : res.writes) write_output(w.addr, w.bytes.data(), w.bytes.size());
+  return record(res);
 }
 
-// Puts a resolved batch in flight: its register changes, transfers, DDR bytes and the
-// engines' registers after it.
-void FastBoard::apply(const Cached& entry, uint64_t first) {
+// A write of the PL's results into DDR, undone if the batch has to run again.
+void FastBoard::write_output(uint64_t addr, const void* src, size_t n) {
+  undo_.emplace_back(addr, std::vector<uint8_t>(n));
+  memory_.read(addr, undo_.back().second.data(), n);
+  memory_.write(addr, src, n);
+}
+
+void FastBoard::undo_outputs() {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->first, it->second.data(), it->second.size());
+  undo_.clear();
+}
+
+// Puts a resolved batch in flight: its register changes, transfers and the engines'
+// registers after it. A change before the latest access is the state now (a channel's
+// writes in a reusable shape all come before its first change; a batch that runs again
+// agrees with its earlier run up to then); transfers before it were reported already.
+void FastBoard::apply(const Cached& entry) {
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
       Channel& ch = ch_[d][c];
       const ChannelTimeline& t = entry.channels[d][c];
       ch.pending.clear();
       ch.next = 0;
-      for (const Change& change : t.changes) ch.pending.emplace_back(first + change.edge, absolute(ch, change.regs));
+      // The clocked board's state at the latest access, then what is still to come.
+      const uint64_t shift = (batch_first_ - kOracleFirstEdge) * period_;
+      for (const Change& change : t.changes) {
+        if (change.time_ps + shift > advanced_ps_) ch.pending.emplace_back(change.time_ps + shift, absolute(ch, change.regs));
+        else ch.regs = absolute(ch, change.regs);
+      }
       ch.transfers.clear();
       ch.reported = 0;
-      for (const auto& [s, e] : t.transfers) ch.transfers.emplace_back(first + s, first + e);
+      for (const auto& [s, e] : t.transfers)
+        if ((batch_first_ + e) * period_ >= advanced_ps_) ch.transfers.emplace_back(batch_first_ + s, batch_first_ + e);
     }
-  bytes_read_ += entry.bytes_read;
+  batch_end_edge_ = batch_first_ + entry.end_edge;
   std::memcpy(pending_engine_regs_, engine_regs_, sizeof engine_regs_);
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane) {
       uint32_t* r = pending_engine_regs_[e][lane];
       const uint32_t* b = entry.engine_regs[e][lane];
-      for (int k = 0; k < 4; ++k) r[k] = b[k];                // status and error: the batch's own
-      for (int k = 5; k < 9; ++k) r[k] += b[k];               // counters: the batch's counts added
+      for (int k = 0; k < 4; ++k) r[k] = b[k];   // status and error: the batch's own
+      for (int k = 5; k < 9; ++k) r[k] += b[k];  // counters: the batch's counts added
     }
-  engine_pending_ = true;
+}
+
+// Runs the whole batch so far on the clocked board (its actions up to now, then until it is
+// quiet or the horizon), and puts the outcome in flight.
+// (The DDR it starts from is the DDR when the batch opened: the results of an earlier run
+// are undone, and the CPU's stores during the batch go in again at their times.)
+void FastBoard::run_general(uint64_t horizon_ps) {
+  general_ = true;
+  undo_outputs();
+  OracleBatch batch = oracle_batch(nullptr, {});
+  const uint64_t horizon_edge = horizon_ps / period_ + 1;
+  batch.horizon_edges = std::max<uint64_t>(horizon_edge > batch_first_ ? 2 * (horizon_edge - batch_first_) : 1,
+                                           kGeneralHorizonEdges);
+  const auto t0 = std::chrono::steady_clock::now();
+  const OracleResult res = run_timing_oracle(config_, batch);
+  stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.oracle_runs;
+  stats_.oracle_cycles += res.cycles;
+  for (const auto& w : res.writes) write_output(w.addr, w.bytes.data(), w.bytes.size());
+  bytes_read_ = bytes_read_before_batch_ + res.bytes_read;
+  apply(record(res));
+  known_until_ps_ = res.settled ? UINT64_MAX : (batch_first_ + res.end_edge) * period_;
+}
+
+// A register or DDR value at a time inside the batch, from a run of the batch up to then.
+std::vector<uint8_t> FastBoard::probe(OracleAction a) {
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> redo;
+  for (const auto& [addr, old] : undo_) {
+    redo.emplace_back(addr, std::vector<uint8_t>(old.size()));
+    memory_.read(addr, redo.back().second.data(), old.size());
+  }
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->first, it->second.data(), it->second.size());
+  OracleBatch batch = oracle_batch(nullptr, {});
+  for (const auto& [addr, bytes] : redo) memory_.write(addr, bytes.data(), bytes.size());
+  a.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
+  batch.actions.push_back(std::move(a));
+  ++stats_.oracle_runs;
+  OracleResult res = run_timing_oracle(config_, batch);
+  return std::move(res.probes.back());
 }
 
 void FastBoard::resolve() {
   collecting_ = false;
+  known_until_ps_ = UINT64_MAX;
   ++stats_.batches;
   std::vector<std::pair<int, int>> started;
-  uint64_t first = UINT64_MAX;
+  batch_first_ = UINT64_MAX;
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
       Channel& ch = ch_[d][c];
@@ -554,10 +680,11 @@ void FastBoard::resolve() {
       ch.chain_next.clear();
       if (ch.regs.state() != DmaState::kStarting) continue;
       started.emplace_back(d, c);
-      first = std::min(first, ch.start_edge);
+      batch_first_ = std::min(batch_first_, ch.start_edge);
     }
   if (started.empty()) {  // the starts were stopped before they began
-    batch_writes_.clear();
+    batch_open_ = false;
+    batch_actions_.clear();
     return;
   }
   for (int e = 0; e < 2; ++e)
@@ -578,25 +705,35 @@ void FastBoard::resolve() {
     segs.push_back(ch.chain);
     if (ch.chain.empty()) ok = false;
   }
-  std::string key = batch_key(started, first);
+  // Only starts and the buffer registers belong to a reusable shape.
+  for (const OracleAction& a : batch_actions_) {
+    const uint32_t off = uint32_t(a.addr & 0xFF) % R::kS2mmOffset;
+    ok &= a.kind == OracleAction::Kind::kWrite && dma_of(a.addr) >= 0 &&
+          (off == R::kMm2sSa || off == R::kMm2sLength || off == R::kMm2sTaildesc);
+  }
+  std::string key = ok ? batch_key(started) : std::string();
   if (ok) ok = compute(segs, started, key);
+  bytes_read_before_batch_ = bytes_read_;
   if (!ok) {
-    apply(run_oracle(first, segs, started, false), first);
-  } else if (auto it = cache_.find(key); it != cache_.end()) {
+    run_general(advanced_ps_);
+    return;
+  }
+  if (auto it = cache_.find(key); it != cache_.end()) {
     ++stats_.cache_hits;
-    for (const auto& [addr, bytes] : outputs_) memory_.write(addr, bytes.data(), bytes.size());
+    for (const auto& [addr, bytes] : outputs_) write_output(addr, bytes.data(), bytes.size());
     for (const auto& [d, c] : started) {
       const auto& status = it->second.channels[d][c].desc_status;
       size_t k = 0;
       for (const auto& g : ch_[d][c].chain)
-        if (g.desc && k < status.size()) memory_.write(g.desc + R::kDescStatus, &status[k++], 4);
+        if (g.desc && k < status.size()) write_output(g.desc + R::kDescStatus, &status[k++], 4);
     }
-    apply(it->second, first);
-  } else {
-    const Cached& entry = cache_[key] = run_oracle(first, segs, started, true);
-    apply(entry, first);
+    bytes_read_ += it->second.bytes_read;
+    apply(it->second);
+    return;
   }
-  batch_writes_.clear();
+  const Cached& entry = cache_[key] = run_oracle(segs, started, true);
+  bytes_read_ += entry.bytes_read;
+  apply(entry);
 }
 
 }  // namespace bitsim::hw

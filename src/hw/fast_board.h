@@ -40,6 +40,12 @@ class FastMemory {
   const uint8_t* span(uint64_t addr, size_t n) const;
   uint64_t size() const { return size_; }
   void set_write_listener(std::function<void(uint64_t, size_t)> f) { listener_ = std::move(f); }
+  // Calls f(address, bytes) for every page that was ever written.
+  template <class F>
+  void for_each_page(F f) const {
+    for (size_t i = 0; i < pages_.size(); ++i)
+      if (pages_[i]) f(uint64_t(i) * kPage, size_t(std::min<uint64_t>(kPage, size_ - uint64_t(i) * kPage)));
+  }
 
  private:
   static constexpr uint64_t kPage = 1ull << 20;
@@ -65,12 +71,16 @@ class FastBoard {
   FastBoard(const BoardConfig& config, FastBoardOptions options = {});
 
   // A register access by the CPU at time t (ps). Reads see the state after every clock
-  // edge strictly before t, as the clocked board's do. While a batch is in flight, a write
-  // that would change its timing (a start, or any write to a channel still in the batch or
-  // to an engine) and a read of an engine register are not modelled: bitsim::Error.
+  // edge strictly before t, as the clocked board's do.
   uint32_t read32(uint64_t addr, uint64_t t_ps);
   void write32(uint64_t addr, uint32_t value, uint64_t t_ps);
+  // The CPU's own loads and stores to DDR at time t. While a batch is in flight, a load of
+  // bytes the batch writes sees them as the clocked board would at t, and a store becomes
+  // part of the batch.
+  void cpu_read(uint64_t addr, void* dst, size_t n, uint64_t t_ps);
+  void cpu_write(uint64_t addr, const void* src, size_t n, uint64_t t_ps);
 
+  // DDR contents without timing (loading images, tests).
   FastMemory& memory() { return memory_; }
   uint64_t bytes_read() const { return bytes_read_; }
   bool dma_has_sg(int id) const { return id >= 2 ? config_.attention_dma_sg : config_.matmul_dma_sg; }
@@ -97,7 +107,7 @@ class FastBoard {
     Symbol fields[5];  // curdesc, taildesc, addr, length, next_desc
   };
   struct Change {
-    uint64_t edge;  // relative to the batch's first start edge
+    uint64_t time_ps;  // from when a read sees it, in the oracle's time (OracleRegisterChange)
     RelativeRegs regs;
   };
   struct ChannelTimeline {
@@ -108,7 +118,7 @@ class FastBoard {
   struct Cached {
     ChannelTimeline channels[4][2];
     uint64_t bytes_read = 0;
-    uint64_t last_edge = 0;             // relative edge of the batch's last register change
+    uint64_t end_edge = 0;              // relative edge from which every channel is quiet
     uint32_t engine_regs[2][2][9] = {};  // after the batch (counters: the batch's own)
   };
   struct Segment {
@@ -123,27 +133,35 @@ class FastBoard {
     DmaChannelRegisters at_resolve;  // the registers when the batch was resolved
     std::vector<Segment> chain;      // the chain of the resolved batch
     std::vector<uint32_t> chain_next;  // NXTDESC of each chain descriptor
-    std::vector<std::pair<uint64_t, DmaChannelRegisters>> pending;  // (absolute edge, registers)
+    std::vector<std::pair<uint64_t, DmaChannelRegisters>> pending;  // (visible from, ps; registers)
     size_t next = 0;
     std::vector<std::pair<uint64_t, uint64_t>> transfers;  // absolute (start, completion) to report
     size_t reported = 0;
   };
 
-  Channel& channel(int dma, int ch) { return ch_[dma][ch]; }
   void write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps);
   void write_engine(uint64_t addr, uint32_t v);
   uint32_t read_engine(uint64_t addr) const;
   bool batch_in_flight() const;
   void advance(uint64_t t_ps);
+  void close_batch();
+  void add_action(OracleAction a);
   void resolve();
-  std::string batch_key(const std::vector<std::pair<int, int>>& started, uint64_t first) const;
+  void run_general(uint64_t horizon_ps);
+  std::vector<uint8_t> probe(OracleAction a);
+  void undo_outputs();
+  void write_output(uint64_t addr, const void* src, size_t n);
+  std::string batch_key(const std::vector<std::pair<int, int>>& started) const;
   Symbol symbol(const Channel& c, int field, uint32_t value) const;
   std::vector<Segment> chain(const DmaChannelRegisters& r) const;
   bool compute(const std::vector<std::vector<Segment>>& segs,
                const std::vector<std::pair<int, int>>& started, std::string& key);
-  Cached run_oracle(uint64_t first, const std::vector<std::vector<Segment>>& segs,
-                    const std::vector<std::pair<int, int>>& started, bool check_outputs);
-  void apply(const Cached& entry, uint64_t first);
+  OracleBatch oracle_batch(const std::vector<std::vector<Segment>>* segs,
+                           const std::vector<std::pair<int, int>>& started) const;
+  Cached run_oracle(const std::vector<std::vector<Segment>>& segs, const std::vector<std::pair<int, int>>& started,
+                    bool check_outputs);
+  Cached record(const OracleResult& res) const;
+  void apply(const Cached& entry);
   RelativeRegs relative(const Channel& c, const DmaChannelRegisters& r) const;
   DmaChannelRegisters absolute(const Channel& c, const RelativeRegs& r) const;
   const fast::DecodedRows* decoded(uint64_t addr, int rows, int n);
@@ -153,10 +171,21 @@ class FastBoard {
   uint64_t period_;
   FastMemory memory_;
   Channel ch_[4][2];
-  // The batch being collected: its writes from the first start on (absolute times).
-  std::vector<OracleWrite> batch_writes_;
-  bool collecting_ = false;
-  DmaChannelRegisters open_regs_[4][2];  // every channel's registers when the batch opened
+  // The batch: the host's accesses from the first start on (absolute times) until every
+  // channel is quiet again.
+  std::vector<OracleAction> batch_actions_;
+  bool collecting_ = false;   // starts written, not resolved yet
+  bool batch_open_ = false;   // from the first start until the batch is over
+  bool general_ = false;      // not a reusable shape: the whole batch runs on the clocked board
+  uint64_t batch_first_ = 0;  // the first start's effective edge
+  uint64_t batch_end_edge_ = 0;             // absolute edge from which every channel is quiet
+  uint64_t known_until_ps_ = UINT64_MAX;    // a general batch's run ended here without settling
+  uint64_t advanced_ps_ = 0;                // the latest access time
+  uint64_t bytes_read_before_batch_ = 0;
+  // A batch run as a whole is run at least this far, and twice as far as it was last asked.
+  static constexpr uint64_t kGeneralHorizonEdges = 100'000;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> undo_;  // DDR bytes the batch's results replaced
+  DmaChannelRegisters open_regs_[4][2];     // every channel's registers when the batch opened
   uint32_t engine_regs_[2][2][9] = {};
   uint32_t pending_engine_regs_[2][2][9] = {};  // after the in-flight batch
   bool engine_pending_ = false;

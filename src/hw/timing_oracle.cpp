@@ -45,10 +45,54 @@ class OraclePs : public sc_core::sc_module {
     return v;
   }
 
-  bool quiet() const {
+  // Every DMA channel quiet and no engine lane busy or holding an error (a lane still holding
+  // input, results or an error carries the batch into the next one: the fast board then
+  // keeps the batch open until it is quiet).
+  bool quiet() {
     for (int d = 0; d < 4; ++d)
       for (int c = 0; c < 2; ++c)
         if (board_.dma(DmaId(d)).active(DmaChannel(c))) return false;
+    for (uint64_t base : {board_map::kMatmulRegs, board_map::kAttentionRegs})
+      for (int lane = 0; lane < 2; ++lane)
+        if (access(false, base + uint64_t(lane) * engine_reg::kLaneStride + engine_reg::kStatus, 0) &
+            (engine_reg::kStatusBusy | engine_reg::kStatusError))
+          return false;
+    return true;
+  }
+
+  // Performs one action; true for a probe.
+  bool perform(const OracleAction& a) {
+    switch (a.kind) {
+      case OracleAction::Kind::kWrite:
+        access(true, a.addr, a.value);
+        return false;
+      case OracleAction::Kind::kCpuStore:
+        board_.ddr().write(a.addr, a.bytes.data(), a.bytes.size());
+        return false;
+      case OracleAction::Kind::kProbeRegister: {
+        const uint32_t v = access(false, a.addr, 0);
+        result_.probes.emplace_back(reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
+        return true;
+      }
+      case OracleAction::Kind::kProbeMemory:
+        result_.probes.emplace_back(a.size);
+        board_.ddr().read(a.addr, result_.probes.back().data(), a.size);
+        return true;
+    }
+    return false;
+  }
+
+  // Waits until every channel is quiet and the DDR has settled (true), or the horizon (false).
+  bool settle(uint64_t period) {
+    const uint64_t limit = kOracleFirstEdge + (batch_.horizon_edges ? batch_.horizon_edges : max_cycles_);
+    do {
+      wait(sc_core::sc_time::from_value(64 * period));
+      if (board_.clock().cycle() > limit) {
+        if (batch_.horizon_edges) return false;
+        throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
+      }
+    } while (!quiet());
+    wait(sc_core::sc_time::from_value(64 * period));
     return true;
   }
 
@@ -56,19 +100,17 @@ class OraclePs : public sc_core::sc_module {
     try {
       const uint64_t period = board_.clock().period().value();
       for (const auto& p : board_.ddr().stats().ports) bytes_read_at_start_ += p.bytes_read;
-      for (const OracleWrite& w : batch_.writes) {
+      bool probes = false;
+      for (const OracleAction& a : batch_.actions) {
         const uint64_t now = sc_core::sc_time_stamp().value();
-        if (w.time_ps > now) wait(sc_core::sc_time::from_value(w.time_ps - now));
-        access(true, w.addr, w.value);
+        if (a.time_ps > now) wait(sc_core::sc_time::from_value(a.time_ps - now));
+        probes |= perform(a);
       }
-      // Wait until every channel is quiet and the DDR has settled.
-      const uint64_t limit = kOracleFirstEdge + max_cycles_;
-      do {
-        wait(sc_core::sc_time::from_value(64 * period));
-        if (board_.clock().cycle() > limit)
-          throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
-      } while (!quiet());
-      wait(sc_core::sc_time::from_value(64 * period));
+      result_.settled = !probes && settle(period);
+      uint64_t last_active = 0;
+      for (int d = 0; d < 4; ++d) last_active = std::max(last_active, board_.dma(DmaId(d)).last_active_cycle());
+      result_.quiet_edge = last_active + 1 > kOracleFirstEdge ? last_active + 1 - kOracleFirstEdge : 0;
+      result_.end_edge = board_.clock().cycle() - kOracleFirstEdge;
       uint64_t bytes = 0;
       for (const auto& p : board_.ddr().stats().ports) bytes += p.bytes_read;
       result_.bytes_read = bytes - bytes_read_at_start_;
@@ -90,22 +132,26 @@ class OraclePs : public sc_core::sc_module {
   uint64_t bytes_read_at_start_ = 0;
 };
 
-// Records every register change of every channel, and every transfer that completes.
+// Records every register change of every channel, and every transfer that completes. A
+// change in a clock edge is seen by reads after the edge; a change by a register write at
+// once (AxiDma reports those with cycle UINT64_MAX).
 void observe_registers(Board& board, OracleResult& result) {
+  const uint64_t period = board.clock().period().value();
   for (int d = 0; d < 4; ++d) {
     AxiDma& dma = board.dma(DmaId(d));
-    dma.set_register_observer([&dma, &result, d, seen = std::array<uint64_t, 2>{}](DmaChannel ch, uint64_t cycle) mutable {
-      const int c = int(ch);
-      OracleChannelResult& r = result.channels[d][c];
-      const uint64_t edge = cycle - kOracleFirstEdge;
-      r.changes.push_back({edge, dma.registers(ch)});
-      result.cycles = std::max(result.cycles, edge);
-      const AxiDmaChannelStats& st = dma.stats(ch);
-      if (st.transfers > seen[size_t(c)]) {
-        seen[size_t(c)] = st.transfers;
-        r.transfers.emplace_back(st.last_start_cycle - kOracleFirstEdge, st.last_completion_cycle - kOracleFirstEdge);
-      }
-    });
+    dma.set_register_observer(
+        [&dma, &result, d, period, seen = std::array<uint64_t, 2>{}](DmaChannel ch, uint64_t cycle) mutable {
+          const int c = int(ch);
+          OracleChannelResult& r = result.channels[d][c];
+          const uint64_t t = cycle == UINT64_MAX ? sc_core::sc_time_stamp().value() : cycle * period + 1;
+          r.changes.push_back({t, cycle == UINT64_MAX, dma.registers(ch)});
+          if (cycle != UINT64_MAX) result.cycles = std::max(result.cycles, cycle - kOracleFirstEdge);
+          const AxiDmaChannelStats& st = dma.stats(ch);
+          if (st.transfers > seen[size_t(c)]) {
+            seen[size_t(c)] = st.transfers;
+            r.transfers.emplace_back(st.last_start_cycle - kOracleFirstEdge, st.last_completion_cycle - kOracleFirstEdge);
+          }
+        });
   }
 }
 

@@ -21,12 +21,21 @@
 
 namespace bitsim::hw {
 
-// One register write of the batch, at its time relative to the batch's time origin (the
-// first start's effective edge is edge kOracleFirstEdge of the oracle's run).
-struct OracleWrite {
+// One access of the batch's host program, at its time relative to the batch's time origin
+// (the first start's effective edge is edge kOracleFirstEdge of the oracle's run).
+struct OracleAction {
+  enum class Kind : uint8_t {
+    kWrite,          // register write: addr, value
+    kCpuStore,       // the CPU's store to DDR: addr, bytes
+    kProbeRegister,  // a register read whose value the caller wants (OracleResult::probes)
+    kProbeMemory,    // a DDR load whose bytes the caller wants: addr, size
+  };
+  Kind kind = Kind::kWrite;
   uint64_t time_ps = 0;
-  uint64_t addr = 0;   // AXI-Lite address
+  uint64_t addr = 0;
   uint32_t value = 0;
+  uint64_t size = 0;
+  std::vector<uint8_t> bytes;
 };
 constexpr uint64_t kOracleFirstEdge = 64;
 
@@ -35,9 +44,10 @@ struct MemoryRegion {
   std::vector<uint8_t> bytes;
 };
 
-// The register file of one channel after a clock edge of the batch.
+// The register file of one channel after a clock edge or a register write of the batch.
 struct OracleRegisterChange {
-  uint64_t edge = 0;  // relative to the first start's effective edge
+  uint64_t time_ps = 0;  // a read at this time (oracle time) or later sees it: edge c at c * period + 1
+  bool at_write = false;  // made by a register write (else by a clock edge)
   DmaChannelRegisters regs;
 };
 
@@ -52,15 +62,22 @@ struct OracleResult {
   uint64_t cycles = 0;          // cycles simulated from the first start to the last register change
   std::vector<MemoryRegion> writes;  // every byte range the PL wrote, with its final contents
   uint32_t engine_regs[2][2][9] = {};  // [matmul, attention][lane][register / 4], after the batch
+  uint64_t quiet_edge = 0;  // first edge (relative) from which every channel is quiet, when settled
+  bool settled = true;
+  uint64_t end_edge = 0;  // the run's last edge (relative)  // every channel quiet at the end (false: the horizon or a probe ended the run)
+  std::vector<std::vector<uint8_t>> probes;  // the probes' values, in program order
 };
 
 struct OracleBatch {
   DmaChannelRegisters initial[4][2];  // every channel's register file when the batch opens
   std::vector<MemoryRegion> memory;   // every region the batch reads (streams, descriptors, buffers)
-  std::vector<OracleWrite> writes;    // in time order; the first is the first start
+  std::vector<OracleAction> actions;  // in program order; the first is the first start
+  // Run until every channel is quiet, or at most to this edge (relative to the first start)
+  // if not 0. A batch with probes ends at its last action.
+  uint64_t horizon_edges = 0;
 };
 
-// Runs the batch until every DMA channel and engine is quiet again. Throws bitsim::Error if
+// Runs the batch until every DMA channel is quiet again (or as OracleBatch says). Throws bitsim::Error if
 // it does not settle within `max_cycles`.
 OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& batch,
                                uint64_t max_cycles = uint64_t(1) << 28);

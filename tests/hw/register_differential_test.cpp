@@ -88,6 +88,21 @@ TEST_P(GeneratedPrograms, EveryReadEqualOnBothFidelities) {
 
 INSTANTIATE_TEST_SUITE_P(RegisterDifferential, GeneratedPrograms, ::testing::Range(0, 12));
 
+class ChaosPrograms : public ::testing::TestWithParam<int> {};
+
+TEST_P(ChaosPrograms, AccessesDuringTransfersReadTheSame) {
+  // Stops, resets, tail moves, engine register reads and loads of results while transfers
+  // run: the fast board runs such a batch as a whole on the clocked board.
+  testing::MmioProgramGenerator gen(uint64_t(GetParam()) * 104729 + 3, true);
+  const host::MmioProgram p = gen.generate(5);
+  host::ReplayResult cycle;
+  const auto diffs = fast_against_cycle(p, hw::BoardConfig{}, &cycle);
+  EXPECT_GT(cycle.reads, 100u);
+  EXPECT_TRUE(diffs.empty()) << diffs.size() << " reads differ; first: " << (diffs.empty() ? "" : diffs[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(RegisterDifferential, ChaosPrograms, ::testing::Range(0, 12));
+
 TEST(RegisterDifferential, GeneratedProgramsMoveData) {
   // The generated programs really transfer: the engines' result buffers change.
   testing::MmioProgramGenerator gen(5);

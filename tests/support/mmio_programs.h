@@ -25,7 +25,9 @@ namespace bitsim::testing {
 
 class MmioProgramGenerator {
  public:
-  explicit MmioProgramGenerator(uint64_t seed) : rng_(seed) {}
+  // `chaos`: also accesses while transfers run that a driver never makes: stops, resets,
+  // tail moves, engine register reads, loads of half-written results.
+  explicit MmioProgramGenerator(uint64_t seed, bool chaos = false) : rng_(seed), chaos_(chaos) {}
 
   host::MmioProgram generate(int rounds) {
     host::MmioProgram p;
@@ -296,6 +298,35 @@ class MmioProgramGenerator {
     write(dma(2 + lane) + R::kMm2sTaildesc, uint32_t(a.ring + uint64_t(a.descs - 1) * 64));
   }
 
+  void chaos(bool attention, int lanes) {
+    namespace R = hw::dma_reg;
+    const int n = pick(1, 3);
+    for (int i = 0; i < n; ++i) {
+      const int lane = (lanes & 1) ? 0 : 1;
+      const int d = (attention ? 2 : 0) + lane;
+      const uint32_t base = chance(0.5) ? R::kS2mmOffset : 0;
+      switch (pick(0, 6)) {
+        case 0: write(dma(d) + base + R::kMm2sDmacr, 0); break;             // stop while busy
+        case 1: write(dma(d) + base + R::kMm2sDmacr, R::kCrReset); break;   // reset mid-transfer
+        case 2: write(dma(d) + base + R::kMm2sDmasr, 0xFFFF'FFFF); break;   // W1C while busy
+        case 3: write(dma(d) + base + R::kMm2sDmacr, R::kCrRunStop | (2u << R::kCrIrqThresholdShift)); break;
+        case 4:
+          if (attention) write(dma(d) + R::kMm2sTaildesc, uint32_t(at_[lane].ring + uint64_t(at_[lane].descs - 1) * 64));
+          break;
+        case 5:
+          for (uint32_t off = 0; off <= hw::engine_reg::kBeatsOut; off += 4)
+            read((attention ? hw::board_map::kAttentionRegs : hw::board_map::kMatmulRegs) +
+                 uint64_t(lane) * hw::engine_reg::kLaneStride + off);
+          break;
+        default:
+          if (attention) mem_read(at_[lane].result, at_[lane].result_bytes);
+          else mem_read(mm_[lane].result, mm_[lane].result_bytes);
+          break;
+      }
+      random_reads(pick(1, 10));
+    }
+  }
+
   void round() {
     for (int d = 0; d < 4; ++d) init(d);
     const int pokes_n = pick(0, 3);
@@ -308,6 +339,7 @@ class MmioProgramGenerator {
     for (int lane = 0; lane < 2; ++lane)
       if (lanes & (1 << lane)) attention ? attention_start(lane) : matmul_start(lane);
     random_reads(pick(5, 60));
+    if (chaos_ && chance(0.5)) chaos(attention, lanes);
     wait(kSettle);
     for (int d = 0; d < 4; ++d) read_dma(d);
     read_engines();
@@ -320,6 +352,7 @@ class MmioProgramGenerator {
   }
 
   std::mt19937_64 rng_;
+  bool chaos_ = false;
   std::vector<host::MmioOp>* ops_ = nullptr;
   uint64_t t_ = 0;
   Matmul mm_[2];
