@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/fingerprint.h"
 #include "model/error.h"
 
 namespace bitsim::hw {
@@ -91,6 +92,20 @@ void AxiDma::restore_registers(DmaChannel ch, const DmaChannelRegisters& regs) {
     throw Error(std::string(name()) + ": registers can be restored only on a quiet channel, to a quiet state");
   c.regs = regs;
   observed_[int(ch)] = regs;
+}
+
+uint64_t AxiDma::state_fingerprint() const {
+  Fingerprint f;
+  for (const Channel& c : ch_) {
+    f.add(uint64_t(c.step)).add(c.mm2s_fifo.size()).add(c.reserved).add(c.discard_beats).add(c.s2mm_fifo.size());
+    f.add(c.write_reqs.size()).add(c.w_owed).add(c.b_owed).add(c.w_left_in_req).add(uint64_t(c.sg_outstanding));
+    f.add(c.packet_open);  // (aborted, ended and tlast are set afresh when a transfer's data starts)
+  }
+  for (const AxiMmLink* l : {&m_axi_mm2s, &m_axi_s2mm, &m_axi_sg})
+    f.add(uint64_t(l->ar.size())).add(uint64_t(l->r.size())).add(uint64_t(l->aw.size())).add(uint64_t(l->w.size()))
+        .add(uint64_t(l->b.size()));
+  f.add(sg_reads_.size()).add(sg_writes_.size()).add(uint64_t(sg_read_rr_)).add(uint64_t(sg_write_rr_));
+  return f.value();
 }
 
 void AxiDma::report_changes(uint64_t cycle) {
@@ -237,6 +252,9 @@ void AxiDma::tick() {
   if (!m_quiet || !s_quiet) last_active_cycle_ = now;
   if (!m_quiet) return;
   if (s_quiet) {
+    // An idle SG engine restarts its turns at the MM2S channel, as the arbiters do
+    // (docs/hw-timing.md, "idle board").
+    sg_read_rr_ = sg_write_rr_ = 0;
     sleeping_ = true;
     next_trigger(idle_list_);
   } else if (s2mm_in && s.step == Step::kData && !s.aborted && !s.ended && now >= s.action_cycle &&

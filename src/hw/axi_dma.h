@@ -91,6 +91,10 @@ class AxiDma : public sc_core::sc_module {
   // True while the channel has work or traffic in flight (not halted or idle, a reset
   // draining, or an aborted transfer's beats still on the bus).
   bool active(DmaChannel ch) const;
+  // Timing state (hw/fingerprint.h): what each channel's datapath holds, its links'
+  // FIFOs, the SG engine's queues and turns; not the register file (the fast board keys its
+  // reuse on that) nor the statistics.
+  uint64_t state_fingerprint() const;
   // The last edge at the end of which a channel of this DMA was still active (0 if never).
   uint64_t last_active_cycle() const { return last_active_cycle_; }
   // The channel's register file; restore_registers sets it on a quiescent channel (the

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "hw/fingerprint.h"
+
 namespace bitsim::hw {
 
 Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
@@ -69,6 +71,21 @@ void Board::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay
   }
   // Nothing decodes the address: the interconnect answers DECERR.
   trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+}
+
+std::vector<std::pair<std::string, uint64_t>> Board::state_fingerprints(uint64_t cycle) const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  out.emplace_back("ddr", ddr_->state_fingerprint(cycle));
+  out.emplace_back("hp0", hp_[0]->state_fingerprint());
+  out.emplace_back("hp2", hp_[1]->state_fingerprint());
+  for (int i = 0; i < 4; ++i) out.emplace_back(board_map::kDmaName[i], dma_[size_t(i)]->state_fingerprint());
+  Fingerprint streams;
+  for (int lane = 0; lane < 2; ++lane) {
+    streams.add(uint64_t(matmul_->in(lane).size())).add(uint64_t(matmul_->out(lane).size()));
+    streams.add(uint64_t(attention_->in(lane).size())).add(uint64_t(attention_->out(lane).size()));
+  }
+  out.emplace_back("engine streams", streams.value());
+  return out;
 }
 
 }  // namespace bitsim::hw

@@ -296,6 +296,7 @@ std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::Ter
     host::Ps ps("ps", [&](host::Ps&) { program(*lp); });
     ps.bus.bind(board.ps_bus);
     host::CyclePlatform platform(ps, board);
+    if (o.idle_violations) platform.check_idle_board(o.idle_violations);
     host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, lo);
     lp = &loop;
     loop.load_weights();
