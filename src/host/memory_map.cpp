@@ -18,6 +18,7 @@ using model::kHeadDim;
 // A head's header + q (112 bytes), each in a 128-byte slot.
 constexpr uint64_t kHeadBufferBytes = 128;
 static_assert(kHeadBufferBytes >= model::kAttentionHeaderQBytes);
+static_assert(MemoryMapConfig{}.kv_positions == model::kKvPositions, "the board's KV areas hold 512 positions");
 uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 double mib(uint64_t b) { return double(b) / 1048576.0; }
 }  // namespace

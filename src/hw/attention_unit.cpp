@@ -57,13 +57,12 @@ void AttentionDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) 
       header0_ = b.data;
       const AttentionError e = model::check_attention_beat0(b.data);
       if (e != AttentionError::None) return fail(lane, e, -1, b.last, c);
-      if (b.last) return fail(lane, AttentionError::Truncated, -1, true, c);
       phase_ = Phase::Header1;
       return;
     }
     case Phase::Header1: return header1(lane, b, c);
-    case Phase::Q: return q_beat(lane, b, c);
-    case Phase::K: return k_beat(lane, b, c);
+    case Phase::Q: return q_beat(b);
+    case Phase::K: return k_beat(lane, b);
     case Phase::V: return v_beat(lane, b, c);
   }
 }
@@ -75,20 +74,15 @@ void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t 
   beat_ = 0;
   t_ = 0;
   phase_ = Phase::Q;
-  if (b.last) fail(lane, AttentionError::Truncated, -1, true, c);
 }
 
-void AttentionDatapath::q_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
-  std::memcpy(q_.data() + 8 * beat_, &b.data, 8);
-  if (++beat_ == kAttentionRowBeats) {
-    beat_ = 0;
-    s_cur_ = 0;
-    phase_ = Phase::K;
-  }
-  if (b.last) fail(lane, AttentionError::Truncated, -1, true, c);
+void AttentionDatapath::q_beat(const StreamBeat& b) {
+  if (!collect_beat(q_.data(), &beat_, kAttentionRowBeats, b.data)) return;
+  s_cur_ = 0;
+  phase_ = Phase::K;
 }
 
-void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b) {
   int8_t k[8];
   std::memcpy(k, &b.data, 8);
   const int8_t* q = q_.data() + 8 * beat_;
@@ -108,7 +102,6 @@ void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b, uint64_t c
       phase_ = Phase::V;
     }
   }
-  if (b.last) fail(lane, AttentionError::Truncated, phase_ == Phase::V ? T_ : t_, true, c);
 }
 
 void AttentionDatapath::v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
@@ -126,9 +119,8 @@ void AttentionDatapath::v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c
   if (++beat_ == kAttentionRowBeats) {
     beat_ = 0;
     lane.row_done();
-    if (++t_ == T_) return finish_head(lane, b.last, c);
+    if (++t_ == T_) finish_head(lane, b.last, c);
   }
-  if (b.last) fail(lane, AttentionError::Truncated, T_ + t_, true, c);
 }
 
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
@@ -142,13 +134,14 @@ void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
   lane.unit_done();
   t_ = 0;
   phase_ = Phase::Header0;
-  if (!h_.last) {
-    if (tlast) fail(lane, AttentionError::Truncated, -1, true, c);
-  } else if (tlast) {
-    lane.end_transfer();
-  } else {
-    fail(lane, AttentionError::TrailingData, -1, false, c);  // unit = heads done
-  }
+  if (h_.last) lane.end_transfer(tlast, c);
+}
+
+int AttentionDatapath::error_row() const {
+  // K row t is t (after a K row's last beat: the next one), V row t is T + t; -1 in the
+  // header or q (q just complete included).
+  if (phase_ == Phase::V) return T_ + t_;
+  return phase_ == Phase::K && (t_ > 0 || beat_ > 0) ? t_ : -1;
 }
 
 }  // namespace bitsim::hw

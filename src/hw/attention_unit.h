@@ -52,6 +52,9 @@ struct AttentionUnitConfig {
 // The attention arithmetic of one lane (CIRCUITS.md 3).
 class AttentionDatapath final : public LaneDatapath {
  public:
+  uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
+  uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
+  int error_row() const override;
   uint32_t queue_entries(int result_delay) const override;
   uint32_t room_for_next_beat(uint32_t capacity) const override;
   void take(EngineLane& lane, const StreamBeat& beat, uint64_t c) override;
@@ -61,8 +64,8 @@ class AttentionDatapath final : public LaneDatapath {
  private:
   enum class Phase : uint8_t { Header0, Header1, Q, K, V };
   void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
-  void q_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
-  void k_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void q_beat(const StreamBeat& b);
+  void k_beat(EngineLane& lane, const StreamBeat& b);
   void v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void finish_head(EngineLane& lane, bool tlast, uint64_t c);
 

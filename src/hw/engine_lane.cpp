@@ -63,7 +63,12 @@ void EngineLane::queue(uint64_t data, bool last, uint64_t ready) {
   ++count_;
 }
 
-void EngineLane::end_transfer() {
+void EngineLane::end_transfer(bool tlast, uint64_t c) {
+  if (!tlast) return fail(datapath_->trailing_data_code(), -1, false, c);  // unit = units done
+  close_transfer();
+}
+
+void EngineLane::close_transfer() {
   in_transfer_ = false;
   unit_ = 0;
 }
@@ -78,7 +83,7 @@ void EngineLane::fail(uint32_t code, int row, bool tlast, uint64_t c) {
 
 void EngineLane::end_of_error(uint64_t c) {
   queue(0, true, c + uint64_t(result_delay_));  // the S2MM completes on it
-  end_transfer();
+  close_transfer();
   if (clear_requested_) {
     clear_requested_ = false;
     err_ = {};
@@ -116,8 +121,14 @@ void EngineLane::take(const StreamBeat& b, uint64_t c) {
       transfer_start_ = c;
     }
   }
-  if (mode_ == Mode::Run) return datapath_->take(*this, b, c);
-  if (b.last) end_of_error(c);  // discarding
+  if (mode_ != Mode::Run) {
+    if (b.last) end_of_error(c);  // discarding
+    return;
+  }
+  datapath_->take(*this, b, c);
+  // TLAST on a beat that neither ended the transfer nor failed: truncated.
+  if (b.last && mode_ == Mode::Run && in_transfer_)
+    fail(datapath_->truncated_code(), datapath_->error_row(), true, c);
 }
 
 void EngineLane::push_result(uint64_t c) {

@@ -14,6 +14,9 @@
 //   - the datapath queues result beats with the edge they may leave (queue); the first
 //     queued beat is pushed at that edge, or at the first later edge with room (beats leave
 //     in order, one per edge);
+//   - framing is the lane's: TLAST on a beat that does not end the transfer is the
+//     datapath's truncated error, no TLAST on the beat that ends it (end_transfer) its
+//     trailing-data error;
 //   - an error (fail) latches code, unit (group or head within the transfer), row and edge;
 //     the datapath queues what it completed (abort); the lane discards input up to TLAST,
 //     queues one zero beat with TLAST `result_delay` edges after the TLAST beat, then takes
@@ -22,6 +25,7 @@
 //     input stream's written event and on register writes.
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -74,12 +78,27 @@ struct EngineLaneError {
 
 class EngineLane;
 
+// Gathers a vector that arrives as `beats` beats (x, q) into buf: beat `*beat` goes to
+// buf[8 * *beat ..]. True when it was the last one (*beat is then 0 again).
+inline bool collect_beat(int8_t* buf, int* beat, int beats, uint64_t data) {
+  std::memcpy(buf + 8 * *beat, &data, 8);
+  if (++*beat < beats) return false;
+  *beat = 0;
+  return true;
+}
+
 // The per-lane arithmetic of an engine. The lane calls it for every input beat it does not
 // discard; it calls the lane back to queue results, count rows and units, end a transfer or
 // fail.
 class LaneDatapath {
  public:
   virtual ~LaneDatapath() = default;
+  // ERROR_CODE of a TLAST before the end of the transfer, and of a missing TLAST at its end.
+  virtual uint32_t truncated_code() const = 0;
+  virtual uint32_t trailing_data_code() const = 0;
+  // ERROR_ROW of a framing error found after the beat just taken: the row in progress (or
+  // the next one), -1 in a header, x or q.
+  virtual int error_row() const = 0;
   // Result queue entries the lane must provide (rounded up to a power of two): enough for
   // everything that can wait result_delay edges plus a unit's results.
   virtual uint32_t queue_entries(int result_delay) const = 0;
@@ -110,7 +129,9 @@ class EngineLane {
     ++stats_.units;
     ++unit_;
   }
-  void end_transfer();  // the transfer's last beat (TLAST) was taken, no error
+  // The beat just taken ends the transfer: with TLAST (`tlast`) the transfer is done; without
+  // it, the trailing-data error.
+  void end_transfer(bool tlast, uint64_t c);
   // Latches an error (row -1: none) and discards up to TLAST (`tlast`: this beat had it).
   void fail(uint32_t code, int row, bool tlast, uint64_t c);
 
@@ -136,6 +157,7 @@ class EngineLane {
     bool last;
   };
   void take(const StreamBeat& b, uint64_t c);
+  void close_transfer();
   void push_result(uint64_t c);
   void end_of_error(uint64_t c);
 

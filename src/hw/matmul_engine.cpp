@@ -63,12 +63,11 @@ void MatmulDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) {
       const uint8_t version = uint8_t((b.data >> 16) & 0xFF);
       if (magic != model::kMatmulMagic) return fail(lane, StreamError::BadMagic, -1, b.last, c);
       if (version != model::kMatmulVersion) return fail(lane, StreamError::BadVersion, -1, b.last, c);
-      if (b.last) return fail(lane, StreamError::Truncated, -1, true, c);
       phase_ = Phase::Header1;
       return;
     }
     case Phase::Header1: return header1(lane, b, c);
-    case Phase::X: return x_beat(lane, b, c);
+    case Phase::X: return x_beat(b);
   }
 }
 
@@ -89,19 +88,14 @@ void MatmulDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) 
   row_ = 0;
   acc_ = 0;
   phase_ = Phase::X;
-  if (b.last) fail(lane, StreamError::Truncated, -1, true, c);
 }
 
-void MatmulDatapath::x_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
-  std::memcpy(x_.data() + 8 * beat_, &b.data, 8);
-  if (++beat_ == x_beats_) {
-    // x_j = 0 for j >= n: the stream's x padding and the row's padding digits never count.
-    std::fill(x_.begin() + n_, x_.end(), int8_t(0));
-    spread_x();
-    beat_ = 0;
-    phase_ = Phase::Rows;
-  }
-  if (b.last) fail(lane, StreamError::Truncated, -1, true, c);
+void MatmulDatapath::x_beat(const StreamBeat& b) {
+  if (!collect_beat(x_.data(), &beat_, x_beats_, b.data)) return;
+  // x_j = 0 for j >= n: the stream's x padding and the row's padding digits never count.
+  std::fill(x_.begin() + n_, x_.end(), int8_t(0));
+  spread_x();
+  phase_ = Phase::Rows;
 }
 
 void MatmulDatapath::spread_x() {
@@ -132,8 +126,7 @@ void MatmulDatapath::row_beat(EngineLane& lane, uint64_t data, bool tlast, uint6
   int32_t sum = 0;
   for (int16_t v : macs) sum += v;
   acc_ += sum;
-  if (++beat_ == row_beats_) return finish_row(lane, tlast, c);
-  if (tlast) fail(lane, StreamError::Truncated, int(row_), true, c);
+  if (++beat_ == row_beats_) finish_row(lane, tlast, c);
 }
 
 void MatmulDatapath::finish_row(EngineLane& lane, bool tlast, uint64_t c) {
@@ -155,19 +148,16 @@ void MatmulDatapath::finish_row(EngineLane& lane, bool tlast, uint64_t c) {
     half_valid_ = true;
   }
   ++row_;
-  if (!group_end) {
-    if (tlast) fail(lane, StreamError::Truncated, int(row_), true, c);
-    return;
-  }
+  if (!group_end) return;
   lane.unit_done();
   phase_ = Phase::Header0;
-  if (!transfer_end) {
-    if (tlast) fail(lane, StreamError::Truncated, -1, true, c);
-  } else if (tlast) {
-    lane.end_transfer();
-  } else {
-    fail(lane, StreamError::TrailingData, -1, false, c);  // unit = groups done, as decode_stream
-  }
+  if (transfer_end) lane.end_transfer(tlast, c);
+}
+
+int MatmulDatapath::error_row() const {
+  // Inside the rows: the row in progress, or the next one after a row's last beat; -1 in a
+  // header or x (x just complete included).
+  return phase_ == Phase::Rows && (row_ > 0 || beat_ > 0) ? int(row_) : -1;
 }
 
 void MatmulDatapath::abort(EngineLane& lane, uint64_t c) {

@@ -49,6 +49,9 @@ struct MatmulEngineConfig {
 class MatmulDatapath final : public LaneDatapath {
  public:
   MatmulDatapath();
+  uint32_t truncated_code() const override { return uint32_t(model::StreamError::Truncated); }
+  uint32_t trailing_data_code() const override { return uint32_t(model::StreamError::TrailingData); }
+  int error_row() const override;
   uint32_t queue_entries(int result_delay) const override;
   uint32_t room_for_next_beat(uint32_t) const override { return 2; }
   bool holds_result() const override { return half_valid_; }
@@ -59,7 +62,7 @@ class MatmulDatapath final : public LaneDatapath {
   enum class Phase : uint8_t { Header0, Header1, X, Rows };
   static constexpr int kMaxDataBytes = (model::kMaxRowLength + 4) / 5;  // 820
   void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
-  void x_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void x_beat(const StreamBeat& b);
   void spread_x();
   void row_beat(EngineLane& lane, uint64_t data, bool tlast, uint64_t c);
   void finish_row(EngineLane& lane, bool tlast, uint64_t c);

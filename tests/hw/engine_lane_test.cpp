@@ -1,7 +1,8 @@
 // EngineLanes (hw/engine_lane.h): the lane machinery both engines share, driven by a small
 // test datapath: result timing and order, back-pressure and stalls, a datapath asking for an
-// empty queue, busy, the error sequence (latch, abort, discard to TLAST, zero beat, stop,
-// clear, clear while discarding), the status registers and the config checks.
+// empty queue, busy, framing (truncated, trailing data), the error sequence (latch, abort,
+// discard to TLAST, zero beat, stop, clear, clear while discarding), the status registers
+// and the config checks.
 #include "support/stream_bench.h"
 #include "hw/engine_lane.h"
 
@@ -24,12 +25,17 @@ constexpr uint64_t kBase = 0x4000'0000;
 constexpr uint64_t kFail = 0xFA11;    // a beat with this data fails with code 5 at row 7
 constexpr uint32_t kCode = 5;
 constexpr int kRow = 7;
+constexpr uint32_t kTruncated = 6, kTrailing = 9;
+constexpr uint64_t kEnd = 1ull << 62;  // data bit: this beat ends the transfer
 
 // Each beat is one row: its result is data + 1, queued result_delay edges later, TLAST with
-// the beat's; a TLAST beat ends the unit and the transfer. Beat `empty_at` of a transfer
-// (counting from 0) asks for an empty queue.
+// the beat's; a beat with the kEnd bit ends the unit and the transfer. Beat `empty_at` of a
+// transfer (counting from 0) asks for an empty queue.
 class TestDatapath final : public LaneDatapath {
  public:
+  uint32_t truncated_code() const override { return kTruncated; }
+  uint32_t trailing_data_code() const override { return kTrailing; }
+  int error_row() const override { return beat; }
   uint32_t queue_entries(int result_delay) const override { return uint32_t(result_delay) + 3; }
   uint32_t room_for_next_beat(uint32_t capacity) const override {
     seen_capacity = capacity;
@@ -39,12 +45,12 @@ class TestDatapath final : public LaneDatapath {
   void take(EngineLane& lane, const StreamBeat& b, uint64_t c) override {
     ++beat;
     if (b.data == kFail) return lane.fail(kCode, kRow, b.last, c);
-    lane.queue(b.data + 1, b.last, c + uint64_t(lane.result_delay()));
+    lane.queue(b.data + 1, b.last && (b.data & kEnd), c + uint64_t(lane.result_delay()));
     lane.row_done();
-    if (!b.last) return;
+    if (!(b.data & kEnd)) return;
     lane.unit_done();
-    lane.end_transfer();
     beat = 0;
+    lane.end_transfer(b.last, c);
   }
   void abort(EngineLane&, uint64_t) override {
     ++aborts;
@@ -83,10 +89,12 @@ struct Bench {
   std::vector<std::unique_ptr<Sink>> sink;
 };
 
+// A transfer: the beats' data, the last one flagged kEnd and TLAST.
 std::vector<StreamBeat> transfer(std::vector<uint64_t> data) {
   std::vector<StreamBeat> b;
   for (uint64_t d : data) b.push_back({d, false});
   b.back().last = true;
+  b.back().data |= kEnd;
   return b;
 }
 
@@ -97,7 +105,7 @@ TEST(EngineLane, ResultsLeaveResultDelayAfterTheirBeatInOrder) {
   b.run(40);
   ASSERT_EQ(b.sink[0]->beats.size(), 5u);
   for (size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(b.sink[0]->beats[i].data, 10 * (i + 1) + 1);
+    EXPECT_EQ(b.sink[0]->beats[i].data, (10 * (i + 1) + 1) | (i == 4 ? kEnd : 0));
     EXPECT_EQ(b.sink[0]->beats[i].last, i == 4);
     // pushed at e, taken at e + 1, queued for e + 1 + 3, popped one edge later.
     EXPECT_EQ(b.sink[0]->pop_cycle[i], b.src[0]->push_cycle[i] + 1 + 3 + 1);
@@ -130,7 +138,7 @@ TEST(EngineLane, FullResultStreamStopsInputAndCountsStalls) {
   b.sink[0]->ready = {};
   b.run(60);
   ASSERT_EQ(b.sink[0]->beats.size(), 8u);
-  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(b.sink[0]->beats[i].data, i + 2);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(b.sink[0]->beats[i].data, (i + 2) | (i == 7 ? kEnd : 0));
   EXPECT_EQ(b.sink[0]->tlasts, 1);
   EXPECT_FALSE(b.engine.busy(0));
 }
@@ -200,8 +208,35 @@ TEST(EngineLane, ErrorDiscardsToTlastSendsOneZeroBeatAndStops) {
   b.run(30);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[2].data, 101u);
-  EXPECT_EQ(out[3].data, 201u);
+  EXPECT_EQ(out[3].data, 201u | kEnd);
   EXPECT_TRUE(out[3].last);
+}
+
+TEST(EngineLane, TlastBeforeTheEndIsTruncatedAndNoTlastAtTheEndIsTrailingData) {
+  FreshSimContext ctx;
+  Bench b;
+  // Lane 0: TLAST on the third beat, which does not end the transfer.
+  b.src[0]->append({{1, false}, {2, false}, {3, true}});
+  // Lane 1: the second beat ends the transfer without TLAST; the rest is discarded.
+  b.src[1]->append({{1, false}, {2 | kEnd, false}, {3, false}, {4, true}});
+  b.run(40);
+  EXPECT_EQ(b.engine.error(0).code, kTruncated);
+  EXPECT_EQ(b.engine.error(0).row, 3);  // the datapath's error_row after the beat
+  EXPECT_EQ(b.engine.error(0).unit, 0);
+  EXPECT_EQ(b.engine.error(1).code, kTrailing);
+  EXPECT_EQ(b.engine.error(1).row, -1);
+  EXPECT_EQ(b.engine.error(1).unit, 1);  // units done
+  EXPECT_EQ(b.engine.error(1).cycle, b.src[1]->push_cycle[1] + 1);
+  for (int l = 0; l < kLanes; ++l) {
+    EXPECT_TRUE(b.engine.stopped(l));
+    EXPECT_EQ(b.engine.stats(l).errors, 1u);
+    EXPECT_EQ(b.sink[size_t(l)]->tlasts, 1);
+    EXPECT_EQ(b.sink[size_t(l)]->beats.back().data, 0u);  // the zero beat ends the output
+  }
+  EXPECT_EQ(b.sink[0]->beats.size(), 4u);  // three results and the zero beat
+  EXPECT_EQ(b.sink[1]->beats.size(), 3u);  // two results (no TLAST) and the zero beat
+  EXPECT_FALSE(b.sink[1]->beats[1].last);
+  EXPECT_EQ(b.sink[1]->pop_cycle[2], b.src[1]->push_cycle[3] + 1 + 3 + 1);
 }
 
 TEST(EngineLane, ClearWhileDiscardingAppliesAtTlast) {
@@ -221,7 +256,7 @@ TEST(EngineLane, ClearWhileDiscardingAppliesAtTlast) {
   b.src[0]->append(transfer({41}));
   b.run(20);
   ASSERT_EQ(b.sink[0]->tlasts, 2);
-  EXPECT_EQ(b.sink[0]->beats.back().data, 42u);
+  EXPECT_EQ(b.sink[0]->beats.back().data, 42u | kEnd);
 }
 
 TEST(EngineLane, RegisterDecode) {
