@@ -5,12 +5,14 @@
 // computed with the fast kernels (or skipped in timing-only mode), and time advances by
 // computed waits.
 //
-// The waits are the clocked model's own: a batch's timing depends only on its shape (which
-// channels start, at which edge offsets, on which page offsets and lengths, with which
-// stream headers: docs/hw-timing.md, "idle board"), so the first batch of each shape runs
-// once on the clocked Board (TimingOracle) and every later batch of that shape reuses its
-// completion cycles, DMASR values, S2MM lengths, descriptor status words and DDR byte
-// counts. The cycle counts are therefore the clocked model's, exactly; the equality test
+// The waits and register values are the clocked model's own: a batch's timing depends only
+// on its shape (the register state of its channels, which writes come at which edges, on
+// which page offsets and lengths, with which stream headers: docs/hw-timing.md, "idle
+// board"), so the first batch of each shape runs once on the clocked Board (TimingOracle)
+// and every later batch of that shape reuses its record: every change of every channel's
+// register file (DmaChannelRegisters, the same class the clocked AxiDma uses) edge by
+// edge, with addresses said relative to the batch, the descriptor status words and the
+// DDR byte counts. The cycle counts are therefore the clocked model's, exactly; the equality test
 // (tests/sim/fidelity_test.cpp) checks it on many shapes. A malformed stream is never
 // cached: its batch runs on the clocked board, results and error registers included.
 #include <cstdint>
@@ -63,7 +65,9 @@ class FastBoard {
   FastBoard(const BoardConfig& config, FastBoardOptions options = {});
 
   // A register access by the CPU at time t (ps). Reads see the state after every clock
-  // edge strictly before t, as the clocked board's do.
+  // edge strictly before t, as the clocked board's do. While a batch is in flight, a write
+  // that would change its timing (a start, or any write to a channel still in the batch or
+  // to an engine) and a read of an engine register are not modelled: bitsim::Error.
   uint32_t read32(uint64_t addr, uint64_t t_ps);
   void write32(uint64_t addr, uint32_t value, uint64_t t_ps);
 
@@ -80,40 +84,68 @@ class FastBoard {
   std::vector<Completed> take_completed() { return std::exchange(completed_, {}); }
 
  private:
-  struct Channel {
-    bool sg = false, s2mm = false;
-    uint32_t dmacr = dma_reg::kCrResetValue, dmasr = 1, curdesc = 0, taildesc = 0, addr = 0, length = 0;
-    uint64_t next_desc = 0;
-    bool started = false;         // start written, batch not resolved yet
-    uint64_t start_edge = 0;
-    bool busy = false;            // resolved, completes at completion_edge
-    bool completes = true;
-    uint64_t completion_edge = 0;
-    uint32_t final_dmasr = 0;
+  // A register file value with its address fields said relative to the batch (so that a
+  // cached batch replays on other buffers): each field is a literal, the value the channel
+  // held when the batch was resolved, a descriptor of the chain, or that descriptor's
+  // NXTDESC.
+  struct Symbol {
+    enum Kind : uint8_t { kLiteral, kResolved, kChainDesc, kChainNext } kind = kLiteral;
+    uint32_t value = 0;  // literal value or chain index
   };
-  struct CachedChannel {
-    bool completes = true;
-    uint64_t completion = 0;
-    uint32_t dmasr = 0, s2mm_length = 0;
+  struct RelativeRegs {
+    DmaChannelRegisters regs;
+    Symbol fields[5];  // curdesc, taildesc, addr, length, next_desc
+  };
+  struct Change {
+    uint64_t edge;  // relative to the batch's first start edge
+    RelativeRegs regs;
+  };
+  struct ChannelTimeline {
+    std::vector<Change> changes;
+    std::vector<std::pair<uint64_t, uint64_t>> transfers;  // (start, completion), relative edges
     std::vector<uint32_t> desc_status;  // status words written back, in chain order
   };
   struct Cached {
-    std::vector<CachedChannel> channels;  // in the batch's channel order
+    ChannelTimeline channels[4][2];
     uint64_t bytes_read = 0;
+    uint64_t last_edge = 0;             // relative edge of the batch's last register change
+    uint32_t engine_regs[2][2][9] = {};  // after the batch (counters: the batch's own)
   };
   struct Segment {
     uint64_t addr;
     uint32_t bytes;
     uint64_t desc;  // descriptor address (SG) or 0
   };
+  // Per channel: the resolved batch's register changes still to come (absolute edges).
+  struct Channel {
+    DmaChannelRegisters regs;
+    uint64_t start_edge = 0;         // effective edge of a start not resolved yet
+    DmaChannelRegisters at_resolve;  // the registers when the batch was resolved
+    std::vector<Segment> chain;      // the chain of the resolved batch
+    std::vector<uint32_t> chain_next;  // NXTDESC of each chain descriptor
+    std::vector<std::pair<uint64_t, DmaChannelRegisters>> pending;  // (absolute edge, registers)
+    size_t next = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> transfers;  // absolute (start, completion) to report
+    size_t reported = 0;
+  };
 
   Channel& channel(int dma, int ch) { return ch_[dma][ch]; }
+  void write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps);
+  void write_engine(uint64_t addr, uint32_t v);
+  uint32_t read_engine(uint64_t addr) const;
+  bool batch_in_flight() const;
+  void advance(uint64_t t_ps);
   void resolve();
-  std::vector<Segment> chain(const Channel& c) const;
+  std::string batch_key(const std::vector<std::pair<int, int>>& started, uint64_t first) const;
+  Symbol symbol(const Channel& c, int field, uint32_t value) const;
+  std::vector<Segment> chain(const DmaChannelRegisters& r) const;
   bool compute(const std::vector<std::vector<Segment>>& segs,
                const std::vector<std::pair<int, int>>& started, std::string& key);
-  void run_oracle(const std::vector<std::pair<int, int>>& started, const std::vector<std::vector<Segment>>& segs,
-                  uint64_t first, bool cache, const std::string& key);
+  Cached run_oracle(uint64_t first, const std::vector<std::vector<Segment>>& segs,
+                    const std::vector<std::pair<int, int>>& started, bool check_outputs);
+  void apply(const Cached& entry, uint64_t first);
+  RelativeRegs relative(const Channel& c, const DmaChannelRegisters& r) const;
+  DmaChannelRegisters absolute(const Channel& c, const RelativeRegs& r) const;
   const fast::DecodedRows* decoded(uint64_t addr, int rows, int n);
 
   BoardConfig config_;
@@ -121,7 +153,13 @@ class FastBoard {
   uint64_t period_;
   FastMemory memory_;
   Channel ch_[4][2];
+  // The batch being collected: its writes from the first start on (absolute times).
+  std::vector<OracleWrite> batch_writes_;
+  bool collecting_ = false;
+  DmaChannelRegisters open_regs_[4][2];  // every channel's registers when the batch opened
   uint32_t engine_regs_[2][2][9] = {};
+  uint32_t pending_engine_regs_[2][2][9] = {};  // after the in-flight batch
+  bool engine_pending_ = false;
   uint64_t bytes_read_ = 0;
   std::unordered_map<std::string, Cached> cache_;
   struct Decoded {
