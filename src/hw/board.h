@@ -80,7 +80,7 @@ class Board : public sc_core::sc_module {
   BoardConfig config_;
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<Ddr> ddr_;
-  std::array<std::unique_ptr<HpPort>, 2> hp_;
+  std::array<std::unique_ptr<HpPort>, kLanes> hp_;  // one per lane
   std::array<std::unique_ptr<AxiDma>, 4> dma_;
   std::unique_ptr<MatmulEngine> matmul_;
   std::unique_ptr<AttentionUnit> attention_;

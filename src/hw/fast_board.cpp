@@ -377,31 +377,27 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
       size_t p = 0;
       bool last = false;
       while (!last) {
-        if (p + 16 > s.size()) return false;
+        if (p + model::kHeaderBytes > s.size()) return false;
         uint64_t b0, b1;
         std::memcpy(&b0, s.data() + p, 8);
         std::memcpy(&b1, s.data() + p + 8, 8);
-        const uint32_t magic = uint32_t(b0 & 0xFFFF), version = uint32_t((b0 >> 16) & 0xFF);
-        const uint32_t flags = uint32_t((b0 >> 24) & 0xFF), T = uint32_t(b0 >> 32);
-        const uint32_t m = uint32_t(b1 & 0x3FFFF), shift = uint32_t((b1 >> 24) & 0x3F);
-        if (magic != kAttentionMagic || version != kAttentionVersion || (flags & ~3u) || T < 1 || T > 512 ||
-            (b1 & (0x3Full << 18)) || (b1 >> 30))
-          return false;
-        const size_t head = 16 + 96 + size_t(T) * 192;
+        model::AttentionHeadHeader h;
+        if (model::parse_attention_header(b0, b1, &h) != model::AttentionError::None) return false;
+        const size_t head = model::attention_head_bytes(int(h.T));
         if (p + head > s.size()) return false;
-        key += fmt::format("h{},{};", T, flags);
+        key += fmt::format("h{},{};", h.T, (h.last ? model::kAttentionFlagLast : 0u) | (h.legacy ? model::kAttentionFlagLegacy : 0u));
         const size_t at = results.size();
-        results.resize(at + 98 * 4, 0);
+        results.resize(at + model::kAttentionResultBytes, 0);
         if (!options_.timing_only) {
-          const int8_t* q = reinterpret_cast<const int8_t*>(s.data() + p + 16);
-          const int8_t* K = q + 96;
-          const int8_t* V = K + size_t(T) * 96;
+          const int8_t* q = reinterpret_cast<const int8_t*>(s.data() + p + model::kHeaderBytes);
+          const int8_t* K = q + model::kHeadDim;
+          const int8_t* V = K + size_t(h.T) * model::kHeadDim;
           uint32_t sum = 0;
           int32_t* acc = reinterpret_cast<int32_t*>(results.data() + at);
-          fast::attention_head(q, K, V, int(T), m, int(shift), flags & 2, acc, &sum);
-          std::memcpy(results.data() + at + 96 * 4, &sum, 4);
+          fast::attention_head(q, K, V, int(h.T), h.m, int(h.shift), h.legacy, acc, &sum);
+          std::memcpy(results.data() + at + model::kAttentionSumWord * 4, &sum, 4);
         }
-        last = flags & 1;
+        last = h.last;
         p += head;
       }
       if (p != s.size()) return false;

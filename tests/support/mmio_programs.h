@@ -134,13 +134,13 @@ class MmioProgramGenerator {
     std::vector<uint32_t> ring(size_t(a.descs) * 16, 0);
     for (int h = 0; h < heads; ++h) {
       const int T = pick(1, 24);
-      hw::AttentionHeadHeader hd;
+      model::AttentionHeadHeader hd;
       hd.T = uint32_t(T);
       hd.m = uint32_t(pick(1, (1 << 18) - 1));
       hd.shift = uint32_t(pick(16, 30));
       hd.legacy = chance(0.2);
       hd.last = h == heads - 1;
-      const auto beats = hw::encode_attention_header(hd);
+      const auto beats = model::encode_attention_header(hd);
       std::vector<uint8_t> hq(112);
       std::memcpy(hq.data(), beats.data(), 16);
       for (int i = 16; i < 112; ++i) hq[size_t(i)] = uint8_t(pick(0, 255));
