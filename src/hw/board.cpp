@@ -81,12 +81,8 @@ std::vector<std::pair<std::string, uint64_t>> Board::state_fingerprints(uint64_t
   out.emplace_back("hp0", hp_[0]->state_fingerprint());
   out.emplace_back("hp2", hp_[1]->state_fingerprint());
   for (int i = 0; i < 4; ++i) out.emplace_back(board_map::kDmaName[i], dma_[size_t(i)]->state_fingerprint());
-  Fingerprint streams;
-  for (int lane = 0; lane < 2; ++lane) {
-    streams.add(uint64_t(matmul_->in(lane).size())).add(uint64_t(matmul_->out(lane).size()));
-    streams.add(uint64_t(attention_->in(lane).size())).add(uint64_t(attention_->out(lane).size()));
-  }
-  out.emplace_back("engine streams", streams.value());
+  out.emplace_back("matmul", matmul_->state_fingerprint());
+  out.emplace_back("attention", attention_->state_fingerprint());
   return out;
 }
 

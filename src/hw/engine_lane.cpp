@@ -1,5 +1,7 @@
 #include "hw/engine_lane.h"
 
+#include "hw/fingerprint.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -228,6 +230,19 @@ unsigned int EngineLanes::transport_dbg(tlm::tlm_generic_payload& p) {
   read_lane_register(registers(a.lane), a.offset, &v);
   complete_read(p, v);
   return 4;
+}
+
+uint64_t EngineLane::state_fingerprint() const {
+  Fingerprint f;
+  f.add(uint64_t(mode_)).add(in_transfer_).add(uint64_t(unit_)).add(clear_requested_).add(count_);
+  f.add(uint64_t(in_->size())).add(uint64_t(out_->size()));
+  return f.value();
+}
+
+uint64_t EngineLanes::state_fingerprint() const {
+  Fingerprint f;
+  for (const EngineLane& l : lanes_) f.add(l.state_fingerprint());
+  return f.value();
 }
 
 }  // namespace bitsim::hw

@@ -148,6 +148,8 @@ class EngineLane {
   bool clear_error();
   LaneRegisterView registers() const;
   const LaneDatapath& datapath() const { return *datapath_; }
+  // Timing state (hw/fingerprint.h): mode, transfer open, unit, result queue, FIFOs.
+  uint64_t state_fingerprint() const;
 
  private:
   enum class Mode : uint8_t { Run, Discard, Stopped };
@@ -201,6 +203,8 @@ class EngineLanes : public sc_core::sc_module {
   bool stopped(int lane) const { return lane_ref(lane).stopped(); }  // STATUS.stopped
   void clear_error(int lane);                                        // as CONTROL.clear
   LaneRegisterView registers(int lane) const { return lane_ref(lane).registers(); }
+  // Timing state of both lanes (hw/fingerprint.h).
+  uint64_t state_fingerprint() const;
 
  protected:
   const LaneDatapath& datapath(int lane) const { return lane_ref(lane).datapath(); }
