@@ -68,7 +68,7 @@ class Board : public sc_core::sc_module {
   uint64_t dma_base(DmaId id) const { return board_map::kDmaBase[size_t(id)]; }
 
   // Timing state of each clocked module at edge `cycle` (hw/fingerprint.h), by module name:
-  // the DDR, the HP ports, the DMAs and the engines' stream FIFOs.
+  // the DDR, the HP ports, the DMAs and the engines' lanes.
   std::vector<std::pair<std::string, uint64_t>> state_fingerprints(uint64_t cycle) const;
 
   // Register accesses seen on the bus (reads + writes), for the driver's statistics.
