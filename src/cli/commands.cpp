@@ -198,10 +198,7 @@ int cmd_calibrate(const CalibArgs& a) {
     if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
     std::ofstream out(file);
     if (!out) throw Error(fmt::format("calibrate --write: cannot write '{}'", file));
-    out << "# bitsim board config (effective): key = value, each with its meaning, unit and\n"
-           "# evidence label (board: measured or documented; calibrated: fitted to a board\n"
-           "# figure; simulated: a modelling choice).\n\n"
-        << res.params.dump_toml();
+    out << sim::config_file_text(res.params);
     fmt::print(stderr, "wrote the fitted parameters to {}\n", file);
   }
   return 0;
@@ -253,9 +250,7 @@ int cmd_sweep(SweepArgs& a) {
 int cmd_config(const ConfigArgs& a) {
   const sim::ParamSet p = load_params(a.config, a.sets);
   if (a.dump) {
-    fmt::print("# bitsim board config (effective): key = value, each with its meaning, unit and\n"
-               "# evidence label (board: measured or documented; calibrated: fitted to a board\n"
-               "# figure; simulated: a modelling choice).\n\n{}", p.dump_toml());
+    fmt::print("{}", sim::config_file_text(p));
     return 0;
   }
   for (const auto& k : p.changed()) fmt::print("{} = {}\n", k, p.to_string(k));

@@ -42,11 +42,7 @@ AttentionUnit::AttentionUnit(sc_core::sc_module_name name, const Clock& clock,
       exp_(num::exp_table()) {
   const std::string me = this->name();
   if (config_.lanes < 1 || config_.lanes > 8) throw std::invalid_argument(me + ": lanes must be in 1..8");
-  if (config_.drain < 0 || config_.drain > 1024) throw std::invalid_argument(me + ": drain must be in 0..1024");
-  if (config_.input_fifo_beats < 1 || config_.output_fifo_beats < 1)
-    throw std::invalid_argument(me + ": FIFO depths must be >= 1");
-  if (config_.reg_base % engine_reg::kLaneStride != 0)
-    throw std::invalid_argument(me + ": reg_base must be 0x100-aligned");
+  config_.validate(me);
   lanes_.resize(size_t(config_.lanes));
   for (int i = 0; i < config_.lanes; ++i) {
     Lane& l = lanes_[size_t(i)];

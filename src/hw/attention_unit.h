@@ -81,17 +81,38 @@ enum class AttentionError : uint32_t {
 };
 const char* attention_error_name(AttentionError e);
 
+// The shipped default is the board's attention unit as bitsim runs it (the board sets
+// reg_base); visit() gives each field's key, range, unit, evidence label and meaning
+// (hw/config_field.h).
 struct AttentionUnitConfig {
   int lanes = 2;               // lanes, one per DMA (CIRCUITS.md 3: two); 1..8
   int drain = 4;               // cycles from a head's last V beat to the push of its first
-                               // result beat (model; calibrated later). Default 4: the MAC
-                               // pipeline's last accumulate plus the output register; 0..1024
-  int input_fifo_beats = 2;    // depth of each lane's input stream FIFO (beats); >= 1
+                               // result beat (model, no board figure). Default 4: the MAC
+                               // pipeline's last accumulate plus the output register
+  int input_fifo_beats = 2;    // depth of each lane's input stream FIFO (beats)
   int output_fifo_beats = 16;  // depth of each lane's output stream FIFO (beats); when it is
-                               // full the lane takes no input; >= 1
+                               // full the lane takes no input
   uint64_t reg_base = 0x43C1'0000;  // byte address of the status register block (lane l at
                                     // reg_base + l * 0x100); transactions on `ctrl` carry
                                     // absolute addresses (0 behind an offset-passing router)
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.drain, FieldInfo{"attention.drain", 0, 1024, "cycles", Evidence::kSimulated,
+                         "attention unit: head's last V beat -> first result beat (CIRCUITS.md 3)"});
+    v(c.input_fifo_beats, FieldInfo{"attention.input_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
+                                    "attention unit input FIFO per lane", 1, false});
+    v(c.output_fifo_beats, FieldInfo{"attention.output_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
+                                     "attention unit result FIFO per lane"});
+    v(c.reg_base, FieldInfo{"attention.reg_base", 0, 4294967295.0, "bytes", Evidence::kSimulated,
+                            "address of the status register block, 0x100 aligned", 1, false});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const {
+    check_fields(*this, who);
+    if (reg_base % engine_reg::kLaneStride != 0)
+      throw Error(fmt::format("{}: attention.reg_base = {:#x} is not 0x100 aligned", who, reg_base));
+  }
 };
 
 // Statistics of one lane (64-bit; the registers show the low 32 bits of some).

@@ -36,12 +36,7 @@ MatmulEngine::MatmulEngine(sc_core::sc_module_name name, const Clock& clock,
   const std::string me = this->name();
   if (config_.lanes < 1 || config_.lanes > 8)
     throw std::invalid_argument(me + ": lanes must be in 1..8");
-  if (config_.pipeline_depth < 0 || config_.pipeline_depth > 1024)
-    throw std::invalid_argument(me + ": pipeline_depth must be in 0..1024");
-  if (config_.input_fifo_beats < 1 || config_.output_fifo_beats < 1)
-    throw std::invalid_argument(me + ": FIFO depths must be >= 1");
-  if (config_.reg_base % engine_reg::kLaneStride != 0)
-    throw std::invalid_argument(me + ": reg_base must be 0x100-aligned");
+  config_.validate(me);
 
   // At most two items are queued per edge (a flushed half beat and the error zero beat),
   // each waits at most pipeline_depth edges plus the edges the FIFO is full, during which

@@ -485,8 +485,13 @@ TEST(AttentionUnit, RegisterDecodeAndConfig) {
   EXPECT_STREQ(attention_error_name(AttentionError::MultiplierTooWide), "multiplier m wider than 18 bits");
 
   AttentionUnitConfig c;
-  c.drain = -1;
-  EXPECT_THROW(AttentionUnit("bad1", b.clock, c), std::invalid_argument);
+  c.drain = 1025;  // bad input names the config key (bitsim::Error, exit 2 through the CLI)
+  try {
+    AttentionUnit u("bad1", b.clock, c);
+    ADD_FAILURE() << "drain 1025 accepted";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.drain"), std::string::npos) << e.what();
+  }
   c = {};
   c.lanes = 9;
   EXPECT_THROW(AttentionUnit("bad2", b.clock, c), std::invalid_argument);
