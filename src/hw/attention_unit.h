@@ -100,19 +100,10 @@ struct AttentionUnitConfig {
   static void visit(Self& c, Visitor&& v) {
     v(c.drain, FieldInfo{"attention.drain", 0, 1024, "cycles", Evidence::kSimulated,
                          "attention unit: head's last V beat -> first result beat (CIRCUITS.md 3)"});
-    v(c.input_fifo_beats, FieldInfo{"attention.input_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
-                                    "attention unit input FIFO per lane", 1, false});
-    v(c.output_fifo_beats, FieldInfo{"attention.output_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
-                                     "attention unit result FIFO per lane"});
-    v(c.reg_base, FieldInfo{"attention.reg_base", 0, 4294967295.0, "bytes", Evidence::kSimulated,
-                            "address of the status register block, 0x100 aligned", 1, false});
+    visit_engine_ports(c, "attention", "attention unit", v);
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
-  void validate(const std::string& who) const {
-    check_fields(*this, who);
-    if (reg_base % engine_reg::kLaneStride != 0)
-      throw Error(fmt::format("{}: attention.reg_base = {:#x} is not 0x100 aligned", who, reg_base));
-  }
+  void validate(const std::string& who) const { check_engine_fields(*this, "attention", engine_reg::kLaneStride, who); }
 };
 
 // Statistics of one lane (64-bit; the registers show the low 32 bits of some).

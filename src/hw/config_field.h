@@ -8,6 +8,7 @@
 //   - the modules' own validation (`check_fields`), with the same ranges, naming the key.
 // A field without a config key (a base address, the DDR size: set per instance by the
 // board) has keyed = false; it is still validated, under the same dotted name.
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -74,6 +75,27 @@ void check_field(const T& field, const FieldInfo& f, const std::string& who) {
 template <typename Config>
 void check_fields(const Config& c, const std::string& who) {
   Config::visit(c, [&](const auto& field, const FieldInfo& f) { check_field(field, f, who); });
+}
+
+// The fields every engine has (the matmul engine and the attention unit): its lanes' stream
+// FIFOs and its status register block. `table` is the engine's key table ("matmul"),
+// `what` its name in the documentation ("matmul engine").
+template <typename Self, typename Visitor>
+void visit_engine_ports(Self& c, const std::string& table, const std::string& what, Visitor&& v) {
+  v(c.input_fifo_beats, FieldInfo{table + ".input_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
+                                  what + " input FIFO per lane", 1, false});
+  v(c.output_fifo_beats, FieldInfo{table + ".output_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
+                                   what + " result FIFO per lane"});
+  v(c.reg_base, FieldInfo{table + ".reg_base", 0, 4294967295.0, "bytes", Evidence::kSimulated,
+                          "address of the status register block, lane-stride aligned", 1, false});
+}
+
+// check_fields, and the register block aligned to `stride` (one block per lane).
+template <typename Config>
+void check_engine_fields(const Config& c, const std::string& table, uint64_t stride, const std::string& who) {
+  check_fields(c, who);
+  if (c.reg_base % stride != 0)
+    throw Error(fmt::format("{}: {}.reg_base = {:#x} is not {:#x} aligned", who, table, c.reg_base, stride));
 }
 
 }  // namespace bitsim::hw

@@ -61,19 +61,10 @@ struct MatmulEngineConfig {
   static void visit(Self& c, Visitor&& v) {
     v(c.pipeline_depth, FieldInfo{"matmul.pipeline_depth", 0, 1024, "cycles", Evidence::kSimulated,
                                   "matmul engine: row's last beat -> its result (CIRCUITS.md 2)"});
-    v(c.input_fifo_beats, FieldInfo{"matmul.input_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
-                                    "matmul engine input FIFO per lane", 1, false});
-    v(c.output_fifo_beats, FieldInfo{"matmul.output_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
-                                     "matmul engine result FIFO per lane"});
-    v(c.reg_base, FieldInfo{"matmul.reg_base", 0, 4294967295.0, "bytes", Evidence::kSimulated,
-                            "address of the status register block, 0x100 aligned", 1, false});
+    visit_engine_ports(c, "matmul", "matmul engine", v);
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
-  void validate(const std::string& who) const {
-    check_fields(*this, who);
-    if (reg_base % engine_reg::kLaneStride != 0)
-      throw Error(fmt::format("{}: matmul.reg_base = {:#x} is not 0x100 aligned", who, reg_base));
-  }
+  void validate(const std::string& who) const { check_engine_fields(*this, "matmul", engine_reg::kLaneStride, who); }
 };
 
 // Statistics of one lane (64-bit; the registers show the low 32 bits of some).

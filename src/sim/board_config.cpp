@@ -101,6 +101,12 @@ std::string default_config_path() {
   return std::filesystem::exists(p) ? p.string() : std::string();
 }
 
+void validate(const SimConfig& c) {
+  c.board.validate("board");
+  c.driver.validate("driver");
+  c.cpu.validate("cpu");
+}
+
 SimConfig make_sim_config(const ParamSet& p) {
   SimConfig c;
   const FromParams from{p};
@@ -110,6 +116,7 @@ SimConfig make_sim_config(const ParamSet& p) {
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);
+  validate(c);
   return c;
 }
 

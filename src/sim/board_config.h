@@ -33,8 +33,11 @@ struct SimConfig {
   host::MemoryMapConfig memory;
 };
 
+// The modules' own checks (ranges and the rules between fields): bitsim::Error naming the key.
+void validate(const SimConfig& c);
+
 // Builds the typed configs from the keys (the driver profile selects driver.c.* or
-// driver.python.*).
+// driver.python.*) and validates them.
 SimConfig make_sim_config(const ParamSet& p);
 
 }  // namespace bitsim::sim

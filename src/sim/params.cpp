@@ -117,13 +117,13 @@ void ParamSet::set_value(const std::string& key, const ParamValue& value, const 
   s.value = v;
 }
 
-void ParamSet::set(const std::string& assignment) {
+void ParamSet::set(const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw Error(fmt::format("--set '{}': expected KEY=VALUE", assignment));
+    throw Error(fmt::format("{} '{}': expected KEY=VALUE", origin, assignment));
   const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-  const ParamSpec& s = mut(key, "--set");
-  const std::string source = "--set " + key;
+  const ParamSpec& s = mut(key, origin);
+  const std::string source = origin + " " + key;
   switch (s.type) {
     case ParamType::Real: {
       try {

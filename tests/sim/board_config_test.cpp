@@ -168,9 +168,8 @@ TEST(BoardConfig, CalibratedMeansFittedByCalibrate) {
 TEST(BoardConfig, CrossFieldRuleNamesBothKeys) {
   ParamSet p = board_params();
   p.set("dma.mm2s_fifo_beats=8");  // in range, but smaller than a 16-beat burst
-  const SimConfig c = make_sim_config(p);
   try {
-    c.board.validate("board");
+    (void)make_sim_config(p);
     ADD_FAILURE() << "a FIFO smaller than a burst accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dma.mm2s_fifo_beats"), std::string::npos) << e.what();
