@@ -13,6 +13,7 @@
 #include "hw/board.h"
 #include "hw/sim_context.h"
 #include "model/error.h"
+#include "sim/sampler.h"
 
 namespace bitsim::sim {
 namespace {
@@ -182,6 +183,24 @@ TEST(BoardConfig, DumpShowsRangeUnitAndEvidence) {
   EXPECT_NE(text.find("[0..1024 cycles; simulated]\ndrain = 4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("[0..10000 ns; calibrated]\nread_latency_ns = 367.86\n"), std::string::npos);
   EXPECT_NE(text.find("[c | python; board]\nprofile = \"c\"\n"), std::string::npos);
+}
+
+TEST(BoardConfig, SamplerRangesNameTheField) {
+  for (const auto& [t, k] : {std::pair{-0.5f, 0}, std::pair{100.5f, 0}, std::pair{1.0f, -1}}) {
+    SamplerConfig c;
+    c.temperature = t;
+    c.top_k = k;
+    try {
+      Sampler s(c);
+      ADD_FAILURE() << t << " " << k << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(k < 0 ? "sampler.top_k" : "sampler.temperature"), std::string::npos)
+          << e.what();
+    }
+  }
+  SamplerConfig ends;
+  ends.temperature = 100;
+  EXPECT_NO_THROW(Sampler{ends});
 }
 
 }  // namespace
