@@ -1,13 +1,14 @@
 #pragma once
-// The facts of a config field, declared once next to the field (docs/architecture.md,
-// "config"). Every module config struct has a static `visit(config, visitor)` that calls
-// `visitor(field, FieldInfo{...})` for each of its fields in order; from it come
+// The facts of a config field, declared once next to the field. Every module config struct
+// has a static `visit(config, visitor)` that calls `visitor(field, FieldInfo{...})` for each
+// of its fields in order; from it come
 //   - the key table (sim/board_config.cpp): key, type, shipped default, range, unit,
 //     evidence label and meaning, which `bitsim config --dump` and configs/pynq-z2.toml print;
 //   - the typed config built from the keys (sim::make_sim_config);
 //   - the modules' own validation (`check_fields`), with the same ranges, naming the key.
 // A field without a config key (a base address, the DDR size: set per instance by the
 // board) has keyed = false; it is still validated, under the same dotted name.
+// A new config key: a field with its FieldInfo in the struct's visit(); nothing else.
 #include <cstdint>
 #include <string>
 #include <type_traits>

@@ -1,7 +1,8 @@
 #pragma once
 // The one place that builds a simulation: the board of a fidelity, the host platform on it,
 // the memory map and the token loop, from a SimConfig. `bitsim run`, bench, sweep,
-// calibrate and validate all build theirs here (docs/architecture.md).
+// calibrate and validate all build theirs here; a new fidelity is one more Simulation
+// subclass in simulation.cpp and one more Fidelity value.
 //
 //   cycle        every module clocked, beat by beat (hw::Board under SystemC; the host
 //                program runs in the PS thread)
