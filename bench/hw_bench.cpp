@@ -214,7 +214,7 @@ struct AttentionLane {
   uint64_t k_area(int h) const { return base + 0x10000 + 0x20000 * uint64_t(h); }
   uint64_t v_area(int h) const { return k_area(h) + 0x10000; }
 };
-constexpr uint32_t kResultBytes = kHeadsPerLane * hw::kAttentionResultBeats * 8;  // 3,136
+constexpr uint32_t kResultBytes = kHeadsPerLane * model::kAttentionResultBeats * 8;  // 3,136
 
 const std::vector<AttentionLane>& attention_lanes() {
   static const std::vector<AttentionLane> lanes = [] {
@@ -259,12 +259,12 @@ void write_attention_inputs(hw::Ddr& ddr, const AttentionLane& ln) {
   const int H = kHeadsPerLane;
   for (int h = 0; h < H; ++h) {
     const AttentionHead& hd = ln.heads[size_t(h)];
-    hw::AttentionHeadHeader hh;
+    model::AttentionHeadHeader hh;
     hh.T = kT;
     hh.m = hd.p.m;
     hh.shift = uint32_t(hd.p.shift);
     hh.last = h + 1 == H;
-    const auto words = hw::encode_attention_header(hh);
+    const auto words = model::encode_attention_header(hh);
     uint8_t buf[112];
     std::memcpy(buf, words.data(), 16);
     std::memcpy(buf + 16, hd.q.data(), 96);
@@ -334,7 +334,7 @@ void BM_BoardAttentionT512(benchmark::State& state) {
       return;
     }
   }
-  state.SetBytesProcessed(state.iterations() * int64_t(2 * kHeadsPerLane * hw::attention_head_beats(kT) * 8));
+  state.SetBytesProcessed(state.iterations() * int64_t(2 * kHeadsPerLane * model::attention_head_beats(kT) * 8));
   report(state, "attention T=512, 8 heads per lane, both lanes", total_cycles, total_s, total_cpu);
 }
 BENCHMARK(BM_BoardAttentionT512)->UseManualTime()->Unit(benchmark::kMillisecond);

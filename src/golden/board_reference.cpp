@@ -32,7 +32,6 @@ void ternary_matvec(const TernaryMatrix& w, int row_begin, int row_end, const in
 
 void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
                     const AttentionParams& p, int32_t* acc, uint32_t* sum) {
-  const auto& EXP = num::exp_table();
   // K phase: s_t = sum_d q_d * K_td (int32).
   std::vector<int32_t> s(static_cast<size_t>(T));
   for (int t = 0; t < T; ++t) {
@@ -41,13 +40,12 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
     s[t] = dot;
   }
   const int32_t s_max = *std::max_element(s.begin(), s.end());
-  // V phase: z_t from the one shared multiplier (or the legacy shift), p_t from the ROM.
+  // V phase: p_t from the one shared multiplier (or the legacy shift) and the ROM.
   uint32_t total = 0;
   for (int d = 0; d < kHeadDim; ++d) acc[d] = 0;
   for (int t = 0; t < T; ++t) {
-    const uint64_t diff = uint64_t(int64_t(s_max) - int64_t(s[t]));  // >= 0
-    const uint64_t z = p.legacy ? (diff >> 8) : ((diff * p.m) >> p.shift);
-    const uint32_t pt = EXP[std::min<uint64_t>(z, 255)];
+    const uint32_t diff = uint32_t(int64_t(s_max) - int64_t(s[t]));  // >= 0, < 2^22
+    const uint32_t pt = num::attention_weight(diff, p.m, p.shift, p.legacy);
     total += pt;
     for (int d = 0; d < kHeadDim; ++d) acc[d] += int32_t(pt) * int32_t(V[t * kHeadDim + d]);
   }

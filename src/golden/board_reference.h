@@ -15,14 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "model/board_shape.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
 #include "numerics/numerics.h"
 
 namespace bitsim::golden {
 
-constexpr int kHeadDim = 96;          // the attention unit's head dimension (CIRCUITS.md 3)
-constexpr int kMaxContext = 512;      // the board's KV area: 512 positions per (layer, head)
+constexpr int kHeadDim = model::kHeadDim;          // the attention unit's head dimension
+constexpr int kMaxContext = model::kKvPositions;   // the board's KV area per (layer, head)
 constexpr int kCalibrationTokens = 144;
 
 // ---- The circuits' integer arithmetic -------------------------------------------------

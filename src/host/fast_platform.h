@@ -22,8 +22,8 @@ class FastPlatform : public Platform {
   }
   void spend(uint64_t ps) override { now_ += ps; }
   uint64_t now_ps() const override { return now_; }
-  void mem_read(uint64_t addr, void* dst, size_t n) override { board_.memory().read(addr, dst, n); }
-  void mem_write(uint64_t addr, const void* src, size_t n) override { board_.memory().write(addr, src, n); }
+  void mem_read(uint64_t addr, void* dst, size_t n) override { board_.cpu_read(addr, dst, n, now_); }
+  void mem_write(uint64_t addr, const void* src, size_t n) override { board_.cpu_write(addr, src, n, now_); }
   uint64_t pl_bytes_read() const override { return board_.bytes_read(); }
   bool dma_has_sg(int id) const override { return board_.dma_has_sg(id); }
   const std::vector<TransferRecord>& transfers() const override { return log_; }

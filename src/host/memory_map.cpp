@@ -5,16 +5,20 @@
 
 #include <fmt/format.h>
 
+#include "hw/axi_dma.h"
+#include "model/attention_stream.h"
 #include "model/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {
 
 namespace {
-constexpr uint64_t kHeaderBytes = 16;
-constexpr int kHeadDim = 96;
-constexpr uint64_t kHeadBufferBytes = 128;      // 16-byte header + 96-byte q, padded
-constexpr uint64_t kAttentionResultBeats = 49;  // 96 acc + sum + zero word
+using model::kHeaderBytes;
+using model::kHeadDim;
+// A head's header + q (112 bytes), each in a 128-byte slot.
+constexpr uint64_t kHeadBufferBytes = 128;
+static_assert(kHeadBufferBytes >= model::kAttentionHeaderQBytes);
+static_assert(MemoryMapConfig{}.kv_positions == model::kKvPositions, "the board's KV areas hold 512 positions");
 uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 double mib(uint64_t b) { return double(b) / 1048576.0; }
 }  // namespace
@@ -97,9 +101,9 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   for (int lane = 0; lane < kLanes; ++lane) {
     matmul_result_[lane] = alloc(fmt::format("matmul results lane {}", lane), mm_result, 4096);
     attention_result_[lane] = alloc(fmt::format("attention results lane {}", lane),
-                                    uint64_t(heads_per_lane_) * kAttentionResultBeats * 8, 4096);
+                                    uint64_t(heads_per_lane_) * model::kAttentionResultBytes, 4096);
     descriptors_[lane] = alloc(fmt::format("sg descriptors lane {}", lane),
-                               uint64_t(descriptor_capacity_) * 64, 4096);
+                               uint64_t(descriptor_capacity_) * hw::dma_reg::kDescBytes, 4096);
   }
 
   const uint64_t used = next_ - config_.cma_base;

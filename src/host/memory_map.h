@@ -18,11 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "model/board_shape.h"
 #include "model/model_config.h"
 
 namespace bitsim::host {
 
-constexpr int kLanes = 2;
+using model::kLanes;
 
 struct MemoryMapConfig {
   uint64_t ddr_bytes = 512ull << 20;  // DDR size (BOARD.md)

@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "hw/attention_unit.h"
+#include "model/attention_stream.h"
 #include "model/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {
 
 namespace {
-constexpr int kHeadDim = golden::kHeadDim;
+using model::kHeadDim;
 
 void emit(const golden::Probe& probe, int layer, const char* step, const float* d, int n) {
   if (probe) probe(golden::StepProbe{layer, step, d, nullptr, n});
@@ -56,7 +56,7 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
       cpu_(cpu),
       driver_(platform, map, driver),
       options_(options),
-      rope_(kHeadDim, model.config.rope_theta, golden::kMaxContext) {
+      rope_(kHeadDim, model.config.rope_theta, model::kKvPositions) {
   if (model.config.head_dim() != kHeadDim)
     throw Error(fmt::format("model {}: head_dim {} but the attention unit needs {}", model.source,
                             model.config.head_dim(), kHeadDim));
@@ -85,8 +85,8 @@ void TokenLoop::load_weights() {
 void TokenLoop::init() { driver_.init(); }
 
 void TokenLoop::set_position(int pos) {
-  if (pos < 0 || pos >= golden::kMaxContext)
-    throw Error(fmt::format("position {} is outside the KV cache (0..{})", pos, golden::kMaxContext - 1));
+  if (pos < 0 || pos >= model::kKvPositions)
+    throw Error(fmt::format("position {} is outside the KV cache (0..{})", pos, model::kKvPositions - 1));
   pos_ = pos;
 }
 
@@ -127,8 +127,8 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   const auto& c = model_.config;
   const int H = c.hidden_size, F = c.intermediate_size, heads = c.num_heads;
   const float eps = c.rms_norm_eps;
-  if (pos_ >= golden::kMaxContext)
-    throw Error(fmt::format("context full: the board's KV cache holds {} positions", golden::kMaxContext));
+  if (pos_ >= model::kKvPositions)
+    throw Error(fmt::format("context full: the board's KV cache holds {} positions", model::kKvPositions));
   if (token < 0 || token >= c.vocab_size)
     throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, c.vocab_size - 1));
   TokenTiming local;
@@ -147,7 +147,7 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   std::vector<int8_t> xq(size_t(std::max(H, F)));
   std::vector<int32_t> acc(size_t(std::max(3 * H, 2 * F)));
   std::vector<int8_t> qq(kHeadDim);
-  std::vector<int32_t> res(size_t(49 * 2 * map_.heads_per_lane()));
+  std::vector<int32_t> res(size_t(model::kAttentionResultWords * map_.heads_per_lane()));
 
   for (int l = 0; l < c.num_layers; ++l) {
     layer_ = l;
@@ -188,16 +188,15 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
       ps_.mem_write(map_.v_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
       const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
       t_->multiplier_lowered += mul.lowered > 0;
-      hw::AttentionHeadHeader hdr;
+      model::AttentionHeadHeader hdr;
       hdr.T = uint32_t(T);
       hdr.m = mul.m;
       hdr.shift = uint32_t(mul.shift);
       hdr.legacy = options_.legacy_attention;
       hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
-      const auto beats = hw::encode_attention_header(hdr);
-      uint8_t buf[112];
-      std::memcpy(buf, beats.data(), 16);
-      std::memcpy(buf + 16, qq.data(), kHeadDim);
+      uint8_t buf[model::kAttentionHeaderQBytes];
+      model::write_attention_header(hdr, buf);
+      std::memcpy(buf + model::kHeaderBytes, qq.data(), kHeadDim);
       ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
       written += 2 * kHeadDim + sizeof buf;
       work[lane].push_back({map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd),
@@ -215,11 +214,11 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
     t_->dma_transfers += 4;
     // 5. CPU: finish attention per head.
     for (int lane = 0; lane < kLanes; ++lane) {
-      ps_.mem_read(map_.attention_result(lane), res.data(), work[lane].size() * 49 * 8);
+      ps_.mem_read(map_.attention_result(lane), res.data(), work[lane].size() * model::kAttentionResultBytes);
       for (size_t i = 0; i < work[lane].size(); ++i) {
         const int hd = lane * map_.heads_per_lane() + int(i);
-        const int32_t* r = res.data() + i * 98;
-        num::attention_finish(r, uint32_t(r[96]), scales_.v_scale(l, hd, heads), kHeadDim,
+        const int32_t* r = res.data() + i * model::kAttentionResultWords;
+        num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,
                               o.data() + hd * kHeadDim);
       }
     }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/fingerprint.h"
 #include "model/error.h"
 
 namespace bitsim::hw {
@@ -34,8 +35,7 @@ AxiDma::AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaCon
     Channel& c = ch_[i];
     c.s2mm = i == 1;
     c.reg_base = c.s2mm ? kS2mmOffset : 0;
-    c.dmacr = kCrResetValue;
-    c.dmasr = kSrHalted | (config_.has_sg ? kSrSgIncld : 0);
+    c.regs = DmaChannelRegisters(c.s2mm, config_.has_sg);
   }
   ch_[0].mm2s_fifo.reset(size_t(config_.mm2s_fifo_beats));
   ch_[1].s2mm_fifo.reset(size_t(config_.s2mm_fifo_beats));
@@ -61,10 +61,48 @@ bool AxiDma::drained(const Channel& c) const {
 }
 
 bool AxiDma::quiescent(const Channel& c) const {
-  return (c.phase == Phase::kHalted || c.phase == Phase::kIdle) && !c.reset_pending && drained(c);
+  const DmaState st = c.regs.state();
+  return (st == DmaState::kHalted || st == DmaState::kIdle) && c.step == Step::kNone && !c.regs.reset_pending() &&
+         drained(c);
 }
 
 bool AxiDma::active(DmaChannel ch) const { return !quiescent(ch_[int(ch)]); }
+
+void AxiDma::restore_registers(DmaChannel ch, const DmaChannelRegisters& regs) {
+  Channel& c = ch_[int(ch)];
+  if (!quiescent(c) || regs.state() == DmaState::kBusy || regs.state() == DmaState::kStarting)
+    throw Error(std::string(name()) + ": registers can be restored only on a quiet channel, to a quiet state");
+  c.regs = regs;
+  observed_[int(ch)] = regs;
+}
+
+uint64_t AxiDma::state_fingerprint() const {
+  Fingerprint f;
+  for (const Channel& c : ch_) {
+    f.add(uint64_t(c.step)).add(c.mm2s_fifo.size()).add(c.reserved).add(c.discard_beats).add(c.s2mm_fifo.size());
+    f.add(c.write_reqs.size()).add(c.w_owed).add(c.b_owed).add(c.w_left_in_req).add(uint64_t(c.sg_outstanding));
+    f.add(c.packet_open);  // (aborted, ended and tlast are set afresh when a transfer's data starts)
+  }
+  for (const AxiMmLink* l : {&m_axi_mm2s, &m_axi_s2mm, &m_axi_sg})
+    f.add(uint64_t(l->ar.size())).add(uint64_t(l->r.size())).add(uint64_t(l->aw.size())).add(uint64_t(l->w.size()))
+        .add(uint64_t(l->b.size()));
+  f.add(sg_reads_.size()).add(sg_writes_.size()).add(uint64_t(sg_read_rr_)).add(uint64_t(sg_write_rr_));
+  return f.value();
+}
+
+void AxiDma::report_changes(uint64_t cycle) {
+  for (int i = 0; i < 2; ++i)
+    if (!(ch_[i].regs == observed_[i])) {
+      observed_[i] = ch_[i].regs;
+      observer_(DmaChannel(i), cycle);
+    }
+}
+
+void AxiDma::set_register_observer(std::function<void(DmaChannel, uint64_t)> observer) {
+  observer_ = std::move(observer);
+  observed_[0] = ch_[0].regs;
+  observed_[1] = ch_[1].regs;
+}
 
 // A data request of `beats` has left: the next one starts after it.
 void AxiDma::request_issued(Channel& c, uint32_t beats) {
@@ -100,9 +138,7 @@ void AxiDma::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& dela
   }
   const uint32_t offset = uint32_t(a - config_.base_address);
   const uint32_t rel = offset >= kS2mmOffset ? offset - kS2mmOffset : offset;
-  const bool known = offset < 2 * kS2mmOffset && (rel == 0x00 || rel == 0x04 || rel == 0x08 || rel == 0x10 ||
-                                                   rel == 0x18 || rel == 0x28);
-  if (!known) {
+  if (offset >= 2 * kS2mmOffset || !DmaChannelRegisters::is_register(rel)) {
     trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
     return;
   }
@@ -117,95 +153,35 @@ void AxiDma::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& dela
     const uint64_t t = (sc_core::sc_time_stamp() + delay).value();
     write_register(offset, v, t / clock_.period().value() + 1);
     wake_event_.notify(sc_core::SC_ZERO_TIME);
+    if (observer_) report_changes(UINT64_MAX);
   }
   trans.set_response_status(tlm::TLM_OK_RESPONSE);
 }
 
 uint32_t AxiDma::read_register(uint32_t offset) const {
   const Channel& c = ch_[offset >= kS2mmOffset ? 1 : 0];
-  switch (offset - c.reg_base) {
-    case 0x00: return c.dmacr;
-    case 0x04: return c.dmasr;
-    case 0x08: return config_.has_sg ? c.curdesc : 0;
-    case 0x10: return config_.has_sg ? c.taildesc : 0;
-    case 0x18: return config_.has_sg ? 0 : c.addr;
-    case 0x28: return config_.has_sg ? 0 : c.length;
-    default: return 0;
-  }
+  return c.regs.read(offset - c.reg_base);
 }
 
 void AxiDma::write_register(uint32_t offset, uint32_t value, uint64_t effective_cycle) {
   Channel& c = ch_[offset >= kS2mmOffset ? 1 : 0];
-  switch (offset - c.reg_base) {
-    case 0x00:
-      write_dmacr(c, value);
+  switch (c.regs.write(offset - c.reg_base, value)) {
+    case DmaWriteEffect::kStart:
+      c.start_cycle = effective_cycle;
       break;
-    case 0x04:  // IOC_Irq, Dly_Irq, Err_Irq: write 1 to clear
-      c.dmasr &= ~(value & (kSrIocIrq | kSrDlyIrq | kSrErrIrq));
+    case DmaWriteEffect::kReset:
+      drop_transfer(c);
+      if (drained(c)) c.regs.drain_complete();
       break;
-    case 0x08:  // only while halted, as on the IP
-      if (config_.has_sg && (c.dmasr & kSrHalted)) {
-        c.curdesc = value & ~(kDescAlign - 1);
-        c.next_desc = c.curdesc;
-      }
-      break;
-    case 0x10:
-      if (config_.has_sg) {
-        c.taildesc = value & ~(kDescAlign - 1);
-        if (c.phase == Phase::kIdle) start(c, effective_cycle);  // a busy chain just runs on to the new tail
-      }
-      break;
-    case 0x18:
-      if (!config_.has_sg) c.addr = value;
-      break;
-    case 0x28:
-      if (!config_.has_sg) {
-        c.length = value;
-        if (c.phase == Phase::kIdle && value != 0) start(c, effective_cycle);
-      }
-      break;
-    default:
+    case DmaWriteEffect::kHalt:
+    case DmaWriteEffect::kNone:
       break;
   }
 }
 
-void AxiDma::start(Channel& c, uint64_t effective_cycle) {
-  c.phase = Phase::kStart;
-  c.start_cycle = effective_cycle;
-  c.dmasr &= ~kSrIdle;
-}
-
-void AxiDma::write_dmacr(Channel& c, uint32_t value) {
-  if (value & kCrReset) {
-    reset_channel(c);
-    return;
-  }
-  constexpr uint32_t kWritable =
-      kCrRunStop | kCrKeyhole | kCrCyclic | kCrIocIrqEn | kCrDlyIrqEn | kCrErrIrqEn | 0xFFFF'0000u;
-  uint32_t v = (c.dmacr & ~kWritable) | (value & kWritable);
-  if (((value >> kCrIrqThresholdShift) & 0xFF) == 0)  // a threshold of 0 is ignored (PG021)
-    v = (v & ~0x00FF'0000u) | (c.dmacr & 0x00FF'0000u);
-  if (v & kCrRunStop) {
-    if (c.reset_pending || (c.dmasr & kSrErrors)) {
-      v &= ~kCrRunStop;  // after an error only a reset restarts the channel
-    } else if (c.phase == Phase::kHalted) {
-      c.phase = Phase::kIdle;
-      c.dmasr = (c.dmasr & ~kSrHalted) | kSrIdle;
-    }
-    c.stop_requested = false;
-  } else {
-    if (c.phase == Phase::kIdle || c.phase == Phase::kStart) {
-      c.phase = Phase::kHalted;
-      c.dmasr = (c.dmasr | kSrHalted) & ~kSrIdle;
-    } else if (c.phase != Phase::kHalted) {
-      c.stop_requested = true;  // halts when the transfer (simple) or descriptor (SG) ends
-    }
-  }
-  c.dmacr = v;
-}
-
-void AxiDma::reset_channel(Channel& c) {
-  // Traffic already on the bus drains: read beats are dropped, owed write beats are sent.
+// A reset drops the channel's transfer. Traffic already on the bus drains: read beats are
+// dropped, owed write beats are sent.
+void AxiDma::drop_transfer(Channel& c) {
   if (!c.s2mm) {
     c.discard_beats += c.reserved;
     c.reserved = 0;
@@ -218,22 +194,10 @@ void AxiDma::reset_channel(Channel& c) {
     if (sg_reads_.at(i).ch == idx) sg_reads_.at(i).discard = true;
   for (size_t i = 0; i < sg_writes_.size(); ++i)
     if (sg_writes_.at(i).ch == idx) sg_writes_.at(i).discard = true;
-
-  c.dmacr = kCrResetValue | kCrReset;
-  c.dmasr = kSrHalted | (config_.has_sg ? kSrSgIncld : 0);
-  c.curdesc = c.taildesc = c.addr = c.length = 0;
-  c.next_desc = 0;
-  c.phase = Phase::kHalted;
-  c.stop_requested = false;
+  c.step = Step::kNone;
   c.aborted = false;
-  c.ioc_count = 0;
   c.packet_open = false;
   c.wb_issued = c.wb_error = false;
-  c.reset_pending = true;
-  if (drained(c)) {
-    c.reset_pending = false;
-    c.dmacr &= ~kCrReset;
-  }
 }
 
 // ---- clocked behaviour ------------------------------------------------------------------
@@ -246,7 +210,7 @@ void AxiDma::tick() {
   if (clock_.stop_requested()) return;
   const uint64_t now = clock_.cycle();
   for (Channel& c : ch_)
-    if (c.phase == Phase::kStart && now >= c.start_cycle) begin(c, now);
+    if (c.regs.state() == DmaState::kStarting && now >= c.start_cycle) begin(c, now);
   // Without the SG engine nothing ever travels on the SG link.
   if (config_.has_sg) sg_returns(now);
   mm2s_data(ch_[0], now);
@@ -254,26 +218,28 @@ void AxiDma::tick() {
   if (config_.has_sg) sg_issue(now);
 
   for (Channel& c : ch_)
-    if (c.reset_pending && drained(c)) {
-      c.reset_pending = false;
-      c.dmacr &= ~kCrReset;
-    }
+    if (c.regs.reset_pending() && drained(c)) c.regs.drain_complete();
   // (IOC_Irq and IOC_IrqEn) or (Err_Irq and Err_IrqEn): the enables sit at the status bits.
   static_assert(kSrIocIrq == kCrIocIrqEn && kSrErrIrq == kCrErrIrqEn);
-  const auto irq = [](const Channel& c) { return (c.dmasr & c.dmacr & (kSrIocIrq | kSrErrIrq)) != 0; };
-  const bool mm2s_irq = irq(ch_[0]), s2mm_irq = irq(ch_[1]);
+  const bool mm2s_irq = ch_[0].regs.irq(), s2mm_irq = ch_[1].regs.irq();
   if (mm2s_introut.read() != mm2s_irq) mm2s_introut.write(mm2s_irq);
   if (s2mm_introut.read() != s2mm_irq) s2mm_introut.write(s2mm_irq);
+  if (observer_) report_changes(now);
 
   // Sleep while nothing can happen without a register write (or, for an S2MM transfer
   // waiting for its stream, a stream beat).
   const Channel& m = ch_[0];
   const Channel& s = ch_[1];
-  if (!quiescent(m)) return;
-  if (quiescent(s)) {
+  const bool m_quiet = quiescent(m), s_quiet = quiescent(s);
+  if (!m_quiet || !s_quiet) last_active_cycle_ = now;
+  if (!m_quiet) return;
+  if (s_quiet) {
+    // An idle SG engine restarts its turns at the MM2S channel, as the arbiters do
+    // (docs/hw-timing.md, "idle board").
+    sg_read_rr_ = sg_write_rr_ = 0;
     sleeping_ = true;
     next_trigger(idle_list_);
-  } else if (s2mm_in && s.phase == Phase::kData && !s.aborted && !s.ended && now >= s.action_cycle &&
+  } else if (s2mm_in && s.step == Step::kData && !s.aborted && !s.ended && now >= s.action_cycle &&
              s.s2mm_fifo.empty() && s.w_owed == 0 && s.b_owed == 0 && s.sg_outstanding == 0 && !s2mm_in->valid()) {
     sleeping_ = true;
     next_trigger(s2mm_wait_list_);
@@ -287,21 +253,23 @@ void AxiDma::begin(Channel& c, uint64_t now) {
   if (!c.s2mm && !mm2s_out)
     throw Error(std::string(name()) + ": MM2S transfer started but mm2s_out is not bound");
   if (c.s2mm && !s2mm_in) throw Error(std::string(name()) + ": S2MM transfer started but s2mm_in is not bound");
+  c.regs.begin();
   if (config_.has_sg) {
-    c.phase = Phase::kFetchWait;
+    c.step = Step::kFetchWait;
     c.action_cycle = now + uint64_t(config_.sg_tail_to_fetch);
-    c.desc_addr = c.next_desc;
+    c.desc_addr = c.regs.next_desc();
     return;
   }
-  if (c.length > max_length_ || c.length % kBeatBytes != 0 || c.addr % kBeatBytes != 0) {
+  const uint32_t length = c.regs.length(), addr = c.regs.addr();
+  if (length > max_length_ || length % kBeatBytes != 0 || addr % kBeatBytes != 0) {
     raise_error(c, kSrDmaIntErr, now);
     return;
   }
-  start_data(c, c.addr, c.length, true, now + uint64_t(config_.datamover_cmd_to_read));
+  start_data(c, addr, length, true, now + uint64_t(config_.datamover_cmd_to_read));
 }
 
 void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_end, uint64_t action) {
-  c.phase = Phase::kData;
+  c.step = Step::kData;
   c.action_cycle = action;
   c.xfer_addr = addr;
   c.xfer_beats = bytes / uint32_t(kBeatBytes);
@@ -320,7 +288,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
     if (c.discard_beats > 0) {
       l.r.pop();
       --c.discard_beats;
-    } else if (c.phase == Phase::kData && c.reserved > 0) {
+    } else if (c.step == Step::kData && c.reserved > 0) {
       const ReadBeat b = l.r.pop();
       --c.reserved;
       if (b.error) {
@@ -332,7 +300,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
       throw Error(std::string(name()) + ": MM2S read beat with no request in flight");
     }
   }
-  if (c.phase != Phase::kData) return;
+  if (c.step != Step::kData) return;
   AxiDmaChannelStats& st = stats_.mm2s;
   if (!c.mm2s_fifo.empty() && c.mm2s_fifo.front().ready <= now && mm2s_out->ready()) {
     StreamBeat s;
@@ -370,9 +338,9 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
     if (c.b_owed == 0) throw Error(std::string(name()) + ": S2MM write response with no request in flight");
     const WriteResponse r = l.b.pop();
     --c.b_owed;
-    if (r.error && c.phase == Phase::kData && !c.aborted) data_error(c, now);
+    if (r.error && c.step == Step::kData && !c.aborted) data_error(c, now);
   }
-  if (c.phase == Phase::kData && !c.aborted) {
+  if (c.step == Step::kData && !c.aborted) {
     if (now >= c.action_cycle && !c.ended && !c.s2mm_fifo.full() && s2mm_in->valid()) {
       const StreamBeat s = s2mm_in->pop();
       c.s2mm_fifo.push_back(s.data);
@@ -421,7 +389,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
     l.w.push(w);
     c.s2mm_fifo.pop_front();
   }
-  if (c.phase == Phase::kData && !c.aborted && c.ended && c.req_beats == c.done_beats && c.w_owed == 0 &&
+  if (c.step == Step::kData && !c.aborted && c.ended && c.req_beats == c.done_beats && c.w_owed == 0 &&
       c.b_owed == 0)
     data_done(c, now);
 }
@@ -457,19 +425,19 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
 }
 
 [[gnu::always_inline]] inline void AxiDma::sg_issue(uint64_t now) {
-  const auto fetch_due = [&](const Channel& c) { return c.phase == Phase::kFetchWait && now >= c.action_cycle; };
-  const auto write_back_due = [](const Channel& c) { return c.phase == Phase::kWriteBack && !c.wb_issued; };
+  const auto fetch_due = [&](const Channel& c) { return c.step == Step::kFetchWait && now >= c.action_cycle; };
+  const auto write_back_due = [](const Channel& c) { return c.step == Step::kWriteBack && !c.wb_issued; };
   if (!fetch_due(ch_[0]) && !fetch_due(ch_[1]) && !write_back_due(ch_[0]) && !write_back_due(ch_[1])) return;
   AxiMmLink& l = m_axi_sg;
   for (int k = 0; k < 2; ++k) {  // one descriptor fetch per edge, the channels taking turns
     const int i = (sg_read_rr_ + k) & 1;
     Channel& c = ch_[i];
-    if (c.phase != Phase::kFetchWait || now < c.action_cycle) continue;
+    if (c.step != Step::kFetchWait || now < c.action_cycle) continue;
     if (!l.ar.ready() || sg_reads_.full()) break;
     l.ar.push(MemRequest{c.desc_addr, kDescBytes});
     sg_reads_.push_back(SgRead{uint8_t(i), 0, false});
     ++c.sg_outstanding;
-    c.phase = Phase::kFetching;
+    c.step = Step::kFetching;
     c.desc_error = false;
     sg_read_rr_ = i ^ 1;
     break;
@@ -477,7 +445,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
   for (int k = 0; k < 2; ++k) {  // one status write-back per edge
     const int i = (sg_write_rr_ + k) & 1;
     Channel& c = ch_[i];
-    if (c.phase != Phase::kWriteBack || c.wb_issued) continue;
+    if (c.step != Step::kWriteBack || c.wb_issued) continue;
     if (!l.aw.ready() || !l.w.ready() || sg_writes_.full()) break;
     // STATUS is the upper word of the descriptor's beat at 0x18.
     l.aw.push(MemRequest{c.desc_addr + kDescControl, uint32_t(kBeatBytes)});
@@ -495,7 +463,7 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
 }
 
 void AxiDma::on_descriptor(Channel& c, uint64_t now) {
-  c.curdesc = uint32_t(c.desc_addr);
+  c.regs.descriptor_fetched(uint32_t(c.desc_addr));
   if (c.desc_error) {  // the descriptor itself is outside the DDR
     raise_error(c, kSrSgDecErr, now);
     return;
@@ -512,7 +480,7 @@ void AxiDma::on_descriptor(Channel& c, uint64_t now) {
   const uint32_t length = control & kCtrlLengthMask;
   if (length == 0 || length > max_length_ || length % kBeatBytes != 0 || buffer % kBeatBytes != 0) {
     raise_error(c, kSrDmaIntErr, now);
-    c.phase = Phase::kWriteBack;
+    c.step = Step::kWriteBack;
     c.wb_status = kStsIntErr;
     c.wb_issued = false;
     c.wb_error = true;
@@ -529,14 +497,12 @@ void AxiDma::data_done(Channel& c, uint64_t now) {
   const uint32_t bytes = c.done_beats * uint32_t(kBeatBytes);
   stats_of(c).bytes += bytes;
   if (!config_.has_sg) {
-    if (c.s2mm) c.length = bytes;  // S2MM_LENGTH reads the bytes received
-    c.dmasr |= kSrIocIrq;
     finish_transfer(c, now);
     return;
   }
   c.wb_status = kStsCmplt | (bytes & kStsLengthMask);
   if (c.s2mm) c.wb_status |= (c.rx_sof ? kStsRxSof : 0) | (c.tlast ? kStsRxEof : 0);
-  c.phase = Phase::kWriteBack;
+  c.step = Step::kWriteBack;
   c.wb_issued = false;
   c.wb_error = false;
 }
@@ -554,7 +520,7 @@ void AxiDma::data_error(Channel& c, uint64_t now) {
   stats_of(c).bytes += bytes;
   raise_error(c, kSrDmaDecErr, now);
   if (config_.has_sg) {
-    c.phase = Phase::kWriteBack;
+    c.step = Step::kWriteBack;
     c.wb_status = kStsDecErr | (bytes & kStsLengthMask);
     c.wb_issued = false;
     c.wb_error = true;
@@ -562,38 +528,23 @@ void AxiDma::data_error(Channel& c, uint64_t now) {
 }
 
 void AxiDma::on_writeback(Channel& c, bool error, uint64_t now) {
-  if (error) {
-    if (!c.wb_error) raise_error(c, kSrSgDecErr, now);
-    c.phase = Phase::kHalted;
-    return;
-  }
-  if (c.wb_error) {  // the errored descriptor's status is written: stay halted
-    c.phase = Phase::kHalted;
+  if (error && !c.wb_error) raise_error(c, kSrSgDecErr, now);
+  if (error || c.wb_error) {  // the errored descriptor's status is written: stay halted
+    c.step = Step::kNone;
     return;
   }
   ++stats_of(c).descriptors;
   const bool end_of_packet = c.s2mm ? c.tlast : (c.desc_control & kCtrlEof) != 0;
   if (c.s2mm && c.tlast) c.packet_open = false;
-  if (end_of_packet) ioc_event(c);
-  c.next_desc = c.desc_next;
-  if (uint32_t(c.desc_addr) == c.taildesc) {
+  c.regs.descriptor_done(end_of_packet, uint32_t(c.desc_next));
+  if (uint32_t(c.desc_addr) == c.regs.taildesc()) {
     finish_transfer(c, now);
-  } else if (c.stop_requested) {
-    c.stop_requested = false;
-    c.phase = Phase::kHalted;
-    c.dmasr = (c.dmasr | kSrHalted) & ~kSrIdle;
+  } else if (c.regs.halt_if_stop_requested()) {
+    c.step = Step::kNone;
   } else {
-    c.phase = Phase::kFetchWait;
+    c.step = Step::kFetchWait;
     c.action_cycle = now;  // the next fetch leaves in the edge the write-back completes
-    c.desc_addr = c.next_desc;
-  }
-}
-
-void AxiDma::ioc_event(Channel& c) {
-  const uint32_t threshold = std::max(1u, (c.dmacr >> kCrIrqThresholdShift) & 0xFF);
-  if (++c.ioc_count >= threshold) {
-    c.ioc_count = 0;
-    c.dmasr |= kSrIocIrq;
+    c.desc_addr = c.regs.next_desc();
   }
 }
 
@@ -602,24 +553,16 @@ void AxiDma::finish_transfer(Channel& c, uint64_t now) {
   ++st.transfers;
   st.busy_cycles += now - st.last_start_cycle;
   st.last_completion_cycle = now;
-  if (c.stop_requested) {
-    c.stop_requested = false;
-    c.phase = Phase::kHalted;
-    c.dmasr = (c.dmasr | kSrHalted) & ~kSrIdle;
-  } else {
-    c.phase = Phase::kIdle;
-    c.dmasr |= kSrIdle;
-  }
+  c.step = Step::kNone;
+  c.regs.finish(c.done_beats * uint32_t(kBeatBytes));
 }
 
 void AxiDma::raise_error(Channel& c, uint32_t dmasr_bit, uint64_t now) {
   AxiDmaChannelStats& st = stats_of(c);
   ++st.errors;
   st.busy_cycles += now - st.last_start_cycle;
-  c.dmasr = (c.dmasr | dmasr_bit | kSrErrIrq | kSrHalted) & ~kSrIdle;
-  c.dmacr &= ~kCrRunStop;
-  c.phase = Phase::kHalted;
-  c.stop_requested = false;
+  c.regs.error(dmasr_bit);
+  c.step = Step::kNone;
 }
 
 }  // namespace bitsim::hw

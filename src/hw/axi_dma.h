@@ -8,6 +8,7 @@
 // the documented PG021 latencies; errors (length limit, misalignment, DECERR) set the
 // DMASR bits and halt the channel as the IP does.
 #include <cstdint>
+#include <functional>
 
 #include <systemc>
 #include <tlm>
@@ -16,35 +17,11 @@
 #include "hw/axi_mm.h"
 #include "hw/clock.h"
 #include "hw/ddr.h"
+#include "hw/dma_registers.h"
 #include "hw/reg_fifo.h"
 
 namespace bitsim::hw {
 
-// Register map and bit fields (CIRCUITS.md 1, PG021), for the host driver and the tests.
-namespace dma_reg {
-constexpr uint32_t kMm2sDmacr = 0x00, kMm2sDmasr = 0x04, kMm2sCurdesc = 0x08, kMm2sTaildesc = 0x10,
-                   kMm2sSa = 0x18, kMm2sLength = 0x28;
-constexpr uint32_t kS2mmDmacr = 0x30, kS2mmDmasr = 0x34, kS2mmCurdesc = 0x38, kS2mmTaildesc = 0x40,
-                   kS2mmDa = 0x48, kS2mmLength = 0x58;
-constexpr uint32_t kS2mmOffset = 0x30;      // S2MM register = MM2S register + 0x30
-constexpr uint32_t kWindowBytes = 0x10000;  // AXI-Lite address window of one DMA (64 KB)
-// DMACR
-constexpr uint32_t kCrRunStop = 1u << 0, kCrReset = 1u << 2, kCrKeyhole = 1u << 3, kCrCyclic = 1u << 4,
-                   kCrIocIrqEn = 1u << 12, kCrDlyIrqEn = 1u << 13, kCrErrIrqEn = 1u << 14;
-constexpr uint32_t kCrIrqThresholdShift = 16;  // bits 23:16
-constexpr uint32_t kCrResetValue = 0x0001'0000;
-// DMASR
-constexpr uint32_t kSrHalted = 1u << 0, kSrIdle = 1u << 1, kSrSgIncld = 1u << 3, kSrDmaIntErr = 1u << 4,
-                   kSrDmaSlvErr = 1u << 5, kSrDmaDecErr = 1u << 6, kSrSgIntErr = 1u << 8, kSrSgSlvErr = 1u << 9,
-                   kSrSgDecErr = 1u << 10, kSrIocIrq = 1u << 12, kSrDlyIrq = 1u << 13, kSrErrIrq = 1u << 14;
-constexpr uint32_t kSrErrors = kSrDmaIntErr | kSrDmaSlvErr | kSrDmaDecErr | kSrSgIntErr | kSrSgSlvErr | kSrSgDecErr;
-// SG descriptor (0x40-aligned)
-constexpr uint32_t kDescNxtdesc = 0x00, kDescBufferAddress = 0x08, kDescControl = 0x18, kDescStatus = 0x1C;
-constexpr uint32_t kDescAlign = 0x40, kDescBytes = 0x40;
-constexpr uint32_t kCtrlLengthMask = 0x03FF'FFFF, kCtrlSof = 1u << 27, kCtrlEof = 1u << 26;
-constexpr uint32_t kStsCmplt = 1u << 31, kStsDecErr = 1u << 30, kStsSlvErr = 1u << 29, kStsIntErr = 1u << 28,
-                   kStsRxSof = 1u << 27, kStsRxEof = 1u << 26, kStsLengthMask = 0x03FF'FFFF;
-}  // namespace dma_reg
 
 // The shipped default is the board's AXI DMA as bitsim runs it (the board sets base_address
 // and has_sg per instance); visit() gives each field's key, range, unit, evidence label and
@@ -150,12 +127,26 @@ class AxiDma : public sc_core::sc_module {
   // True while the channel has work or traffic in flight (not halted or idle, a reset
   // draining, or an aborted transfer's beats still on the bus).
   bool active(DmaChannel ch) const;
+  // Timing state (hw/fingerprint.h): what each channel's datapath holds, its links'
+  // FIFOs, the SG engine's queues and turns; not the register file (the fast board keys its
+  // reuse on that) nor the statistics.
+  uint64_t state_fingerprint() const;
+  // The last edge at the end of which a channel of this DMA was still active (0 if never).
+  uint64_t last_active_cycle() const { return last_active_cycle_; }
+  // The channel's register file; restore_registers sets it on a quiescent channel (the
+  // timing oracle starts a batch from the fast board's register state).
+  const DmaChannelRegisters& registers(DmaChannel ch) const { return ch_[int(ch)].regs; }
+  void restore_registers(DmaChannel ch, const DmaChannelRegisters& regs);
+  // Called after every clock edge at which a channel's register file changed, and after a
+  // register write that changed it (cycle UINT64_MAX); the timing oracle records the
+  // changes for the fast fidelity. Costs nothing when unset.
+  void set_register_observer(std::function<void(DmaChannel, uint64_t cycle)> observer);
 
  private:
-  enum class Phase : uint8_t {
-    kHalted,     // RS = 0, after a reset or an error
-    kIdle,       // running, no work
-    kStart,      // a start (LENGTH / TAILDESC write) waits for its edge
+  // What the datapath is doing; kNone whenever the channel is halted, idle or starting
+  // (the register file holds that state), and during the drain of an error.
+  enum class Step : uint8_t {
+    kNone,
     kFetchWait,  // SG: descriptor read request due from action_cycle on
     kFetching,   // SG: descriptor beats in flight
     kData,       // moving data; requests (MM2S) / stream beats (S2MM) from action_cycle on
@@ -168,18 +159,13 @@ class AxiDma : public sc_core::sc_module {
   struct Channel {
     bool s2mm = false;
     uint32_t reg_base = 0;  // 0x00 or 0x30
-    // Registers.
-    uint32_t dmacr = 0, dmasr = 0, curdesc = 0, taildesc = 0, addr = 0, length = 0;
-    Phase phase = Phase::kHalted;
-    bool stop_requested = false;  // RS cleared while busy: halt when the transfer / descriptor ends
-    bool reset_pending = false;   // DMACR.Reset reads 1 until in-flight traffic has drained
+    DmaChannelRegisters regs;     // the register file (shared with the fast fidelity)
+    Step step = Step::kNone;
     uint64_t start_cycle = 0;     // edge at which the pending start takes effect
     uint64_t action_cycle = 0;    // earliest edge of the phase's next action
     bool first_request_done = false, first_beat_done = false;  // of the transfer (for the stats)
     bool data_first_beat = false;  // S2MM: the data phase (transfer or descriptor) has taken a beat
-    uint32_t ioc_count = 0;  // SG completions toward IRQThreshold
     // SG state.
-    uint64_t next_desc = 0;  // descriptor fetched at the next start
     uint64_t desc_addr = 0, desc_next = 0;
     uint64_t desc_words[8] = {};
     uint32_t desc_control = 0;
@@ -223,9 +209,7 @@ class AxiDma : public sc_core::sc_module {
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   uint32_t read_register(uint32_t offset) const;
   void write_register(uint32_t offset, uint32_t value, uint64_t effective_cycle);
-  void write_dmacr(Channel& c, uint32_t value);
-  void reset_channel(Channel& c);
-  void start(Channel& c, uint64_t effective_cycle);
+  void drop_transfer(Channel& c);
 
   void tick();
   void end_of_elaboration() override;
@@ -241,7 +225,6 @@ class AxiDma : public sc_core::sc_module {
   void data_error(Channel& c, uint64_t now);
   void raise_error(Channel& c, uint32_t dmasr_bit, uint64_t now);
   void finish_transfer(Channel& c, uint64_t now);
-  void ioc_event(Channel& c);
   void start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_end, uint64_t action);
   bool quiescent(const Channel& c) const;
   bool drained(const Channel& c) const;
@@ -260,6 +243,10 @@ class AxiDma : public sc_core::sc_module {
   sc_core::sc_event_or_list idle_list_, s2mm_wait_list_;
   bool sleeping_ = false;
   AxiDmaStats stats_;
+  void report_changes(uint64_t cycle);
+  std::function<void(DmaChannel, uint64_t)> observer_;
+  uint64_t last_active_cycle_ = 0;
+  DmaChannelRegisters observed_[2];
 };
 
 }  // namespace bitsim::hw

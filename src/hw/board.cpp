@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include "hw/fingerprint.h"
+
 namespace bitsim::hw {
+
+static_assert(2 * kLanes == 4, "four DMAs: mm0, mm1 for the matmul lanes, at0, at1 for the attention lanes");
 
 Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
     : sc_core::sc_module(name), ps_bus("ps_bus"), config_(config) {
   clock_ = std::make_unique<Clock>("clock", config_.clock);
   ddr_ = std::make_unique<Ddr>("ddr", *clock_, config_.ddr);
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < kLanes; ++i)  // lane i's DMAs on HP port i (HP0, HP2)
     hp_[i] = std::make_unique<HpPort>(i == 0 ? "hp0" : "hp2", *clock_, config_.hp, ddr_->port(i));
 
   MatmulEngineConfig mc = config_.matmul;
@@ -18,14 +22,14 @@ Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
   ac.reg_base = board_map::kAttentionRegs;
   attention_ = std::make_unique<AttentionUnit>("attention", *clock_, ac);
 
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 2 * kLanes; ++i) {
     AxiDmaConfig dc = config_.dma;
     dc.base_address = board_map::kDmaBase[i];
-    const bool is_matmul = i < 2;
+    const bool is_matmul = i < kLanes;
     dc.has_sg = is_matmul ? config_.matmul_dma_sg : config_.attention_dma_sg;
     dma_[i] = std::make_unique<AxiDma>(board_map::kDmaName[i], *clock_, dc);
     AxiDma& d = *dma_[i];
-    const int lane = i % 2;  // mm0/at0 -> lane 0 on HP0; mm1/at1 -> lane 1 on HP2
+    const int lane = i % kLanes;  // mm0/at0 -> lane 0 on HP0; mm1/at1 -> lane 1 on HP2
     if (is_matmul) {
       d.mm2s_out = &matmul_->in(lane);
       d.s2mm_in = &matmul_->out(lane);
@@ -69,6 +73,21 @@ void Board::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay
   }
   // Nothing decodes the address: the interconnect answers DECERR.
   trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+}
+
+std::vector<std::pair<std::string, uint64_t>> Board::state_fingerprints(uint64_t cycle) const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  out.emplace_back("ddr", ddr_->state_fingerprint(cycle));
+  out.emplace_back("hp0", hp_[0]->state_fingerprint());
+  out.emplace_back("hp2", hp_[1]->state_fingerprint());
+  for (int i = 0; i < 4; ++i) out.emplace_back(board_map::kDmaName[i], dma_[size_t(i)]->state_fingerprint());
+  Fingerprint streams;
+  for (int lane = 0; lane < 2; ++lane) {
+    streams.add(uint64_t(matmul_->in(lane).size())).add(uint64_t(matmul_->out(lane).size()));
+    streams.add(uint64_t(attention_->in(lane).size())).add(uint64_t(attention_->out(lane).size()));
+  }
+  out.emplace_back("engine streams", streams.value());
+  return out;
 }
 
 }  // namespace bitsim::hw

@@ -93,6 +93,10 @@ class Board : public sc_core::sc_module {
   const BoardConfig& config() const { return config_; }
   uint64_t dma_base(DmaId id) const { return board_map::kDmaBase[size_t(id)]; }
 
+  // Timing state of each clocked module at edge `cycle` (hw/fingerprint.h), by module name:
+  // the DDR, the HP ports, the DMAs and the engines' stream FIFOs.
+  std::vector<std::pair<std::string, uint64_t>> state_fingerprints(uint64_t cycle) const;
+
   // Register accesses seen on the bus (reads + writes), for the driver's statistics.
   uint64_t bus_accesses() const { return bus_accesses_; }
 
@@ -102,7 +106,7 @@ class Board : public sc_core::sc_module {
   BoardConfig config_;
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<Ddr> ddr_;
-  std::array<std::unique_ptr<HpPort>, 2> hp_;
+  std::array<std::unique_ptr<HpPort>, kLanes> hp_;  // one per lane
   std::array<std::unique_ptr<AxiDma>, 4> dma_;
   std::unique_ptr<MatmulEngine> matmul_;
   std::unique_ptr<AttentionUnit> attention_;

@@ -1,5 +1,7 @@
 #include "hw/ddr.h"
 
+#include "hw/fingerprint.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -235,6 +237,15 @@ void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
     p.writes.pop_front();
   }
   return true;
+}
+
+uint64_t Ddr::state_fingerprint(uint64_t cycle) const {
+  const uint64_t edges = refilled_once_ ? cycle - last_refill_cycle_ : cycle + 1;
+  const uint64_t bucket = edges >= (cap_ - bucket_) / gain_ + 1 ? cap_ : bucket_ + gain_ * edges;
+  Fingerprint f;
+  f.add(in_flight_).add(uint64_t(rr_start_)).add(bucket);
+  for (const PortState& p : ports_) f.add(p.reads.size()).add(p.writes.size()).add(p.responses.size());
+  return f.value();
 }
 
 void Ddr::tick() {

@@ -189,6 +189,9 @@ class Ddr : public sc_core::sc_module {
   // the wall.
   double achieved_gbps(int port = -1) const;
   double wall_percent(int port = -1) const;
+  // Timing state at edge `cycle` (hw/fingerprint.h): bursts held, arbiter slot, and the
+  // wall's bucket as it would be refilled by then.
+  uint64_t state_fingerprint(uint64_t cycle) const;
 
  private:
   struct PendingRead {

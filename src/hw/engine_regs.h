@@ -1,7 +1,7 @@
 #pragma once
-// The status register block shared by the matmul engine and the attention unit
-// (docs/hw-timing.md, last section). Not a module: the decode and layout helpers both
-// engines' TLM-2.0 targets use, so the two register maps cannot drift apart.
+// The status register block of an engine's lanes (docs/hw-timing.md, last section). Not a
+// module: the map, the decode and the register view that the engines' one TLM-2.0 target
+// (EngineLanes, engine_lane.h) uses, and that a register model without SystemC can use too.
 //
 // Map (32-bit registers, 32-bit accesses only; addresses are reg_base + lane * 0x100 + offset):
 //   0x00 STATUS       RO  bit 0 busy (a transfer is in progress or result beats are still
@@ -9,7 +9,7 @@
 //                         bit 1 error (latched), bit 2 stopped (the error sequence is done:
 //                         the lane takes no input until CONTROL.clear)
 //   0x04 ERROR_CODE   RO  the engine's error code (0 = none; MatmulEngine: model::StreamError,
-//                         AttentionUnit: hw::AttentionError)
+//                         AttentionUnit: model::AttentionError)
 //   0x08 ERROR_UNIT   RO  group (matmul) or head (attention) index within the transfer,
 //                         0xFFFF_FFFF when no error
 //   0x0C ERROR_ROW    RO  row within the group (matmul: weight row; attention: position t),

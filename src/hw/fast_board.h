@@ -5,12 +5,14 @@
 // computed with the fast kernels (or skipped in timing-only mode), and time advances by
 // computed waits.
 //
-// The waits are the clocked model's own: a batch's timing depends only on its shape (which
-// channels start, at which edge offsets, on which page offsets and lengths, with which
-// stream headers: docs/hw-timing.md, "idle board"), so the first batch of each shape runs
-// once on the clocked Board (TimingOracle) and every later batch of that shape reuses its
-// completion cycles, DMASR values, S2MM lengths, descriptor status words and DDR byte
-// counts. The cycle counts are therefore the clocked model's, exactly; the equality test
+// The waits and register values are the clocked model's own: a batch's timing depends only
+// on its shape (the register state of its channels, which writes come at which edges, on
+// which page offsets and lengths, with which stream headers: docs/hw-timing.md, "idle
+// board"), so the first batch of each shape runs once on the clocked Board (TimingOracle)
+// and every later batch of that shape reuses its record: every change of every channel's
+// register file (DmaChannelRegisters, the same class the clocked AxiDma uses) edge by
+// edge, with addresses said relative to the batch, the descriptor status words and the
+// DDR byte counts. The cycle counts are therefore the clocked model's, exactly; the equality test
 // (tests/sim/fidelity_test.cpp) checks it on many shapes. A malformed stream is never
 // cached: its batch runs on the clocked board, results and error registers included.
 #include <cstdint>
@@ -38,6 +40,12 @@ class FastMemory {
   const uint8_t* span(uint64_t addr, size_t n) const;
   uint64_t size() const { return size_; }
   void set_write_listener(std::function<void(uint64_t, size_t)> f) { listener_ = std::move(f); }
+  // Calls f(address, bytes) for every page that was ever written.
+  template <class F>
+  void for_each_page(F f) const {
+    for (size_t i = 0; i < pages_.size(); ++i)
+      if (pages_[i]) f(uint64_t(i) * kPage, size_t(std::min<uint64_t>(kPage, size_ - uint64_t(i) * kPage)));
+  }
 
  private:
   static constexpr uint64_t kPage = 1ull << 20;
@@ -66,7 +74,13 @@ class FastBoard {
   // edge strictly before t, as the clocked board's do.
   uint32_t read32(uint64_t addr, uint64_t t_ps);
   void write32(uint64_t addr, uint32_t value, uint64_t t_ps);
+  // The CPU's own loads and stores to DDR at time t. While a batch is in flight, a load of
+  // bytes the batch writes sees them as the clocked board would at t, and a store becomes
+  // part of the batch.
+  void cpu_read(uint64_t addr, void* dst, size_t n, uint64_t t_ps);
+  void cpu_write(uint64_t addr, const void* src, size_t n, uint64_t t_ps);
 
+  // DDR contents without timing (loading images, tests).
   FastMemory& memory() { return memory_; }
   uint64_t bytes_read() const { return bytes_read_; }
   bool dma_has_sg(int id) const { return id >= 2 ? config_.attention_dma_sg : config_.matmul_dma_sg; }
@@ -80,40 +94,76 @@ class FastBoard {
   std::vector<Completed> take_completed() { return std::exchange(completed_, {}); }
 
  private:
-  struct Channel {
-    bool sg = false, s2mm = false;
-    uint32_t dmacr = dma_reg::kCrResetValue, dmasr = 1, curdesc = 0, taildesc = 0, addr = 0, length = 0;
-    uint64_t next_desc = 0;
-    bool started = false;         // start written, batch not resolved yet
-    uint64_t start_edge = 0;
-    bool busy = false;            // resolved, completes at completion_edge
-    bool completes = true;
-    uint64_t completion_edge = 0;
-    uint32_t final_dmasr = 0;
+  // A register file value with its address fields said relative to the batch (so that a
+  // cached batch replays on other buffers): each field is a literal, the value the channel
+  // held when the batch was resolved, a descriptor of the chain, or that descriptor's
+  // NXTDESC.
+  struct Symbol {
+    enum Kind : uint8_t { kLiteral, kResolved, kChainDesc, kChainNext } kind = kLiteral;
+    uint32_t value = 0;  // literal value or chain index
   };
-  struct CachedChannel {
-    bool completes = true;
-    uint64_t completion = 0;
-    uint32_t dmasr = 0, s2mm_length = 0;
+  struct RelativeRegs {
+    DmaChannelRegisters regs;
+    Symbol fields[5];  // curdesc, taildesc, addr, length, next_desc
+  };
+  struct Change {
+    uint64_t time_ps;  // from when a read sees it, in the oracle's time (OracleRegisterChange)
+    RelativeRegs regs;
+  };
+  struct ChannelTimeline {
+    std::vector<Change> changes;
+    std::vector<std::pair<uint64_t, uint64_t>> transfers;  // (start, completion), relative edges
     std::vector<uint32_t> desc_status;  // status words written back, in chain order
   };
   struct Cached {
-    std::vector<CachedChannel> channels;  // in the batch's channel order
+    ChannelTimeline channels[4][2];
     uint64_t bytes_read = 0;
+    uint64_t end_edge = 0;              // relative edge from which every channel is quiet
+    uint32_t engine_regs[2][2][9] = {};  // after the batch (counters: the batch's own)
   };
   struct Segment {
     uint64_t addr;
     uint32_t bytes;
     uint64_t desc;  // descriptor address (SG) or 0
   };
+  // Per channel: the resolved batch's register changes still to come (absolute edges).
+  struct Channel {
+    DmaChannelRegisters regs;
+    uint64_t start_edge = 0;         // effective edge of a start not resolved yet
+    DmaChannelRegisters at_resolve;  // the registers when the batch was resolved
+    std::vector<Segment> chain;      // the chain of the resolved batch
+    std::vector<uint32_t> chain_next;  // NXTDESC of each chain descriptor
+    std::vector<std::pair<uint64_t, DmaChannelRegisters>> pending;  // (visible from, ps; registers)
+    size_t next = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> transfers;  // absolute (start, completion) to report
+    size_t reported = 0;
+  };
 
-  Channel& channel(int dma, int ch) { return ch_[dma][ch]; }
+  void write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps);
+  void write_engine(uint64_t addr, uint32_t v);
+  uint32_t read_engine(uint64_t addr) const;
+  bool batch_in_flight() const;
+  void advance(uint64_t t_ps);
+  void close_batch();
+  void add_action(OracleAction a);
   void resolve();
-  std::vector<Segment> chain(const Channel& c) const;
+  void run_general(uint64_t horizon_ps);
+  std::vector<uint8_t> probe(OracleAction a);
+  void undo_outputs();
+  void write_output(uint64_t addr, const void* src, size_t n);
+  std::string batch_key(const std::vector<std::pair<int, int>>& started) const;
+  Symbol symbol(const Channel& c, int field, uint32_t value) const;
+  std::vector<Segment> chain(const DmaChannelRegisters& r) const;
   bool compute(const std::vector<std::vector<Segment>>& segs,
                const std::vector<std::pair<int, int>>& started, std::string& key);
-  void run_oracle(const std::vector<std::pair<int, int>>& started, const std::vector<std::vector<Segment>>& segs,
-                  uint64_t first, bool cache, const std::string& key);
+  OracleBatch oracle_batch(const std::vector<std::vector<Segment>>* segs,
+                           const std::vector<std::pair<int, int>>& started) const;
+  Cached run_oracle(const std::vector<std::vector<Segment>>& segs, const std::vector<std::pair<int, int>>& started,
+                    bool check_outputs);
+  Cached record(const OracleResult& res) const;
+  void apply(const Cached& entry);
+  RelativeRegs relative(const Channel& c, const DmaChannelRegisters& r) const;
+  DmaChannelRegisters absolute(const Channel& c, const RelativeRegs& r) const;
   const fast::DecodedRows* decoded(uint64_t addr, int rows, int n);
 
   BoardConfig config_;
@@ -121,7 +171,24 @@ class FastBoard {
   uint64_t period_;
   FastMemory memory_;
   Channel ch_[4][2];
+  // The batch: the host's accesses from the first start on (absolute times) until every
+  // channel is quiet again.
+  std::vector<OracleAction> batch_actions_;
+  bool collecting_ = false;   // starts written, not resolved yet
+  bool batch_open_ = false;   // from the first start until the batch is over
+  bool general_ = false;      // not a reusable shape: the whole batch runs on the clocked board
+  uint64_t batch_first_ = 0;  // the first start's effective edge
+  uint64_t batch_end_edge_ = 0;             // absolute edge from which every channel is quiet
+  uint64_t known_until_ps_ = UINT64_MAX;    // a general batch's run ended here without settling
+  uint64_t advanced_ps_ = 0;                // the latest access time
+  uint64_t bytes_read_before_batch_ = 0;
+  // A batch run as a whole is run at least this far, and twice as far as it was last asked.
+  static constexpr uint64_t kGeneralHorizonEdges = 100'000;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> undo_;  // DDR bytes the batch's results replaced
+  DmaChannelRegisters open_regs_[4][2];     // every channel's registers when the batch opened
   uint32_t engine_regs_[2][2][9] = {};
+  uint32_t pending_engine_regs_[2][2][9] = {};  // after the in-flight batch
+  bool engine_pending_ = false;
   uint64_t bytes_read_ = 0;
   std::unordered_map<std::string, Cached> cache_;
   struct Decoded {

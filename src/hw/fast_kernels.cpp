@@ -32,7 +32,7 @@ namespace {
 
 constexpr int kBlockElems = 256;  // elements per 64-byte block of the cached form
 constexpr int kBlockBytes = 64;
-constexpr int kHeadDim = 96;      // CIRCUITS.md 3
+using model::kHeadDim;            // CIRCUITS.md 3
 constexpr size_t kHugePage = size_t(2) << 20;
 
 int blocks_for(int n) { return (n + kBlockElems - 1) / kBlockElems; }
@@ -282,20 +282,17 @@ void part_range(int rows, int part, int parts, int* begin, int* end) {
 // (s_max - s_t) * m < 2^40.
 uint32_t weights_range(const int32_t* s, int t0, int T, int32_t s_max, uint32_t m, int shift,
                        bool legacy, uint16_t* p) {
-  const auto& EXP = num::exp_table();
   uint32_t total = 0;
   for (int t = t0; t < T; ++t) {
-    const uint64_t diff = uint64_t(int64_t(s_max) - int64_t(s[t]));
-    const uint64_t z = legacy ? (diff >> 8) : ((diff * m) >> shift);
-    const uint16_t pt = EXP[std::min<uint64_t>(z, 255)];
+    const uint16_t pt = num::attention_weight(uint32_t(int64_t(s_max) - int64_t(s[t])), m, shift, legacy);
     p[t] = pt;
     total += pt;
   }
   return total;
 }
 
-uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy,
-                           uint16_t* p) {
+uint32_t weights_portable(const int32_t* s, int T, uint32_t m, int shift, bool legacy,
+                          uint16_t* p) {
   int32_t s_max = s[0];
   for (int t = 1; t < T; ++t) s_max = std::max(s_max, s[t]);
   return weights_range(s, 0, T, s_max, m, shift, legacy, p);
@@ -320,7 +317,7 @@ void attention_portable(const int8_t* q, const int8_t* K, const int8_t* V, int T
     for (int d = 0; d < kHeadDim; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
     s[t] = dot;
   }
-  *sum = attention_weights(s, T, m, shift, legacy, p);
+  *sum = weights_portable(s, T, m, shift, legacy, p);
   int32_t a[kHeadDim] = {};
   for (int t = 0; t < T; ++t) {
     const int8_t* v = V + size_t(t) * kHeadDim;
@@ -357,7 +354,7 @@ __attribute__((target("avx2"))) inline int32_t hsum8(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// attention_weights with AVX2: z in 64-bit lanes (even / odd dwords), clamped at 255,
+// weights_portable with AVX2: z in 64-bit lanes (even / odd dwords), clamped at 255,
 // p_t gathered from the widened ROM; the tail (< 8) in scalar code.
 __attribute__((target("avx2"))) uint32_t weights_avx2(const int32_t* s, int T, uint32_t m,
                                                       int shift, bool legacy, uint16_t* p) {
@@ -451,7 +448,7 @@ __attribute__((target("avx2"))) void attention_avx2(const int8_t* q, const int8_
   v_phase_avx2(V, T, p, acc);
 }
 
-// attention_weights with AVX-512: 16 lanes, masked tail, z in 64-bit lanes (even / odd
+// weights_portable with AVX-512: 16 lanes, masked tail, z in 64-bit lanes (even / odd
 // dwords), clamped at 255, p_t gathered from the widened ROM.
 __attribute__((target(BITSIM_AVX512))) uint32_t weights_avx512(const int32_t* s, int T,
                                                                uint32_t m, int shift,
@@ -814,6 +811,20 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, ui
     case Kernel::Avx2: return attention_avx2(q, K, V, T, s, p, m, shift, legacy, acc, sum);
 #endif
     default: return attention_portable(q, K, V, T, s, p, m, shift, legacy, acc, sum);
+  }
+}
+
+uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy, uint16_t* p,
+                           Kernel kernel) {
+  check_kernel(kernel);
+  if (T < 1 || T > 4096) throw Error(fmt::format("attention_weights: T = {} outside 1..4096", T));
+  if (shift < 0 || shift > 63) throw Error(fmt::format("attention_weights: shift S = {} outside 0..63", shift));
+  switch (resolve_kernel(kernel)) {
+#if BITSIM_FAST_X86
+    case Kernel::Avx512: return weights_avx512(s, T, m, shift, legacy, p);
+    case Kernel::Avx2: return weights_avx2(s, T, m, shift, legacy, p);
+#endif
+    default: return weights_portable(s, T, m, shift, legacy, p);
   }
 }
 

@@ -119,11 +119,20 @@ void matvec_packed(const uint8_t* packed, int rows, int n, const int8_t* x, int3
                    Kernel kernel = Kernel::Auto);
 
 // The attention unit's arithmetic for one head (CIRCUITS.md 3), equal to
-// golden::attention_head bit for bit: q[96], K and V [T][96] int8 (row-major), T in 1..512,
+// golden::attention_head bit for bit: q[96], K and V [T][96] int8 (row-major), T in 1..4096,
 // m < 2^18, shift S in 0..63, legacy = the fixed >> 8. acc[96] and *sum receive the result
 // words. The K phase dot products and the V accumulation are vectorized.
 void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, uint32_t m,
                     int shift, bool legacy, int32_t* acc, uint32_t* sum,
                     Kernel kernel = Kernel::Auto);
+
+// The weight step alone, as attention_head runs it between its K and V phases: p[t] =
+// num::attention_weight(s_max - s[t], m, shift, legacy) for t < T, s_max = max s; returns the
+// sum of the p[t]. The portable path calls num::attention_weight; the SIMD paths compute the
+// same integers in vector lanes (tests/hw/fast_kernels_test.cpp proves them equal over every
+// score difference a head can produce). Throws bitsim::Error for T outside 1..4096 or shift
+// outside 0..63.
+uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy, uint16_t* p,
+                           Kernel kernel = Kernel::Auto);
 
 }  // namespace bitsim::hw::fast

@@ -1,5 +1,7 @@
 #include "hw/hp_port.h"
 
+#include "hw/fingerprint.h"
+
 #include <algorithm>
 #include <bit>
 
@@ -229,6 +231,14 @@ void HpPort::tick() {
     sleeping_ = true;
     next_trigger(wake_);
   }
+}
+
+uint64_t HpPort::state_fingerprint() const {
+  Fingerprint f;
+  f.add(reads_.size()).add(write_data_.size()).add(writes_.size()).add(rd_rr_).add(wr_rr_);
+  f.add(ar_valid_).add(aw_valid_).add(rd_split_).add(wr_split_);
+  for (const Master& m : masters_) f.add(m.rd_left).add(m.wr_left).add(m.wr_error);
+  return f.value();
 }
 
 }  // namespace bitsim::hw

@@ -67,6 +67,8 @@ class HpPort : public sc_core::sc_module {
   const HpPortConfig& config() const { return config_; }
   int masters() const { return int(masters_.size()); }
   const HpPortStats& stats() const { return stats_; }
+  // Timing state (hw/fingerprint.h): bursts in flight, requests being split, arbiters.
+  uint64_t state_fingerprint() const;
 
  private:
   struct Master {

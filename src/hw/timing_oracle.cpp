@@ -1,6 +1,7 @@
 #include "hw/timing_oracle.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 
@@ -16,15 +17,14 @@ namespace bitsim::hw {
 namespace {
 
 namespace R = dma_reg;
-constexpr uint64_t kFirstEdge = 64;  // the batch's first start edge in the oracle's run
 
-// The oracle's PS: writes the registers at the requested edges, then waits for the batch.
+// The oracle's PS: writes the registers at their times, then waits until the board is quiet.
 class OraclePs : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(OraclePs);
-  OraclePs(sc_core::sc_module_name name, Board& board, const std::vector<OracleStart>& starts, uint64_t max_cycles,
+  OraclePs(sc_core::sc_module_name name, Board& board, const OracleBatch& batch, uint64_t max_cycles,
            OracleResult& result)
-      : sc_core::sc_module(name), bus("bus"), board_(board), starts_(starts), max_cycles_(max_cycles), result_(result) {
+      : sc_core::sc_module(name), bus("bus"), board_(board), batch_(batch), max_cycles_(max_cycles), result_(result) {
     SC_THREAD(run);
   }
   tlm_utils::simple_initiator_socket<OraclePs> bus;
@@ -44,61 +44,73 @@ class OraclePs : public sc_core::sc_module {
     if (t.is_response_error()) throw Error(fmt::format("timing oracle: access to 0x{:08x} failed", addr));
     return v;
   }
-  uint64_t reg(const OracleStart& s, uint32_t off) const {
-    return board_map::kDmaBase[s.dma] + (s.channel ? R::kS2mmOffset : 0) + off;
+
+  // Every DMA channel quiet and no engine lane busy or holding an error (a lane still holding
+  // input, results or an error carries the batch into the next one: the fast board then
+  // keeps the batch open until it is quiet).
+  bool quiet() {
+    for (int d = 0; d < 4; ++d)
+      for (int c = 0; c < 2; ++c)
+        if (board_.dma(DmaId(d)).active(DmaChannel(c))) return false;
+    for (uint64_t base : {board_map::kMatmulRegs, board_map::kAttentionRegs})
+      for (int lane = 0; lane < 2; ++lane)
+        if (access(false, base + uint64_t(lane) * engine_reg::kLaneStride + engine_reg::kStatus, 0) &
+            (engine_reg::kStatusBusy | engine_reg::kStatusError))
+          return false;
+    return true;
+  }
+
+  // Performs one action; true for a probe.
+  bool perform(const OracleAction& a) {
+    switch (a.kind) {
+      case OracleAction::Kind::kWrite:
+        access(true, a.addr, a.value);
+        return false;
+      case OracleAction::Kind::kCpuStore:
+        board_.ddr().write(a.addr, a.bytes.data(), a.bytes.size());
+        return false;
+      case OracleAction::Kind::kProbeRegister: {
+        const uint32_t v = access(false, a.addr, 0);
+        result_.probes.emplace_back(reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
+        return true;
+      }
+      case OracleAction::Kind::kProbeMemory:
+        result_.probes.emplace_back(a.size);
+        board_.ddr().read(a.addr, result_.probes.back().data(), a.size);
+        return true;
+    }
+    return false;
+  }
+
+  // Waits until every channel is quiet and the DDR has settled (true), or the horizon (false).
+  bool settle(uint64_t period) {
+    const uint64_t limit = kOracleFirstEdge + (batch_.horizon_edges ? batch_.horizon_edges : max_cycles_);
+    do {
+      wait(sc_core::sc_time::from_value(64 * period));
+      if (board_.clock().cycle() > limit) {
+        if (batch_.horizon_edges) return false;
+        throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
+      }
+    } while (!quiet());
+    wait(sc_core::sc_time::from_value(64 * period));
+    return true;
   }
 
   void run() {
     try {
       const uint64_t period = board_.clock().period().value();
-      // Bring every channel of the batch to running, pointing at its first descriptor.
-      for (const auto& s : starts_) {
-        access(true, reg(s, R::kMm2sDmacr), R::kCrReset);
-        if (board_.dma(DmaId(s.dma)).config().has_sg) access(true, reg(s, R::kMm2sCurdesc), s.curdesc);
-        access(true, reg(s, R::kMm2sDmacr), R::kCrRunStop);
-      }
-      std::vector<size_t> order(starts_.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return starts_[a].offset < starts_[b].offset; });
       for (const auto& p : board_.ddr().stats().ports) bytes_read_at_start_ += p.bytes_read;
-      // A register write at time t takes effect at edge t / period + 1.
-      for (size_t i : order) {
-        const OracleStart& s = starts_[i];
-        const uint64_t t = (kFirstEdge + s.offset - 1) * period;
+      bool probes = false;
+      for (const OracleAction& a : batch_.actions) {
         const uint64_t now = sc_core::sc_time_stamp().value();
-        if (t > now) wait(sc_core::sc_time::from_value(t - now));
-        if (board_.dma(DmaId(s.dma)).config().has_sg) {
-          access(true, reg(s, R::kMm2sTaildesc), s.taildesc);
-        } else {
-          access(true, reg(s, s.channel ? R::kS2mmDa - R::kS2mmOffset : R::kMm2sSa), s.addr);
-          access(true, reg(s, R::kMm2sLength), s.length);
-        }
+        if (a.time_ps > now) wait(sc_core::sc_time::from_value(a.time_ps - now));
+        probes |= perform(a);
       }
-      // Wait until every channel of the batch is quiet and the DDR has settled.
-      const uint64_t limit = kFirstEdge + max_cycles_;
-      for (;;) {
-        wait(sc_core::sc_time::from_value(64 * period));
-        bool busy = false;
-        for (const auto& s : starts_) busy |= board_.dma(DmaId(s.dma)).active(DmaChannel(s.channel));
-        if (!busy) break;
-        if (board_.clock().cycle() > limit)
-          throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
-      }
-      wait(sc_core::sc_time::from_value(64 * period));
-      result_.channels.resize(starts_.size());
-      uint64_t last = kFirstEdge;
-      for (size_t i = 0; i < starts_.size(); ++i) {
-        const OracleStart& s = starts_[i];
-        const AxiDma& d = board_.dma(DmaId(s.dma));
-        OracleChannelResult& r = result_.channels[i];
-        r.dmasr = access(false, reg(s, R::kMm2sDmasr), 0);
-        r.completed = (r.dmasr & R::kSrIdle) && !(r.dmasr & R::kSrErrors);
-        const uint64_t c = d.last_completion_cycle(DmaChannel(s.channel));
-        r.completion = c >= kFirstEdge ? c - kFirstEdge : 0;
-        last = std::max(last, c);
-        if (s.channel == 1 && !d.config().has_sg) r.s2mm_length = access(false, reg(s, R::kMm2sLength), 0);
-      }
-      result_.cycles = last - kFirstEdge;
+      result_.settled = !probes && settle(period);
+      uint64_t last_active = 0;
+      for (int d = 0; d < 4; ++d) last_active = std::max(last_active, board_.dma(DmaId(d)).last_active_cycle());
+      result_.quiet_edge = last_active + 1 > kOracleFirstEdge ? last_active + 1 - kOracleFirstEdge : 0;
+      result_.end_edge = board_.clock().cycle() - kOracleFirstEdge;
       uint64_t bytes = 0;
       for (const auto& p : board_.ddr().stats().ports) bytes += p.bytes_read;
       result_.bytes_read = bytes - bytes_read_at_start_;
@@ -114,41 +126,46 @@ class OraclePs : public sc_core::sc_module {
   }
 
   Board& board_;
-  const std::vector<OracleStart>& starts_;
+  const OracleBatch& batch_;
   uint64_t max_cycles_;
   OracleResult& result_;
   uint64_t bytes_read_at_start_ = 0;
 };
 
-}  // namespace
+// Records every register change of every channel, and every transfer that completes. A
+// change in a clock edge is seen by reads after the edge; a change by a register write at
+// once (AxiDma reports those with cycle UINT64_MAX).
+void observe_registers(Board& board, OracleResult& result) {
+  const uint64_t period = board.clock().period().value();
+  for (int d = 0; d < 4; ++d) {
+    AxiDma& dma = board.dma(DmaId(d));
+    dma.set_register_observer(
+        [&dma, &result, d, period, seen = std::array<uint64_t, 2>{}](DmaChannel ch, uint64_t cycle) mutable {
+          const int c = int(ch);
+          OracleChannelResult& r = result.channels[d][c];
+          const uint64_t t = cycle == UINT64_MAX ? sc_core::sc_time_stamp().value() : cycle * period + 1;
+          r.changes.push_back({t, cycle == UINT64_MAX, dma.registers(ch)});
+          if (cycle != UINT64_MAX) result.cycles = std::max(result.cycles, cycle - kOracleFirstEdge);
+          const AxiDmaChannelStats& st = dma.stats(ch);
+          if (st.transfers > seen[size_t(c)]) {
+            seen[size_t(c)] = st.transfers;
+            r.transfers.emplace_back(st.last_start_cycle - kOracleFirstEdge, st.last_completion_cycle - kOracleFirstEdge);
+          }
+        });
+  }
+}
 
-OracleResult run_timing_oracle(const BoardConfig& config, const std::vector<MemoryRegion>& memory,
-                               const std::vector<OracleStart>& starts, uint64_t max_cycles) {
-  OracleResult result;
-  FreshSimContext context;
-  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  Board board("board", config);
-  for (const auto& r : memory) board.ddr().write(r.addr, r.bytes.data(), r.bytes.size());
-  // Record every range the PL writes (results, descriptor status words).
-  std::map<uint64_t, uint64_t> written;  // begin -> end
-  board.ddr().set_write_listener([&](uint64_t a, size_t n) {
-    auto& end = written[a];
-    end = std::max<uint64_t>(end, a + n);
-  });
-  OraclePs ps("oracle_ps", board, starts, max_cycles, result);
-  ps.bus.bind(board.ps_bus);
-  sc_core::sc_start();
-  if (ps.failure) std::rethrow_exception(ps.failure);
-  // Merge the written ranges and read back their final contents.
+// Merges the ranges the PL wrote and reads back their final contents.
+std::vector<MemoryRegion> written_regions(Board& board, const std::map<uint64_t, uint64_t>& written) {
+  std::vector<MemoryRegion> out;
   uint64_t cur_b = 0, cur_e = 0;
   auto flush = [&] {
-    if (cur_e > cur_b) {
-      MemoryRegion r;
-      r.addr = cur_b;
-      r.bytes.resize(cur_e - cur_b);
-      board.ddr().read(cur_b, r.bytes.data(), r.bytes.size());
-      result.writes.push_back(std::move(r));
-    }
+    if (cur_e <= cur_b) return;
+    MemoryRegion r;
+    r.addr = cur_b;
+    r.bytes.resize(cur_e - cur_b);
+    board.ddr().read(cur_b, r.bytes.data(), r.bytes.size());
+    out.push_back(std::move(r));
   };
   for (const auto& [b, e] : written) {
     if (b <= cur_e && cur_e > cur_b) {
@@ -160,6 +177,30 @@ OracleResult run_timing_oracle(const BoardConfig& config, const std::vector<Memo
     }
   }
   flush();
+  return out;
+}
+
+}  // namespace
+
+OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& batch, uint64_t max_cycles) {
+  OracleResult result;
+  FreshSimContext context;
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  Board board("board", config);
+  for (const auto& r : batch.memory) board.ddr().write(r.addr, r.bytes.data(), r.bytes.size());
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) board.dma(DmaId(d)).restore_registers(DmaChannel(c), batch.initial[d][c]);
+  observe_registers(board, result);
+  std::map<uint64_t, uint64_t> written;  // begin -> end of every range the PL writes
+  board.ddr().set_write_listener([&](uint64_t a, size_t n) {
+    auto& end = written[a];
+    end = std::max<uint64_t>(end, a + n);
+  });
+  OraclePs ps("oracle_ps", board, batch, max_cycles, result);
+  ps.bus.bind(board.ps_bus);
+  sc_core::sc_start();
+  if (ps.failure) std::rethrow_exception(ps.failure);
+  result.writes = written_regions(board, written);
   return result;
 }
 

@@ -4,8 +4,11 @@
 // channel's completion cycle relative to the batch's first start, the final DMASR and
 // S2MM_LENGTH values, the bytes the PL read from DDR, and every byte the PL wrote.
 //
-// A batch is what the host starts between two quiescent points: the DMA channels whose
-// start registers (LENGTH or TAILDESC) it wrote, at known clock edges. Every call of the
+// A batch is what the host starts between two quiescent points: the register writes from
+// the first start (LENGTH or TAILDESC) on, at known times, from a known register state of
+// every channel. The oracle records every change of every channel's register file, edge
+// by edge, so that the fast fidelity answers a register read at any time of the batch with
+// the clocked board's value. Every call of the
 // token loop starts on an idle board (the driver waits for all of its channels), and an
 // idle board is always in the same state (empty FIFOs, a full DDR bucket, arbiters at slot
 // 0: docs/hw-timing.md), so the batch's timing depends only on its configuration, the
@@ -18,38 +21,65 @@
 
 namespace bitsim::hw {
 
-struct OracleStart {
-  int dma = 0;            // 0 mm0, 1 mm1, 2 at0, 3 at1
-  int channel = 0;        // 0 MM2S, 1 S2MM
-  uint64_t offset = 0;    // start edge - the batch's first start edge
-  // Simple mode: address and length; SG mode: first descriptor and tail descriptor.
-  uint32_t addr = 0, length = 0;
-  uint32_t curdesc = 0, taildesc = 0;
+// One access of the batch's host program, at its time relative to the batch's time origin
+// (the first start's effective edge is edge kOracleFirstEdge of the oracle's run).
+struct OracleAction {
+  enum class Kind : uint8_t {
+    kWrite,          // register write: addr, value
+    kCpuStore,       // the CPU's store to DDR: addr, bytes
+    kProbeRegister,  // a register read whose value the caller wants (OracleResult::probes)
+    kProbeMemory,    // a DDR load whose bytes the caller wants: addr, size
+  };
+  Kind kind = Kind::kWrite;
+  uint64_t time_ps = 0;
+  uint64_t addr = 0;
+  uint32_t value = 0;
+  uint64_t size = 0;
+  std::vector<uint8_t> bytes;
 };
+constexpr uint64_t kOracleFirstEdge = 64;
 
 struct MemoryRegion {
   uint64_t addr = 0;
   std::vector<uint8_t> bytes;
 };
 
+// The register file of one channel after a clock edge or a register write of the batch.
+struct OracleRegisterChange {
+  uint64_t time_ps = 0;  // a read at this time (oracle time) or later sees it: edge c at c * period + 1
+  bool at_write = false;  // made by a register write (else by a clock edge)
+  DmaChannelRegisters regs;
+};
+
 struct OracleChannelResult {
-  bool completed = false;       // Idle reached (false: halted on an error, or never)
-  uint64_t completion = 0;      // completion edge - first start edge
-  uint32_t dmasr = 0;           // DMASR when the batch ended
-  uint32_t s2mm_length = 0;     // S2MM_LENGTH (simple mode): bytes received
+  std::vector<OracleRegisterChange> changes;                // in edge order
+  std::vector<std::pair<uint64_t, uint64_t>> transfers;     // (start, completion) edges, relative
 };
 
 struct OracleResult {
-  std::vector<OracleChannelResult> channels;  // in the order of the starts
+  OracleChannelResult channels[4][2];  // [dma][MM2S, S2MM]
   uint64_t bytes_read = 0;      // DDR bytes read by the PL during the batch
-  uint64_t cycles = 0;          // cycles simulated from the first start to the end
+  uint64_t cycles = 0;          // cycles simulated from the first start to the last register change
   std::vector<MemoryRegion> writes;  // every byte range the PL wrote, with its final contents
   uint32_t engine_regs[2][2][9] = {};  // [matmul, attention][lane][register / 4], after the batch
+  uint64_t quiet_edge = 0;  // first edge (relative) from which every channel is quiet, when settled
+  bool settled = true;
+  uint64_t end_edge = 0;  // the run's last edge (relative)  // every channel quiet at the end (false: the horizon or a probe ended the run)
+  std::vector<std::vector<uint8_t>> probes;  // the probes' values, in program order
 };
 
-// `memory`: every region the batch reads (streams, descriptors and their buffers).
-// Throws bitsim::Error if the batch does not settle within `max_cycles`.
-OracleResult run_timing_oracle(const BoardConfig& config, const std::vector<MemoryRegion>& memory,
-                               const std::vector<OracleStart>& starts, uint64_t max_cycles = uint64_t(1) << 28);
+struct OracleBatch {
+  DmaChannelRegisters initial[4][2];  // every channel's register file when the batch opens
+  std::vector<MemoryRegion> memory;   // every region the batch reads (streams, descriptors, buffers)
+  std::vector<OracleAction> actions;  // in program order; the first is the first start
+  // Run until every channel is quiet, or at most to this edge (relative to the first start)
+  // if not 0. A batch with probes ends at its last action.
+  uint64_t horizon_edges = 0;
+};
+
+// Runs the batch until every DMA channel is quiet again (or as OracleBatch says). Throws bitsim::Error if
+// it does not settle within `max_cycles`.
+OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& batch,
+                               uint64_t max_cycles = uint64_t(1) << 28);
 
 }  // namespace bitsim::hw

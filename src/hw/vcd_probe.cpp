@@ -16,7 +16,7 @@ VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& 
   file_->set_time_unit(1, sc_core::SC_PS);
   const char* eng[2] = {"matmul", "attention"};
   for (int e = 0; e < 2; ++e)
-    for (int lane = 0; lane < 2; ++lane)
+    for (int lane = 0; lane < kLanes; ++lane)
       for (int dir = 0; dir < 2; ++dir) {
         const AxiStream* f = e == 0 ? &(dir ? board.matmul().out(lane) : board.matmul().in(lane))
                                     : &(dir ? board.attention().out(lane) : board.attention().in(lane));
@@ -24,7 +24,7 @@ VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& 
       }
   size_t k = 0;
   for (int e = 0; e < 2; ++e)
-    for (int lane = 0; lane < 2; ++lane)
+    for (int lane = 0; lane < kLanes; ++lane)
       for (int dir = 0; dir < 2; ++dir) {
         const std::string n = fmt::format("{}_lane{}_{}", eng[e], lane, dir ? "result" : "input");
         sc_core::sc_trace(file_, streams_[k].valid, n + "_tvalid");
@@ -35,7 +35,7 @@ VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& 
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c)
       sc_core::sc_trace(file_, dma_active_[d][c], fmt::format("dma_{}_{}_active", board_map::kDmaName[d], c ? "s2mm" : "mm2s"));
-  for (int lane = 0; lane < 2; ++lane) {
+  for (int lane = 0; lane < kLanes; ++lane) {
     sc_core::sc_trace(file_, matmul_busy_[lane], fmt::format("matmul_lane{}_busy", lane));
     sc_core::sc_trace(file_, attention_busy_[lane], fmt::format("attention_lane{}_busy", lane));
   }
@@ -65,7 +65,7 @@ void VcdProbe::sample() {
   }
   for (int d = 0; d < 4; ++d)
     for (int ch = 0; ch < 2; ++ch) dma_active_[d][ch] = board_.dma(DmaId(d)).active(DmaChannel(ch));
-  for (int lane = 0; lane < 2; ++lane) {
+  for (int lane = 0; lane < kLanes; ++lane) {
     matmul_busy_[lane] = board_.matmul().busy(lane);
     attention_busy_[lane] = board_.attention().busy(lane);
   }

@@ -40,7 +40,7 @@ class VcdProbe : public sc_core::sc_module {
   sc_core::sc_trace_file* file_ = nullptr;
   std::vector<Stream> streams_;
   bool dma_active_[4][2] = {};
-  bool matmul_busy_[2] = {}, attention_busy_[2] = {};
+  bool matmul_busy_[kLanes] = {}, attention_busy_[kLanes] = {};
   bool clk_ = false;
   uint64_t cycle_ = 0;
 };

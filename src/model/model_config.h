@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/board_shape.h"
+
 namespace bitsim::model {
 
 struct ModelConfig {
@@ -20,7 +22,7 @@ struct ModelConfig {
   int bos_token_id = 1, eos_token_id = 2, pad_token_id = 32000;
 
   static constexpr int kNoPad = -1;
-  static constexpr int kBoardHeadDim = 96;
+  static constexpr int kBoardHeadDim = kHeadDim;  // model/board_shape.h
 
   int head_dim() const { return hidden_size / num_heads; }
 

@@ -19,14 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "model/board_shape.h"
 #include "model/ternary.h"
 
 namespace bitsim::model {
 
 constexpr uint16_t kMatmulMagic = 0x7E44;
 constexpr uint8_t kMatmulVersion = 2;
-constexpr int kBeatBytes = 8;
-constexpr int kHeaderBytes = 2 * kBeatBytes;
 constexpr int kMaxRowLength = 4096;  // n range 1..4096
 constexpr int kTritsPerByte = 5;
 

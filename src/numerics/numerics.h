@@ -201,6 +201,23 @@ AttnMultiplier attention_multiplier(float s_q, float s_k, int head_dim);
 // identical on every host; EXP[0] = 32767, non-increasing, EXP[178..255] = 0.
 const std::array<uint16_t, 256>& exp_table();
 
+// The attention unit's weight step (CIRCUITS 3, V phase), the one definition the golden
+// reference, the clocked unit and the fast kernels' scalar paths call (the fast kernels'
+// SIMD paths are tested equal to it over every input they can see):
+//   diff = s_max - s_t (>= 0; |s_t| <= 96 * 128 * 128, so diff < 2^22)
+//   z    = (diff * m) >> S          m < 2^18, S in 0..63, exact in 64 bits
+//   legacy shift mode: z = diff >> 8 (m and S unused)
+//   p    = EXP[min(z, 255)]
+constexpr int kAttnLegacyShift = 8;
+constexpr uint32_t kAttnExpLast = 255;  // the last EXP index
+inline uint32_t attention_exp_index(uint32_t diff, uint32_t m, int shift, bool legacy) {
+  const uint64_t z = legacy ? uint64_t(diff) >> kAttnLegacyShift : (uint64_t(diff) * m) >> shift;
+  return z < kAttnExpLast ? uint32_t(z) : kAttnExpLast;
+}
+inline uint16_t attention_weight(uint32_t diff, uint32_t m, int shift, bool legacy) {
+  return exp_table()[attention_exp_index(diff, m, shift, legacy)];
+}
+
 // ---------------------------------------------------------------------------------------
 // RoPE
 // ---------------------------------------------------------------------------------------

@@ -293,7 +293,9 @@ std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::Ter
                                           const golden::KvScales& scales, const std::vector<int>& tokens,
                                           const SimulateOptions& o, hw::FastBoardStats* fast_stats,
                                           std::vector<host::TransferRecord>* transfers) {
-  const auto sim = make_simulation(cfg, m, scales, SimulationOptions(o.fidelity, o.threads, o.legacy_attention));
+  SimulationOptions so(o.fidelity, o.threads, o.legacy_attention);
+  so.idle_violations = o.idle_violations;
+  const auto sim = make_simulation(cfg, m, scales, so);
   std::vector<TokenOutcome> out;
   sim->loop().load_weights();
   sim->run([&](host::TokenLoop& loop) {

@@ -109,6 +109,9 @@ struct SimulateOptions {
   int threads = 2;
   int start_position = 0;
   bool legacy_attention = false;
+  // Cycle fidelity: check at every register write on a quiet board that the board is in its
+  // state after reset (host::CyclePlatform::check_idle_board); violations are appended here.
+  std::vector<std::string>* idle_violations = nullptr;
 };
 std::vector<TokenOutcome> simulate_tokens(const SimConfig& config, const model::TernaryModel& model,
                                           const golden::KvScales& scales, const std::vector<int>& tokens,

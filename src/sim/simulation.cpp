@@ -55,6 +55,7 @@ class CycleSimulation : public Simulation {
         ps_("ps", [this](host::Ps&) { program_(*loop_); }),
         platform_impl_(ps_, board_) {
     ps_.bus.bind(board_.ps_bus);
+    if (o.idle_violations) platform_impl_.check_idle_board(o.idle_violations);
     if (!o.vcd_file.empty())
       vcd_ = std::make_unique<hw::VcdProbe>("vcd", board_, hw::VcdConfig{o.vcd_file, o.vcd_start, o.vcd_end});
     platform_ = &platform_impl_;

@@ -36,6 +36,9 @@ struct SimulationOptions {
   bool legacy_attention = false;    // the earlier attention unit's fixed >> 8 shift
   std::string vcd_file;             // cycle only: a VCD of the clocked signals (hw/vcd_probe.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
+  // Cycle only: check at every register write on a quiet board that the board is in its
+  // state after reset (host::CyclePlatform::check_idle_board); violations are appended here.
+  std::vector<std::string>* idle_violations = nullptr;
 };
 
 class Simulation {

@@ -25,6 +25,11 @@ namespace {
 
 // ---- Test benches ----------------------------------------------------------------------
 
+using model::attention_head_beats;
+using model::AttentionHeadHeader;
+using model::encode_attention_header;
+using model::kAttentionMagic;
+using model::kAttentionMaxM;
 using test_bench::RegMaster;
 using test_bench::Sink;
 using test_bench::Source;
@@ -32,7 +37,7 @@ using test_bench::Source;
 struct Bench {
   explicit Bench(const AttentionUnitConfig& cfg = {})
       : clock("clock", ClockConfig{}), unit("attention", clock, cfg), regs("regs") {
-    for (int l = 0; l < cfg.lanes; ++l) {
+    for (int l = 0; l < kLanes; ++l) {
       src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, unit.in(l)));
       sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, unit.out(l)));
     }
@@ -59,7 +64,7 @@ struct Bench {
 
 // ---- Heads -----------------------------------------------------------------------------
 
-constexpr int D = kAttentionHeadDim;
+constexpr int D = model::kHeadDim;
 
 struct Head {
   int T = 1;
@@ -164,8 +169,8 @@ TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
   expect_beats_eq(b.sink[1]->beats, expected_beats(h1));
   for (int l = 0; l < 2; ++l) {
     const auto& s = b.unit.stats(l);
-    EXPECT_EQ(s.heads, 6u);
-    EXPECT_EQ(s.kv_rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
+    EXPECT_EQ(s.units, 6u);
+    EXPECT_EQ(s.rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
     EXPECT_EQ(s.beats_in, b.src[size_t(l)]->beats.size());
     EXPECT_EQ(s.beats_out, 6u * 49);
     EXPECT_EQ(s.transfers, 1u);
@@ -175,8 +180,8 @@ TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
     EXPECT_EQ(b.reg(l, engine_reg::kUnitsDone), 6u);
     EXPECT_EQ(b.reg(l, engine_reg::kBeatsOut), 6u * 49);
   }
-  EXPECT_EQ(b.unit.stats(0).multiplies, 1u + 2 + 7 + 64 + 511 + 512);
-  EXPECT_EQ(b.unit.stats(1).multiplies, 0u);  // legacy mode uses the shift
+  EXPECT_EQ(b.unit.multiplies(0), 1u + 2 + 7 + 64 + 511 + 512);
+  EXPECT_EQ(b.unit.multiplies(1), 0u);  // legacy mode uses the shift
 }
 
 TEST(AttentionUnit, ManyRandomHeadsAndTransfers) {
@@ -427,9 +432,9 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
       want.push_back({0, true});
       expect_beats_eq(out, want);
     }
-    const AttentionLaneError e = b.unit.error(0);
-    EXPECT_EQ(e.code, bc.code) << attention_error_name(e.code);
-    EXPECT_EQ(e.head, bc.head);
+    const EngineLaneError e = b.unit.error(0);
+    EXPECT_EQ(AttentionError(e.code), bc.code) << attention_error_name(AttentionError(e.code));
+    EXPECT_EQ(e.unit, bc.head);
     EXPECT_EQ(e.row, bc.row);
     EXPECT_TRUE(b.unit.stopped(0));
     EXPECT_EQ(b.unit.stats(0).errors, 1u);
@@ -464,8 +469,8 @@ TEST(AttentionUnit, ErrorOnOneLaneLeavesTheOtherRunning) {
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
   ASSERT_EQ(b.sink[1]->pop_cycle.size(), 1u);
   EXPECT_EQ(b.sink[1]->pop_cycle[0], 6u);
-  EXPECT_EQ(b.unit.error(1).code, AttentionError::BadVersion);
-  EXPECT_EQ(b.unit.error(0).code, AttentionError::None);
+  EXPECT_EQ(AttentionError(b.unit.error(1).code), AttentionError::BadVersion);
+  EXPECT_EQ(AttentionError(b.unit.error(0).code), AttentionError::None);
   EXPECT_EQ(b.reg(0, engine_reg::kStatus), 0u);
   EXPECT_EQ(b.reg(1, engine_reg::kErrorCode), uint32_t(AttentionError::BadVersion));
 }
@@ -493,8 +498,13 @@ TEST(AttentionUnit, RegisterDecodeAndConfig) {
     EXPECT_NE(std::string(e.what()).find("attention.drain"), std::string::npos) << e.what();
   }
   c = {};
-  c.lanes = 9;
-  EXPECT_THROW(AttentionUnit("bad2", b.clock, c), std::invalid_argument);
+  c.input_fifo_beats = 0;
+  try {
+    AttentionUnit u("bad3", b.clock, c);
+    ADD_FAILURE() << "an input FIFO of 0 beats accepted";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.input_fifo_beats"), std::string::npos) << e.what();
+  }
 }
 
 // ---- Speed -----------------------------------------------------------------------------

@@ -186,7 +186,7 @@ struct AttentionJob {
   uint64_t header_q(size_t h) const { return base + 0x2000 + 0x80 * h; }
   uint64_t k_area(size_t h) const { return base + 0x10000 + 0x20000 * h; }
   uint64_t v_area(size_t h) const { return k_area(h) + 0x10000; }
-  uint32_t result_bytes() const { return uint32_t(heads.size() * kAttentionResultBeats * 8); }
+  uint32_t result_bytes() const { return uint32_t(heads.size() * model::kAttentionResultBeats * 8); }
 };
 
 AttentionJob make_attention(int heads, int T, uint64_t seed, uint64_t base) {
@@ -202,10 +202,10 @@ AttentionJob make_attention(int heads, int T, uint64_t seed, uint64_t base) {
       v.resize(n);
       for (auto& e : v) e = int8_t(uint8_t(rng()));
     };
-    fill(hd.q, kAttentionHeadDim);
-    fill(hd.K, size_t(T) * kAttentionHeadDim);
-    fill(hd.V, size_t(T) * kAttentionHeadDim);
-    hd.acc.resize(kAttentionHeadDim);
+    fill(hd.q, model::kHeadDim);
+    fill(hd.K, size_t(T) * model::kHeadDim);
+    fill(hd.V, size_t(T) * model::kHeadDim);
+    hd.acc.resize(model::kHeadDim);
     golden::attention_head(hd.q.data(), hd.K.data(), hd.V.data(), T, hd.p, hd.acc.data(), &hd.sum);
     j.heads.push_back(std::move(hd));
   }
@@ -234,19 +234,19 @@ void start_attention(Rig& r, int lane, const AttentionJob& j) {
   const size_t H = j.heads.size();
   for (size_t h = 0; h < H; ++h) {
     const Head& hd = j.heads[h];
-    AttentionHeadHeader hh;
+    model::AttentionHeadHeader hh;
     hh.T = uint32_t(hd.T);
     hh.m = hd.p.m;
     hh.shift = uint32_t(hd.p.shift);
     hh.last = h + 1 == H;
-    const auto words = encode_attention_header(hh);
-    uint8_t buf[16 + kAttentionHeadDim];
+    const auto words = model::encode_attention_header(hh);
+    uint8_t buf[16 + model::kHeadDim];
     std::memcpy(buf, words.data(), 16);
-    std::memcpy(buf + 16, hd.q.data(), kAttentionHeadDim);
+    std::memcpy(buf + 16, hd.q.data(), model::kHeadDim);
     ddr.write(j.header_q(h), buf, sizeof buf);
     ddr.write(j.k_area(h), hd.K.data(), hd.K.size());
     ddr.write(j.v_area(h), hd.V.data(), hd.V.size());
-    const uint32_t kv = uint32_t(hd.T * kAttentionHeadDim);
+    const uint32_t kv = uint32_t(hd.T * model::kHeadDim);
     put_descriptor(ddr, j.mm2s_desc(3 * h), j.mm2s_desc(3 * h + 1), j.header_q(h), uint32_t(sizeof buf) | (h == 0 ? kCtrlSof : 0));
     put_descriptor(ddr, j.mm2s_desc(3 * h + 1), j.mm2s_desc(3 * h + 2), j.k_area(h), kv);
     put_descriptor(ddr, j.mm2s_desc(3 * h + 2), j.mm2s_desc(3 * h + 3), j.v_area(h), kv | (h + 1 == H ? kCtrlEof : 0));
@@ -264,9 +264,9 @@ void start_attention(Rig& r, int lane, const AttentionJob& j) {
 void expect_attention_results(const Rig& r, const AttentionJob& j, int lane) {
   const Ddr& ddr = r.board.ddr();
   for (size_t h = 0; h < j.heads.size(); ++h) {
-    const auto got = read_results(ddr, j.result() + h * kAttentionResultBeats * 8, 2 * kAttentionResultBeats);
+    const auto got = read_results(ddr, j.result() + h * model::kAttentionResultBeats * 8, 2 * model::kAttentionResultBeats);
     const Head& hd = j.heads[h];
-    for (int d = 0; d < kAttentionHeadDim; ++d)
+    for (int d = 0; d < model::kHeadDim; ++d)
       ASSERT_EQ(got[size_t(d)], hd.acc[size_t(d)]) << "lane " << lane << " head " << h << " acc " << d;
     EXPECT_EQ(uint32_t(got[96]), hd.sum) << "lane " << lane << " head " << h;
     EXPECT_EQ(got[97], 0) << "lane " << lane << " head " << h;
@@ -363,8 +363,8 @@ TEST(Board, AttentionChainsOnBothLanesAreBitExact) {
     EXPECT_EQ(r.attention_reg(lane, engine_reg::kStatus), 0u);
     EXPECT_EQ(r.attention_reg(lane, engine_reg::kUnitsDone), 2u);
     EXPECT_EQ(r.attention_reg(lane, engine_reg::kRowsDone), 12u);  // 2 heads x (3 K + 3 V)
-    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsIn), 2 * attention_head_beats(3));
-    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsOut), 2u * kAttentionResultBeats);
+    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsIn), 2 * model::attention_head_beats(3));
+    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsOut), 2u * model::kAttentionResultBeats);
     EXPECT_EQ(r.board.dma(kAt[lane]).stats(DmaChannel::kMm2s).descriptors, 6u);
   }
   EXPECT_EQ(r.matmul_reg(0, engine_reg::kBeatsIn), 0u);
@@ -525,12 +525,12 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
       for (int slot = 0; slot < 2; ++slot) {
         const Head& hd = calls[c][size_t(lane)].heads[size_t(slot)];
         const int head = 2 * lane + slot;
-        AttentionHeadHeader hh;
+        model::AttentionHeadHeader hh;
         hh.T = uint32_t(hd.T);
         hh.m = hd.p.m;
         hh.shift = uint32_t(hd.p.shift);
         hh.last = slot == 1;
-        const auto words = encode_attention_header(hh);
+        const auto words = model::encode_attention_header(hh);
         uint8_t buf[112];
         std::memcpy(buf, words.data(), 16);
         std::memcpy(buf + 16, hd.q.data(), 96);
@@ -538,7 +538,7 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
         board.ddr().write(map.k_area(0, head), hd.K.data(), hd.K.size());
         board.ddr().write(map.v_area(0, head), hd.V.data(), hd.V.size());
         work[lane].push_back({map.head_buffer(lane, slot), map.k_area(0, head), map.v_area(0, head),
-                              uint32_t(hd.T * kAttentionHeadDim)});
+                              uint32_t(hd.T * model::kHeadDim)});
       }
     }
   };
@@ -558,7 +558,7 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
       stage_attention(c, work);
       drv.attention(work, 0);
       for (int lane = 0; lane < host::kLanes; ++lane) {
-        att_got[c][lane].resize(2 * 2 * kAttentionResultBeats);
+        att_got[c][lane].resize(2 * 2 * model::kAttentionResultBeats);
         board.ddr().read(map.attention_result(lane), att_got[c][lane].data(), att_got[c][lane].size() * 4);
       }
     }
@@ -583,7 +583,7 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
     for (int c = 0; c < 2; ++c)
       for (int slot = 0; slot < 2; ++slot) {
         const Head& hd = calls[c][size_t(lane)].heads[size_t(slot)];
-        const int32_t* got = att_got[c][lane].data() + slot * 2 * kAttentionResultBeats;
+        const int32_t* got = att_got[c][lane].data() + slot * 2 * model::kAttentionResultBeats;
         EXPECT_TRUE(std::equal(hd.acc.begin(), hd.acc.end(), got)) << "call " << c << " lane " << lane << " slot " << slot;
         EXPECT_EQ(uint32_t(got[96]), hd.sum);
         EXPECT_EQ(got[97], 0);

@@ -15,6 +15,7 @@
 #include "golden/board_reference.h"
 #include "model/error.h"
 #include "model/packed_image.h"
+#include "numerics/numerics.h"
 
 namespace bitsim::hw::fast {
 namespace {
@@ -292,6 +293,97 @@ TEST(FastKernels, AttentionExtremesReachTheBound) {
     EXPECT_EQ(sum, 512u * 32767u) << kernel_name(k);
     for (int d = 0; d < kD; ++d) ASSERT_EQ(got[d], -128 * 32767 * 512) << kernel_name(k);
   }
+}
+
+// ---- the weight step ------------------------------------------------------------------------
+
+// Every score a head can produce: s_t is a sum of 96 products of int8 values, so s_t lies in
+// [96 * -128 * 127, 96 * 128 * 128] and s_max - s_t in [0, kMaxDiff].
+constexpr int32_t kMaxScore = kD * 128 * 128, kMinScore = kD * -128 * 127;
+constexpr uint32_t kMaxDiff = uint32_t(kMaxScore - kMinScore);
+
+// The score differences where num::attention_exp_index can change for (m, S, legacy): it is
+// a non-decreasing step function of the difference (z = (diff * m) >> S, or diff >> 8,
+// clamped at 255), so the smallest difference reaching each index k in 1..255 and the one
+// just below it bound every step; with 0, 1 and the largest differences, and a few points
+// inside the steps, every step is sampled at both ends.
+std::vector<uint32_t> step_boundaries(uint32_t m, int S, bool legacy, std::mt19937& rng) {
+  std::vector<uint32_t> d = {0, 1, kMaxDiff - 1, kMaxDiff};
+  const uint64_t mult = legacy ? 1 : m;
+  const int shift = legacy ? num::kAttnLegacyShift : S;
+  for (uint64_t k = 1; k <= num::kAttnExpLast && mult != 0; ++k) {
+    const unsigned __int128 first = ((unsigned __int128)k << shift) / mult +
+                                    (((unsigned __int128)k << shift) % mult != 0);
+    if (first > kMaxDiff) break;
+    d.push_back(uint32_t(first));
+    d.push_back(uint32_t(first) - 1);
+  }
+  std::uniform_int_distribution<uint32_t> any(0, kMaxDiff);
+  for (int i = 0; i < 8; ++i) d.push_back(any(rng));
+  return d;
+}
+
+// The multipliers: 0..3, every power of two below 2^18 and its neighbours, the largest m,
+// the board's range (10,818 to 79,505: CIRCUITS.md 3) and random values.
+std::vector<uint32_t> weight_multipliers(std::mt19937& rng) {
+  std::vector<uint32_t> ms = {0, 1, 2, 3, num::kAttnExpLast, 10818, 79505, (1u << 18) - 1};
+  for (int j = 2; j < 18; ++j)
+    for (int64_t delta : {-1, 0, 1}) ms.push_back(uint32_t((int64_t(1) << j) + delta));
+  std::uniform_int_distribution<uint32_t> any(0, (1u << 18) - 1);
+  for (int i = 0; i < 12; ++i) ms.push_back(any(rng));
+  return ms;
+}
+
+// Runs the weight step on one kernel over the differences, placed after `offset` scores of
+// s_max (so that each difference meets other vector lanes), and checks every p_t and the sum
+// against num::attention_weight. Returns the number of weights checked.
+size_t check_weights(Kernel k, const std::vector<uint32_t>& diffs, int offset, uint32_t m, int S,
+                     bool legacy) {
+  std::vector<int32_t> s(size_t(offset), kMaxScore);
+  for (uint32_t d : diffs) s.push_back(kMaxScore - int32_t(d));
+  std::vector<uint16_t> p(s.size() + 16, 0xBEEF);
+  const uint32_t sum = attention_weights(s.data(), int(s.size()), m, S, legacy, p.data(), k);
+  uint32_t want_sum = 0;
+  for (size_t t = 0; t < s.size(); ++t) {
+    const uint16_t want = num::attention_weight(uint32_t(kMaxScore - s[t]), m, S, legacy);
+    want_sum += want;
+    if (p[t] != want) {
+      ADD_FAILURE() << kernel_name(k) << ": m " << m << " S " << S << " legacy " << legacy << " diff "
+                    << (kMaxScore - s[t]) << " at t " << t << ": " << p[t] << ", want " << want;
+      return 0;
+    }
+  }
+  EXPECT_EQ(sum, want_sum) << kernel_name(k) << ": m " << m << " S " << S << " legacy " << legacy;
+  return s.size();
+}
+
+TEST(FastKernels, WeightStepEqualsNumericsOnEveryStepBoundary) {
+  // Every kernel path against the one definition (num::attention_weight), over every score
+  // difference step boundary, for S in 0..63, m from weight_multipliers, legacy off and on.
+  std::mt19937 rng(77);
+  const std::vector<uint32_t> ms = weight_multipliers(rng);
+  size_t checked = 0;
+  for (Kernel k : kernels()) {
+    if (k == Kernel::Auto) continue;  // one of the others
+    for (int S = 0; S <= 63; ++S)
+      for (size_t mi = 0; mi < ms.size(); ++mi)
+        for (bool legacy : {false, true}) {
+          if (legacy && mi % 8 != 0) continue;  // legacy ignores m and S: a sample suffices
+          const std::vector<uint32_t> d = step_boundaries(ms[mi], S, legacy, rng);
+          for (int offset : {0, 1 + int((mi + size_t(S)) % 15)})
+            checked += check_weights(k, d, offset, ms[mi], S, legacy);
+          if (testing::Test::HasFailure()) return;
+        }
+  }
+  EXPECT_GT(checked, 1'000'000u);
+}
+
+TEST(FastKernels, WeightStepRejectsBadArguments) {
+  int32_t s[1] = {0};
+  uint16_t p[17];
+  EXPECT_THROW(attention_weights(s, 0, 1, 24, false, p, Kernel::Portable), Error);
+  EXPECT_THROW(attention_weights(s, 1, 1, 64, false, p, Kernel::Portable), Error);
+  EXPECT_EQ(attention_weights(s, 1, 1, 24, false, p, Kernel::Portable), 32767u);
 }
 
 TEST(FastKernels, WorkersRunEveryTaskOnce) {

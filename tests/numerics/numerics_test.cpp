@@ -840,5 +840,30 @@ TEST(Determinism, GoldenChecksums) {
   EXPECT_EQ(h_pipe, 0x7db9c3e7f9f2609dull);
 }
 
+TEST(AttentionWeight, TheWeightStepOfCircuitsSection3) {
+  const auto& EXP = exp_table();
+  // z = (diff * m) >> S, exact in 64 bits, clamped at 255.
+  EXPECT_EQ(attention_exp_index(0, 79505, 24, false), 0u);
+  EXPECT_EQ(attention_exp_index(211, 79505, 24, false), 0u);   // 211 * 79505 < 2^24
+  EXPECT_EQ(attention_exp_index(212, 79505, 24, false), 1u);   // 212 * 79505 >= 2^24
+  EXPECT_EQ(attention_exp_index(3133440, 262143, 0, false), 255u);
+  EXPECT_EQ(attention_exp_index(3133440, 262143, 63, false), 0u);
+  EXPECT_EQ(attention_exp_index(4194303, 262143, 28, false), 255u);  // z = 4095, clamped
+  EXPECT_EQ(attention_exp_index(4194303, 262143, 32, false), 255u);  // z = 255
+  EXPECT_EQ(attention_exp_index(4194303, 262143, 33, false), 127u);
+  EXPECT_EQ(attention_exp_index(1000, 0, 0, false), 0u);
+  // Legacy shift mode: z = diff >> 8, m and S unused.
+  EXPECT_EQ(attention_exp_index(255, 1, 0, true), 0u);
+  EXPECT_EQ(attention_exp_index(256, 1, 0, true), 1u);
+  EXPECT_EQ(attention_exp_index(65535, 0, 63, true), 255u);
+  EXPECT_EQ(attention_exp_index(65536, 0, 63, true), 255u);
+  // p = EXP[index].
+  for (uint32_t diff : {0u, 212u, 5000u, 100000u, 3133440u})
+    for (bool legacy : {false, true})
+      EXPECT_EQ(attention_weight(diff, 79505, 24, legacy), EXP[attention_exp_index(diff, 79505, 24, legacy)]);
+  EXPECT_EQ(attention_weight(0, 79505, 24, false), 32767);
+  EXPECT_EQ(attention_weight(3133440, 79505, 24, false), 0);
+}
+
 }  // namespace
 }  // namespace bitsim::num

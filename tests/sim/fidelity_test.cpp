@@ -111,7 +111,13 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
                              ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ")";
     const auto s = scales_for(m);
     std::vector<host::TransferRecord> tc, tf;
-    const auto cyc = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kCycle}, nullptr, &tc);
+    std::vector<std::string> not_idle;
+    const auto cyc =
+        simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kCycle, .idle_violations = &not_idle}, nullptr, &tc);
+    // The reuse of a batch's timing rests on this: every batch starts on a board in its
+    // state after reset.
+    EXPECT_TRUE(not_idle.empty()) << what << ": " << not_idle.size() << " writes; first: "
+                                  << (not_idle.empty() ? "" : not_idle[0]);
     hw::FastBoardStats stats;
     const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kFast}, &stats, &tf);
     expect_same(cyc, fast, what);

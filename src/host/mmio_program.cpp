@@ -1,0 +1,300 @@
+#include "host/mmio_program.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <istream>
+#include <ostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "hw/axi_dma.h"
+#include "hw/board.h"
+#include "hw/engine_regs.h"
+#include "model/error.h"
+
+namespace bitsim::host {
+
+namespace {
+
+constexpr const char* kMagicLine = "bitsim-mmio 1";
+
+std::string hex_bytes(const std::vector<uint8_t>& b) {
+  std::string s(b.size() * 2, '0');
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < b.size(); ++i) {
+    s[2 * i] = kDigits[b[i] >> 4];
+    s[2 * i + 1] = kDigits[b[i] & 15];
+  }
+  return s;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Strict parsers: the whole token, in the stated base, in range.
+uint64_t parse_u64(const std::string& tok, int base, const std::string& where, const char* field) {
+  if (tok.empty()) throw Error(fmt::format("{}: missing {}", where, field));
+  uint64_t v = 0;
+  for (char c : tok) {
+    const int d = hex_digit(c);
+    if (d < 0 || d >= base) throw Error(fmt::format("{}: {} '{}' is not a base-{} number", where, field, tok, base));
+    if (v > (UINT64_MAX - uint64_t(d)) / uint64_t(base))
+      throw Error(fmt::format("{}: {} '{}' is out of range", where, field, tok));
+    v = v * uint64_t(base) + uint64_t(d);
+  }
+  return v;
+}
+
+std::vector<uint8_t> parse_hex_bytes(const std::string& tok, uint64_t size, const std::string& where) {
+  if (tok.size() != size * 2)
+    throw Error(fmt::format("{}: {} hex digits for {} bytes (expected {})", where, tok.size(), size, size * 2));
+  std::vector<uint8_t> b(size);
+  for (uint64_t i = 0; i < size; ++i) {
+    const int hi = hex_digit(tok[2 * i]), lo = hex_digit(tok[2 * i + 1]);
+    if (hi < 0 || lo < 0) throw Error(fmt::format("{}: byte {} is not hex", where, i));
+    b[i] = uint8_t(hi * 16 + lo);
+  }
+  return b;
+}
+
+MmioOp parse_op(std::istringstream& ls, char kind, const std::string& where) {
+  std::string t_time, t_addr, t_a, t_b, t_extra;
+  ls >> t_time >> t_addr >> t_a >> t_b >> t_extra;
+  if (!t_extra.empty()) throw Error(fmt::format("{}: unexpected field '{}'", where, t_extra));
+  MmioOp op;
+  op.kind = MmioOp::Kind(kind);
+  op.time_ps = parse_u64(t_time, 10, where, "time_ps");
+  op.addr = parse_u64(t_addr, 16, where, "address");
+  if (kind == 'W' || kind == 'R') {
+    const uint64_t v = parse_u64(t_a, 16, where, "value");
+    if (v > UINT32_MAX) throw Error(fmt::format("{}: value '{}' is wider than 32 bits", where, t_a));
+    op.value = uint32_t(v);
+    op.access_ps = parse_u64(t_b, 10, where, "access_ps");
+  } else {
+    op.size = parse_u64(t_a, 10, where, "size");
+    if (op.size == 0 || op.size > (uint64_t(1) << 32)) throw Error(fmt::format("{}: size {} out of range", where, op.size));
+    if (kind == 'M') op.bytes = parse_hex_bytes(t_b, op.size, where);
+    else op.digest = parse_u64(t_b, 16, where, "digest");
+  }
+  return op;
+}
+
+std::string dma_register_name(uint32_t off) {
+  namespace R = hw::dma_reg;
+  const bool s2mm = off >= R::kS2mmOffset && off < 2 * R::kS2mmOffset;
+  const char* dir = s2mm ? "S2MM" : "MM2S";
+  switch (s2mm ? off - R::kS2mmOffset : off) {
+    case R::kMm2sDmacr: return fmt::format("{}_DMACR", dir);
+    case R::kMm2sDmasr: return fmt::format("{}_DMASR", dir);
+    case R::kMm2sCurdesc: return fmt::format("{}_CURDESC", dir);
+    case R::kMm2sTaildesc: return fmt::format("{}_TAILDESC", dir);
+    case R::kMm2sSa: return s2mm ? "S2MM_DA" : "MM2S_SA";
+    case R::kMm2sLength: return fmt::format("{}_LENGTH", dir);
+    default: return fmt::format("+0x{:02x}", off);
+  }
+}
+
+std::string engine_register_name(uint32_t off) {
+  namespace E = hw::engine_reg;
+  static constexpr const char* kNames[] = {"STATUS",  "ERROR_CODE", "ERROR_UNIT", "ERROR_ROW", "CONTROL",
+                                           "UNITS_DONE", "ROWS_DONE", "BEATS_IN",  "BEATS_OUT"};
+  if (off % 4 == 0 && off <= E::kBeatsOut) return kNames[off / 4];
+  return fmt::format("+0x{:02x}", off);
+}
+
+}  // namespace
+
+uint64_t fnv1a64(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void write_program(const MmioProgram& program, std::ostream& out) {
+  out << kMagicLine << '\n';
+  for (const auto& [k, v] : program.config) out << "C " << k << ' ' << v << '\n';
+  for (const MmioOp& op : program.ops) {
+    const char k = char(op.kind);
+    if (k == 'W' || k == 'R')
+      out << fmt::format("{} {} {:x} {:08x} {}\n", k, op.time_ps, op.addr, op.value, op.access_ps);
+    else if (k == 'M')
+      out << fmt::format("M {} {:x} {} {}\n", op.time_ps, op.addr, op.size, hex_bytes(op.bytes));
+    else
+      out << fmt::format("D {} {:x} {} {:016x}\n", op.time_ps, op.addr, op.size, op.digest);
+  }
+  out.flush();
+  if (!out) throw Error("mmio program: write failed");
+}
+
+MmioProgram read_program(std::istream& in, const std::string& source) {
+  MmioProgram p;
+  std::string line;
+  size_t n = 0;
+  if (!std::getline(in, line) || line != kMagicLine)
+    throw Error(fmt::format("{}: not a bitsim MMIO program (the first line must be '{}')", source, kMagicLine));
+  ++n;
+  while (std::getline(in, line)) {
+    ++n;
+    const std::string where = fmt::format("{}:{}", source, n);
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string kind;
+    ls >> kind;
+    if (kind == "C") {
+      std::string key, value, extra;
+      ls >> key >> value >> extra;
+      if (key.empty() || value.empty() || !extra.empty()) throw Error(where + ": a C line is 'C key value'");
+      p.config.emplace_back(key, value);
+    } else if (kind == "W" || kind == "R" || kind == "M" || kind == "D") {
+      p.ops.push_back(parse_op(ls, kind[0], where));
+      if (p.ops.size() > 1 && p.ops.back().time_ps < p.ops[p.ops.size() - 2].time_ps)
+        throw Error(where + ": time goes backwards");
+    } else {
+      throw Error(fmt::format("{}: unknown record '{}' (W, R, M, D or C)", where, kind));
+    }
+  }
+  if (in.bad()) throw Error(source + ": read failed");
+  return p;
+}
+
+MmioProgram load_program(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (an MMIO program is expected)", path));
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot open", path));
+  return read_program(in, path);
+}
+
+void save_program(const MmioProgram& program, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw Error(fmt::format("{}: cannot write (its folder must exist)", path));
+    try {
+      write_program(program, out);
+    } catch (const Error&) {
+      std::remove(tmp.c_str());
+      throw Error(fmt::format("{}: write failed", path));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(fmt::format("{}: cannot rename the written file into place: {}", path, ec.message()));
+}
+
+std::string register_name(uint64_t addr) {
+  namespace M = hw::board_map;
+  for (int d = 0; d < 4; ++d)
+    if (addr >= M::kDmaBase[d] && addr < M::kDmaBase[d] + M::kWindow)
+      return fmt::format("{} {}", M::kDmaName[d], dma_register_name(uint32_t(addr - M::kDmaBase[d])));
+  for (int e = 0; e < 2; ++e) {
+    const uint64_t base = e ? M::kAttentionRegs : M::kMatmulRegs;
+    if (addr >= base && addr < base + M::kWindow) {
+      const uint64_t off = addr - base;
+      return fmt::format("{} lane {} {}", e ? "attention" : "matmul", off / hw::engine_reg::kLaneStride,
+                         engine_register_name(uint32_t(off % hw::engine_reg::kLaneStride)));
+    }
+  }
+  return fmt::format("0x{:08x}", addr);
+}
+
+std::string describe(const ReadMismatch& m) {
+  if (m.memory)
+    return fmt::format("op {} at {} ps: DDR load at 0x{:x}: digest {:016x}, expected {:016x}", m.op, m.time_ps, m.addr,
+                       m.got, m.expected);
+  return fmt::format("op {} at {} ps: {} (0x{:08x}) read 0x{:08x}, expected 0x{:08x}", m.op, m.time_ps,
+                     register_name(m.addr), m.addr, m.got, m.expected);
+}
+
+ReplayResult run_program(const MmioProgram& program, Platform& platform) {
+  ReplayResult r;
+  std::vector<uint8_t> buf;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const MmioOp& op = program.ops[i];
+    const uint64_t now = platform.now_ps();
+    if (op.time_ps < now)
+      throw Error(fmt::format("mmio program: op {} is due at {} ps but the platform is at {} ps", i, op.time_ps, now));
+    platform.spend(op.time_ps - now);
+    switch (op.kind) {
+      case MmioOp::Kind::kWrite:
+        platform.write32(op.addr, op.value, op.access_ps);
+        ++r.writes;
+        break;
+      case MmioOp::Kind::kRead: {
+        const uint32_t v = platform.read32(op.addr, op.access_ps);
+        r.read_values.push_back(v);
+        ++r.reads;
+        if (v != op.value) r.mismatches.push_back({i, op.time_ps, op.addr, false, op.value, v});
+        break;
+      }
+      case MmioOp::Kind::kMemWrite:
+        platform.mem_write(op.addr, op.bytes.data(), op.bytes.size());
+        ++r.mem_writes;
+        break;
+      case MmioOp::Kind::kMemRead: {
+        buf.resize(op.size);
+        platform.mem_read(op.addr, buf.data(), buf.size());
+        const uint64_t d = fnv1a64(buf.data(), buf.size());
+        r.digests.push_back(d);
+        ++r.mem_reads;
+        if (d != op.digest) r.mismatches.push_back({i, op.time_ps, op.addr, true, op.digest, d});
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+uint32_t RecordingPlatform::read32(uint64_t addr, uint64_t access_ps) {
+  MmioOp op;
+  op.kind = MmioOp::Kind::kRead;
+  op.time_ps = inner_.now_ps();
+  op.addr = addr;
+  op.access_ps = access_ps;
+  op.value = inner_.read32(addr, access_ps);
+  out_.ops.push_back(op);
+  return op.value;
+}
+
+void RecordingPlatform::write32(uint64_t addr, uint32_t value, uint64_t access_ps) {
+  MmioOp op;
+  op.kind = MmioOp::Kind::kWrite;
+  op.time_ps = inner_.now_ps();
+  op.addr = addr;
+  op.value = value;
+  op.access_ps = access_ps;
+  inner_.write32(addr, value, access_ps);
+  out_.ops.push_back(op);
+}
+
+void RecordingPlatform::mem_read(uint64_t addr, void* dst, size_t n) {
+  MmioOp op;
+  op.kind = MmioOp::Kind::kMemRead;
+  op.time_ps = inner_.now_ps();
+  op.addr = addr;
+  op.size = n;
+  inner_.mem_read(addr, dst, n);
+  op.digest = fnv1a64(dst, n);
+  out_.ops.push_back(op);
+}
+
+void RecordingPlatform::mem_write(uint64_t addr, const void* src, size_t n) {
+  MmioOp op;
+  op.kind = MmioOp::Kind::kMemWrite;
+  op.time_ps = inner_.now_ps();
+  op.addr = addr;
+  op.size = n;
+  op.bytes.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + n);
+  inner_.mem_write(addr, src, n);
+  out_.ops.push_back(op);
+}
+
+}  // namespace bitsim::host

@@ -1,0 +1,67 @@
+#include "model/attention_stream.h"
+
+#include <bit>
+#include <cstring>
+
+namespace bitsim::model {
+
+static_assert(std::endian::native == std::endian::little, "beats are written with memcpy");
+
+namespace {
+constexpr uint64_t kFlagsReserved = 0xFC;      // flags bits 7:2
+constexpr int kShiftAt = 24, kShiftBits = 6;   // beat 1 bits 29:24
+constexpr int kMBits = 18;                     // beat 1 bits 17:0
+constexpr int kReservedAt = 30;                // beat 1 bits 63:30
+}  // namespace
+
+std::array<uint64_t, 2> encode_attention_header(const AttentionHeadHeader& h) {
+  const uint64_t flags = (h.last ? kAttentionFlagLast : 0u) | (h.legacy ? kAttentionFlagLegacy : 0u);
+  const uint64_t b0 = uint64_t(h.magic) | (uint64_t(h.version) << 16) | (flags << 24) | (uint64_t(h.T) << 32);
+  const uint64_t b1 = uint64_t(h.m) | (uint64_t(h.shift) << kShiftAt);
+  return {b0, b1};
+}
+
+void write_attention_header(const AttentionHeadHeader& h, uint8_t* out16) {
+  const auto beats = encode_attention_header(h);
+  std::memcpy(out16, beats.data(), kHeaderBytes);
+}
+
+const char* attention_error_name(AttentionError e) {
+  switch (e) {
+    case AttentionError::None: return "ok";
+    case AttentionError::BadMagic: return "bad magic";
+    case AttentionError::BadVersion: return "bad version";
+    case AttentionError::ReservedBits: return "reserved bits set";
+    case AttentionError::BadLength: return "context length T out of range";
+    case AttentionError::MultiplierTooWide: return "multiplier m wider than 18 bits";
+    case AttentionError::Truncated: return "truncated stream";
+    case AttentionError::TrailingData: return "data after the last head";
+  }
+  return "unknown attention error";
+}
+
+AttentionError check_attention_beat0(uint64_t beat0) {
+  if (uint16_t(beat0 & 0xFFFF) != kAttentionMagic) return AttentionError::BadMagic;
+  if (uint8_t(beat0 >> 16) != kAttentionVersion) return AttentionError::BadVersion;
+  return AttentionError::None;
+}
+
+AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionHeadHeader* h) {
+  const AttentionError id = check_attention_beat0(beat0);
+  if (id != AttentionError::None) return id;
+  const uint32_t flags = uint32_t(beat0 >> 24) & 0xFF;
+  const uint32_t T = uint32_t(beat0 >> 32);
+  if ((flags & kFlagsReserved) != 0 || (beat1 >> kReservedAt) != 0) return AttentionError::ReservedBits;
+  if (T < 1 || T > uint32_t(kAttentionMaxT)) return AttentionError::BadLength;
+  if (((beat1 >> kMBits) & ((1u << (kShiftAt - kMBits)) - 1)) != 0) return AttentionError::MultiplierTooWide;
+  h->T = T;
+  h->m = uint32_t(beat1) & kAttentionMaxM;
+  h->shift = uint32_t(beat1 >> kShiftAt) & ((1u << kShiftBits) - 1);
+  h->legacy = (flags & kAttentionFlagLegacy) != 0;
+  h->last = (flags & kAttentionFlagLast) != 0;
+  h->magic = kAttentionMagic;
+  h->version = kAttentionVersion;
+  return AttentionError::None;
+}
+
+}  // namespace bitsim::model

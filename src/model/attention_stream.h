@@ -1,0 +1,81 @@
+#pragma once
+// The attention unit's input and result stream format (CIRCUITS.md section 3), beside the
+// matmul engine's (model/packed_image.h): the one definition the golden reference, the host
+// runtime, the clocked unit and the fast board use.
+//
+//   head   := header q K V
+//   header := 2 beats (16 bytes, little-endian)
+//     beat 0: bits 15:0 magic 0xA77E, 23:16 version 1, 31:24 flags (bit 0: last head of the
+//             transfer; bit 1: legacy shift mode; bits 7:2 reserved, 0), 63:32 T (1..512)
+//     beat 1: bits 17:0 m (< 2^18), 23:18 reserved 0 (m too wide), 29:24 S (0..63),
+//             63:30 reserved 0
+//   q      := 96 int8 (12 beats)
+//   K, V   := T rows of 96 int8 each (12 beats a row)
+// Result per head: acc_0..acc_95 (int32), sum (uint32), one zero word: 98 words, 49 beats
+// (model/board_shape.h).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "model/board_shape.h"
+
+namespace bitsim::model {
+
+constexpr uint16_t kAttentionMagic = 0xA77E;
+constexpr uint8_t kAttentionVersion = 1;
+constexpr uint32_t kAttentionFlagLast = 1u << 0;
+constexpr uint32_t kAttentionFlagLegacy = 1u << 1;
+constexpr int kAttentionRowBeats = kHeadDim / kBeatBytes;  // q, K and V rows: 12 beats
+constexpr int kAttentionMaxT = kKvPositions;               // T range 1..512
+constexpr uint32_t kAttentionMaxM = (1u << 18) - 1;
+constexpr uint32_t kAttentionMaxShift = 63;
+// The bytes the host writes per head: header + q.
+constexpr size_t kAttentionHeaderQBytes = size_t(kHeaderBytes) + size_t(kHeadDim);
+// The result bytes per head.
+constexpr size_t kAttentionResultBytes = size_t(kAttentionResultWords) * 4;
+static_assert(kAttentionRowBeats * kBeatBytes == kHeadDim);
+static_assert(kAttentionHeaderQBytes == 112 && kAttentionResultBytes == 392);
+
+// Input beats / bytes of one head: 2 + 12 + 24 T beats, 16 + 96 + 192 T bytes.
+constexpr uint64_t attention_head_beats(int T) {
+  return 2 + kAttentionRowBeats + 2 * kAttentionRowBeats * uint64_t(T);
+}
+constexpr uint64_t attention_head_bytes(int T) { return attention_head_beats(T) * kBeatBytes; }
+
+// Header fields. encode_attention_header writes them as given, without validation (so tests
+// can build bad headers): beat 0 = magic | version << 16 | flags << 24 | T << 32; beat 1 =
+// m (bits 17:0, wider values spill into 23:18) | shift << 24 (wider values spill into the
+// reserved bits).
+struct AttentionHeadHeader {
+  uint32_t T = 1;       // context length, 1..512
+  uint32_t m = 0;       // multiplier, < 2^18
+  uint32_t shift = 24;  // S, 0..63
+  bool legacy = false;  // legacy shift mode: z = (s_max - s_t) >> 8
+  bool last = false;    // last head of the transfer
+  uint16_t magic = kAttentionMagic;
+  uint8_t version = kAttentionVersion;
+};
+std::array<uint64_t, 2> encode_attention_header(const AttentionHeadHeader& h);
+// The same as 16 bytes at out16.
+void write_attention_header(const AttentionHeadHeader& h, uint8_t* out16);
+
+// The attention unit's error codes (its ERROR_CODE register values).
+enum class AttentionError : uint32_t {
+  None = 0,
+  BadMagic = 1,           // beat 0 bits 15:0 != 0xA77E
+  BadVersion = 2,         // beat 0 bits 23:16 != 1
+  ReservedBits = 3,       // flags bits 7:2, or beat 1 bits 63:30, set
+  BadLength = 4,          // T outside 1..512
+  MultiplierTooWide = 5,  // beat 1 bits 23:18 set: m does not fit 18 bits
+  Truncated = 6,          // TLAST before the end of the head flagged last
+  TrailingData = 7,       // no TLAST on the last beat of the head flagged last
+};
+const char* attention_error_name(AttentionError e);
+
+// Header checks, in this order: magic and version (beat 0 alone: check_attention_beat0),
+// then reserved bits, T, m (parse_attention_header checks all of them). *h is filled when
+// the result is None.
+AttentionError check_attention_beat0(uint64_t beat0);
+AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionHeadHeader* h);
+
+}  // namespace bitsim::model

@@ -1,0 +1,94 @@
+// The attention stream format (model/attention_stream.h, CIRCUITS.md 3): header encode and
+// parse round trip, every header check in its order, the sizes, the board shape constants.
+#include "model/attention_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace bitsim::model {
+namespace {
+
+TEST(AttentionStream, ShapeConstants) {
+  EXPECT_EQ(kHeadDim, 96);
+  EXPECT_EQ(kKvPositions, 512);
+  EXPECT_EQ(kLanes, 2);
+  EXPECT_EQ(kAttentionRowBeats, 12);
+  EXPECT_EQ(kAttentionResultWords, 98);
+  EXPECT_EQ(kAttentionResultBeats, 49);
+  EXPECT_EQ(kAttentionHeaderQBytes, 112u);
+  EXPECT_EQ(kAttentionResultBytes, 392u);
+  EXPECT_EQ(attention_head_beats(1), 2u + 12 + 24);
+  EXPECT_EQ(attention_head_bytes(512), 16u + 96 + 512u * 192);
+}
+
+TEST(AttentionStream, EncodeParseRoundTrip) {
+  for (uint32_t T : {1u, 2u, 511u, 512u})
+    for (bool legacy : {false, true})
+      for (bool last : {false, true}) {
+        AttentionHeadHeader h;
+        h.T = T;
+        h.m = T == 1 ? kAttentionMaxM : 10818 + T;
+        h.shift = T == 2 ? kAttentionMaxShift : 24;
+        h.legacy = legacy;
+        h.last = last;
+        uint8_t bytes[kHeaderBytes];
+        write_attention_header(h, bytes);
+        const auto beats = encode_attention_header(h);
+        EXPECT_EQ(std::memcmp(bytes, beats.data(), kHeaderBytes), 0);
+        AttentionHeadHeader got;
+        ASSERT_EQ(parse_attention_header(beats[0], beats[1], &got), AttentionError::None);
+        EXPECT_EQ(got.T, h.T);
+        EXPECT_EQ(got.m, h.m);
+        EXPECT_EQ(got.shift, h.shift);
+        EXPECT_EQ(got.legacy, legacy);
+        EXPECT_EQ(got.last, last);
+      }
+}
+
+TEST(AttentionStream, FieldLayoutAsCircuitsSection3) {
+  AttentionHeadHeader h;
+  h.T = 0x123;
+  h.m = 0x2ABCD;
+  h.shift = 0x15;
+  h.legacy = true;
+  h.last = true;
+  const auto b = encode_attention_header(h);
+  EXPECT_EQ(b[0], 0x0000'0123'0301'A77Eull);
+  EXPECT_EQ(b[1], 0x0000'0000'1502'ABCDull);
+}
+
+TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
+  const auto good = encode_attention_header(AttentionHeadHeader{});
+  AttentionHeadHeader h;
+  auto parse = [&](uint64_t b0, uint64_t b1) { return parse_attention_header(b0, b1, &h); };
+  EXPECT_EQ(check_attention_beat0(good[0]), AttentionError::None);
+  EXPECT_EQ(check_attention_beat0(good[0] ^ 1), AttentionError::BadMagic);
+  EXPECT_EQ(check_attention_beat0(good[0] ^ (1ull << 16)), AttentionError::BadVersion);
+  // Magic before version, version before everything on beat 1.
+  EXPECT_EQ(parse(good[0] ^ 1 ^ (1ull << 16), ~0ull), AttentionError::BadMagic);
+  EXPECT_EQ(parse(good[0] ^ (1ull << 16), ~0ull), AttentionError::BadVersion);
+  // Reserved bits: flags 7:2, beat 1 bits 63:30; before T and m.
+  EXPECT_EQ(parse(good[0] | (1ull << 26), good[1]), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0] | (1ull << 31), good[1]), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0], good[1] | (1ull << 30)), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0] & 0xFFFF'FFFF, good[1] | (1ull << 63)), AttentionError::ReservedBits);
+  // T outside 1..512, before m.
+  EXPECT_EQ(parse(good[0] & 0xFFFF'FFFF, good[1]), AttentionError::BadLength);
+  EXPECT_EQ(parse((good[0] & 0xFFFF'FFFF) | (513ull << 32), good[1] | (1ull << 18)), AttentionError::BadLength);
+  // m wider than 18 bits: beat 1 bits 23:18.
+  EXPECT_EQ(parse(good[0], good[1] | (1ull << 18)), AttentionError::MultiplierTooWide);
+  EXPECT_EQ(parse(good[0], good[1] | (1ull << 23)), AttentionError::MultiplierTooWide);
+  EXPECT_EQ(parse(good[0], good[1] | (0x3Full << 24)), AttentionError::None);
+  EXPECT_EQ(h.shift, 63u);
+}
+
+TEST(AttentionStream, ErrorNames) {
+  EXPECT_STREQ(attention_error_name(AttentionError::None), "ok");
+  EXPECT_STREQ(attention_error_name(AttentionError::BadLength), "context length T out of range");
+  EXPECT_STREQ(attention_error_name(AttentionError::TrailingData), "data after the last head");
+  EXPECT_STREQ(attention_error_name(AttentionError(99)), "unknown attention error");
+}
+
+}  // namespace
+}  // namespace bitsim::model
