@@ -24,6 +24,7 @@
 #include "sim/board_config.h"
 #include "sim/board_run.h"
 #include "sim/calibrate.h"
+#include "sim/simulation.h"
 #include "sim/sweep.h"
 #include "sim/bench.h"
 
@@ -46,6 +47,8 @@ struct InspectArgs {
 
 struct RunArgs {
   sim::BoardRunRequest req{sim::RunRequest{}, sim::board_params()};
+  std::string fidelity = "fast";
+  bool timing_only = false;
   std::string vcd_window;
   std::string tokenizer;
   std::string config;
@@ -67,8 +70,17 @@ sim::ParamSet load_params(const std::string& config, const std::vector<std::stri
   sim::ParamSet p = sim::board_params();
   const std::string file = config.empty() ? sim::default_config_path() : config;
   if (!file.empty()) p.load_toml(file);
-  for (const auto& s : sets) p.set(s);
+  for (const auto& s : sets) p.set(s, "--set");
   return p;
+}
+
+// --fidelity and --timing-only, the one place the fidelity's name becomes sim::Fidelity.
+sim::Fidelity parse_fidelity(const std::string& name, bool timing_only) {
+  if (name != "cycle" && name != "fast") throw Error(fmt::format("--fidelity {}: expected cycle or fast", name));
+  if (timing_only && name != "fast")
+    throw Error("--timing-only: needs --fidelity fast (the clocked engines always compute)");
+  if (timing_only) return sim::Fidelity::kTimingOnly;
+  return name == "cycle" ? sim::Fidelity::kCycle : sim::Fidelity::kFast;
 }
 
 
@@ -198,10 +210,7 @@ int cmd_calibrate(const CalibArgs& a) {
     if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
     std::ofstream out(file);
     if (!out) throw Error(fmt::format("calibrate --write: cannot write '{}'", file));
-    out << "# bitsim board config (effective): key = value, each with its meaning, unit and\n"
-           "# evidence label (board: measured or documented; calibrated: fitted to a board\n"
-           "# figure; simulated: a modelling choice).\n\n"
-        << res.params.dump_toml();
+    out << sim::config_file_text(res.params);
     fmt::print(stderr, "wrote the fitted parameters to {}\n", file);
   }
   return 0;
@@ -219,7 +228,11 @@ struct SweepArgs {
 int cmd_sweep(SweepArgs& a) {
   const sim::ParamSet base = load_params(a.config, a.sets);
   if (a.grid.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
-  for (const auto& g : a.grid) a.opt.grid.push_back(sim::parse_axis(base, g));
+  try {
+    for (const auto& g : a.grid) a.opt.grid.push_back(sim::parse_axis(base, g));
+  } catch (const Error& e) {
+    throw Error(fmt::format("--grid: {}", e.what()));
+  }
   const bool tty = ::isatty(STDERR_FILENO) && !a.quiet;
   std::function<void(int, int)> progress;
   if (tty)
@@ -253,9 +266,7 @@ int cmd_sweep(SweepArgs& a) {
 int cmd_config(const ConfigArgs& a) {
   const sim::ParamSet p = load_params(a.config, a.sets);
   if (a.dump) {
-    fmt::print("# bitsim board config (effective): key = value, each with its meaning, unit and\n"
-               "# evidence label (board: measured or documented; calibrated: fitted to a board\n"
-               "# figure; simulated: a modelling choice).\n\n{}", p.dump_toml());
+    fmt::print("{}", sim::config_file_text(p));
     return 0;
   }
   for (const auto& k : p.changed()) fmt::print("{} = {}\n", k, p.to_string(k));
@@ -298,7 +309,7 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
   summary["logits_equal"] = r.checked ? nlohmann::json(equal == checked && r.mismatch.empty()) : nlohmann::json(nullptr);
   if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
   if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
-  if (r.fidelity == "fast")
+  if (r.fidelity != sim::Fidelity::kCycle)
     summary["timing_cache"] = {{"batches", r.fast.batches},
                                {"hits", r.fast.cache_hits},
                                {"clocked_runs", r.fast.oracle_runs},
@@ -306,7 +317,7 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                                {"clocked_wall_s", r.fast.oracle_wall_s}};
   nlohmann::json cfg(r.config);
   return nlohmann::json{{"schema", "bitsim.run/1"},
-                        {"fidelity", r.fidelity},
+                        {"fidelity", sim::fidelity_name(r.fidelity)},
                         {"model", r.model},
                         {"tokenizer", r.tokenizer},
                         {"prompt_tokens", r.prompt_tokens},
@@ -317,10 +328,14 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                         {"summary", summary}};
 }
 
-int cmd_run(RunArgs& a) {
+// The flags of `bitsim run` into the request: the config, the fidelity, the VCD window.
+void prepare_run(RunArgs& a) {
   if (!a.tokenizer.empty()) a.req.run.tokenizer = a.tokenizer;
   a.req.params = load_params(a.config, a.sets);
-  a.req.check = !a.no_check && !a.req.timing_only;
+  a.req.fidelity = parse_fidelity(a.fidelity, a.timing_only);
+  a.req.check = !a.no_check && !a.timing_only;
+  if (!a.req.vcd_file.empty() && a.req.fidelity != sim::Fidelity::kCycle)
+    throw Error("--vcd: the clocked signals exist in --fidelity cycle only");
   if (!a.vcd_window.empty()) {
     unsigned long long b = 0, e = 0;
     char tail = 0;
@@ -329,6 +344,47 @@ int cmd_run(RunArgs& a) {
     a.req.vcd_start = b;
     a.req.vcd_end = e;
   }
+}
+
+// The per-token table and the summary of a run.
+void print_run(const sim::BoardRunResult& r) {
+  fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled\n",
+             r.model, r.shape, r.tokenizer, sim::fidelity_name(r.fidelity));
+  fmt::print("{:>5} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {}\n", "token", "T",
+             "id", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd", "GB/s", "% wall",
+             "logits");
+  std::vector<double> totals;
+  for (const auto& t : r.tokens) {
+    totals.push_back(t.total_ms);
+    fmt::print("{:>5} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f} {:>10} {:>6.1f} {:>6.3f}  {:<7.1f} {}\n",
+               t.index, t.context, t.token_id, t.matmul_ms, t.attention_ms, t.cpu_ms, t.total_ms,
+               t.total_ms > 0 ? 1e3 / t.total_ms : 0.0, t.dma_calls, t.bytes_read / 1e6, t.read_gb_s,
+               100.0 * t.read_gb_s / r.wall_gb_s,
+               t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-");
+  }
+  const double med = sim::median(totals);
+  double wall_tok = 0;
+  for (const auto& t : r.tokens) wall_tok += t.wall_ms;
+  fmt::print("\nsummary\n");
+  fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
+  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", med, med > 0 ? 1e3 / med : 0.0);
+  fmt::print("  the real board        119.2 ms at T=64, 136.0 ms at T=512 (7.35 tok/s)  [board]\n");
+  fmt::print("  logits vs golden      {}\n",
+             !r.checked ? std::string("not checked (--no-check)")
+                        : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())
+                                              : "MISMATCH: " + r.mismatch));
+  fmt::print("  host wall time        load {:.2f} s, K/V calibration {:.2f} s, {:.1f} ms per token, {:.2f} s in all "
+             "(this machine, not a board figure)\n",
+             r.load_s, r.calibration_s, r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
+  if (r.stopped_at_capacity)
+    fmt::print("  stopped at the board's KV capacity of {} positions\n", golden::kMaxContext);
+  if (r.fidelity != sim::Fidelity::kCycle)
+    fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache, {} run once on the clocked "
+               "board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits, r.fast.oracle_runs, r.fast.oracle_wall_s);
+}
+
+int cmd_run(RunArgs& a) {
+  prepare_run(a);
   sim::BoardRunCallbacks cb;
   if (!a.quiet) cb.on_status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   const bool tty = ::isatty(STDERR_FILENO);
@@ -360,39 +416,7 @@ int cmd_run(RunArgs& a) {
   if (r.synthetic_tokenizer)
     fmt::print("note: {} has random synthetic weights, so its text is noise; ids outside the "
                "byte range print as <id>\n", r.model);
-  fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled\n",
-             r.model, r.shape, r.tokenizer, r.fidelity);
-  fmt::print("{:>5} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {}\n", "token", "T",
-             "id", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd", "GB/s", "% wall",
-             "logits");
-  std::vector<double> totals;
-  for (const auto& t : r.tokens) {
-    totals.push_back(t.total_ms);
-    fmt::print("{:>5} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f} {:>10} {:>6.1f} {:>6.3f}  {:<7.1f} {}\n",
-               t.index, t.context, t.token_id, t.matmul_ms, t.attention_ms, t.cpu_ms, t.total_ms,
-               t.total_ms > 0 ? 1e3 / t.total_ms : 0.0, t.dma_calls, t.bytes_read / 1e6, t.read_gb_s,
-               100.0 * t.read_gb_s / r.wall_gb_s,
-               t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-");
-  }
-  const double med = sim::median(totals);
-  double wall_tok = 0;
-  for (const auto& t : r.tokens) wall_tok += t.wall_ms;
-  fmt::print("\nsummary\n");
-  fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
-  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", med, med > 0 ? 1e3 / med : 0.0);
-  fmt::print("  the real board        119.2 ms at T=64, 136.0 ms at T=512 (7.35 tok/s)  [board]\n");
-  fmt::print("  logits vs golden      {}\n",
-             !r.checked ? std::string("not checked (--no-check)")
-                        : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())
-                                              : "MISMATCH: " + r.mismatch));
-  fmt::print("  host wall time        load {:.2f} s, K/V calibration {:.2f} s, {:.1f} ms per token, {:.2f} s in all "
-             "(this machine, not a board figure)\n",
-             r.load_s, r.calibration_s, r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
-  if (r.stopped_at_capacity)
-    fmt::print("  stopped at the board's KV capacity of {} positions\n", golden::kMaxContext);
-  if (r.fidelity == "fast")
-    fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache, {} run once on the clocked "
-               "board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits, r.fast.oracle_runs, r.fast.oracle_wall_s);
+  print_run(r);
   if (!r.mismatch.empty()) {
     fmt::print(stderr, "bitsim: logits mismatch: {}\n", r.mismatch);
     return 3;
@@ -456,11 +480,11 @@ int main(int argc, char** argv) {
   runc->add_option("--tokenizer", run.tokenizer, "A SentencePiece tokenizer.model overriding the model's");
   runc->add_option("--config", run.config, "Board config TOML (default: configs/pynq-z2.toml)");
   runc->add_option("--set", run.sets, "Override one config key: KEY=VALUE (repeatable; see `bitsim config --dump`)");
-  runc->add_option("--fidelity", run.req.fidelity,
+  runc->add_option("--fidelity", run.fidelity,
                    "fast (default): whole buffers, the clocked model's cycle counts; cycle: every module clocked, beat by beat")
       ->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
   runc->add_flag("--no-check", run.no_check, "Do not compare the logits with the golden reference");
-  runc->add_flag("--timing-only", run.req.timing_only,
+  runc->add_flag("--timing-only", run.timing_only,
                  "Fast fidelity, engines skip the arithmetic (same cycle counts; implies --no-check; the text is meaningless)");
   runc->add_option("--seed", run.req.run.sampler.seed, "Seed of the sampler (with --temperature)")->capture_default_str();
   runc->add_option("--temperature", run.req.run.sampler.temperature, "Sampling temperature; 0 is greedy")

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "hw/config_field.h"
+
 namespace bitsim::host {
 
 enum class CpuStep {
@@ -28,17 +30,38 @@ enum class CpuStep {
 constexpr int kCpuSteps = int(CpuStep::Count);
 const char* cpu_step_name(CpuStep s);
 
+// The shipped default is the calibrated Cortex-A9 (`bitsim calibrate` fits every
+// coefficient with one factor to BOARD.md's CPU column); visit() gives each field's key,
+// range, unit, evidence label and meaning (hw/config_field.h).
 struct CpuModelConfig {
-  double step_overhead_ns = 2000;  // fixed cost of each step (call, loop set-up), ns (calibrated)
-  // ns per element of each step kind, in CpuStep order (calibrated: one scale fitted to
-  // BOARD.md's CPU column; the ratios are NEON instruction-count estimates).
-  std::array<double, kCpuSteps> ns_per_element{{1.0, 6.0, 6.0, 4.0, 10.0, 8.0, 4.0, 20.0, 2.0, 3.0, 0.0}};
-  double write_ns_per_byte = 1.0;  // CPU stores into DDR buffers (headers, x, K/V rows), ns/byte
+  double step_overhead_ns = 5457.6254;  // fixed cost of each step (call, loop set-up), ns
+  // ns per element of each step kind, in CpuStep order (one scale fitted to BOARD.md's CPU
+  // column; the ratios are NEON instruction-count estimates).
+  std::array<double, kCpuSteps> ns_per_element{
+      {2.7288, 16.3729, 16.3729, 10.9152, 27.2881, 21.8305, 10.9152, 54.5762, 5.4576, 8.1864, 0.0}};
+  double write_ns_per_byte = 2.7288;  // CPU stores into DDR buffers (headers, x, K/V rows), ns/byte
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    using hw::Evidence;
+    using hw::FieldInfo;
+    v(c.step_overhead_ns, FieldInfo{"cpu.step_overhead_ns", 0, 1e7, "ns", Evidence::kCalibrated,
+                                    "fixed Cortex-A9 time of each CPU step of the token loop"});
+    for (int i = 0; i < kCpuSteps; ++i) {
+      const std::string step = cpu_step_name(CpuStep(i));
+      v(c.ns_per_element[size_t(i)], FieldInfo{"cpu.ns_per_element." + step, 0, 1e5, "ns", Evidence::kCalibrated,
+                                               "Cortex-A9 (NEON C) time per element of the " + step + " step"});
+    }
+    v(c.write_ns_per_byte, FieldInfo{"cpu.write_ns_per_byte", 0, 1e3, "ns/B", Evidence::kCalibrated,
+                                     "CPU stores into DMA buffers (headers, x, K/V rows, descriptors)"});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const { hw::check_fields(*this, who); }
 };
 
 class CpuModel {
  public:
-  explicit CpuModel(const CpuModelConfig& config) : config_(config) {}
+  explicit CpuModel(const CpuModelConfig& config) : config_(config) { config_.validate("cpu model"); }
   // Simulated time of one step, in picoseconds (integer so sums are exact).
   uint64_t step_ps(CpuStep step, uint64_t elements, uint64_t bytes_written = 0) const;
   const CpuModelConfig& config() const { return config_; }

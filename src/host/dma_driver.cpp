@@ -35,6 +35,7 @@ std::string sr_errors(uint32_t sr) {
 
 DmaDriver::DmaDriver(Platform& platform, const MemoryMap& map, const DriverConfig& config)
     : ps_(platform), map_(map), config_(config) {
+  config_.validate("dma driver");
   access_ps_ = ps_of(config_.reg_access_ns);
   mm2s_ring_ = map_.heads_per_lane() * 3;
   s2mm_ring_ = map_.descriptor_capacity() - mm2s_ring_;

@@ -17,18 +17,67 @@
 
 #include "host/memory_map.h"
 #include "host/platform.h"
+#include "hw/config_field.h"
 
 namespace bitsim::host {
 
+// The shipped default is the C driver (the board's final state) with its calibrated costs;
+// python() is PYNQ's driver. visit() gives each field's key (driver.<profile>.<field>),
+// range, unit, evidence label and meaning (hw/config_field.h).
 struct DriverConfig {
-  std::string profile = "c";        // c | python
-  double reg_access_ns = 200;       // CPU time of one AXI-Lite register access
-  double call_overhead_ns = 1000;   // fixed CPU time per driver call (both lanes)
-  double flush_fixed_ns = 500;      // cache clean of one buffer the CPU wrote: fixed part
-  double flush_ns_per_byte = 0.05;  // ... and per byte
-  double invalidate_fixed_ns = 500; // cache invalidate of one buffer the CPU will read: fixed
-  double invalidate_ns_per_byte = 0.05;
-  double poll_gap_ns = 0;           // CPU time between two status polls, besides the access
+  std::string profile = "c";           // c | python
+  double reg_access_ns = 200;          // CPU time of one AXI-Lite register access
+  double call_overhead_ns = 64443;     // fixed CPU time per driver call (both lanes) (calibrated)
+  double flush_fixed_ns = 500;         // cache clean of one buffer the CPU wrote: fixed part
+  double flush_ns_per_byte = 1.7447;   // ... and per byte (calibrated)
+  double invalidate_fixed_ns = 500;    // cache invalidate of one buffer the CPU will read: fixed
+  double invalidate_ns_per_byte = 1.7447;  // ... and per byte (calibrated, the flush value)
+  double poll_gap_ns = 0;              // CPU time between two status polls, besides the access
+
+  // PYNQ's Python driver (BOARD.md: 6-14 us per register access from Python).
+  static DriverConfig python() {
+    DriverConfig d;
+    d.profile = "python";
+    d.reg_access_ns = 10000;     // BOARD.md: 6-14 us from Python
+    d.call_overhead_ns = 50000;  // per transfer+wait from Python
+    d.flush_fixed_ns = 30000;    // one cache-maintenance ioctl per buffer
+    d.flush_ns_per_byte = 0.05;
+    d.invalidate_fixed_ns = 30000;
+    d.invalidate_ns_per_byte = 0.05;
+    d.poll_gap_ns = 0;
+    return d;
+  }
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    using hw::Evidence;
+    using hw::FieldInfo;
+    v(c.profile, FieldInfo{"driver.profile", 0, 0, "", Evidence::kBoard,
+                           "DMA driver: c (the board's final state) or python (PYNQ's driver)", 1, true, {"c", "python"}});
+    const bool py = c.profile == "python";
+    const std::string t = "driver." + std::string(py ? "python" : "c") + ".";
+    // The python profile's figures come from BOARD.md; of the C driver's, `bitsim calibrate`
+    // fits the cost per call and per byte of cache maintenance (sim/calibrate.h).
+    const Evidence fitted = py ? Evidence::kBoard : Evidence::kCalibrated;
+    const Evidence chosen = py ? Evidence::kBoard : Evidence::kSimulated;
+    v(c.reg_access_ns, FieldInfo{t + "reg_access_ns", 0, 1e6, "ns", chosen,
+                                 "CPU time of one AXI-Lite register access (read or write); " +
+                                     std::string(py ? "BOARD.md: 6-14 us per access from Python, 27-36 us public figure"
+                                                    : "C over /dev/mem mmap")});
+    v(c.call_overhead_ns, FieldInfo{t + "call_overhead_ns", 0, 1e7, "ns", fitted,
+                                    "fixed CPU time per driver call (both lanes of one matmul or attention call)"});
+    v(c.flush_fixed_ns, FieldInfo{t + "flush_fixed_ns", 0, 1e7, "ns", chosen,
+                                  "cache clean of one CPU-written buffer before a DMA reads it: fixed part"});
+    v(c.flush_ns_per_byte, FieldInfo{t + "flush_ns_per_byte", 0, 1e3, "ns/B", fitted, "cache clean: per byte"});
+    v(c.invalidate_fixed_ns, FieldInfo{t + "invalidate_fixed_ns", 0, 1e7, "ns", chosen,
+                                       "cache invalidate of one buffer the CPU will read after a DMA wrote it: fixed part"});
+    v(c.invalidate_ns_per_byte, FieldInfo{t + "invalidate_ns_per_byte", 0, 1e3, "ns/B", fitted,
+                                          "cache invalidate: per byte"});
+    v(c.poll_gap_ns, FieldInfo{t + "poll_gap_ns", 0, 1e7, "ns", chosen,
+                               "CPU time between two DMASR polls besides the register access itself"});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const { hw::check_fields(*this, who); }
 };
 
 struct DriverStats {

@@ -21,7 +21,7 @@ void fail(EngineLane& lane, AttentionError e, int row, bool tlast, uint64_t c) {
 }
 
 EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const std::string& name) {
-  if (config.drain < 0 || config.drain > 1024) throw std::invalid_argument(name + ": drain must be in 0..1024");
+  config.validate(name);
   return EngineLaneConfig{config.drain, config.input_fifo_beats, config.output_fifo_beats, config.reg_base};
 }
 }  // namespace

@@ -37,16 +37,28 @@ namespace bitsim::hw {
 using model::AttentionError;
 using model::attention_error_name;
 
+// The shipped default is the board's attention unit as bitsim runs it (the board sets
+// reg_base); visit() gives each field's key, range, unit, evidence label and meaning
+// (hw/config_field.h).
 struct AttentionUnitConfig {
   int drain = 4;               // cycles from a head's last V beat to the push of its first
-                               // result beat (model; calibrated later). Default 4: the MAC
-                               // pipeline's last accumulate plus the output register; 0..1024
-  int input_fifo_beats = 2;    // depth of each lane's input stream FIFO (beats); >= 1
+                               // result beat (model, no board figure). Default 4: the MAC
+                               // pipeline's last accumulate plus the output register
+  int input_fifo_beats = 2;    // depth of each lane's input stream FIFO (beats)
   int output_fifo_beats = 16;  // depth of each lane's output stream FIFO (beats); when it is
-                               // full the lane takes no input; >= 1
+                               // full the lane takes no input
   uint64_t reg_base = 0x43C1'0000;  // byte address of the status register block (lane l at
                                     // reg_base + l * 0x100); transactions on `ctrl` carry
                                     // absolute addresses (0 behind an offset-passing router)
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.drain, FieldInfo{"attention.drain", 0, 1024, "cycles", Evidence::kSimulated,
+                         "attention unit: head's last V beat -> first result beat (CIRCUITS.md 3)"});
+    visit_engine_ports(c, "attention", "attention unit", v);
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const { check_engine_fields(*this, "attention", engine_reg::kLaneStride, who); }
 };
 
 // The attention arithmetic of one lane (CIRCUITS.md 3).

@@ -15,10 +15,6 @@ using namespace dma_reg;
 namespace {
 constexpr uint64_t kBeatBytes = 8;
 constexpr uint64_t kBoundary = 4096;
-
-void check_cycles(const std::string& me, const char* field, int v) {
-  if (v < 0 || v > 1'000'000) throw Error(fmt::format("{}: axi_dma.{} must be in 0..1000000 cycles", me, field));
-}
 }  // namespace
 
 AxiDma::AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaConfig& config)
@@ -32,21 +28,7 @@ AxiDma::AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaCon
       clock_(clock),
       config_(config) {
   const std::string me = this->name();
-  if (config_.length_bits < 8 || config_.length_bits > 26)
-    throw Error(me + ": axi_dma.length_bits must be in 8..26 (PG021)");
-  check_cycles(me, "sg_tail_to_fetch", config_.sg_tail_to_fetch);
-  check_cycles(me, "desc_to_data", config_.desc_to_data);
-  check_cycles(me, "read_to_stream", config_.read_to_stream);
-  check_cycles(me, "s2mm_beat_to_write", config_.s2mm_beat_to_write);
-  check_cycles(me, "datamover_cmd_to_read", config_.datamover_cmd_to_read);
-  if (config_.max_burst_beats < 1 || config_.max_burst_beats > 256)
-    throw Error(me + ": axi_dma.max_burst_beats must be in 1..256");
-  if (config_.mm2s_fifo_beats < config_.max_burst_beats || config_.mm2s_fifo_beats > 65536)
-    throw Error(me + ": axi_dma.mm2s_fifo_beats must be in max_burst_beats..65536");
-  if (config_.s2mm_fifo_beats < 1 || config_.s2mm_fifo_beats > 65536)
-    throw Error(me + ": axi_dma.s2mm_fifo_beats must be in 1..65536");
-  if (config_.base_address % kWindowBytes != 0)
-    throw Error(me + ": axi_dma.base_address must be 64 KB aligned");
+  config_.validate(me);
   max_length_ = uint32_t((1ull << config_.length_bits) - 1);
 
   for (int i = 0; i < 2; ++i) {

@@ -23,11 +23,14 @@
 namespace bitsim::hw {
 
 
+// The shipped default is the board's AXI DMA as bitsim runs it (the board sets base_address
+// and has_sg per instance); visit() gives each field's key, range, unit, evidence label and
+// meaning (hw/config_field.h).
 struct AxiDmaConfig {
   uint64_t base_address = 0x4040'0000;  // AXI-Lite address of register offset 0 (PYNQ-Z2 base design's
                                         // first DMA); ctrl decodes [base, base + 64 KB)
   int length_bits = 23;                 // width of LENGTH and of a descriptor's buffer length, bits
-                                        // (BOARD.md: 23 -> at most 8,388,607 bytes); 8..26
+                                        // (BOARD.md: 23 -> at most 8,388,607 bytes)
   bool has_sg = true;                   // SG engine included: scatter-gather mode (TAILDESC starts);
                                         // false: simple mode (LENGTH starts), as C_INCLUDE_SG on the IP
   int sg_tail_to_fetch = 10;            // TAILDESC write -> descriptor read request, cycles (PG021)
@@ -38,9 +41,42 @@ struct AxiDmaConfig {
                                         // cycles (PG022)
   int max_burst_beats = 16;             // DataMover burst size: longest data request, beats (PG021: 16)
   int mm2s_fifo_beats = 64;             // MM2S data FIFO, beats; a read request is issued only when the
-                                        // FIFO has room for all its beats (model)
+                                        // FIFO has room for all its beats; at least max_burst_beats
   int s2mm_fifo_beats = 64;             // S2MM data FIFO, beats: stream beats wait here for their write
-                                        // request (model)
+                                        // request
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    const Evidence board = Evidence::kBoard;
+    v(c.base_address, FieldInfo{"dma.base_address", 0, 4294967295.0, "bytes", board,
+                                "AXI-Lite address of the register block, 64 KB aligned", 1, false});
+    v(c.length_bits, FieldInfo{"dma.length_bits", 8, 26, "bits", board,
+                               "AXI DMA length register width: transfers up to 2^bits - 1 bytes (BOARD.md: 23)"});
+    v(c.has_sg, FieldInfo{"dma.has_sg", 0, 1, "", board, "scatter-gather engine included (C_INCLUDE_SG)", 1, false});
+    v(c.sg_tail_to_fetch, FieldInfo{"dma.sg_tail_to_fetch", 0, 1000, "cycles", board,
+                                    "SG: TAILDESC write -> descriptor read request (PG021)"});
+    v(c.desc_to_data, FieldInfo{"dma.desc_to_data", 0, 1000, "cycles", board,
+                                "SG: descriptor arrived -> data request (PG021)"});
+    v(c.read_to_stream, FieldInfo{"dma.read_to_stream", 0, 1000, "cycles", board,
+                                  "MM2S: first read data -> first stream beat (PG021)"});
+    v(c.s2mm_beat_to_write, FieldInfo{"dma.s2mm_beat_to_write", 0, 1000, "cycles", board,
+                                      "S2MM: first stream beat -> write request (PG021)"});
+    v(c.datamover_cmd_to_read, FieldInfo{"dma.datamover_cmd_to_read", 0, 1000, "cycles", board,
+                                         "DataMover command -> read request (PG021)"});
+    v(c.max_burst_beats, FieldInfo{"dma.max_burst_beats", 1, 256, "beats", board, "DataMover burst size (PG021: 16)"});
+    v(c.mm2s_fifo_beats, FieldInfo{"dma.mm2s_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
+                                   "MM2S data FIFO: reads are requested only when their beats fit"});
+    v(c.s2mm_fifo_beats, FieldInfo{"dma.s2mm_fifo_beats", 1, 4096, "beats", Evidence::kSimulated, "S2MM data FIFO"});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const {
+    check_fields(*this, who);
+    if (mm2s_fifo_beats < max_burst_beats)
+      throw Error(fmt::format("{}: dma.mm2s_fifo_beats = {} is smaller than dma.max_burst_beats = {}", who,
+                              mm2s_fifo_beats, max_burst_beats));
+    if (base_address % dma_reg::kWindowBytes != 0)
+      throw Error(fmt::format("{}: dma.base_address = {:#x} is not 64 KB aligned", who, base_address));
+  }
 };
 
 enum class DmaChannel { kMm2s = 0, kS2mm = 1 };

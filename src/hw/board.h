@@ -38,6 +38,8 @@ constexpr uint64_t kWindow = 0x1'0000;  // 64 KB per peripheral
 
 enum class DmaId { Mm0 = 0, Mm1 = 1, At0 = 2, At1 = 3 };
 
+// The board as `bitsim run` simulates it: BoardConfig{} is the shipped board (the key table,
+// configs/pynq-z2.toml and `bitsim config --dump` take their defaults from these structs).
 struct BoardConfig {
   ClockConfig clock;                 // PL clock
   DdrConfig ddr;                     // memory, wall, latencies
@@ -47,6 +49,30 @@ struct BoardConfig {
   bool attention_dma_sg = true;      // at0/at1 built with it (CIRCUITS.md 5: SG chains)
   MatmulEngineConfig matmul;
   AttentionUnitConfig attention;
+
+  // Every field of every module, in key order (hw/config_field.h).
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    ClockConfig::visit(c.clock, v);
+    DdrConfig::visit(c.ddr, v);
+    HpPortConfig::visit(c.hp, v);
+    AxiDmaConfig::visit(c.dma, v);
+    v(c.matmul_dma_sg, FieldInfo{"board.matmul_dma_sg", 0, 1, "", Evidence::kSimulated,
+                                 "mm0/mm1 built with the SG engine", 1, false});
+    v(c.attention_dma_sg, FieldInfo{"board.attention_dma_sg", 0, 1, "", Evidence::kBoard,
+                                    "at0/at1 built with the SG engine (CIRCUITS.md 5: SG chains)", 1, false});
+    MatmulEngineConfig::visit(c.matmul, v);
+    AttentionUnitConfig::visit(c.attention, v);
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const {
+    clock.validate(who);
+    ddr.validate(who);
+    hp.validate(who);
+    dma.validate(who);
+    matmul.validate(who);
+    attention.validate(who);
+  }
 };
 
 class Board : public sc_core::sc_module {

@@ -4,12 +4,26 @@
 // process activation per cycle, no falling edge).
 #include <cstdint>
 
+#include <string>
+
 #include <systemc>
+
+#include "hw/config_field.h"
 
 namespace bitsim::hw {
 
+// The shipped default is the board's clock; visit() gives each field's key, range, unit,
+// evidence label and meaning (hw/config_field.h).
 struct ClockConfig {
   double mhz = 125.0;  // PL clock (BOARD.md: 125 MHz; IO PLL 1000 MHz / 8)
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.mhz, FieldInfo{"clock.mhz", 1, 1000, "MHz", Evidence::kBoard,
+                       "PL clock of the DMAs, HP ports and engines (BOARD.md: 125 MHz = IO PLL 1000/8)"});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const { check_fields(*this, who); }
 };
 
 // The clock period in picoseconds (SystemC's default resolution), rounded to the nearest

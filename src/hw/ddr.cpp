@@ -26,17 +26,7 @@ uint64_t ns_to_cycles(double ns, uint64_t period_ps) {
 Ddr::Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& config)
     : sc_core::sc_module(name), clock_(clock), config_(config) {
   const std::string me = this->name();
-  if (config_.size_bytes == 0 || config_.size_bytes % kPageBytes != 0 || config_.size_bytes > (1ull << 40))
-    throw Error(me + ": ddr.size_bytes must be a non-zero multiple of 1 MiB, at most 1 TiB");
-  if (!(config_.wall_bytes_per_s >= 1.0 && config_.wall_bytes_per_s <= 1e12))
-    throw Error(me + ": ddr.wall_bytes_per_s must be in [1, 1e12] bytes/s");
-  if (!(config_.read_latency_ns >= 0.0 && config_.read_latency_ns <= 1e6))
-    throw Error(me + ": ddr.read_latency_ns must be in [0, 1e6] ns");
-  if (!(config_.write_latency_ns >= 0.0 && config_.write_latency_ns <= 1e6))
-    throw Error(me + ": ddr.write_latency_ns must be in [0, 1e6] ns");
-  if (config_.ports < 1 || config_.ports > 16) throw Error(me + ": ddr.ports must be in 1..16");
-  if (config_.max_pending_bursts < 1 || config_.max_pending_bursts > 4096)
-    throw Error(me + ": ddr.max_pending_bursts must be in 1..4096");
+  config_.validate(me);
 
   const uint64_t period_ps = uint64_t(std::llround(clock_.period().to_seconds() * double(kPicosPerSecond)));
   read_latency_ = ns_to_cycles(config_.read_latency_ns, period_ps);

@@ -17,6 +17,7 @@
 
 #include "hw/axi_mm.h"
 #include "hw/clock.h"
+#include "hw/config_field.h"
 #include "hw/reg_fifo.h"
 
 namespace bitsim::hw {
@@ -62,18 +63,42 @@ class FixedRing {
 };
 }  // namespace detail
 
+// The shipped default is the board's DDR as bitsim runs it; visit() gives each field's key,
+// range, unit, evidence label and meaning (hw/config_field.h).
 struct DdrConfig {
   uint64_t size_bytes = 512ull << 20;  // DDR size in bytes, a multiple of 1 MiB (BOARD.md: 512 MB)
   double wall_bytes_per_s = 2.009e9;   // bandwidth wall shared by all ports and both directions,
-                                       // bytes per second (BOARD.md: 2.009 GB/s, measured)
-  double read_latency_ns = 100.0;      // read burst accepted -> its first beat may leave, ns;
-                                       // rounded up to whole PL cycles. (model) PLACEHOLDER until
-                                       // calibrated (CIRCUITS.md 6): no board figure exists
+                                       // bytes per second (key ddr.wall_gb_s, in GB/s)
+  double read_latency_ns = 367.86;     // read burst accepted -> its first beat may leave, ns;
+                                       // rounded up to whole PL cycles (calibrated)
   double write_latency_ns = 50.0;      // write burst's last beat taken -> its response leaves, ns;
-                                       // rounded up to whole PL cycles. (model) PLACEHOLDER
+                                       // rounded up to whole PL cycles
   int ports = 2;                       // HP ports wired to the DDR (BOARD.md: HP0 and HP2)
   int max_pending_bursts = 16;         // bursts the DDR holds per port and direction (accepted, not
-                                       // finished); a full queue stops taking AR / AW (model)
+                                       // finished); a full queue stops taking AR / AW
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.size_bytes, FieldInfo{"ddr.size_bytes", double(1ull << 20), double(1ull << 40), "bytes", Evidence::kBoard,
+                              "DDR size, a multiple of 1 MiB (BOARD.md: 512 MB)", 1, false});
+    v(c.wall_bytes_per_s, FieldInfo{"ddr.wall_gb_s", 0.01, 100, "GB/s", Evidence::kBoard,
+                                    "DDR read wall seen from the PL, shared by both HP ports (BOARD.md: 2.009 GB/s "
+                                    "measured)", 1e9});
+    v(c.read_latency_ns, FieldInfo{"ddr.read_latency_ns", 0, 10000, "ns", Evidence::kCalibrated,
+                                   "read burst accepted -> first data beat (no board figure; fitted, CIRCUITS.md 6)"});
+    v(c.write_latency_ns, FieldInfo{"ddr.write_latency_ns", 0, 10000, "ns", Evidence::kSimulated,
+                                    "write burst's last beat -> write response"});
+    v(c.ports, FieldInfo{"ddr.ports", 1, 16, "ports", Evidence::kBoard,
+                         "HP ports wired to the DDR (BOARD.md: HP0 and HP2)", 1, false});
+    v(c.max_pending_bursts, FieldInfo{"ddr.max_pending_bursts", 1, 256, "bursts", Evidence::kSimulated,
+                                      "bursts the DDR controller queues per port and direction"});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const {
+    check_fields(*this, who);
+    if (size_bytes % (1ull << 20) != 0)
+      throw Error(fmt::format("{}: ddr.size_bytes = {} is not a multiple of 1 MiB", who, size_bytes));
+  }
 };
 
 // A burst as the HP port issues it to the DDR: at most 256 beats of 8 bytes.

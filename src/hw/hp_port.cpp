@@ -20,12 +20,7 @@ constexpr size_t kMaxMasters = 64;    // one bit each in the request masks
 HpPort::HpPort(sc_core::sc_module_name name, const Clock& clock, const HpPortConfig& config, DdrPortLink& ddr)
     : sc_core::sc_module(name), clock_(clock), config_(config), ddr_(ddr) {
   const std::string me = this->name();
-  if (config_.max_burst_beats < 1 || config_.max_burst_beats > 256)
-    throw Error(me + ": hp_port.max_burst_beats must be in 1..256");
-  if (config_.max_outstanding_reads < 1 || config_.max_outstanding_reads > 1024)
-    throw Error(me + ": hp_port.max_outstanding_reads must be in 1..1024");
-  if (config_.max_outstanding_writes < 1 || config_.max_outstanding_writes > 1024)
-    throw Error(me + ": hp_port.max_outstanding_writes must be in 1..1024");
+  config_.validate(me);
   reads_.reset(size_t(config_.max_outstanding_reads));
   write_data_.reset(size_t(config_.max_outstanding_writes));
   writes_.reset(size_t(config_.max_outstanding_writes));

@@ -7,20 +7,36 @@
 // the outstanding limits), returns read beats in order to the owning master (`last` on the
 // request's final beat) and one B response per master write request.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <systemc>
 
 #include "hw/axi_mm.h"
 #include "hw/clock.h"
+#include "hw/config_field.h"
 #include "hw/ddr.h"
 
 namespace bitsim::hw {
 
+// The shipped default is the board's HP port as bitsim runs it; visit() gives each field's
+// key, range, unit, evidence label and meaning (hw/config_field.h).
 struct HpPortConfig {
   int max_burst_beats = 16;        // longest burst issued to the DDR, beats of 8 bytes (AXI3 / UG585: 16)
-  int max_outstanding_reads = 8;   // read bursts in flight (issued, last beat not yet returned) (model)
-  int max_outstanding_writes = 8;  // write bursts in flight (issued, response not yet returned) (model)
+  int max_outstanding_reads = 8;   // read bursts in flight (issued, last beat not yet returned)
+  int max_outstanding_writes = 8;  // write bursts in flight (issued, response not yet returned)
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.max_burst_beats, FieldInfo{"hp.max_burst_beats", 1, 16, "beats", Evidence::kBoard,
+                                   "longest AXI3 burst on an HP port (UG585: 16 beats of 8 bytes)"});
+    v(c.max_outstanding_reads, FieldInfo{"hp.max_outstanding_reads", 1, 64, "bursts", Evidence::kSimulated,
+                                         "read bursts in flight per HP port"});
+    v(c.max_outstanding_writes, FieldInfo{"hp.max_outstanding_writes", 1, 64, "bursts", Evidence::kSimulated,
+                                          "write bursts in flight per HP port"});
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const { check_fields(*this, who); }
 };
 
 struct HpPortStats {

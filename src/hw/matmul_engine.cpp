@@ -24,8 +24,7 @@ void fail(EngineLane& lane, StreamError e, int row, bool tlast, uint64_t c) {
 }
 
 EngineLaneConfig checked_lane_config(const MatmulEngineConfig& config, const std::string& name) {
-  if (config.pipeline_depth < 0 || config.pipeline_depth > 1024)
-    throw std::invalid_argument(name + ": pipeline_depth must be in 0..1024");
+  config.validate(name);
   return EngineLaneConfig{config.pipeline_depth, config.input_fifo_beats, config.output_fifo_beats,
                           config.reg_base};
 }

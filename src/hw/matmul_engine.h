@@ -30,19 +30,31 @@
 
 namespace bitsim::hw {
 
+// The shipped default is the board's matmul engine as bitsim runs it (the board sets
+// reg_base); visit() gives each field's key, range, unit, evidence label and meaning
+// (hw/config_field.h).
 struct MatmulEngineConfig {
   int pipeline_depth = 4;      // cycles from a row's last input beat to the push of its result
-                               // into the output FIFO (model; calibrated later). Default 4, a
+                               // into the output FIFO (model, no board figure). Default 4, a
                                // plausible decode -> MAC -> adder tree -> output register
-                               // pipeline; 0..1024
+                               // pipeline
   int input_fifo_beats = 2;    // depth of each lane's input stream FIFO (beats); 2 sustains one
-                               // beat per clock (reg_fifo.h); >= 1
+                               // beat per clock (reg_fifo.h)
   int output_fifo_beats = 16;  // depth of each lane's output stream FIFO (beats); when it is
-                               // full the lane takes no input; >= 1
+                               // full the lane takes no input
   uint64_t reg_base = 0x43C0'0000;  // byte address of the status register block (lane l at
                                     // reg_base + l * 0x100); transactions on `ctrl` carry
                                     // absolute addresses (set 0 behind a router that passes
                                     // offsets)
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.pipeline_depth, FieldInfo{"matmul.pipeline_depth", 0, 1024, "cycles", Evidence::kSimulated,
+                                  "matmul engine: row's last beat -> its result (CIRCUITS.md 2)"});
+    visit_engine_ports(c, "matmul", "matmul engine", v);
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const { check_engine_fields(*this, "matmul", engine_reg::kLaneStride, who); }
 };
 
 // The matmul arithmetic of one lane (CIRCUITS.md 2).

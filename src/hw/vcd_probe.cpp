@@ -8,11 +8,11 @@ namespace bitsim::hw {
 
 VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& config)
     : sc_core::sc_module(name), board_(board), config_(config) {
-  if (config_.end <= config_.start) throw Error(fmt::format("--vcd-window {}:{}: END must be after START", config_.start, config_.end));
+  if (config_.end <= config_.start) throw Error(fmt::format("vcd window {}:{}: the end must be after the start", config_.start, config_.end));
   std::string base = config_.path;
   if (base.size() > 4 && base.substr(base.size() - 4) == ".vcd") base.resize(base.size() - 4);
   file_ = sc_core::sc_create_vcd_trace_file(base.c_str());
-  if (!file_) throw Error(fmt::format("--vcd: cannot create '{}'", config_.path));
+  if (!file_) throw Error(fmt::format("vcd file '{}': cannot create it", config_.path));
   file_->set_time_unit(1, sc_core::SC_PS);
   const char* eng[2] = {"matmul", "attention"};
   for (int e = 0; e < 2; ++e)

@@ -9,15 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "host/cycle_platform.h"
-#include "host/fast_platform.h"
-#include "host/memory_map.h"
-#include "host/ps.h"
-#include "hw/board.h"
-#include "hw/sim_context.h"
 #include "model/error.h"
 #include "model/tokenizer.h"
 #include "sim/board_run.h"
+#include "sim/simulation.h"
 
 namespace bitsim::sim {
 
@@ -53,26 +48,19 @@ BenchFigure figure(std::string name, std::string unit, double value, double goal
 // ---- FastTokenRunner ---------------------------------------------------------------------
 
 struct FastTokenRunner::Impl {
-  Impl(const SimConfig& c, const model::TernaryModel& m, const golden::KvScales& s, int threads)
-      : cfg(c),
-        map(m.config, cfg.memory),
-        board(cfg.board, hw::FastBoardOptions{false, threads}),
-        platform(board),
-        loop(platform, map, m, s, cfg.cpu, cfg.driver, host::TokenLoopOptions{}) {}
   SimConfig cfg;
-  host::MemoryMap map;
-  hw::FastBoard board;
-  host::FastPlatform platform;
-  host::TokenLoop loop;
+  std::unique_ptr<Simulation> sim;
   double setup_s = 0;
 };
 
 FastTokenRunner::FastTokenRunner(const SimConfig& config, const model::TernaryModel& model,
-                                 const golden::KvScales& scales, int threads) {
+                                 const golden::KvScales& scales, int threads)
+    : impl_(std::make_unique<Impl>()) {
   const auto t0 = Clock::now();
-  impl_ = std::make_unique<Impl>(config, model, scales, threads);
-  impl_->loop.load_weights();
-  impl_->loop.init();
+  impl_->cfg = config;
+  impl_->sim = make_simulation(impl_->cfg, model, scales, SimulationOptions(Fidelity::kFast, threads));
+  impl_->sim->loop().load_weights();
+  impl_->sim->run([](host::TokenLoop& loop) { loop.init(); });
   impl_->setup_s = seconds_since(t0);
 }
 
@@ -81,45 +69,36 @@ FastTokenRunner::~FastTokenRunner() = default;
 TimedToken FastTokenRunner::step(int token, int position) {
   TimedToken r;
   r.position = position;
-  const auto t0 = Clock::now();
-  impl_->loop.set_position(position);
-  impl_->loop.step(token, &r.timing);
-  r.wall_s = seconds_since(t0);
+  impl_->sim->run([&](host::TokenLoop& loop) {
+    const auto t0 = Clock::now();
+    loop.set_position(position);
+    loop.step(token, &r.timing);
+    r.wall_s = seconds_since(t0);
+  });
   return r;
 }
 
 double FastTokenRunner::setup_s() const { return impl_->setup_s; }
-const hw::FastBoardStats& FastTokenRunner::stats() const { return impl_->board.stats(); }
+hw::FastBoardStats FastTokenRunner::stats() const { return impl_->sim->fast_stats(); }
 
 // ---- Cycle fidelity ----------------------------------------------------------------------
 
 std::vector<TimedToken> cycle_tokens_timed(const SimConfig& cfg, const model::TernaryModel& m,
                                            const golden::KvScales& scales, const std::vector<int>& tokens) {
-  const host::MemoryMap map(m.config, cfg.memory);
   std::vector<TimedToken> out;
-  hw::FreshSimContext context;
-  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  hw::Board board("board", cfg.board);
-  host::TokenLoop* lp = nullptr;
-  host::Ps ps("ps", [&](host::Ps&) {
-    lp->init();
+  const auto sim = make_simulation(cfg, m, scales, SimulationOptions(Fidelity::kCycle));
+  sim->loop().load_weights();
+  sim->run([&](host::TokenLoop& loop) {
+    loop.init();
     for (int t : tokens) {
       TimedToken r;
-      r.position = lp->position();
+      r.position = loop.position();
       const auto t0 = Clock::now();
-      lp->step(t, &r.timing);
+      loop.step(t, &r.timing);
       r.wall_s = seconds_since(t0);
       out.push_back(r);
     }
   });
-  ps.bus.bind(board.ps_bus);
-  host::CyclePlatform platform(ps, board);
-  host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{});
-  lp = &loop;
-  loop.load_weights();
-  sc_core::sc_start();
-  if (ps.failure()) std::rethrow_exception(ps.failure());
-  if (!ps.finished()) throw Error("cycle fidelity: the simulation ended before the host program finished");
   return out;
 }
 
@@ -147,165 +126,230 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
     o.memory_tokens = std::min(o.memory_tokens, 16);
   }
   if (o.tokens < 2 || o.tokens > golden::kMaxContext / 2)
-    throw Error(fmt::format("--tokens {}: expected 2..{}", o.tokens, golden::kMaxContext / 2));
+    throw Error(fmt::format("bench: {} tokens per window, expected 2..{}", o.tokens, golden::kMaxContext / 2));
   if (o.cycle_tokens < 1 || o.cycle_tokens > o.tokens)
-    throw Error(fmt::format("--cycle-tokens {}: expected 1..--tokens ({})", o.cycle_tokens, o.tokens));
+    throw Error(fmt::format("bench: {} cycle-fidelity tokens, expected 1..{} (the tokens per window)", o.cycle_tokens,
+                            o.tokens));
   if (o.memory_tokens < 1 || o.memory_tokens > golden::kMaxContext)
-    throw Error(fmt::format("--memory-tokens {}: expected 1..{}", o.memory_tokens, golden::kMaxContext));
-  if (o.threads < 1) throw Error(fmt::format("--threads {}: expected at least 1", o.threads));
+    throw Error(fmt::format("bench: {} tokens of the memory run, expected 1..{}", o.memory_tokens, golden::kMaxContext));
+  if (o.threads < 1) throw Error(fmt::format("bench: {} host threads, expected at least 1", o.threads));
   return o;
 }
 
-std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<void(const std::string&)> status_cb) {
-  const BenchOptions o = effective_bench_options(options);
-  auto status = [&](const std::string& s) { if (status_cb) status_cb(s); };
-  const SimConfig cfg = make_sim_config(o.params);
-  const double mhz = cfg.board.clock.mhz;
-  const int N = o.tokens;
+namespace {
+using Status = std::function<void(const std::string&)>;
 
-  // 1. run_board as `bitsim run --prompt A` does it (fast fidelity, golden check on every
-  //    token): the time to the first generated token, and the checked token rate.
+// 1. run_board as `bitsim run --prompt A` does it (fast fidelity, golden check on every
+//    token): the time to the first generated token, and the checked token rate.
+struct CheckedRun {
+  BoardRunResult run;
+  double ttft = 0, steps_wall_to_first = 0, setup_to_first = 0, rate = 0;
+  int steps_to_first = 0, equal = 0;
+};
+
+CheckedRun checked_run(const BenchOptions& o, const Status& status) {
+  const int N = o.tokens;
   status(fmt::format("[1/5] run_board {} --prompt A --tokens {} (fast, golden check on every token) ...", o.model,
                      N - 1));
-  BoardRunRequest req{RunRequest{}, o.params, "fast", false, true, {}};
+  BoardRunRequest req{RunRequest{}, o.params};
   req.run.model = o.model;
   req.run.prompt = "A";
   req.run.tokens = N - 1;  // BOS + "A" + N - 1 generated = N + 1 steps with the byte tokenizer
   req.run.threads = o.threads;
-  req.fidelity = "fast";
-  req.check = true;
   std::optional<double> ttft;
-  int steps_to_first = 0;
+  CheckedRun c;
   BoardRunCallbacks cb;
   const auto t_run = Clock::now();
   cb.on_token = [&](const TokenRecord& r, const std::string&) {
     if (r.generated && !ttft) {
       ttft = seconds_since(t_run);
-      steps_to_first = r.index + 1;
+      c.steps_to_first = r.index + 1;
     }
   };
-  const BoardRunResult run = run_board(req, cb);
+  c.run = run_board(req, cb);
   if (!ttft) throw Error("bench: run_board generated no token");
-  if (!run.mismatch.empty()) throw Error("bench: the golden check failed: " + run.mismatch);
-  double steps_wall_to_first = 0;
-  for (int i = 0; i < steps_to_first; ++i) steps_wall_to_first += run.tokens[size_t(i)].wall_ms / 1e3;
+  if (!c.run.mismatch.empty()) throw Error("bench: the golden check failed: " + c.run.mismatch);
+  c.ttft = *ttft;
+  for (int i = 0; i < c.steps_to_first; ++i) c.steps_wall_to_first += c.run.tokens[size_t(i)].wall_ms / 1e3;
   double checked_wall = 0;
-  int checked_tokens = 0, equal = 0;
-  for (size_t i = 0; i < run.tokens.size(); ++i) {
-    equal += run.tokens[i].logits_equal.value_or(false);
+  int checked_tokens = 0;
+  for (size_t i = 0; i < c.run.tokens.size(); ++i) {
+    c.equal += c.run.tokens[i].logits_equal.value_or(false);
     if (i == 0) continue;  // cold caches: counted in the time to the first token
-    checked_wall += run.tokens[i].wall_ms / 1e3;
+    checked_wall += c.run.tokens[i].wall_ms / 1e3;
     ++checked_tokens;
   }
-  const double checked_rate = checked_wall > 0 ? checked_tokens / checked_wall : 0.0;
-  const double setup_to_first = *ttft - run.load_s - run.calibration_s - steps_wall_to_first;
+  c.rate = checked_wall > 0 ? checked_tokens / checked_wall : 0.0;
+  c.setup_to_first = c.ttft - c.run.load_s - c.run.calibration_s - c.steps_wall_to_first;
+  return c;
+}
 
-  // 2. The model loaded and calibrated once more, kept for the remaining measurements.
+// 2. The model loaded and calibrated once more, kept for the remaining measurements.
+struct TimingModel {
+  model::TernaryModel model;
+  golden::KvScales scales;
+  std::vector<int> ids;
+  double load_s = 0, calib_s = 0;
+};
+
+TimingModel load_timing_model(const BenchOptions& o, const Status& status) {
   status(fmt::format("[2/5] loading and calibrating {} for the timing runs ...", o.model));
   auto t0 = Clock::now();
   auto source = model::open_model_source(o.model);
   const model::ModelConfig mc = source->config();
   auto tokenizer = model::select_tokenizer(std::nullopt, model::model_folder(o.model), mc.vocab_size);
   const std::vector<int> calib = golden::calibration_tokens(*tokenizer, mc.bos_token_id);
-  const model::TernaryModel m = model::load_ternary_model(*source, o.threads);
+  TimingModel t{model::load_ternary_model(*source, o.threads), {}, {}, 0, 0};
   source.reset();
-  const double load_s = seconds_since(t0);
+  t.load_s = seconds_since(t0);
   t0 = Clock::now();
-  const golden::KvScales scales = golden::calibrate_kv_scales(m, calib, o.threads);
-  const double calib_s = seconds_since(t0);
-  const std::vector<int> ids = bench_token_ids(calib, std::max(o.memory_tokens, golden::kMaxContext));
+  t.scales = golden::calibrate_kv_scales(t.model, calib, o.threads);
+  t.calib_s = seconds_since(t0);
+  t.ids = bench_token_ids(calib, std::max(o.memory_tokens, golden::kMaxContext));
+  return t;
+}
 
-  // 3. Fast fidelity, functional, no check: one warm board; positions 0..N-1 and 512-N..511.
+// 3. Fast fidelity, functional, no check: one warm board; positions 0..N-1 and 512-N..511.
+struct FastWindows {
+  std::vector<TimedToken> low, high;
+  double setup_s = 0, cold_s = 0, rate = 0;
+};
+
+FastWindows fast_windows(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
+  const int N = o.tokens;
   status(fmt::format("[3/5] fast fidelity, {} + {} tokens at T from 1 and from {} (no check) ...", N, N,
                      golden::kMaxContext - N + 1));
-  std::vector<TimedToken> low, high;
-  double fast_setup_s = 0, cold_s = 0;
-  {
-    FastTokenRunner fast(cfg, m, scales, o.threads);
-    fast_setup_s = fast.setup_s();
-    cold_s = fast.step(ids[0], 0).wall_s;  // warm-up: decoded weights, timing cache
-    for (int i = 0; i < N; ++i) low.push_back(fast.step(ids[size_t(i)], i));
-    const int p0 = golden::kMaxContext - N;
-    for (int i = 0; i < N; ++i) high.push_back(fast.step(ids[size_t(p0 + i)], p0 + i));
-  }
-  const double low_wall = sum_wall(low), high_wall = sum_wall(high);
-  const double fast_rate = (low_wall + high_wall) > 0 ? 2.0 * N / (low_wall + high_wall) : 0.0;
+  FastWindows w;
+  FastTokenRunner fast(cfg, t.model, t.scales, o.threads);
+  w.setup_s = fast.setup_s();
+  w.cold_s = fast.step(t.ids[0], 0).wall_s;  // warm-up: decoded weights, timing cache
+  for (int i = 0; i < N; ++i) w.low.push_back(fast.step(t.ids[size_t(i)], i));
+  const int p0 = golden::kMaxContext - N;
+  for (int i = 0; i < N; ++i) w.high.push_back(fast.step(t.ids[size_t(p0 + i)], p0 + i));
+  const double wall = sum_wall(w.low) + sum_wall(w.high);
+  w.rate = wall > 0 ? 2.0 * N / wall : 0.0;
+  return w;
+}
 
-  // 4. Cycle fidelity (clocked SystemC board): positions 0..cycle_tokens-1.
-  status(fmt::format("[4/5] cycle fidelity, {} token(s) at T from 1 ...", o.cycle_tokens));
-  const std::vector<int> cids(ids.begin(), ids.begin() + o.cycle_tokens);
-  const std::vector<TimedToken> cyc = cycle_tokens_timed(cfg, m, scales, cids);
-  double cyc_wall = sum_wall(cyc), cyc_sim_ps = 0;
-  for (const auto& t : cyc) cyc_sim_ps += double(t.timing.total_ps());
-  const double cycles = cyc_sim_ps * 1e-12 * mhz * 1e6;
-  const double cycle_rate = cyc_wall > 0 ? cycles / cyc_wall : 0.0;
-  double fast_same = 0;
-  for (int i = 0; i < o.cycle_tokens; ++i) fast_same += low[size_t(i)].wall_s;
+// 4. Cycle fidelity (clocked SystemC board): positions 0..cycle_tokens-1, against the same
+//    positions of the fast window.
+struct CycleWindow {
+  double wall = 0, sim_ps = 0, cycles = 0, rate = 0, per_token = 0, fast_per_token = 0, speedup = 0;
   bool same_sim = true;
-  for (int i = 0; i < o.cycle_tokens; ++i)
-    same_sim = same_sim && cyc[size_t(i)].timing.total_ps() == low[size_t(i)].timing.total_ps();
-  const double cyc_per_tok = cyc_wall / o.cycle_tokens, fast_per_tok = fast_same / o.cycle_tokens;
-  const double speedup = fast_per_tok > 0 ? cyc_per_tok / fast_per_tok : 0.0;
+};
 
-  // 5. Peak memory, last: a real memory_tokens-token fast functional run (simulate_tokens).
+CycleWindow cycle_window(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o,
+                         const std::vector<TimedToken>& fast, const Status& status) {
+  status(fmt::format("[4/5] cycle fidelity, {} token(s) at T from 1 ...", o.cycle_tokens));
+  const std::vector<int> cids(t.ids.begin(), t.ids.begin() + o.cycle_tokens);
+  const std::vector<TimedToken> cyc = cycle_tokens_timed(cfg, t.model, t.scales, cids);
+  CycleWindow c;
+  c.wall = sum_wall(cyc);
+  for (const auto& x : cyc) c.sim_ps += double(x.timing.total_ps());
+  c.cycles = c.sim_ps * 1e-12 * cfg.board.clock.mhz * 1e6;
+  c.rate = c.wall > 0 ? c.cycles / c.wall : 0.0;
+  double fast_same = 0;
+  for (int i = 0; i < o.cycle_tokens; ++i) {
+    fast_same += fast[size_t(i)].wall_s;
+    c.same_sim = c.same_sim && cyc[size_t(i)].timing.total_ps() == fast[size_t(i)].timing.total_ps();
+  }
+  c.per_token = c.wall / o.cycle_tokens;
+  c.fast_per_token = fast_same / o.cycle_tokens;
+  c.speedup = c.fast_per_token > 0 ? c.per_token / c.fast_per_token : 0.0;
+  return c;
+}
+
+// 5. Peak memory, last: a real memory_tokens-token fast functional run (simulate_tokens).
+struct MemoryRun {
+  double peak_before = 0, peak = 0, wall_s = 0, sim_s = 0, decoded_mb = 0;
+};
+
+MemoryRun memory_run(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
   status(fmt::format("[5/5] fast fidelity, {} tokens from T=1 (functional, no check) for the peak memory ...",
                      o.memory_tokens));
-  const double peak_before = peak_rss_bytes();
-  t0 = Clock::now();
-  hw::FastBoardStats mstats;
-  const std::vector<int> mids(ids.begin(), ids.begin() + o.memory_tokens);
-  const auto mout = simulate_tokens(cfg, m, scales, mids, SimulateOptions{"fast", false, o.threads, 0, false}, &mstats);
-  const double mem_run_s = seconds_since(t0);
-  double mem_sim_s = 0;
-  for (const auto& t : mout) mem_sim_s += double(t.timing.total_ps()) * 1e-12;
-  const double peak = peak_rss_bytes();
+  MemoryRun r;
+  r.peak_before = peak_rss_bytes();
+  const auto t0 = Clock::now();
+  hw::FastBoardStats stats;
+  const std::vector<int> ids(t.ids.begin(), t.ids.begin() + o.memory_tokens);
+  SimulateOptions so;
+  so.threads = o.threads;
+  const auto out = simulate_tokens(cfg, t.model, t.scales, ids, so, &stats);
+  r.wall_s = seconds_since(t0);
+  for (const auto& x : out) r.sim_s += double(x.timing.total_ps()) * 1e-12;
+  r.decoded_mb = stats.decoded_bytes / 1e6;
+  r.peak = peak_rss_bytes();
+  return r;
+}
 
-  std::vector<BenchFigure> f;
-  const int hi0 = golden::kMaxContext - N + 1;
+// The figures of the two token-rate measurements.
+void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const FastWindows& w, const CheckedRun& c) {
+  const int N = o.tokens, hi0 = golden::kMaxContext - N + 1;
   f.push_back(figure(
-      "simulated tok/s per wall second, --no-check, T up to 512", "tok/s", fast_rate, 30, true,
+      "simulated tok/s per wall second, --no-check, T up to 512", "tok/s", w.rate, 30, true,
       ">= 30 (the real board: 7.35 tok/s at T=512)", "measured (this host); the tokens are simulated",
       fmt::format("fast fidelity, functional (the engines compute), no check, one board warmed by one untimed token; "
                   "{} tokens at {} ({:.2f} tok/s) and {} at {} ({:.2f} tok/s), each timed around "
                   "TokenLoop::step; value = all {} tokens / their summed wall (the mean rate); load, calibration, "
                   "weights image ({:.2f} s) and the cold first token ({:.2f} s) not included",
-                  N, t_range(1, N), N / low_wall, N, t_range(hi0, golden::kMaxContext), N / high_wall, 2 * N, fast_setup_s,
-                  cold_s)));
+                  N, t_range(1, N), N / sum_wall(w.low), N, t_range(hi0, golden::kMaxContext), N / sum_wall(w.high),
+                  2 * N, w.setup_s, w.cold_s)));
   f.push_back(figure(
-      "simulated tok/s per wall second, golden check on every token", "tok/s", checked_rate, 15, true, ">= 15",
+      "simulated tok/s per wall second, golden check on every token", "tok/s", c.rate, 15, true, ">= 15",
       "measured (this host); the tokens are simulated",
       fmt::format("run_board as `bitsim run --prompt A --tokens {}` (fast fidelity, golden BoardReference check on "
                   "every token: {} of {} logits bit-identical); value = steps 2..{} ({}) / their summed "
                   "per-token wall incl. the check; the cold first step is in the time to the first token",
-                  N - 1, equal, run.tokens.size(), run.tokens.size(), t_range(2, int(run.tokens.size())))));
+                  N - 1, c.equal, c.run.tokens.size(), c.run.tokens.size(), t_range(2, int(c.run.tokens.size())))));
+}
+
+// The figures of the cycle fidelity, the first token and the memory.
+void cost_figures(std::vector<BenchFigure>& f, const BenchOptions& o, double mhz, const CycleWindow& cy,
+                  const CheckedRun& c, const TimingModel& t, const MemoryRun& mem) {
   f.push_back(figure(
-      "cycle fidelity, PL cycles per wall second", "cycles/s", cycle_rate, 2e6, true, ">= 2 million",
+      "cycle fidelity, PL cycles per wall second", "cycles/s", cy.rate, 2e6, true, ">= 2 million",
       "measured (this host); the PL cycles are simulated",
       fmt::format("clocked SystemC board, {} token(s) at {}, functional, no check: {:.3f} ms simulated x {} MHz "
                   "= {:.2f} million PL cycles in {:.2f} s wall (timed in the PS thread around each token; "
                   "elaboration and the weights image not included)",
-                  o.cycle_tokens, t_range(1, o.cycle_tokens), cyc_sim_ps * 1e-9, mhz, cycles / 1e6, cyc_wall)));
+                  o.cycle_tokens, t_range(1, o.cycle_tokens), cy.sim_ps * 1e-9, mhz, cy.cycles / 1e6, cy.wall)));
   f.push_back(figure(
-      "fast over cycle, wall time per token", "x", speedup, 100, true, ">= 100x", "measured (this host)",
+      "fast over cycle, wall time per token", "x", cy.speedup, 100, true, ">= 100x", "measured (this host)",
       fmt::format("cycle {:.3f} s per token / fast {:.4f} s per token, the same {} token(s) at {}, both "
                   "functional, no check, fast board warm (simulated time per token {:.3f} ms, {} in both fidelities)",
-                  cyc_per_tok, fast_per_tok, o.cycle_tokens, t_range(1, o.cycle_tokens), cyc_sim_ps * 1e-9 / o.cycle_tokens,
-                  same_sim ? "the same" : "NOT the same")));
+                  cy.per_token, cy.fast_per_token, o.cycle_tokens, t_range(1, o.cycle_tokens),
+                  cy.sim_ps * 1e-9 / o.cycle_tokens, cy.same_sim ? "the same" : "NOT the same")));
   f.push_back(figure(
-      fmt::format("time to the first token, {}", o.model), "s", *ttft, 3, false, "<= 3 s", "measured (this host)",
+      fmt::format("time to the first token, {}", o.model), "s", c.ttft, 3, false, "<= 3 s", "measured (this host)",
       fmt::format("run_board `bitsim run --prompt A` (default fast fidelity, golden check on), from the call to the "
                   "first generated token ({} steps: BOS, the prompt, the first generated): load {:.2f} s + K/V "
                   "calibration {:.2f} s + board and weights image {:.2f} s + {} token steps {:.2f} s",
-                  steps_to_first, run.load_s, run.calibration_s, setup_to_first, steps_to_first, steps_wall_to_first)));
+                  c.steps_to_first, c.run.load_s, c.run.calibration_s, c.setup_to_first, c.steps_to_first,
+                  c.steps_wall_to_first)));
   f.push_back(figure(
-      fmt::format("peak resident memory, {}, {} tokens", o.model, o.memory_tokens), "GB", peak / 1e9, 1.5, false,
+      fmt::format("peak resident memory, {}, {} tokens", o.model, o.memory_tokens), "GB", mem.peak / 1e9, 1.5, false,
       "<= 1.5 GB", "measured (this host)",
       fmt::format("getrusage ru_maxrss of the whole process (GB = 1e9 bytes), read last, after simulate_tokens over "
                   "{} tokens at {} (fast, functional, no check; {:.1f} s wall for {:.2f} s simulated; decoded "
                   "weights cache {:.0f} MB); peak before that run {:.2f} GB (run_board's model copy, freed, and this "
                   "one, load {:.1f} s + calibration {:.1f} s)",
-                  o.memory_tokens, t_range(1, o.memory_tokens), mem_run_s, mem_sim_s, mstats.decoded_bytes / 1e6,
-                  peak_before / 1e9, load_s, calib_s)));
+                  o.memory_tokens, t_range(1, o.memory_tokens), mem.wall_s, mem.sim_s, mem.decoded_mb,
+                  mem.peak_before / 1e9, t.load_s, t.calib_s)));
+}
+}  // namespace
+
+std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<void(const std::string&)> status_cb) {
+  const BenchOptions o = effective_bench_options(options);
+  const Status status = [&](const std::string& s) { if (status_cb) status_cb(s); };
+  const SimConfig cfg = make_sim_config(o.params);
+  const CheckedRun checked = checked_run(o, status);
+  const TimingModel t = load_timing_model(o, status);
+  const FastWindows fast = fast_windows(cfg, t, o, status);
+  const CycleWindow cycle = cycle_window(cfg, t, o, fast.low, status);
+  const MemoryRun mem = memory_run(cfg, t, o, status);
+  std::vector<BenchFigure> f;
+  rate_figures(f, o, fast, checked);
+  cost_figures(f, o, cfg.board.clock.mhz, cycle, checked, t, mem);
   return f;
 }
 

@@ -76,7 +76,7 @@ class FastTokenRunner {
   // One token at `position` (0..511): the KV cache is taken as holding `position` rows.
   TimedToken step(int token, int position);
   double setup_s() const;    // board, weights image into the simulated DDR, DMA init
-  const hw::FastBoardStats& stats() const;
+  hw::FastBoardStats stats() const;
 
  private:
   struct Impl;

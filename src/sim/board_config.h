@@ -1,7 +1,8 @@
 #pragma once
 // The board config: every parameter of the DDR, ports, DMAs, circuits, driver and CPU, as
 // documented keys (ParamSet), and their translation into the typed config structs of the
-// modules. configs/pynq-z2.toml holds the same keys with the board's values.
+// modules. The facts of each key (default, range, unit, evidence, meaning) live next to its
+// field in the module's config struct; configs/pynq-z2.toml is their dump.
 #include <string>
 
 #include "host/cpu_model.h"
@@ -12,8 +13,14 @@
 
 namespace bitsim::sim {
 
-// Every key, with its default, range, unit, evidence label and meaning.
+// Every key, with its default, range, unit, evidence label and meaning, taken from the
+// modules' config structs (their visit(), hw/config_field.h): the defaults are the shipped
+// board, hw::BoardConfig{}.
 ParamSet board_params();
+
+// The text of a board config file (configs/pynq-z2.toml is board_params()'s): a header, then
+// every key with its meaning, range, unit and evidence label (`bitsim config --dump`).
+std::string config_file_text(const ParamSet& p);
 
 // The default config file shipped with bitsim (configs/pynq-z2.toml), found next to the
 // binary's source tree; empty when not found.
@@ -26,8 +33,11 @@ struct SimConfig {
   host::MemoryMapConfig memory;
 };
 
+// The modules' own checks (ranges and the rules between fields): bitsim::Error naming the key.
+void validate(const SimConfig& c);
+
 // Builds the typed configs from the keys (the driver profile selects driver.c.* or
-// driver.python.*).
+// driver.python.*) and validates them.
 SimConfig make_sim_config(const ParamSet& p);
 
 }  // namespace bitsim::sim

@@ -8,16 +8,14 @@
 #include <fmt/format.h>
 
 #include "golden/board_reference.h"
-#include "host/cycle_platform.h"
-#include "host/fast_platform.h"
-#include "hw/clock.h"
-#include "hw/fast_board.h"
-#include "hw/vcd_probe.h"
+#include "host/memory_map.h"
 #include "host/token_loop.h"
-#include "hw/sim_context.h"
+#include "hw/clock.h"
 #include "model/error.h"
+#include "model/tokenizer.h"
 #include "sim/board_config.h"
 #include "sim/sampler.h"
+#include "sim/simulation.h"
 #include "sim/trace.h"
 
 namespace bitsim::sim {
@@ -62,37 +60,185 @@ std::string first_divergence(const std::vector<Recorded>& board, const std::vect
 
 class Session : public BoardSession {
  public:
-  explicit Session(const host::MemoryMap& m) : map_(m) {}
-  void bind(host::Platform* p) { platform_ = p; }
+  explicit Session(Simulation& sim) : sim_(sim) {}
   void poke_ddr(uint64_t addr, uint8_t mask) override {
     uint8_t v = 0;
-    platform_->mem_read(addr, &v, 1);
+    sim_.platform().mem_read(addr, &v, 1);
     v ^= mask;
-    platform_->mem_write(addr, &v, 1);
+    sim_.platform().mem_write(addr, &v, 1);
   }
-  uint64_t weights_addr() const override { return map_.qkv(0).calls[0].lane[0].rows_addr; }
-  uint64_t lm_head_addr() const override { return map_.lm_head().calls[0].lane[0].rows_addr; }
-  uint64_t k_cache_addr(int layer, int head) const override { return map_.k_area(layer, head); }
-  uint64_t v_cache_addr(int layer, int head) const override { return map_.v_area(layer, head); }
+  uint64_t weights_addr() const override { return sim_.map().qkv(0).calls[0].lane[0].rows_addr; }
+  uint64_t lm_head_addr() const override { return sim_.map().lm_head().calls[0].lane[0].rows_addr; }
+  uint64_t k_cache_addr(int layer, int head) const override { return sim_.map().k_area(layer, head); }
+  uint64_t v_cache_addr(int layer, int head) const override { return sim_.map().v_area(layer, head); }
 
  private:
-  const host::MemoryMap& map_;
-  host::Platform* platform_ = nullptr;
+  Simulation& sim_;
 };
+
+// Requests that cannot run are refused before anything is loaded.
+void check_request(const BoardRunRequest& req) {
+  if (req.run.prompt.empty()) throw Error("prompt: the prompt is empty");
+  if (req.fidelity == Fidelity::kTimingOnly && req.check)
+    throw Error("timing-only: the engines skip the arithmetic, so the golden check must be off");
+  if (!req.vcd_file.empty() && req.fidelity != Fidelity::kCycle)
+    throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", req.vcd_file));
+}
+
+// The prompt's token ids (BOS first), checked against the board's KV capacity.
+std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos) {
+  std::vector<int> ids{bos};
+  for (int id : tokenizer.encode(rr.prompt)) ids.push_back(id);
+  const int n = int(ids.size()), total = n + rr.tokens;
+  if (n > golden::kMaxContext)
+    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions", n,
+                            golden::kMaxContext));
+  if (total > golden::kMaxContext && !rr.stop_at_capacity)
+    throw Error(fmt::format("context: the prompt ({} tokens with BOS) + {} tokens to generate = {} positions, over "
+                            "the board's KV cache of {} (generate fewer tokens or stop at capacity)",
+                            n, rr.tokens, total, golden::kMaxContext));
+  return ids;
+}
+
+// A trace file is refused now rather than after the run; an existing one is left as it is.
+std::unique_ptr<TraceWriter> open_trace(const std::string& file) {
+  if (file.empty()) return nullptr;
+  const bool existed = std::filesystem::exists(file);
+  if (!std::ofstream(file, std::ios::binary | std::ios::app))
+    throw Error(fmt::format("trace file {}: cannot open the file for writing", file));
+  if (!existed) std::filesystem::remove(file);
+  return std::make_unique<TraceWriter>();
+}
+
+void write_trace(TraceWriter& tracer, const BoardRunResult& res, const SimConfig& cfg, Simulation& sim,
+                 const std::string& file) {
+  const uint64_t period_ps = hw::clock_period_ps(cfg.board.clock.mhz);
+  tracer.add_transfers(sim.platform().transfers(), period_ps);
+  tracer.set_other("model", res.model);
+  tracer.set_other("shape", res.shape);
+  tracer.set_other("fidelity", fidelity_name(res.fidelity));
+  tracer.set_other("pl_clock_mhz", cfg.board.clock.mhz);
+  tracer.set_other("pl_clock_period_ps", period_ps);
+  tracer.set_other("prompt_tokens", res.prompt_tokens);
+  tracer.set_other("tokens", res.tokens.size());
+  tracer.write_file(file);
+}
+
+// A token's simulated figures.
+void fill_timing(TokenRecord& rec, const host::TokenTiming& t) {
+  rec.matmul_ms = double(t.matmul_ps) / 1e9;
+  rec.attention_ms = double(t.attention_ps) / 1e9;
+  rec.cpu_ms = double(t.cpu_ps) / 1e9;
+  rec.total_ms = double(t.total_ps()) / 1e9;
+  rec.dma_calls = t.dma_transfers;
+  rec.bytes_read = t.bytes_read;
+  const double circuit_s = double(t.matmul_ps + t.attention_ps) / 1e12;
+  rec.read_gb_s = circuit_s > 0 ? double(t.bytes_read) / circuit_s / 1e9 : 0.0;
+}
+
+// The host program of a run: the prompt, then generated tokens, each checked against the
+// golden reference when asked.
+class Generation {
+ public:
+  Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
+             const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res)
+      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res),
+        sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
+
+  void operator()(host::TokenLoop& loop) {
+    loop.init();
+    const int total = res_.prompt_tokens + req_.run.tokens;
+    int next = ids_[0];
+    for (int step = 0; step < total; ++step) {
+      if (step >= golden::kMaxContext) {
+        res_.stopped_at_capacity = true;
+        break;
+      }
+      if (req_.before_step) req_.before_step(session_, step);
+      const bool generated = step >= res_.prompt_tokens;
+      const std::vector<float> logits = one_token(loop, step, generated ? next : ids_[size_t(step)], generated);
+      if (!res_.mismatch.empty()) return;
+      next = sampler_.next(logits);
+    }
+  }
+  std::string flush() { return decoder_.flush(); }
+
+ private:
+  std::vector<float> one_token(host::TokenLoop& loop, int step, int token, bool generated) {
+    const auto w0 = Clock::now();
+    host::TokenTiming t;
+    board_steps_.clear();
+    gold_steps_.clear();
+    const std::vector<float> logits = loop.step(token, &t, req_.check ? recorder(board_steps_) : golden::Probe{});
+    TokenRecord rec;
+    if (req_.check) rec.logits_equal = check(step, token, logits);
+    rec.index = step;
+    rec.context = loop.position();
+    rec.token_id = token;
+    rec.text = tokenizer_.piece(token);
+    rec.generated = generated;
+    fill_timing(rec, t);
+    std::string new_text;
+    if (generated) {
+      new_text = decoder_.push(token);
+      res_.generated_text += new_text;
+    }
+    rec.wall_ms = seconds_since(w0) * 1e3;
+    res_.tokens.push_back(rec);
+    if (cb_.on_token) cb_.on_token(rec, new_text);
+    return logits;
+  }
+
+  bool check(int step, int token, const std::vector<float>& logits) {
+    const std::vector<float> g = ref_->step(token, recorder(gold_steps_));
+    const bool eq = g.size() == logits.size() && std::memcmp(g.data(), logits.data(), g.size() * 4) == 0;
+    if (!eq) {
+      res_.all_equal = false;
+      res_.mismatch = fmt::format("token {} (context {}): the board's logits differ from the golden reference; "
+                                  "first divergence: {}", step, step + 1, first_divergence(board_steps_, gold_steps_));
+    }
+    return eq;
+  }
+
+  const BoardRunRequest& req_;
+  const BoardRunCallbacks& cb_;
+  const model::Tokenizer& tokenizer_;
+  const std::vector<int>& ids_;
+  golden::BoardReference* ref_;
+  BoardSession& session_;
+  BoardRunResult& res_;
+  Sampler sampler_;
+  model::StreamDecoder decoder_;
+  std::vector<Recorded> board_steps_, gold_steps_;
+};
+
+// The run's model and K/V scales, loaded once the request has passed.
+struct Loaded {
+  model::TernaryModel model;
+  golden::KvScales scales;
+};
+
+Loaded load(const RunRequest& rr, std::unique_ptr<model::TensorSource> source, const model::Tokenizer& tokenizer,
+            BoardRunResult& res, const std::function<void(const std::string&)>& status) {
+  status(fmt::format("loading {} ...", res.model));
+  auto t0 = Clock::now();
+  Loaded l{model::load_ternary_model(*source, rr.threads), {}};
+  const int bos = source->config().bos_token_id;
+  source.reset();
+  res.load_s = seconds_since(t0);
+  status(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", golden::kCalibrationTokens));
+  t0 = Clock::now();
+  l.scales = golden::calibrate_kv_scales(l.model, golden::calibration_tokens(tokenizer, bos), rr.threads);
+  res.calibration_s = seconds_since(t0);
+  return l;
+}
+
 }  // namespace
 
 BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };
   const RunRequest& rr = req.run;
-  if (rr.prompt.empty()) throw Error("--prompt: the prompt is empty");
-  if (req.fidelity != "cycle" && req.fidelity != "fast")
-    throw Error(fmt::format("--fidelity {}: expected cycle or fast", req.fidelity));
-  if (!req.vcd_file.empty() && req.fidelity != "cycle")
-    throw Error("--vcd: the clocked signals exist in --fidelity cycle only");
-  if (req.timing_only && req.fidelity != "fast")
-    throw Error("--timing-only: needs --fidelity fast (the clocked engines always compute)");
-  if (req.timing_only && req.check)
-    throw Error("--timing-only: the engines skip the arithmetic, so the golden check must be off (--no-check)");
+  check_request(req);
   const auto t_start = Clock::now();
   BoardRunResult res;
   res.fidelity = req.fidelity;
@@ -109,153 +255,36 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   res.shape = mc.shape_string();
   res.tokenizer = tokenizer->describe();
   res.synthetic_tokenizer = tokenizer->is_synthetic();
-  std::vector<int> ids{mc.bos_token_id};
-  for (int id : tokenizer->encode(rr.prompt)) ids.push_back(id);
+  const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id);
   res.prompt_tokens = int(ids.size());
-  const int total = res.prompt_tokens + rr.tokens;
-  if (res.prompt_tokens > golden::kMaxContext)
-    throw Error(fmt::format("--prompt: {} tokens with BOS, over the board's KV cache of {} positions",
-                            res.prompt_tokens, golden::kMaxContext));
-  if (total > golden::kMaxContext && !rr.stop_at_capacity)
-    throw Error(fmt::format("context: prompt ({} tokens with BOS) + --tokens {} = {} positions, over the "
-                            "board's KV cache of {} (use fewer tokens or --stop-at-capacity)",
-                            res.prompt_tokens, rr.tokens, total, golden::kMaxContext));
-  const host::MemoryMap map(mc, cfg.memory);
-  if (cfg.memory.int8_lm_head)
-    throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
-  std::unique_ptr<TraceWriter> tracer;
-  if (!req.trace_file.empty()) {
-    // Refused now rather than after the run; an existing file is left as it is until then.
-    const bool existed = std::filesystem::exists(req.trace_file);
-    if (!std::ofstream(req.trace_file, std::ios::binary | std::ios::app))
-      throw Error(fmt::format("--trace {}: cannot open the file for writing", req.trace_file));
-    if (!existed) std::filesystem::remove(req.trace_file);
-    tracer = std::make_unique<TraceWriter>();
-  }
-  const uint64_t period_ps = hw::clock_period_ps(cfg.board.clock.mhz);
+  (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
+  if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
+  std::unique_ptr<TraceWriter> tracer = open_trace(req.trace_file);
 
-  status(fmt::format("loading {} ...", res.model));
-  auto t0 = Clock::now();
-  const model::TernaryModel m = model::load_ternary_model(*source, rr.threads);
-  source.reset();
-  res.load_s = seconds_since(t0);
-  status(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", golden::kCalibrationTokens));
-  t0 = Clock::now();
-  const golden::KvScales scales =
-      golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id), rr.threads);
-  res.calibration_s = seconds_since(t0);
-
+  const Loaded l = load(rr, std::move(source), *tokenizer, res, status);
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
-    ref = std::make_unique<golden::BoardReference>(m, scales, golden::BoardReferenceOptions{rr.legacy_attention, rr.threads});
-  Sampler sampler(rr.sampler);
-  model::StreamDecoder decoder(*tokenizer, ids);
-  Session session(map);
-  host::TokenLoop* loop_ptr = nullptr;
-
-  auto program = [&]() {
-    host::TokenLoop& loop = *loop_ptr;
-    loop.init();
-    std::vector<Recorded> hp, gp;
-    int next = ids[0];
-    for (int step = 0; step < total; ++step) {
-      if (step >= golden::kMaxContext) {
-        res.stopped_at_capacity = true;
-        break;
-      }
-      if (req.before_step) req.before_step(session, step);
-      const auto w0 = Clock::now();
-      const bool generated = step >= res.prompt_tokens;
-      const int token = generated ? next : ids[size_t(step)];
-      host::TokenTiming t;
-      hp.clear();
-      gp.clear();
-      const std::vector<float> logits = loop.step(token, &t, req.check ? recorder(hp) : golden::Probe{});
-      TokenRecord rec;
-      if (req.check) {
-        const std::vector<float> g = ref->step(token, recorder(gp));
-        const bool eq = g.size() == logits.size() && std::memcmp(g.data(), logits.data(), g.size() * 4) == 0;
-        rec.logits_equal = eq;
-        if (!eq) {
-          res.all_equal = false;
-          res.mismatch = fmt::format("token {} (context {}): the board's logits differ from the golden "
-                                     "reference; first divergence: {}", step, step + 1, first_divergence(hp, gp));
-        }
-      }
-      rec.index = step;
-      rec.context = loop.position();
-      rec.token_id = token;
-      rec.text = tokenizer->piece(token);
-      rec.generated = generated;
-      rec.matmul_ms = double(t.matmul_ps) / 1e9;
-      rec.attention_ms = double(t.attention_ps) / 1e9;
-      rec.cpu_ms = double(t.cpu_ps) / 1e9;
-      rec.total_ms = double(t.total_ps()) / 1e9;
-      rec.dma_calls = t.dma_transfers;
-      rec.bytes_read = t.bytes_read;
-      const double circuit_s = double(t.matmul_ps + t.attention_ps) / 1e12;
-      rec.read_gb_s = circuit_s > 0 ? double(t.bytes_read) / circuit_s / 1e9 : 0.0;
-      std::string new_text;
-      if (generated) {
-        new_text = decoder.push(token);
-        res.generated_text += new_text;
-      }
-      rec.wall_ms = seconds_since(w0) * 1e3;
-      res.tokens.push_back(rec);
-      if (cb.on_token) cb.on_token(rec, new_text);
-      if (!res.mismatch.empty()) return;
-      next = sampler.next(logits);
-    }
-  };
-
-  if (req.fidelity == "fast") {
-    hw::FastBoard board(cfg.board, hw::FastBoardOptions{req.timing_only, rr.threads});
-    host::FastPlatform platform(board);
-    session.bind(&platform);
-    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
-    loop_ptr = &loop;
-    loop.set_observer(tracer.get());
-    status("writing the packed weights image into the simulated DDR ...");
-    loop.load_weights();
-    status(fmt::format("running on the simulated board (fast fidelity, PL clock {} MHz) ...", cfg.board.clock.mhz));
-    program();
-    res.fast = board.stats();
-    if (tracer) tracer->add_transfers(platform.transfers(), period_ps);
-  } else {
-    hw::FreshSimContext context;
-    hw::Board board("board", cfg.board);
-    host::Ps ps("ps", [&](host::Ps&) { program(); });
-    ps.bus.bind(board.ps_bus);
-    std::unique_ptr<hw::VcdProbe> vcd;
-    if (!req.vcd_file.empty())
-      vcd = std::make_unique<hw::VcdProbe>("vcd", board, hw::VcdConfig{req.vcd_file, req.vcd_start, req.vcd_end});
-    host::CyclePlatform platform(ps, board);
-    session.bind(&platform);
-    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, host::TokenLoopOptions{rr.legacy_attention});
-    loop_ptr = &loop;
-    loop.set_observer(tracer.get());
-    status("writing the packed weights image into the simulated DDR ...");
-    loop.load_weights();
-    status(fmt::format("running on the simulated board (cycle fidelity, PL clock {} MHz) ...", cfg.board.clock.mhz));
-    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-    sc_core::sc_start();
-    if (ps.failure()) std::rethrow_exception(ps.failure());
-    if (!ps.finished()) throw Error("simulation ended before the host program finished");
-    if (vcd) vcd->close();
-    if (tracer) tracer->add_transfers(platform.transfers(), period_ps);
-  }
+    ref = std::make_unique<golden::BoardReference>(l.model, l.scales,
+                                                   golden::BoardReferenceOptions{rr.legacy_attention, rr.threads});
+  SimulationOptions so(req.fidelity, rr.threads, rr.legacy_attention);
+  so.vcd_file = req.vcd_file;
+  so.vcd_start = req.vcd_start;
+  so.vcd_end = req.vcd_end;
+  const auto sim = make_simulation(cfg, l.model, l.scales, so);
+  Session session(*sim);
+  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
+  sim->loop().set_observer(tracer.get());
+  status("writing the packed weights image into the simulated DDR ...");
+  sim->loop().load_weights();
+  status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
+                     cfg.board.clock.mhz));
+  sim->run(std::ref(generation));
+  res.fast = sim->fast_stats();
   if (tracer) {
     status(fmt::format("writing the trace to {} ...", req.trace_file));
-    tracer->set_other("model", res.model);
-    tracer->set_other("shape", res.shape);
-    tracer->set_other("fidelity", res.fidelity);
-    tracer->set_other("pl_clock_mhz", cfg.board.clock.mhz);
-    tracer->set_other("pl_clock_period_ps", period_ps);
-    tracer->set_other("prompt_tokens", res.prompt_tokens);
-    tracer->set_other("tokens", res.tokens.size());
-    tracer->write_file(req.trace_file);
+    write_trace(*tracer, res, cfg, *sim, req.trace_file);
   }
-  res.generated_text += decoder.flush();
+  res.generated_text += generation.flush();
   res.wall_s = seconds_since(t_start);
   return res;
 }
@@ -264,46 +293,23 @@ std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::Ter
                                           const golden::KvScales& scales, const std::vector<int>& tokens,
                                           const SimulateOptions& o, hw::FastBoardStats* fast_stats,
                                           std::vector<host::TransferRecord>* transfers) {
-  if (o.fidelity != "fast" && o.fidelity != "cycle")
-    throw Error(fmt::format("fidelity {}: expected cycle or fast", o.fidelity));
-  if (o.timing_only && o.fidelity != "fast") throw Error("timing-only needs the fast fidelity");
-  const host::MemoryMap map(m.config, cfg.memory);
+  SimulationOptions so(o.fidelity, o.threads, o.legacy_attention);
+  so.idle_violations = o.idle_violations;
+  const auto sim = make_simulation(cfg, m, scales, so);
   std::vector<TokenOutcome> out;
-  auto program = [&](host::TokenLoop& loop) {
+  sim->loop().load_weights();
+  sim->run([&](host::TokenLoop& loop) {
     loop.init();
     if (o.start_position) loop.set_position(o.start_position);
     for (int t : tokens) {
       TokenOutcome r;
       r.logits = loop.step(t, &r.timing);
-      if (o.timing_only) r.logits.clear();
+      if (o.fidelity == Fidelity::kTimingOnly) r.logits.clear();
       out.push_back(std::move(r));
     }
-  };
-  const host::TokenLoopOptions lo{o.legacy_attention};
-  if (o.fidelity == "fast") {
-    hw::FastBoard board(cfg.board, hw::FastBoardOptions{o.timing_only, o.threads});
-    host::FastPlatform platform(board);
-    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, lo);
-    loop.load_weights();
-    program(loop);
-    if (fast_stats) *fast_stats = board.stats();
-    if (transfers) *transfers = platform.transfers();
-  } else {
-    hw::FreshSimContext context;
-    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-    hw::Board board("board", cfg.board);
-    host::TokenLoop* lp = nullptr;
-    host::Ps ps("ps", [&](host::Ps&) { program(*lp); });
-    ps.bus.bind(board.ps_bus);
-    host::CyclePlatform platform(ps, board);
-    if (o.idle_violations) platform.check_idle_board(o.idle_violations);
-    host::TokenLoop loop(platform, map, m, scales, cfg.cpu, cfg.driver, lo);
-    lp = &loop;
-    loop.load_weights();
-    sc_core::sc_start();
-    if (ps.failure()) std::rethrow_exception(ps.failure());
-    if (transfers) *transfers = platform.transfers();
-  }
+  });
+  if (fast_stats) *fast_stats = sim->fast_stats();
+  if (transfers) *transfers = sim->platform().transfers();
   return out;
 }
 

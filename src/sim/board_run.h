@@ -1,8 +1,8 @@
 #pragma once
-// A prompt through the simulated board (cycle fidelity), token by token, each token's
-// logits compared bit for bit with the golden reference (BoardReference). A mismatch stops
-// the run and reports where the two first diverge (layer, step, element), found by
-// comparing the intermediate tensors of that token.
+// A prompt through the simulated board (any fidelity, sim/simulation.h), token by token,
+// each token's logits compared bit for bit with the golden reference (BoardReference). A
+// mismatch stops the run and reports where the two first diverge (layer, step, element),
+// found by comparing the intermediate tensors of that token.
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -17,6 +17,7 @@
 #include "sim/board_config.h"
 #include "sim/params.h"
 #include "sim/sampler.h"
+#include "sim/simulation.h"
 
 namespace bitsim::sim {
 
@@ -34,8 +35,8 @@ struct RunRequest {
 struct BoardRunRequest {
   RunRequest run;                 // prompt, model, tokens, sampler, tokenizer, ...
   ParamSet params;                // the board config (every key)
-  std::string fidelity = "fast";     // fast (default) or cycle: the same cycle counts
-  bool timing_only = false;          // fast only: the engines skip the arithmetic (needs check off)
+  Fidelity fidelity = Fidelity::kFast;  // all three give the same cycle counts; timing-only
+                                        // skips the arithmetic (needs check off)
   bool check = true;              // compare every token's logits with the golden reference
   std::string vcd_file;           // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
@@ -57,7 +58,8 @@ struct TokenRecord {
 };
 
 struct BoardRunResult {
-  std::string model, tokenizer, shape, fidelity;
+  std::string model, tokenizer, shape;
+  Fidelity fidelity = Fidelity::kFast;
   bool synthetic_tokenizer = false;
   int prompt_tokens = 0;
   std::vector<TokenRecord> tokens;
@@ -69,7 +71,7 @@ struct BoardRunResult {
   bool stopped_at_capacity = false;
   double wall_gb_s = 0;           // the configured DDR wall
   std::map<std::string, std::string> config;
-  hw::FastBoardStats fast;        // fast fidelity: batches, timing-cache hits, oracle runs
+  hw::FastBoardStats fast;        // fast and timing-only: batches, timing-cache hits, oracle runs
 };
 
 struct BoardRunCallbacks {
@@ -103,8 +105,7 @@ struct TokenOutcome {
   std::vector<float> logits;  // empty in timing-only mode
 };
 struct SimulateOptions {
-  std::string fidelity = "fast";
-  bool timing_only = false;
+  Fidelity fidelity = Fidelity::kFast;
   int threads = 2;
   int start_position = 0;
   bool legacy_attention = false;

@@ -41,8 +41,7 @@ std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, in
   const auto& m = shape_model();
   const std::vector<int> toks(size_t(count), m.config.bos_token_id);
   SimulateOptions o;
-  o.fidelity = "fast";
-  o.timing_only = true;
+  o.fidelity = Fidelity::kTimingOnly;
   o.start_position = first_context - 1;
   return simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
 }
@@ -149,95 +148,105 @@ std::vector<ValidationRow> validate(const ParamSet& params, bool with_python,
   return rows;
 }
 
+namespace {
+using Status = std::function<void(const std::string&)>;
+
+// 1. DDR read latency <- the attention unit alone at T=512 (monotonic: bisection).
+void fit_read_latency(ParamSet& p, CalibrationResult& res, const Status& status) {
+  const double before = p.real("ddr.read_latency_ns");
+  double lo = 0, hi = 3000;
+  for (int it = 0; it < 14; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    p.set_value("ddr.read_latency_ns", mid, "calibrate");
+    const double ms = measure_attention_alone(p, 512).first;
+    if (status) status(fmt::format("  ddr.read_latency_ns = {:8.2f} ns -> attention alone {:.3f} ms (board {})", mid, ms, kAttentionAloneMs));
+    (ms < kAttentionAloneMs ? lo : hi) = mid;
+  }
+  // Whole PL cycles are what the model uses: keep the latency that lands closest.
+  double best = lo, best_err = 1e9;
+  for (double cand : {lo, hi}) {
+    p.set_value("ddr.read_latency_ns", cand, "calibrate");
+    const double err = std::fabs(measure_attention_alone(p, 512).first - kAttentionAloneMs);
+    if (err < best_err) best = cand, best_err = err;
+  }
+  const double rounded = std::round(best * 100.0) / 100.0;
+  p.set_value("ddr.read_latency_ns", rounded, "calibrate");
+  res.parameters.push_back({"ddr.read_latency_ns", "ns", "DDR read latency seen by the PL (burst accepted -> first beat)", before, rounded});
+}
+
+// 2. The C driver's fixed cost per call and its cache-maintenance cost per byte <- the
+//    matmul column and the attention column (both linear in the two; the matmul calls
+//    clean x and invalidate large result buffers, the attention calls mostly small ones).
+void fit_driver(ParamSet& p, CalibrationResult& res, const ParamSet& input, const Status& status) {
+  const double c_before = p.real("driver.c.call_overhead_ns");
+  const double b_before = p.real("driver.c.flush_ns_per_byte");
+  const double target_mm = 0.5 * (kBoard[0].matmul_ms + kBoard[1].matmul_ms);
+  auto set = [&](double c, double b) {
+    p.set_value("driver.c.call_overhead_ns", c, "calibrate");
+    p.set_value("driver.c.flush_ns_per_byte", b, "calibrate");
+    p.set_value("driver.c.invalidate_ns_per_byte", b, "calibrate");
+  };
+  // Residuals, relative: the matmul column (T=64 and 512 agree), the attention column
+  // at T=64 and at T=512. Two parameters, three figures: Gauss-Newton least squares.
+  auto eval = [&](double c, double b) {
+    set(c, b);
+    const Measured lo = measure_end_to_end(p, 64), hi = measure_end_to_end(p, 512);
+    return std::array<double, 3>{0.5 * (lo.matmul_ms + hi.matmul_ms) / target_mm - 1.0,
+                                 lo.attention_ms / kBoard[0].attention_ms - 1.0,
+                                 hi.attention_ms / kBoard[1].attention_ms - 1.0};
+  };
+  double c = c_before, b = b_before;
+  for (int it = 0; it < 4; ++it) {
+    const auto f0 = eval(c, b);
+    const double dc = 10000, db = 1.0;
+    const auto fc = eval(c + dc, b), fb = eval(c, b + db);
+    double a11 = 0, a12 = 0, a22 = 0, g1 = 0, g2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      const double jc = (fc[k] - f0[k]) / dc, jb = (fb[k] - f0[k]) / db;
+      a11 += jc * jc;
+      a12 += jc * jb;
+      a22 += jb * jb;
+      g1 -= jc * f0[k];
+      g2 -= jb * f0[k];
+    }
+    const double det = a11 * a22 - a12 * a12;
+    if (std::fabs(det) < 1e-30) break;
+    c = std::max(0.0, c + (g1 * a22 - g2 * a12) / det);
+    b = std::max(0.0, b + (a11 * g2 - a12 * g1) / det);
+    if (status)
+      status(fmt::format("  driver: matmul {:+.2f}%, attention T=64 {:+.2f}%, T=512 {:+.2f}% -> call {:.0f} ns, "
+                         "cache {:.4f} ns/B", 100 * f0[0], 100 * f0[1], 100 * f0[2], c, b));
+  }
+  set(std::round(c), std::round(b * 1e4) / 1e4);
+  res.parameters.push_back({"driver.c.call_overhead_ns", "ns", "C driver's fixed CPU time per call (both lanes)", c_before, p.real("driver.c.call_overhead_ns")});
+  res.parameters.push_back({"driver.c.flush_ns_per_byte", "ns/B", "cache clean per byte of a CPU-written buffer", b_before, p.real("driver.c.flush_ns_per_byte")});
+  res.parameters.push_back({"driver.c.invalidate_ns_per_byte", "ns/B", "cache invalidate per byte of a buffer the CPU reads (the same fitted value)", input.real("driver.c.invalidate_ns_per_byte"), p.real("driver.c.invalidate_ns_per_byte")});
+}
+
+// 3. One factor on every CPU coefficient <- the CPU column (linear in it).
+void fit_cpu_scale(ParamSet& p, CalibrationResult& res, const ParamSet& input, const Status& status) {
+  const double target = 0.5 * (kBoard[0].cpu_ms + kBoard[1].cpu_ms);
+  for (int it = 0; it < 2; ++it) {
+    const double cpu = 0.5 * (measure_end_to_end(p, 64).cpu_ms + measure_end_to_end(p, 512).cpu_ms);
+    const double k = target / cpu;
+    if (status) status(fmt::format("  cpu scale: CPU column {:.3f} ms (board {:.2f}) -> x{:.5f}", cpu, target, k));
+    for (const auto& key : p.keys())
+      if (key.rfind("cpu.", 0) == 0) {
+        const double before = p.real(key);
+        p.set_value(key, std::round(before * k * 1e4) / 1e4, "calibrate");
+        if (it == 1) res.parameters.push_back({key, p.spec(key).unit, p.spec(key).doc, input.real(key), p.real(key)});
+      }
+  }
+}
+}  // namespace
+
 CalibrationResult calibrate(const ParamSet& input, const std::function<void(const std::string&)>& status) {
   CalibrationResult res{{}, {}, input};
   ParamSet& p = res.params;
   p.set("driver.profile=c");
-  // 1. DDR read latency <- the attention unit alone at T=512 (monotonic: bisection).
-  {
-    const double before = p.real("ddr.read_latency_ns");
-    double lo = 0, hi = 3000;
-    for (int it = 0; it < 14; ++it) {
-      const double mid = 0.5 * (lo + hi);
-      p.set_value("ddr.read_latency_ns", mid, "calibrate");
-      const double ms = measure_attention_alone(p, 512).first;
-      if (status) status(fmt::format("  ddr.read_latency_ns = {:8.2f} ns -> attention alone {:.3f} ms (board {})", mid, ms, kAttentionAloneMs));
-      (ms < kAttentionAloneMs ? lo : hi) = mid;
-    }
-    // Whole PL cycles are what the model uses: keep the latency that lands closest.
-    double best = lo, best_err = 1e9;
-    for (double cand : {lo, hi}) {
-      p.set_value("ddr.read_latency_ns", cand, "calibrate");
-      const double err = std::fabs(measure_attention_alone(p, 512).first - kAttentionAloneMs);
-      if (err < best_err) best = cand, best_err = err;
-    }
-    const double rounded = std::round(best * 100.0) / 100.0;
-    p.set_value("ddr.read_latency_ns", rounded, "calibrate");
-    res.parameters.push_back({"ddr.read_latency_ns", "ns", "DDR read latency seen by the PL (burst accepted -> first beat)", before, rounded});
-  }
-  // 2. The C driver's fixed cost per call and its cache-maintenance cost per byte <- the
-  //    matmul column and the attention column (both linear in the two; the matmul calls
-  //    clean x and invalidate large result buffers, the attention calls mostly small ones).
-  {
-    const double c_before = p.real("driver.c.call_overhead_ns");
-    const double b_before = p.real("driver.c.flush_ns_per_byte");
-    const double target_mm = 0.5 * (kBoard[0].matmul_ms + kBoard[1].matmul_ms);
-    auto set = [&](double c, double b) {
-      p.set_value("driver.c.call_overhead_ns", c, "calibrate");
-      p.set_value("driver.c.flush_ns_per_byte", b, "calibrate");
-      p.set_value("driver.c.invalidate_ns_per_byte", b, "calibrate");
-    };
-    // Residuals, relative: the matmul column (T=64 and 512 agree), the attention column
-    // at T=64 and at T=512. Two parameters, three figures: Gauss-Newton least squares.
-    auto eval = [&](double c, double b) {
-      set(c, b);
-      const Measured lo = measure_end_to_end(p, 64), hi = measure_end_to_end(p, 512);
-      return std::array<double, 3>{0.5 * (lo.matmul_ms + hi.matmul_ms) / target_mm - 1.0,
-                                   lo.attention_ms / kBoard[0].attention_ms - 1.0,
-                                   hi.attention_ms / kBoard[1].attention_ms - 1.0};
-    };
-    double c = c_before, b = b_before;
-    for (int it = 0; it < 4; ++it) {
-      const auto f0 = eval(c, b);
-      const double dc = 10000, db = 1.0;
-      const auto fc = eval(c + dc, b), fb = eval(c, b + db);
-      double a11 = 0, a12 = 0, a22 = 0, g1 = 0, g2 = 0;
-      for (int k = 0; k < 3; ++k) {
-        const double jc = (fc[k] - f0[k]) / dc, jb = (fb[k] - f0[k]) / db;
-        a11 += jc * jc;
-        a12 += jc * jb;
-        a22 += jb * jb;
-        g1 -= jc * f0[k];
-        g2 -= jb * f0[k];
-      }
-      const double det = a11 * a22 - a12 * a12;
-      if (std::fabs(det) < 1e-30) break;
-      c = std::max(0.0, c + (g1 * a22 - g2 * a12) / det);
-      b = std::max(0.0, b + (a11 * g2 - a12 * g1) / det);
-      if (status)
-        status(fmt::format("  driver: matmul {:+.2f}%, attention T=64 {:+.2f}%, T=512 {:+.2f}% -> call {:.0f} ns, "
-                           "cache {:.4f} ns/B", 100 * f0[0], 100 * f0[1], 100 * f0[2], c, b));
-    }
-    set(std::round(c), std::round(b * 1e4) / 1e4);
-    res.parameters.push_back({"driver.c.call_overhead_ns", "ns", "C driver's fixed CPU time per call (both lanes)", c_before, p.real("driver.c.call_overhead_ns")});
-    res.parameters.push_back({"driver.c.flush_ns_per_byte", "ns/B", "cache clean per byte of a CPU-written buffer", b_before, p.real("driver.c.flush_ns_per_byte")});
-    res.parameters.push_back({"driver.c.invalidate_ns_per_byte", "ns/B", "cache invalidate per byte of a buffer the CPU reads (the same fitted value)", input.real("driver.c.invalidate_ns_per_byte"), p.real("driver.c.invalidate_ns_per_byte")});
-  }
-  // 3. One factor on every CPU coefficient <- the CPU column (linear in it).
-  {
-    const double target = 0.5 * (kBoard[0].cpu_ms + kBoard[1].cpu_ms);
-    for (int it = 0; it < 2; ++it) {
-      const double cpu = 0.5 * (measure_end_to_end(p, 64).cpu_ms + measure_end_to_end(p, 512).cpu_ms);
-      const double k = target / cpu;
-      if (status) status(fmt::format("  cpu scale: CPU column {:.3f} ms (board {:.2f}) -> x{:.5f}", cpu, target, k));
-      for (const auto& key : p.keys())
-        if (key.rfind("cpu.", 0) == 0) {
-          const double before = p.real(key);
-          p.set_value(key, std::round(before * k * 1e4) / 1e4, "calibrate");
-          if (it == 1) res.parameters.push_back({key, p.spec(key).unit, p.spec(key).doc, input.real(key), p.real(key)});
-        }
-    }
-  }
+  fit_read_latency(p, res, status);
+  fit_driver(p, res, input, status);
+  fit_cpu_scale(p, res, input, status);
   // Residuals: the calibration rows after the fit.
   for (const auto& r : validate(p, false))
     if (r.board) res.residuals.push_back(r);

@@ -56,6 +56,13 @@ std::string value_text(const ParamValue& v) {
       v);
 }
 
+// "0..10000 ns", "c | python"; empty for a flag.
+std::string range_text(const ParamSpec& s) {
+  if (s.type == ParamType::Text) return fmt::format("{}", fmt::join(s.choices, " | "));
+  if (s.type == ParamType::Boolean || s.min > s.max) return s.unit;
+  return fmt::format("{}..{}{}", s.min, s.max, s.unit.empty() ? "" : " " + s.unit);
+}
+
 }  // namespace
 
 ParamSet::ParamSet(std::vector<ParamSpec> specs) : specs_(std::move(specs)) {
@@ -110,13 +117,13 @@ void ParamSet::set_value(const std::string& key, const ParamValue& value, const 
   s.value = v;
 }
 
-void ParamSet::set(const std::string& assignment) {
+void ParamSet::set(const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw Error(fmt::format("--set '{}': expected KEY=VALUE", assignment));
+    throw Error(fmt::format("{} '{}': expected KEY=VALUE", origin, assignment));
   const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-  const ParamSpec& s = mut(key, "--set");
-  const std::string source = "--set " + key;
+  const ParamSpec& s = mut(key, origin);
+  const std::string source = origin + " " + key;
   switch (s.type) {
     case ParamType::Real: {
       try {
@@ -229,7 +236,8 @@ std::string ParamSet::dump_toml() const {
     for (const ParamSpec* s : by_table[t]) {
       const auto dot = s->key.rfind('.');
       const std::string leaf = dot == std::string::npos ? s->key : s->key.substr(dot + 1);
-      out += fmt::format("# {} [{}{}]\n", s->doc, s->unit.empty() ? "" : s->unit + "; ", s->evidence);
+      const std::string range = range_text(*s);
+      out += fmt::format("# {} [{}{}]\n", s->doc, range.empty() ? "" : range + "; ", s->evidence);
       std::string v = value_text(s->value);
       if (s->type == ParamType::Text) v = "\"" + v + "\"";
       if (s->type == ParamType::Real && v.find_first_of(".eE") == std::string::npos &&

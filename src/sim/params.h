@@ -1,7 +1,7 @@
 #pragma once
 // ParamSet: the board config as typed, documented, range-checked keys ("ddr.read_latency_ns").
 // Every key is declared once (ParamSpec) with its type, default, range, unit, evidence
-// label and meaning; a TOML file may set any of them, `--set key=value` overrides, and
+// label and meaning; a TOML file may set any of them, `set("key=value")` overrides, and
 // `dump_toml()` prints the effective config with each key's documentation. An unknown key,
 // a wrong type or a value out of range is a bitsim::Error naming the key (and the file).
 #include <cstdint>
@@ -39,8 +39,9 @@ class ParamSet {
   // Reads a TOML file; every key must be declared. Tables nest ("[ddr] read_latency_ns = 90").
   void load_toml(const std::filesystem::path& file);
   void load_toml_string(const std::string& text, const std::string& source);
-  // "key=value"; the value is parsed as the key's type.
-  void set(const std::string& assignment);
+  // "key=value"; the value is parsed as the key's type. Errors begin with `origin`, where
+  // the assignment came from.
+  void set(const std::string& assignment, const std::string& origin = "setting");
   void set_value(const std::string& key, const ParamValue& value, const std::string& source);
 
   double real(const std::string& key) const;

@@ -9,8 +9,7 @@
 namespace bitsim::sim {
 
 Sampler::Sampler(SamplerConfig config) : config_(config), state_(config.seed) {
-  if (!(config_.temperature >= 0.0f)) throw Error("sampler: temperature must be >= 0");
-  if (config_.top_k < 0) throw Error("sampler: top-k must be >= 0");
+  config_.validate("sampler");
 }
 
 int Sampler::argmax(const std::vector<float>& logits) {

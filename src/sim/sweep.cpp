@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -55,7 +56,7 @@ SweepPoint decode(const std::string& line) {
 SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 >= spec.size())
-    throw Error(fmt::format("--grid '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", spec));
+    throw Error(fmt::format("grid axis '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", spec));
   SweepAxis a;
   a.key = spec.substr(0, eq);
   if (a.key == "clock_mhz") a.key = "clock.mhz";
@@ -64,9 +65,9 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
   while (pos <= spec.size()) {
     const size_t comma = spec.find(',', pos);
     const std::string v = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (v.empty()) throw Error(fmt::format("--grid '{}': an empty value", spec));
+    if (v.empty()) throw Error(fmt::format("grid axis '{}': an empty value", spec));
     ParamSet probe = base;
-    probe.set(a.key + "=" + v);  // out of range or wrong type: an Error naming the key and range
+    probe.set(a.key + "=" + v, "grid axis");  // out of range or wrong type: an Error naming the key and range
     a.values.push_back(v);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -85,18 +86,10 @@ std::string timing_closure(const ParamSet& p) {
   return "unknown";
 }
 
-SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
-                      const std::function<void(const std::string&)>& status) {
-  if (o.grid.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...)");
-  if (o.tokens < 1 || o.tokens > 64) throw Error("sweep: --tokens must be in 1..64");
-  if (o.context < 1 || o.context + o.tokens - 1 > 512)
-    throw Error(fmt::format("sweep: --context {} with {} tokens runs past the 512-position KV cache", o.context, o.tokens));
-  if (o.jobs < 1 || o.jobs > 64) throw Error("sweep: --jobs must be in 1..64");
-  const auto t0 = std::chrono::steady_clock::now();
-  SweepResult res;
-  for (const auto& a : o.grid) res.keys.push_back(a.key);
-  // Every point of the grid, checked before anything runs.
-  std::vector<ParamSet> configs;
+namespace {
+
+// Every point of the grid (the product of the axes), each config checked before anything runs.
+std::vector<ParamSet> grid_configs(const ParamSet& base, const SweepOptions& o, SweepResult& res) {
   std::vector<std::vector<std::string>> values{{}};
   for (const auto& a : o.grid) {
     std::vector<std::vector<std::string>> next;
@@ -108,116 +101,160 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::fu
       }
     values = std::move(next);
   }
+  std::vector<ParamSet> configs;
   for (const auto& v : values) {
     ParamSet p = base;
     for (size_t i = 0; i < v.size(); ++i) p.set(res.keys[i] + "=" + v[i]);
-    (void)make_sim_config(p);
+    (void)make_sim_config(p);  // every module accepts the point
     configs.push_back(std::move(p));
+    res.points.emplace_back();
+    res.points.back().values = v;
   }
-  // One functional run of the base config, logits checked against the golden reference.
-  if (!o.check_model.empty()) {
-    if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
-    BoardRunRequest req{RunRequest{}, base};
-    req.run.model = o.check_model;
-    req.run.prompt = "Sweep check";
-    req.run.tokens = 2;
-    const BoardRunResult r = run_board(std::move(req));
-    if (!r.mismatch.empty()) throw Error("sweep: the base config's functional check failed: " + r.mismatch);
-    res.base_check = fmt::format("{} tokens of {} bit-identical to the golden reference", r.tokens.size(), o.check_model);
+  return configs;
+}
+
+// One functional run of the base config, logits checked against the golden reference.
+std::string check_base(const ParamSet& base, const std::string& model) {
+  BoardRunRequest req{RunRequest{}, base};
+  req.run.model = model;
+  req.run.prompt = "Sweep check";
+  req.run.tokens = 2;
+  const BoardRunResult r = run_board(std::move(req));
+  if (!r.mismatch.empty()) throw Error("sweep: the base config's functional check failed: " + r.mismatch);
+  return fmt::format("{} tokens of {} bit-identical to the golden reference", r.tokens.size(), model);
+}
+
+void set_point(SweepResult& res, int i, SweepPoint p) {
+  p.values = std::move(res.points[size_t(i)].values);
+  res.points[size_t(i)] = std::move(p);
+}
+
+// A worker process: every jobs-th point from `first`, one line per point into `fd`.
+[[noreturn]] void worker(const std::vector<ParamSet>& configs, const SweepOptions& o, int first, int jobs, int fd) {
+  int code = 0;
+  for (int i = first; i < int(configs.size()); i += jobs) {
+    std::string line;
+    try {
+      line = fmt::format("{} {}\n", i, encode(measure_point(configs[size_t(i)], o)));
+    } catch (const std::exception& e) {
+      line = fmt::format("{} ERROR {}\n", i, e.what());
+      code = 1;
+    }
+    if (::write(fd, line.data(), line.size()) < 0) code = 1;
   }
-  const int n = int(configs.size());
-  res.points.resize(size_t(n));
-  for (int i = 0; i < n; ++i) res.points[size_t(i)].values = values[size_t(i)];
-  int done = 0;
-  if (progress) progress(0, n);
-  if (o.jobs == 1 || n == 1) {
-    for (int i = 0; i < n; ++i) {
-      auto vals = res.points[size_t(i)].values;
-      res.points[size_t(i)] = measure_point(configs[size_t(i)], o);
-      res.points[size_t(i)].values = vals;
-      ++done;
-      if (progress) progress(done, n);
-    }
-  } else {
-    // Worker processes: each takes every jobs-th point and writes one line per point.
-    const int jobs = std::min(o.jobs, n);
-    std::vector<pid_t> pids;
-    std::vector<int> fds;
-    for (int j = 0; j < jobs; ++j) {
-      int fd[2];
-      if (::pipe(fd) != 0) throw Error("sweep: pipe() failed");
-      const pid_t pid = ::fork();
-      if (pid < 0) throw Error("sweep: fork() failed");
-      if (pid == 0) {
-        ::close(fd[0]);
-        int code = 0;
-        for (int i = j; i < n; i += jobs) {
-          std::string line;
-          try {
-            line = fmt::format("{} {}\n", i, encode(measure_point(configs[size_t(i)], o)));
-          } catch (const std::exception& e) {
-            line = fmt::format("{} ERROR {}\n", i, e.what());
-            code = 1;
-          }
-          if (::write(fd[1], line.data(), line.size()) < 0) code = 1;
-        }
-        ::close(fd[1]);
-        ::_exit(code);
-      }
-      ::close(fd[1]);
-      pids.push_back(pid);
-      fds.push_back(fd[0]);
-    }
-    std::vector<std::string> buf(static_cast<size_t>(jobs));
-    std::string failure;
-    int open = jobs;
-    while (open > 0) {
+  ::close(fd);
+  ::_exit(code);
+}
+
+// The lines of the workers' pipes as they come, until every pipe is closed.
+class WorkerLines {
+ public:
+  explicit WorkerLines(std::vector<int> fds) : fds_(std::move(fds)), buf_(fds_.size()), open_(int(fds_.size())) {}
+  // Calls `on_line` with each complete line; returns when every worker closed its pipe.
+  void drain(const std::function<void(const std::string&)>& on_line) {
+    while (open_ > 0) {
       fd_set set;
       FD_ZERO(&set);
       int maxfd = -1;
-      for (int fd : fds)
+      for (int fd : fds_)
         if (fd >= 0) {
           FD_SET(fd, &set);
           maxfd = std::max(maxfd, fd);
         }
       if (::select(maxfd + 1, &set, nullptr, nullptr, nullptr) < 0) continue;
-      for (int j = 0; j < jobs; ++j) {
-        if (fds[size_t(j)] < 0 || !FD_ISSET(fds[size_t(j)], &set)) continue;
-        char tmp[4096];
-        const ssize_t k = ::read(fds[size_t(j)], tmp, sizeof tmp);
-        if (k <= 0) {
-          ::close(fds[size_t(j)]);
-          fds[size_t(j)] = -1;
-          --open;
-          continue;
-        }
-        buf[size_t(j)].append(tmp, size_t(k));
-        size_t nl;
-        while ((nl = buf[size_t(j)].find('\n')) != std::string::npos) {
-          const std::string line = buf[size_t(j)].substr(0, nl);
-          buf[size_t(j)].erase(0, nl + 1);
-          const auto sp = line.find(' ');
-          const int i = std::stoi(line.substr(0, sp));
-          const std::string rest = line.substr(sp + 1);
-          if (rest.rfind("ERROR ", 0) == 0) {
-            failure = rest.substr(6);
-          } else {
-            auto vals = res.points[size_t(i)].values;
-            res.points[size_t(i)] = decode(rest);
-            res.points[size_t(i)].values = vals;
-          }
-          ++done;
-          if (progress) progress(done, n);
-        }
-      }
+      for (size_t j = 0; j < fds_.size(); ++j)
+        if (fds_[j] >= 0 && FD_ISSET(fds_[j], &set)) read_one(j, on_line);
     }
-    for (pid_t pid : pids) {
-      int st = 0;
-      ::waitpid(pid, &st, 0);
-      if (WIFSIGNALED(st)) failure = fmt::format("a worker process died of signal {}", WTERMSIG(st));
+  }
+
+ private:
+  void read_one(size_t j, const std::function<void(const std::string&)>& on_line) {
+    char tmp[4096];
+    const ssize_t k = ::read(fds_[j], tmp, sizeof tmp);
+    if (k <= 0) {
+      ::close(fds_[j]);
+      fds_[j] = -1;
+      --open_;
+      return;
     }
-    if (!failure.empty()) throw Error("sweep: a point failed: " + failure);
-    if (done != n) throw Error(fmt::format("sweep: {} of {} points came back from the worker processes", done, n));
+    buf_[j].append(tmp, size_t(k));
+    size_t nl;
+    while ((nl = buf_[j].find('\n')) != std::string::npos) {
+      const std::string line = buf_[j].substr(0, nl);
+      buf_[j].erase(0, nl + 1);
+      on_line(line);
+    }
+  }
+  std::vector<int> fds_;
+  std::vector<std::string> buf_;
+  int open_;
+};
+
+// The points in worker processes (SystemC allows one simulation context per process).
+void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& o, SweepResult& res,
+                      const std::function<void(int, int)>& progress) {
+  const int n = int(configs.size()), jobs = std::min(o.jobs, n);
+  std::vector<pid_t> pids;
+  std::vector<int> fds;
+  for (int j = 0; j < jobs; ++j) {
+    int fd[2];
+    if (::pipe(fd) != 0) throw Error("sweep: pipe() failed");
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error("sweep: fork() failed");
+    if (pid == 0) {
+      ::close(fd[0]);
+      worker(configs, o, j, jobs, fd[1]);
+    }
+    ::close(fd[1]);
+    pids.push_back(pid);
+    fds.push_back(fd[0]);
+  }
+  std::string failure;
+  int done = 0;
+  WorkerLines(std::move(fds)).drain([&](const std::string& line) {
+    const auto sp = line.find(' ');
+    const int i = std::stoi(line.substr(0, sp));
+    const std::string rest = line.substr(sp + 1);
+    if (rest.rfind("ERROR ", 0) == 0) failure = rest.substr(6);
+    else set_point(res, i, decode(rest));
+    ++done;
+    if (progress) progress(done, n);
+  });
+  for (pid_t pid : pids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st)) failure = fmt::format("a worker process died of signal {}", WTERMSIG(st));
+  }
+  if (!failure.empty()) throw Error("sweep: a point failed: " + failure);
+  if (done != n) throw Error(fmt::format("sweep: {} of {} points came back from the worker processes", done, n));
+}
+
+}  // namespace
+
+SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
+                      const std::function<void(const std::string&)>& status) {
+  if (o.grid.empty()) throw Error("sweep: the grid is empty (give at least one axis KEY=V1,V2,...)");
+  if (o.tokens < 1 || o.tokens > 64) throw Error(fmt::format("sweep: tokens {} must be in 1..64", o.tokens));
+  if (o.context < 1 || o.context + o.tokens - 1 > 512)
+    throw Error(fmt::format("sweep: context {} with {} tokens runs past the 512-position KV cache", o.context, o.tokens));
+  if (o.jobs < 1 || o.jobs > 64) throw Error(fmt::format("sweep: jobs {} must be in 1..64", o.jobs));
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepResult res;
+  for (const auto& a : o.grid) res.keys.push_back(a.key);
+  const std::vector<ParamSet> configs = grid_configs(base, o, res);
+  if (!o.check_model.empty()) {
+    if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
+    res.base_check = check_base(base, o.check_model);
+  }
+  const int n = int(configs.size());
+  if (progress) progress(0, n);
+  if (o.jobs == 1 || n == 1) {
+    for (int i = 0; i < n; ++i) {
+      set_point(res, i, measure_point(configs[size_t(i)], o));
+      if (progress) progress(i + 1, n);
+    }
+  } else {
+    measure_parallel(configs, o, res, progress);
   }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

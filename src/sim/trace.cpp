@@ -239,10 +239,10 @@ void TraceWriter::write(std::ostream& out) const {
 
 void TraceWriter::write_file(const std::filesystem::path& path) const {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(fmt::format("--trace {}: cannot open the file for writing", path.string()));
+  if (!f) throw Error(fmt::format("trace file {}: cannot open the file for writing", path.string()));
   write(f);
   f.flush();
-  if (!f) throw Error(fmt::format("--trace {}: write failed", path.string()));
+  if (!f) throw Error(fmt::format("trace file {}: write failed", path.string()));
 }
 
 }  // namespace bitsim::sim

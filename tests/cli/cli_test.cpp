@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -179,6 +181,26 @@ TEST(Cli, SetValueOutOfRangeIsAClearError) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "dma.length_bits")) << r.err;
   EXPECT_TRUE(contains(r.err, "[8, 26]")) << r.err;
+}
+
+// One range per key: the key table and the module agree, so a value the module refuses is
+// refused before the run, exit 2 naming the key (never "internal error"); so is a value that
+// breaks a rule between two keys (a DMA FIFO smaller than its burst).
+TEST(Cli, ModuleRangeIsTheKeyRange) {
+  const std::pair<const char*, std::vector<std::string>> cases[] = {
+      {"attention.drain=1025", {"'attention.drain'", "[0, 1024]"}},
+      {"matmul.pipeline_depth=1025", {"'matmul.pipeline_depth'"}},
+      {"ddr.max_pending_bursts=257", {"'ddr.max_pending_bursts'"}},
+      {"dma.mm2s_fifo_beats=8", {"dma.mm2s_fifo_beats", "dma.max_burst_beats"}},
+  };
+  for (const auto& [set, names] : cases) {
+    const auto r = bitsim(std::string("run --model synthetic:tiny --prompt a --tokens 1 --set ") + set);
+    EXPECT_EQ(r.code, 2) << set << ": " << r.err;
+    for (const auto& name : names) EXPECT_TRUE(contains(r.err, name)) << set << ": " << r.err;
+    EXPECT_FALSE(contains(r.err, "internal error")) << r.err;
+  }
+  const auto ok = bitsim("run --model synthetic:tiny --prompt a --tokens 1 --quiet --set attention.drain=1024");
+  EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
 TEST(Cli, CmaRefusalExitsTwoWithSizes) {

@@ -490,14 +490,21 @@ TEST(AttentionUnit, RegisterDecodeAndConfig) {
   EXPECT_STREQ(attention_error_name(AttentionError::MultiplierTooWide), "multiplier m wider than 18 bits");
 
   AttentionUnitConfig c;
-  c.drain = -1;
-  EXPECT_THROW(AttentionUnit("bad1", b.clock, c), std::invalid_argument);
-  c = {};
-  c.drain = 1025;
-  EXPECT_THROW(AttentionUnit("bad2", b.clock, c), std::invalid_argument);
+  c.drain = 1025;  // bad input names the config key (bitsim::Error, exit 2 through the CLI)
+  try {
+    AttentionUnit u("bad1", b.clock, c);
+    ADD_FAILURE() << "drain 1025 accepted";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.drain"), std::string::npos) << e.what();
+  }
   c = {};
   c.input_fifo_beats = 0;
-  EXPECT_THROW(AttentionUnit("bad3", b.clock, c), std::invalid_argument);
+  try {
+    AttentionUnit u("bad3", b.clock, c);
+    ADD_FAILURE() << "an input FIFO of 0 beats accepted";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.input_fifo_beats"), std::string::npos) << e.what();
+  }
 }
 
 // ---- Speed -----------------------------------------------------------------------------

@@ -536,17 +536,26 @@ TEST(MatmulEngine, ConfigValidation) {
   bitsim::hw::FreshSimContext ctx;
   Clock clk("clock", ClockConfig{});
   MatmulEngineConfig c;
-  c.pipeline_depth = 1025;
-  EXPECT_THROW(MatmulEngine("a", clk, c), std::invalid_argument);
+  // Bad input names the config key (bitsim::Error, exit 2 through the CLI).
+  const auto error_of = [&](const MatmulEngineConfig& bad, const char* name) -> std::string {
+    try {
+      MatmulEngine e(name, clk, bad);
+    } catch (const bitsim::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
   c = {};
   c.pipeline_depth = -1;
-  EXPECT_THROW(MatmulEngine("b", clk, c), std::invalid_argument);
+  EXPECT_NE(error_of(c, "b").find("matmul.pipeline_depth"), std::string::npos);
+  c.pipeline_depth = 1025;
+  EXPECT_NE(error_of(c, "b2").find("matmul.pipeline_depth"), std::string::npos);
   c = {};
   c.output_fifo_beats = 0;
-  EXPECT_THROW(MatmulEngine("c", clk, c), std::invalid_argument);
+  EXPECT_NE(error_of(c, "c").find("matmul.output_fifo_beats"), std::string::npos);
   c = {};
   c.reg_base = 0x43C0'0010;
-  EXPECT_THROW(MatmulEngine("d", clk, c), std::invalid_argument);
+  EXPECT_NE(error_of(c, "d").find("matmul.reg_base"), std::string::npos);
 }
 
 // ---- Speed -----------------------------------------------------------------------------

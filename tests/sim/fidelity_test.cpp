@@ -113,13 +113,13 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
     std::vector<host::TransferRecord> tc, tf;
     std::vector<std::string> not_idle;
     const auto cyc =
-        simulate_tokens(cfg, m, s, toks, {.fidelity = "cycle", .idle_violations = &not_idle}, nullptr, &tc);
+        simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kCycle, .idle_violations = &not_idle}, nullptr, &tc);
     // The reuse of a batch's timing rests on this: every batch starts on a board in its
     // state after reset.
     EXPECT_TRUE(not_idle.empty()) << what << ": " << not_idle.size() << " writes; first: "
                                   << (not_idle.empty() ? "" : not_idle[0]);
     hw::FastBoardStats stats;
-    const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = "fast"}, &stats, &tf);
+    const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kFast}, &stats, &tf);
     expect_same(cyc, fast, what);
     // Every DMA transfer: the same start and completion edge.
     ASSERT_EQ(tc.size(), tf.size()) << what;
@@ -132,7 +132,7 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
     }
     EXPECT_GT(stats.cache_hits, 0u) << what;
     // Timing-only: the same cycle counts without the arithmetic.
-    const auto timing = simulate_tokens(cfg, m, s, toks, {.fidelity = "fast", .timing_only = true});
+    const auto timing = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kTimingOnly});
     expect_same(cyc, timing, what + " timing-only");
   }
 }
@@ -144,12 +144,12 @@ TEST(Fidelity, LongContextAndStartPosition) {
   const auto s = scales_for(m);
   std::vector<int> toks(40);
   for (auto& t : toks) t = int(g() % 300);
-  expect_same(simulate_tokens(cfg, m, s, toks, {.fidelity = "cycle"}),
-              simulate_tokens(cfg, m, s, toks, {.fidelity = "fast"}), "40 tokens");
+  expect_same(simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kCycle}),
+              simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kFast}), "40 tokens");
   // At a context T reached without T functional tokens (timing only), the times equal
   // the cycle model's at the same position.
-  expect_same(simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = "cycle", .start_position = 300}),
-              simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = "fast", .timing_only = true, .start_position = 300}),
+  expect_same(simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = Fidelity::kCycle, .start_position = 300}),
+              simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = Fidelity::kTimingOnly, .start_position = 300}),
               "start at 300");
 }
 
@@ -161,8 +161,8 @@ TEST(Fidelity, BitnetLargeTwoTokensIdentical) {
   s.v.assign(s.k.size(), 0.05f);
   const SimConfig cfg = make_sim_config(board_params());
   const std::vector<int> toks{1, 450};
-  const auto cyc = simulate_tokens(cfg, m, s, toks, {.fidelity = "cycle"});
-  const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = "fast"});
+  const auto cyc = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kCycle});
+  const auto fast = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kFast});
   expect_same(cyc, fast, "bitnet-large");
   std::printf("[fidelity] bitnet-large token 1: %.6f ms simulated in both fidelities\n",
               double(fast[1].timing.total_ps()) / 1e9);

@@ -85,7 +85,9 @@ TEST(Params, DumpRoundTrips) {
   auto p = sample();
   p.set("clock.mhz=150");
   const std::string dumped = p.dump_toml();
-  EXPECT_NE(dumped.find("# PL clock [MHz; board]"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("# PL clock [1..1000 MHz; board]"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("# driver [c | python; simulated]"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("# lazy pages [simulated]"), std::string::npos) << dumped;
   auto q = sample();
   q.load_toml_string(dumped, "dump");
   EXPECT_EQ(q.flat(), p.flat());

@@ -50,13 +50,13 @@ struct Traced {
   json trace;
 };
 
-Traced run_traced(const std::string& fidelity, const std::string& prompt, int tokens) {
-  BoardRunRequest r{RunRequest{}, board_params(), "fast", false, true, "", {}};
+Traced run_traced(Fidelity fidelity, const std::string& prompt, int tokens) {
+  BoardRunRequest r{RunRequest{}, board_params()};
   r.run.model = "synthetic:tiny";
   r.run.prompt = prompt;
   r.run.tokens = tokens;
   r.fidelity = fidelity;
-  const fs::path file = temp_file(fidelity);
+  const fs::path file = temp_file(fidelity_name(fidelity));
   r.trace_file = file.string();
   Traced t;
   t.result = run_board(std::move(r));
@@ -66,7 +66,7 @@ Traced run_traced(const std::string& fidelity, const std::string& prompt, int to
 }
 
 const Traced& fast_run() {
-  static const Traced t = run_traced("fast", "Hi", 3);
+  static const Traced t = run_traced(Fidelity::kFast, "Hi", 3);
   return t;
 }
 
@@ -208,7 +208,7 @@ TEST(Trace, EveryTokenHasBusySpansOnBothLanesOfBothEngines) {
 }
 
 TEST(Trace, FastAndCycleFidelitiesGiveTheSameEvents) {
-  const Traced cycle = run_traced("cycle", "Hi", 3);
+  const Traced cycle = run_traced(Fidelity::kCycle, "Hi", 3);
   const Traced& fast = fast_run();
   EXPECT_EQ(cycle.trace["otherData"].value("fidelity", ""), "cycle");
   const auto a = complete_events(fast.trace), b = complete_events(cycle.trace);
@@ -218,7 +218,7 @@ TEST(Trace, FastAndCycleFidelitiesGiveTheSameEvents) {
 }
 
 TEST(Trace, UnwritablePathIsRefusedBeforeTheRun) {
-  BoardRunRequest r{RunRequest{}, board_params(), "fast", false, true, "", {}};
+  BoardRunRequest r{RunRequest{}, board_params()};
   r.run.model = "synthetic:tiny";
   r.run.prompt = "Hi";
   r.run.tokens = 1;
@@ -252,7 +252,7 @@ TEST(Trace, CommandLineRunWritesTheTrace) {
 
   std::string err2;
   EXPECT_EQ(run_command("run --model synthetic:tiny --prompt hi --tokens 1 --quiet --trace /nonexistent-dir/t.json", &err2), 2);
-  EXPECT_NE(err2.find("--trace"), std::string::npos) << err2;
+  EXPECT_NE(err2.find("/nonexistent-dir/t.json"), std::string::npos) << err2;
 }
 
 }  // namespace

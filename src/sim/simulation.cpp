@@ -1,0 +1,101 @@
+#include "sim/simulation.h"
+
+#include <fmt/format.h>
+
+#include "host/cycle_platform.h"
+#include "host/fast_platform.h"
+#include "host/ps.h"
+#include "hw/board.h"
+#include "hw/sim_context.h"
+#include "hw/vcd_probe.h"
+#include "model/error.h"
+
+namespace bitsim::sim {
+
+const char* fidelity_name(Fidelity f) {
+  switch (f) {
+    case Fidelity::kCycle: return "cycle";
+    case Fidelity::kFast: return "fast";
+    case Fidelity::kTimingOnly: return "timing-only";
+  }
+  return "?";
+}
+
+namespace {
+
+// Fast and timing-only: hw::FastBoard, the host program called directly.
+class FastSimulation : public Simulation {
+ public:
+  FastSimulation(const SimConfig& c, const model::TernaryModel& m, const golden::KvScales& s,
+                 const SimulationOptions& o)
+      : Simulation(o.fidelity),
+        board_(c.board, hw::FastBoardOptions{o.fidelity == Fidelity::kTimingOnly, o.threads}),
+        platform_impl_(board_) {
+    platform_ = &platform_impl_;
+    map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
+    loop_ = std::make_unique<host::TokenLoop>(platform_impl_, *map_, m, s, c.cpu, c.driver,
+                                              host::TokenLoopOptions{o.legacy_attention});
+  }
+  ~FastSimulation() override { loop_.reset(); }
+  void run(const std::function<void(host::TokenLoop&)>& program) override { program(*loop_); }
+  hw::FastBoardStats fast_stats() const override { return board_.stats(); }
+
+ private:
+  hw::FastBoard board_;
+  host::FastPlatform platform_impl_;
+};
+
+// Cycle: hw::Board in a fresh SystemC context; the host program runs in the PS thread.
+class CycleSimulation : public Simulation {
+ public:
+  CycleSimulation(const SimConfig& c, const model::TernaryModel& m, const golden::KvScales& s,
+                  const SimulationOptions& o)
+      : Simulation(Fidelity::kCycle),
+        board_("board", c.board),
+        ps_("ps", [this](host::Ps&) { program_(*loop_); }),
+        platform_impl_(ps_, board_) {
+    ps_.bus.bind(board_.ps_bus);
+    if (o.idle_violations) platform_impl_.check_idle_board(o.idle_violations);
+    if (!o.vcd_file.empty())
+      vcd_ = std::make_unique<hw::VcdProbe>("vcd", board_, hw::VcdConfig{o.vcd_file, o.vcd_start, o.vcd_end});
+    platform_ = &platform_impl_;
+    map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
+    loop_ = std::make_unique<host::TokenLoop>(platform_impl_, *map_, m, s, c.cpu, c.driver,
+                                              host::TokenLoopOptions{o.legacy_attention});
+  }
+  ~CycleSimulation() override { loop_.reset(); }
+
+  // One run per simulation: the PS thread runs the program once.
+  void run(const std::function<void(host::TokenLoop&)>& program) override {
+    if (ran_) throw std::logic_error("cycle fidelity: a simulation runs one host program");
+    ran_ = true;
+    program_ = program;
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    sc_core::sc_start();
+    if (ps_.failure()) std::rethrow_exception(ps_.failure());
+    if (!ps_.finished()) throw Error("cycle fidelity: the simulation ended before the host program finished");
+    if (vcd_) vcd_->close();
+  }
+
+ private:
+  hw::FreshSimContext context_;  // first: the modules below live in it
+  hw::Board board_;
+  host::Ps ps_;
+  std::unique_ptr<hw::VcdProbe> vcd_;
+  host::CyclePlatform platform_impl_;
+  std::function<void(host::TokenLoop&)> program_;
+  bool ran_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Simulation> make_simulation(const SimConfig& config, const model::TernaryModel& model,
+                                            const golden::KvScales& scales, const SimulationOptions& options) {
+  validate(config);
+  if (!options.vcd_file.empty() && options.fidelity != Fidelity::kCycle)
+    throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", options.vcd_file));
+  if (options.fidelity == Fidelity::kCycle) return std::make_unique<CycleSimulation>(config, model, scales, options);
+  return std::make_unique<FastSimulation>(config, model, scales, options);
+}
+
+}  // namespace bitsim::sim

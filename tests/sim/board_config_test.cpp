@@ -1,0 +1,207 @@
+// The board config's facts live in one place: the key table, the shipped defaults and the
+// modules' validation all come from the config structs' visit() (hw/config_field.h).
+#include "sim/board_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <type_traits>
+
+#include "host/cpu_model.h"
+#include "hw/board.h"
+#include "hw/sim_context.h"
+#include "model/error.h"
+#include "sim/sampler.h"
+
+namespace bitsim::sim {
+namespace {
+
+// key -> value text of every keyed field of a config struct.
+template <typename Config>
+std::map<std::string, std::string> values_of(const Config& c) {
+  std::map<std::string, std::string> out;
+  Config::visit(c, [&](const auto& field, const hw::FieldInfo& f) {
+    if (f.keyed) out[f.key] = fmt::format("{}", field);
+  });
+  return out;
+}
+
+// Sets the field whose key is `key` to `v` (in the key's unit); false when no field has it.
+template <typename Config>
+bool set_field(Config& c, const std::string& key, double v) {
+  bool found = false;
+  Config::visit(c, [&](auto& field, const hw::FieldInfo& f) {
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      if (f.key == key) {
+        field = T(v * f.scale);
+        found = true;
+      }
+    }
+  });
+  return found;
+}
+
+std::string board_error(const hw::BoardConfig& c) {
+  hw::FreshSimContext ctx;
+  try {
+    hw::Board board("board", c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The numeric keys of the PL modules (hw::BoardConfig), from the key table.
+std::vector<ParamSpec> board_keys() {
+  std::vector<ParamSpec> out;
+  hw::BoardConfig probe;
+  const ParamSet all = board_params();
+  for (const auto& s : all.specs())
+    if ((s.type == ParamType::Real || s.type == ParamType::Integer) && set_field(probe, s.key, 0)) out.push_back(s);
+  return out;
+}
+
+// A value just outside a key's range: one below its minimum or above its maximum.
+double outside(const ParamSpec& s, bool below) {
+  const double step = s.type == ParamType::Integer ? 1.0 : std::max(1e-3, 1e-6 * (s.max - s.min));
+  return below ? s.min - step : s.max + step;
+}
+
+TEST(BoardConfig, DefaultStructsAreTheShippedBoard) {
+  // The key table's defaults are the structs' fields...
+  const SimConfig defaults = make_sim_config(board_params());
+  EXPECT_EQ(values_of(defaults.board), values_of(hw::BoardConfig{}));
+  EXPECT_EQ(values_of(defaults.driver), values_of(host::DriverConfig{}));
+  EXPECT_EQ(values_of(defaults.cpu), values_of(host::CpuModelConfig{}));
+  // ... and the config `bitsim run` loads (configs/pynq-z2.toml) is the same board.
+  ParamSet shipped = board_params();
+  shipped.load_toml(default_config_path());
+  EXPECT_TRUE(shipped.changed().empty()) << shipped.changed().front();
+  const SimConfig run = make_sim_config(shipped);
+  EXPECT_EQ(values_of(run.board), values_of(hw::BoardConfig{}));
+  EXPECT_EQ(run.board.ddr.read_latency_ns, 367.86);
+  EXPECT_EQ(run.driver.call_overhead_ns, 64443.0);
+  EXPECT_EQ(run.cpu.step_overhead_ns, 5457.6254);
+}
+
+TEST(BoardConfig, PythonProfileSelectsItsKeys) {
+  ParamSet p = board_params();
+  p.set("driver.profile=python");
+  p.set("driver.python.reg_access_ns=12000");
+  const SimConfig c = make_sim_config(p);
+  EXPECT_EQ(c.driver.profile, "python");
+  EXPECT_EQ(c.driver.reg_access_ns, 12000.0);
+  EXPECT_EQ(c.driver.call_overhead_ns, host::DriverConfig::python().call_overhead_ns);
+  EXPECT_EQ(p.spec("driver.python.reg_access_ns").evidence, "board");
+}
+
+TEST(BoardConfig, EveryKeyRangeIsTheModulesRange) {
+  const auto keys = board_keys();
+  ASSERT_GE(keys.size(), 20u);
+  for (const auto& s : keys) {
+    for (const bool below : {true, false}) {
+      const double bad = outside(s, below);
+      // The key table refuses it, naming the key ...
+      ParamSet p = board_params();
+      try {
+        p.set_value(s.key, s.type == ParamType::Integer ? ParamValue(int64_t(bad)) : ParamValue(bad), "test");
+        ADD_FAILURE() << s.key << " = " << bad << " accepted by the key table";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(s.key), std::string::npos) << e.what();
+      }
+      // ... and so does the module given it directly.
+      hw::BoardConfig c;
+      ASSERT_TRUE(set_field(c, s.key, bad));
+      const std::string e = board_error(c);
+      EXPECT_NE(e.find(s.key), std::string::npos) << s.key << " = " << bad << ": '" << e << "'";
+    }
+  }
+}
+
+TEST(BoardConfig, EveryKeyRangeEndIsAcceptedByTheModules) {
+  for (const auto& s : board_keys()) {
+    for (const double v : {s.min, s.max}) {
+      ParamSet p = board_params();
+      // The DMA's data FIFO holds at least one burst: its ends are taken with a burst that fits.
+      if (s.key == "dma.mm2s_fifo_beats" && v < 16) p.set("dma.max_burst_beats=1");
+      if (s.key == "dma.max_burst_beats" && v > 64) p.set("dma.mm2s_fifo_beats=4096");
+      p.set_value(s.key, s.type == ParamType::Integer ? ParamValue(int64_t(v)) : ParamValue(v), "test");
+      EXPECT_EQ(board_error(make_sim_config(p).board), "") << s.key << " = " << v;
+    }
+  }
+}
+
+TEST(BoardConfig, HostConfigsValidateWithTheKeyTableRanges) {
+  const ParamSet all = board_params();
+  for (const auto& s : all.specs()) {
+    host::DriverConfig d = s.key.rfind("driver.python.", 0) == 0 ? host::DriverConfig::python() : host::DriverConfig{};
+    host::CpuModelConfig cpu;
+    if (s.type != ParamType::Real || !(set_field(d, s.key, s.max) || set_field(cpu, s.key, s.max))) continue;
+    EXPECT_NO_THROW(d.validate("driver")) << s.key;
+    EXPECT_NO_THROW({ host::CpuModel m(cpu); }) << s.key;
+    set_field(d, s.key, outside(s, true));
+    set_field(cpu, s.key, outside(s, true));
+    try {
+      d.validate("driver");
+      host::CpuModel model(cpu);
+      ADD_FAILURE() << s.key << " below its range accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(s.key), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BoardConfig, CalibratedMeansFittedByCalibrate) {
+  // `bitsim calibrate` fits the DDR read latency, the C driver's cost per call and per byte
+  // of cache maintenance, and one factor on every cpu.* coefficient (sim/calibrate.h).
+  const ParamSet all = board_params();
+  for (const auto& s : all.specs()) {
+    const bool fitted = s.key == "ddr.read_latency_ns" || s.key == "driver.c.call_overhead_ns" ||
+                        s.key == "driver.c.flush_ns_per_byte" || s.key == "driver.c.invalidate_ns_per_byte" ||
+                        s.key.rfind("cpu.", 0) == 0;
+    EXPECT_EQ(s.evidence == "calibrated", fitted) << s.key << " is labelled " << s.evidence;
+  }
+}
+
+TEST(BoardConfig, CrossFieldRuleNamesBothKeys) {
+  ParamSet p = board_params();
+  p.set("dma.mm2s_fifo_beats=8");  // in range, but smaller than a 16-beat burst
+  try {
+    (void)make_sim_config(p);
+    ADD_FAILURE() << "a FIFO smaller than a burst accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dma.mm2s_fifo_beats"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dma.max_burst_beats"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BoardConfig, DumpShowsRangeUnitAndEvidence) {
+  const std::string text = config_file_text(board_params());
+  EXPECT_NE(text.find("[0..1024 cycles; simulated]\ndrain = 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[0..10000 ns; calibrated]\nread_latency_ns = 367.86\n"), std::string::npos);
+  EXPECT_NE(text.find("[c | python; board]\nprofile = \"c\"\n"), std::string::npos);
+}
+
+TEST(BoardConfig, SamplerRangesNameTheField) {
+  for (const auto& [t, k] : {std::pair{-0.5f, 0}, std::pair{100.5f, 0}, std::pair{1.0f, -1}}) {
+    SamplerConfig c;
+    c.temperature = t;
+    c.top_k = k;
+    try {
+      Sampler s(c);
+      ADD_FAILURE() << t << " " << k << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(k < 0 ? "sampler.top_k" : "sampler.temperature"), std::string::npos)
+          << e.what();
+    }
+  }
+  SamplerConfig ends;
+  ends.temperature = 100;
+  EXPECT_NO_THROW(Sampler{ends});
+}
+
+}  // namespace
+}  // namespace bitsim::sim
