@@ -17,14 +17,17 @@
 
 #include "bitsim/version.h"
 #include "model/error.h"
+#include "host/mmio_program.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
 #include "model/synthetic.h"
 #include "golden/board_reference.h"
 #include "sim/board_config.h"
+#include "sim/board_figures.h"
 #include "sim/board_run.h"
 #include "sim/calibrate.h"
 #include "sim/simulation.h"
+#include "sim/replay.h"
 #include "sim/sweep.h"
 #include "sim/bench.h"
 
@@ -32,7 +35,7 @@ namespace bitsim::cli {
 
 namespace {
 
-constexpr double kBoardImageMiB = 141.3;  // BOARD.md: packed ternary weights on the board
+constexpr double kBoardImageMiB = sim::board_figures::kPackedImageMiB;
 
 struct MakeModelArgs {
   std::string shape = "tiny";
@@ -56,6 +59,12 @@ struct RunArgs {
   bool no_check = false;
   bool json = false;
   bool quiet = false;
+};
+
+struct ReplayArgs {
+  std::string file;
+  std::string fidelity = "fast";
+  bool json = false;
 };
 
 struct ConfigArgs {
@@ -83,6 +92,33 @@ sim::Fidelity parse_fidelity(const std::string& name, bool timing_only) {
   return name == "cycle" ? sim::Fidelity::kCycle : sim::Fidelity::kFast;
 }
 
+
+// A recorded MMIO program on the board of its C lines (on the shipped config), every read
+// compared; exit 3 if any differs.
+int cmd_replay(const ReplayArgs& a) {
+  const host::MmioProgram program = host::load_program(a.file);
+  sim::ParamSet p = load_params("", {});
+  for (const auto& [key, value] : program.config) p.set(key + "=" + value, a.file);
+  const sim::Fidelity fidelity = parse_fidelity(a.fidelity, false);
+  const host::ReplayResult r = sim::replay_program(program, sim::make_sim_config(p).board, fidelity);
+  if (a.json) {
+    nlohmann::json j{{"schema", "bitsim.replay/1"}, {"file", a.file}, {"fidelity", a.fidelity},
+                     {"reads", r.reads}, {"writes", r.writes}, {"mem_writes", r.mem_writes},
+                     {"mem_reads", r.mem_reads}, {"equal", r.ok()}, {"mismatches", nlohmann::json::array()}};
+    for (const auto& m : r.mismatches)
+      j["mismatches"].push_back({{"op", m.op}, {"time_ps", m.time_ps}, {"addr", m.addr},
+                                 {"register", m.memory ? "DDR" : host::register_name(m.addr)}, {"memory", m.memory},
+                                 {"expected", m.expected}, {"got", m.got}});
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{}: {} register reads, {} writes, {} DDR loads, {} stores on the {} board (simulated)\n", a.file,
+               r.reads, r.writes, r.mem_reads, r.mem_writes, a.fidelity);
+    for (size_t i = 0; i < r.mismatches.size() && i < 20; ++i) fmt::print("  differs: {}\n", host::describe(r.mismatches[i]));
+    if (r.mismatches.size() > 20) fmt::print("  ... {} more\n", r.mismatches.size() - 20);
+    fmt::print("{}\n", r.ok() ? "every read equal" : fmt::format("{} reads differ", r.mismatches.size()));
+  }
+  return r.ok() ? 0 : 3;
+}
 
 int cmd_make_model(const MakeModelArgs& a) {
   const auto shape = model::parse_shape(a.shape);
@@ -368,7 +404,9 @@ void print_run(const sim::BoardRunResult& r) {
   fmt::print("\nsummary\n");
   fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
   fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", med, med > 0 ? 1e3 / med : 0.0);
-  fmt::print("  the real board        119.2 ms at T=64, 136.0 ms at T=512 (7.35 tok/s)  [board]\n");
+  namespace B = sim::board_figures;
+  fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
+             B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);
   fmt::print("  logits vs golden      {}\n",
              !r.checked ? std::string("not checked (--no-check)")
                         : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())
@@ -500,6 +538,13 @@ int main(int argc, char** argv) {
   runc->add_option("--vcd", run.req.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream valid/ready/last, DMA and engine state) to FILE");
   runc->add_option("--vcd-window", run.vcd_window, "START:END in PL cycles traced into the VCD (default 0:20000)");
   runc->add_option("--trace", run.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
+  runc->add_option("--record-mmio", run.req.record_mmio_file, "Write the host program's register accesses and DDR loads and stores, with their simulated times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
+
+  ReplayArgs rep;
+  auto* repc = app.add_subcommand("replay", "Run a recorded MMIO program (docs/mmio-record.md) on the simulated board and compare every register read and DDR load with the recording; exit 3 on a difference");
+  repc->add_option("file", rep.file, "The MMIO program")->required();
+  repc->add_option("--fidelity", rep.fidelity, "fast or cycle")->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
+  repc->add_flag("--json", rep.json, "Write one bitsim.replay/1 JSON document to stdout (docs/json-schemas.md)");
 
   ConfigArgs cfg;
   auto* confc = app.add_subcommand("config", "Print the board config: --dump for every key with its documentation, else the keys that differ from the defaults");
@@ -566,6 +611,7 @@ int main(int argc, char** argv) {
     if (*make) return cmd_make_model(mk);
     if (*inspect) return cmd_inspect(ins);
     if (*runc) return cmd_run(run);
+    if (*repc) return cmd_replay(rep);
     if (*confc) return cmd_config(cfg);
     if (*valc) return cmd_validate(val);
     if (*swc) return cmd_sweep(sw);

@@ -8,6 +8,7 @@
 #include "hw/board.h"
 #include "hw/engine_regs.h"
 #include "model/error.h"
+#include "model/attention_stream.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {
@@ -169,13 +170,13 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
     if (hs.empty()) continue;
     for (size_t i = 0; i < hs.size(); ++i) {
       const bool last = i + 1 == hs.size();
-      write_descriptor(lane, false, hs[i].header_q_addr, 112, i == 0, false);
+      write_descriptor(lane, false, hs[i].header_q_addr, uint32_t(model::kAttentionHeaderQBytes), i == 0, false);
       write_descriptor(lane, false, hs[i].k_addr, hs[i].kv_bytes, false, false);
       tail[lane] = write_descriptor(lane, false, hs[i].v_addr, hs[i].kv_bytes, false, last);
       desc_bytes += 3 * 64;
     }
     s2mm_desc[lane] = write_descriptor(lane, true, map_.attention_result(lane),
-                                       uint32_t(hs.size() * 49 * 8), true, true);
+                                       uint32_t(hs.size() * model::kAttentionResultBytes), true, true);
     desc_bytes += 64;
   }
   flush(cpu_written_bytes);
@@ -192,14 +193,14 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
     invalidate(64);
     uint32_t status = 0;
     ps_.mem_read(s2mm_desc[lane] + R::kDescStatus, &status, 4);
-    const uint32_t want = uint32_t(heads[lane].size() * 49 * 8);
+    const uint32_t want = uint32_t(heads[lane].size() * model::kAttentionResultBytes);
     if (!(status & R::kStsCmplt) || (status & R::kStsLengthMask) != want)
       engine_failure(false, lane, fmt::format("S2MM descriptor status 0x{:08x}: {} of {} result bytes",
                                               status, status & R::kStsLengthMask, want));
     wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
   }
   for (int lane = 0; lane < kLanes; ++lane)
-    if (!heads[lane].empty()) invalidate(heads[lane].size() * 49 * 8);
+    if (!heads[lane].empty()) invalidate(heads[lane].size() * model::kAttentionResultBytes);
 }
 
 }  // namespace bitsim::host

@@ -146,7 +146,7 @@ void FastBoard::advance(uint64_t t_ps) {
 }
 
 void FastBoard::close_batch() {
-  std::memcpy(engine_regs_, pending_engine_regs_, sizeof engine_regs_);
+  std::memcpy(static_cast<void*>(engines_), pending_engines_, sizeof engines_);
   batch_open_ = general_ = false;
   batch_actions_.clear();
   undo_.clear();
@@ -166,10 +166,9 @@ void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
   }
   const int e = engine_of(addr);
   if (e < 0 || !is_lane_register(uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride))) address_error("write", addr);
-  if (!batch_open_) {
-    write_engine(addr, v);
-    return;
-  }
+  // On a quiet board no lane holds an error (a batch stays open while one does), so
+  // CONTROL.clear has nothing to clear and the other registers read only: nothing changes.
+  if (!batch_open_) return;
   add_action({OracleAction::Kind::kWrite, t_ps, addr, v, 0, {}});
   if (!collecting_) run_general(t_ps);
 }
@@ -197,23 +196,12 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
   if (in_flight && !harmless) run_general(t_ps);
 }
 
-void FastBoard::write_engine(uint64_t addr, uint32_t v) {
-  const int e = engine_of(addr);
-  const uint64_t rel = addr - engine_base(e);
-  const int lane = int(rel / engine_reg::kLaneStride);
-  if (rel % engine_reg::kLaneStride == engine_reg::kControl && (v & engine_reg::kControlClear)) {
-    uint32_t* r = engine_regs_[e][lane];
-    r[0] &= ~(engine_reg::kStatusError | engine_reg::kStatusStopped);
-    r[1] = 0;
-    r[2] = r[3] = engine_reg::kNone;
-  }
-}
-
 uint32_t FastBoard::read_engine(uint64_t addr) const {
   const int e = engine_of(addr);
   const uint64_t rel = addr - engine_base(e);
-  const uint32_t off = uint32_t(rel % engine_reg::kLaneStride);
-  return off == engine_reg::kControl ? 0 : engine_regs_[e][rel / engine_reg::kLaneStride][off / 4];
+  uint32_t v = 0;
+  read_lane_register(engines_[e][rel / engine_reg::kLaneStride], uint32_t(rel % engine_reg::kLaneStride), &v);
+  return v;
 }
 
 uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
@@ -536,7 +524,7 @@ FastBoard::Cached FastBoard::record(const OracleResult& res) const {
   Cached entry;
   entry.bytes_read = res.bytes_read;
   entry.end_edge = std::max(res.cycles, res.quiet_edge);
-  std::memcpy(entry.engine_regs, res.engine_regs, sizeof entry.engine_regs);
+  std::memcpy(static_cast<void*>(entry.engines), res.engines, sizeof entry.engines);
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
       const Channel& ch = ch_[d][c];
@@ -613,13 +601,15 @@ void FastBoard::apply(const Cached& entry) {
         if ((batch_first_ + e) * period_ >= advanced_ps_) ch.transfers.emplace_back(batch_first_ + s, batch_first_ + e);
     }
   batch_end_edge_ = batch_first_ + entry.end_edge;
-  std::memcpy(pending_engine_regs_, engine_regs_, sizeof engine_regs_);
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane) {
-      uint32_t* r = pending_engine_regs_[e][lane];
-      const uint32_t* b = entry.engine_regs[e][lane];
-      for (int k = 0; k < 4; ++k) r[k] = b[k];   // status and error: the batch's own
-      for (int k = 5; k < 9; ++k) r[k] += b[k];  // counters: the batch's counts added
+      // Status and error: the batch's own; counters: the batch's counts added.
+      const LaneRegisterView& was = engines_[e][lane];
+      LaneRegisterView& r = pending_engines_[e][lane] = entry.engines[e][lane];
+      r.units_done += was.units_done;
+      r.rows_done += was.rows_done;
+      r.beats_in += was.beats_in;
+      r.beats_out += was.beats_out;
     }
 }
 
@@ -685,12 +675,9 @@ void FastBoard::resolve() {
   }
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane)
-      if (engine_regs_[e][lane][0] & (engine_reg::kStatusError | engine_reg::kStatusBusy))
-        throw Error(fmt::format("fast fidelity: a batch starts while the {} lane {} {}; this is not modelled, "
-                                "run it in cycle fidelity", e ? "attention" : "matmul", lane,
-                                engine_regs_[e][lane][0] & engine_reg::kStatusError
-                                    ? "holds an error (CONTROL.clear not written)"
-                                    : "still holds results of an earlier transfer"));
+      if (engines_[e][lane].error || engines_[e][lane].busy)  // a batch stays open while one is
+        throw std::logic_error(fmt::format("fast fidelity: a batch opened while the {} lane {} is busy or holds an error",
+                                           e ? "attention" : "matmul", lane));
   std::vector<std::vector<Segment>> segs;
   bool ok = true;
   for (const auto& [d, c] : started) {

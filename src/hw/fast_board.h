@@ -119,7 +119,7 @@ class FastBoard {
     ChannelTimeline channels[4][2];
     uint64_t bytes_read = 0;
     uint64_t end_edge = 0;              // relative edge from which every channel is quiet
-    uint32_t engine_regs[2][2][9] = {};  // after the batch (counters: the batch's own)
+    LaneRegisterView engines[2][2];     // after the batch (counters: the batch's own)
   };
   struct Segment {
     uint64_t addr;
@@ -140,7 +140,6 @@ class FastBoard {
   };
 
   void write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps);
-  void write_engine(uint64_t addr, uint32_t v);
   uint32_t read_engine(uint64_t addr) const;
   bool batch_in_flight() const;
   void advance(uint64_t t_ps);
@@ -186,8 +185,8 @@ class FastBoard {
   static constexpr uint64_t kGeneralHorizonEdges = 100'000;
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> undo_;  // DDR bytes the batch's results replaced
   DmaChannelRegisters open_regs_[4][2];     // every channel's registers when the batch opened
-  uint32_t engine_regs_[2][2][9] = {};
-  uint32_t pending_engine_regs_[2][2][9] = {};  // after the in-flight batch
+  LaneRegisterView engines_[2][2];          // the engines' registers on a quiet board
+  LaneRegisterView pending_engines_[2][2];  // after the in-flight batch
   bool engine_pending_ = false;
   uint64_t bytes_read_ = 0;
   std::unordered_map<std::string, Cached> cache_;

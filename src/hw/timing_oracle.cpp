@@ -114,11 +114,10 @@ class OraclePs : public sc_core::sc_module {
       uint64_t bytes = 0;
       for (const auto& p : board_.ddr().stats().ports) bytes += p.bytes_read;
       result_.bytes_read = bytes - bytes_read_at_start_;
-      for (int e = 0; e < 2; ++e)
-        for (int lane = 0; lane < 2; ++lane)
-          for (int k = 0; k < 9; ++k)
-            result_.engine_regs[e][lane][k] =
-                access(false, (e ? board_map::kAttentionRegs : board_map::kMatmulRegs) + lane * engine_reg::kLaneStride + 4 * k, 0);
+      for (int lane = 0; lane < 2; ++lane) {
+        result_.engines[0][lane] = board_.matmul().registers(lane);
+        result_.engines[1][lane] = board_.attention().registers(lane);
+      }
     } catch (...) {
       failure = std::current_exception();
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hw/board.h"
+#include "hw/engine_regs.h"
 
 namespace bitsim::hw {
 
@@ -61,7 +62,7 @@ struct OracleResult {
   uint64_t bytes_read = 0;      // DDR bytes read by the PL during the batch
   uint64_t cycles = 0;          // cycles simulated from the first start to the last register change
   std::vector<MemoryRegion> writes;  // every byte range the PL wrote, with its final contents
-  uint32_t engine_regs[2][2][9] = {};  // [matmul, attention][lane][register / 4], after the batch
+  LaneRegisterView engines[2][2];  // [matmul, attention][lane] after the batch
   uint64_t quiet_edge = 0;  // first edge (relative) from which every channel is quiet, when settled
   bool settled = true;
   uint64_t end_edge = 0;  // the run's last edge (relative)  // every channel quiet at the end (false: the horizon or a probe ended the run)

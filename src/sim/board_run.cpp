@@ -1,5 +1,7 @@
 #include "sim/board_run.h"
 
+#include "host/mmio_program.h"
+
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -101,12 +103,19 @@ std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokeni
 }
 
 // A trace file is refused now rather than after the run; an existing one is left as it is.
-std::unique_ptr<TraceWriter> open_trace(const std::string& file) {
-  if (file.empty()) return nullptr;
+// Checks before the work that an output file can be written (its folder exists, it is not
+// a folder), without leaving a file behind.
+void check_output_file(const std::string& file, const char* what) {
+  if (file.empty()) return;
   const bool existed = std::filesystem::exists(file);
   if (!std::ofstream(file, std::ios::binary | std::ios::app))
-    throw Error(fmt::format("trace file {}: cannot open the file for writing", file));
+    throw Error(fmt::format("{} {}: cannot open the file for writing", what, file));
   if (!existed) std::filesystem::remove(file);
+}
+
+std::unique_ptr<TraceWriter> open_trace(const std::string& file) {
+  if (file.empty()) return nullptr;
+  check_output_file(file, "trace file");
   return std::make_unique<TraceWriter>();
 }
 
@@ -260,6 +269,9 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
   if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
   std::unique_ptr<TraceWriter> tracer = open_trace(req.trace_file);
+  check_output_file(req.record_mmio_file, "mmio record file");
+  host::MmioProgram recorded;
+  for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
 
   const Loaded l = load(rr, std::move(source), *tokenizer, res, status);
   std::unique_ptr<golden::BoardReference> ref;
@@ -270,6 +282,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   so.vcd_file = req.vcd_file;
   so.vcd_start = req.vcd_start;
   so.vcd_end = req.vcd_end;
+  if (!req.record_mmio_file.empty()) so.record = &recorded;
   const auto sim = make_simulation(cfg, l.model, l.scales, so);
   Session session(*sim);
   Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
@@ -283,6 +296,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (tracer) {
     status(fmt::format("writing the trace to {} ...", req.trace_file));
     write_trace(*tracer, res, cfg, *sim, req.trace_file);
+  }
+  if (!req.record_mmio_file.empty()) {
+    status(fmt::format("writing the MMIO program to {} ...", req.record_mmio_file));
+    host::save_program(recorded, req.record_mmio_file);
   }
   res.generated_text += generation.flush();
   res.wall_s = seconds_since(t_start);

@@ -41,6 +41,8 @@ struct BoardRunRequest {
   std::string vcd_file;           // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file;         // when set: write a Chrome trace of the run there (sim/trace.h)
+  std::string record_mmio_file;   // when set: write the host program's MMIO program there
+                                  // (host/mmio_program.h, docs/mmio-record.md)
   // Test hook: called in the PS thread before each token step (after the weights are in
   // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.
   std::function<void(class BoardSession&, int step)> before_step;

@@ -1,5 +1,7 @@
 #include "sim/calibrate.h"
 
+#include "sim/board_figures.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "host/platform.h"
+#include "model/board_shape.h"
 #include "model/error.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
@@ -15,13 +18,10 @@ namespace bitsim::sim {
 
 namespace {
 
-// BOARD.md, "Measurements to calibrate against".
-struct BoardRow {
-  int T;
-  double matmul_ms, attention_ms, cpu_ms, total_ms, tok_s;
-};
-constexpr BoardRow kBoard[] = {{64, 87.3, 5.3, 26.6, 119.2, 8.39}, {512, 87.4, 22.0, 26.7, 136.0, 7.35}};
-constexpr double kAttentionAloneMs = 20.22, kAttentionAloneGbS = 1.872;
+using board_figures::kAttentionAloneGbS;
+using board_figures::kAttentionAloneMs;
+using BoardRow = board_figures::EndToEnd;
+constexpr const auto& kBoard = board_figures::kEndToEnd;  // BOARD.md, "Measurements to calibrate against"
 
 const model::TernaryModel& shape_model() {
   static const model::TernaryModel m = model::shape_only_model(model::ModelConfig::bitnet_large());
@@ -85,7 +85,8 @@ Measured measure_window(const ParamSet& p, int first_context, int tokens) {
 }
 
 Measured measure_end_to_end(const ParamSet& p, int T) {
-  if (T < 8 || T > 512) throw Error(fmt::format("end-to-end context {} must be in 8..512", T));
+  if (T < 8 || T > model::kKvPositions)
+    throw Error(fmt::format("end-to-end context {} must be in 8..{}", T, model::kKvPositions));
   return measure_window(p, T - 7, 8);
 }
 

@@ -21,23 +21,23 @@ const char* fidelity_name(Fidelity f) {
   return "?";
 }
 
+void Machine::set_platform(host::Platform& p) {
+  platform_ = &p;
+  if (record_) recorder_ = std::make_unique<host::RecordingPlatform>(p, *record_);
+}
+
 namespace {
 
 // Fast and timing-only: hw::FastBoard, the host program called directly.
-class FastSimulation : public Simulation {
+class FastMachine : public Machine {
  public:
-  FastSimulation(const SimConfig& c, const model::TernaryModel& m, const golden::KvScales& s,
-                 const SimulationOptions& o)
-      : Simulation(o.fidelity),
-        board_(c.board, hw::FastBoardOptions{o.fidelity == Fidelity::kTimingOnly, o.threads}),
+  FastMachine(const hw::BoardConfig& c, const SimulationOptions& o)
+      : Machine(o.fidelity, o.record),
+        board_(c, hw::FastBoardOptions{o.fidelity == Fidelity::kTimingOnly, o.threads}),
         platform_impl_(board_) {
-    platform_ = &platform_impl_;
-    map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
-    loop_ = std::make_unique<host::TokenLoop>(platform_impl_, *map_, m, s, c.cpu, c.driver,
-                                              host::TokenLoopOptions{o.legacy_attention});
+    set_platform(platform_impl_);
   }
-  ~FastSimulation() override { loop_.reset(); }
-  void run(const std::function<void(host::TokenLoop&)>& program) override { program(*loop_); }
+  void run(const std::function<void()>& program) override { program(); }
   hw::FastBoardStats fast_stats() const override { return board_.stats(); }
 
  private:
@@ -46,27 +46,22 @@ class FastSimulation : public Simulation {
 };
 
 // Cycle: hw::Board in a fresh SystemC context; the host program runs in the PS thread.
-class CycleSimulation : public Simulation {
+class CycleMachine : public Machine {
  public:
-  CycleSimulation(const SimConfig& c, const model::TernaryModel& m, const golden::KvScales& s,
-                  const SimulationOptions& o)
-      : Simulation(Fidelity::kCycle),
-        board_("board", c.board),
-        ps_("ps", [this](host::Ps&) { program_(*loop_); }),
+  CycleMachine(const hw::BoardConfig& c, const SimulationOptions& o)
+      : Machine(Fidelity::kCycle, o.record),
+        board_("board", c),
+        ps_("ps", [this](host::Ps&) { program_(); }),
         platform_impl_(ps_, board_) {
     ps_.bus.bind(board_.ps_bus);
     if (o.idle_violations) platform_impl_.check_idle_board(o.idle_violations);
     if (!o.vcd_file.empty())
       vcd_ = std::make_unique<hw::VcdProbe>("vcd", board_, hw::VcdConfig{o.vcd_file, o.vcd_start, o.vcd_end});
-    platform_ = &platform_impl_;
-    map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
-    loop_ = std::make_unique<host::TokenLoop>(platform_impl_, *map_, m, s, c.cpu, c.driver,
-                                              host::TokenLoopOptions{o.legacy_attention});
+    set_platform(platform_impl_);
   }
-  ~CycleSimulation() override { loop_.reset(); }
 
-  // One run per simulation: the PS thread runs the program once.
-  void run(const std::function<void(host::TokenLoop&)>& program) override {
+  // One run per machine: the PS thread runs the program once.
+  void run(const std::function<void()>& program) override {
     if (ran_) throw std::logic_error("cycle fidelity: a simulation runs one host program");
     ran_ = true;
     program_ = program;
@@ -83,19 +78,34 @@ class CycleSimulation : public Simulation {
   host::Ps ps_;
   std::unique_ptr<hw::VcdProbe> vcd_;
   host::CyclePlatform platform_impl_;
-  std::function<void(host::TokenLoop&)> program_;
+  std::function<void()> program_;
   bool ran_ = false;
 };
 
 }  // namespace
 
+std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const SimulationOptions& options) {
+  board.validate("board");
+  if (!options.vcd_file.empty() && options.fidelity != Fidelity::kCycle)
+    throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", options.vcd_file));
+  if (options.fidelity == Fidelity::kCycle) return std::make_unique<CycleMachine>(board, options);
+  return std::make_unique<FastMachine>(board, options);
+}
+
+Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, const model::TernaryModel& m,
+                       const golden::KvScales& s, const SimulationOptions& o)
+    : machine_(std::move(machine)) {
+  map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
+  loop_ = std::make_unique<host::TokenLoop>(machine_->platform(), *map_, m, s, c.cpu, c.driver,
+                                            host::TokenLoopOptions{o.legacy_attention});
+}
+
+Simulation::~Simulation() { loop_.reset(); }
+
 std::unique_ptr<Simulation> make_simulation(const SimConfig& config, const model::TernaryModel& model,
                                             const golden::KvScales& scales, const SimulationOptions& options) {
   validate(config);
-  if (!options.vcd_file.empty() && options.fidelity != Fidelity::kCycle)
-    throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", options.vcd_file));
-  if (options.fidelity == Fidelity::kCycle) return std::make_unique<CycleSimulation>(config, model, scales, options);
-  return std::make_unique<FastSimulation>(config, model, scales, options);
+  return std::make_unique<Simulation>(make_machine(config.board, options), config, model, scales, options);
 }
 
 }  // namespace bitsim::sim

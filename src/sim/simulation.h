@@ -15,6 +15,7 @@
 
 #include "golden/board_reference.h"
 #include "host/memory_map.h"
+#include "host/mmio_program.h"
 #include "host/platform.h"
 #include "host/token_loop.h"
 #include "hw/fast_board.h"
@@ -39,26 +40,60 @@ struct SimulationOptions {
   // Cycle only: check at every register write on a quiet board that the board is in its
   // state after reset (host::CyclePlatform::check_idle_board); violations are appended here.
   std::vector<std::string>* idle_violations = nullptr;
+  // Record every register access and DDR load and store of the host program here
+  // (host/mmio_program.h; `bitsim run --record-mmio`).
+  host::MmioProgram* record = nullptr;
 };
 
-class Simulation {
+// A board of a fidelity and the host platform on it: what runs a host program, with or
+// without a model (`bitsim replay` runs MMIO programs on one).
+class Machine {
  public:
-  virtual ~Simulation() = default;
+  virtual ~Machine() = default;
   Fidelity fidelity() const { return fidelity_; }
-  const host::MemoryMap& map() const { return *map_; }
-  host::TokenLoop& loop() { return *loop_; }
-  host::Platform& platform() { return *platform_; }
+  // The platform the host program uses; with SimulationOptions::record, it records every
+  // access into that program.
+  host::Platform& platform() { return recorder_ ? *recorder_ : *platform_; }
   // Runs the host program to its end (in the PS thread on the clocked board) and rethrows
-  // what it threw. The program drives loop(); call load_weights() on it first.
-  virtual void run(const std::function<void(host::TokenLoop&)>& program) = 0;
+  // what it threw. A cycle-fidelity machine runs one program.
+  virtual void run(const std::function<void()>& program) = 0;
   // The fast board's batches and timing-cache figures (all zero on the clocked board).
   virtual hw::FastBoardStats fast_stats() const { return {}; }
 
  protected:
-  explicit Simulation(Fidelity f) : fidelity_(f) {}
+  Machine(Fidelity f, host::MmioProgram* record) : fidelity_(f), record_(record) {}
+  void set_platform(host::Platform& p);
+
+ private:
   Fidelity fidelity_;
-  std::unique_ptr<host::MemoryMap> map_;
+  host::MmioProgram* record_;
   host::Platform* platform_ = nullptr;
+  std::unique_ptr<host::RecordingPlatform> recorder_;
+};
+
+// Validates the board config (bitsim::Error naming the key) and builds the machine.
+std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const SimulationOptions& options);
+
+// A machine with the memory map and the token loop of a model on it.
+class Simulation {
+ public:
+  Simulation(std::unique_ptr<Machine> machine, const SimConfig& config, const model::TernaryModel& model,
+             const golden::KvScales& scales, const SimulationOptions& options);
+  ~Simulation();
+  Fidelity fidelity() const { return machine_->fidelity(); }
+  const host::MemoryMap& map() const { return *map_; }
+  host::TokenLoop& loop() { return *loop_; }
+  host::Platform& platform() { return machine_->platform(); }
+  // Runs the host program to its end (in the PS thread on the clocked board) and rethrows
+  // what it threw. The program drives loop(); call load_weights() on it first.
+  void run(const std::function<void(host::TokenLoop&)>& program) {
+    machine_->run([&] { program(*loop_); });
+  }
+  hw::FastBoardStats fast_stats() const { return machine_->fast_stats(); }
+
+ private:
+  std::unique_ptr<Machine> machine_;
+  std::unique_ptr<host::MemoryMap> map_;
   std::unique_ptr<host::TokenLoop> loop_;
 };
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "model/board_shape.h"
 #include "model/error.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
@@ -235,8 +236,9 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::fu
                       const std::function<void(const std::string&)>& status) {
   if (o.grid.empty()) throw Error("sweep: the grid is empty (give at least one axis KEY=V1,V2,...)");
   if (o.tokens < 1 || o.tokens > 64) throw Error(fmt::format("sweep: tokens {} must be in 1..64", o.tokens));
-  if (o.context < 1 || o.context + o.tokens - 1 > 512)
-    throw Error(fmt::format("sweep: context {} with {} tokens runs past the 512-position KV cache", o.context, o.tokens));
+  if (o.context < 1 || o.context + o.tokens - 1 > model::kKvPositions)
+    throw Error(fmt::format("sweep: context {} with {} tokens runs past the {}-position KV cache", o.context, o.tokens,
+                            model::kKvPositions));
   if (o.jobs < 1 || o.jobs > 64) throw Error(fmt::format("sweep: jobs {} must be in 1..64", o.jobs));
   const auto t0 = std::chrono::steady_clock::now();
   SweepResult res;

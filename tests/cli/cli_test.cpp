@@ -395,3 +395,53 @@ TEST(Cli, VcdOfTheClockedSignalsStaysInsideItsWindow) {
   EXPECT_TRUE(contains(fast.err, "--vcd")) << fast.err;
 }
 }  // namespace
+
+namespace {
+
+TEST(Cli, RecordedMmioProgramReplaysOnBothFidelities) {
+  TempDir dir;
+  const std::string rec = (dir.path() / "run.mmio").string();
+  const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --quiet --set clock.mhz=100 --record-mmio " + rec);
+  ASSERT_EQ(run.code, 0) << run.err;
+  std::ifstream f(rec);
+  std::string first, config;
+  std::getline(f, first);
+  std::getline(f, config);
+  EXPECT_EQ(first, "bitsim-mmio 1");
+  EXPECT_EQ(config, "C clock.mhz 100");  // the keys that differ from the shipped board
+  for (const char* fidelity : {"fast", "cycle"}) {
+    const auto r = bitsim(std::string("replay ") + rec + " --json --fidelity " + fidelity);
+    ASSERT_EQ(r.code, 0) << fidelity << ": " << r.err << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["schema"], "bitsim.replay/1");
+    EXPECT_TRUE(j["equal"].get<bool>());
+    EXPECT_GT(j["reads"].get<int>(), 100) << fidelity;
+    EXPECT_GT(j["mem_writes"].get<int>(), 10) << fidelity;
+  }
+  // Replayed on another clock, the polls see other values: exit 3, the register named.
+  std::ifstream in(rec);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  text.replace(text.find("C clock.mhz 100"), 15, "C clock.mhz 125");
+  const std::string other = (dir.path() / "other.mmio").string();
+  std::ofstream(other) << text;
+  const auto r = bitsim("replay " + other);
+  EXPECT_EQ(r.code, 3) << r.err << r.out;
+  EXPECT_TRUE(contains(r.out, "DMASR") || contains(r.out, "_LENGTH")) << r.out;
+}
+
+TEST(Cli, ReplayRejectsABadProgramNamingTheLine) {
+  TempDir dir;
+  const std::string bad = (dir.path() / "bad.mmio").string();
+  std::ofstream(bad) << "bitsim-mmio 1\nW 100 40400000 00000001 200000\nR 50 40400004 zz 200000\n";
+  auto r = bitsim("replay " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, bad + ":3")) << r.err;
+  r = bitsim("replay " + dir.path().string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "not a regular file")) << r.err;
+  r = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --quiet --record-mmio /nonexistent/x.mmio");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "mmio record file /nonexistent/x.mmio")) << r.err;
+}
+
+}  // namespace

@@ -20,14 +20,14 @@ namespace R = hw::dma_reg;
 // it on the fast board and returns the fast board's mismatches.
 std::vector<std::string> fast_against_cycle(host::MmioProgram p, const hw::BoardConfig& config,
                                             host::ReplayResult* cycle_out = nullptr) {
-  const host::ReplayResult cycle = sim::replay_program(p, config, true);
+  const host::ReplayResult cycle = sim::replay_program(p, config, sim::Fidelity::kCycle);
   size_t r = 0, m = 0;
   for (auto& op : p.ops) {
     if (op.kind == host::MmioOp::Kind::kRead) op.value = cycle.read_values.at(r++);
     if (op.kind == host::MmioOp::Kind::kMemRead) op.digest = cycle.digests.at(m++);
   }
   if (cycle_out) *cycle_out = cycle;
-  const host::ReplayResult fast = sim::replay_program(p, config, false);
+  const host::ReplayResult fast = sim::replay_program(p, config, sim::Fidelity::kFast);
   std::vector<std::string> out;
   for (const auto& mm : fast.mismatches) out.push_back(host::describe(mm));
   return out;
@@ -107,7 +107,7 @@ TEST(RegisterDifferential, GeneratedProgramsMoveData) {
   // The generated programs really transfer: the engines' result buffers change.
   testing::MmioProgramGenerator gen(5);
   host::MmioProgram p = gen.generate(3);
-  const host::ReplayResult cycle = sim::replay_program(p, hw::BoardConfig{}, true);
+  const host::ReplayResult cycle = sim::replay_program(p, hw::BoardConfig{}, sim::Fidelity::kCycle);
   size_t nonzero_done = 0;
   for (uint32_t v : cycle.read_values) nonzero_done += v != 0;
   EXPECT_GT(nonzero_done, cycle.read_values.size() / 4);
@@ -118,7 +118,7 @@ TEST(RegisterDifferential, GeneratedProgramsMoveData) {
 TEST(RegisterDifferential, ProgramFileRoundTripsAndReplays) {
   testing::MmioProgramGenerator gen(11);
   host::MmioProgram p = gen.generate(2);
-  const host::ReplayResult cycle = sim::replay_program(p, hw::BoardConfig{}, true);
+  const host::ReplayResult cycle = sim::replay_program(p, hw::BoardConfig{}, sim::Fidelity::kCycle);
   size_t r = 0, m = 0;
   for (auto& op : p.ops) {
     if (op.kind == host::MmioOp::Kind::kRead) op.value = cycle.read_values.at(r++);
@@ -130,8 +130,8 @@ TEST(RegisterDifferential, ProgramFileRoundTripsAndReplays) {
   const host::MmioProgram back = host::read_program(file, "memory");
   EXPECT_EQ(back.ops, p.ops);
   EXPECT_EQ(back.config, p.config);
-  EXPECT_TRUE(sim::replay_program(back, hw::BoardConfig{}, true).ok());
-  EXPECT_TRUE(sim::replay_program(back, hw::BoardConfig{}, false).ok());
+  EXPECT_TRUE(sim::replay_program(back, hw::BoardConfig{}, sim::Fidelity::kCycle).ok());
+  EXPECT_TRUE(sim::replay_program(back, hw::BoardConfig{}, sim::Fidelity::kFast).ok());
   // A changed read value is reported with the register's name.
   host::MmioProgram bad = back;
   for (auto& op : bad.ops)
@@ -139,7 +139,7 @@ TEST(RegisterDifferential, ProgramFileRoundTripsAndReplays) {
       op.value ^= 1;
       break;
     }
-  const host::ReplayResult res = sim::replay_program(bad, hw::BoardConfig{}, false);
+  const host::ReplayResult res = sim::replay_program(bad, hw::BoardConfig{}, sim::Fidelity::kFast);
   ASSERT_EQ(res.mismatches.size(), 1u);
   EXPECT_NE(host::describe(res.mismatches[0]).find("DMA"), std::string::npos) << host::describe(res.mismatches[0]);
 }
