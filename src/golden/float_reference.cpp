@@ -108,3 +108,13 @@ std::vector<float> FloatReference::step(int token) {
 }
 
 }  // namespace bitsim::golden
+
+namespace bitsim::golden {
+
+void FloatReference::reset() {
+  for (auto& c : k_cache_) c.clear();
+  for (auto& c : v_cache_) c.clear();
+  pos_ = 0;
+}
+
+}  // namespace bitsim::golden

@@ -24,6 +24,8 @@ class FloatReference {
   explicit FloatReference(const model::TernaryModel& model, FloatReferenceOptions options = {});
   std::vector<float> step(int token);
   int position() const { return pos_; }
+  // Empties the KV cache: the next step is position 0 again.
+  void reset();
 
  private:
   struct Layer {
