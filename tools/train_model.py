@@ -15,7 +15,7 @@ cross entropy of all 256 positions (the targets are the 256 tokens after BOS). V
 uses `bitsim eval`'s windows: the split's tokens in consecutive chunks of 256, each chunk
 scored as [BOS, chunk[:-1]] -> chunk.
 
-    tools/train_model.py --data DIR --out models/kjv-ternary --steps 1500 --seed 1
+    tools/train_model.py --data DIR --out models/kjv-ternary --hidden 192 --layers 4 --ffn 512 --steps 500 --seed 1
 
 writes OUT/config.json, OUT/model.safetensors (F16 latent weights), OUT/tokenizer.model and,
 beside OUT, the training log (train_log.csv), the loss curve (loss_curve.png) and
@@ -260,9 +260,9 @@ def main():
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--hidden", type=int, default=192)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--ffn", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=int, default=100)
     args = ap.parse_args()

@@ -226,10 +226,11 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
     win.input.insert(win.input.end(), win.target.begin(), win.target.end() - 1);
   }
 
-  // Work items: (window, job); job 0 float, 1 float-ternary-head, 2 board (+ int8 head from
-  // its last hidden state), 3 legacy, 4 dynamic KV. Each item's NLL sum lands in its own slot,
+  // Work items: (window, job); job 0 float (+ the ternary head from its last hidden state),
+  // 1 dynamic KV (the longest job: a calibration pass and a board pass), 2 board (+ the
+  // int8 head from its last hidden state), 3 legacy. Each item's NLL sum lands in its own slot,
   // and the slots are summed in window order: the result does not depend on the threads.
-  constexpr int kJobs = 5;
+  constexpr int kJobs = 4;
   std::vector<std::array<double, kKinds>> nll(windows.size(), std::array<double, kKinds>{});
   std::vector<std::vector<float>> board_logits;  // window 0's first positions, for --board
   status(fmt::format("scoring {} tokens in {} windows of up to {} positions, {} arithmetics, {} threads ...",
@@ -238,7 +239,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
   auto worker = [&](int tid) {
     try {
-      std::optional<golden::FloatReference> fl, ft;
+      std::optional<golden::FloatReference> fl;
       std::optional<golden::BoardReference> bd, lg;
       const int last = mc.num_layers - 1;
       for (;;) {
@@ -249,13 +250,17 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
         const Window& win = windows[w];
         const int n = int(win.input.size());
         auto& out = nll[w];
-        if (job == 0 || job == 1) {
-          auto& ref = job == 0 ? fl : ft;
-          if (!ref) ref.emplace(m, golden::FloatReferenceOptions{job == 1});
-          ref->reset();
-          double s = 0;
-          for (int p = 0; p < n; ++p) s += nll_of(ref->step(win.input[size_t(p)]), win.target[size_t(p)]);
-          out[job == 0 ? kFloat : kFloatTernaryHead] = s;
+        if (job == 0) {
+          // One float pass gives both heads (they read the same final hidden state).
+          if (!fl) fl.emplace(m, golden::FloatReferenceOptions{false});
+          fl->reset();
+          double s = 0, st = 0;
+          for (int p = 0; p < n; ++p) {
+            s += nll_of(fl->step(win.input[size_t(p)]), win.target[size_t(p)]);
+            st += nll_of(fl->last_logits(true), win.target[size_t(p)]);
+          }
+          out[kFloat] = s;
+          out[kFloatTernaryHead] = st;
         } else if (job == 2) {
           if (!bd) bd.emplace(m, scales, golden::BoardReferenceOptions{false, 1});
           bd->reset();
@@ -279,7 +284,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
           double s = 0;
           for (int p = 0; p < n; ++p) s += nll_of(lg->step(win.input[size_t(p)]), win.target[size_t(p)]);
           out[kBoardLegacy] = s;
-        } else {
+        } else if (job == 1) {
           golden::BoardReference dyn(m, golden::calibrate_kv_scales(m, win.input, 1),
                                      golden::BoardReferenceOptions{false, 1});
           double s = 0;
