@@ -54,7 +54,7 @@ class Eval final : public EvalCommand {
     const sim::EvalResult r = sim::run_eval(req_, status);
     if (json_) {
       fmt::print("{}\n", sim::eval_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-      return r.board && !r.board->logits_equal ? 1 : 0;
+      return r.board && !r.board->logits_equal ? 3 : 0;
     }
     fmt::print("model      {} ({})\n", r.model, r.shape);
     if (!r.model_sha256.empty()) fmt::print("           model.safetensors sha256 {}\n", r.model_sha256);
@@ -74,7 +74,7 @@ class Eval final : public EvalCommand {
                    r.board->first_mismatch, r.board->positions);
     }
     fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
-    return r.board && !r.board->logits_equal ? 1 : 0;
+    return r.board && !r.board->logits_equal ? 3 : 0;
   }
 
  private:

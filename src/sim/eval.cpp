@@ -9,13 +9,16 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "golden/board_reference.h"
 #include "golden/float_reference.h"
+#include "hw/fast_kernels.h"
 #include "model/error.h"
 #include "model/model_loader.h"
+#include "model/packed_image.h"
 #include "model/tokenizer.h"
 #include "numerics/numerics.h"
 #include "sim/board_config.h"
@@ -88,6 +91,34 @@ std::vector<float> int8_head_logits(const model::TernaryModel& m, const Int8Head
   for (int r = 0; r < head.rows; ++r) num::dequantize(&acc[size_t(r)], 1, head.scale[size_t(r)], s, &logits[size_t(r)]);
   return logits;
 }
+
+// The matmul engine's arithmetic through the fast fidelity's decoded kernels
+// (hw::fast::DecodedRows, proven equal to golden::ternary_matvec by fast_kernels_test:
+// integer sums, so the board rows' logits are bit for bit those of the plain loop).
+class FastMatvec {
+ public:
+  explicit FastMatvec(const model::TernaryModel& m) {
+    for (const auto& L : m.layers)
+      for (const model::TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(*w);
+    add(m.lm_head);
+  }
+  golden::MatvecFn fn() const {
+    return [this](const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+      rows_.at(&w).matvec_rows(x, 0, w.rows, acc);
+    };
+  }
+
+ private:
+  void add(const model::TernaryMatrix& w) {
+    const std::vector<uint8_t> packed = model::pack_rows(w, 0, w.rows);
+    hw::fast::DecodedRows d;
+    int bad = -1;
+    if (!d.decode(packed.data(), w.rows, w.cols, &bad))
+      throw Error(fmt::format("eval: packed row {} does not decode", bad));
+    rows_.emplace(&w, std::move(d));
+  }
+  std::unordered_map<const model::TernaryMatrix*, hw::fast::DecodedRows> rows_;
+};
 
 // -log softmax(logits)[target], in double.
 double nll_of(const std::vector<float>& logits, int target) {
@@ -213,6 +244,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   const golden::KvScales scales =
       golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id), threads);
   const Int8Head head8 = make_int8_head(m);
+  const FastMatvec fast(m);
   res.load_s = seconds_since(t0);
 
   // The windows: inputs [BOS, w_0 .. w_{n-2}], targets [w_0 .. w_{n-1}].
@@ -262,7 +294,10 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
           out[kFloat] = s;
           out[kFloatTernaryHead] = st;
         } else if (job == 2) {
-          if (!bd) bd.emplace(m, scales, golden::BoardReferenceOptions{false, 1});
+          if (!bd) {
+            bd.emplace(m, scales, golden::BoardReferenceOptions{false, 1});
+            bd->set_matvec(fast.fn());
+          }
           bd->reset();
           std::vector<float> hidden(static_cast<size_t>(mc.hidden_size));
           const golden::Probe probe = [&](const golden::StepProbe& sp) {
@@ -279,7 +314,10 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
           out[kBoard] = s;
           out[kBoardInt8Head] = s8;
         } else if (job == 3) {
-          if (!lg) lg.emplace(m, scales, golden::BoardReferenceOptions{true, 1});
+          if (!lg) {
+            lg.emplace(m, scales, golden::BoardReferenceOptions{true, 1});
+            lg->set_matvec(fast.fn());
+          }
           lg->reset();
           double s = 0;
           for (int p = 0; p < n; ++p) s += nll_of(lg->step(win.input[size_t(p)]), win.target[size_t(p)]);
@@ -287,6 +325,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
         } else if (job == 1) {
           golden::BoardReference dyn(m, golden::calibrate_kv_scales(m, win.input, 1),
                                      golden::BoardReferenceOptions{false, 1});
+          dyn.set_matvec(fast.fn());
           double s = 0;
           for (int p = 0; p < n; ++p) s += nll_of(dyn.step(win.input[size_t(p)]), win.target[size_t(p)]);
           out[kBoardDynamicKv] = s;
