@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "golden/board_reference.h"
 #include "golden/float_reference.h"
 #include "model/error.h"
 #include "model/model_loader.h"
@@ -114,6 +115,31 @@ TEST(Eval, FloatRowIsTheTeacherForcedNllOfTheFloatReference) {
   }
   EXPECT_NEAR(r.rows[0].nll_mean, total / 1100.0, 1e-12);
   EXPECT_EQ(r.rows[0].tokens, 1100);
+}
+
+// The board rows run the matmuls through the fast fidelity's kernels; they must give what
+// the plain-loop BoardReference gives, to the last bit of every logit.
+TEST(Eval, BoardRowsAreThePlainLoopBoardReferenceNll) {
+  TempDir dir;
+  const std::string text = kProse + kProse;
+  auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", text), 300));
+  auto src = model::open_model_source("synthetic:tiny");
+  const auto m = model::load_ternary_model(*src);
+  const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
+  const auto scales = golden::calibrate_kv_scales(m, golden::calibration_tokens(*tok, m.config.bos_token_id));
+  const std::vector<int> ids = tok->encode(text.substr(0, 300));
+  for (bool legacy : {false, true}) {
+    golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{legacy, 1});
+    double total = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto logits = ref.step(i == 0 ? m.config.bos_token_id : ids[i - 1]);
+      double mx = -INFINITY, sum = 0;
+      for (float l : logits) mx = std::max(mx, double(l));
+      for (float l : logits) sum += std::exp(double(l) - mx);
+      total += mx + std::log(sum) - logits[size_t(ids[i])];
+    }
+    EXPECT_NEAR(r.rows[legacy ? 3 : 2].nll_mean, total / 300.0, 1e-12) << (legacy ? "legacy" : "board");
+  }
 }
 
 TEST(Eval, ResultsDoNotDependOnTheThreads) {
