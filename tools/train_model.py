@@ -15,7 +15,7 @@ cross entropy of all 256 positions (the targets are the 256 tokens after BOS). V
 uses `bitsim eval`'s windows: the split's tokens in consecutive chunks of 256, each chunk
 scored as [BOS, chunk[:-1]] -> chunk.
 
-    tools/train_model.py --data DIR --out models/kjv-ternary --hidden 192 --layers 4 --ffn 512 --steps 500 --seed 1
+    tools/train_model.py --data DIR --out models/kjv-ternary --hidden 192 --layers 4 --ffn 512 --steps 900 --seed 1
 
 writes OUT/config.json, OUT/model.safetensors (F16 latent weights), OUT/tokenizer.model and,
 beside OUT, the training log (train_log.csv), the loss curve (loss_curve.png) and
