@@ -1,6 +1,7 @@
 // The bitsim command: subcommands make-model, inspect, run. Bad arguments and bad input
 // exit with code 2 and a message that names the thing at fault.
 #include "cli/commands.h"
+#include "cli/eval_command.h"
 
 #include <unistd.h>
 
@@ -595,6 +596,8 @@ int main(int argc, char** argv) {
   benchc->add_option("--json", bench.json_file, "Also write a bitsim.bench/1 JSON document to FILE");
   benchc->add_flag("--quiet", bench.quiet, "No progress lines on stderr");
 
+  const auto evalc = add_eval_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -617,6 +620,7 @@ int main(int argc, char** argv) {
     if (*swc) return cmd_sweep(sw);
     if (*calc) return cmd_calibrate(cal);
     if (*benchc) return cmd_bench(bench);
+    if (evalc->parsed()) return evalc->run();
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
     return 2;

@@ -289,6 +289,7 @@ const int8_t* BoardReference::v_rows(int layer, int head) const {
 }
 
 void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
+  if (matvec_fn_) return matvec_fn_(w, x, acc);
   parallel_matvec(w, x, acc, options_.threads);
 }
 

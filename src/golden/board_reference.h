@@ -78,6 +78,9 @@ using Probe = std::function<void(const StepProbe&)>;
 
 // ---- The token step ------------------------------------------------------------------
 
+// acc[r] = sum_j t_rj * x_j over all rows of w: the matmul engine's arithmetic.
+using MatvecFn = std::function<void(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc)>;
+
 struct BoardReferenceOptions {
   bool legacy_attention = false;  // the earlier unit's fixed >> 8 instead of the multiplier
   int threads = 1;                // matmul rows split over threads (results do not depend on it)
@@ -99,6 +102,9 @@ class BoardReference {
 
   int position() const { return pos_; }
   void reset() { pos_ = 0; }
+  // Replaces the plain-loop matvec with a kernel proven equal to ternary_matvec (integer
+  // sums: equal means bit-identical logits), e.g. hw::fast::DecodedRows. Empty: the loop.
+  void set_matvec(MatvecFn fn) { matvec_fn_ = std::move(fn); }
   const KvScales& scales() const { return scales_; }
   const TokenStats& last_stats() const { return stats_; }
   const model::TernaryModel& model() const { return model_; }
@@ -111,6 +117,7 @@ class BoardReference {
   const model::TernaryModel& model_;
   KvScales scales_;
   BoardReferenceOptions options_;
+  MatvecFn matvec_fn_;
   num::RopeTable rope_;
   std::vector<int8_t> k_cache_, v_cache_;
   int pos_ = 0;

@@ -23,12 +23,11 @@ FloatReference::FloatReference(const model::TernaryModel& model, FloatReferenceO
     layers_.push_back(Layer{dequantized(L.q), dequantized(L.k), dequantized(L.v), dequantized(L.o),
                             dequantized(L.gate), dequantized(L.up), dequantized(L.down)});
   const auto& c = model.config;
-  if (options_.ternary_lm_head) {
-    lm_head_ = dequantized(model.lm_head);
-  } else {
-    lm_head_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-        model.embed.data(), c.vocab_size, c.hidden_size);
-  }
+  Eigen::MatrixXf ternary = dequantized(model.lm_head);
+  Eigen::MatrixXf tied = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+      model.embed.data(), c.vocab_size, c.hidden_size);
+  lm_head_ = options_.ternary_lm_head ? std::move(ternary) : std::move(tied);
+  other_head_ = options_.ternary_lm_head ? std::move(tied) : std::move(ternary);
   k_cache_.resize(c.num_layers);
   v_cache_.resize(c.num_layers);
 }
@@ -102,9 +101,27 @@ std::vector<float> FloatReference::step(int token) {
     h += bitlinear(W.down, g);
   }
   const Eigen::VectorXf a = rmsnorm(h, model_.final_norm);
+  last_normed_ = a;
   const Eigen::VectorXf logits = options_.ternary_lm_head ? bitlinear(lm_head_, a) : Eigen::VectorXf(lm_head_ * a);
   ++pos_;
   return std::vector<float>(logits.data(), logits.data() + logits.size());
+}
+
+}  // namespace bitsim::golden
+
+namespace bitsim::golden {
+
+std::vector<float> FloatReference::last_logits(bool ternary_lm_head) const {
+  if (last_normed_.size() == 0) return {};
+  const Eigen::MatrixXf& w = ternary_lm_head == options_.ternary_lm_head ? lm_head_ : other_head_;
+  const Eigen::VectorXf logits = ternary_lm_head ? bitlinear(w, last_normed_) : Eigen::VectorXf(w * last_normed_);
+  return std::vector<float>(logits.data(), logits.data() + logits.size());
+}
+
+void FloatReference::reset() {
+  for (auto& c : k_cache_) c.clear();
+  for (auto& c : v_cache_) c.clear();
+  pos_ = 0;
 }
 
 }  // namespace bitsim::golden

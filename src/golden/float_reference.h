@@ -24,6 +24,12 @@ class FloatReference {
   explicit FloatReference(const model::TernaryModel& model, FloatReferenceOptions options = {});
   std::vector<float> step(int token);
   int position() const { return pos_; }
+  // Empties the KV cache: the next step is position 0 again.
+  void reset();
+  // The logits of the last step() with the tied float lm_head (ternary_lm_head false) or the
+  // board's ternary lm_head (true), whichever the options chose for step(): both heads read
+  // the same final hidden state, so one pass gives both. Empty before the first step.
+  std::vector<float> last_logits(bool ternary_lm_head) const;
 
  private:
   struct Layer {
@@ -37,6 +43,8 @@ class FloatReference {
   FloatReferenceOptions options_;
   std::vector<Layer> layers_;
   Eigen::MatrixXf lm_head_;                       // [vocab, hidden]
+  Eigen::MatrixXf other_head_;                    // the other head choice, for last_logits()
+  Eigen::VectorXf last_normed_;                   // final RMSNorm output of the last step
   std::vector<std::vector<Eigen::VectorXf>> k_cache_, v_cache_;  // [layer][pos] -> [hidden]
   int pos_ = 0;
 };

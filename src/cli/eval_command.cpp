@@ -1,0 +1,91 @@
+#include "cli/eval_command.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "sim/board_config.h"
+#include "sim/eval.h"
+
+namespace bitsim::cli {
+
+namespace {
+
+constexpr const char* kEvalHelp =
+    "Perplexity of a text (teacher forcing, windows of min(512, max_position_embeddings) "
+    "positions) under six arithmetics, each `simulated` (golden references on this host):\n"
+    "  float               float BitLinear, float softmax, tied float lm_head (the checkpoint's semantics)\n"
+    "  float-ternary-head  float with the board's ternary lm_head\n"
+    "  board               the board's arithmetic (multiplier m, fixed K/V scales, ternary lm_head), bit-equal to the simulated board\n"
+    "  board-legacy-shift  board with the earlier attention unit's fixed >> 8\n"
+    "  board-dynamic-kv    board with K/V scales from the max over all positions of the window (looks at future keys)\n"
+    "  board-int8-head     board with an INT8 lm_head (per-row absmax) instead of the ternary one";
+
+class Eval final : public EvalCommand {
+ public:
+  explicit Eval(CLI::App& app) {
+    cmd_ = app.add_subcommand("eval", "Perplexity of a text under the model's, the board's and the variants' arithmetics");
+    cmd_->footer(kEvalHelp);
+    cmd_->add_option("--model", req_.model, "A checkpoint folder or synthetic:SHAPE[:SEED]")->required();
+    cmd_->add_option("--text", req_.text, "The text to score (UTF-8 file)")->required();
+    cmd_->add_option("--tokens", req_.tokens, "Score the first N tokens of the text (default: all)");
+    cmd_->add_option("--board", req_.board_positions,
+                     "Also run the first N positions through the simulated board (fast fidelity) and check "
+                     "that their logits equal the board row's");
+    cmd_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
+    cmd_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
+        ->check(CLI::Range(1, 64))->capture_default_str();
+    cmd_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");
+    cmd_->add_flag("--json", json_, "Write one bitsim.eval/1 JSON document to stdout (docs/json-schemas.md)");
+    cmd_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+
+  int run() override {
+    if (cmd_->count("--tokens") && req_.tokens < 1)
+      throw Error(fmt::format("--tokens {}: must be 1 or more", req_.tokens));
+    if (cmd_->count("--board") && req_.board_positions < 1)
+      throw Error(fmt::format("--board {}: must be 1 or more", req_.board_positions));
+    if (!tokenizer_.empty()) req_.tokenizer = tokenizer_;
+    const std::string file = config_.empty() ? sim::default_config_path() : config_;
+    if (!file.empty()) req_.params.load_toml(file);
+    std::function<void(const std::string&)> status;
+    if (!quiet_) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+    const sim::EvalResult r = sim::run_eval(req_, status);
+    if (json_) {
+      fmt::print("{}\n", sim::eval_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+      return r.board && !r.board->logits_equal ? 3 : 0;
+    }
+    fmt::print("model      {} ({})\n", r.model, r.shape);
+    if (!r.model_sha256.empty()) fmt::print("           model.safetensors sha256 {}\n", r.model_sha256);
+    fmt::print("tokenizer  {}\n", r.tokenizer);
+    fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
+    fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
+               r.scored_tokens, r.windows, r.window);
+    fmt::print("{:<20} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
+    for (const auto& row : r.rows)
+      fmt::print("{:<20} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
+    if (r.board) {
+      if (r.board->logits_equal)
+        fmt::print("\nsimulated board: the first {} positions ran on the board (fast fidelity); their logits "
+                   "were equal to the board row's, bit for bit\n", r.board->positions);
+      else
+        fmt::print("\nsimulated board: the logits of position {} differ from the board row's (of {} positions run)\n",
+                   r.board->first_mismatch, r.board->positions);
+    }
+    fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
+    return r.board && !r.board->logits_equal ? 3 : 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  sim::EvalRequest req_;
+  std::string tokenizer_, config_;
+  bool json_ = false, quiet_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<EvalCommand> add_eval_command(CLI::App& app) { return std::make_unique<Eval>(app); }
+
+}  // namespace bitsim::cli

@@ -1,0 +1,411 @@
+#include "sim/eval.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "golden/board_reference.h"
+#include "golden/float_reference.h"
+#include "hw/fast_kernels.h"
+#include "model/error.h"
+#include "model/model_loader.h"
+#include "model/packed_image.h"
+#include "model/tokenizer.h"
+#include "numerics/numerics.h"
+#include "sim/board_config.h"
+#include "sim/board_run.h"
+
+namespace bitsim::sim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- SHA-256 (FIPS 180-4) --------------------------------------------------------------
+
+constexpr std::array<uint32_t, 64> kSha256K = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+// ---- The INT8 lm_head of board-int8-head -------------------------------------------------
+
+// embed_tokens quantized per row: w8[r] = quantize_symmetric(E[r]), scale[r] = max|E[r]| / 127.
+struct Int8Head {
+  int rows = 0, cols = 0;
+  std::vector<int8_t> w;
+  std::vector<float> scale;
+};
+
+Int8Head make_int8_head(const model::TernaryModel& m) {
+  Int8Head h;
+  h.rows = m.config.vocab_size;
+  h.cols = m.config.hidden_size;
+  h.w.resize(size_t(h.rows) * h.cols);
+  h.scale.resize(size_t(h.rows));
+  for (int r = 0; r < h.rows; ++r)
+    h.scale[size_t(r)] = num::quantize_symmetric(m.embedding(r), h.cols, h.w.data() + size_t(r) * h.cols);
+  return h;
+}
+
+__attribute__((target_clones("avx2", "default")))
+void int8_matvec(const int8_t* w, int rows, int cols, const int8_t* x, int32_t* acc) {
+  for (int r = 0; r < rows; ++r) {
+    const int8_t* wr = w + size_t(r) * cols;
+    int32_t s = 0;
+    for (int j = 0; j < cols; ++j) s += int32_t(wr[j]) * int32_t(x[j]);
+    acc[r] = s;
+  }
+}
+
+// Logits of the INT8 head from the hidden state after the last layer, with the board's CPU
+// steps: final RMSNorm, activation quantization, integer matmul, y_r = acc_r * (scale_r * a / 127).
+std::vector<float> int8_head_logits(const model::TernaryModel& m, const Int8Head& head, const float* h) {
+  const int H = m.config.hidden_size;
+  std::vector<float> a(static_cast<size_t>(H), 0.0f);
+  std::vector<int8_t> xq(static_cast<size_t>(H));
+  num::rmsnorm(h, m.final_norm.data(), H, m.config.rms_norm_eps, a.data());
+  const float s = num::quantize_activations(a.data(), H, xq.data());
+  std::vector<int32_t> acc(static_cast<size_t>(head.rows));
+  int8_matvec(head.w.data(), head.rows, head.cols, xq.data(), acc.data());
+  std::vector<float> logits(static_cast<size_t>(head.rows));
+  for (int r = 0; r < head.rows; ++r) num::dequantize(&acc[size_t(r)], 1, head.scale[size_t(r)], s, &logits[size_t(r)]);
+  return logits;
+}
+
+// The matmul engine's arithmetic through the fast fidelity's decoded kernels
+// (hw::fast::DecodedRows, proven equal to golden::ternary_matvec by fast_kernels_test:
+// integer sums, so the board rows' logits are bit for bit those of the plain loop).
+class FastMatvec {
+ public:
+  explicit FastMatvec(const model::TernaryModel& m) {
+    for (const auto& L : m.layers)
+      for (const model::TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(*w);
+    add(m.lm_head);
+  }
+  golden::MatvecFn fn() const {
+    return [this](const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+      rows_.at(&w).matvec_rows(x, 0, w.rows, acc);
+    };
+  }
+
+ private:
+  void add(const model::TernaryMatrix& w) {
+    const std::vector<uint8_t> packed = model::pack_rows(w, 0, w.rows);
+    hw::fast::DecodedRows d;
+    int bad = -1;
+    if (!d.decode(packed.data(), w.rows, w.cols, &bad))
+      throw Error(fmt::format("eval: packed row {} does not decode", bad));
+    rows_.emplace(&w, std::move(d));
+  }
+  std::unordered_map<const model::TernaryMatrix*, hw::fast::DecodedRows> rows_;
+};
+
+// -log softmax(logits)[target], in double.
+double nll_of(const std::vector<float>& logits, int target) {
+  double mx = -INFINITY;
+  for (float l : logits) mx = std::max(mx, double(l));
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(double(l) - mx);
+  return mx + std::log(sum) - double(logits[size_t(target)]);
+}
+
+enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kKinds };
+
+std::string read_text_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(p, ec);
+  if (ec || !std::filesystem::exists(st)) throw Error(fmt::format("--text {}: no such file", p.string()));
+  if (!std::filesystem::is_regular_file(st))
+    throw Error(fmt::format("--text {}: not a regular file", p.string()));
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(fmt::format("--text {}: cannot open the file", p.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("--text {}: read error", p.string()));
+  return ss.str();
+}
+
+std::string file_sha256(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open the file", p.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return sha256_hex(ss.str());
+}
+
+}  // namespace
+
+std::string sha256_hex(const std::string& bytes) {
+  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  std::string msg = bytes;
+  const uint64_t bits = uint64_t(bytes.size()) * 8;
+  msg.push_back(char(0x80));
+  while (msg.size() % 64 != 56) msg.push_back('\0');
+  for (int i = 7; i >= 0; --i) msg.push_back(char((bits >> (8 * i)) & 0xff));
+  uint32_t w[64];
+  for (size_t off = 0; off < msg.size(); off += 64) {
+    for (int i = 0; i < 16; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + off + 4 * i);
+      w[i] = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+    }
+    for (int i = 16; i < 64; ++i) {
+      const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    for (int i = 0; i < 64; ++i) {
+      const uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kSha256K[size_t(i)] + w[i];
+      const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
+  }
+  std::string out;
+  for (uint32_t v : h) out += fmt::format("{:08x}", v);
+  return out;
+}
+
+const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
+  static const std::vector<std::pair<std::string, std::string>> rows = {
+      {"float", "float BitLinear, float softmax, tied float lm_head (the checkpoint's own semantics)"},
+      {"float-ternary-head", "float, with the board's ternary lm_head"},
+      {"board", "the board's arithmetic: multiplier m, fixed per-(layer, head) K/V scales, ternary lm_head; equal to the simulated board"},
+      {"board-legacy-shift", "board, with the earlier attention unit's fixed >> 8 shift"},
+      {"board-dynamic-kv", "board, with K/V scales from max|K|, max|V| over all positions of the window (looks at future keys)"},
+      {"board-int8-head", "board, with an INT8 lm_head (per-row absmax) instead of the ternary one"},
+  };
+  return rows;
+}
+
+EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::string&)>& on_status) {
+  const auto t_start = Clock::now();
+  auto status = [&](const std::string& s) { if (on_status) on_status(s); };
+  EvalResult res;
+  // Everything that can be refused is refused before anything runs.
+  if (req.tokens < 0) throw Error(fmt::format("--tokens {}: must be 1 or more (0: the whole text)", req.tokens));
+  if (req.board_positions < 0) throw Error(fmt::format("--board {}: must be 0 or more", req.board_positions));
+  const int threads = std::max(1, req.threads);
+  const std::string text = read_text_file(req.text);
+  res.text = req.text.string();
+  res.text_sha256 = sha256_hex(text);
+  if (text.empty()) throw Error(fmt::format("--text {}: the file is empty", req.text.string()));
+
+  auto source = model::open_model_source(req.model);
+  const model::ModelConfig mc = source->config();
+  const auto folder = model::model_folder(req.model);
+  auto tokenizer = model::select_tokenizer(req.tokenizer, folder, mc.vocab_size);
+  res.model = source->describe();
+  res.shape = mc.shape_string();
+  res.tokenizer = tokenizer->describe();
+  if (folder) res.model_sha256 = file_sha256(*folder / "model.safetensors");
+
+  std::vector<int> ids = tokenizer->encode(text);
+  res.text_tokens = int64_t(ids.size());
+  if (ids.empty()) throw Error(fmt::format("--text {}: encodes to no tokens", req.text.string()));
+  if (req.tokens > res.text_tokens)
+    throw Error(fmt::format("--tokens {}: the text {} has only {} tokens", req.tokens, req.text.string(),
+                            res.text_tokens));
+  if (req.tokens > 0) ids.resize(size_t(req.tokens));
+  res.scored_tokens = int64_t(ids.size());
+  const int W = std::min(golden::kMaxContext, mc.max_position_embeddings);
+  res.window = W;
+  res.windows = int((ids.size() + size_t(W) - 1) / size_t(W));
+  const int first_window = int(std::min<size_t>(ids.size(), size_t(W)));
+  if (req.board_positions > first_window)
+    throw Error(fmt::format("--board {}: over the first window's {} positions", req.board_positions, first_window));
+  std::optional<SimConfig> sim_config;
+  if (req.board_positions > 0) sim_config = make_sim_config(req.params);
+
+  status(fmt::format("loading {} ...", res.model));
+  auto t0 = Clock::now();
+  const model::TernaryModel m = model::load_ternary_model(*source, threads);
+  source.reset();
+  const golden::KvScales scales =
+      golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id), threads);
+  const Int8Head head8 = make_int8_head(m);
+  const FastMatvec fast(m);
+  res.load_s = seconds_since(t0);
+
+  // The windows: inputs [BOS, w_0 .. w_{n-2}], targets [w_0 .. w_{n-1}].
+  struct Window { std::vector<int> input, target; };
+  std::vector<Window> windows(size_t(res.windows));
+  for (int w = 0; w < res.windows; ++w) {
+    const size_t b = size_t(w) * W, e = std::min(ids.size(), b + size_t(W));
+    Window& win = windows[size_t(w)];
+    win.target.assign(ids.begin() + b, ids.begin() + e);
+    win.input.push_back(mc.bos_token_id);
+    win.input.insert(win.input.end(), win.target.begin(), win.target.end() - 1);
+  }
+
+  // Work items: (window, job); job 0 float (+ the ternary head from its last hidden state),
+  // 1 dynamic KV (the longest job: a calibration pass and a board pass), 2 board (+ the
+  // int8 head from its last hidden state), 3 legacy. Each item's NLL sum lands in its own slot,
+  // and the slots are summed in window order: the result does not depend on the threads.
+  constexpr int kJobs = 4;
+  std::vector<std::array<double, kKinds>> nll(windows.size(), std::array<double, kKinds>{});
+  std::vector<std::vector<float>> board_logits;  // window 0's first positions, for --board
+  status(fmt::format("scoring {} tokens in {} windows of up to {} positions, {} arithmetics, {} threads ...",
+                     res.scored_tokens, res.windows, W, kKinds, threads));
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  auto worker = [&](int tid) {
+    try {
+      std::optional<golden::FloatReference> fl;
+      std::optional<golden::BoardReference> bd, lg;
+      const int last = mc.num_layers - 1;
+      for (;;) {
+        const size_t item = next.fetch_add(1);
+        if (item >= windows.size() * kJobs) break;
+        const size_t w = item / kJobs;
+        const int job = int(item % kJobs);
+        const Window& win = windows[w];
+        const int n = int(win.input.size());
+        auto& out = nll[w];
+        if (job == 0) {
+          // One float pass gives both heads (they read the same final hidden state).
+          if (!fl) fl.emplace(m, golden::FloatReferenceOptions{false});
+          fl->reset();
+          double s = 0, st = 0;
+          for (int p = 0; p < n; ++p) {
+            s += nll_of(fl->step(win.input[size_t(p)]), win.target[size_t(p)]);
+            st += nll_of(fl->last_logits(true), win.target[size_t(p)]);
+          }
+          out[kFloat] = s;
+          out[kFloatTernaryHead] = st;
+        } else if (job == 2) {
+          if (!bd) {
+            bd.emplace(m, scales, golden::BoardReferenceOptions{false, 1});
+            bd->set_matvec(fast.fn());
+          }
+          bd->reset();
+          std::vector<float> hidden(static_cast<size_t>(mc.hidden_size));
+          const golden::Probe probe = [&](const golden::StepProbe& sp) {
+            if (sp.layer == last && sp.data && std::strcmp(sp.step, "residual") == 0)
+              std::copy(sp.data, sp.data + sp.n, hidden.begin());
+          };
+          double s = 0, s8 = 0;
+          for (int p = 0; p < n; ++p) {
+            std::vector<float> logits = bd->step(win.input[size_t(p)], probe);
+            s += nll_of(logits, win.target[size_t(p)]);
+            s8 += nll_of(int8_head_logits(m, head8, hidden.data()), win.target[size_t(p)]);
+            if (w == 0 && p < req.board_positions) board_logits.push_back(std::move(logits));
+          }
+          out[kBoard] = s;
+          out[kBoardInt8Head] = s8;
+        } else if (job == 3) {
+          if (!lg) {
+            lg.emplace(m, scales, golden::BoardReferenceOptions{true, 1});
+            lg->set_matvec(fast.fn());
+          }
+          lg->reset();
+          double s = 0;
+          for (int p = 0; p < n; ++p) s += nll_of(lg->step(win.input[size_t(p)]), win.target[size_t(p)]);
+          out[kBoardLegacy] = s;
+        } else if (job == 1) {
+          golden::BoardReference dyn(m, golden::calibrate_kv_scales(m, win.input, 1),
+                                     golden::BoardReferenceOptions{false, 1});
+          dyn.set_matvec(fast.fn());
+          double s = 0;
+          for (int p = 0; p < n; ++p) s += nll_of(dyn.step(win.input[size_t(p)]), win.target[size_t(p)]);
+          out[kBoardDynamicKv] = s;
+        }
+      }
+    } catch (...) {
+      errors[size_t(tid)] = std::current_exception();
+      next = windows.size() * kJobs;  // the others stop at their next item
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+  worker(0);
+  for (auto& t : pool) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+
+  const auto& names = eval_arithmetics();
+  for (int k = 0; k < kKinds; ++k) {
+    double s = 0;
+    for (const auto& w : nll) s += w[size_t(k)];
+    EvalRow row;
+    row.arithmetic = names[size_t(k)].first;
+    row.meaning = names[size_t(k)].second;
+    row.evidence = "simulated";
+    row.tokens = res.scored_tokens;
+    row.nll_mean = s / double(res.scored_tokens);
+    row.ppl = std::exp(row.nll_mean);
+    res.rows.push_back(row);
+  }
+
+  if (req.board_positions > 0) {
+    status(fmt::format("running the first {} positions through the simulated board ...", req.board_positions));
+    const std::vector<int> toks(windows[0].input.begin(), windows[0].input.begin() + req.board_positions);
+    SimulateOptions so;
+    so.threads = threads;
+    const auto outcomes = simulate_tokens(*sim_config, m, scales, toks, so);
+    EvalBoardCheck check;
+    check.positions = req.board_positions;
+    for (int p = 0; p < req.board_positions; ++p) {
+      const auto& a = outcomes[size_t(p)].logits;
+      const auto& b = board_logits[size_t(p)];
+      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
+        check.first_mismatch = p;
+        break;
+      }
+    }
+    check.logits_equal = check.first_mismatch < 0;
+    res.board = check;
+  }
+  res.wall_s = seconds_since(t_start);
+  return res;
+}
+
+nlohmann::json eval_json(const EvalResult& r) {
+  nlohmann::json j;
+  j["schema"] = "bitsim.eval/1";
+  j["model"] = r.model;
+  j["model_sha256"] = r.model_sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.model_sha256);
+  j["shape"] = r.shape;
+  j["tokenizer"] = r.tokenizer;
+  j["text"] = r.text;
+  j["text_sha256"] = r.text_sha256;
+  j["text_tokens"] = r.text_tokens;
+  j["window"] = r.window;
+  j["windows"] = r.windows;
+  j["rows"] = nlohmann::json::array();
+  for (const auto& row : r.rows)
+    j["rows"].push_back({{"arithmetic", row.arithmetic}, {"evidence", row.evidence}, {"ppl", row.ppl},
+                         {"tokens", row.tokens}, {"nll_mean", row.nll_mean}});
+  if (r.board)
+    j["board_check"] = {{"positions", r.board->positions}, {"fidelity", "fast"},
+                        {"logits_equal", r.board->logits_equal},
+                        {"first_mismatch", r.board->first_mismatch < 0 ? nlohmann::json(nullptr)
+                                                                       : nlohmann::json(r.board->first_mismatch)}};
+  else
+    j["board_check"] = nullptr;
+  j["load_s"] = r.load_s;
+  j["wall_s"] = r.wall_s;
+  return j;
+}
+
+}  // namespace bitsim::sim

@@ -1,0 +1,88 @@
+#pragma once
+// Perplexity of a text under the arithmetics of the model, the board and its variants
+// (`bitsim eval`). Teacher forcing: the text is encoded in one piece (no BOS), cut into
+// consecutive windows of W tokens (W = min(512, max_position_embeddings)), and each window
+// is scored as [BOS, w_0 .. w_{W-2}] -> [w_0 .. w_{W-1}]: every text token is predicted
+// once, from the tokens of its own window before it. nll = logsumexp(logits) - logit[target]
+// in double; ppl = exp(mean nll).
+//
+// The rows (every one is `simulated`: golden references on this host, no board measurement):
+//   float               FloatReference: float BitLinear, float softmax, tied float lm_head
+//                       (the checkpoint's own semantics)
+//   float-ternary-head  the same with the board's ternary lm_head
+//   board               BoardReference: the board's arithmetic (integer matmul, the attention
+//                       unit with the multiplier m, K/V scales fixed per (layer, head) from the
+//                       144-token calibration text, ternary lm_head); equal bit for bit to the
+//                       simulated board
+//   board-legacy-shift  the board with the earlier attention unit's fixed >> 8
+//   board-dynamic-kv    the board with K/V scales from max|K|, max|V| over all positions of
+//                       the window being scored (the earlier scheme, which looks at future
+//                       keys), taken from a float-attention pass over that window
+//   board-int8-head     the board with an INT8 lm_head (embed_tokens quantized per row by
+//                       absmax to int8) instead of the ternary one
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/board_config.h"
+#include "sim/params.h"
+
+namespace bitsim::sim {
+
+struct EvalRequest {
+  std::string model;                                // a checkpoint folder or synthetic:SHAPE[:SEED]
+  std::filesystem::path text;                       // UTF-8 text file
+  std::optional<std::filesystem::path> tokenizer;   // overrides the model folder's
+  int64_t tokens = 0;                               // score the first N tokens of the text; 0: all
+  int board_positions = 0;                          // also run the first N positions on the simulated board
+  int threads = 2;                                  // host threads (results do not depend on it)
+  ParamSet params = board_params();                 // board config for --board
+};
+
+struct EvalRow {
+  std::string arithmetic;   // float, float-ternary-head, board, ...
+  std::string evidence;     // "simulated"
+  std::string meaning;      // one line: what the row computes
+  double ppl = 0, nll_mean = 0;
+  int64_t tokens = 0;       // tokens scored
+};
+
+struct EvalBoardCheck {
+  int positions = 0;        // positions run through the simulated board (fast fidelity)
+  bool logits_equal = false;  // every position's logits equal the `board` row's, bit for bit
+  int first_mismatch = -1;  // the first position whose logits differ, -1 if none
+};
+
+struct EvalResult {
+  std::string model, tokenizer, shape, text;
+  std::string model_sha256;   // of model.safetensors; empty for a synthetic model
+  std::string text_sha256;    // of the text file's bytes
+  int64_t text_tokens = 0;    // tokens of the whole text
+  int64_t scored_tokens = 0;
+  int window = 0;             // positions per window
+  int windows = 0;
+  std::vector<EvalRow> rows;
+  std::optional<EvalBoardCheck> board;
+  double load_s = 0, wall_s = 0;
+};
+
+// The row names in order, and what each means.
+const std::vector<std::pair<std::string, std::string>>& eval_arithmetics();
+
+// Throws bitsim::Error naming the file or option at fault (missing, not a regular file,
+// empty text, --tokens over the text's length, --board over the first window).
+EvalResult run_eval(const EvalRequest& request,
+                    const std::function<void(const std::string&)>& on_status = {});
+
+// The bitsim.eval/1 document (docs/json-schemas.md).
+nlohmann::json eval_json(const EvalResult& result);
+
+// Lowercase hex SHA-256 of a byte string.
+std::string sha256_hex(const std::string& bytes);
+
+}  // namespace bitsim::sim

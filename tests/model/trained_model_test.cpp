@@ -1,0 +1,75 @@
+// The trained model of models/kjv-ternary stays right: its files load with the shape the
+// board needs, a fixed prompt through the simulated board gives the stored token ids (every
+// token's logits equal to the golden reference's), and the float perplexity of a fixed
+// slice of the test split is the stored value. The stored values were measured with this
+// checkpoint (models/README.md); a change to the loader, the float path, the board
+// arithmetic or the checkpoint shows here.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "model/model_loader.h"
+#include "model/safetensors.h"
+#include "model/tokenizer.h"
+#include "sim/board_config.h"
+#include "sim/board_run.h"
+#include "sim/eval.h"
+
+namespace fs = std::filesystem;
+
+namespace bitsim {
+namespace {
+
+const fs::path kModel = fs::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary";
+
+TEST(TrainedModel, CheckpointHasTheBoardsShapeAndFitsInSixteenMegabytes) {
+  const auto c = model::ModelConfig::from_file(kModel / "config.json");
+  EXPECT_EQ(c.head_dim(), 96);
+  EXPECT_EQ(c.num_kv_heads, c.num_heads);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_token_id, 1);
+  const auto tok = model::select_tokenizer(std::nullopt, kModel, c.vocab_size);
+  EXPECT_FALSE(tok->is_synthetic());
+  EXPECT_EQ(tok->vocab_size(), c.vocab_size);
+  // Byte fallback: any bytes encode, and decode gives them back.
+  const std::string odd = "Thy word \xC3\xA9\xE2\x82\xAC \x01 ~";
+  EXPECT_EQ(tok->decode(tok->encode(odd)), odd);
+  const auto st = model::SafetensorsFile::open(kModel / "model.safetensors");
+  ASSERT_FALSE(st.tensors().empty());
+  for (const auto& t : st.tensors()) EXPECT_EQ(t.dtype, model::DType::F16) << t.name;
+  uint64_t bytes = 0;
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.model"}) bytes += fs::file_size(kModel / f);
+  EXPECT_LE(bytes, 16'000'000u);
+}
+
+TEST(TrainedModel, FixedPromptOnTheSimulatedBoardGivesTheStoredTokens) {
+  sim::BoardRunRequest r{sim::RunRequest{}, sim::board_params()};
+  r.run.model = kModel.string();
+  r.run.prompt = "And God said unto Moses,";
+  r.run.tokens = 24;  // greedy
+  const auto res = sim::run_board(r);
+  EXPECT_TRUE(res.mismatch.empty()) << res.mismatch;
+  std::vector<int> generated;
+  for (const auto& t : res.tokens) {
+    ASSERT_TRUE(t.logits_equal.has_value());
+    EXPECT_TRUE(*t.logits_equal) << "token " << t.index;
+    if (t.generated) generated.push_back(t.token_id);
+  }
+  const std::vector<int> expected = {375, 259, 309, 283, 282, 260, 283, 274, 280, 273, 282, 277, 318, 270, 282, 268, 278, 369, 259, 261, 281, 272, 265, 279};
+  EXPECT_EQ(generated, expected) << res.generated_text;
+}
+
+TEST(TrainedModel, FloatPerplexityOfAFixedSliceIsTheStoredValue) {
+  sim::EvalRequest q;
+  q.model = kModel.string();
+  q.text = kModel / "test.txt";
+  q.tokens = 512;
+  const auto r = sim::run_eval(q);
+  ASSERT_EQ(r.rows.at(0).arithmetic, "float");
+  const double stored = 43.52571827132799;
+  EXPECT_NEAR(r.rows.at(0).ppl, stored, 1e-4 * stored);
+}
+
+}  // namespace
+}  // namespace bitsim

@@ -1,0 +1,287 @@
+// bitsim eval: perplexity under the model's, the board's and the variants' arithmetics.
+#include "sim/eval.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "golden/board_reference.h"
+#include "golden/float_reference.h"
+#include "model/error.h"
+#include "model/model_loader.h"
+#include "model/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace bitsim::sim {
+namespace {
+
+const fs::path kModel = fs::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary";
+const fs::path kTest = kModel / "test.txt";
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("bitsim_eval_" + std::to_string(::getpid()) + "_" +
+                                                 std::to_string(reinterpret_cast<uintptr_t>(this)))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path file(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name, std::ios::binary) << text;
+    return path_ / name;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::map<std::string, EvalRow> by_name(const EvalResult& r) {
+  std::map<std::string, EvalRow> m;
+  for (const auto& row : r.rows) m[row.arithmetic] = row;
+  return m;
+}
+
+EvalRequest request(const std::string& model, const fs::path& text, int64_t tokens) {
+  EvalRequest q;
+  q.model = model;
+  q.text = text;
+  q.tokens = tokens;
+  return q;
+}
+
+const std::string kProse =
+    "In the beginning the keeper wrote the weather in a book, and the wind was in the east. "
+    "And the sea was grey, and three ships passed before noon; and he wrote them all.";
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(Eval, SixRowsInOrderEachSimulatedOverEveryToken) {
+  TempDir dir;
+  const auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", kProse), 0));
+  ASSERT_EQ(r.rows.size(), 6u);
+  const char* names[] = {"float", "float-ternary-head", "board", "board-legacy-shift", "board-dynamic-kv",
+                         "board-int8-head"};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(r.rows[i].arithmetic, names[i]);
+    EXPECT_EQ(r.rows[i].evidence, "simulated");
+    EXPECT_EQ(r.rows[i].tokens, int64_t(kProse.size()));  // byte tokenizer: one token per byte
+    EXPECT_TRUE(std::isfinite(r.rows[i].ppl));
+    EXPECT_NEAR(r.rows[i].ppl, std::exp(r.rows[i].nll_mean), 1e-9 * r.rows[i].ppl);
+  }
+  EXPECT_EQ(r.text_tokens, int64_t(kProse.size()));
+  EXPECT_EQ(r.window, 512);  // tiny: max_position_embeddings 2048, the board's KV area 512
+  EXPECT_EQ(r.windows, 1);
+  EXPECT_EQ(r.text_sha256, sha256_hex(kProse));
+  EXPECT_TRUE(r.model_sha256.empty());  // synthetic: no file
+}
+
+// The float row is the mean over every text token of -log softmax(FloatReference logits),
+// windows restarting the KV cache with BOS: recomputed here by hand with 3 windows.
+TEST(Eval, FloatRowIsTheTeacherForcedNllOfTheFloatReference) {
+  TempDir dir;
+  const std::string text(kProse + kProse + kProse + kProse + kProse + kProse + kProse);  // > 1024 bytes
+  auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", text), 1100));
+  ASSERT_EQ(r.windows, 3);
+  auto src = model::open_model_source("synthetic:tiny");
+  const auto m = model::load_ternary_model(*src);
+  const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
+  const std::vector<int> ids = tok->encode(text.substr(0, 1100));
+  double total = 0;
+  for (size_t b = 0; b < ids.size(); b += 512) {
+    golden::FloatReference ref(m);
+    const size_t e = std::min(ids.size(), b + 512);
+    for (size_t i = b; i < e; ++i) {
+      const auto logits = ref.step(i == b ? m.config.bos_token_id : ids[i - 1]);
+      double mx = -INFINITY, sum = 0;
+      for (float l : logits) mx = std::max(mx, double(l));
+      for (float l : logits) sum += std::exp(double(l) - mx);
+      total += mx + std::log(sum) - logits[size_t(ids[i])];
+    }
+  }
+  EXPECT_NEAR(r.rows[0].nll_mean, total / 1100.0, 1e-12);
+  EXPECT_EQ(r.rows[0].tokens, 1100);
+}
+
+// The board rows run the matmuls through the fast fidelity's kernels; they must give what
+// the plain-loop BoardReference gives, to the last bit of every logit.
+TEST(Eval, BoardRowsAreThePlainLoopBoardReferenceNll) {
+  TempDir dir;
+  const std::string text = kProse + kProse;
+  auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", text), 300));
+  auto src = model::open_model_source("synthetic:tiny");
+  const auto m = model::load_ternary_model(*src);
+  const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
+  const auto scales = golden::calibrate_kv_scales(m, golden::calibration_tokens(*tok, m.config.bos_token_id));
+  const std::vector<int> ids = tok->encode(text.substr(0, 300));
+  for (bool legacy : {false, true}) {
+    golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{legacy, 1});
+    double total = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto logits = ref.step(i == 0 ? m.config.bos_token_id : ids[i - 1]);
+      double mx = -INFINITY, sum = 0;
+      for (float l : logits) mx = std::max(mx, double(l));
+      for (float l : logits) sum += std::exp(double(l) - mx);
+      total += mx + std::log(sum) - logits[size_t(ids[i])];
+    }
+    EXPECT_NEAR(r.rows[legacy ? 3 : 2].nll_mean, total / 300.0, 1e-12) << (legacy ? "legacy" : "board");
+  }
+}
+
+TEST(Eval, ResultsDoNotDependOnTheThreads) {
+  TempDir dir;
+  const auto text = dir.file("t.txt", kProse + kProse + kProse + kProse);
+  auto q = request("synthetic:tiny", text, 600);
+  q.threads = 1;
+  const auto a = run_eval(q);
+  q.threads = 3;
+  const auto b = run_eval(q);
+  for (size_t i = 0; i < a.rows.size(); ++i) EXPECT_EQ(a.rows[i].nll_mean, b.rows[i].nll_mean) << a.rows[i].arithmetic;
+}
+
+TEST(Eval, BoardPositionsRunOnTheSimulatedBoardWithEqualLogits) {
+  TempDir dir;
+  auto q = request("synthetic:tiny", dir.file("t.txt", kProse), 0);
+  q.board_positions = 12;
+  const auto r = run_eval(q);
+  ASSERT_TRUE(r.board.has_value());
+  EXPECT_EQ(r.board->positions, 12);
+  EXPECT_TRUE(r.board->logits_equal);
+  EXPECT_EQ(r.board->first_mismatch, -1);
+}
+
+TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
+  TempDir dir;
+  auto expect_error = [](EvalRequest q, const std::string& what) {
+    try {
+      run_eval(q);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error(request("synthetic:tiny", dir.path() / "missing.txt", 0), "missing.txt: no such file");
+  expect_error(request("synthetic:tiny", dir.path(), 0), "not a regular file");
+  expect_error(request("synthetic:tiny", dir.file("empty.txt", ""), 0), "empty.txt: the file is empty");
+  expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), 4), "--tokens 4");
+  expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), -1), "--tokens -1");
+  auto q = request("synthetic:tiny", dir.file("t.txt", "abcdef"), 0);
+  q.board_positions = 7;
+  expect_error(q, "--board 7");
+}
+
+// ---- The trained model (models/kjv-ternary) -------------------------------------------
+
+TEST(EvalTrained, TheArithmeticsOrderAsTheirErrorsPredict) {
+  const auto r = run_eval(request(kModel.string(), kTest, 1024));
+  const auto rows = by_name(r);
+  EXPECT_EQ(r.window, 256);  // the model's max_position_embeddings
+  EXPECT_EQ(r.windows, 4);
+  // The board's earlier fixed >> 8 shift ignores the q and K scales: clearly worse.
+  EXPECT_GT(rows.at("board-legacy-shift").ppl, 1.05 * rows.at("board").ppl);
+  // A ternary lm_head loses against the float one, and an INT8 head wins most of it back.
+  EXPECT_GT(rows.at("float-ternary-head").ppl, rows.at("float").ppl);
+  EXPECT_LT(rows.at("board-int8-head").ppl, rows.at("board").ppl);
+  // The board's integer pipeline stays close to float with the same (ternary) head.
+  EXPECT_LT(std::fabs(rows.at("board").ppl / rows.at("float-ternary-head").ppl - 1.0), 0.05);
+  EXPECT_EQ(r.model_sha256.size(), 64u);
+}
+
+// ---- The command line -----------------------------------------------------------------
+
+struct Cmd {
+  int code = -1;
+  std::string out, err;
+};
+
+Cmd bitsim(const std::string& args) {
+  static int counter = 0;
+  const fs::path err_file =
+      fs::temp_directory_path() / ("bitsim_eval_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const std::string cmd = std::string(BITSIM_BINARY) + " " + args + " 2>" + err_file.string();
+  Cmd r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream f(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(f), {});
+  fs::remove(err_file);
+  return r;
+}
+
+TEST(EvalCli, JsonDocumentFollowsTheSchema) {
+  TempDir dir;
+  const auto text = dir.file("t.txt", kProse);
+  const auto r = bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 100 --board 4 --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("schema"), "bitsim.eval/1");
+  EXPECT_EQ(j.at("text_sha256"), sha256_hex(kProse));
+  EXPECT_TRUE(j.at("model_sha256").is_null());
+  EXPECT_EQ(j.at("text_tokens"), int64_t(kProse.size()));
+  ASSERT_EQ(j.at("rows").size(), 6u);
+  for (const auto& row : j.at("rows")) {
+    EXPECT_TRUE(row.at("arithmetic").is_string());
+    EXPECT_EQ(row.at("evidence"), "simulated");
+    EXPECT_EQ(row.at("tokens"), 100);
+    EXPECT_NEAR(row.at("ppl").get<double>(), std::exp(row.at("nll_mean").get<double>()), 1e-9 * row.at("ppl").get<double>());
+  }
+  EXPECT_EQ(j.at("board_check").at("positions"), 4);
+  EXPECT_EQ(j.at("board_check").at("logits_equal"), true);
+}
+
+TEST(EvalCli, TrainedModelJsonNamesTheCheckpointHash) {
+  const auto r = bitsim("eval --model " + kModel.string() + " --text " + kTest.string() + " --tokens 64 --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::ifstream f(kModel / "model.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(j.at("model_sha256"), sha256_hex(bytes));
+}
+
+TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
+  TempDir dir;
+  const auto empty = dir.file("empty.txt", "");
+  const auto text = dir.file("t.txt", "abc");
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"--text " + (dir.path() / "nope.txt").string(), "nope.txt: no such file"},
+      {"--text " + dir.path().string(), "not a regular file"},
+      {"--text " + empty.string(), "empty.txt: the file is empty"},
+      {"--text " + text.string() + " --tokens 9", "--tokens 9"},
+      {"--text " + text.string() + " --tokens -2", "--tokens -2"},
+      {"--text " + text.string() + " --tokens many", "--tokens"},
+      {"--text " + text.string() + " --board 5", "--board 5"},
+  };
+  for (const auto& c : cases) {
+    const auto r = bitsim("eval --model synthetic:tiny " + c.args);
+    EXPECT_EQ(r.code, 2) << c.args;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+  }
+  const auto help = bitsim("eval --help");
+  EXPECT_EQ(help.code, 0);
+  for (const char* row : {"float-ternary-head", "board-legacy-shift", "board-dynamic-kv", "board-int8-head", "simulated"})
+    EXPECT_NE(help.out.find(row), std::string::npos) << row;
+}
+
+}  // namespace
+}  // namespace bitsim::sim
