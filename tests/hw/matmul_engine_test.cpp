@@ -330,7 +330,9 @@ TEST(MatmulEngine, CyclesWithInputGapsAndSleep) {
   // pushed at edge p is taken at p + 1 all the same, and each output beat is popped at
   // (push edge of its completing row's last beat) + 1 + pipeline_depth + 1.
   bitsim::hw::FreshSimContext ctx;
-  Bench b;
+  MatmulEngineConfig cfg;
+  cfg.pipeline_depth = 4;  // the 4 in the expected edges below
+  Bench b(cfg);
   std::mt19937 rng(8);
   std::vector<Group> g = {random_group(7, 90, rng), random_group(4, 17, rng)};
   b.src[0]->append(to_beats(stream_of(g)));
@@ -353,6 +355,7 @@ TEST(MatmulEngine, FullOutputFifoStopsInput) {
   bitsim::hw::FreshSimContext ctx;
   MatmulEngineConfig cfg;
   cfg.output_fifo_beats = 2;
+  cfg.pipeline_depth = 4;  // the + 4 in the edges above
   Bench b(cfg);
   std::mt19937 rng(4);
   std::vector<Group> g = {random_group(64, 8, rng)};
