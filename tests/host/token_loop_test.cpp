@@ -21,14 +21,14 @@ namespace bitsim::host {
 namespace {
 
 struct Rig {
-  explicit Rig(uint32_t seed, int heads = 3)
+  explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {})
       : g(seed),
         m(testing::random_model(g, heads, 160 + int(seed % 5), 2, 400)),
         scales(testing::fixed_scales(m)),
         map(m.config, MemoryMapConfig{}),
         board(hw::BoardConfig{}, hw::FastBoardOptions{false, 1}),
         platform(board),
-        loop(platform, map, m, scales, CpuModelConfig{}, DriverConfig{}) {
+        loop(platform, map, m, scales, cpu, DriverConfig{}) {
     loop.load_weights();
     loop.init();
   }
@@ -224,23 +224,23 @@ TEST(TokenLoop, TimingComponentsAddUpToTheSimulatedTime) {
 }
 
 TEST(TokenLoop, CpuColumnFollowsTheCostModel) {
-  // Doubling every CPU coefficient doubles the CPU column (whole-ns coefficients: exact)
-  // and changes no value the loop computes.
-  Rig a(11);
-  CpuModelConfig twice;
+  // Doubling every CPU coefficient doubles the CPU column and changes no value the loop
+  // computes. Whole-ns coefficients, so that no step's picoseconds are rounded.
+  CpuModelConfig once;
+  once.step_overhead_ns = 2000;
+  for (int i = 0; i < kCpuSteps; ++i) once.ns_per_element[size_t(i)] = double(1 + i);
+  once.write_ns_per_byte = 1;
+  CpuModelConfig twice = once;
   twice.step_overhead_ns *= 2;
   for (auto& v : twice.ns_per_element) v *= 2;
   twice.write_ns_per_byte *= 2;
-  hw::FastBoard board(hw::BoardConfig{}, hw::FastBoardOptions{false, 1});
-  FastPlatform platform(board);
-  TokenLoop b(platform, a.map, a.m, a.scales, twice, DriverConfig{});
-  b.load_weights();
-  b.init();
+  Rig a(11, 3, once), b(11, 3, twice);
   TokenTiming ta, tb;
   const auto la = a.loop.step(3, &ta);
-  const auto lb = b.step(3, &tb);
-  EXPECT_EQ(tb.cpu_ps, 2 * ta.cpu_ps);
+  const auto lb = b.loop.step(3, &tb);
   EXPECT_GT(ta.cpu_ps, 0u);
+  EXPECT_EQ(tb.cpu_ps, 2 * ta.cpu_ps);
+  ASSERT_EQ(la.size(), lb.size());
   EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4));
 }
 
