@@ -274,15 +274,16 @@ TEST(AttentionUnit, CyclesSingleHeadHandWorked) {
   for (int T : {1, 3}) {
     SCOPED_TRACE(T);
     bitsim::hw::FreshSimContext ctx;
-    Bench b;
+    const uint64_t drain = 4;  // set here: the hand-worked edges below do not rest on a default
+    AttentionUnitConfig cfg;
+    cfg.drain = int(drain);
+    Bench b(cfg);
     std::mt19937 rng{uint32_t(T)};
     const std::vector<Head> heads = {random_head(T, rng, false)};
     b.src[0]->append(transfer_beats(heads));
     ASSERT_TRUE(b.run_tlasts(0, 1));
     expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
     const uint64_t N = 14 + 24 * uint64_t(T);  // T = 1: 38 beats; T = 3: 86
-    const uint64_t drain = 4;                  // the default
-    EXPECT_EQ(b.unit.config().drain, 4);
     for (uint64_t j = 0; j < 49; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + drain + j + 1) << j;
     // T = 1: first result beat popped at edge 43, the last (TLAST) at 91.
     if (T == 1) {

@@ -282,28 +282,32 @@ void check_timing(const std::vector<Group>& groups, int depth) {
 }
 
 TEST(MatmulEngine, CyclesSingleGroupHandWorked) {
-  bitsim::hw::FreshSimContext ctx;
-  std::mt19937 rng(1);
   // n = 13: x 2 beats, a row ceil(13/5) = 3 bytes -> 1 beat; R = 3.
-  // Beats: 0-1 header, 2-3 x, 4, 5, 6 rows. Rows done at edges 5, 6, 7; output beat 0
-  // (rows 0, 1) pushed at 6 + 4 = 10, popped at 11; beat 1 (row 2 + pad) pushed 11, popped 12.
-  std::vector<Group> g = {random_group(3, 13, rng)};
-  check_timing(g, 4);
-  MatmulEngineConfig cfg;
-  EXPECT_EQ(cfg.pipeline_depth, 4);
-}
-
-TEST(MatmulEngine, CyclesSingleGroupHandWorkedExplicit) {
-  bitsim::hw::FreshSimContext ctx;
-  std::mt19937 rng(1);
-  Bench b;
-  std::vector<Group> g = {random_group(3, 13, rng)};
-  b.src[0]->append(to_beats(stream_of(g)));
-  ASSERT_TRUE(b.run_tlasts(0, 1));
-  ASSERT_EQ(b.sink[0]->pop_cycle.size(), 2u);
-  EXPECT_EQ(b.sink[0]->pop_cycle[0], 11u);
-  EXPECT_EQ(b.sink[0]->pop_cycle[1], 12u);
-  EXPECT_EQ(b.engine.stats(0).busy_cycles, 11u);  // edges 1..11
+  // The source pushes beat i at edge i, the engine takes it at edge i + 1: beats 0-1 header,
+  // 2-3 x, 4, 5, 6 rows, so rows are done at edges 5, 6, 7. Output beat 0 (rows 0, 1) is
+  // complete with row 1 (edge 6), pushed depth edges later and popped one edge after that;
+  // beat 1 (row 2 + pad) completes at edge 7. Busy from edge 1 to the TLAST push.
+  //   depth 4: pops at 6 + 4 + 1 = 11 and 7 + 4 + 1 = 12; busy edges 1..11 = 11.
+  //   depth 0: pops at 7 and 8; busy edges 1..7 = 7.
+  struct Case {
+    int depth;
+    uint64_t pop0, pop1, busy;
+  };
+  for (const Case c : {Case{4, 11, 12, 11}, Case{0, 7, 8, 7}}) {
+    bitsim::hw::FreshSimContext ctx;
+    std::mt19937 rng(1);
+    MatmulEngineConfig cfg;
+    cfg.pipeline_depth = c.depth;
+    Bench b(cfg);
+    std::vector<Group> g = {random_group(3, 13, rng)};
+    b.src[0]->append(to_beats(stream_of(g)));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, expected_beats(g));
+    ASSERT_EQ(b.sink[0]->pop_cycle.size(), 2u);
+    EXPECT_EQ(b.sink[0]->pop_cycle[0], c.pop0) << "depth " << c.depth;
+    EXPECT_EQ(b.sink[0]->pop_cycle[1], c.pop1) << "depth " << c.depth;
+    EXPECT_EQ(b.engine.stats(0).busy_cycles, c.busy) << "depth " << c.depth;
+  }
 }
 
 TEST(MatmulEngine, CyclesMultiGroupAndOtherDepths) {
@@ -326,7 +330,9 @@ TEST(MatmulEngine, CyclesWithInputGapsAndSleep) {
   // pushed at edge p is taken at p + 1 all the same, and each output beat is popped at
   // (push edge of its completing row's last beat) + 1 + pipeline_depth + 1.
   bitsim::hw::FreshSimContext ctx;
-  Bench b;
+  MatmulEngineConfig cfg;
+  cfg.pipeline_depth = 4;  // the 4 in the expected edges below
+  Bench b(cfg);
   std::mt19937 rng(8);
   std::vector<Group> g = {random_group(7, 90, rng), random_group(4, 17, rng)};
   b.src[0]->append(to_beats(stream_of(g)));
@@ -349,6 +355,7 @@ TEST(MatmulEngine, FullOutputFifoStopsInput) {
   bitsim::hw::FreshSimContext ctx;
   MatmulEngineConfig cfg;
   cfg.output_fifo_beats = 2;
+  cfg.pipeline_depth = 4;  // the + 4 in the edges above
   Bench b(cfg);
   std::mt19937 rng(4);
   std::vector<Group> g = {random_group(64, 8, rng)};

@@ -1,0 +1,248 @@
+// TokenLoop (CIRCUITS.md 5): the token step on the board. On a tiny random model and a real
+// FastBoard: the logits equal the golden BoardReference's bit for bit, each step appends
+// the K and V rows the CPU quantized at the step's position, set_position moves the context,
+// the step's timing components add up to the simulated time it took, and bad input is
+// refused.
+#include "host/token_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "golden/board_reference.h"
+#include "host/fast_platform.h"
+#include "hw/fast_board.h"
+#include "model/error.h"
+#include "numerics/numerics.h"
+#include "support/random_model.h"
+
+namespace bitsim::host {
+namespace {
+
+struct Rig {
+  explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {})
+      : g(seed),
+        m(testing::random_model(g, heads, 160 + int(seed % 5), 2, 400)),
+        scales(testing::fixed_scales(m)),
+        map(m.config, MemoryMapConfig{}),
+        board(hw::BoardConfig{}, hw::FastBoardOptions{false, 1}),
+        platform(board),
+        loop(platform, map, m, scales, cpu, DriverConfig{}) {
+    loop.load_weights();
+    loop.init();
+  }
+  std::vector<int8_t> kv_row(uint64_t area, int pos) {
+    std::vector<int8_t> row(model::kHeadDim);
+    board.memory().read(area + uint64_t(pos) * model::kHeadDim, row.data(), row.size());
+    return row;
+  }
+  std::mt19937 g;
+  model::TernaryModel m;
+  golden::KvScales scales;
+  MemoryMap map;
+  hw::FastBoard board;
+  FastPlatform platform;
+  TokenLoop loop;
+};
+
+TEST(TokenLoop, LogitsEqualTheGoldenReferenceAndThePositionAdvances) {
+  Rig r(5);
+  golden::BoardReference ref(r.m, r.scales);
+  const int tokens[] = {1, 399, 17, 17, 250};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.loop.position(), i);
+    TokenTiming t;
+    const std::vector<float> got = r.loop.step(tokens[i], &t);
+    const std::vector<float> want = ref.step(tokens[i]);
+    ASSERT_EQ(got.size(), size_t(r.m.config.vocab_size));
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+    EXPECT_EQ(r.loop.position(), i + 1);
+  }
+}
+
+TEST(TokenLoop, IntermediateTensorsMatchTheGoldenProbes) {
+  // The same steps in the same order with the same values (the probe of each side).
+  Rig r(6);
+  golden::BoardReference ref(r.m, r.scales);
+  struct Seen {
+    int layer;
+    std::string step;
+    std::vector<uint8_t> bytes;
+  };
+  auto recorder = [](std::vector<Seen>& out) {
+    return [&out](const golden::StepProbe& p) {
+      const void* d = p.data ? static_cast<const void*>(p.data) : static_cast<const void*>(p.idata);
+      const auto* b = static_cast<const uint8_t*>(d);
+      out.push_back({p.layer, p.step, std::vector<uint8_t>(b, b + size_t(p.n) * 4)});
+    };
+  };
+  for (int tok : {3, 44}) {
+    std::vector<Seen> board, gold;
+    r.loop.step(tok, nullptr, recorder(board));
+    ref.step(tok, recorder(gold));
+    ASSERT_EQ(board.size(), gold.size());
+    ASSERT_GT(board.size(), 10u);
+    for (size_t k = 0; k < board.size(); ++k) {
+      EXPECT_EQ(board[k].layer, gold[k].layer) << k;
+      EXPECT_EQ(board[k].step, gold[k].step) << k;
+      EXPECT_TRUE(board[k].bytes == gold[k].bytes) << "layer " << board[k].layer << " " << board[k].step;
+    }
+  }
+}
+
+TEST(TokenLoop, EachStepAppendsTheQuantizedKvRowsAtItsPosition) {
+  Rig r(7);
+  const int heads = r.m.config.num_heads;
+  std::vector<float> k_rope[2], v[2];
+  auto probe = [&](const golden::StepProbe& p) {
+    if (p.layer < 0 || !p.data) return;
+    if (std::string(p.step) == "k_rope") k_rope[p.layer].assign(p.data, p.data + p.n);
+    if (std::string(p.step) == "v") v[p.layer].assign(p.data, p.data + p.n);
+  };
+  for (int pos = 0; pos < 3; ++pos) {
+    r.loop.step(10 + pos, nullptr, probe);
+    for (int l = 0; l < 2; ++l)
+      for (int hd = 0; hd < heads; ++hd) {
+        std::vector<int8_t> want_k(model::kHeadDim), want_v(model::kHeadDim);
+        num::quantize_fixed(k_rope[l].data() + hd * model::kHeadDim, model::kHeadDim, r.scales.k_scale(l, hd, heads),
+                            want_k.data());
+        num::quantize_fixed(v[l].data() + hd * model::kHeadDim, model::kHeadDim, r.scales.v_scale(l, hd, heads),
+                            want_v.data());
+        EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), pos), want_k) << "layer " << l << " head " << hd << " pos " << pos;
+        EXPECT_EQ(r.kv_row(r.map.v_area(l, hd), pos), want_v) << "layer " << l << " head " << hd << " pos " << pos;
+        // The next row is not written yet.
+        EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), pos + 1), std::vector<int8_t>(model::kHeadDim, 0));
+      }
+  }
+}
+
+TEST(TokenLoop, SetPositionMovesTheContext) {
+  Rig r(8);
+  r.loop.set_position(200);
+  EXPECT_EQ(r.loop.position(), 200);
+  TokenTiming t;
+  r.loop.step(5, &t);
+  EXPECT_EQ(r.loop.position(), 201);
+  // The row went to position 200; nothing before it was written.
+  EXPECT_NE(r.kv_row(r.map.k_area(0, 0), 200), std::vector<int8_t>(model::kHeadDim, 0));
+  EXPECT_EQ(r.kv_row(r.map.k_area(0, 0), 0), std::vector<int8_t>(model::kHeadDim, 0));
+  EXPECT_EQ(r.kv_row(r.map.k_area(0, 0), 199), std::vector<int8_t>(model::kHeadDim, 0));
+  // The attention reads T = 201 rows per head: a longer call than at position 0.
+  Rig r0(8);
+  TokenTiming t0;
+  r0.loop.step(5, &t0);
+  EXPECT_GT(t.attention_ps, t0.attention_ps);
+  EXPECT_GT(t.attention_bytes, t0.attention_bytes);
+  // Out of the KV cache.
+  EXPECT_THROW(r.loop.set_position(-1), Error);
+  EXPECT_THROW(r.loop.set_position(model::kKvPositions), Error);
+  r.loop.set_position(model::kKvPositions - 1);
+  r.loop.step(5, nullptr);
+  EXPECT_EQ(r.loop.position(), model::kKvPositions);
+  EXPECT_THROW(r.loop.step(5, nullptr), Error);  // the context is full
+}
+
+TEST(TokenLoop, RefusesATokenOutsideTheVocabulary) {
+  Rig r(9);
+  EXPECT_THROW(r.loop.step(-1, nullptr), Error);
+  EXPECT_THROW(r.loop.step(r.m.config.vocab_size, nullptr), Error);
+  EXPECT_EQ(r.loop.position(), 0);
+}
+
+TEST(TokenLoop, RefusesAModelWhoseHeadDimIsNotTheUnits) {
+  std::mt19937 g(1);
+  model::TernaryModel m = testing::random_model(g, 2, 160, 1, 300);
+  m.config.num_heads = m.config.num_kv_heads = 3;  // head_dim 64
+  const auto s = testing::fixed_scales(m);
+  const MemoryMap map(testing::random_model(g, 2, 160, 1, 300).config, MemoryMapConfig{});
+  hw::FastBoard board(hw::BoardConfig{});
+  FastPlatform p(board);
+  EXPECT_THROW(TokenLoop(p, map, m, s, CpuModelConfig{}, DriverConfig{}), Error);
+}
+
+// Sums what the observer sees.
+struct Tally : StepObserver {
+  uint64_t cpu_ps = 0, matmul_ps = 0, attention_ps = 0, cpu_steps = 0, matmul_calls = 0, attention_calls = 0;
+  uint64_t token_begin = 0, token_end = 0, last_end = 0;
+  bool ordered = true;
+  void token(int, int, uint64_t b, uint64_t e) override {
+    token_begin = b;
+    token_end = e;
+  }
+  void cpu_step(CpuStep, uint64_t, uint64_t, int, int, uint64_t b, uint64_t e) override {
+    cpu_ps += e - b;
+    ++cpu_steps;
+    ordered &= b >= last_end;
+    last_end = e;
+  }
+  void call(const char* kind, const std::string&, int, int, int, uint64_t b, uint64_t e) override {
+    (std::string(kind) == "matmul" ? matmul_ps : attention_ps) += e - b;
+    ++(std::string(kind) == "matmul" ? matmul_calls : attention_calls);
+    ordered &= b >= last_end;
+    last_end = e;
+  }
+};
+
+TEST(TokenLoop, TimingComponentsAddUpToTheSimulatedTime) {
+  Rig r(10);
+  Tally tally;
+  r.loop.set_observer(&tally);
+  r.loop.step(1, nullptr);  // first token: the fast board's oracle runs
+  for (int i = 0; i < 2; ++i) {
+    tally = Tally{};
+    const uint64_t t0 = r.platform.now_ps();
+    const uint64_t read0 = r.board.bytes_read();
+    TokenTiming t;
+    r.loop.step(20 + i, &t);
+    const uint64_t t1 = r.platform.now_ps();
+    EXPECT_EQ(t.total_ps(), t.matmul_ps + t.attention_ps + t.cpu_ps);
+    // Everything the step spends is in one of the three columns.
+    EXPECT_EQ(t.total_ps(), t1 - t0);
+    EXPECT_EQ(tally.token_begin, t0);
+    EXPECT_EQ(tally.token_end, t1);
+    EXPECT_TRUE(tally.ordered);
+    EXPECT_EQ(tally.cpu_ps, t.cpu_ps);
+    EXPECT_EQ(tally.matmul_ps, t.matmul_ps);
+    EXPECT_EQ(tally.attention_ps, t.attention_ps);
+    // Calls: 4 matrix groups a layer (each one call here) and the lm_head; one attention call a layer.
+    size_t matmul_calls = 0;
+    for (const auto& grp : r.map.groups()) matmul_calls += grp.calls.size();
+    EXPECT_EQ(t.matmul_calls, matmul_calls);
+    EXPECT_EQ(tally.matmul_calls, matmul_calls);
+    EXPECT_EQ(t.attention_calls, uint64_t(r.m.config.num_layers));
+    EXPECT_EQ(tally.attention_calls, uint64_t(r.m.config.num_layers));
+    EXPECT_EQ(t.dma_transfers, 4 * (t.matmul_calls + t.attention_calls));
+    EXPECT_EQ(t.bytes_read, r.board.bytes_read() - read0);
+    EXPECT_GT(t.attention_bytes, 0u);
+    EXPECT_LT(t.attention_bytes, t.bytes_read);
+    // The CPU column: the cost model over the steps the loop ran (every one at least its
+    // fixed cost).
+    EXPECT_GE(t.cpu_ps, tally.cpu_steps * uint64_t(CpuModelConfig{}.step_overhead_ns * 1000));
+  }
+}
+
+TEST(TokenLoop, CpuColumnFollowsTheCostModel) {
+  // Doubling every CPU coefficient doubles the CPU column and changes no value the loop
+  // computes. Whole-ns coefficients, so that no step's picoseconds are rounded.
+  CpuModelConfig once;
+  once.step_overhead_ns = 2000;
+  for (int i = 0; i < kCpuSteps; ++i) once.ns_per_element[size_t(i)] = double(1 + i);
+  once.write_ns_per_byte = 1;
+  CpuModelConfig twice = once;
+  twice.step_overhead_ns *= 2;
+  for (auto& v : twice.ns_per_element) v *= 2;
+  twice.write_ns_per_byte *= 2;
+  Rig a(11, 3, once), b(11, 3, twice);
+  TokenTiming ta, tb;
+  const auto la = a.loop.step(3, &ta);
+  const auto lb = b.loop.step(3, &tb);
+  EXPECT_GT(ta.cpu_ps, 0u);
+  EXPECT_EQ(tb.cpu_ps, 2 * ta.cpu_ps);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4));
+}
+
+}  // namespace
+}  // namespace bitsim::host

@@ -1,0 +1,213 @@
+// TimingOracle: one batch of DMA transfers on the clocked board from an idle board, and
+// what it reports: each transfer's start and completion edges relative to the first start,
+// every register change edge by edge, the bytes read and written, the engines' registers.
+// These tests build batches by hand (a matmul transfer on mm0 in simple mode) and check
+// that the record is the clocked board's (results, final registers, reads at given times),
+// that it does not depend on the buffers' addresses beyond their page offsets, and that a
+// batch that cannot settle is an error.
+#include "hw/timing_oracle.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "golden/board_reference.h"
+#include "hw/engine_regs.h"
+#include "model/error.h"
+#include "model/packed_image.h"
+
+namespace bitsim::hw {
+namespace {
+
+namespace R = dma_reg;
+
+struct MatmulShape {
+  model::TernaryMatrix w;
+  std::vector<int8_t> x;
+  std::vector<uint8_t> stream;
+  uint32_t result_bytes = 0;
+};
+
+MatmulShape make_shape(int rows, int n, uint32_t seed) {
+  std::mt19937 g(seed);
+  MatmulShape s;
+  s.w.rows = rows;
+  s.w.cols = n;
+  s.w.scale = 1;
+  for (int i = 0; i < rows * n; ++i) s.w.trits.push_back(int8_t(int(g() % 3) - 1));
+  for (int i = 0; i < n; ++i) s.x.push_back(int8_t(int(g() % 256) - 128));
+  s.stream = model::build_stream({{s.x.data(), n, &s.w, 0, rows}});
+  s.result_bytes = uint32_t((rows * 4 + 7) / 8 * 8);
+  return s;
+}
+
+const uint64_t kPeriod = clock_period_ps(BoardConfig{}.clock.mhz);
+// The first start (S2MM_LENGTH) is written in the period before edge kOracleFirstEdge, so
+// that it takes effect at that edge (a write at t takes effect at edge t / period + 1).
+const uint64_t kT0 = (kOracleFirstEdge - 1) * kPeriod + 1;
+const uint64_t kAccess = 200'000;  // ps between the two starts
+
+// mm0 running with SA / DA set, every other channel as after reset; then S2MM_LENGTH and
+// MM2S_LENGTH written kAccess apart.
+OracleBatch matmul_batch(const MatmulShape& s, uint64_t stream_addr, uint64_t result_addr) {
+  OracleBatch b;
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) b.initial[d][c] = DmaChannelRegisters(c == 1, d >= 2);
+  for (int c = 0; c < 2; ++c) {
+    DmaChannelRegisters& r = b.initial[0][c];
+    r.write(R::kMm2sDmacr, R::kCrRunStop);
+    r.write(R::kMm2sSa, uint32_t(c ? result_addr : stream_addr));  // SA (MM2S) or DA (S2MM)
+  }
+  b.memory.push_back({stream_addr, s.stream});
+  const uint64_t mm0 = board_map::kDmaBase[0];
+  b.actions.push_back({OracleAction::Kind::kWrite, kT0, mm0 + R::kS2mmLength, s.result_bytes, 0, {}});
+  b.actions.push_back({OracleAction::Kind::kWrite, kT0 + kAccess, mm0 + R::kMm2sLength, uint32_t(s.stream.size()), 0, {}});
+  return b;
+}
+
+OracleAction probe_reg(uint64_t t, uint64_t addr) { return {OracleAction::Kind::kProbeRegister, t, addr, 0, 4, {}}; }
+uint32_t probe_value(const OracleResult& r, size_t i) {
+  uint32_t v = 0;
+  std::memcpy(&v, r.probes.at(i).data(), 4);
+  return v;
+}
+
+TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
+  const MatmulShape s = make_shape(37, 300, 1);
+  const uint64_t stream = 0x0010'0238, result = 0x0020'0040;
+  const OracleResult r = run_timing_oracle(BoardConfig{}, matmul_batch(s, stream, result));
+  EXPECT_TRUE(r.settled);
+  // One transfer per mm0 channel. S2MM starts at the first start's edge (relative 0); MM2S
+  // at the edge after its write: (kT0 + 200 ns) / period + 1 - 64 = 25 at 125 MHz.
+  ASSERT_EQ(r.channels[0][0].transfers.size(), 1u);
+  ASSERT_EQ(r.channels[0][1].transfers.size(), 1u);
+  EXPECT_EQ(r.channels[0][1].transfers[0].first, 0u);
+  EXPECT_EQ(r.channels[0][0].transfers[0].first, (kT0 + kAccess) / kPeriod + 1 - kOracleFirstEdge);
+  // The stream is 16 + 304 + 37 x 64 = 2688 bytes = 336 beats: MM2S cannot complete sooner.
+  ASSERT_EQ(s.stream.size(), 2688u);
+  const auto [mm2s_start, mm2s_done] = r.channels[0][0].transfers[0];
+  EXPECT_GE(mm2s_done - mm2s_start, 336u);
+  // The results follow the last row: S2MM completes after MM2S.
+  EXPECT_GT(r.channels[0][1].transfers[0].second, mm2s_done);
+  EXPECT_GE(r.cycles, r.channels[0][1].transfers[0].second);
+  // Nothing else moved.
+  for (int d = 1; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) EXPECT_TRUE(r.channels[d][c].transfers.empty()) << d << c;
+  EXPECT_EQ(r.bytes_read, s.stream.size());
+  // The last change of each channel: idle with IOC; S2MM_LENGTH holds the bytes received.
+  const DmaChannelRegisters& mm2s = r.channels[0][0].changes.back().regs;
+  const DmaChannelRegisters& s2mm = r.channels[0][1].changes.back().regs;
+  EXPECT_EQ(mm2s.dmasr(), R::kSrIdle | R::kSrIocIrq);
+  EXPECT_EQ(s2mm.dmasr(), R::kSrIdle | R::kSrIocIrq);
+  EXPECT_EQ(s2mm.length(), s.result_bytes);
+  // The PL wrote the results, equal to golden, at DA.
+  std::vector<int32_t> want(37);
+  golden::ternary_matvec(s.w, 0, 37, s.x.data(), want.data());
+  bool found = false;
+  for (const auto& w : r.writes)
+    if (w.addr <= result && result + 37 * 4 <= w.addr + w.bytes.size()) {
+      std::vector<int32_t> got(37);
+      std::memcpy(got.data(), w.bytes.data() + (result - w.addr), 37 * 4);
+      EXPECT_EQ(got, want);
+      found = true;
+    }
+  EXPECT_TRUE(found);
+  // The matmul engine's lane 0 counted one group of 37 rows and is neither busy nor in error.
+  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kStatus / 4], 0u);
+  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kUnitsDone / 4], 1u);
+  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kRowsDone / 4], 37u);
+  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kBeatsIn / 4], 336u);
+  EXPECT_EQ(r.engine_regs[0][1][engine_reg::kUnitsDone / 4], 0u);
+}
+
+TEST(TimingOracle, TimingDependsOnPageOffsetsNotOnAddresses) {
+  const MatmulShape s = make_shape(50, 777, 2);
+  const OracleResult a = run_timing_oracle(BoardConfig{}, matmul_batch(s, 0x0010'0238, 0x0020'0040));
+  // The same page offsets, other pages (and another MB of the DDR).
+  const uint64_t ds = 0x0053'7000, dr = 0x0101'3000;
+  const OracleResult b = run_timing_oracle(BoardConfig{}, matmul_batch(s, 0x0010'0238 + ds, 0x0020'0040 + dr));
+  EXPECT_EQ(a.cycles, b.cycles);
+  EXPECT_EQ(a.quiet_edge, b.quiet_edge);
+  EXPECT_EQ(a.bytes_read, b.bytes_read);
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) {
+      const auto& ca = a.channels[d][c];
+      const auto& cb = b.channels[d][c];
+      EXPECT_EQ(ca.transfers, cb.transfers) << d << c;
+      ASSERT_EQ(ca.changes.size(), cb.changes.size()) << d << c;
+      for (size_t i = 0; i < ca.changes.size(); ++i) {
+        EXPECT_EQ(ca.changes[i].time_ps, cb.changes[i].time_ps) << d << c << " change " << i;
+        EXPECT_EQ(ca.changes[i].regs.dmasr(), cb.changes[i].regs.dmasr()) << d << c << " change " << i;
+        EXPECT_EQ(ca.changes[i].regs.length(), cb.changes[i].regs.length()) << d << c << " change " << i;
+        if (d == 0) EXPECT_EQ(cb.changes[i].regs.addr() - ca.changes[i].regs.addr(), c ? dr : ds);
+      }
+    }
+  ASSERT_FALSE(a.channels[0][1].changes.empty());
+}
+
+TEST(TimingOracle, RecordedChangesAreWhatTheClockedBoardReadsThen) {
+  const MatmulShape s = make_shape(21, 130, 3);
+  const OracleBatch batch = matmul_batch(s, 0x0010'0100, 0x0020'0000);
+  const OracleResult r = run_timing_oracle(BoardConfig{}, batch);
+  ASSERT_TRUE(r.settled);
+  // The change that makes MM2S idle (its completion edge): a read one picosecond before it
+  // still sees the busy channel, a read at its time sees the change.
+  const auto& changes = r.channels[0][0].changes;
+  size_t k = changes.size();
+  for (size_t i = 0; i < changes.size(); ++i)
+    if (!changes[i].at_write && (changes[i].regs.dmasr() & R::kSrIdle)) {
+      k = i;
+      break;
+    }
+  ASSERT_LT(k, changes.size());
+  ASSERT_GT(k, 0u);
+  const uint64_t mm0 = board_map::kDmaBase[0];
+  const uint64_t t = changes[k].time_ps;
+  const uint64_t late = (kOracleFirstEdge + r.quiet_edge + 500) * kPeriod;
+  OracleBatch probed = batch;
+  probed.actions.push_back(probe_reg(t - 1, mm0 + R::kMm2sDmasr));
+  probed.actions.push_back(probe_reg(t, mm0 + R::kMm2sDmasr));
+  probed.actions.push_back(probe_reg(late, mm0 + R::kMm2sDmasr));
+  probed.actions.push_back(probe_reg(late, mm0 + R::kS2mmDmasr));
+  probed.actions.push_back(probe_reg(late, mm0 + R::kS2mmLength));
+  probed.actions.push_back(probe_reg(late, mm0 + R::kMm2sSa));
+  const OracleResult p = run_timing_oracle(BoardConfig{}, probed);
+  EXPECT_FALSE(p.settled);  // a batch with probes ends at its last action
+  ASSERT_EQ(p.probes.size(), 6u);
+  EXPECT_EQ(probe_value(p, 0), changes[k - 1].regs.dmasr());
+  EXPECT_EQ(probe_value(p, 0) & R::kSrIdle, 0u);
+  EXPECT_EQ(probe_value(p, 1), changes[k].regs.dmasr());
+  // Long after: the final recorded registers.
+  const DmaChannelRegisters& mm2s = changes.back().regs;
+  const DmaChannelRegisters& s2mm = r.channels[0][1].changes.back().regs;
+  EXPECT_EQ(probe_value(p, 2), mm2s.read(R::kMm2sDmasr));
+  EXPECT_EQ(probe_value(p, 3), s2mm.read(R::kMm2sDmasr));
+  EXPECT_EQ(probe_value(p, 4), s2mm.read(R::kMm2sLength));
+  EXPECT_EQ(probe_value(p, 5), mm2s.read(R::kMm2sSa));
+  EXPECT_EQ(probe_value(p, 4), s.result_bytes);
+}
+
+TEST(TimingOracle, ABatchThatCannotSettleIsAnErrorOrStopsAtTheHorizon) {
+  // S2MM armed, no stream ever started: the channel waits for results forever.
+  const MatmulShape s = make_shape(4, 16, 4);
+  OracleBatch b = matmul_batch(s, 0x0010'0000, 0x0020'0000);
+  b.actions.pop_back();
+  try {
+    run_timing_oracle(BoardConfig{}, b, 20'000);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not settle within 20000 cycles"), std::string::npos) << e.what();
+  }
+  b.horizon_edges = 5'000;
+  const OracleResult r = run_timing_oracle(BoardConfig{}, b);
+  EXPECT_FALSE(r.settled);
+  EXPECT_GE(r.end_edge, 5'000u);
+  EXPECT_TRUE(r.channels[0][1].transfers.empty());
+  ASSERT_FALSE(r.channels[0][1].changes.empty());
+  EXPECT_EQ(r.channels[0][1].changes.back().regs.state(), DmaState::kBusy);
+}
+
+}  // namespace
+}  // namespace bitsim::hw
