@@ -115,11 +115,12 @@ TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
     }
   EXPECT_TRUE(found);
   // The matmul engine's lane 0 counted one group of 37 rows and is neither busy nor in error.
-  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kStatus / 4], 0u);
-  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kUnitsDone / 4], 1u);
-  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kRowsDone / 4], 37u);
-  EXPECT_EQ(r.engine_regs[0][0][engine_reg::kBeatsIn / 4], 336u);
-  EXPECT_EQ(r.engine_regs[0][1][engine_reg::kUnitsDone / 4], 0u);
+  EXPECT_FALSE(r.engines[0][0].busy);
+  EXPECT_FALSE(r.engines[0][0].error);
+  EXPECT_EQ(r.engines[0][0].units_done, 1u);
+  EXPECT_EQ(r.engines[0][0].rows_done, 37u);
+  EXPECT_EQ(r.engines[0][0].beats_in, 336u);
+  EXPECT_EQ(r.engines[0][1].units_done, 0u);
 }
 
 TEST(TimingOracle, TimingDependsOnPageOffsetsNotOnAddresses) {
