@@ -179,9 +179,9 @@ void AxiDma::write_register(uint32_t offset, uint32_t value, uint64_t effective_
   }
 }
 
-// A reset drops the channel's transfer. Traffic already on the bus drains: read beats are
-// dropped, owed write beats are sent.
-void AxiDma::drop_transfer(Channel& c) {
+// The channel's data stops: read beats still to come will be dropped, the data FIFO
+// emptied; write beats already owed to a write request are still sent.
+void AxiDma::drain_data(Channel& c) {
   if (!c.s2mm) {
     c.discard_beats += c.reserved;
     c.reserved = 0;
@@ -189,6 +189,11 @@ void AxiDma::drop_transfer(Channel& c) {
   } else {
     c.s2mm_fifo.truncate(c.w_owed);
   }
+}
+
+// A reset drops the channel's transfer. Traffic already on the bus drains.
+void AxiDma::drop_transfer(Channel& c) {
+  drain_data(c);
   const uint8_t idx = c.s2mm ? 1 : 0;
   for (size_t i = 0; i < sg_reads_.size(); ++i)
     if (sg_reads_.at(i).ch == idx) sg_reads_.at(i).discard = true;
@@ -509,13 +514,7 @@ void AxiDma::data_done(Channel& c, uint64_t now) {
 
 void AxiDma::data_error(Channel& c, uint64_t now) {
   c.aborted = true;
-  if (!c.s2mm) {
-    c.discard_beats += c.reserved;
-    c.reserved = 0;
-    c.mm2s_fifo.clear();
-  } else {
-    c.s2mm_fifo.truncate(c.w_owed);
-  }
+  drain_data(c);
   const uint32_t bytes = c.done_beats * uint32_t(kBeatBytes);
   stats_of(c).bytes += bytes;
   raise_error(c, kSrDmaDecErr, now);

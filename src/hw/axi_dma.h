@@ -210,6 +210,7 @@ class AxiDma : public sc_core::sc_module {
   uint32_t read_register(uint32_t offset) const;
   void write_register(uint32_t offset, uint32_t value, uint64_t effective_cycle);
   void drop_transfer(Channel& c);
+  void drain_data(Channel& c);
 
   void tick();
   void end_of_elaboration() override;

@@ -44,7 +44,7 @@ Ddr::Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& conf
     p.responses.reset(size_t(config_.max_pending_bursts));
   }
   stats_.ports.resize(size_t(config_.ports));
-  pages_.resize(size_t(config_.size_bytes / kPageBytes));
+  mem_ = PagedMemory(config_.size_bytes, this->name());
 
   SC_METHOD(tick);
   sensitive << clock_.posedge();
@@ -66,49 +66,9 @@ void Ddr::end_of_elaboration() {
 
 // ---- backdoor ---------------------------------------------------------------------------
 
-void Ddr::check_range(uint64_t addr, uint64_t n, const char* what) const {
-  if (outside(addr, n))
-    throw Error(fmt::format("{}: {} of [{:#x}, {:#x}) is outside the DDR [0x0, {:#x})", name(), what, addr,
-                            addr + n, config_.size_bytes));
-}
+void Ddr::read(uint64_t addr, void* dst, size_t n) const { mem_.read(addr, dst, n); }
 
-uint8_t* Ddr::page_for_write(uint64_t page) {
-  auto& p = pages_[size_t(page)];
-  if (!p) p.reset(new uint8_t[kPageBytes]());  // zero-filled
-  return p.get();
-}
-
-void Ddr::read(uint64_t addr, void* dst, size_t n) const {
-  check_range(addr, n, "backdoor read");
-  auto* out = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    const uint64_t page = addr / kPageBytes, off = addr % kPageBytes;
-    const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
-    if (const auto& p = pages_[size_t(page)])
-      std::memcpy(out, p.get() + off, chunk);
-    else
-      std::memset(out, 0, chunk);
-    out += chunk;
-    addr += chunk;
-    n -= chunk;
-  }
-}
-
-void Ddr::write(uint64_t addr, const void* src, size_t n) {
-  check_range(addr, n, "backdoor write");
-  const uint64_t start = addr;
-  const size_t total = n;
-  auto* in = static_cast<const uint8_t*>(src);
-  while (n > 0) {
-    const uint64_t page = addr / kPageBytes, off = addr % kPageBytes;
-    const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
-    std::memcpy(page_for_write(page) + off, in, chunk);
-    in += chunk;
-    addr += chunk;
-    n -= chunk;
-  }
-  if (listener_ && total > 0) listener_(start, total);
-}
+void Ddr::write(uint64_t addr, const void* src, size_t n) { mem_.write(addr, src, n); }
 
 uint64_t Ddr::read64(uint64_t addr) const {
   uint64_t v = 0;
@@ -118,30 +78,30 @@ uint64_t Ddr::read64(uint64_t addr) const {
 
 void Ddr::write64(uint64_t addr, uint64_t value) { write(addr, &value, sizeof value); }
 
-void Ddr::set_write_listener(std::function<void(uint64_t, size_t)> listener) { listener_ = std::move(listener); }
-
-size_t Ddr::allocated_pages() const {
-  return size_t(std::count_if(pages_.begin(), pages_.end(), [](const auto& p) { return bool(p); }));
+void Ddr::set_write_listener(std::function<void(uint64_t, size_t)> listener) {
+  mem_.set_write_listener(std::move(listener));
 }
+
+size_t Ddr::allocated_pages() const { return mem_.allocated_pages(); }
 
 // ---- bus side ---------------------------------------------------------------------------
 
 void Ddr::bus_read_beat(uint64_t addr, uint64_t& data) const {
-  const auto& p = pages_[size_t(addr / kPageBytes)];
+  const uint8_t* p = mem_.page(addr / kPageBytes);
   if (!p) {
     data = 0;
     return;
   }
   const uint64_t off = addr % kPageBytes;
-  std::memcpy(&data, p.get() + off, kBeatBytes);
+  std::memcpy(&data, p + off, kBeatBytes);
   // Bursts read on through memory: fetch a few cache lines ahead into the host's cache.
   constexpr uint64_t kAhead = 512;
-  if (off % 64 == 0 && off + kAhead < kPageBytes) __builtin_prefetch(p.get() + off + kAhead);
+  if (off % 64 == 0 && off + kAhead < kPageBytes) __builtin_prefetch(p + off + kAhead);
 }
 
 void Ddr::bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe) {
   if (strobe == 0) return;
-  uint8_t* dst = page_for_write(addr / kPageBytes) + addr % kPageBytes;
+  uint8_t* dst = mem_.page_for_write(addr / kPageBytes) + addr % kPageBytes;
   if (strobe == 0xFF) {
     std::memcpy(dst, &data, kBeatBytes);
     return;
@@ -233,7 +193,7 @@ void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
     p.responses.push_back(PendingResponse{now + write_latency_, w.tag, w.error});
     if (w.error) ++ps.decerr_bursts;
     ++ps.write_bursts;
-    if (listener_ && !w.error) listener_(w.addr, size_t(w.beats) * kBeatBytes);
+    if (!w.error) mem_.notify(w.addr, size_t(w.beats) * kBeatBytes);
     p.writes.pop_front();
   }
   return true;

@@ -17,6 +17,7 @@
 
 #include "hw/axi_mm.h"
 #include "hw/clock.h"
+#include "hw/paged_memory.h"
 #include "hw/config_field.h"
 #include "hw/reg_fifo.h"
 
@@ -158,7 +159,7 @@ struct DdrStats {
 
 class Ddr : public sc_core::sc_module {
  public:
-  static constexpr uint64_t kPageBytes = 1ull << 20;  // lazy allocation unit
+  static constexpr uint64_t kPageBytes = PagedMemory::kPageBytes;  // lazy allocation unit
 
   SC_HAS_PROCESS(Ddr);
   Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& config);
@@ -221,8 +222,6 @@ class Ddr : public sc_core::sc_module {
   void end_of_elaboration() override;
   bool idle() const;
   bool outside(uint64_t addr, uint64_t n) const { return addr >= config_.size_bytes || n > config_.size_bytes - addr; }
-  void check_range(uint64_t addr, uint64_t n, const char* what) const;
-  uint8_t* page_for_write(uint64_t page);
   void bus_read_beat(uint64_t addr, uint64_t& data) const;
   void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
   void accept(PortState& p, int index, uint64_t now);
@@ -242,8 +241,7 @@ class Ddr : public sc_core::sc_module {
   int rr_start_ = 0;  // slot visited first at the next edge
   size_t in_flight_ = 0;  // bursts held over all ports (reads, writes, responses to send)
   std::vector<PortState> ports_;
-  std::vector<std::unique_ptr<uint8_t[]>> pages_;
-  std::function<void(uint64_t, size_t)> listener_;
+  PagedMemory mem_;
   sc_core::sc_event_or_list wake_;
   bool sleeping_ = false;
   DdrStats stats_;

@@ -17,58 +17,6 @@ namespace R = dma_reg;
 
 // ---- FastMemory --------------------------------------------------------------------------
 
-FastMemory::FastMemory(uint64_t size_bytes) : size_(size_bytes), pages_((size_bytes + kPage - 1) / kPage) {}
-
-void FastMemory::check(uint64_t addr, size_t n, const char* what) const {
-  if (addr > size_ || n > size_ - addr)
-    throw Error(fmt::format("ddr: {} of [{:#x}, {:#x}) is outside the DDR [0x0, {:#x})", what, addr, addr + n, size_));
-}
-
-void FastMemory::read(uint64_t addr, void* dst, size_t n) const {
-  check(addr, n, "read");
-  auto* out = static_cast<uint8_t*>(dst);
-  while (n) {
-    const uint64_t page = addr / kPage, off = addr % kPage;
-    const size_t k = std::min<size_t>(n, kPage - off);
-    if (pages_[page]) std::memcpy(out, pages_[page].get() + off, k);
-    else std::memset(out, 0, k);
-    out += k;
-    addr += k;
-    n -= k;
-  }
-}
-
-void FastMemory::write(uint64_t addr, const void* src, size_t n) {
-  check(addr, n, "write");
-  const uint64_t a0 = addr;
-  const size_t n0 = n;
-  auto* in = static_cast<const uint8_t*>(src);
-  while (n) {
-    const uint64_t page = addr / kPage, off = addr % kPage;
-    const size_t k = std::min<size_t>(n, kPage - off);
-    if (!pages_[page]) {
-      pages_[page].reset(new uint8_t[kPage]);
-      std::memset(pages_[page].get(), 0, kPage);
-    }
-    std::memcpy(pages_[page].get() + off, in, k);
-    in += k;
-    addr += k;
-    n -= k;
-  }
-  if (listener_) listener_(a0, n0);
-}
-
-const uint8_t* FastMemory::span(uint64_t addr, size_t n) const {
-  if (addr > size_ || n > size_ - addr || n == 0) return nullptr;
-  const uint64_t page = addr / kPage, off = addr % kPage;
-  if (off + n > kPage) return nullptr;
-  if (!pages_[page]) {
-    pages_[page].reset(new uint8_t[kPage]);
-    std::memset(pages_[page].get(), 0, kPage);
-  }
-  return pages_[page].get() + off;
-}
-
 // ---- FastBoard ---------------------------------------------------------------------------
 
 namespace {

@@ -25,35 +25,14 @@
 
 #include "hw/board.h"
 #include "hw/fast_kernels.h"
+#include "hw/paged_memory.h"
 #include "hw/timing_oracle.h"
 
 namespace bitsim::hw {
 
-// DDR contents in fast fidelity: 512 MiB allocated lazily in 1 MiB pages, with a write
-// listener (the decoded-weights cache is keyed by DDR address and invalidated on writes).
-class FastMemory {
- public:
-  explicit FastMemory(uint64_t size_bytes);
-  void read(uint64_t addr, void* dst, size_t n) const;
-  void write(uint64_t addr, const void* src, size_t n);
-  // A pointer to n contiguous bytes if they lie in one page, else nullptr.
-  const uint8_t* span(uint64_t addr, size_t n) const;
-  uint64_t size() const { return size_; }
-  void set_write_listener(std::function<void(uint64_t, size_t)> f) { listener_ = std::move(f); }
-  // Calls f(address, bytes) for every page that was ever written.
-  template <class F>
-  void for_each_page(F f) const {
-    for (size_t i = 0; i < pages_.size(); ++i)
-      if (pages_[i]) f(uint64_t(i) * kPage, size_t(std::min<uint64_t>(kPage, size_ - uint64_t(i) * kPage)));
-  }
-
- private:
-  static constexpr uint64_t kPage = 1ull << 20;
-  void check(uint64_t addr, size_t n, const char* what) const;
-  uint64_t size_;
-  mutable std::vector<std::unique_ptr<uint8_t[]>> pages_;
-  std::function<void(uint64_t, size_t)> listener_;
-};
+// DDR contents in fast fidelity: the same store as the clocked DDR's (the decoded-weights
+// cache is keyed by DDR address and listens for writes).
+using FastMemory = PagedMemory;
 
 struct FastBoardOptions {
   bool timing_only = false;  // skip the engines' arithmetic (results are not written)

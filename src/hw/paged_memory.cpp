@@ -1,0 +1,70 @@
+#include "hw/paged_memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::hw {
+
+PagedMemory::PagedMemory(uint64_t size_bytes, std::string name)
+    : size_(size_bytes), name_(std::move(name)), pages_(size_t((size_bytes + kPageBytes - 1) / kPageBytes)) {}
+
+void PagedMemory::check(uint64_t addr, size_t n, const char* what) const {
+  if (addr > size_ || n > size_ - addr)
+    throw Error(fmt::format("{}: {} of [{:#x}, {:#x}) is outside the DDR [0x0, {:#x})", name_, what, addr, addr + n,
+                            size_));
+}
+
+const uint8_t* PagedMemory::span(uint64_t addr, size_t n) const {
+  if (addr > size_ || n > size_ - addr || n == 0) return nullptr;
+  const uint64_t off = addr % kPageBytes;
+  if (off + n > kPageBytes) return nullptr;
+  return page_for_write(addr / kPageBytes) + off;
+}
+
+uint8_t* PagedMemory::page_for_write(uint64_t index) const {
+  auto& p = pages_[size_t(index)];
+  if (!p) p.reset(new uint8_t[kPageBytes]());  // zero-filled
+  return p.get();
+}
+
+void PagedMemory::read(uint64_t addr, void* dst, size_t n) const {
+  check(addr, n, "read");
+  auto* out = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const uint64_t index = addr / kPageBytes, off = addr % kPageBytes;
+    const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
+    if (const uint8_t* p = page(index))
+      std::memcpy(out, p + off, chunk);
+    else
+      std::memset(out, 0, chunk);
+    out += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+}
+
+void PagedMemory::write(uint64_t addr, const void* src, size_t n) {
+  check(addr, n, "write");
+  const uint64_t start = addr;
+  const size_t total = n;
+  auto* in = static_cast<const uint8_t*>(src);
+  while (n > 0) {
+    const uint64_t index = addr / kPageBytes, off = addr % kPageBytes;
+    const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
+    std::memcpy(page_for_write(index) + off, in, chunk);
+    in += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+  notify(start, total);
+}
+
+size_t PagedMemory::allocated_pages() const {
+  return size_t(std::count_if(pages_.begin(), pages_.end(), [](const auto& p) { return bool(p); }));
+}
+
+}  // namespace bitsim::hw

@@ -1,0 +1,50 @@
+#pragma once
+// PagedMemory: the DDR's contents, in both fidelities (hw::Ddr for the clocked board, the
+// fast board's memory): bytes allocated lazily in 1 MiB zero-filled pages (an untouched
+// page reads as zero and costs no memory), accesses checked against the size (bitsim::Error
+// naming the range), and a write listener that hears every write.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bitsim::hw {
+
+class PagedMemory {
+ public:
+  static constexpr uint64_t kPageBytes = 1ull << 20;
+
+  explicit PagedMemory(uint64_t size_bytes = 0, std::string name = "ddr");
+  uint64_t size() const { return size_; }
+  void read(uint64_t addr, void* dst, size_t n) const;
+  void write(uint64_t addr, const void* src, size_t n);
+  // A pointer to n contiguous bytes if they lie in one page (allocated if needed), else nullptr.
+  const uint8_t* span(uint64_t addr, size_t n) const;
+  void set_write_listener(std::function<void(uint64_t, size_t)> f) { listener_ = std::move(f); }
+  // Tells the listener of a write made through page_for_write.
+  void notify(uint64_t addr, size_t n) const {
+    if (listener_ && n > 0) listener_(addr, n);
+  }
+  // Page `index`, or nullptr if it was never written.
+  const uint8_t* page(uint64_t index) const { return pages_[size_t(index)].get(); }
+  // Page `index`, allocated (zero-filled) if it was never written.
+  uint8_t* page_for_write(uint64_t index) const;
+  size_t allocated_pages() const;
+  // Calls f(address, bytes) for every page that was ever written.
+  template <class F>
+  void for_each_page(F f) const {
+    for (size_t i = 0; i < pages_.size(); ++i)
+      if (pages_[i]) f(uint64_t(i) * kPageBytes, size_t(std::min<uint64_t>(kPageBytes, size_ - uint64_t(i) * kPageBytes)));
+  }
+
+ private:
+  void check(uint64_t addr, size_t n, const char* what) const;
+  uint64_t size_;
+  std::string name_;
+  mutable std::vector<std::unique_ptr<uint8_t[]>> pages_;  // span() allocates the page it points into
+  std::function<void(uint64_t, size_t)> listener_;
+};
+
+}  // namespace bitsim::hw
