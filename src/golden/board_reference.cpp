@@ -196,62 +196,39 @@ void check_model(const TernaryModel& m) {
                             m.source, m.config.head_dim(), kHeadDim));
 }
 
-}  // namespace
+// *max = the largest of *max and |x_d| over one head's 96 values.
+void track_max_abs(const float* x, float* max) {
+  for (int d = 0; d < kHeadDim; ++d) *max = std::max(*max, std::fabs(x[d]));
+}
 
-KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, int threads) {
-  check_model(m);
-  const auto& c = m.config;
-  const int heads = c.num_heads, H = c.hidden_size;
-  if (tokens.empty() || tokens.size() > size_t(kMaxContext))
-    throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, tokens.size()));
-  num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
-  std::vector<float> kmax(size_t(c.num_layers) * heads, 0.0f), vmax(kmax.size(), 0.0f);
-  // Float K/V cache [layer][pos][H].
-  std::vector<float> kc(size_t(c.num_layers) * tokens.size() * H), vc(kc.size());
-  std::vector<float> scores(tokens.size());
-  const MatvecStep matvec = [threads](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
-    parallel_matvec(w, x, acc, threads);
-  };
+// Float softmax attention of one head over positions 0..T-1, with the project's exp: K and
+// V hold the head's rows, `stride` floats apart; scores has room for T values.
+void float_attention_head(const float* q, const float* K, const float* V, int stride, int T,
+                          float* scores, float* o) {
   const float inv_sqrt_d = num::rsqrt(float(kHeadDim));
-  int pos = 0;
-  const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
-    float* krow = kc.data() + (size_t(l) * tokens.size() + pos) * H;
-    float* vrow = vc.data() + (size_t(l) * tokens.size() + pos) * H;
-    std::copy(k, k + H, krow);
-    std::copy(v, v + H, vrow);
-    for (int hd = 0; hd < heads; ++hd) {
-      float& km = kmax[size_t(l) * heads + hd];
-      float& vm = vmax[size_t(l) * heads + hd];
-      for (int d = 0; d < kHeadDim; ++d) {
-        km = std::max(km, std::fabs(k[hd * kHeadDim + d]));
-        vm = std::max(vm, std::fabs(v[hd * kHeadDim + d]));
-      }
-      // Float softmax attention over positions 0..pos, with the project's exp.
-      const int T = pos + 1;
-      float smax = -INFINITY;
-      for (int t = 0; t < T; ++t) {
-        const float* kt = kc.data() + (size_t(l) * tokens.size() + t) * H + hd * kHeadDim;
-        float dot = 0.0f;
-        for (int d = 0; d < kHeadDim; ++d) dot += q[hd * kHeadDim + d] * kt[d];
-        scores[t] = dot * inv_sqrt_d;
-        smax = std::max(smax, scores[t]);
-      }
-      float total = 0.0f;
-      for (int t = 0; t < T; ++t) {
-        scores[t] = num::exp_approx(scores[t] - smax);
-        total += scores[t];
-      }
-      const float inv_total = num::recip(total);
-      for (int d = 0; d < kHeadDim; ++d) {
-        float acc = 0.0f;
-        for (int t = 0; t < T; ++t)
-          acc += scores[t] * vc[(size_t(l) * tokens.size() + t) * H + hd * kHeadDim + d];
-        o[hd * kHeadDim + d] = acc * inv_total;
-      }
-    }
-  };
-  for (; pos < int(tokens.size()); ++pos)
-    token_forward(m, rope, tokens[pos], pos, matvec, attention, {}, /*with_logits=*/false);
+  float smax = -INFINITY;
+  for (int t = 0; t < T; ++t) {
+    const float* kt = K + size_t(t) * stride;
+    float dot = 0.0f;
+    for (int d = 0; d < kHeadDim; ++d) dot += q[d] * kt[d];
+    scores[t] = dot * inv_sqrt_d;
+    smax = std::max(smax, scores[t]);
+  }
+  float total = 0.0f;
+  for (int t = 0; t < T; ++t) {
+    scores[t] = num::exp_approx(scores[t] - smax);
+    total += scores[t];
+  }
+  const float inv_total = num::recip(total);
+  for (int d = 0; d < kHeadDim; ++d) {
+    float acc = 0.0f;
+    for (int t = 0; t < T; ++t) acc += scores[t] * V[size_t(t) * stride + d];
+    o[d] = acc * inv_total;
+  }
+}
+
+// Each (layer, head)'s scale: its largest |K| (|V|) over the pass mapped to 127.
+KvScales scales_from_max(const std::vector<float>& kmax, const std::vector<float>& vmax) {
   KvScales scales;
   scales.k.resize(kmax.size());
   scales.v.resize(vmax.size());
@@ -260,6 +237,41 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
     scales.v[i] = std::max(vmax[i], 1e-5f) / 127.0f;
   }
   return scales;
+}
+
+}  // namespace
+
+KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, int threads) {
+  check_model(m);
+  const auto& c = m.config;
+  const int heads = c.num_heads, H = c.hidden_size;
+  const size_t P = tokens.size();  // positions
+  if (tokens.empty() || P > size_t(kMaxContext))
+    throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, P));
+  num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
+  std::vector<float> kmax(size_t(c.num_layers) * heads, 0.0f), vmax(kmax.size(), 0.0f);
+  // Float K/V cache [layer][pos][H].
+  std::vector<float> kc(size_t(c.num_layers) * P * H), vc(kc.size());
+  std::vector<float> scores(P);
+  const MatvecStep matvec = [threads](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+    parallel_matvec(w, x, acc, threads);
+  };
+  int pos = 0;
+  const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
+    const float* k_layer = kc.data() + size_t(l) * P * H;
+    const float* v_layer = vc.data() + size_t(l) * P * H;
+    std::copy(k, k + H, kc.data() + (size_t(l) * P + pos) * H);
+    std::copy(v, v + H, vc.data() + (size_t(l) * P + pos) * H);
+    for (int hd = 0; hd < heads; ++hd) {
+      const int off = hd * kHeadDim;
+      track_max_abs(k + off, &kmax[size_t(l) * heads + hd]);
+      track_max_abs(v + off, &vmax[size_t(l) * heads + hd]);
+      float_attention_head(q + off, k_layer + off, v_layer + off, H, pos + 1, scores.data(), o + off);
+    }
+  };
+  for (; pos < int(P); ++pos)
+    token_forward(m, rope, tokens[pos], pos, matvec, attention, {}, /*with_logits=*/false);
+  return scales_from_max(kmax, vmax);
 }
 
 // ---- BoardReference ------------------------------------------------------------------

@@ -123,14 +123,25 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
   }
 }
 
+// One token's vectors, sized for the model: h the residual stream, a the normed activations
+// and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res one lane's
+// attention results.
+struct TokenLoop::StepBuffers {
+  StepBuffers(int H, int F, int heads_per_lane)
+      : a(size_t(std::max(H, F))), q(H), k(H), v(H), o(H), g(F), u(F), d(H),
+        xq(size_t(std::max(H, F))),
+        acc(size_t(std::max(3 * H, 2 * F))),
+        qq(kHeadDim),
+        res(size_t(model::kAttentionResultWords * heads_per_lane)) {}
+  std::vector<float> h, a, q, k, v, o, g, u, d;
+  std::vector<int8_t> xq;
+  std::vector<int32_t> acc;
+  std::vector<int8_t> qq;
+  std::vector<int32_t> res;
+};
+
 std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden::Probe& probe) {
-  const auto& c = model_.config;
-  const int H = c.hidden_size, F = c.intermediate_size, heads = c.num_heads;
-  const float eps = c.rms_norm_eps;
-  if (pos_ >= model::kKvPositions)
-    throw Error(fmt::format("context full: the board's KV cache holds {} positions", model::kKvPositions));
-  if (token < 0 || token >= c.vocab_size)
-    throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, c.vocab_size - 1));
+  check_step(token);
   TokenTiming local;
   t_ = timing ? timing : &local;
   *t_ = {};
@@ -138,148 +149,214 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   const uint64_t begin = ps_.now_ps();
   token_ = token;
   layer_ = -1;
-  const int T = pos_ + 1;
+  const int H = model_.config.hidden_size;
 
-  std::vector<float> h(model_.embedding(token), model_.embedding(token) + H);
+  StepBuffers b(H, model_.config.intermediate_size, map_.heads_per_lane());
+  b.h.assign(model_.embedding(token), model_.embedding(token) + H);
   cpu(CpuStep::Embed, uint64_t(H));
-  emit(probe, -1, "embedding", h.data(), H);
-  std::vector<float> a(size_t(std::max(H, F))), q(H), k(H), v(H), o(H), g(F), u(F), d(H);
-  std::vector<int8_t> xq(size_t(std::max(H, F)));
-  std::vector<int32_t> acc(size_t(std::max(3 * H, 2 * F)));
-  std::vector<int8_t> qq(kHeadDim);
-  std::vector<int32_t> res(size_t(model::kAttentionResultWords * map_.heads_per_lane()));
-
-  for (int l = 0; l < c.num_layers; ++l) {
-    layer_ = l;
-    const model::LayerWeights& L = model_.layers[l];
-    // 1. input RMSNorm, quantize x.
-    num::rmsnorm(h.data(), L.input_norm.data(), H, eps, a.data());
-    cpu(CpuStep::RmsNorm, H);
-    float s = num::quantize_activations(a.data(), H, xq.data());
-    cpu(CpuStep::Quantize, H);
-    // 2. q, k, v rows in one group per lane.
-    matmul(map_.qkv(l), xq.data(), acc.data());
-    emit_int(probe, l, "q_acc", acc.data(), H);
-    emit_int(probe, l, "k_acc", acc.data() + H, H);
-    emit_int(probe, l, "v_acc", acc.data() + 2 * H, H);
-    // 3. dequantize, RoPE, quantize q per head, K and V with the fixed scales, append.
-    num::dequantize(acc.data(), H, L.q.scale, s, q.data());
-    num::dequantize(acc.data() + H, H, L.k.scale, s, k.data());
-    num::dequantize(acc.data() + 2 * H, H, L.v.scale, s, v.data());
-    cpu(CpuStep::Dequantize, 3 * uint64_t(H));
-    for (int hd = 0; hd < heads; ++hd) {
-      num::rope_apply(q.data() + hd * kHeadDim, pos_, rope_);
-      num::rope_apply(k.data() + hd * kHeadDim, pos_, rope_);
-    }
-    cpu(CpuStep::Rope, 2 * uint64_t(H));
-    emit(probe, l, "q_rope", q.data(), H);
-    emit(probe, l, "k_rope", k.data(), H);
-    emit(probe, l, "v", v.data(), H);
-    std::vector<HeadWork> work[kLanes];
-    uint64_t written = 0;
-    for (int hd = 0; hd < heads; ++hd) {
-      const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
-      const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
-      const float sq = num::quantize_symmetric(q.data() + hd * kHeadDim, kHeadDim, qq.data());
-      int8_t row[kHeadDim];
-      num::quantize_fixed(k.data() + hd * kHeadDim, kHeadDim, sk, row);
-      ps_.mem_write(map_.k_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
-      num::quantize_fixed(v.data() + hd * kHeadDim, kHeadDim, sv, row);
-      ps_.mem_write(map_.v_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
-      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
-      t_->multiplier_lowered += mul.lowered > 0;
-      model::AttentionHeadHeader hdr;
-      hdr.T = uint32_t(T);
-      hdr.m = mul.m;
-      hdr.shift = uint32_t(mul.shift);
-      hdr.legacy = options_.legacy_attention;
-      hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
-      uint8_t buf[model::kAttentionHeaderQBytes];
-      model::write_attention_header(hdr, buf);
-      std::memcpy(buf + model::kHeaderBytes, qq.data(), kHeadDim);
-      ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
-      written += 2 * kHeadDim + sizeof buf;
-      work[lane].push_back({map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd),
-                            uint32_t(T * kHeadDim)});
-    }
-    cpu(CpuStep::QuantizeHeads, 3 * uint64_t(H), written);
-    // 4. attention call: SG chains, per lane its heads x 3 descriptors.
-    const uint64_t t0 = ps_.now_ps();
-    const uint64_t b0 = ps_.pl_bytes_read();
-    driver_.attention(work, written);
-    t_->attention_ps += ps_.now_ps() - t0;
-    if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos_, l, t0, ps_.now_ps());
-    t_->attention_bytes += ps_.pl_bytes_read() - b0;
-    ++t_->attention_calls;
-    t_->dma_transfers += 4;
-    // 5. CPU: finish attention per head.
-    for (int lane = 0; lane < kLanes; ++lane) {
-      ps_.mem_read(map_.attention_result(lane), res.data(), work[lane].size() * model::kAttentionResultBytes);
-      for (size_t i = 0; i < work[lane].size(); ++i) {
-        const int hd = lane * map_.heads_per_lane() + int(i);
-        const int32_t* r = res.data() + i * model::kAttentionResultWords;
-        num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,
-                              o.data() + hd * kHeadDim);
-      }
-    }
-    cpu(CpuStep::AttnFinish, H);
-    emit(probe, l, "attn_out", o.data(), H);
-    // 5. inner_attn_ln RMSNorm, quantize. 6. o_proj, dequantize, residual.
-    num::rmsnorm(o.data(), L.inner_attn_norm.data(), H, eps, a.data());
-    cpu(CpuStep::RmsNorm, H);
-    s = num::quantize_activations(a.data(), H, xq.data());
-    cpu(CpuStep::Quantize, H);
-    matmul(map_.o(l), xq.data(), acc.data());
-    emit_int(probe, l, "o_acc", acc.data(), H);
-    num::dequantize(acc.data(), H, L.o.scale, s, d.data());
-    cpu(CpuStep::Dequantize, H);
-    num::add_inplace(h.data(), d.data(), H);
-    cpu(CpuStep::Residual, H);
-    // 6. post-attention RMSNorm, quantize. 7. gate and up.
-    num::rmsnorm(h.data(), L.post_attn_norm.data(), H, eps, a.data());
-    cpu(CpuStep::RmsNorm, H);
-    s = num::quantize_activations(a.data(), H, xq.data());
-    cpu(CpuStep::Quantize, H);
-    matmul(map_.gate_up(l), xq.data(), acc.data());
-    emit_int(probe, l, "gate_acc", acc.data(), F);
-    emit_int(probe, l, "up_acc", acc.data() + F, F);
-    num::dequantize(acc.data(), F, L.gate.scale, s, g.data());
-    num::dequantize(acc.data() + F, F, L.up.scale, s, u.data());
-    cpu(CpuStep::Dequantize, 2 * uint64_t(F));
-    // 8. SiLU(gate) * up, ffn_layernorm, quantize.
-    num::silu_gate(g.data(), u.data(), F, g.data());
-    cpu(CpuStep::SiluGate, F);
-    num::rmsnorm(g.data(), L.ffn_norm.data(), F, eps, a.data());
-    cpu(CpuStep::RmsNorm, F);
-    s = num::quantize_activations(a.data(), F, xq.data());
-    cpu(CpuStep::Quantize, F);
-    // 9. down_proj, dequantize, residual.
-    matmul(map_.down(l), xq.data(), acc.data());
-    emit_int(probe, l, "down_acc", acc.data(), H);
-    num::dequantize(acc.data(), H, L.down.scale, s, d.data());
-    cpu(CpuStep::Dequantize, H);
-    num::add_inplace(h.data(), d.data(), H);
-    cpu(CpuStep::Residual, H);
-    emit(probe, l, "residual", h.data(), H);
-  }
-  // Final RMSNorm, quantize, lm_head (split by lane and by the length limit), dequantize.
+  emit(probe, -1, "embedding", b.h.data(), H);
+  for (int l = 0; l < model_.config.num_layers; ++l) decoder_layer(l, b, probe);
   layer_ = -1;
-  num::rmsnorm(h.data(), model_.final_norm.data(), H, eps, a.data());
-  cpu(CpuStep::RmsNorm, H);
-  const float s = num::quantize_activations(a.data(), H, xq.data());
-  cpu(CpuStep::Quantize, H);
-  std::vector<int32_t> lm(size_t(c.vocab_size));
-  matmul(map_.lm_head(), xq.data(), lm.data());
-  emit_int(probe, -1, "lm_head_acc", lm.data(), c.vocab_size);
-  std::vector<float> logits(size_t(c.vocab_size));
-  num::dequantize(lm.data(), c.vocab_size, model_.lm_head.scale, s, logits.data());
-  cpu(CpuStep::Dequantize, uint64_t(c.vocab_size));
-  cpu(CpuStep::Argmax, uint64_t(c.vocab_size));
-  emit(probe, -1, "logits", logits.data(), c.vocab_size);
+  std::vector<float> logits = final_norm_lm_head(b, probe);
+
   t_->bytes_read = ps_.pl_bytes_read() - read0;
   if (observer_) observer_->token(pos_, token_, begin, ps_.now_ps());
   ++pos_;
   t_ = nullptr;
+  return logits;
+}
+
+void TokenLoop::check_step(int token) const {
+  const int vocab = model_.config.vocab_size;
+  if (pos_ >= model::kKvPositions)
+    throw Error(fmt::format("context full: the board's KV cache holds {} positions", model::kKvPositions));
+  if (token < 0 || token >= vocab)
+    throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, vocab - 1));
+}
+
+// One decoder layer: CIRCUITS.md 5, steps 1 to 9.
+void TokenLoop::decoder_layer(int l, StepBuffers& b, const golden::Probe& probe) {
+  layer_ = l;
+  const model::LayerWeights& L = model_.layers[l];
+  const int H = model_.config.hidden_size;
+  // 1. input RMSNorm, quantize x. 2. q, k, v rows in one group per lane.
+  float s = norm_and_quantize(b.h.data(), L.input_norm.data(), H, b);
+  qkv_projection(l, s, b, probe);
+  // 3. RoPE, quantize q per head, K and V with the fixed scales, append; headers.
+  rope_q_and_k(l, b, probe);
+  LaneHeads work;
+  const uint64_t written = write_heads(l, b, work);
+  // 4. attention call. 5. finish attention, inner_attn_ln RMSNorm, quantize.
+  attention_call(l, work, written);
+  finish_attention(l, work, b, probe);
+  s = norm_and_quantize(b.o.data(), L.inner_attn_norm.data(), H, b);
+  // 6. o_proj, dequantize, residual; post-attention RMSNorm, quantize.
+  o_proj_residual(l, s, b, probe);
+  s = norm_and_quantize(b.h.data(), L.post_attn_norm.data(), H, b);
+  // 7. gate and up. 8. SiLU(gate) * up, ffn_layernorm, quantize.
+  gate_up_projection(l, s, b, probe);
+  s = silu_gate_ffn_norm(L, b);
+  // 9. down_proj, dequantize, residual.
+  down_proj_residual(l, s, b, probe);
+}
+
+// RMSNorm of x[0..n) into a, quantized into xq; returns the activations' scale.
+float TokenLoop::norm_and_quantize(const float* x, const float* weight, int n, StepBuffers& b) {
+  num::rmsnorm(x, weight, n, model_.config.rms_norm_eps, b.a.data());
+  cpu(CpuStep::RmsNorm, n);
+  const float s = num::quantize_activations(b.a.data(), n, b.xq.data());
+  cpu(CpuStep::Quantize, n);
+  return s;
+}
+
+// The qkv group on the board, then q, k and v dequantized on the CPU.
+void TokenLoop::qkv_projection(int l, float s, StepBuffers& b, const golden::Probe& probe) {
+  const int H = model_.config.hidden_size;
+  const model::LayerWeights& L = model_.layers[l];
+  matmul(map_.qkv(l), b.xq.data(), b.acc.data());
+  emit_int(probe, l, "q_acc", b.acc.data(), H);
+  emit_int(probe, l, "k_acc", b.acc.data() + H, H);
+  emit_int(probe, l, "v_acc", b.acc.data() + 2 * H, H);
+  num::dequantize(b.acc.data(), H, L.q.scale, s, b.q.data());
+  num::dequantize(b.acc.data() + H, H, L.k.scale, s, b.k.data());
+  num::dequantize(b.acc.data() + 2 * H, H, L.v.scale, s, b.v.data());
+  cpu(CpuStep::Dequantize, 3 * uint64_t(H));
+}
+
+void TokenLoop::rope_q_and_k(int l, StepBuffers& b, const golden::Probe& probe) {
+  const int H = model_.config.hidden_size;
+  for (int hd = 0; hd < model_.config.num_heads; ++hd) {
+    num::rope_apply(b.q.data() + hd * kHeadDim, pos_, rope_);
+    num::rope_apply(b.k.data() + hd * kHeadDim, pos_, rope_);
+  }
+  cpu(CpuStep::Rope, 2 * uint64_t(H));
+  emit(probe, l, "q_rope", b.q.data(), H);
+  emit(probe, l, "k_rope", b.k.data(), H);
+  emit(probe, l, "v", b.v.data(), H);
+}
+
+// Every head's K and V row appended and its header + q written; `work` gets each lane's
+// heads. Returns the bytes the CPU wrote.
+uint64_t TokenLoop::write_heads(int l, StepBuffers& b, LaneHeads& work) {
+  uint64_t written = 0;
+  for (int hd = 0; hd < model_.config.num_heads; ++hd) written += write_head(l, hd, b, work);
+  cpu(CpuStep::QuantizeHeads, 3 * uint64_t(model_.config.hidden_size), written);
+  return written;
+}
+
+// One head: K and V quantized with the fixed scales and appended to the cache at pos_; q
+// quantized per head behind its attention header in the head's buffer slot.
+uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
+  const int heads = model_.config.num_heads, T = pos_ + 1;
+  const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
+  const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
+  const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
+  int8_t row[kHeadDim];
+  num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, row);
+  ps_.mem_write(map_.k_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
+  num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, row);
+  ps_.mem_write(map_.v_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
+  const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+  t_->multiplier_lowered += mul.lowered > 0;
+  model::AttentionHeadHeader hdr;
+  hdr.T = uint32_t(T);
+  hdr.m = mul.m;
+  hdr.shift = uint32_t(mul.shift);
+  hdr.legacy = options_.legacy_attention;
+  hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
+  uint8_t buf[model::kAttentionHeaderQBytes];
+  model::write_attention_header(hdr, buf);
+  std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
+  ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
+  work[lane].push_back({map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd),
+                        uint32_t(T * kHeadDim)});
+  return 2 * kHeadDim + sizeof buf;
+}
+
+// The attention call: SG chains, per lane its heads x 3 descriptors.
+void TokenLoop::attention_call(int l, const LaneHeads& work, uint64_t written) {
+  const uint64_t t0 = ps_.now_ps();
+  const uint64_t b0 = ps_.pl_bytes_read();
+  driver_.attention(work, written);
+  t_->attention_ps += ps_.now_ps() - t0;
+  if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos_, l, t0, ps_.now_ps());
+  t_->attention_bytes += ps_.pl_bytes_read() - b0;
+  ++t_->attention_calls;
+  t_->dma_transfers += 4;
+}
+
+// CPU: each head's attention output from the unit's results, into o.
+void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe) {
+  const int heads = model_.config.num_heads;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    ps_.mem_read(map_.attention_result(lane), b.res.data(), work[lane].size() * model::kAttentionResultBytes);
+    for (size_t i = 0; i < work[lane].size(); ++i) {
+      const int hd = lane * map_.heads_per_lane() + int(i);
+      const int32_t* r = b.res.data() + i * model::kAttentionResultWords;
+      num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,
+                            b.o.data() + hd * kHeadDim);
+    }
+  }
+  cpu(CpuStep::AttnFinish, model_.config.hidden_size);
+  emit(probe, l, "attn_out", b.o.data(), model_.config.hidden_size);
+}
+
+// o_proj on the board, dequantized and added to the residual stream h.
+void TokenLoop::o_proj_residual(int l, float s, StepBuffers& b, const golden::Probe& probe) {
+  const int H = model_.config.hidden_size;
+  matmul(map_.o(l), b.xq.data(), b.acc.data());
+  emit_int(probe, l, "o_acc", b.acc.data(), H);
+  num::dequantize(b.acc.data(), H, model_.layers[l].o.scale, s, b.d.data());
+  cpu(CpuStep::Dequantize, H);
+  num::add_inplace(b.h.data(), b.d.data(), H);
+  cpu(CpuStep::Residual, H);
+}
+
+// The gate_up group on the board, then gate and up dequantized on the CPU.
+void TokenLoop::gate_up_projection(int l, float s, StepBuffers& b, const golden::Probe& probe) {
+  const int F = model_.config.intermediate_size;
+  const model::LayerWeights& L = model_.layers[l];
+  matmul(map_.gate_up(l), b.xq.data(), b.acc.data());
+  emit_int(probe, l, "gate_acc", b.acc.data(), F);
+  emit_int(probe, l, "up_acc", b.acc.data() + F, F);
+  num::dequantize(b.acc.data(), F, L.gate.scale, s, b.g.data());
+  num::dequantize(b.acc.data() + F, F, L.up.scale, s, b.u.data());
+  cpu(CpuStep::Dequantize, 2 * uint64_t(F));
+}
+
+// SiLU(gate) * up into g, then ffn_layernorm RMSNorm and quantize; returns the scale.
+float TokenLoop::silu_gate_ffn_norm(const model::LayerWeights& L, StepBuffers& b) {
+  const int F = model_.config.intermediate_size;
+  num::silu_gate(b.g.data(), b.u.data(), F, b.g.data());
+  cpu(CpuStep::SiluGate, F);
+  return norm_and_quantize(b.g.data(), L.ffn_norm.data(), F, b);
+}
+
+// down_proj on the board, dequantized and added to the residual stream h.
+void TokenLoop::down_proj_residual(int l, float s, StepBuffers& b, const golden::Probe& probe) {
+  const int H = model_.config.hidden_size;
+  matmul(map_.down(l), b.xq.data(), b.acc.data());
+  emit_int(probe, l, "down_acc", b.acc.data(), H);
+  num::dequantize(b.acc.data(), H, model_.layers[l].down.scale, s, b.d.data());
+  cpu(CpuStep::Dequantize, H);
+  num::add_inplace(b.h.data(), b.d.data(), H);
+  cpu(CpuStep::Residual, H);
+  emit(probe, l, "residual", b.h.data(), H);
+}
+
+// Final RMSNorm, quantize, lm_head (split by lane and by the length limit), dequantize,
+// argmax; returns the logits.
+std::vector<float> TokenLoop::final_norm_lm_head(StepBuffers& b, const golden::Probe& probe) {
+  const int vocab = model_.config.vocab_size;
+  const float s = norm_and_quantize(b.h.data(), model_.final_norm.data(), model_.config.hidden_size, b);
+  std::vector<int32_t> lm(static_cast<size_t>(vocab));
+  matmul(map_.lm_head(), b.xq.data(), lm.data());
+  emit_int(probe, -1, "lm_head_acc", lm.data(), vocab);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  num::dequantize(lm.data(), vocab, model_.lm_head.scale, s, logits.data());
+  cpu(CpuStep::Dequantize, uint64_t(vocab));
+  cpu(CpuStep::Argmax, uint64_t(vocab));
+  emit(probe, -1, "logits", logits.data(), vocab);
   return logits;
 }
 

@@ -80,6 +80,26 @@ class TokenLoop {
   void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
   void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
 
+  // The pieces of step(), in the order CIRCUITS.md 5 lists them; each charges its CPU cost
+  // and reports to the observer and the probe as it goes. StepBuffers (token_loop.cpp)
+  // holds one token's vectors.
+  struct StepBuffers;
+  using LaneHeads = std::vector<HeadWork>[kLanes];
+  void check_step(int token) const;
+  void decoder_layer(int layer, StepBuffers& b, const golden::Probe& probe);
+  float norm_and_quantize(const float* x, const float* weight, int n, StepBuffers& b);
+  void qkv_projection(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
+  void rope_q_and_k(int layer, StepBuffers& b, const golden::Probe& probe);
+  uint64_t write_heads(int layer, StepBuffers& b, LaneHeads& work);
+  uint64_t write_head(int layer, int head, StepBuffers& b, LaneHeads& work);
+  void attention_call(int layer, const LaneHeads& work, uint64_t written);
+  void finish_attention(int layer, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
+  void o_proj_residual(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
+  void gate_up_projection(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
+  float silu_gate_ffn_norm(const model::LayerWeights& L, StepBuffers& b);
+  void down_proj_residual(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
+  std::vector<float> final_norm_lm_head(StepBuffers& b, const golden::Probe& probe);
+
   Platform& ps_;
   const MemoryMap& map_;
   const model::TernaryModel& model_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "model/error.h"
 
@@ -56,6 +58,100 @@ StreamError check_row(const uint8_t* packed, int n, int8_t* trits, size_t* bad_i
       }
   }
   return err;
+}
+
+
+// ---- Decoding a stream ----------------------------------------------------------------
+
+// The stream being decoded and the offset of the next byte to read.
+struct StreamReader {
+  const uint8_t* data;
+  size_t bytes;
+  size_t pos;
+  size_t left() const { return bytes - pos; }
+};
+
+// An error inside one group: the row (-1 in the header or x), the stream offset and detail.
+struct GroupFault {
+  StreamError error;
+  int row;
+  size_t offset;
+  std::string detail;
+};
+
+// What a header that parse_group_header rejected holds, e.g. "magic 0x1234".
+std::string header_fault_detail(StreamError e, const uint8_t* hdr, const GroupHeader& h) {
+  if (e == StreamError::BadMagic) return fmt::format("magic 0x{:04x}", get_u16(hdr));
+  if (e == StreamError::BadVersion) return fmt::format("version {}", hdr[2]);
+  if (e == StreamError::ReservedBits)
+    return fmt::format("flags 0x{:02x}, beat 1 high word 0x{:08x}", hdr[3], get_u32(hdr + 12));
+  if (e == StreamError::BadLength) return fmt::format("n = {}", h.n);
+  return "";
+}
+
+std::optional<GroupFault> decode_header(StreamReader& in, GroupHeader* h) {
+  if (in.left() < size_t(kHeaderBytes))
+    return GroupFault{StreamError::Truncated, -1, in.pos,
+                      in.pos == in.bytes ? "no group flagged last" : "partial header"};
+  const StreamError he = parse_group_header(in.data + in.pos, h);
+  if (he != StreamError::None) return GroupFault{he, -1, in.pos, header_fault_detail(he, in.data + in.pos, *h)};
+  in.pos += kHeaderBytes;
+  return std::nullopt;
+}
+
+// x: n int8 values, then zero padding to the beat.
+std::optional<GroupFault> decode_x(StreamReader& in, DecodedGroup* dg) {
+  const size_t xb = packed_x_bytes(dg->n);
+  if (in.left() < xb) return GroupFault{StreamError::Truncated, -1, in.bytes, "inside x"};
+  const auto* x = reinterpret_cast<const int8_t*>(in.data + in.pos);
+  dg->x.assign(x, x + dg->n);
+  for (size_t i = size_t(dg->n); i < xb; ++i)
+    if (in.data[in.pos + i] != 0)
+      return GroupFault{StreamError::BadPadding, -1, in.pos + i,
+                        fmt::format("x padding byte 0x{:02x}", in.data[in.pos + i])};
+  in.pos += xb;
+  return std::nullopt;
+}
+
+// Row r of the group: its trits into dg->trits, then the zero padding to the beat.
+std::optional<GroupFault> decode_row(StreamReader& in, int r, DecodedGroup* dg) {
+  const int n = dg->n;
+  const size_t rb = packed_row_bytes(n), nb = data_bytes(n);
+  const uint8_t* row = in.data + in.pos;
+  size_t bad = 0;
+  const StreamError re = check_row(row, n, dg->trits.data() + size_t(r) * size_t(n), &bad);
+  if (re == StreamError::InvalidTrit) return GroupFault{re, r, in.pos + bad, fmt::format("byte 0x{:02x}", row[bad])};
+  if (re == StreamError::BadPadding)
+    return GroupFault{re, r, in.pos + bad, fmt::format("padding digit in byte 0x{:02x}", row[bad])};
+  for (size_t i = nb; i < rb; ++i)
+    if (row[i] != 0)
+      return GroupFault{StreamError::BadPadding, r, in.pos + i, fmt::format("row padding byte 0x{:02x}", row[i])};
+  in.pos += rb;
+  return std::nullopt;
+}
+
+// The header's `rows` packed rows.
+std::optional<GroupFault> decode_rows(StreamReader& in, uint32_t rows, DecodedGroup* dg) {
+  const size_t avail_rows = in.left() / packed_row_bytes(dg->n);
+  dg->trits.resize(std::min<size_t>(rows, avail_rows) * size_t(dg->n));
+  for (uint32_t r = 0; r < rows; ++r) {
+    if (r >= avail_rows)
+      return GroupFault{StreamError::Truncated, int(r), in.bytes,
+                        fmt::format("{} of {} rows present", avail_rows, rows)};
+    if (std::optional<GroupFault> f = decode_row(in, int(r), dg)) return f;
+  }
+  return std::nullopt;
+}
+
+// One group: header, x, rows; in.pos ends past it.
+std::optional<GroupFault> decode_group(StreamReader& in, DecodedGroup* dg) {
+  GroupHeader h;
+  if (std::optional<GroupFault> f = decode_header(in, &h)) return f;
+  dg->n = int(h.n);
+  dg->rows = int(h.rows);
+  dg->last = h.last;
+  if (std::optional<GroupFault> f = decode_x(in, dg)) return f;
+  return decode_rows(in, h.rows, dg);
 }
 
 }  // namespace
@@ -207,71 +303,25 @@ std::string DecodeResult::message() const {
 
 DecodeResult decode_stream(const uint8_t* data, size_t bytes) {
   DecodeResult res;
-  size_t pos = 0;
-  auto fail = [&](StreamError e, int g, int r, size_t off, std::string detail) {
-    res.error = e;
-    res.group = g;
-    res.row = r;
-    res.offset = off;
-    res.detail = std::move(detail);
+  auto fail = [&](int group, GroupFault f) {
+    res.error = f.error;
+    res.group = group;
+    res.row = f.row;
+    res.offset = f.offset;
+    res.detail = std::move(f.detail);
     return res;
   };
+  StreamReader in{data, bytes, 0};
   for (int g = 0;; ++g) {
-    if (bytes - pos < size_t(kHeaderBytes))
-      return fail(StreamError::Truncated, g, -1, pos,
-                  pos == bytes ? "no group flagged last" : "partial header");
-    GroupHeader h;
-    const StreamError he = parse_group_header(data + pos, &h);
-    if (he != StreamError::None) {
-      std::string d;
-      if (he == StreamError::BadMagic) d = fmt::format("magic 0x{:04x}", get_u16(data + pos));
-      else if (he == StreamError::BadVersion) d = fmt::format("version {}", data[pos + 2]);
-      else if (he == StreamError::ReservedBits)
-        d = fmt::format("flags 0x{:02x}, beat 1 high word 0x{:08x}", data[pos + 3], get_u32(data + pos + 12));
-      else if (he == StreamError::BadLength) d = fmt::format("n = {}", h.n);
-      return fail(he, g, -1, pos, d);
-    }
-    pos += kHeaderBytes;
-
-    const int n = int(h.n);
-    const size_t xb = packed_x_bytes(n);
-    if (bytes - pos < xb) return fail(StreamError::Truncated, g, -1, bytes, "inside x");
     DecodedGroup dg;
-    dg.n = n;
-    dg.rows = int(h.rows);
-    dg.last = h.last;
-    dg.x.assign(reinterpret_cast<const int8_t*>(data + pos), reinterpret_cast<const int8_t*>(data + pos) + n);
-    for (size_t i = size_t(n); i < xb; ++i)
-      if (data[pos + i] != 0)
-        return fail(StreamError::BadPadding, g, -1, pos + i, fmt::format("x padding byte 0x{:02x}", data[pos + i]));
-    pos += xb;
-
-    const size_t rb = packed_row_bytes(n);
-    const size_t avail_rows = (bytes - pos) / rb;
-    const size_t nb = data_bytes(n);
-    dg.trits.resize(std::min<size_t>(h.rows, avail_rows) * size_t(n));
-    for (uint32_t r = 0; r < h.rows; ++r) {
-      if (r >= avail_rows)
-        return fail(StreamError::Truncated, g, int(r), bytes,
-                    fmt::format("{} of {} rows present", avail_rows, h.rows));
-      const uint8_t* row = data + pos;
-      size_t bad = 0;
-      const StreamError re = check_row(row, n, dg.trits.data() + size_t(r) * size_t(n), &bad);
-      if (re == StreamError::InvalidTrit)
-        return fail(re, g, int(r), pos + bad, fmt::format("byte 0x{:02x}", row[bad]));
-      if (re == StreamError::BadPadding)
-        return fail(re, g, int(r), pos + bad, fmt::format("padding digit in byte 0x{:02x}", row[bad]));
-      for (size_t i = nb; i < rb; ++i)
-        if (row[i] != 0)
-          return fail(StreamError::BadPadding, g, int(r), pos + i, fmt::format("row padding byte 0x{:02x}", row[i]));
-      pos += rb;
-    }
+    if (std::optional<GroupFault> f = decode_group(in, &dg)) return fail(g, std::move(*f));
+    const bool last = dg.last;
     res.groups.push_back(std::move(dg));
-    if (h.last) break;
+    if (last) break;
   }
-  if (pos != bytes)
-    return fail(StreamError::TrailingData, int(res.groups.size()), -1, pos,
-                fmt::format("{} bytes", bytes - pos));
+  if (in.pos != bytes)
+    return fail(int(res.groups.size()),
+                {StreamError::TrailingData, -1, in.pos, fmt::format("{} bytes", bytes - in.pos)});
   return res;
 }
 

@@ -110,6 +110,95 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const n
 
 const char* nonfinite_name(bool nan, bool negative) { return nan ? "NaN" : (negative ? "-Inf" : "+Inf"); }
 
+// A whole file mapped read-only.
+struct Mapping {
+  void* addr;
+  uint64_t size;
+};
+
+// Maps a regular file of at least the 8-byte header length; the descriptor is closed again.
+Mapping map_regular_file(const std::filesystem::path& path, const std::string& file) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open safetensors file: {}", file, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(fmt::format("{}: cannot stat: {}", file, std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: not a regular file", file));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    throw Error(fmt::format("{}: file is {} bytes, shorter than the 8-byte header length; not a safetensors file",
+                            file, size));
+  }
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_err = errno;
+  ::close(fd);
+  if (m == MAP_FAILED) throw Error(fmt::format("{}: mmap failed: {}", file, std::strerror(map_err)));
+  return {m, size};
+}
+
+// The u64 header length at the start of a file of `size` bytes (>= 8), checked against the file.
+uint64_t read_header_length(const std::string& file, const std::byte* base, uint64_t size) {
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, base, 8);
+  if (header_len > kMaxHeaderBytes)
+    throw Error(fmt::format("{}: header length {} bytes is absurd (limit {}); not a safetensors file", file,
+                            header_len, kMaxHeaderBytes));
+  if (header_len > size - 8)
+    throw Error(fmt::format("{}: header length {} bytes exceeds the {} bytes after the length field "
+                            "(file truncated or not a safetensors file)",
+                            file, header_len, size - 8));
+  return header_len;
+}
+
+// The header text as a JSON object (keys in file order).
+nlohmann::ordered_json parse_header_json(const std::string& file, std::string_view text) {
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("{}: header JSON malformed at byte {} of the header: {}", file, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: header JSON malformed: {}", file, e.what()));
+  }
+  if (!header.is_object())
+    throw Error(fmt::format("{}: header must be a JSON object, found {}", file, header.type_name()));
+  return header;
+}
+
+// "__metadata__": an object of strings, copied into `out`.
+void read_metadata(const std::string& file, const nlohmann::ordered_json& value, nlohmann::json& out) {
+  if (!value.is_object())
+    throw Error(fmt::format("{}: __metadata__ must be an object of strings, found {}", file, value.type_name()));
+  for (const auto& [mk, mv] : value.items()) {
+    if (!mv.is_string())
+      throw Error(fmt::format("{}: __metadata__ key '{}' must be a string, found {}", file, mk, mv.type_name()));
+    out[mk] = mv.get<std::string>();
+  }
+}
+
+// No two tensors may share a byte.
+void check_no_overlap(const std::string& file, const std::vector<TensorInfo>& tensors) {
+  std::vector<const TensorInfo*> by_begin;
+  for (const auto& t : tensors)
+    if (t.data_end > t.data_begin) by_begin.push_back(&t);
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->data_begin < b->data_begin; });
+  for (size_t i = 1; i < by_begin.size(); ++i) {
+    const TensorInfo& a = *by_begin[i - 1];
+    const TensorInfo& b = *by_begin[i];
+    if (b.data_begin < a.data_end)
+      throw Error(fmt::format("{}: tensor '{}' [{}, {}] overlaps tensor '{}' [{}, {}]", file, b.name, b.data_begin,
+                              b.data_end, a.name, a.data_begin, a.data_end));
+  }
+}
+
 }  // namespace
 
 const char* dtype_name(DType d) {
@@ -193,67 +282,21 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   const std::string file = path.string();
   SafetensorsFile f;
   f.path_ = path;
+  const Mapping m = map_regular_file(path, file);
+  f.map_ = m.addr;  // from here on f unmaps it, whatever is thrown
+  f.map_size_ = m.size;
+  const auto* base = static_cast<const std::byte*>(m.addr);
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open safetensors file: {}", file, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(fmt::format("{}: cannot stat: {}", file, std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("{}: not a regular file", file));
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    throw Error(fmt::format("{}: file is {} bytes, shorter than the 8-byte header length; not a safetensors file",
-                            file, size));
-  }
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);
-  if (m == MAP_FAILED) throw Error(fmt::format("{}: mmap failed: {}", file, std::strerror(map_err)));
-  f.map_ = m;
-  f.map_size_ = size;
-  const auto* base = static_cast<const std::byte*>(m);
-
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, base, 8);
-  if (header_len > kMaxHeaderBytes)
-    throw Error(fmt::format("{}: header length {} bytes is absurd (limit {}); not a safetensors file", file,
-                            header_len, kMaxHeaderBytes));
-  if (header_len > size - 8)
-    throw Error(fmt::format("{}: header length {} bytes exceeds the {} bytes after the length field "
-                            "(file truncated or not a safetensors file)",
-                            file, header_len, size - 8));
+  const uint64_t header_len = read_header_length(file, base, m.size);
   f.data_ = base + 8 + header_len;
-  f.data_size_ = size - 8 - header_len;
-
-  const std::string_view text(reinterpret_cast<const char*>(base + 8), header_len);
-  nlohmann::ordered_json header;
-  try {
-    header = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(fmt::format("{}: header JSON malformed at byte {} of the header: {}", file, e.byte, e.what()));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: header JSON malformed: {}", file, e.what()));
-  }
-  if (!header.is_object())
-    throw Error(fmt::format("{}: header must be a JSON object, found {}", file, header.type_name()));
+  f.data_size_ = m.size - 8 - header_len;
+  const nlohmann::ordered_json header =
+      parse_header_json(file, std::string_view(reinterpret_cast<const char*>(base + 8), header_len));
 
   try {
     for (const auto& [key, value] : header.items()) {
       if (key == "__metadata__") {
-        if (!value.is_object())
-          throw Error(fmt::format("{}: __metadata__ must be an object of strings, found {}", file, value.type_name()));
-        for (const auto& [mk, mv] : value.items()) {
-          if (!mv.is_string())
-            throw Error(fmt::format("{}: __metadata__ key '{}' must be a string, found {}", file, mk, mv.type_name()));
-          f.metadata_[mk] = mv.get<std::string>();
-        }
+        read_metadata(file, value, f.metadata_);
         continue;
       }
       TensorInfo t = parse_entry(file, key, value, f.data_size_);
@@ -264,20 +307,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   } catch (const nlohmann::json::exception& e) {  // defensive: all accesses are type-checked
     throw Error(fmt::format("{}: malformed header: {}", file, e.what()));
   }
-
-  // No two tensors may share a byte.
-  std::vector<const TensorInfo*> by_begin;
-  for (const auto& t : f.tensors_)
-    if (t.data_end > t.data_begin) by_begin.push_back(&t);
-  std::sort(by_begin.begin(), by_begin.end(),
-            [](const TensorInfo* a, const TensorInfo* b) { return a->data_begin < b->data_begin; });
-  for (size_t i = 1; i < by_begin.size(); ++i) {
-    const TensorInfo& a = *by_begin[i - 1];
-    const TensorInfo& b = *by_begin[i];
-    if (b.data_begin < a.data_end)
-      throw Error(fmt::format("{}: tensor '{}' [{}, {}] overlaps tensor '{}' [{}, {}]", file, b.name, b.data_begin,
-                              b.data_end, a.name, a.data_begin, a.data_end));
-  }
+  check_no_overlap(file, f.tensors_);
   return f;
 }
 

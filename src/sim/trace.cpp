@@ -35,6 +35,94 @@ std::string short_group(const std::string& group) {
   }
   return group;
 }
+
+using nlohmann::json;
+using Span = TraceWriter::Span;
+using Cat = TraceWriter::Cat;
+
+// Chronological; at one time, the longer (enclosing) span first.
+void sort_chronologically(std::vector<Span>& spans) {
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    if (a.begin_ps != b.begin_ps) return a.begin_ps < b.begin_ps;
+    return a.end_ps - a.begin_ps > b.end_ps - b.begin_ps;
+  });
+}
+
+// The "traceEvents" array being written: one event per line, comma-separated.
+struct EventList {
+  std::ostream& out;
+  bool first = true;
+  std::ostream& next() {
+    out << (first ? "" : ",\n");
+    first = false;
+    return out;
+  }
+};
+
+// Metadata: "process_name" / "thread_name" take args.name, "*_sort_index" args.sort_index.
+void write_meta(EventList& events, const std::string& what, int pid, int tid, json value) {
+  const char* key = what.ends_with("sort_index") ? "sort_index" : "name";
+  events.next() << json{{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", json{{key, std::move(value)}}}}
+                       .dump();
+}
+
+// The names and order of the processes and of every track.
+void write_track_names(EventList& events) {
+  write_meta(events, "process_name", trace::kPsPid, 0, "PS (Cortex-A9)");
+  write_meta(events, "process_sort_index", trace::kPsPid, 0, 1);
+  write_meta(events, "thread_name", trace::kPsPid, trace::kHostTid, "host program");
+  write_meta(events, "thread_sort_index", trace::kPsPid, trace::kHostTid, 1);
+  write_meta(events, "process_name", trace::kPlPid, 0, "PL");
+  write_meta(events, "process_sort_index", trace::kPlPid, 0, 2);
+  for (int a = 0; a < 2; ++a)
+    for (int lane = 0; lane < 2; ++lane) {
+      const int tid = trace::engine_tid(a == 1, lane);
+      write_meta(events, "thread_name", trace::kPlPid, tid, fmt::format("{} lane {}", a ? "attention" : "matmul", lane));
+      write_meta(events, "thread_sort_index", trace::kPlPid, tid, tid);
+    }
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) {
+      const int tid = trace::dma_tid(d, c);
+      write_meta(events, "thread_name", trace::kPlPid, tid, fmt::format("DMA {} {}", kDma[d], kChannel[c]));
+      write_meta(events, "thread_sort_index", trace::kPlPid, tid, tid);
+    }
+}
+
+// A span's args: token and layer, then what its category carries.
+json span_args(const Span& s, const TraceWriter& w) {
+  json args{{"token", s.token}};
+  if (s.layer >= 0) args["layer"] = s.layer;
+  switch (s.cat) {
+    case Cat::Token: args["token_id"] = s.token_id; break;
+    case Cat::Layer: break;
+    case Cat::Cpu:
+      args["elements"] = s.elements;
+      args["bytes"] = s.bytes;
+      break;
+    case Cat::Driver:
+      args["group"] = w.str(s.group);
+      args["part"] = s.part;
+      break;
+    case Cat::Engine:
+    case Cat::Dma:
+      args["group"] = w.str(s.group);
+      args["part"] = s.part;
+      args["start_edge"] = s.start_edge;
+      args["end_edge"] = s.end_edge;
+      args["cycles"] = s.end_edge >= s.start_edge ? s.end_edge - s.start_edge : 0;
+      break;
+  }
+  return args;
+}
+
+// One "X" event: ts and dur as exact decimals (a JSON number with 6 decimals), the rest
+// through json.
+void write_span(EventList& events, const Span& s, const TraceWriter& w) {
+  const json args = span_args(s, w);
+  events.next() << "{\"name\":" << json(w.str(s.name)).dump() << ",\"cat\":\"" << cat_name(s.cat)
+                << "\",\"ph\":\"X\",\"ts\":" << us(s.begin_ps) << ",\"dur\":" << us(s.end_ps - s.begin_ps)
+                << ",\"pid\":" << s.pid << ",\"tid\":" << s.tid << ",\"args\":" << args.dump() << "}";
+}
 }  // namespace
 
 uint32_t TraceWriter::intern(const std::string& s) {
@@ -167,71 +255,12 @@ void TraceWriter::add_transfers(const std::vector<host::TransferRecord>& transfe
 void TraceWriter::write(std::ostream& out) const {
   std::vector<Span> all = spans_;
   if (layer_open_) all.push_back(layer_);
-  // Chronological; at one time, the longer (enclosing) span first.
-  std::stable_sort(all.begin(), all.end(), [](const Span& a, const Span& b) {
-    if (a.begin_ps != b.begin_ps) return a.begin_ps < b.begin_ps;
-    return a.end_ps - a.begin_ps > b.end_ps - b.begin_ps;
-  });
-  using nlohmann::json;
+  sort_chronologically(all);
   out << "{\"traceEvents\":[\n";
-  bool first = true;
-  auto line = [&](const json& e) {
-    out << (first ? "" : ",\n") << e.dump();
-    first = false;
-  };
-  // Metadata: "process_name" / "thread_name" take args.name, "*_sort_index" args.sort_index.
-  auto meta = [&](const std::string& what, int pid, int tid, json value) {
-    const char* key = what.ends_with("sort_index") ? "sort_index" : "name";
-    line(json{{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", json{{key, std::move(value)}}}});
-  };
-  meta("process_name", trace::kPsPid, 0, "PS (Cortex-A9)");
-  meta("process_sort_index", trace::kPsPid, 0, 1);
-  meta("thread_name", trace::kPsPid, trace::kHostTid, "host program");
-  meta("thread_sort_index", trace::kPsPid, trace::kHostTid, 1);
-  meta("process_name", trace::kPlPid, 0, "PL");
-  meta("process_sort_index", trace::kPlPid, 0, 2);
-  for (int a = 0; a < 2; ++a)
-    for (int lane = 0; lane < 2; ++lane) {
-      const int tid = trace::engine_tid(a == 1, lane);
-      meta("thread_name", trace::kPlPid, tid, fmt::format("{} lane {}", a ? "attention" : "matmul", lane));
-      meta("thread_sort_index", trace::kPlPid, tid, tid);
-    }
-  for (int d = 0; d < 4; ++d)
-    for (int c = 0; c < 2; ++c) {
-      const int tid = trace::dma_tid(d, c);
-      meta("thread_name", trace::kPlPid, tid, fmt::format("DMA {} {}", kDma[d], kChannel[c]));
-      meta("thread_sort_index", trace::kPlPid, tid, tid);
-    }
-  for (const Span& s : all) {
-    json args{{"token", s.token}};
-    if (s.layer >= 0) args["layer"] = s.layer;
-    switch (s.cat) {
-      case Cat::Token: args["token_id"] = s.token_id; break;
-      case Cat::Layer: break;
-      case Cat::Cpu:
-        args["elements"] = s.elements;
-        args["bytes"] = s.bytes;
-        break;
-      case Cat::Driver:
-        args["group"] = strings_[s.group];
-        args["part"] = s.part;
-        break;
-      case Cat::Engine:
-      case Cat::Dma:
-        args["group"] = strings_[s.group];
-        args["part"] = s.part;
-        args["start_edge"] = s.start_edge;
-        args["end_edge"] = s.end_edge;
-        args["cycles"] = s.end_edge >= s.start_edge ? s.end_edge - s.start_edge : 0;
-        break;
-    }
-    // ts and dur as exact decimals (a JSON number with 6 decimals), the rest through json.
-    out << (first ? "" : ",\n") << "{\"name\":" << json(strings_[s.name]).dump() << ",\"cat\":\"" << cat_name(s.cat)
-        << "\",\"ph\":\"X\",\"ts\":" << us(s.begin_ps) << ",\"dur\":" << us(s.end_ps - s.begin_ps)
-        << ",\"pid\":" << s.pid << ",\"tid\":" << s.tid << ",\"args\":" << args.dump() << "}";
-    first = false;
-  }
-  json other = other_;
+  EventList events{out};
+  write_track_names(events);
+  for (const Span& s : all) write_span(events, s, *this);
+  nlohmann::json other = other_;
   other["format"] = "bitsim.trace/1";
   other["time"] = "ts and dur in microseconds, picosecond precision; PL edge e at e x clock period";
   out << "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":" << other.dump() << "}\n";
