@@ -87,19 +87,13 @@ ModelConfig ModelConfig::bitnet_large() {
 }
 
 ModelConfig ModelConfig::tiny() {
-  ModelConfig c;
+  ModelConfig c = bitnet_large();  // the same architecture and token ids, smaller
   c.hidden_size = 192;
   c.intermediate_size = 512;
   c.num_layers = 2;
   c.num_heads = 2;
   c.num_kv_heads = 2;
   c.vocab_size = 512;
-  c.max_position_embeddings = 2048;
-  c.rms_norm_eps = 1e-5f;
-  c.rope_theta = 10000.0f;
-  c.tie_word_embeddings = true;
-  c.bos_token_id = 1;
-  c.eos_token_id = 2;
   c.pad_token_id = 0;
   return c;
 }
