@@ -134,14 +134,14 @@ enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kB
 std::string read_text_file(const std::filesystem::path& p) {
   std::error_code ec;
   const auto st = std::filesystem::status(p, ec);
-  if (ec || !std::filesystem::exists(st)) throw Error(fmt::format("--text {}: no such file", p.string()));
+  if (ec || !std::filesystem::exists(st)) throw Error(fmt::format("text file {}: no such file", p.string()));
   if (!std::filesystem::is_regular_file(st))
-    throw Error(fmt::format("--text {}: not a regular file", p.string()));
+    throw Error(fmt::format("text file {}: not a regular file", p.string()));
   std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(fmt::format("--text {}: cannot open the file", p.string()));
+  if (!in) throw Error(fmt::format("text file {}: cannot open the file", p.string()));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("--text {}: read error", p.string()));
+  if (in.bad()) throw Error(fmt::format("text file {}: read error", p.string()));
   return ss.str();
 }
 
@@ -198,183 +198,238 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
   return rows;
 }
 
+namespace {
+
+// The windows: inputs [BOS, w_0 .. w_{n-2}], targets [w_0 .. w_{n-1}].
+struct Window {
+  std::vector<int> input, target;
+};
+
+std::vector<Window> make_windows(const std::vector<int>& ids, int W, int bos) {
+  std::vector<Window> windows((ids.size() + size_t(W) - 1) / size_t(W));
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const size_t b = w * size_t(W), e = std::min(ids.size(), b + size_t(W));
+    Window& win = windows[w];
+    win.target.assign(ids.begin() + long(b), ids.begin() + long(e));
+    win.input.push_back(bos);
+    win.input.insert(win.input.end(), win.target.begin(), win.target.end() - 1);
+  }
+  return windows;
+}
+
+// The text, its tokens (cut to req.tokens) and the model's description, everything that can
+// be refused checked before anything heavy runs.
+struct Prepared {
+  std::unique_ptr<model::TensorSource> source;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  model::ModelConfig config;
+  std::vector<int> ids;
+};
+
+Prepared prepare(const EvalRequest& req, EvalResult& res) {
+  if (req.tokens < 0) throw Error(fmt::format("tokens {}: must be 1 or more (0: the whole text)", req.tokens));
+  if (req.board_positions < 0) throw Error(fmt::format("board positions {}: must be 0 or more", req.board_positions));
+  const std::string text = read_text_file(req.text);
+  res.text = req.text.string();
+  res.text_sha256 = sha256_hex(text);
+  if (text.empty()) throw Error(fmt::format("text file {}: the file is empty", req.text.string()));
+  Prepared p;
+  p.source = model::open_model_source(req.model);
+  p.config = p.source->config();
+  const auto folder = model::model_folder(req.model);
+  p.tokenizer = model::select_tokenizer(req.tokenizer, folder, p.config.vocab_size);
+  res.model = p.source->describe();
+  res.shape = p.config.shape_string();
+  res.tokenizer = p.tokenizer->describe();
+  if (folder) res.model_sha256 = file_sha256(*folder / "model.safetensors");
+  p.ids = p.tokenizer->encode(text);
+  res.text_tokens = int64_t(p.ids.size());
+  if (p.ids.empty()) throw Error(fmt::format("text file {}: encodes to no tokens", req.text.string()));
+  if (req.tokens > res.text_tokens)
+    throw Error(fmt::format("tokens {}: the text {} has only {} tokens", req.tokens, req.text.string(), res.text_tokens));
+  if (req.tokens > 0) p.ids.resize(size_t(req.tokens));
+  res.scored_tokens = int64_t(p.ids.size());
+  res.window = std::min(golden::kMaxContext, p.config.max_position_embeddings);
+  res.windows = int((p.ids.size() + size_t(res.window) - 1) / size_t(res.window));
+  const int first_window = int(std::min<size_t>(p.ids.size(), size_t(res.window)));
+  if (req.board_positions > first_window)
+    throw Error(fmt::format("board positions {}: over the first window's {} positions", req.board_positions,
+                            first_window));
+  return p;
+}
+
+// Scores the windows under every arithmetic. Work items: (window, job); job 0 float (+ the
+// ternary head from its last hidden state), 1 dynamic KV (the longest job: a calibration pass
+// and a board pass), 2 board (+ the int8 head from its last hidden state), 3 legacy. Each
+// item's NLL sum lands in its own slot, and the slots are summed in window order: the result
+// does not depend on the threads.
+class Scorer {
+ public:
+  static constexpr int kJobs = 4;
+  Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
+         int board_positions)
+      : m_(m), scales_(scales), windows_(windows), board_positions_(board_positions), head8_(make_int8_head(m)),
+        fast_(m), nll_(windows.size(), std::array<double, kKinds>{}) {}
+
+  void run(int threads) {
+    std::vector<std::exception_ptr> errors{size_t(threads)};
+    auto worker = [&](int tid) {
+      try {
+        Refs refs;
+        for (size_t item = next_.fetch_add(1); item < windows_.size() * kJobs; item = next_.fetch_add(1))
+          score(refs, item / kJobs, int(item % kJobs));
+      } catch (...) {
+        errors[size_t(tid)] = std::current_exception();
+        next_ = windows_.size() * kJobs;  // the others stop at their next item
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+    worker(0);
+    for (auto& t : pool) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  double sum(int kind) const {
+    double s = 0;
+    for (const auto& w : nll_) s += w[size_t(kind)];
+    return s;
+  }
+  const std::vector<std::vector<float>>& board_logits() const { return board_logits_; }
+
+ private:
+  struct Refs {  // one worker's references, built on first use
+    std::optional<golden::FloatReference> fl;
+    std::optional<golden::BoardReference> bd, lg;
+  };
+  golden::BoardReference& board_ref(std::optional<golden::BoardReference>& r, bool legacy) {
+    if (!r) {
+      r.emplace(m_, scales_, golden::BoardReferenceOptions{legacy, 1});
+      r->set_matvec(fast_.fn());
+    }
+    r->reset();
+    return *r;
+  }
+  void score(Refs& refs, size_t w, int job) {
+    const Window& win = windows_[w];
+    auto& out = nll_[w];
+    if (job == 0) {
+      score_float(refs, win, out);
+    } else if (job == 1) {
+      golden::BoardReference dyn(m_, golden::calibrate_kv_scales(m_, win.input, 1), golden::BoardReferenceOptions{false, 1});
+      dyn.set_matvec(fast_.fn());
+      out[kBoardDynamicKv] = plain_nll(dyn, win);
+    } else if (job == 2) {
+      score_board(board_ref(refs.bd, false), win, w == 0, out);
+    } else {
+      out[kBoardLegacy] = plain_nll(board_ref(refs.lg, true), win);
+    }
+  }
+  static double plain_nll(golden::BoardReference& ref, const Window& win) {
+    double s = 0;
+    for (size_t p = 0; p < win.input.size(); ++p) s += nll_of(ref.step(win.input[p]), win.target[p]);
+    return s;
+  }
+  // One float pass gives both heads (they read the same final hidden state).
+  void score_float(Refs& refs, const Window& win, std::array<double, kKinds>& out) {
+    if (!refs.fl) refs.fl.emplace(m_, golden::FloatReferenceOptions{false});
+    refs.fl->reset();
+    double s = 0, st = 0;
+    for (size_t p = 0; p < win.input.size(); ++p) {
+      s += nll_of(refs.fl->step(win.input[p]), win.target[p]);
+      st += nll_of(refs.fl->last_logits(true), win.target[p]);
+    }
+    out[kFloat] = s;
+    out[kFloatTernaryHead] = st;
+  }
+  // The board and, from its last hidden state, the INT8 head; window 0's first logits kept.
+  void score_board(golden::BoardReference& bd, const Window& win, bool first, std::array<double, kKinds>& out) {
+    std::vector<float> hidden(size_t(m_.config.hidden_size));
+    const int last = m_.config.num_layers - 1;
+    const golden::Probe probe = [&](const golden::StepProbe& sp) {
+      if (sp.layer == last && sp.data && std::strcmp(sp.step, "residual") == 0)
+        std::copy(sp.data, sp.data + sp.n, hidden.begin());
+    };
+    double s = 0, s8 = 0;
+    for (size_t p = 0; p < win.input.size(); ++p) {
+      std::vector<float> logits = bd.step(win.input[p], probe);
+      s += nll_of(logits, win.target[p]);
+      s8 += nll_of(int8_head_logits(m_, head8_, hidden.data()), win.target[p]);
+      if (first && int(p) < board_positions_) board_logits_.push_back(std::move(logits));
+    }
+    out[kBoard] = s;
+    out[kBoardInt8Head] = s8;
+  }
+
+  const model::TernaryModel& m_;
+  const golden::KvScales& scales_;
+  const std::vector<Window>& windows_;
+  int board_positions_;
+  const Int8Head head8_;
+  const FastMatvec fast_;
+  std::vector<std::array<double, kKinds>> nll_;
+  std::vector<std::vector<float>> board_logits_;  // window 0's first positions, for the board check
+  std::atomic<size_t> next_{0};
+};
+
+// The first positions of window 0 through the simulated board, compared with the board row.
+EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m, const golden::KvScales& scales,
+                           const Window& first, const std::vector<std::vector<float>>& expected, int threads) {
+  const std::vector<int> toks(first.input.begin(), first.input.begin() + req.board_positions);
+  SimulateOptions so;
+  so.threads = threads;
+  const auto outcomes = simulate_tokens(make_sim_config(req.params), m, scales, toks, so);
+  EvalBoardCheck check;
+  check.positions = req.board_positions;
+  for (int p = 0; p < req.board_positions; ++p) {
+    const auto& a = outcomes[size_t(p)].logits;
+    const auto& b = expected[size_t(p)];
+    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
+      check.first_mismatch = p;
+      break;
+    }
+  }
+  check.logits_equal = check.first_mismatch < 0;
+  return check;
+}
+
+}  // namespace
+
 EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::string&)>& on_status) {
   const auto t_start = Clock::now();
   auto status = [&](const std::string& s) { if (on_status) on_status(s); };
   EvalResult res;
-  // Everything that can be refused is refused before anything runs.
-  if (req.tokens < 0) throw Error(fmt::format("--tokens {}: must be 1 or more (0: the whole text)", req.tokens));
-  if (req.board_positions < 0) throw Error(fmt::format("--board {}: must be 0 or more", req.board_positions));
   const int threads = std::max(1, req.threads);
-  const std::string text = read_text_file(req.text);
-  res.text = req.text.string();
-  res.text_sha256 = sha256_hex(text);
-  if (text.empty()) throw Error(fmt::format("--text {}: the file is empty", req.text.string()));
-
-  auto source = model::open_model_source(req.model);
-  const model::ModelConfig mc = source->config();
-  const auto folder = model::model_folder(req.model);
-  auto tokenizer = model::select_tokenizer(req.tokenizer, folder, mc.vocab_size);
-  res.model = source->describe();
-  res.shape = mc.shape_string();
-  res.tokenizer = tokenizer->describe();
-  if (folder) res.model_sha256 = file_sha256(*folder / "model.safetensors");
-
-  std::vector<int> ids = tokenizer->encode(text);
-  res.text_tokens = int64_t(ids.size());
-  if (ids.empty()) throw Error(fmt::format("--text {}: encodes to no tokens", req.text.string()));
-  if (req.tokens > res.text_tokens)
-    throw Error(fmt::format("--tokens {}: the text {} has only {} tokens", req.tokens, req.text.string(),
-                            res.text_tokens));
-  if (req.tokens > 0) ids.resize(size_t(req.tokens));
-  res.scored_tokens = int64_t(ids.size());
-  const int W = std::min(golden::kMaxContext, mc.max_position_embeddings);
-  res.window = W;
-  res.windows = int((ids.size() + size_t(W) - 1) / size_t(W));
-  const int first_window = int(std::min<size_t>(ids.size(), size_t(W)));
-  if (req.board_positions > first_window)
-    throw Error(fmt::format("--board {}: over the first window's {} positions", req.board_positions, first_window));
-  std::optional<SimConfig> sim_config;
-  if (req.board_positions > 0) sim_config = make_sim_config(req.params);
+  Prepared pre = prepare(req, res);
+  if (req.board_positions > 0) (void)make_sim_config(req.params);  // a bad config is refused before the work
 
   status(fmt::format("loading {} ...", res.model));
   auto t0 = Clock::now();
-  const model::TernaryModel m = model::load_ternary_model(*source, threads);
-  source.reset();
+  const model::TernaryModel m = model::load_ternary_model(*pre.source, threads);
+  pre.source.reset();
   const golden::KvScales scales =
-      golden::calibrate_kv_scales(m, golden::calibration_tokens(*tokenizer, mc.bos_token_id), threads);
-  const Int8Head head8 = make_int8_head(m);
-  const FastMatvec fast(m);
+      golden::calibrate_kv_scales(m, golden::calibration_tokens(*pre.tokenizer, pre.config.bos_token_id), threads);
   res.load_s = seconds_since(t0);
 
-  // The windows: inputs [BOS, w_0 .. w_{n-2}], targets [w_0 .. w_{n-1}].
-  struct Window { std::vector<int> input, target; };
-  std::vector<Window> windows(size_t(res.windows));
-  for (int w = 0; w < res.windows; ++w) {
-    const size_t b = size_t(w) * W, e = std::min(ids.size(), b + size_t(W));
-    Window& win = windows[size_t(w)];
-    win.target.assign(ids.begin() + b, ids.begin() + e);
-    win.input.push_back(mc.bos_token_id);
-    win.input.insert(win.input.end(), win.target.begin(), win.target.end() - 1);
-  }
-
-  // Work items: (window, job); job 0 float (+ the ternary head from its last hidden state),
-  // 1 dynamic KV (the longest job: a calibration pass and a board pass), 2 board (+ the
-  // int8 head from its last hidden state), 3 legacy. Each item's NLL sum lands in its own slot,
-  // and the slots are summed in window order: the result does not depend on the threads.
-  constexpr int kJobs = 4;
-  std::vector<std::array<double, kKinds>> nll(windows.size(), std::array<double, kKinds>{});
-  std::vector<std::vector<float>> board_logits;  // window 0's first positions, for --board
+  const std::vector<Window> windows = make_windows(pre.ids, res.window, pre.config.bos_token_id);
   status(fmt::format("scoring {} tokens in {} windows of up to {} positions, {} arithmetics, {} threads ...",
-                     res.scored_tokens, res.windows, W, kKinds, threads));
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  auto worker = [&](int tid) {
-    try {
-      std::optional<golden::FloatReference> fl;
-      std::optional<golden::BoardReference> bd, lg;
-      const int last = mc.num_layers - 1;
-      for (;;) {
-        const size_t item = next.fetch_add(1);
-        if (item >= windows.size() * kJobs) break;
-        const size_t w = item / kJobs;
-        const int job = int(item % kJobs);
-        const Window& win = windows[w];
-        const int n = int(win.input.size());
-        auto& out = nll[w];
-        if (job == 0) {
-          // One float pass gives both heads (they read the same final hidden state).
-          if (!fl) fl.emplace(m, golden::FloatReferenceOptions{false});
-          fl->reset();
-          double s = 0, st = 0;
-          for (int p = 0; p < n; ++p) {
-            s += nll_of(fl->step(win.input[size_t(p)]), win.target[size_t(p)]);
-            st += nll_of(fl->last_logits(true), win.target[size_t(p)]);
-          }
-          out[kFloat] = s;
-          out[kFloatTernaryHead] = st;
-        } else if (job == 2) {
-          if (!bd) {
-            bd.emplace(m, scales, golden::BoardReferenceOptions{false, 1});
-            bd->set_matvec(fast.fn());
-          }
-          bd->reset();
-          std::vector<float> hidden(static_cast<size_t>(mc.hidden_size));
-          const golden::Probe probe = [&](const golden::StepProbe& sp) {
-            if (sp.layer == last && sp.data && std::strcmp(sp.step, "residual") == 0)
-              std::copy(sp.data, sp.data + sp.n, hidden.begin());
-          };
-          double s = 0, s8 = 0;
-          for (int p = 0; p < n; ++p) {
-            std::vector<float> logits = bd->step(win.input[size_t(p)], probe);
-            s += nll_of(logits, win.target[size_t(p)]);
-            s8 += nll_of(int8_head_logits(m, head8, hidden.data()), win.target[size_t(p)]);
-            if (w == 0 && p < req.board_positions) board_logits.push_back(std::move(logits));
-          }
-          out[kBoard] = s;
-          out[kBoardInt8Head] = s8;
-        } else if (job == 3) {
-          if (!lg) {
-            lg.emplace(m, scales, golden::BoardReferenceOptions{true, 1});
-            lg->set_matvec(fast.fn());
-          }
-          lg->reset();
-          double s = 0;
-          for (int p = 0; p < n; ++p) s += nll_of(lg->step(win.input[size_t(p)]), win.target[size_t(p)]);
-          out[kBoardLegacy] = s;
-        } else if (job == 1) {
-          golden::BoardReference dyn(m, golden::calibrate_kv_scales(m, win.input, 1),
-                                     golden::BoardReferenceOptions{false, 1});
-          dyn.set_matvec(fast.fn());
-          double s = 0;
-          for (int p = 0; p < n; ++p) s += nll_of(dyn.step(win.input[size_t(p)]), win.target[size_t(p)]);
-          out[kBoardDynamicKv] = s;
-        }
-      }
-    } catch (...) {
-      errors[size_t(tid)] = std::current_exception();
-      next = windows.size() * kJobs;  // the others stop at their next item
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (auto& t : pool) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-
+                     res.scored_tokens, res.windows, res.window, kKinds, threads));
+  Scorer scorer(m, scales, windows, req.board_positions);
+  scorer.run(threads);
   const auto& names = eval_arithmetics();
   for (int k = 0; k < kKinds; ++k) {
-    double s = 0;
-    for (const auto& w : nll) s += w[size_t(k)];
     EvalRow row;
     row.arithmetic = names[size_t(k)].first;
     row.meaning = names[size_t(k)].second;
     row.evidence = "simulated";
     row.tokens = res.scored_tokens;
-    row.nll_mean = s / double(res.scored_tokens);
+    row.nll_mean = scorer.sum(k) / double(res.scored_tokens);
     row.ppl = std::exp(row.nll_mean);
     res.rows.push_back(row);
   }
-
   if (req.board_positions > 0) {
     status(fmt::format("running the first {} positions through the simulated board ...", req.board_positions));
-    const std::vector<int> toks(windows[0].input.begin(), windows[0].input.begin() + req.board_positions);
-    SimulateOptions so;
-    so.threads = threads;
-    const auto outcomes = simulate_tokens(*sim_config, m, scales, toks, so);
-    EvalBoardCheck check;
-    check.positions = req.board_positions;
-    for (int p = 0; p < req.board_positions; ++p) {
-      const auto& a = outcomes[size_t(p)].logits;
-      const auto& b = board_logits[size_t(p)];
-      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
-        check.first_mismatch = p;
-        break;
-      }
-    }
-    check.logits_equal = check.first_mismatch < 0;
-    res.board = check;
+    res.board = board_check(req, m, scales, windows[0], scorer.board_logits(), threads);
   }
   res.wall_s = seconds_since(t_start);
   return res;

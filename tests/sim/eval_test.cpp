@@ -177,11 +177,11 @@ TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
   expect_error(request("synthetic:tiny", dir.path() / "missing.txt", 0), "missing.txt: no such file");
   expect_error(request("synthetic:tiny", dir.path(), 0), "not a regular file");
   expect_error(request("synthetic:tiny", dir.file("empty.txt", ""), 0), "empty.txt: the file is empty");
-  expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), 4), "--tokens 4");
-  expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), -1), "--tokens -1");
+  expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), 4), "tokens 4");
+  expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), -1), "tokens -1");
   auto q = request("synthetic:tiny", dir.file("t.txt", "abcdef"), 0);
   q.board_positions = 7;
-  expect_error(q, "--board 7");
+  expect_error(q, "board positions 7");
 }
 
 // ---- The trained model (models/kjv-ternary) -------------------------------------------
@@ -267,10 +267,10 @@ TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
       {"--text " + (dir.path() / "nope.txt").string(), "nope.txt: no such file"},
       {"--text " + dir.path().string(), "not a regular file"},
       {"--text " + empty.string(), "empty.txt: the file is empty"},
-      {"--text " + text.string() + " --tokens 9", "--tokens 9"},
-      {"--text " + text.string() + " --tokens -2", "--tokens -2"},
+      {"--text " + text.string() + " --tokens 9", "tokens 9"},
+      {"--text " + text.string() + " --tokens -2", "tokens -2"},
       {"--text " + text.string() + " --tokens many", "--tokens"},
-      {"--text " + text.string() + " --board 5", "--board 5"},
+      {"--text " + text.string() + " --board 5", "board positions 5"},
   };
   for (const auto& c : cases) {
     const auto r = bitsim("eval --model synthetic:tiny " + c.args);
