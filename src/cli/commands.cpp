@@ -14,6 +14,8 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "bitsim/version.h"
@@ -493,109 +495,166 @@ int cmd_bench(BenchArgs& a) {
 
 }  // namespace
 
+namespace {
+
+// A subcommand and what runs it.
+struct Command {
+  CLI::App* sub;
+  std::function<int()> run;
+};
+
+// `bitsim make-model`: its options; the command runs when the subcommand was given.
+Command add_make_model(CLI::App& app) {
+  auto args = std::make_shared<MakeModelArgs>();
+  MakeModelArgs& a = *args;
+  auto* sub = app.add_subcommand("make-model", "Write a synthetic checkpoint in the real file layout");
+  sub->add_option("--shape", a.shape, "Model shape: bitnet-large or tiny")
+      ->check(CLI::IsMember({"bitnet-large", "tiny"}))->capture_default_str();
+  sub->add_option("--seed", a.seed, "Seed of the weight generator")->capture_default_str();
+  sub->add_option("--out", a.out, "Output folder (created if missing)")->required();
+  return {sub, [args] { return cmd_make_model(*args); }};
+}
+
+// `bitsim inspect`: its options; the command runs when the subcommand was given.
+Command add_inspect(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  InspectArgs& a = *args;
+  auto* sub = app.add_subcommand("inspect", "Print a model's shape, parameters, zero fraction and packed image size");
+  sub->add_option("--model", a.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
+  sub->add_flag("--json", a.json, "Write one JSON document to stdout");
+  return {sub, [args] { return cmd_inspect(*args); }};
+}
+
+// `bitsim run`: its options; the command runs when the subcommand was given.
+Command add_run(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  RunArgs& a = *args;
+  auto* sub = app.add_subcommand("run", "Run a prompt token by token on the simulated board, checking every token's logits against the golden reference");
+  sub->add_option("--prompt", a.req.run.prompt, "The prompt text")->required();
+  sub->add_option("--model", a.req.run.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
+  sub->add_option("--tokens", a.req.run.tokens, "Tokens to generate")->check(CLI::Range(0, 511))->capture_default_str();
+  sub->add_option("--tokenizer", a.tokenizer, "A SentencePiece tokenizer.model overriding the model's");
+  sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable; see `bitsim config --dump`)");
+  sub->add_option("--fidelity", a.fidelity,
+                   "fast (default): whole buffers, the clocked model's cycle counts; cycle: every module clocked, beat by beat")
+      ->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
+  sub->add_flag("--no-check", a.no_check, "Do not compare the logits with the golden reference");
+  sub->add_flag("--timing-only", a.timing_only,
+                 "Fast fidelity, engines skip the arithmetic (same cycle counts; implies --no-check; the text is meaningless)");
+  sub->add_option("--seed", a.req.run.sampler.seed, "Seed of the sampler (with --temperature)")->capture_default_str();
+  sub->add_option("--temperature", a.req.run.sampler.temperature, "Sampling temperature; 0 is greedy")
+      ->check(CLI::Range(0.0, 100.0))->capture_default_str();
+  sub->add_option("--top-k", a.req.run.sampler.top_k, "Sample among the k most likely tokens; 0 is all")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--threads", a.req.run.threads, "Host threads for loading and the golden check")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_flag("--stop-at-capacity", a.req.run.stop_at_capacity, "Stop at 512 positions instead of refusing the run");
+  sub->add_flag("--legacy-attention", a.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
+  sub->add_flag("--json", a.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
+  sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
+  sub->add_option("--vcd", a.req.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream valid/ready/last, DMA and engine state) to FILE");
+  sub->add_option("--vcd-window", a.vcd_window, "START:END in PL cycles traced into the VCD (default 0:20000)");
+  sub->add_option("--trace", a.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
+  sub->add_option("--record-mmio", a.req.record_mmio_file, "Write the host program's register accesses and DDR loads and stores, with their simulated times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
+  return {sub, [args] { return cmd_run(*args); }};
+}
+
+// `bitsim replay`: its options; the command runs when the subcommand was given.
+Command add_replay(CLI::App& app) {
+  auto args = std::make_shared<ReplayArgs>();
+  ReplayArgs& a = *args;
+  auto* sub = app.add_subcommand("replay", "Run a recorded MMIO program (docs/mmio-record.md) on the simulated board and compare every register read and DDR load with the recording; exit 3 on a difference");
+  sub->add_option("file", a.file, "The MMIO program")->required();
+  sub->add_option("--fidelity", a.fidelity, "fast or cycle")->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
+  sub->add_flag("--json", a.json, "Write one bitsim.replay/1 JSON document to stdout (docs/json-schemas.md)");
+  return {sub, [args] { return cmd_replay(*args); }};
+}
+
+// `bitsim config`: its options; the command runs when the subcommand was given.
+Command add_config(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  ConfigArgs& a = *args;
+  auto* sub = app.add_subcommand("config", "Print the board config: --dump for every key with its documentation, else the keys that differ from the defaults");
+  sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
+  sub->add_flag("--dump", a.dump, "Print the effective config as documented TOML");
+  return {sub, [args] { return cmd_config(*args); }};
+}
+
+// `bitsim sweep`: its options; the command runs when the subcommand was given.
+Command add_sweep(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  SweepArgs& a = *args;
+  auto* sub = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
+  sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product")->required();
+  sub->add_option("--tokens", a.opt.tokens, "Timing-only tokens per point")->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_option("--context", a.opt.context, "Context T of the first token")->check(CLI::Range(1, 512))->capture_default_str();
+  sub->add_option("--jobs", a.opt.jobs, "Worker processes")->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_option("--csv", a.csv, "Write the table as CSV to FILE");
+  sub->add_option("--json", a.json, "Write a bitsim.sweep/1 document to FILE");
+  sub->add_option("--check-model", a.opt.check_model, "Model of the base config's functional check (empty: skip)")->capture_default_str();
+  sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  sub->add_option("--set", a.sets, "Override one base config key: KEY=VALUE (repeatable)");
+  sub->add_flag("--quiet", a.quiet, "No progress on stderr");
+  return {sub, [args] { return cmd_sweep(*args); }};
+}
+
+// `bitsim validate`: its options; the command runs when the subcommand was given.
+Command add_validate(CLI::App& app) {
+  auto args = std::make_shared<CalibArgs>();
+  CalibArgs& a = *args;
+  auto* sub = app.add_subcommand("validate", "The simulator against the board's measurements: scenario, T, figure, simulated, board, error %");
+  sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
+  sub->add_flag("--json", a.json, "Write one bitsim.validate/1 JSON document to stdout");
+  sub->add_flag("--no-python", a.no_python, "Skip the python-driver prediction rows");
+  sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
+  return {sub, [args] { return cmd_validate(*args); }};
+}
+
+// `bitsim calibrate`: its options; the command runs when the subcommand was given.
+Command add_calibrate(CLI::App& app) {
+  auto args = std::make_shared<CalibArgs>();
+  CalibArgs& a = *args;
+  auto* sub = app.add_subcommand("calibrate", "Fit the calibrated parameters to the board's calibration figures and print them with the residuals");
+  sub->add_option("--config", a.config, "Board config TOML to start from (and to write with --write)");
+  sub->add_option("--set", a.sets, "Override one config key before fitting: KEY=VALUE (repeatable)");
+  sub->add_flag("--write", a.write, "Write the fitted config to the config file (default configs/pynq-z2.toml)");
+  sub->add_flag("--json", a.json, "Write one bitsim.calibrate/1 JSON document to stdout");
+  sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
+  return {sub, [args] { return cmd_calibrate(*args); }};
+}
+
+// `bitsim bench`: its options; the command runs when the subcommand was given.
+Command add_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  BenchArgs& a = *args;
+  auto* sub = app.add_subcommand("bench", "Measure the simulator on this host: simulated tok/s per wall second with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, time to the first token, peak memory");
+  sub->add_option("--model", a.opt.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
+  sub->add_option("--tokens", a.opt.tokens, "Tokens per timed window (fast: T from 1 and up to 512; checked run)")
+      ->check(CLI::Range(2, 256))->capture_default_str();
+  sub->add_option("--cycle-tokens", a.opt.cycle_tokens, "Tokens in cycle fidelity")->check(CLI::Range(1, 256))->capture_default_str();
+  sub->add_option("--memory-tokens", a.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
+      ->check(CLI::Range(1, 512))->capture_default_str();
+  sub->add_option("--threads", a.opt.threads, "Host threads")->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
+  sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
+  sub->add_flag("--quick", a.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
+  sub->add_option("--json", a.json_file, "Also write a bitsim.bench/1 JSON document to FILE");
+  sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
+  return {sub, [args] { return cmd_bench(*args); }};
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"bitsim: a cycle-accurate simulator of a ternary/INT8 FPGA LLM accelerator "
                "(PYNQ-Z2) running bitnet_b1_58-large"};
   app.set_version_flag("--version", std::string("bitsim ") + kVersion);
   app.require_subcommand(1);
-
-  MakeModelArgs mk;
-  auto* make = app.add_subcommand("make-model", "Write a synthetic checkpoint in the real file layout");
-  make->add_option("--shape", mk.shape, "Model shape: bitnet-large or tiny")
-      ->check(CLI::IsMember({"bitnet-large", "tiny"}))->capture_default_str();
-  make->add_option("--seed", mk.seed, "Seed of the weight generator")->capture_default_str();
-  make->add_option("--out", mk.out, "Output folder (created if missing)")->required();
-
-  InspectArgs ins;
-  auto* inspect = app.add_subcommand("inspect", "Print a model's shape, parameters, zero fraction and packed image size");
-  inspect->add_option("--model", ins.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
-  inspect->add_flag("--json", ins.json, "Write one JSON document to stdout");
-
-  RunArgs run;
-  auto* runc = app.add_subcommand("run", "Run a prompt token by token on the simulated board, checking every token's logits against the golden reference");
-  runc->add_option("--prompt", run.req.run.prompt, "The prompt text")->required();
-  runc->add_option("--model", run.req.run.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
-  runc->add_option("--tokens", run.req.run.tokens, "Tokens to generate")->check(CLI::Range(0, 511))->capture_default_str();
-  runc->add_option("--tokenizer", run.tokenizer, "A SentencePiece tokenizer.model overriding the model's");
-  runc->add_option("--config", run.config, "Board config TOML (default: configs/pynq-z2.toml)");
-  runc->add_option("--set", run.sets, "Override one config key: KEY=VALUE (repeatable; see `bitsim config --dump`)");
-  runc->add_option("--fidelity", run.fidelity,
-                   "fast (default): whole buffers, the clocked model's cycle counts; cycle: every module clocked, beat by beat")
-      ->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
-  runc->add_flag("--no-check", run.no_check, "Do not compare the logits with the golden reference");
-  runc->add_flag("--timing-only", run.timing_only,
-                 "Fast fidelity, engines skip the arithmetic (same cycle counts; implies --no-check; the text is meaningless)");
-  runc->add_option("--seed", run.req.run.sampler.seed, "Seed of the sampler (with --temperature)")->capture_default_str();
-  runc->add_option("--temperature", run.req.run.sampler.temperature, "Sampling temperature; 0 is greedy")
-      ->check(CLI::Range(0.0, 100.0))->capture_default_str();
-  runc->add_option("--top-k", run.req.run.sampler.top_k, "Sample among the k most likely tokens; 0 is all")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  runc->add_option("--threads", run.req.run.threads, "Host threads for loading and the golden check")
-      ->check(CLI::Range(1, 64))->capture_default_str();
-  runc->add_flag("--stop-at-capacity", run.req.run.stop_at_capacity, "Stop at 512 positions instead of refusing the run");
-  runc->add_flag("--legacy-attention", run.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
-  runc->add_flag("--json", run.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
-  runc->add_flag("--quiet", run.quiet, "No progress lines on stderr");
-  runc->add_option("--vcd", run.req.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream valid/ready/last, DMA and engine state) to FILE");
-  runc->add_option("--vcd-window", run.vcd_window, "START:END in PL cycles traced into the VCD (default 0:20000)");
-  runc->add_option("--trace", run.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
-  runc->add_option("--record-mmio", run.req.record_mmio_file, "Write the host program's register accesses and DDR loads and stores, with their simulated times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
-
-  ReplayArgs rep;
-  auto* repc = app.add_subcommand("replay", "Run a recorded MMIO program (docs/mmio-record.md) on the simulated board and compare every register read and DDR load with the recording; exit 3 on a difference");
-  repc->add_option("file", rep.file, "The MMIO program")->required();
-  repc->add_option("--fidelity", rep.fidelity, "fast or cycle")->check(CLI::IsMember({"cycle", "fast"}))->capture_default_str();
-  repc->add_flag("--json", rep.json, "Write one bitsim.replay/1 JSON document to stdout (docs/json-schemas.md)");
-
-  ConfigArgs cfg;
-  auto* confc = app.add_subcommand("config", "Print the board config: --dump for every key with its documentation, else the keys that differ from the defaults");
-  confc->add_option("--config", cfg.config, "Board config TOML (default: configs/pynq-z2.toml)");
-  confc->add_option("--set", cfg.sets, "Override one config key: KEY=VALUE (repeatable)");
-  confc->add_flag("--dump", cfg.dump, "Print the effective config as documented TOML");
-
-  SweepArgs sw;
-  auto* swc = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
-  swc->add_option("--grid", sw.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product")->required();
-  swc->add_option("--tokens", sw.opt.tokens, "Timing-only tokens per point")->check(CLI::Range(1, 64))->capture_default_str();
-  swc->add_option("--context", sw.opt.context, "Context T of the first token")->check(CLI::Range(1, 512))->capture_default_str();
-  swc->add_option("--jobs", sw.opt.jobs, "Worker processes")->check(CLI::Range(1, 64))->capture_default_str();
-  swc->add_option("--csv", sw.csv, "Write the table as CSV to FILE");
-  swc->add_option("--json", sw.json, "Write a bitsim.sweep/1 document to FILE");
-  swc->add_option("--check-model", sw.opt.check_model, "Model of the base config's functional check (empty: skip)")->capture_default_str();
-  swc->add_option("--config", sw.config, "Board config TOML (default: configs/pynq-z2.toml)");
-  swc->add_option("--set", sw.sets, "Override one base config key: KEY=VALUE (repeatable)");
-  swc->add_flag("--quiet", sw.quiet, "No progress on stderr");
-
-  CalibArgs val;
-  auto* valc = app.add_subcommand("validate", "The simulator against the board's measurements: scenario, T, figure, simulated, board, error %");
-  valc->add_option("--config", val.config, "Board config TOML (default: configs/pynq-z2.toml)");
-  valc->add_option("--set", val.sets, "Override one config key: KEY=VALUE (repeatable)");
-  valc->add_flag("--json", val.json, "Write one bitsim.validate/1 JSON document to stdout");
-  valc->add_flag("--no-python", val.no_python, "Skip the python-driver prediction rows");
-  valc->add_flag("--quiet", val.quiet, "No progress lines on stderr");
-  CalibArgs cal;
-  auto* calc = app.add_subcommand("calibrate", "Fit the calibrated parameters to the board's calibration figures and print them with the residuals");
-  calc->add_option("--config", cal.config, "Board config TOML to start from (and to write with --write)");
-  calc->add_option("--set", cal.sets, "Override one config key before fitting: KEY=VALUE (repeatable)");
-  calc->add_flag("--write", cal.write, "Write the fitted config to the config file (default configs/pynq-z2.toml)");
-  calc->add_flag("--json", cal.json, "Write one bitsim.calibrate/1 JSON document to stdout");
-  calc->add_flag("--quiet", cal.quiet, "No progress lines on stderr");
-
-  BenchArgs bench;
-  auto* benchc = app.add_subcommand("bench", "Measure the simulator on this host: simulated tok/s per wall second with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, time to the first token, peak memory");
-  benchc->add_option("--model", bench.opt.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
-  benchc->add_option("--tokens", bench.opt.tokens, "Tokens per timed window (fast: T from 1 and up to 512; checked run)")
-      ->check(CLI::Range(2, 256))->capture_default_str();
-  benchc->add_option("--cycle-tokens", bench.opt.cycle_tokens, "Tokens in cycle fidelity")->check(CLI::Range(1, 256))->capture_default_str();
-  benchc->add_option("--memory-tokens", bench.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
-      ->check(CLI::Range(1, 512))->capture_default_str();
-  benchc->add_option("--threads", bench.opt.threads, "Host threads")->check(CLI::Range(1, 64))->capture_default_str();
-  benchc->add_option("--config", bench.config, "Board config TOML (default: configs/pynq-z2.toml)");
-  benchc->add_option("--set", bench.sets, "Override one config key: KEY=VALUE (repeatable)");
-  benchc->add_flag("--quick", bench.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
-  benchc->add_option("--json", bench.json_file, "Also write a bitsim.bench/1 JSON document to FILE");
-  benchc->add_flag("--quiet", bench.quiet, "No progress lines on stderr");
-
+  const Command commands[] = {add_make_model(app), add_inspect(app), add_run(app),      add_replay(app), add_config(app),
+                              add_sweep(app),      add_validate(app), add_calibrate(app), add_bench(app)};
   const auto evalc = add_eval_command(app);
 
   try {
@@ -611,15 +670,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*make) return cmd_make_model(mk);
-    if (*inspect) return cmd_inspect(ins);
-    if (*runc) return cmd_run(run);
-    if (*repc) return cmd_replay(rep);
-    if (*confc) return cmd_config(cfg);
-    if (*valc) return cmd_validate(val);
-    if (*swc) return cmd_sweep(sw);
-    if (*calc) return cmd_calibrate(cal);
-    if (*benchc) return cmd_bench(bench);
+    for (const Command& c : commands)
+      if (*c.sub) return c.run();
     if (evalc->parsed()) return evalc->run();
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
