@@ -600,10 +600,9 @@ std::vector<uint8_t> FastBoard::probe(OracleAction a) {
   return std::move(res.probes.back());
 }
 
-void FastBoard::resolve() {
-  collecting_ = false;
-  known_until_ps_ = UINT64_MAX;
-  ++stats_.batches;
+// The channels whose start waits for its edge; the batch's first edge; every channel's
+// registers as the batch resolves.
+std::vector<std::pair<int, int>> FastBoard::started_channels() {
   std::vector<std::pair<int, int>> started;
   batch_first_ = UINT64_MAX;
   for (int d = 0; d < 4; ++d)
@@ -616,17 +615,17 @@ void FastBoard::resolve() {
       started.emplace_back(d, c);
       batch_first_ = std::min(batch_first_, ch.start_edge);
     }
-  if (started.empty()) {  // the starts were stopped before they began
-    batch_open_ = false;
-    batch_actions_.clear();
-    return;
-  }
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane)
       if (engines_[e][lane].error || engines_[e][lane].busy)  // a batch stays open while one is
         throw std::logic_error(fmt::format("fast fidelity: a batch opened while the {} lane {} is busy or holds an error",
                                            e ? "attention" : "matmul", lane));
-  std::vector<std::vector<Segment>> segs;
+  return started;
+}
+
+// True if the batch is a reusable shape: its chains end at their tails, and it writes only
+// starts and buffer registers.
+bool FastBoard::walk_chains(const std::vector<std::pair<int, int>>& started, std::vector<std::vector<Segment>>& segs) {
   bool ok = true;
   for (const auto& [d, c] : started) {
     Channel& ch = ch_[d][c];
@@ -636,35 +635,53 @@ void FastBoard::resolve() {
     segs.push_back(ch.chain);
     if (ch.chain.empty()) ok = false;
   }
-  // Only starts and the buffer registers belong to a reusable shape.
   for (const OracleAction& a : batch_actions_) {
     const uint32_t off = uint32_t(a.addr & 0xFF) % R::kS2mmOffset;
     ok &= a.kind == OracleAction::Kind::kWrite && dma_of(a.addr) >= 0 &&
           (off == R::kMm2sSa || off == R::kMm2sLength || off == R::kMm2sTaildesc);
   }
+  return ok;
+}
+
+// A reusable shape seen before: the fast kernels' results, the recorded descriptor status
+// words and the recorded register changes.
+void FastBoard::replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started) {
+  ++stats_.cache_hits;
+  for (const auto& [addr, bytes] : outputs_) write_output(addr, bytes.data(), bytes.size());
+  for (const auto& [d, c] : started) {
+    const auto& status = entry.channels[d][c].desc_status;
+    size_t k = 0;
+    for (const auto& g : ch_[d][c].chain)
+      if (g.desc && k < status.size()) write_output(g.desc + R::kDescStatus, &status[k++], 4);
+  }
+  bytes_read_ += entry.bytes_read;
+  apply(entry);
+}
+
+void FastBoard::resolve() {
+  collecting_ = false;
+  known_until_ps_ = UINT64_MAX;
+  ++stats_.batches;
+  const std::vector<std::pair<int, int>> started = started_channels();
+  if (started.empty()) {  // the starts were stopped before they began
+    batch_open_ = false;
+    batch_actions_.clear();
+    return;
+  }
+  std::vector<std::vector<Segment>> segs;
+  bool ok = walk_chains(started, segs);
   std::string key = ok ? batch_key(started) : std::string();
   if (ok) ok = compute(segs, started, key);
   bytes_read_before_batch_ = bytes_read_;
   if (!ok) {
     run_general(advanced_ps_);
-    return;
+  } else if (auto it = cache_.find(key); it != cache_.end()) {
+    replay_cached(it->second, started);
+  } else {
+    const Cached& entry = cache_[key] = run_oracle(segs, started, true);
+    bytes_read_ += entry.bytes_read;
+    apply(entry);
   }
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    ++stats_.cache_hits;
-    for (const auto& [addr, bytes] : outputs_) write_output(addr, bytes.data(), bytes.size());
-    for (const auto& [d, c] : started) {
-      const auto& status = it->second.channels[d][c].desc_status;
-      size_t k = 0;
-      for (const auto& g : ch_[d][c].chain)
-        if (g.desc && k < status.size()) write_output(g.desc + R::kDescStatus, &status[k++], 4);
-    }
-    bytes_read_ += it->second.bytes_read;
-    apply(it->second);
-    return;
-  }
-  const Cached& entry = cache_[key] = run_oracle(segs, started, true);
-  bytes_read_ += entry.bytes_read;
-  apply(entry);
 }
 
 }  // namespace bitsim::hw

@@ -125,6 +125,9 @@ class FastBoard {
   void close_batch();
   void add_action(OracleAction a);
   void resolve();
+  std::vector<std::pair<int, int>> started_channels();
+  bool walk_chains(const std::vector<std::pair<int, int>>& started, std::vector<std::vector<Segment>>& segs);
+  void replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started);
   void run_general(uint64_t horizon_ps);
   std::vector<uint8_t> probe(OracleAction a);
   void undo_outputs();
