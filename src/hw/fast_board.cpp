@@ -179,9 +179,11 @@ uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
 void FastBoard::cpu_read(uint64_t addr, void* dst, size_t n, uint64_t t_ps) {
   if (collecting_) resolve();
   advance(t_ps);
+  // Bytes the batch writes are read as the clocked board has them at t: final once their
+  // channel's transfer has completed, else from a run of the batch up to t.
   bool overlaps = false;
   if (batch_in_flight())
-    for (const auto& [a, bytes] : undo_) overlaps |= addr < a + bytes.size() && a < addr + n;
+    for (const Undo& u : undo_) overlaps |= addr < u.addr + u.old.size() && u.addr < addr + n && !final_at(u, t_ps);
   if (!overlaps) {
     memory_.read(addr, dst, n);
     return;
@@ -195,8 +197,8 @@ void FastBoard::cpu_write(uint64_t addr, const void* src, size_t n, uint64_t t_p
     const auto* p = static_cast<const uint8_t*>(src);
     add_action({OracleAction::Kind::kCpuStore, t_ps, addr, 0, n, std::vector<uint8_t>(p, p + n)});
     // Keep what the store replaces: a later run of the batch starts from the DDR as it was.
-    undo_.emplace_back(addr, std::vector<uint8_t>(n));
-    memory_.read(addr, undo_.back().second.data(), n);
+    undo_.push_back({addr, std::vector<uint8_t>(n), -1});
+    memory_.read(addr, undo_.back().old.data(), n);
     memory_.write(addr, src, n);
     if (!collecting_) run_general(t_ps);
     return;
@@ -364,10 +366,14 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
   std::string key;
   for (const OracleAction& w : batch_actions_) {
     const uint64_t before = w.time_ps ? (w.time_ps - 1) / period_ : 0;  // last edge strictly before the write
+    // A buffer address matters by its page offset; a descriptor address not at all (the
+    // chain's shape below holds what matters); other values as they are.
     const uint32_t off = uint32_t(w.addr & 0xFF) % R::kS2mmOffset;
-    const bool address = off != R::kMm2sDmacr && off != R::kMm2sDmasr && off != R::kMm2sLength;
+    const uint32_t value = off == R::kMm2sSa                                   ? w.value & 0xFFF
+                           : off == R::kMm2sCurdesc || off == R::kMm2sTaildesc ? 0
+                                                                               : w.value;
     key += fmt::format("w{:x},{},{},{:x};", w.addr & 0xFFFFF, int64_t(before) - int64_t(batch_first_),
-                       int64_t(w.time_ps / period_ + 1) - int64_t(batch_first_), address ? w.value & 0xFFF : w.value);
+                       int64_t(w.time_ps / period_ + 1) - int64_t(batch_first_), value);
   }
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
@@ -510,19 +516,37 @@ FastBoard::Cached FastBoard::run_oracle(const std::vector<std::vector<Segment>>&
                                 "engines' (an internal error)", addr));
     }
   }
-  for (const auto& w : res.writes) write_output(w.addr, w.bytes.data(), w.bytes.size());
+  for (const auto& w : res.writes) write_output(w.addr, w.bytes.data(), w.bytes.size(), owner_of(w.addr, w.bytes.size(), started));
   return record(res);
 }
 
 // A write of the PL's results into DDR, undone if the batch has to run again.
-void FastBoard::write_output(uint64_t addr, const void* src, size_t n) {
-  undo_.emplace_back(addr, std::vector<uint8_t>(n));
-  memory_.read(addr, undo_.back().second.data(), n);
+void FastBoard::write_output(uint64_t addr, const void* src, size_t n, int owner) {
+  undo_.push_back({addr, std::vector<uint8_t>(n), owner});
+  memory_.read(addr, undo_.back().old.data(), n);
   memory_.write(addr, src, n);
 }
 
+// The started channel whose buffers or descriptors hold [addr, addr + n), or -1.
+int FastBoard::owner_of(uint64_t addr, size_t n, const std::vector<std::pair<int, int>>& started) const {
+  for (const auto& [d, c] : started)
+    for (const auto& g : ch_[d][c].chain) {
+      const bool in_buffer = addr >= g.addr && addr + n <= g.addr + g.bytes;
+      const bool in_desc = g.desc && addr >= g.desc && addr + n <= g.desc + R::kDescBytes;
+      if (in_buffer || in_desc) return d * 2 + c;
+    }
+  return -1;
+}
+
+// True if the bytes of `u` are final at t: their channel's transfer has completed by then.
+bool FastBoard::final_at(const Undo& u, uint64_t t_ps) const {
+  if (u.owner < 0 || general_) return false;
+  const Channel& ch = ch_[u.owner / 2][u.owner % 2];
+  return !ch.transfers.empty() && ch.transfers.back().second * period_ < t_ps;
+}
+
 void FastBoard::undo_outputs() {
-  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->first, it->second.data(), it->second.size());
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->addr, it->old.data(), it->old.size());
   undo_.clear();
 }
 
@@ -586,11 +610,11 @@ void FastBoard::run_general(uint64_t horizon_ps) {
 // A register or DDR value at a time inside the batch, from a run of the batch up to then.
 std::vector<uint8_t> FastBoard::probe(OracleAction a) {
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> redo;
-  for (const auto& [addr, old] : undo_) {
-    redo.emplace_back(addr, std::vector<uint8_t>(old.size()));
-    memory_.read(addr, redo.back().second.data(), old.size());
+  for (const Undo& u : undo_) {
+    redo.emplace_back(u.addr, std::vector<uint8_t>(u.old.size()));
+    memory_.read(u.addr, redo.back().second.data(), u.old.size());
   }
-  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->first, it->second.data(), it->second.size());
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->addr, it->old.data(), it->old.size());
   OracleBatch batch = oracle_batch(nullptr, {});
   for (const auto& [addr, bytes] : redo) memory_.write(addr, bytes.data(), bytes.size());
   a.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
@@ -647,12 +671,12 @@ bool FastBoard::walk_chains(const std::vector<std::pair<int, int>>& started, std
 // words and the recorded register changes.
 void FastBoard::replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started) {
   ++stats_.cache_hits;
-  for (const auto& [addr, bytes] : outputs_) write_output(addr, bytes.data(), bytes.size());
+  for (const auto& [addr, bytes] : outputs_) write_output(addr, bytes.data(), bytes.size(), owner_of(addr, bytes.size(), started));
   for (const auto& [d, c] : started) {
     const auto& status = entry.channels[d][c].desc_status;
     size_t k = 0;
     for (const auto& g : ch_[d][c].chain)
-      if (g.desc && k < status.size()) write_output(g.desc + R::kDescStatus, &status[k++], 4);
+      if (g.desc && k < status.size()) write_output(g.desc + R::kDescStatus, &status[k++], 4, d * 2 + c);
   }
   bytes_read_ += entry.bytes_read;
   apply(entry);

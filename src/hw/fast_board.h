@@ -118,6 +118,13 @@ class FastBoard {
     size_t reported = 0;
   };
 
+  // DDR bytes the batch's writes replaced; `owner` (dma * 2 + channel, or -1 if not known):
+  // the channel whose transfer's completion makes the new bytes final.
+  struct Undo {
+    uint64_t addr;
+    std::vector<uint8_t> old;
+    int owner = -1;
+  };
   void write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps);
   uint32_t read_engine(uint64_t addr) const;
   bool batch_in_flight() const;
@@ -131,7 +138,9 @@ class FastBoard {
   void run_general(uint64_t horizon_ps);
   std::vector<uint8_t> probe(OracleAction a);
   void undo_outputs();
-  void write_output(uint64_t addr, const void* src, size_t n);
+  void write_output(uint64_t addr, const void* src, size_t n, int owner = -1);
+  int owner_of(uint64_t addr, size_t n, const std::vector<std::pair<int, int>>& started) const;
+  bool final_at(const Undo& u, uint64_t t_ps) const;
   std::string batch_key(const std::vector<std::pair<int, int>>& started) const;
   Symbol symbol(const Channel& c, int field, uint32_t value) const;
   std::vector<Segment> chain(const DmaChannelRegisters& r) const;
@@ -165,7 +174,7 @@ class FastBoard {
   uint64_t bytes_read_before_batch_ = 0;
   // A batch run as a whole is run at least this far, and twice as far as it was last asked.
   static constexpr uint64_t kGeneralHorizonEdges = 100'000;
-  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> undo_;  // DDR bytes the batch's results replaced
+  std::vector<Undo> undo_;  // DDR bytes the batch's writes replaced
   DmaChannelRegisters open_regs_[4][2];     // every channel's registers when the batch opened
   LaneRegisterView engines_[2][2];          // the engines' registers on a quiet board
   LaneRegisterView pending_engines_[2][2];  // after the in-flight batch
