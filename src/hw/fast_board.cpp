@@ -80,7 +80,9 @@ bool FastBoard::batch_in_flight() const {
 // closes the batch once every channel is quiet.
 void FastBoard::advance(uint64_t t_ps) {
   advanced_ps_ = std::max(advanced_ps_, t_ps);
-  if (batch_open_ && !collecting_ && t_ps > known_until_ps_) run_general(t_ps);
+  if (!batch_open_) return;  // a closed batch has nothing left to apply or report
+  if (!collecting_ && t_ps > known_until_ps_) run_general(t_ps);
+  if (t_ps < next_event_ps_) return;  // polls between two changes cost nothing
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
       Channel& ch = ch_[d][c];
@@ -90,7 +92,20 @@ void FastBoard::advance(uint64_t t_ps) {
         completed_.push_back({d, c, start, completion});
       }
     }
+  next_event_ps_ = collecting_ ? 0 : next_event();
   if (batch_open_ && !collecting_ && !batch_in_flight()) close_batch();
+}
+
+// The earliest access time at which the in-flight batch shows something new: a register
+// change, a completed transfer, or its end.
+uint64_t FastBoard::next_event() const {
+  uint64_t next = batch_end_edge_ * period_ + 1;
+  for (const auto& d : ch_)
+    for (const auto& c : d) {
+      if (c.next < c.pending.size()) next = std::min(next, c.pending[c.next].first);
+      if (c.reported < c.transfers.size()) next = std::min(next, c.transfers[c.reported].second * period_ + 1);
+    }
+  return next;
 }
 
 void FastBoard::close_batch() {
@@ -130,6 +145,7 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
     for (int dd = 0; dd < 4; ++dd)
       for (int cc = 0; cc < 2; ++cc) open_regs_[dd][cc] = ch_[dd][cc].regs;
     batch_open_ = collecting_ = true;
+    next_event_ps_ = 0;
     general_ = false;
   }
   if (effect == DmaWriteEffect::kStart) ch.start_edge = t_ps / period_ + 1;
@@ -573,6 +589,7 @@ void FastBoard::apply(const Cached& entry) {
         if ((batch_first_ + e) * period_ >= advanced_ps_) ch.transfers.emplace_back(batch_first_ + s, batch_first_ + e);
     }
   batch_end_edge_ = batch_first_ + entry.end_edge;
+  next_event_ps_ = 0;  // the next access looks at the new record
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane) {
       // Status and error: the batch's own; counters: the batch's counts added.

@@ -130,6 +130,7 @@ class FastBoard {
   bool batch_in_flight() const;
   void advance(uint64_t t_ps);
   void close_batch();
+  uint64_t next_event() const;
   void add_action(OracleAction a);
   void resolve();
   std::vector<std::pair<int, int>> started_channels();
@@ -171,6 +172,7 @@ class FastBoard {
   uint64_t batch_end_edge_ = 0;             // absolute edge from which every channel is quiet
   uint64_t known_until_ps_ = UINT64_MAX;    // a general batch's run ended here without settling
   uint64_t advanced_ps_ = 0;                // the latest access time
+  uint64_t next_event_ps_ = 0;              // no change of the batch shows before this time
   uint64_t bytes_read_before_batch_ = 0;
   // A batch run as a whole is run at least this far, and twice as far as it was last asked.
   static constexpr uint64_t kGeneralHorizonEdges = 100'000;
