@@ -12,61 +12,13 @@
 #include <random>
 
 #include "model/synthetic.h"
+#include "support/random_model.h"
 
 namespace bitsim::sim {
 namespace {
 
-model::TernaryMatrix random_matrix(std::mt19937& g, int rows, int cols) {
-  model::TernaryMatrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.scale = 0.02f + 0.01f * float(g() % 10);
-  m.trits.resize(size_t(rows) * cols);
-  for (auto& t : m.trits) t = int8_t(int(g() % 3) - 1);
-  return m;
-}
-
-// A small random model with the board's head_dim of 96.
-model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int layers, int vocab) {
-  model::TernaryModel m;
-  auto& c = m.config;
-  c.hidden_size = 96 * heads;
-  c.intermediate_size = ffn;
-  c.num_layers = layers;
-  c.num_heads = c.num_kv_heads = heads;
-  c.vocab_size = vocab;
-  c.max_position_embeddings = 2048;
-  c.pad_token_id = 0;
-  m.source = "random";
-  const int H = c.hidden_size;
-  std::normal_distribution<float> nd(0.0f, 0.02f);
-  m.embed.resize(size_t(vocab) * H);
-  for (auto& v : m.embed) v = nd(g);
-  auto ones = [&](int n) { return std::vector<float>(size_t(n), 1.0f); };
-  for (int l = 0; l < layers; ++l) {
-    model::LayerWeights L;
-    L.input_norm = L.inner_attn_norm = L.post_attn_norm = ones(H);
-    L.ffn_norm = ones(ffn);
-    L.q = random_matrix(g, H, H);
-    L.k = random_matrix(g, H, H);
-    L.v = random_matrix(g, H, H);
-    L.o = random_matrix(g, H, H);
-    L.gate = random_matrix(g, ffn, H);
-    L.up = random_matrix(g, ffn, H);
-    L.down = random_matrix(g, H, ffn);
-    m.layers.push_back(std::move(L));
-  }
-  m.final_norm = ones(H);
-  m.lm_head = random_matrix(g, vocab, H);
-  return m;
-}
-
-golden::KvScales scales_for(const model::TernaryModel& m) {
-  golden::KvScales s;
-  s.k.assign(size_t(m.config.num_layers) * m.config.num_heads, 0.04f);
-  s.v.assign(s.k.size(), 0.03f);
-  return s;
-}
+using testing::random_model;
+golden::KvScales scales_for(const model::TernaryModel& m) { return testing::fixed_scales(m); }
 
 void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOutcome>& fast, const std::string& what) {
   ASSERT_EQ(cyc.size(), fast.size()) << what;
