@@ -14,32 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "support/run_bitsim.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result bitsim(const std::string& args) {
-  static int counter = 0;
-  const fs::path err_file = fs::temp_directory_path() / ("bitsim_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string(BITSIM_BINARY) + " " + args + " 2>" + err_file.string();
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream f(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(f), {});
-  fs::remove(err_file);
-  return r;
-}
+using Result = bitsim::testing::CommandResult;
+Result bitsim(const std::string& args) { return bitsim::testing::run_bitsim(args); }
 
 class TempDir {
  public:

@@ -1,4 +1,5 @@
 // bitsim eval: perplexity under the model's, the board's and the variants' arithmetics.
+#include "support/run_bitsim.h"
 #include "sim/eval.h"
 
 #include <gtest/gtest.h>
@@ -203,29 +204,8 @@ TEST(EvalTrained, TheArithmeticsOrderAsTheirErrorsPredict) {
 
 // ---- The command line -----------------------------------------------------------------
 
-struct Cmd {
-  int code = -1;
-  std::string out, err;
-};
-
-Cmd bitsim(const std::string& args) {
-  static int counter = 0;
-  const fs::path err_file =
-      fs::temp_directory_path() / ("bitsim_eval_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string(BITSIM_BINARY) + " " + args + " 2>" + err_file.string();
-  Cmd r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream f(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(f), {});
-  fs::remove(err_file);
-  return r;
-}
+using Cmd = testing::CommandResult;
+Cmd bitsim(const std::string& args) { return testing::run_bitsim(args); }
 
 TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   TempDir dir;
