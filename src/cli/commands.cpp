@@ -2,6 +2,7 @@
 // exit with code 2 and a message that names the thing at fault.
 #include "cli/commands.h"
 #include "cli/eval_command.h"
+#include "cli/regress_command.h"
 
 #include <unistd.h>
 
@@ -79,11 +80,7 @@ struct ConfigArgs {
 // The effective board config: the shipped configs/pynq-z2.toml (or --config FILE), then
 // every --set in order.
 sim::ParamSet load_params(const std::string& config, const std::vector<std::string>& sets) {
-  sim::ParamSet p = sim::board_params();
-  const std::string file = config.empty() ? sim::default_config_path() : config;
-  if (!file.empty()) p.load_toml(file);
-  for (const auto& s : sets) p.set(s, "--set");
-  return p;
+  return sim::load_board_params(config, sets);
 }
 
 // --fidelity and --timing-only, the one place the fidelity's name becomes sim::Fidelity.
@@ -656,6 +653,7 @@ int main(int argc, char** argv) {
   const Command commands[] = {add_make_model(app), add_inspect(app), add_run(app),      add_replay(app), add_config(app),
                               add_sweep(app),      add_validate(app), add_calibrate(app), add_bench(app)};
   const auto evalc = add_eval_command(app);
+  const auto regressc = add_regress_command(app);
 
   try {
     app.parse(argc, argv);
@@ -673,6 +671,7 @@ int main(int argc, char** argv) {
     for (const Command& c : commands)
       if (*c.sub) return c.run();
     if (evalc->parsed()) return evalc->run();
+    if (regressc->parsed()) return regressc->run();
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
     return 2;

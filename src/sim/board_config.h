@@ -4,6 +4,7 @@
 // modules. The facts of each key (default, range, unit, evidence, meaning) live next to its
 // field in the module's config struct; configs/pynq-z2.toml is their dump.
 #include <string>
+#include <vector>
 
 #include "host/cpu_model.h"
 #include "host/dma_driver.h"
@@ -25,6 +26,11 @@ std::string config_file_text(const ParamSet& p);
 // The default config file shipped with bitsim (configs/pynq-z2.toml), found next to the
 // binary's source tree; empty when not found.
 std::string default_config_path();
+
+// The effective board config of a command: board_params(), then the TOML file `config`
+// (default_config_path() when empty), then every "KEY=VALUE" of `sets` in order (their
+// errors say `--set`).
+ParamSet load_board_params(const std::string& config, const std::vector<std::string>& sets);
 
 struct SimConfig {
   hw::BoardConfig board;

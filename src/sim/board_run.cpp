@@ -135,6 +135,7 @@ void write_trace(TraceWriter& tracer, const BoardRunResult& res, const SimConfig
 
 // A token's simulated figures.
 void fill_timing(TokenRecord& rec, const host::TokenTiming& t) {
+  rec.timing = t;
   rec.matmul_ms = double(t.matmul_ps) / 1e9;
   rec.attention_ms = double(t.attention_ps) / 1e9;
   rec.cpu_ms = double(t.cpu_ps) / 1e9;
@@ -187,6 +188,7 @@ class Generation {
     rec.text = tokenizer_.piece(token);
     rec.generated = generated;
     fill_timing(rec, t);
+    if (!logits.empty()) rec.logits_digest = host::fnv1a64(logits.data(), logits.size() * sizeof(float));
     std::string new_text;
     if (generated) {
       new_text = decoder_.push(token);
@@ -293,6 +295,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
                      cfg.board.clock.mhz));
   sim->run(std::ref(generation));
   res.fast = sim->fast_stats();
+  if (req.keep_transfers) res.transfers = sim->platform().transfers();
   if (tracer) {
     status(fmt::format("writing the trace to {} ...", req.trace_file));
     write_trace(*tracer, res, cfg, *sim, req.trace_file);

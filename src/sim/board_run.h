@@ -41,6 +41,7 @@ struct BoardRunRequest {
   std::string vcd_file;           // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file;         // when set: write a Chrome trace of the run there (sim/trace.h)
+  bool keep_transfers = false;    // keep every DMA transfer's start and completion in the result
   std::string record_mmio_file;   // when set: write the host program's MMIO program there
                                   // (host/mmio_program.h, docs/mmio-record.md)
   // Test hook: called in the PS thread before each token step (after the weights are in
@@ -56,6 +57,8 @@ struct TokenRecord {
   uint64_t dma_calls = 0, bytes_read = 0;
   double read_gb_s = 0;           // bytes read / (matmul + attention time)
   std::optional<bool> logits_equal;  // empty under --no-check
+  host::TokenTiming timing;       // the token's simulated figures, exact (picoseconds, counts)
+  uint64_t logits_digest = 0;     // FNV-1a 64 of the logits' bytes (0 in timing-only mode)
   double wall_ms = 0;             // this host's wall time for the token (incl. the check)
 };
 
@@ -73,6 +76,7 @@ struct BoardRunResult {
   bool stopped_at_capacity = false;
   double wall_gb_s = 0;           // the configured DDR wall
   std::map<std::string, std::string> config;
+  std::vector<host::TransferRecord> transfers;  // with BoardRunRequest::keep_transfers
   hw::FastBoardStats fast;        // fast and timing-only: batches, timing-cache hits, oracle runs
 };
 

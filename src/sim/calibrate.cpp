@@ -35,17 +35,6 @@ golden::KvScales any_scales(const model::ModelConfig& c) {
   return s;
 }
 
-std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, int count,
-                                        std::vector<host::TransferRecord>* transfers = nullptr) {
-  const SimConfig cfg = make_sim_config(p);
-  const auto& m = shape_model();
-  const std::vector<int> toks(size_t(count), m.config.bos_token_id);
-  SimulateOptions o;
-  o.fidelity = Fidelity::kTimingOnly;
-  o.start_position = first_context - 1;
-  return simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
-}
-
 ValidationRow row(const std::string& scenario, int T, const std::string& figure, double sim,
                   std::optional<double> board, const std::string& profile = "c") {
   ValidationRow r{scenario, T, figure, sim, board, std::nullopt, profile};
@@ -54,6 +43,17 @@ ValidationRow row(const std::string& scenario, int T, const std::string& figure,
 }
 
 }  // namespace
+
+std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, int count,
+                                        std::vector<host::TransferRecord>* transfers) {
+  const SimConfig cfg = make_sim_config(p);
+  const auto& m = shape_model();
+  const std::vector<int> toks(size_t(count), m.config.bos_token_id);
+  SimulateOptions o;
+  o.fidelity = Fidelity::kTimingOnly;
+  o.start_position = first_context - 1;
+  return simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "host/platform.h"
+#include "sim/board_run.h"
 #include "sim/params.h"
 
 namespace bitsim::sim {
@@ -42,6 +44,11 @@ struct Measured {
 };
 // The median of a set of figures (the mean of the middle two for an even count).
 double median(std::vector<double> v);
+// `count` timing-only tokens of the bitnet-large shape at contexts first_context,
+// first_context+1, ... (BOS tokens, K/V scales 0.05: timing does not depend on them); every
+// DMA transfer's start and completion appended to `transfers` when given.
+std::vector<TokenOutcome> timing_tokens(const ParamSet& params, int first_context, int count,
+                                        std::vector<host::TransferRecord>* transfers = nullptr);
 // Median figures over `tokens` timing-only tokens at contexts first_context, first_context+1, ...
 Measured measure_window(const ParamSet& params, int first_context, int tokens);
 // Median figures over 8 timing-only tokens at contexts T-7..T.

@@ -1,0 +1,181 @@
+#include "cli/regress_command.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "sim/board_config.h"
+#include "sim/regress.h"
+
+namespace bitsim::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Status = sim::RegressOutcome::Status;
+
+constexpr const char* kRegressHelp =
+    "Runs every scenario of the suite (default configs/regress.toml) on the simulated board and compares its exact "
+    "figures (per-token picoseconds, DMA calls, DDR bytes, a digest of every transfer's start and completion, a "
+    "digest of every token's logits, the generated ids, sweep rows, validate's figures) with the baselines checked "
+    "in beside the suite. Exit 0: nothing moved; 1: a figure moved, a baseline is missing or a scenario failed "
+    "(the first figure that moved is printed with its old and new value); 2: bad input. --set / --config show what "
+    "a change to the board would move; --update rewrites the baselines (shipped board only) and prints what moved.";
+
+// Fails now, not after the work, if `file` cannot be written; leaves no file behind.
+void check_writable(const std::string& file, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw Error(fmt::format("{} {}: is a folder", what, file));
+  const bool existed = std::filesystem::exists(file, ec);
+  if (!std::ofstream(file, std::ios::binary | std::ios::app))
+    throw Error(fmt::format("{} {}: cannot open the file for writing", what, file));
+  if (!existed) std::filesystem::remove(file, ec);
+}
+
+void write_text(const std::string& file, const std::string& text, const char* what) {
+  const std::string tmp = file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw Error(fmt::format("{} {}: write failed", what, file));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) throw Error(fmt::format("{} {}: cannot rename into place ({})", what, file, ec.message()));
+}
+
+class Regress final : public RegressCommand {
+ public:
+  explicit Regress(CLI::App& app) {
+    cmd_ = app.add_subcommand("regress", "Run the regression suite and compare every figure with its baseline");
+    cmd_->footer(kRegressHelp);
+    cmd_->add_option("--suite", suite_, "Suite file (default: configs/regress.toml)");
+    cmd_->add_option("--only", only_, "Run only this scenario (repeatable)");
+    cmd_->add_option("--baselines", baselines_, "Baseline folder (default: the suite's `baselines`)");
+    cmd_->add_flag("--update", update_, "Rewrite the baselines with this run's figures and print what moved");
+    cmd_->add_option("--junit", junit_, "Write a JUnit XML report to FILE");
+    cmd_->add_option("--config", config_, "Board config TOML for every scenario (default: configs/pynq-z2.toml)");
+    cmd_->add_option("--set", sets_, "Override one config key in every scenario: KEY=VALUE (repeatable)");
+    cmd_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")->check(CLI::Range(1, 1000000));
+    cmd_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+
+  int run() override {
+    const std::string file = suite_.empty() ? sim::default_regress_suite_path() : suite_;
+    if (file.empty()) throw Error("--suite: configs/regress.toml was not found beside the source tree; give --suite FILE");
+    sim::RegressSuite suite = sim::load_regress_suite(file);
+    if (!baselines_.empty()) suite.baseline_dir = baselines_;
+    if (update_ && (!sets_.empty() || !config_.empty()))
+      throw Error("--update: the baselines are of the shipped board; drop --set / --config to update them");
+    const sim::ParamSet base = sim::load_board_params(config_, sets_);
+    const auto selected = select(suite);
+    if (!junit_.empty()) check_writable(junit_, "--junit");
+    std::error_code ec;
+    if (update_) {
+      std::filesystem::create_directories(suite.baseline_dir, ec);
+      if (ec) throw Error(fmt::format("--update: cannot create the baseline folder {}", suite.baseline_dir.string()));
+    }
+
+    fmt::print("regress: {} scenario(s) of {}, baselines in {}{}\n", selected.size(), file,
+               suite.baseline_dir.string(), sets_.empty() && config_.empty() ? "" : " (board changed by --config/--set)");
+    const auto t0 = Clock::now();
+    std::vector<sim::RegressOutcome> outcomes;
+    for (const sim::RegressScenario* s : selected) outcomes.push_back(run_one(*s, suite, base));
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!junit_.empty()) write_text(junit_, sim::regress_junit_xml(outcomes, wall), "--junit");
+
+    int failed = 0;
+    for (const auto& o : outcomes)
+      if (o.status != Status::kPassed && o.status != Status::kUpdated) ++failed;
+    fmt::print("{}: {} of {} scenario(s) as in their baselines{} ({:.1f} s); every figure is simulated\n",
+               failed ? "FAILED" : update_ ? "updated" : "passed", outcomes.size() - size_t(failed), outcomes.size(),
+               update_ ? " after the update" : "", wall);
+    return failed ? 1 : 0;
+  }
+
+ private:
+  std::vector<const sim::RegressScenario*> select(const sim::RegressSuite& suite) const {
+    std::vector<const sim::RegressScenario*> out;
+    const std::set<std::string> only(only_.begin(), only_.end());
+    std::set<std::string> wanted = only;
+    for (const auto& s : suite.scenarios)
+      if (only.empty() || wanted.erase(s.name)) out.push_back(&s);
+    if (!wanted.empty()) {
+      std::string names;
+      for (const auto& s : suite.scenarios) names += (names.empty() ? "" : ", ") + s.name;
+      throw Error(fmt::format("--only {}: no such scenario in {} (scenarios: {})", *wanted.begin(),
+                              suite.file.string(), names));
+    }
+    return out;
+  }
+
+  sim::RegressOutcome run_one(const sim::RegressScenario& s, const sim::RegressSuite& suite,
+                              const sim::ParamSet& base) const {
+    sim::RegressOutcome o;
+    o.scenario = s.name;
+    o.kind = s.kind;
+    if (!quiet_) fmt::print(stderr, "regress: running {} ({}) ...\n", s.name, s.kind);
+    const auto t0 = Clock::now();
+    const std::filesystem::path baseline = suite.baseline_dir / (s.name + ".json");
+    try {
+      const std::vector<sim::RegressFigure> now = sim::run_regress_scenario(s, base);
+      o.figures = now.size();
+      std::error_code ec;
+      const bool have = std::filesystem::exists(baseline, ec);
+      if (have) o.moved = sim::compare_regress_figures(sim::read_regress_baseline(baseline), now);
+      if (update_) {
+        sim::write_regress_baseline(baseline, s.name, now);
+        o.status = Status::kUpdated;
+      } else if (!have) {
+        o.status = Status::kNoBaseline;
+        o.error = baseline.string();
+      } else {
+        o.status = o.moved.empty() ? Status::kPassed : Status::kMoved;
+      }
+    } catch (const Error& e) {
+      o.status = Status::kError;
+      o.error = e.what();
+    }
+    o.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    report(o, baseline);
+    return o;
+  }
+
+  void report(const sim::RegressOutcome& o, const std::filesystem::path& baseline) const {
+    fmt::print("  {:<22} {:<9} {:<12} {:>6} figures {:>7.1f} s\n", o.scenario, o.kind, sim::regress_status_name(o.status),
+               o.figures, o.wall_s);
+    if (o.status == Status::kError) fmt::print("      error: {}\n", o.error);
+    if (o.status == Status::kNoBaseline) fmt::print("      no baseline {} (run with --update to write it)\n", o.error);
+    if (o.moved.empty()) return;
+    fmt::print("      {} of {} figures {}{}\n", o.moved.size(), o.figures, update_ ? "moved against " : "moved",
+               update_ ? baseline.string() : "");
+    for (size_t i = 0; i < o.moved.size() && i < size_t(show_); ++i) {
+      const auto& m = o.moved[i];
+      fmt::print("      {}{}: {} -> {}{}{}\n", i == 0 ? "first: " : "       ", m.figure, m.before, m.after,
+                 m.delta.empty() ? "" : " ", m.delta);
+    }
+    if (o.moved.size() > size_t(show_)) fmt::print("       ... and {} more (--show N)\n", o.moved.size() - size_t(show_));
+  }
+
+  CLI::App* cmd_ = nullptr;
+  std::string suite_, baselines_, junit_, config_;
+  std::vector<std::string> only_, sets_;
+  bool update_ = false, quiet_ = false;
+  int show_ = 3;
+};
+
+}  // namespace
+
+std::unique_ptr<RegressCommand> add_regress_command(CLI::App& app) { return std::make_unique<Regress>(app); }
+
+}  // namespace bitsim::cli
