@@ -499,6 +499,28 @@ TEST(AxiDma, LengthAtTheLimitIsAccepted) {
   EXPECT_EQ(b.sink.data, words);
 }
 
+// The DataMover's read requests never cross a 4 KB boundary (AXI), and are otherwise as long
+// as dma.max_burst_beats allows: with 256-beat requests, 2 KB from 0x1100 is one request
+// (a 2 KB split would make it two), 2 KB from 0x1F00 is two (32 beats to the boundary, then
+// 224), and the data arrives whole.
+TEST(AxiDma, ReadRequestsSplitAtFourKilobyteBoundariesOnly) {
+  for (const auto& [src, requests] : {std::pair<uint64_t, uint64_t>{0x1100, 1}, {0x1F00, 2}, {0x2000, 1}}) {
+    FreshSimContext ctx;
+    AxiDmaConfig cfg = simple_config();
+    cfg.max_burst_beats = 256;
+    cfg.mm2s_fifo_beats = 256;
+    Bench b(cfg);
+    const auto words = random_words(256, src);
+    put_words(b.ddr, src, words);
+    b.cpu.write(kMm2sDmacr, kCrRunStop);
+    b.cpu.write(kMm2sSa, uint32_t(src));
+    b.cpu.write(kMm2sLength, 2048);
+    ASSERT_TRUE(b.run_until([&] { return b.idle(kMm2sDmasr); }, 20000));
+    EXPECT_EQ(b.hp.stats().read_requests, requests) << "2 KB from " << std::hex << src;
+    EXPECT_EQ(b.sink.data, words);
+  }
+}
+
 // Reset in the middle of a transfer: DMACR.Reset reads 1 until the reads in flight have
 // drained, then self-clears; the next transfer is clean.
 TEST(AxiDma, ResetDuringTransferDrainsAndRecovers) {

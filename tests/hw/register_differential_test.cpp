@@ -9,6 +9,7 @@
 #include "host/mmio_program.h"
 #include "hw/board.h"
 #include "sim/replay.h"
+#include "sim/simulation.h"
 #include "support/mmio_programs.h"
 
 namespace bitsim {
@@ -113,6 +114,24 @@ TEST(RegisterDifferential, GeneratedProgramsMoveData) {
   EXPECT_GT(nonzero_done, cycle.read_values.size() / 4);
   std::set<uint64_t> digests(cycle.digests.begin(), cycle.digests.end());
   EXPECT_GT(digests.size(), 1u);
+}
+
+// The fast board reuses a batch's clocked timing for later batches of the same shape; a
+// stream moved to another page offset (crossing a 4 KB boundary mid-burst, or not) must
+// get its own timing: every transfer's start and completion cycle equal on both fidelities.
+TEST(RegisterDifferential, RelocatedStreamsOfOneShapeKeepTheirOwnTiming) {
+  for (uint64_t seed : {3, 5, 8}) {
+    testing::MmioProgramGenerator gen(seed);
+    const host::MmioProgram p = gen.relocation_program(6);
+    std::vector<host::TransferRecord> transfers[2];
+    for (int f = 0; f < 2; ++f) {
+      const auto machine = sim::make_machine(hw::BoardConfig{}, sim::SimulationOptions(f ? sim::Fidelity::kFast : sim::Fidelity::kCycle, 1));
+      machine->run([&] { host::run_program(p, machine->platform()); });
+      transfers[f] = machine->platform().transfers();
+    }
+    ASSERT_EQ(transfers[0].size(), 12u) << "seed " << seed;
+    EXPECT_EQ(transfers[1], transfers[0]) << "seed " << seed;
+  }
 }
 
 TEST(RegisterDifferential, ProgramFileRoundTripsAndReplays) {

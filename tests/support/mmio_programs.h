@@ -41,6 +41,28 @@ class MmioProgramGenerator {
     return p;
   }
 
+  // One matmul stream of one shape, moved to `placements` page offsets in turn (every
+  // 8-byte offset is possible, so some placements make the stream cross a 4 KB boundary in
+  // the middle of a burst) and run from each: the same batch shape at other offsets.
+  host::MmioProgram relocation_program(int placements) {
+    host::MmioProgram p;
+    ops_ = &p.ops;
+    t_ = 1'000'000;
+    make_matmul(0);
+    std::vector<uint8_t> stream(mm_[0].stream_bytes);
+    std::copy(ops_->back().bytes.begin(), ops_->back().bytes.end(), stream.begin());
+    for (int i = 0; i < placements; ++i) {
+      init(0);
+      mm_[0].stream = 0x0100'0000 + uint64_t(i + 1) * 0x2000 + (i == 0 ? 0 : 4096 - uint64_t(pick(1, 200)) * 8);
+      mem_write(mm_[0].stream, stream);
+      matmul_start(0);
+      wait(kSettle);
+      read_dma(0);
+      mem_read(mm_[0].result, mm_[0].result_bytes);
+    }
+    return p;
+  }
+
  private:
   static constexpr uint64_t kAccess = 200'000;  // ps per register access
   static constexpr uint64_t kSettle = 300'000'000;  // ps: every transfer of a round is done by then
