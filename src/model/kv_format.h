@@ -6,8 +6,9 @@
 // payload, scales, outlier lanes, padding to a whole beat, tags, and the per-(layer, head)
 // scale bank, as APEX insists ("a ratio computed from the payload alone is wrong").
 //
-// This is the accounting (and the context that fits the contiguous memory); the INT4
-// format's attention datapath is specified in docs/variants-attention.md but not built.
+// This is the accounting (and the context that fits the contiguous memory) and the rows'
+// encoder and decoder; the INT4 format's attention datapath is specified in
+// docs/variants-attention.md but not built.
 #include <cstdint>
 #include <string>
 
@@ -56,5 +57,25 @@ KvStorage kv_storage(KvFormat format, int outlier_channels);
 // after everything else), capped at `limit` (the model's max_position_embeddings, or the
 // unit's T range): the largest T with cache_bytes(layer_heads, T) <= free_bytes.
 int largest_context(const KvStorage& s, uint64_t layer_heads, uint64_t free_bytes, int limit);
+
+// ---- The INT4 rows, encoded and decoded (the format's golden definition, section 8) ----
+
+// IEEE binary16 from binary32, round to nearest even (overflow -> inf, NaN -> a quiet NaN,
+// tiny values -> subnormals or zero); and back (exact).
+uint16_t fp16_from_float(float x);
+float float_from_fp16(uint16_t h);
+
+// A K row: k_td = clamp(rne(K_d / sk_d), -8, 7) as a two's complement nibble, channel 2i in
+// the low nibble of byte i, sk_d = float_from_fp16(sk[d]); the outlier channels' nibbles 0
+// and their values as fp16 lanes at byte 48 + 2j (j-th entry of `outliers`); the rest of the
+// row (kv_storage(Int4, n).k.total() bytes) zero.
+void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int n, uint8_t* row);
+// K_d = k_td * sk_d (outlier channels: their fp16 lane).
+void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, int n, float* k);
+// A V row: per group g of 32 values, s_g = fp16(max(max|V_g|, 1e-5) / 7) at byte 48 + 2g,
+// v = clamp(rne(V / float_from_fp16(s_g)), -8, 7) as nibbles (value 2i low); the row
+// (56 bytes) zero-padded.
+void encode_v_int4(const float* v, uint8_t* row);
+void decode_v_int4(const uint8_t* row, float* v);
 
 }  // namespace bitsim::model

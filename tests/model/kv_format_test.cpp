@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "model/error.h"
 
 namespace bitsim::model {
@@ -85,6 +88,93 @@ TEST(KvFormat, BadValuesNameTheKey) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kv.outlier_channels"), std::string::npos);
   }
+}
+
+TEST(KvFormat, Fp16HandWorked) {
+  EXPECT_EQ(fp16_from_float(1.0f), 0x3C00);
+  EXPECT_EQ(fp16_from_float(-2.0f), 0xC000);
+  EXPECT_EQ(fp16_from_float(0.5f), 0x3800);
+  EXPECT_EQ(fp16_from_float(-1.3f), 0xBD33);     // 1 + 307/1024 = 1.2998046875
+  EXPECT_EQ(fp16_from_float(1.0f / 3), 0x3555);
+  EXPECT_EQ(fp16_from_float(65504.0f), 0x7BFF);  // the largest half
+  EXPECT_EQ(fp16_from_float(65520.0f), 0x7C00);  // the tie rounds to even: infinity
+  EXPECT_EQ(fp16_from_float(0x1p-24f), 0x0001);  // the smallest subnormal
+  EXPECT_EQ(fp16_from_float(0x1p-25f), 0x0000);  // a tie with 0: even
+  EXPECT_EQ(fp16_from_float(0x3p-26f), 0x0001);  // 0.75 of it: up
+  EXPECT_EQ(fp16_from_float(1e-5f / 7.0f), 0x0018);  // 23.97 x 2^-24
+  EXPECT_EQ(float_from_fp16(0xBD33), -1.2998046875f);
+  EXPECT_EQ(float_from_fp16(0x0018), 24 * 0x1p-24f);
+  EXPECT_EQ(float_from_fp16(0x7C00), INFINITY);
+  // Every finite half survives the round trip.
+  for (uint32_t h = 0; h < 0x10000; ++h)
+    if ((h & 0x7C00) != 0x7C00) ASSERT_EQ(fp16_from_float(float_from_fp16(uint16_t(h))), h) << h;
+}
+
+TEST(KvFormat, Int4KRowHandWorked) {
+  uint16_t sk[96];
+  std::fill(sk, sk + 96, uint16_t(0x3800));  // every channel scale 0.5
+  float k[96] = {};
+  k[0] = 1.0f;    // 2
+  k[1] = -1.3f;   // -2.6 -> -3 (nibble 0xD)
+  k[2] = 10.0f;   // 20 -> 7
+  k[3] = -10.0f;  // -20 -> -8 (0x8)
+  k[4] = 0.25f;   // 0.5 -> 0 (even)
+  k[5] = 0.75f;   // 1.5 -> 2
+  uint8_t row[64];
+  std::fill(row, row + 64, uint8_t(0xAA));
+  encode_k_int4(k, sk, nullptr, 0, row);
+  EXPECT_EQ(row[0], 0xD2);
+  EXPECT_EQ(row[1], 0x87);
+  EXPECT_EQ(row[2], 0x20);
+  for (int i = 3; i < 48; ++i) EXPECT_EQ(row[i], 0) << i;
+  float back[96];
+  decode_k_int4(row, sk, nullptr, 0, back);
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[1], -1.5f);
+  EXPECT_EQ(back[2], 3.5f);
+  EXPECT_EQ(back[3], -4.0f);
+  EXPECT_EQ(back[4], 0.0f);
+  EXPECT_EQ(back[5], 1.0f);
+  // Channels 1 and 3 as fp16 outlier lanes: their nibbles 0, lanes at bytes 48 and 50, the
+  // row 48 + 4 = 52 padded to 56.
+  const int out[2] = {1, 3};
+  std::fill(row, row + 64, uint8_t(0xAA));
+  encode_k_int4(k, sk, out, 2, row);
+  EXPECT_EQ(row[0], 0x02);
+  EXPECT_EQ(row[1], 0x07);
+  EXPECT_EQ(row[48] | (row[49] << 8), 0xBD33);
+  EXPECT_EQ(row[50] | (row[51] << 8), 0xC900);
+  for (int i = 52; i < 56; ++i) EXPECT_EQ(row[i], 0) << i;
+  EXPECT_EQ(row[56], 0xAA);  // nothing past the row's 56 bytes
+  decode_k_int4(row, sk, out, 2, back);
+  EXPECT_EQ(back[1], -1.2998046875f);
+  EXPECT_EQ(back[3], -10.0f);
+  EXPECT_EQ(back[2], 3.5f);
+}
+
+TEST(KvFormat, Int4VRowHandWorked) {
+  float v[96] = {};
+  v[0] = 7.0f;     // group 0: max 7, scale 1.0: 7
+  v[1] = -3.4f;    // -3 (0xD)
+  v[64] = -3.5f;   // group 2: max 3.5, scale 0.5: -7 (0x9)
+  v[65] = 1.25f;   // 2.5 -> 2
+  uint8_t row[56];
+  std::fill(row, row + 56, uint8_t(0xAA));
+  encode_v_int4(v, row);
+  EXPECT_EQ(row[0], 0xD7);
+  EXPECT_EQ(row[32], 0x29);
+  EXPECT_EQ(row[48] | (row[49] << 8), 0x3C00);  // 1.0
+  EXPECT_EQ(row[50] | (row[51] << 8), 0x0018);  // group 1 all zero: 1e-5 / 7
+  EXPECT_EQ(row[52] | (row[53] << 8), 0x3800);  // 0.5
+  EXPECT_EQ(row[54], 0);
+  EXPECT_EQ(row[55], 0);
+  float back[96];
+  decode_v_int4(row, back);
+  EXPECT_EQ(back[0], 7.0f);
+  EXPECT_EQ(back[1], -3.0f);
+  EXPECT_EQ(back[64], -3.5f);
+  EXPECT_EQ(back[65], 1.0f);
+  EXPECT_EQ(back[40], 0.0f);
 }
 
 }  // namespace
