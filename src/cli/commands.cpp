@@ -23,7 +23,9 @@
 #include "model/error.h"
 #include "host/mmio_program.h"
 #include "model/model_loader.h"
+#include "model/kv_format.h"
 #include "model/packed_image.h"
+#include "host/memory_map.h"
 #include "model/synthetic.h"
 #include "golden/board_reference.h"
 #include "sim/board_config.h"
@@ -129,6 +131,32 @@ int cmd_make_model(const MakeModelArgs& a) {
   return 0;
 }
 
+// The KV cache per format (model/kv_format.h: the whole storage) and the largest context
+// whose cache fits the shipped contiguous memory beside everything else the board keeps there.
+void print_kv_capacity(const model::ModelConfig& c) {
+  const host::MemoryMapConfig mc;
+  const host::MemoryMap map(c, mc);
+  uint64_t kv = 0;
+  for (const auto& r : map.regions())
+    if (r.name == "kv cache") kv = r.bytes;
+  const uint64_t used_else = map.used_bytes() - kv, free = mc.cma_bytes - std::min(mc.cma_bytes, used_else);
+  const uint64_t lh = uint64_t(c.num_layers) * uint64_t(c.num_heads);
+  fmt::print("KV cache (docs/variants-attention.md 8: payload, scales, outlier lanes, padding, banks), in the "
+             "{} MiB CMA beside {:.2f} MiB of weights and buffers:\n", mc.cma_bytes >> 20, used_else / 1048576.0);
+  fmt::print("  {:<22} {:>14} {:>16} {:>14}\n", "format", "bytes/position", "largest T fits", "T=512 MiB");
+  const std::pair<const char*, model::KvStorage> formats[] = {
+      {"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0)},
+      {"int4", model::kv_storage(model::KvFormat::Int4, 0)},
+      {"int4, 8 outlier lanes", model::kv_storage(model::KvFormat::Int4, 8)},
+  };
+  for (const auto& [name, st] : formats)
+    fmt::print("  {:<22} {:>14} {:>16} {:>14.2f}  [simulated]\n", name, lh * st.per_position(),
+               model::largest_context(st, lh, free, c.max_position_embeddings),
+               st.cache_bytes(lh, 512) / 1048576.0);
+  fmt::print("  (capped at max_position_embeddings {}; the board's attention unit takes T <= {})\n",
+             c.max_position_embeddings, model::kKvPositions);
+}
+
 int cmd_inspect(const InspectArgs& a) {
   auto src = model::open_model_source(a.model);
   const auto& c = src->config();
@@ -166,6 +194,7 @@ int cmd_inspect(const InspectArgs& a) {
   fmt::print("  total     {:>12} bytes  {:8.2f} MiB  [simulated]\n", img.total_bytes, mib);
   fmt::print("  board     {:>12}        {:8.2f} MiB  [board]  (bitnet-large; docs/packed-image.md explains the difference)\n",
              "", kBoardImageMiB);
+  print_kv_capacity(c);
   fmt::print("loaded and ternarized in {:.2f} s (this host)\n", load_s);
   return 0;
 }

@@ -13,13 +13,14 @@ namespace {
 
 constexpr const char* kEvalHelp =
     "Perplexity of a text (teacher forcing, windows of min(512, max_position_embeddings) "
-    "positions) under six arithmetics, each `simulated` (golden references on this host):\n"
+    "positions) under seven arithmetics, each `simulated` (golden references on this host):\n"
     "  float               float BitLinear, float softmax, tied float lm_head (the checkpoint's semantics)\n"
     "  float-ternary-head  float with the board's ternary lm_head\n"
     "  board               the board's arithmetic (multiplier m, fixed K/V scales, ternary lm_head), bit-equal to the simulated board\n"
     "  board-legacy-shift  board with the earlier attention unit's fixed >> 8\n"
     "  board-dynamic-kv    board with K/V scales from the max over all positions of the window (looks at future keys)\n"
-    "  board-int8-head     board with an INT8 lm_head (per-row absmax) instead of the ternary one";
+    "  board-int8-head     board with an INT8 lm_head (per-row absmax) instead of the ternary one\n"
+    "  board-online-softmax  board with the online-softmax attention unit (docs/variants-attention.md)";
 
 class Eval final : public EvalCommand {
  public:
@@ -32,6 +33,9 @@ class Eval final : public EvalCommand {
     cmd_->add_option("--board", req_.board_positions,
                      "Also run the first N positions through the simulated board (fast fidelity) and check "
                      "that their logits equal the board row's");
+    cmd_->add_option("--compare", req_.compare_positions,
+                     "Compare the board rows' logits with FloatReference's (ternary lm_head) over the first N "
+                     "positions: mean and worst relative error, top-1 agreement");
     cmd_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
     cmd_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
         ->check(CLI::Range(1, 64))->capture_default_str();
@@ -44,6 +48,8 @@ class Eval final : public EvalCommand {
   int run() override {
     if (cmd_->count("--tokens") && req_.tokens < 1)
       throw Error(fmt::format("--tokens {}: must be 1 or more", req_.tokens));
+    if (cmd_->count("--compare") && req_.compare_positions < 1)
+      throw Error(fmt::format("--compare {}: must be 1 or more", req_.compare_positions));
     if (cmd_->count("--board") && req_.board_positions < 1)
       throw Error(fmt::format("--board {}: must be 1 or more", req_.board_positions));
     if (!tokenizer_.empty()) req_.tokenizer = tokenizer_;
@@ -72,6 +78,13 @@ class Eval final : public EvalCommand {
       else
         fmt::print("\nsimulated board: the logits of position {} differ from the board row's (of {} positions run)\n",
                    r.board->first_mismatch, r.board->positions);
+    }
+    if (!r.compare.empty()) {
+      fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",
+                 r.compare[0].positions);
+      fmt::print("{:<22} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
+      for (const auto& c : r.compare)
+        fmt::print("{:<22} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
     }
     fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
     return r.board && !r.board->logits_equal ? 3 : 0;

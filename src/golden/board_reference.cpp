@@ -52,6 +52,42 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
   *sum = total;
 }
 
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+                           const AttentionParams& p, int32_t* o, uint32_t* sum) {
+  if (p.legacy) throw Error("attention_head_online: the online-softmax unit has no legacy shift mode");
+  // One pass: per row the score, the running maximum M, the weight p (and alpha, the
+  // rescale of acc and sum, when M grows), then the V row.
+  int64_t acc[kHeadDim] = {};
+  int64_t total = 0;
+  int32_t M = 0;
+  for (int t = 0; t < T; ++t) {
+    int32_t s = 0;
+    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * int32_t(K[t * kHeadDim + d]);
+    uint32_t pt = num::exp_table()[0];
+    if (t == 0) {
+      M = s;
+    } else if (s <= M) {
+      pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), p.m, p.shift));
+    } else {
+      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), p.m, p.shift));
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = num::online_rescale(acc[d], alpha);
+      total = num::online_rescale(total, alpha);
+      M = s;
+    }
+    for (int d = 0; d < kHeadDim; ++d) acc[d] += int64_t(pt) * V[t * kHeadDim + d];
+    total += pt;
+  }
+  // The registers' widths (docs/variants-attention.md: the bounds).
+  int32_t acc32[kHeadDim];
+  for (int d = 0; d < kHeadDim; ++d) {
+    if (acc[d] >= (int64_t(1) << 31) || acc[d] < -(int64_t(1) << 31))
+      throw Error(fmt::format("attention_head_online: acc_{} = {} exceeds int32", d, acc[d]));
+    acc32[d] = int32_t(acc[d]);
+  }
+  *sum = uint32_t(total);
+  num::online_normalize(acc32, *sum, kHeadDim, o);
+}
+
 // Rows split over `threads` host threads; each row's sum is the same plain loop.
 void parallel_matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads) {
   threads = std::max(1, threads);
@@ -332,6 +368,12 @@ std::vector<float> BoardReference::step(int token, const Probe& probe) {
       AttentionParams p{mul.m, mul.shift, options_.legacy_attention};
       // 4. the attention unit over T = pos + 1 rows.
       uint32_t sum = 0;
+      if (options_.attention_variant == model::AttentionVariant::OnlineSoftmax) {
+        // The online-softmax unit divides on the PL; the CPU scales by s_v.
+        attention_head_online(qq.data(), K, V, pos_ + 1, p, acc.data(), &sum);
+        num::attention_finish_online(acc.data(), sv, kHeadDim, o + hd * kHeadDim);
+        continue;
+      }
       attention_head(qq.data(), K, V, pos_ + 1, p, acc.data(), &sum);
       // 5. CPU finish: o_d = acc_d * (s_v / sum).
       num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "model/attention_stream.h"
 #include "model/board_shape.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
@@ -41,6 +42,13 @@ struct AttentionParams {
 };
 void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
                     const AttentionParams& p, int32_t* acc, uint32_t* sum);
+
+// The online-softmax unit (docs/variants-attention.md section 3), one head: the same
+// inputs (K and V as separate [T][96] arrays: the arithmetic does not depend on the stream's
+// row order). o[96] receives the normalized outputs (Q15.16), *sum the final sum. m, shift
+// as above; p.legacy must be false.
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+                           const AttentionParams& p, int32_t* o, uint32_t* sum);
 
 // The matmul engine's arithmetic over all rows of w, rows split over host threads.
 void parallel_matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads);
@@ -84,6 +92,9 @@ using MatvecFn = std::function<void(const model::TernaryMatrix& w, const int8_t*
 struct BoardReferenceOptions {
   bool legacy_attention = false;  // the earlier unit's fixed >> 8 instead of the multiplier
   int threads = 1;                // matmul rows split over threads (results do not depend on it)
+  // attention.variant: the board's two-phase unit (CPU finish) or the online-softmax unit
+  // (normalized on the PL, attention_head_online + num::attention_finish_online).
+  model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
 };
 
 struct TokenStats {

@@ -171,6 +171,11 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
     for (size_t i = 0; i < hs.size(); ++i) {
       const bool last = i + 1 == hs.size();
       write_descriptor(lane, false, hs[i].header_q_addr, uint32_t(model::kAttentionHeaderQBytes), i == 0, false);
+      if (hs[i].interleaved) {
+        tail[lane] = write_descriptor(lane, false, hs[i].k_addr, 2 * hs[i].kv_bytes, false, last);
+        desc_bytes += 2 * 64;
+        continue;
+      }
       write_descriptor(lane, false, hs[i].k_addr, hs[i].kv_bytes, false, false);
       tail[lane] = write_descriptor(lane, false, hs[i].v_addr, hs[i].kv_bytes, false, last);
       desc_bytes += 3 * 64;

@@ -93,6 +93,8 @@ struct HeadWork {
   uint64_t header_q_addr = 0;   // 112 bytes: header + q (written by the CPU)
   uint64_t k_addr = 0, v_addr = 0;
   uint32_t kv_bytes = 0;        // T x 96
+  bool interleaved = false;     // online-softmax: one buffer of 2 x kv_bytes at k_addr (K_t V_t
+                                // rows), 2 descriptors per head instead of 3
 };
 
 class DmaDriver {

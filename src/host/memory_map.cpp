@@ -131,6 +131,7 @@ uint64_t MemoryMap::k_area(int layer, int head) const {
 }
 
 uint64_t MemoryMap::v_area(int layer, int head) const {
+  if (config_.kv_interleaved) return k_area(layer, head) + kHeadDim;
   return k_area(layer, head) + uint64_t(config_.kv_positions) * kHeadDim;
 }
 

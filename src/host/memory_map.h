@@ -9,7 +9,8 @@
 // call, so one simple-mode MM2S transfer carries the whole group (the board's image holds
 // these slots too: docs/packed-image.md). Results: one buffer per lane, 4 bytes per row
 // padded to a beat.
-// Attention calls: per (layer, head) a K area and a V area of 512 rows x 96 bytes; per
+// Attention calls: per (layer, head) a K area and a V area of 512 rows x 96 bytes (the
+// online-softmax unit: one area of 512 rows x 192 bytes, K_t and V_t interleaved); per
 // lane and head a 112-byte header+q buffer (16 + 96); per lane a result buffer of 8 heads x
 // 49 beats; per lane a ring of SG descriptors (64-byte aligned).
 // Every buffer starts on a 4 KiB page, as CMA buffers from the board's allocator do.
@@ -32,6 +33,9 @@ struct MemoryMapConfig {
   uint64_t max_transfer_bytes = (1u << 23) - 1;  // DMA length register limit
   int kv_positions = 512;             // the board's KV area per (layer, head)
   bool int8_lm_head = false;          // an INT8 lm_head (n bytes per row): refused on the board
+  bool kv_interleaved = false;        // the online-softmax unit's layout: per (layer, head) one
+                                      // area of 512 rows x 192 bytes, row t = K_t then V_t
+                                      // (docs/variants-attention.md); set from attention.variant
 };
 
 // One matmul call of one lane: a group of `rows` rows of length n.
@@ -73,8 +77,12 @@ class MemoryMap {
   const MatmulGroup& lm_head() const { return groups_.back(); }
   const std::vector<MatmulGroup>& groups() const { return groups_; }
 
-  uint64_t k_area(int layer, int head) const;   // 512 x 96 bytes
-  uint64_t v_area(int layer, int head) const;
+  uint64_t k_area(int layer, int head) const;   // 512 x 96 bytes (interleaved: the area's start)
+  uint64_t v_area(int layer, int head) const;   // (interleaved: V row 0, k_area + 96)
+  // Where row t of K and of V lives (rows kv_row_stride() apart).
+  uint64_t k_row(int layer, int head, int t) const { return k_area(layer, head) + uint64_t(t) * kv_row_stride(); }
+  uint64_t v_row(int layer, int head, int t) const { return v_area(layer, head) + uint64_t(t) * kv_row_stride(); }
+  uint64_t kv_row_stride() const { return config_.kv_interleaved ? 2 * uint64_t(model::kHeadDim) : model::kHeadDim; }
   uint64_t head_buffer(int lane, int slot) const;  // 112-byte header + q of the lane's slot-th head
   uint64_t matmul_result(int lane) const { return matmul_result_[lane]; }
   uint64_t attention_result(int lane) const { return attention_result_[lane]; }

@@ -60,6 +60,11 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
   if (model.config.head_dim() != kHeadDim)
     throw Error(fmt::format("model {}: head_dim {} but the attention unit needs {}", model.source,
                             model.config.head_dim(), kHeadDim));
+  if (online() != map.config().kv_interleaved)
+    throw Error("attention.variant: the online-softmax unit needs the interleaved KV layout, the two-phase unit "
+                "the board's");
+  if (online() && options_.legacy_attention)
+    throw Error("attention.variant = online-softmax has no legacy shift mode (--legacy-attention)");
 }
 
 void TokenLoop::load_weights() {
@@ -252,10 +257,18 @@ uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
   const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
   const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
   int8_t row[kHeadDim];
-  num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, row);
-  ps_.mem_write(map_.k_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
-  num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, row);
-  ps_.mem_write(map_.v_area(l, hd) + uint64_t(pos_) * kHeadDim, row, kHeadDim);
+  if (online()) {
+    // One 192-byte store: K_t then V_t.
+    int8_t kv[2 * kHeadDim];
+    num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, kv);
+    num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, kv + kHeadDim);
+    ps_.mem_write(map_.k_row(l, hd, pos_), kv, sizeof kv);
+  } else {
+    num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, row);
+    ps_.mem_write(map_.k_row(l, hd, pos_), row, kHeadDim);
+    num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, row);
+    ps_.mem_write(map_.v_row(l, hd, pos_), row, kHeadDim);
+  }
   const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
   t_->multiplier_lowered += mul.lowered > 0;
   model::AttentionHeadHeader hdr;
@@ -263,13 +276,14 @@ uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
   hdr.m = mul.m;
   hdr.shift = uint32_t(mul.shift);
   hdr.legacy = options_.legacy_attention;
+  hdr.online = online();
   hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
   uint8_t buf[model::kAttentionHeaderQBytes];
   model::write_attention_header(hdr, buf);
   std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
   ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
   work[lane].push_back({map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd),
-                        uint32_t(T * kHeadDim)});
+                        uint32_t(T * kHeadDim), online()});
   return 2 * kHeadDim + sizeof buf;
 }
 
@@ -293,8 +307,11 @@ void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, c
     for (size_t i = 0; i < work[lane].size(); ++i) {
       const int hd = lane * map_.heads_per_lane() + int(i);
       const int32_t* r = b.res.data() + i * model::kAttentionResultWords;
-      num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,
-                            b.o.data() + hd * kHeadDim);
+      if (online())  // normalized on the PL (Q15.16)
+        num::attention_finish_online(r, scales_.v_scale(l, hd, heads), kHeadDim, b.o.data() + hd * kHeadDim);
+      else
+        num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,
+                              b.o.data() + hd * kHeadDim);
     }
   }
   cpu(CpuStep::AttnFinish, model_.config.hidden_size);

@@ -51,6 +51,9 @@ struct StepObserver {
 
 struct TokenLoopOptions {
   bool legacy_attention = false;
+  // attention.variant: the online-softmax unit takes K and V interleaved (the memory map's
+  // kv_interleaved must say the same), 2 descriptors per head, and returns normalized o.
+  model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
 };
 
 class TokenLoop {
@@ -79,6 +82,7 @@ class TokenLoop {
   // dequantizes each part with its own w_scale.
   void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
   void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
+  bool online() const { return options_.attention_variant == model::AttentionVariant::OnlineSoftmax; }
 
   // The pieces of step(), in the order CIRCUITS.md 5 lists them; each charges its CPU cost
   // and reports to the observer and the probe as it goes. StepBuffers (token_loop.cpp)

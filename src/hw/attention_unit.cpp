@@ -30,7 +30,7 @@ EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const st
 
 AttentionUnit::AttentionUnit(sc_core::sc_module_name name, const Clock& clock, const AttentionUnitConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [] { return std::make_unique<AttentionDatapath>(); }),
+                  [kind = config.kind()] { return std::make_unique<AttentionDatapath>(kind); }),
       config_(config) {}
 
 uint64_t AttentionUnit::multiplies(int lane) const {
@@ -63,13 +63,14 @@ void AttentionDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) 
     case Phase::Header1: return header1(lane, b, c);
     case Phase::Q: return q_beat(b);
     case Phase::K: return k_beat(lane, b);
-    case Phase::V: return v_beat(lane, b, c);
+    case Phase::V: return online_ ? online_v_beat(lane, b, c) : v_beat(lane, b, c);
   }
 }
 
 void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   const AttentionError e = model::parse_attention_header(header0_, b.data, &h_);
   if (e != AttentionError::None) return fail(lane, e, -1, b.last, c);
+  if (h_.online != online_ || (h_.online && h_.legacy)) return fail(lane, AttentionError::VariantMismatch, -1, b.last, c);
   T_ = int(h_.T);
   beat_ = 0;
   t_ = 0;
@@ -89,7 +90,8 @@ void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b) {
   int32_t s = s_cur_;
   for (int i = 0; i < 8; ++i) s += int32_t(q[i]) * int32_t(k[i]);  // 8 MACs
   s_cur_ = s;
-  if (++beat_ == kAttentionRowBeats) {
+  if (++beat_ == kAttentionRowBeats && online_) return online_k_done(lane);
+  if (beat_ == kAttentionRowBeats) {
     s_[size_t(t_)] = s;
     s_max_ = t_ == 0 ? s : std::max(s_max_, s);
     s_cur_ = 0;
@@ -123,9 +125,61 @@ void AttentionDatapath::v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c
   }
 }
 
+// Online: s_t is complete. p for row t, and alpha when the maximum grows.
+void AttentionDatapath::online_k_done(EngineLane& lane) {
+  const int32_t s = s_cur_;
+  s_cur_ = 0;
+  beat_ = 0;
+  lane.row_done();
+  rescale_ = false;
+  if (t_ == 0) {
+    s_max_ = s;
+    sum_ = 0;
+    acc_.fill(0);
+    p_ = num::exp_table()[0];
+  } else if (s <= s_max_) {
+    p_ = num::exp_interp(num::online_index8(uint32_t(int64_t(s_max_) - s), h_.m, int(h_.shift)));
+    ++multiplies_;
+  } else {
+    alpha_ = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - s_max_), h_.m, int(h_.shift)));
+    ++multiplies_;
+    rescale_ = true;
+    s_max_ = s;
+    p_ = num::exp_table()[0];
+  }
+  phase_ = Phase::V;
+}
+
+// Online: one V beat; the rescale of the beat's 8 accumulators and the p.V products in the
+// same clock.
+void AttentionDatapath::online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+  if (beat_ == 0) {
+    if (rescale_) sum_ = uint32_t(num::online_rescale(sum_, alpha_));
+    sum_ += uint32_t(p_);
+  }
+  int8_t v[8];
+  std::memcpy(v, &b.data, 8);
+  int32_t* acc = acc_.data() + 8 * beat_;
+  for (int i = 0; i < 8; ++i) {
+    const int64_t a = rescale_ ? num::online_rescale(acc[i], alpha_) : acc[i];
+    acc[i] = int32_t(a + int64_t(p_) * v[i]);
+  }
+  if (++beat_ == kAttentionRowBeats) {
+    beat_ = 0;
+    lane.row_done();
+    if (++t_ == T_) {
+      finish_head(lane, b.last, c);
+    } else {
+      phase_ = Phase::K;
+    }
+  }
+}
+
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
-  // The result bank: acc_0..acc_95 two per beat, then sum and one zero word.
-  const uint64_t ready = c + uint64_t(lane.result_delay());
+  // The result bank: acc_0..acc_95 two per beat, then sum and one zero word. The online unit
+  // normalizes first (o_d in place of acc_d) and queues them after its normalizer.
+  if (online_) num::online_normalize(acc_.data(), sum_, kHeadDim, acc_.data());
+  const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::kOnlineNormalizeCycles) : 0);
   const bool last = h_.last && tlast;
   for (int i = 0; i < kHeadDim / 2; ++i)
     lane.queue(uint64_t(uint32_t(acc_[size_t(2 * i)])) | (uint64_t(uint32_t(acc_[size_t(2 * i + 1)])) << 32),
@@ -139,7 +193,12 @@ void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
 
 int AttentionDatapath::error_row() const {
   // K row t is t (after a K row's last beat: the next one), V row t is T + t; -1 in the
-  // header or q (q just complete included).
+  // header or q (q just complete included). Online (rows interleaved): K row t is 2t, V row
+  // t is 2t + 1.
+  if (online_) {
+    if (phase_ == Phase::V) return 2 * t_ + 1;
+    return phase_ == Phase::K && (t_ > 0 || beat_ > 0) ? 2 * t_ : -1;
+  }
   if (phase_ == Phase::V) return T_ + t_;
   return phase_ == Phase::K && (t_ > 0 || beat_ > 0) ? t_ : -1;
 }

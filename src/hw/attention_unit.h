@@ -24,6 +24,7 @@
 //     docs/hw-timing.md.
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include <systemc>
 
@@ -50,13 +51,21 @@ struct AttentionUnitConfig {
   uint64_t reg_base = 0x43C1'0000;  // byte address of the status register block (lane l at
                                     // reg_base + l * 0x100); transactions on `ctrl` carry
                                     // absolute addresses (0 behind an offset-passing router)
+  std::string variant = "two-phase";  // the circuit: the board's two-phase unit, or the
+                                      // online-softmax unit (docs/variants-attention.md)
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
     v(c.drain, FieldInfo{"attention.drain", 0, 1024, "cycles", Evidence::kSimulated,
                          "attention unit: head's last V beat -> first result beat (CIRCUITS.md 3)"});
     visit_engine_ports(c, "attention", "attention unit", v);
+    v(c.variant, FieldInfo{"attention.variant", 0, 0, "", Evidence::kSimulated,
+                           "attention circuit: two-phase (the board's: K phase, V phase, division on the CPU) "
+                           "or online-softmax (APEX: one pass, running max, interpolated exp, division on the "
+                           "PL; docs/variants-attention.md)",
+                           1, true, {model::kAttentionVariantNames[0], model::kAttentionVariantNames[1]}});
   }
+  model::AttentionVariant kind() const { return model::attention_variant_of(variant); }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const { check_engine_fields(*this, "attention", engine_reg::kLaneStride, who); }
 };
@@ -64,6 +73,8 @@ struct AttentionUnitConfig {
 // The attention arithmetic of one lane (CIRCUITS.md 3).
 class AttentionDatapath final : public LaneDatapath {
  public:
+  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase)
+      : online_(variant == model::AttentionVariant::OnlineSoftmax) {}
   uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
   int error_row() const override;
@@ -80,6 +91,13 @@ class AttentionDatapath final : public LaneDatapath {
   void k_beat(EngineLane& lane, const StreamBeat& b);
   void v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void finish_head(EngineLane& lane, bool tlast, uint64_t c);
+  // The online-softmax unit (docs/variants-attention.md): rows interleaved K_t V_t.
+  void online_k_done(EngineLane& lane);
+  void online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+
+  bool online_ = false;          // this lane's circuit is the online-softmax unit
+  bool rescale_ = false;         // online: the current row grew the maximum (alpha applies)
+  uint32_t alpha_ = 0;           // online: the rescale factor of the current row
 
   Phase phase_ = Phase::Header0;
   uint64_t header0_ = 0;

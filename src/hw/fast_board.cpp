@@ -318,6 +318,7 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
       }
       if (pos != end) return false;
     } else {
+      const bool online_unit = config_.attention.kind() == model::AttentionVariant::OnlineSoftmax;
       // Concatenate the chain's buffers into the stream the unit sees.
       std::vector<uint8_t> s;
       size_t total = 0;
@@ -337,18 +338,27 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
         std::memcpy(&b1, s.data() + p + 8, 8);
         model::AttentionHeadHeader h;
         if (model::parse_attention_header(b0, b1, &h) != model::AttentionError::None) return false;
+        // A header for the other variant: the clocked unit's error.
+        if (h.online != online_unit || (h.online && h.legacy)) return false;
         const size_t head = model::attention_head_bytes(int(h.T));
         if (p + head > s.size()) return false;
-        key += fmt::format("h{},{};", h.T, (h.last ? model::kAttentionFlagLast : 0u) | (h.legacy ? model::kAttentionFlagLegacy : 0u));
+        key += fmt::format("h{},{};", h.T,
+                           (h.last ? model::kAttentionFlagLast : 0u) | (h.legacy ? model::kAttentionFlagLegacy : 0u) |
+                               (h.online ? model::kAttentionFlagOnline : 0u));
         const size_t at = results.size();
         results.resize(at + model::kAttentionResultBytes, 0);
         if (!options_.timing_only) {
           const int8_t* q = reinterpret_cast<const int8_t*>(s.data() + p + model::kHeaderBytes);
           const int8_t* K = q + model::kHeadDim;
-          const int8_t* V = K + size_t(h.T) * model::kHeadDim;
           uint32_t sum = 0;
           int32_t* acc = reinterpret_cast<int32_t*>(results.data() + at);
-          fast::attention_head(q, K, V, int(h.T), h.m, int(h.shift), h.legacy, acc, &sum);
+          if (h.online) {  // rows interleaved: K_t V_t
+            fast::attention_head_online(q, K, K + model::kHeadDim, int(h.T), 2 * size_t(model::kHeadDim), h.m,
+                                        int(h.shift), acc, &sum);
+          } else {
+            const int8_t* V = K + size_t(h.T) * model::kHeadDim;
+            fast::attention_head(q, K, V, int(h.T), h.m, int(h.shift), h.legacy, acc, &sum);
+          }
           std::memcpy(results.data() + at + model::kAttentionSumWord * 4, &sum, 4);
         }
         last = h.last;

@@ -814,6 +814,41 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, ui
   }
 }
 
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, size_t row_stride,
+                           uint32_t m, int shift, int32_t* o, uint32_t* sum) {
+  if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_online: T = {} outside 1..4096", T));
+  if (shift < 0 || shift > 63)
+    throw Error(fmt::format("attention_head_online: shift S = {} outside 0..63", shift));
+  // The scores first (independent dot products), then the one sequential pass of weights,
+  // rescales (only when the maximum grows) and V rows, in int32 registers as the unit.
+  alignas(64) int32_t s[4096];
+  for (int t = 0; t < T; ++t) {
+    const int8_t* k = K + size_t(t) * row_stride;
+    int32_t dot = 0;
+    for (int d = 0; d < kHeadDim; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
+    s[t] = dot;
+  }
+  alignas(64) int32_t acc[kHeadDim] = {};
+  uint32_t total = 0;
+  int32_t M = s[0];
+  for (int t = 0; t < T; ++t) {
+    int32_t pt = num::exp_table()[0];
+    if (s[t] <= M) {
+      if (t > 0) pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s[t]), m, shift));
+    } else {
+      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s[t]) - M), m, shift));
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = int32_t(num::online_rescale(acc[d], alpha));
+      total = uint32_t(num::online_rescale(total, alpha));
+      M = s[t];
+    }
+    const int8_t* v = V + size_t(t) * row_stride;
+    for (int d = 0; d < kHeadDim; ++d) acc[d] += pt * v[d];
+    total += uint32_t(pt);
+  }
+  *sum = total;
+  num::online_normalize(acc, total, kHeadDim, o);
+}
+
 uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy, uint16_t* p,
                            Kernel kernel) {
   check_kernel(kernel);

@@ -126,6 +126,13 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, ui
                     int shift, bool legacy, int32_t* acc, uint32_t* sum,
                     Kernel kernel = Kernel::Auto);
 
+// The online-softmax unit's arithmetic for one head (docs/variants-attention.md section 3),
+// equal to golden::attention_head_online bit for bit: K row t at K + t * row_stride, V row t
+// at V + t * row_stride (the unit's interleaved stream: K = q + 96, V = K + 96, stride 192),
+// T in 1..4096, S in 0..63. o[96] receives the normalized outputs (Q15.16), *sum the sum.
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, size_t row_stride,
+                           uint32_t m, int shift, int32_t* o, uint32_t* sum);
+
 // The weight step alone, as attention_head runs it between its K and V phases: p[t] =
 // num::attention_weight(s_max - s[t], m, shift, legacy) for t < T, s_max = max s; returns the
 // sum of the p[t]. The portable path calls num::attention_weight; the SIMD paths compute the

@@ -3,19 +3,22 @@
 #include <bit>
 #include <cstring>
 
+#include "model/error.h"
+
 namespace bitsim::model {
 
 static_assert(std::endian::native == std::endian::little, "beats are written with memcpy");
 
 namespace {
-constexpr uint64_t kFlagsReserved = 0xFC;      // flags bits 7:2
+constexpr uint64_t kFlagsReserved = 0xF8;      // flags bits 7:3
 constexpr int kShiftAt = 24, kShiftBits = 6;   // beat 1 bits 29:24
 constexpr int kMBits = 18;                     // beat 1 bits 17:0
 constexpr int kReservedAt = 30;                // beat 1 bits 63:30
 }  // namespace
 
 std::array<uint64_t, 2> encode_attention_header(const AttentionHeadHeader& h) {
-  const uint64_t flags = (h.last ? kAttentionFlagLast : 0u) | (h.legacy ? kAttentionFlagLegacy : 0u);
+  const uint64_t flags = (h.last ? kAttentionFlagLast : 0u) | (h.legacy ? kAttentionFlagLegacy : 0u) |
+                         (h.online ? kAttentionFlagOnline : 0u);
   const uint64_t b0 = uint64_t(h.magic) | (uint64_t(h.version) << 16) | (flags << 24) | (uint64_t(h.T) << 32);
   const uint64_t b1 = uint64_t(h.m) | (uint64_t(h.shift) << kShiftAt);
   return {b0, b1};
@@ -36,8 +39,15 @@ const char* attention_error_name(AttentionError e) {
     case AttentionError::MultiplierTooWide: return "multiplier m wider than 18 bits";
     case AttentionError::Truncated: return "truncated stream";
     case AttentionError::TrailingData: return "data after the last head";
+    case AttentionError::VariantMismatch: return "header for another attention variant";
   }
   return "unknown attention error";
+}
+
+AttentionVariant attention_variant_of(const std::string& name) {
+  for (int i = 0; i < 2; ++i)
+    if (name == kAttentionVariantNames[i]) return AttentionVariant(i);
+  throw Error("attention.variant = '" + name + "' is not one of: two-phase, online-softmax");
 }
 
 AttentionError check_attention_beat0(uint64_t beat0) {
@@ -58,6 +68,7 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   h->m = uint32_t(beat1) & kAttentionMaxM;
   h->shift = uint32_t(beat1 >> kShiftAt) & ((1u << kShiftBits) - 1);
   h->legacy = (flags & kAttentionFlagLegacy) != 0;
+  h->online = (flags & kAttentionFlagOnline) != 0;
   h->last = (flags & kAttentionFlagLast) != 0;
   h->magic = kAttentionMagic;
   h->version = kAttentionVersion;

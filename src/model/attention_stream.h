@@ -6,16 +6,21 @@
 //   head   := header q K V
 //   header := 2 beats (16 bytes, little-endian)
 //     beat 0: bits 15:0 magic 0xA77E, 23:16 version 1, 31:24 flags (bit 0: last head of the
-//             transfer; bit 1: legacy shift mode; bits 7:2 reserved, 0), 63:32 T (1..512)
+//             transfer; bit 1: legacy shift mode; bit 2: online-softmax unit; bits 7:3
+//             reserved, 0), 63:32 T (1..512)
 //     beat 1: bits 17:0 m (< 2^18), 23:18 reserved 0 (m too wide), 29:24 S (0..63),
 //             63:30 reserved 0
 //   q      := 96 int8 (12 beats)
 //   K, V   := T rows of 96 int8 each (12 beats a row)
+// The online-softmax unit (flags bit 2, docs/variants-attention.md) takes the rows
+// interleaved instead: K_0 V_0 K_1 V_1 ... (the same beats), and returns o_0..o_95 (int32,
+// Q15.16) in place of acc.
 // Result per head: acc_0..acc_95 (int32), sum (uint32), one zero word: 98 words, 49 beats
 // (model/board_shape.h).
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "model/board_shape.h"
 
@@ -25,6 +30,16 @@ constexpr uint16_t kAttentionMagic = 0xA77E;
 constexpr uint8_t kAttentionVersion = 1;
 constexpr uint32_t kAttentionFlagLast = 1u << 0;
 constexpr uint32_t kAttentionFlagLegacy = 1u << 1;
+constexpr uint32_t kAttentionFlagOnline = 1u << 2;
+// The online-softmax unit's normalizer: a head's results are queued drain + this many
+// clocks after its last V beat (47 for the reciprocal, 96 for the products;
+// docs/variants-attention.md section 4).
+constexpr int kOnlineNormalizeCycles = 47 + 96;
+// attention.variant: the board's two-phase unit, or the online-softmax unit.
+enum class AttentionVariant : uint8_t { TwoPhase, OnlineSoftmax };
+constexpr const char* kAttentionVariantNames[] = {"two-phase", "online-softmax"};
+// "two-phase" / "online-softmax" -> the variant; bitsim::Error naming the key otherwise.
+AttentionVariant attention_variant_of(const std::string& name);
 constexpr int kAttentionRowBeats = kHeadDim / kBeatBytes;  // q, K and V rows: 12 beats
 constexpr int kAttentionMaxT = kKvPositions;               // T range 1..512
 constexpr uint32_t kAttentionMaxM = (1u << 18) - 1;
@@ -51,6 +66,7 @@ struct AttentionHeadHeader {
   uint32_t m = 0;       // multiplier, < 2^18
   uint32_t shift = 24;  // S, 0..63
   bool legacy = false;  // legacy shift mode: z = (s_max - s_t) >> 8
+  bool online = false;  // the online-softmax unit's stream (rows interleaved)
   bool last = false;    // last head of the transfer
   uint16_t magic = kAttentionMagic;
   uint8_t version = kAttentionVersion;
@@ -64,11 +80,12 @@ enum class AttentionError : uint32_t {
   None = 0,
   BadMagic = 1,           // beat 0 bits 15:0 != 0xA77E
   BadVersion = 2,         // beat 0 bits 23:16 != 1
-  ReservedBits = 3,       // flags bits 7:2, or beat 1 bits 63:30, set
+  ReservedBits = 3,       // flags bits 7:3, or beat 1 bits 63:30, set
   BadLength = 4,          // T outside 1..512
   MultiplierTooWide = 5,  // beat 1 bits 23:18 set: m does not fit 18 bits
   Truncated = 6,          // TLAST before the end of the head flagged last
   TrailingData = 7,       // no TLAST on the last beat of the head flagged last
+  VariantMismatch = 8,    // flags bit 2 not this unit's variant, or online with legacy
 };
 const char* attention_error_name(AttentionError e);
 

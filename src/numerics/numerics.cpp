@@ -212,6 +212,16 @@ void attention_finish(const int32_t* acc, uint32_t sum, float s_v, int n, float*
   for (int i = 0; i < n; ++i) o[i] = flush_impl(static_cast<float>(acc[i]) * factor);
 }
 
+void online_normalize(const int32_t* acc, uint32_t sum, int n, int32_t* o) {
+  const uint64_t r = (uint64_t(1) << 46) / uint64_t(sum);
+  for (int i = 0; i < n; ++i) o[i] = int32_t((int64_t(acc[i]) * int64_t(r) + (int64_t(1) << 29)) >> 30);
+}
+
+void attention_finish_online(const int32_t* o_q, float s_v, int n, float* o) {
+  const float factor = s_v * 0.0000152587890625f;  // 2^-16
+  for (int i = 0; i < n; ++i) o[i] = flush_impl(static_cast<float>(o_q[i]) * factor);
+}
+
 void add_inplace(float* h, const float* d, int n) {
   for (int i = 0; i < n; ++i) h[i] = flush_impl(h[i] + d[i]);
 }

@@ -218,6 +218,42 @@ inline uint16_t attention_weight(uint32_t diff, uint32_t m, int shift, bool lega
   return exp_table()[attention_exp_index(diff, m, shift, legacy)];
 }
 
+// ---- The online-softmax unit (docs/variants-attention.md, attention.variant) ----------
+// The steps the golden reference, the clocked unit and the fast kernel share.
+
+// The score difference as an exponent index with 8 fractional bits, diff >= 0 (< 2^23):
+//   z8 = ((diff * m) << 8) >> S        exact in 64 bits
+// z8 >> 8 is the board's index (diff * m) >> S; the low 8 bits are its dropped fraction.
+inline uint64_t online_index8(uint32_t diff, uint32_t m, int shift) {
+  return ((uint64_t(diff) * m) << 8) >> shift;
+}
+
+// The exponent table with linear interpolation between entries:
+//   i = z8 >> 8, f = z8 & 255
+//   i >= 255: EXP[255] (0);  else EXP[i] - ((EXP[i] - EXP[i+1]) * f + 128) >> 8
+// At f = 0 it is the board's EXP[i].
+inline uint16_t exp_interp(uint64_t z8) {
+  const uint64_t i = z8 >> 8;
+  if (i >= kAttnExpLast) return exp_table()[kAttnExpLast];
+  const uint32_t f = uint32_t(z8 & 255u);
+  const uint32_t a = exp_table()[i], b = exp_table()[i + 1];
+  return uint16_t(a - (((a - b) * f + 128u) >> 8));
+}
+
+// The rescale of an accumulator (or the sum) by alpha when the running maximum grows:
+//   (x * alpha + 2^14) >> 15      int64 product, arithmetic shift (round half up)
+inline int64_t online_rescale(int64_t x, uint32_t alpha) { return (x * int64_t(alpha) + (int64_t(1) << 14)) >> 15; }
+
+// The normalizer (the division on the PL) of one head, sum >= 1:
+//   r = floor(2^46 / sum);  o_d = (acc_d * r + 2^29) >> 30     (Q15.16, int64 products)
+// n outputs; acc values must satisfy |acc_d| < 2^31 (they do: the unit's int32 registers).
+constexpr int kOnlineFracBits = 16;  // o_d is the weighted mean of V times 2^16
+void online_normalize(const int32_t* acc, uint32_t sum, int n, int32_t* o);
+
+// The CPU finish of the online unit's results (o_q in Q15.16):
+//   factor = s_v * 0.0000152587890625f (2^-16);  o_d = flush((float)o_q_d * factor)
+void attention_finish_online(const int32_t* o_q, float s_v, int n, float* o);
+
 // ---------------------------------------------------------------------------------------
 // RoPE
 // ---------------------------------------------------------------------------------------

@@ -121,6 +121,8 @@ SimConfig make_sim_config(const ParamSet& p) {
   hw::BoardConfig::visit(c.board, from);
   visit_memory(c.memory, from);
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
+  // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
+  c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);

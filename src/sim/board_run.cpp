@@ -269,6 +269,8 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id);
   res.prompt_tokens = int(ids.size());
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
+  if (rr.legacy_attention && cfg.board.attention.kind() == model::AttentionVariant::OnlineSoftmax)
+    throw Error("--legacy-attention: the online-softmax unit (attention.variant) has no legacy shift mode");
   if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
   std::unique_ptr<TraceWriter> tracer = open_trace(req.trace_file);
   check_output_file(req.record_mmio_file, "mmio record file");
@@ -279,7 +281,8 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
     ref = std::make_unique<golden::BoardReference>(l.model, l.scales,
-                                                   golden::BoardReferenceOptions{rr.legacy_attention, rr.threads});
+                                                   golden::BoardReferenceOptions{rr.legacy_attention, rr.threads,
+                                                                                 cfg.board.attention.kind()});
   SimulationOptions so(req.fidelity, rr.threads, rr.legacy_attention);
   so.vcd_file = req.vcd_file;
   so.vcd_start = req.vcd_start;

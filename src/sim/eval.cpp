@@ -129,7 +129,7 @@ double nll_of(const std::vector<float>& logits, int target) {
   return mx + std::log(sum) - double(logits[size_t(target)]);
 }
 
-enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kKinds };
+enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kKinds };
 
 std::string read_text_file(const std::filesystem::path& p) {
   std::error_code ec;
@@ -194,6 +194,7 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
       {"board-legacy-shift", "board, with the earlier attention unit's fixed >> 8 shift"},
       {"board-dynamic-kv", "board, with K/V scales from max|K|, max|V| over all positions of the window (looks at future keys)"},
       {"board-int8-head", "board, with an INT8 lm_head (per-row absmax) instead of the ternary one"},
+      {"board-online-softmax", "board, with the online-softmax attention unit (attention.variant; docs/variants-attention.md)"},
   };
   return rows;
 }
@@ -252,6 +253,9 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
   res.window = std::min(golden::kMaxContext, p.config.max_position_embeddings);
   res.windows = int((p.ids.size() + size_t(res.window) - 1) / size_t(res.window));
   const int first_window = int(std::min<size_t>(p.ids.size(), size_t(res.window)));
+  if (req.compare_positions < 0 || req.compare_positions > first_window)
+    throw Error(fmt::format("compare positions {}: must be 0..{} (the first window's positions)",
+                            req.compare_positions, first_window));
   if (req.board_positions > first_window)
     throw Error(fmt::format("board positions {}: over the first window's {} positions", req.board_positions,
                             first_window));
@@ -265,7 +269,7 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
 // does not depend on the threads.
 class Scorer {
  public:
-  static constexpr int kJobs = 4;
+  static constexpr int kJobs = 5;
   Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
          int board_positions)
       : m_(m), scales_(scales), windows_(windows), board_positions_(board_positions), head8_(make_int8_head(m)),
@@ -300,11 +304,12 @@ class Scorer {
  private:
   struct Refs {  // one worker's references, built on first use
     std::optional<golden::FloatReference> fl;
-    std::optional<golden::BoardReference> bd, lg;
+    std::optional<golden::BoardReference> bd, lg, on;
   };
-  golden::BoardReference& board_ref(std::optional<golden::BoardReference>& r, bool legacy) {
+  golden::BoardReference& board_ref(std::optional<golden::BoardReference>& r, bool legacy,
+                                    model::AttentionVariant variant = model::AttentionVariant::TwoPhase) {
     if (!r) {
-      r.emplace(m_, scales_, golden::BoardReferenceOptions{legacy, 1});
+      r.emplace(m_, scales_, golden::BoardReferenceOptions{legacy, 1, variant});
       r->set_matvec(fast_.fn());
     }
     r->reset();
@@ -321,8 +326,10 @@ class Scorer {
       out[kBoardDynamicKv] = plain_nll(dyn, win);
     } else if (job == 2) {
       score_board(board_ref(refs.bd, false), win, w == 0, out);
-    } else {
+    } else if (job == 3) {
       out[kBoardLegacy] = plain_nll(board_ref(refs.lg, true), win);
+    } else {
+      out[kBoardOnlineSoftmax] = plain_nll(board_ref(refs.on, false, model::AttentionVariant::OnlineSoftmax), win);
     }
   }
   static double plain_nll(golden::BoardReference& ref, const Window& win) {
@@ -393,6 +400,50 @@ EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m,
   return check;
 }
 
+// The board rows' logits against FloatReference (ternary lm_head, as the board's) over the
+// first `n` positions of window 0.
+std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const golden::KvScales& scales,
+                                             const Window& first, int n) {
+  golden::FloatReference fl(m, golden::FloatReferenceOptions{true});
+  std::vector<std::vector<float>> ref;
+  for (int p = 0; p < n; ++p) ref.push_back(fl.step(first.input[size_t(p)]));
+  struct Row {
+    const char* name;
+    golden::BoardReferenceOptions o;
+  };
+  const Row rows[] = {
+      {"board", {}},
+      {"board-legacy-shift", {.legacy_attention = true}},
+      {"board-online-softmax", {.attention_variant = model::AttentionVariant::OnlineSoftmax}},
+  };
+  const FastMatvec fast(m);
+  std::vector<EvalLogitCompare> out;
+  for (const Row& r : rows) {
+    golden::BoardReference bd(m, scales, r.o);
+    bd.set_matvec(fast.fn());
+    EvalLogitCompare c;
+    c.arithmetic = r.name;
+    c.positions = n;
+    int agree = 0;
+    for (int p = 0; p < n; ++p) {
+      const std::vector<float> l = bd.step(first.input[size_t(p)]);
+      const std::vector<float>& f = ref[size_t(p)];
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < l.size(); ++i) {
+        diff = std::max(diff, std::fabs(double(l[i]) - double(f[i])));
+        scale = std::max(scale, std::fabs(double(f[i])));
+      }
+      const double rel = scale > 0 ? diff / scale : diff;
+      c.rel_mean += rel / n;
+      c.rel_worst = std::max(c.rel_worst, rel);
+      agree += std::max_element(l.begin(), l.end()) - l.begin() == std::max_element(f.begin(), f.end()) - f.begin();
+    }
+    c.top1 = double(agree) / n;
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::string&)>& on_status) {
@@ -431,6 +482,11 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
     status(fmt::format("running the first {} positions through the simulated board ...", req.board_positions));
     res.board = board_check(req, m, scales, windows[0], scorer.board_logits(), threads);
   }
+  if (req.compare_positions > 0) {
+    status(fmt::format("comparing the board rows' logits with FloatReference over {} positions ...",
+                       req.compare_positions));
+    res.compare = compare_logits(m, scales, windows[0], req.compare_positions);
+  }
   res.wall_s = seconds_since(t_start);
   return res;
 }
@@ -458,6 +514,11 @@ nlohmann::json eval_json(const EvalResult& r) {
                                                                        : nlohmann::json(r.board->first_mismatch)}};
   else
     j["board_check"] = nullptr;
+  j["logits_vs_float"] = nlohmann::json::array();
+  for (const auto& c : r.compare)
+    j["logits_vs_float"].push_back({{"arithmetic", c.arithmetic}, {"evidence", "simulated"}, {"positions", c.positions},
+                                    {"rel_error_mean", c.rel_mean}, {"rel_error_worst", c.rel_worst},
+                                    {"top1_agreement", c.top1}});
   j["load_s"] = r.load_s;
   j["wall_s"] = r.wall_s;
   return j;

@@ -20,6 +20,8 @@
 //                       keys), taken from a float-attention pass over that window
 //   board-int8-head     the board with an INT8 lm_head (embed_tokens quantized per row by
 //                       absmax to int8) instead of the ternary one
+//   board-online-softmax  the board with the online-softmax attention unit
+//                       (attention.variant = online-softmax, docs/variants-attention.md)
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -40,6 +42,8 @@ struct EvalRequest {
   std::optional<std::filesystem::path> tokenizer;   // overrides the model folder's
   int64_t tokens = 0;                               // score the first N tokens of the text; 0: all
   int board_positions = 0;                          // also run the first N positions on the simulated board
+  int compare_positions = 0;                        // compare the board rows' logits with FloatReference's
+                                                    // over the first N positions (0: no comparison)
   int threads = 2;                                  // host threads (results do not depend on it)
   ParamSet params = board_params();                 // board config for --board
 };
@@ -58,6 +62,15 @@ struct EvalBoardCheck {
   int first_mismatch = -1;  // the first position whose logits differ, -1 if none
 };
 
+// One board arithmetic's logits against FloatReference with the same (ternary) lm_head over
+// the first positions of window 0. Per position: rel = max_i |l_i - f_i| / max_i |f_i|.
+struct EvalLogitCompare {
+  std::string arithmetic;   // board, board-legacy-shift, board-online-softmax, ...
+  int positions = 0;
+  double rel_mean = 0, rel_worst = 0;  // mean and largest per-position relative error
+  double top1 = 0;          // fraction of positions whose argmax equals the reference's
+};
+
 struct EvalResult {
   std::string model, tokenizer, shape, text;
   std::string model_sha256;   // of model.safetensors; empty for a synthetic model
@@ -68,6 +81,7 @@ struct EvalResult {
   int windows = 0;
   std::vector<EvalRow> rows;
   std::optional<EvalBoardCheck> board;
+  std::vector<EvalLogitCompare> compare;  // with compare_positions > 0
   double load_s = 0, wall_s = 0;
 };
 

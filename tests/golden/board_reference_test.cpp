@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
 
 #include "model/error.h"
 #include "model/synthetic.h"
@@ -143,6 +144,111 @@ const KvScales& tiny_scales() {
   return s;
 }
 
+// ---- The online-softmax unit (docs/variants-attention.md section 3) ---------------------
+
+// One head of T = 2 with q = e_0 (so s_t = K_t0), V_0 = 1 and V_1 = 2 in every dimension.
+struct TwoRows {
+  int8_t q[kHeadDim] = {}, K[2 * kHeadDim] = {}, V[2 * kHeadDim] = {};
+  TwoRows(int s0, int s1) {
+    q[0] = 1;
+    K[0] = int8_t(s0);
+    K[kHeadDim] = int8_t(s1);
+    for (int d = 0; d < kHeadDim; ++d) V[d] = 1, V[kHeadDim + d] = 2;
+  }
+};
+
+TEST(AttentionHeadOnline, SingleRowIsVInQ16) {
+  int8_t q[kHeadDim], K[kHeadDim], V[kHeadDim];
+  for (int d = 0; d < kHeadDim; ++d) q[d] = int8_t(d - 40), K[d] = int8_t(3 * d - 100), V[d] = int8_t(d * 2 - 96);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_online(q, K, V, 1, AttentionParams{12345, 24, false}, o, &sum);
+  // p = 32767, sum = 32767, r = floor(2^46 / 32767); 32767 r = 2^46 - 2 (2^15 = 1 mod 32767),
+  // so o_d = (V_d (2^46 - 2) + 2^29) >> 30 = 65536 V_d.
+  EXPECT_EQ(sum, 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 65536 * V[d]) << d;
+}
+
+TEST(AttentionHeadOnline, TwoRowsMaximumFirstWorkedByHand) {
+  // s = (10, 9), m = 2^16, S = 16: z8 = 256 (diff 1): p_1 = EXP[1] = 30782, no rescale.
+  // acc_d = 32767 + 2 * 30782 = 94331, sum = 63549, r = floor(2^46 / 63549) = 1107314736,
+  // o_d = (94331 r + 2^29) >> 30 = 97280 (94331 / 63549 * 65536 = 97280.47).
+  TwoRows h(10, 9);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 16, 16, false}, o, &sum);
+  EXPECT_EQ(sum, 63549u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 97280) << d;
+}
+
+TEST(AttentionHeadOnline, TwoRowsGrowingMaximumRescalesWorkedByHand) {
+  // s = (9, 10): row 0 gives acc_d = 32767, sum = 32767; row 1 grows M by 1: alpha = 30782,
+  // acc_d = (32767 * 30782 + 2^14) >> 15 = 30781, sum likewise 30781; then + 32767 * 2 and
+  // + 32767: acc_d = 96315, sum = 63548 (one less than the exact 32767 + 30782: the >> 15
+  // rescale's bias). r = floor(2^46 / 63548) = 1107332161, o_d = 99328 (99328.06).
+  TwoRows h(9, 10);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 16, 16, false}, o, &sum);
+  EXPECT_EQ(sum, 63548u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 99328) << d;
+}
+
+TEST(AttentionHeadOnline, InterpolatesBetweenTableEntriesWorkedByHand) {
+  // s = (10, 9), m = 2^15, S = 16: z8 = 128, half way between EXP[0] and EXP[1]:
+  // p_1 = 32767 - ((1985 * 128 + 128) >> 8) = 31774 (the board's unit: EXP[0] = 32767).
+  // acc_d = 32767 + 2 * 31774 = 96315, sum = 64541, o_d = 97800 (97799.85).
+  TwoRows h(10, 9);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, o, &sum);
+  EXPECT_EQ(sum, 64541u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 97800) << d;
+  // The two-phase unit drops the fraction: p_1 = EXP[0].
+  int32_t acc[kHeadDim];
+  golden::attention_head(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, acc, &sum);
+  EXPECT_EQ(sum, 2u * 32767);
+}
+
+TEST(AttentionHeadOnline, CloseToTheExactSoftmaxAndRefusesLegacy) {
+  // Random heads: o_d / 2^16 against the exact softmax-weighted mean of V with the
+  // exponent the integers stand for (e^(-z/16) per index step): within half an int8 step.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> val(-128, 127);
+  for (int T : {1, 3, 40, 512}) {
+    std::vector<int8_t> q(kHeadDim), K(size_t(T) * kHeadDim), V(K.size());
+    for (auto& x : q) x = int8_t(val(rng) / 4);
+    for (auto& x : K) x = int8_t(val(rng));
+    for (auto& x : V) x = int8_t(val(rng));
+    const AttentionParams p{60000, 24, false};
+    int32_t o[kHeadDim];
+    uint32_t sum = 0;
+    golden::attention_head_online(q.data(), K.data(), V.data(), T, p, o, &sum);
+    std::vector<double> s(static_cast<size_t>(T));
+    double smax = -1e30;
+    for (int t = 0; t < T; ++t) {
+      long dot = 0;
+      for (int d = 0; d < kHeadDim; ++d) dot += long(q[d]) * K[size_t(t) * kHeadDim + d];
+      s[size_t(t)] = double(dot) * p.m / double(1 << 24) / 16.0;  // nats
+      smax = std::max(smax, s[size_t(t)]);
+    }
+    for (int d = 0; d < kHeadDim; ++d) {
+      double num = 0, den = 0;
+      for (int t = 0; t < T; ++t) {
+        const double w = std::exp(s[size_t(t)] - smax);
+        num += w * V[size_t(t) * kHeadDim + d];
+        den += w;
+      }
+      EXPECT_NEAR(o[d] / 65536.0, num / den, 0.5) << "T " << T << " d " << d;
+    }
+  }
+  int8_t z[kHeadDim] = {};
+  int32_t o[kHeadDim];
+  uint32_t sum;
+  EXPECT_THROW(golden::attention_head_online(z, z, z, 1, AttentionParams{1, 24, true}, o, &sum), Error);
+}
+
+
 TEST(Calibration, TokensStartWithBosAndCount144) {
   auto tok = model::make_byte_tokenizer(512);
   const auto ids = calibration_tokens(*tok, 1);
@@ -239,6 +345,25 @@ TEST(BoardReference, RejectsTokenOutsideVocabulary) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("token id"), std::string::npos);
   }
+}
+
+TEST(BoardReference, OnlineSoftmaxLogitsCloseToTwoPhase) {
+  const std::vector<int> toks{1, 70, 80, 90, 100};
+  const auto a = run_tokens(toks);
+  const auto b = run_tokens(toks, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
+  const auto c = run_tokens(toks, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(b[i].data(), c[i].data(), b[i].size() * sizeof(float))) << "deterministic, token " << i;
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      worst = std::max(worst, double(std::fabs(a[i][j] - b[i][j])));
+      scale = std::max(scale, double(std::fabs(a[i][j])));
+    }
+  }
+  // A different arithmetic (interpolated exp, the division on the PL) ...
+  EXPECT_NE(0, std::memcmp(a[4].data(), b[4].data(), a[4].size() * sizeof(float)));
+  // ... that computes the same attention: logits within 10% of their range.
+  EXPECT_LT(worst, 0.1 * scale);
 }
 
 }  // namespace

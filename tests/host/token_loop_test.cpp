@@ -20,15 +20,28 @@
 namespace bitsim::host {
 namespace {
 
+MemoryMapConfig map_config(bool online) {
+  MemoryMapConfig c;
+  c.kv_interleaved = online;
+  return c;
+}
+hw::BoardConfig board_config(bool online) {
+  hw::BoardConfig c;
+  if (online) c.attention.variant = "online-softmax";
+  return c;
+}
+
 struct Rig {
-  explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {})
+  // online: the online-softmax unit (docs/variants-attention.md) on the board and in the loop.
+  explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {}, bool online = false)
       : g(seed),
         m(testing::random_model(g, heads, 160 + int(seed % 5), 2, 400)),
         scales(testing::fixed_scales(m)),
-        map(m.config, MemoryMapConfig{}),
-        board(hw::BoardConfig{}, hw::FastBoardOptions{false, 1}),
+        map(m.config, map_config(online)),
+        board(board_config(online), hw::FastBoardOptions{false, 1}),
         platform(board),
-        loop(platform, map, m, scales, cpu, DriverConfig{}) {
+        loop(platform, map, m, scales, cpu, DriverConfig{},
+             TokenLoopOptions{false, online ? model::AttentionVariant::OnlineSoftmax : model::AttentionVariant::TwoPhase}) {
     loop.load_weights();
     loop.init();
   }
@@ -116,6 +129,47 @@ TEST(TokenLoop, EachStepAppendsTheQuantizedKvRowsAtItsPosition) {
         EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), pos + 1), std::vector<int8_t>(model::kHeadDim, 0));
       }
   }
+}
+
+TEST(TokenLoop, OnlineSoftmaxInterleavesKvRowsAndEqualsItsGolden) {
+  Rig r(9, 3, {}, /*online=*/true);
+  golden::BoardReference ref(r.m, r.scales, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
+  const int heads = r.m.config.num_heads;
+  const int tokens[] = {1, 399, 17, 250};
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t desc0 = r.loop.driver().stats().descriptors;
+    const std::vector<float> got = r.loop.step(tokens[i], nullptr);
+    const std::vector<float> want = ref.step(tokens[i]);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+    // Per layer and lane: 2 descriptors per head (header + q, the T interleaved rows) and
+    // one for the results; 3 heads on 2 lanes (2 + 1).
+    EXPECT_EQ(r.loop.driver().stats().descriptors - desc0, uint64_t(2) * (2 * heads + 2)) << "token " << i;
+  }
+  // Row t of (layer, head): K_t at area + 192 t, V_t right behind it; the golden's rows.
+  for (int l = 0; l < 2; ++l)
+    for (int hd = 0; hd < heads; ++hd)
+      for (int pos = 0; pos < 4; ++pos) {
+        EXPECT_EQ(r.map.k_row(l, hd, pos), r.map.k_area(l, hd) + uint64_t(pos) * 192);
+        EXPECT_EQ(r.map.v_row(l, hd, pos), r.map.k_area(l, hd) + uint64_t(pos) * 192 + 96);
+        const std::vector<int8_t> k(ref.k_rows(l, hd) + pos * 96, ref.k_rows(l, hd) + pos * 96 + 96);
+        const std::vector<int8_t> v(ref.v_rows(l, hd) + pos * 96, ref.v_rows(l, hd) + pos * 96 + 96);
+        EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), 2 * pos), k) << l << " " << hd << " " << pos;
+        EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), 2 * pos + 1), v) << l << " " << hd << " " << pos;
+      }
+}
+
+TEST(TokenLoop, RefusesAnAttentionVariantWithoutItsKvLayout) {
+  Rig r(10);
+  for (bool interleaved : {false, true}) {
+    const MemoryMap map(r.m.config, map_config(interleaved));
+    const auto v = interleaved ? model::AttentionVariant::TwoPhase : model::AttentionVariant::OnlineSoftmax;
+    EXPECT_THROW(TokenLoop(r.platform, map, r.m, r.scales, {}, DriverConfig{}, TokenLoopOptions{false, v}), Error);
+  }
+  const MemoryMap map(r.m.config, map_config(true));
+  EXPECT_THROW(TokenLoop(r.platform, map, r.m, r.scales, {}, DriverConfig{},
+                         TokenLoopOptions{true, model::AttentionVariant::OnlineSoftmax}),
+               Error);
 }
 
 TEST(TokenLoop, SetPositionMovesTheContext) {

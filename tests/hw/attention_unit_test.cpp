@@ -383,7 +383,8 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
   const std::vector<BadCase> cases = {
       {"bad magic", AttentionError::BadMagic, 1, -1, [&](auto& s) { s[h1].data ^= 1; }},
       {"bad version", AttentionError::BadVersion, 1, -1, [&](auto& s) { s[h1].data += 1ull << 16; }},
-      {"reserved flag bit", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 26; }},
+      {"reserved flag bit", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 27; }},
+      {"online flag on the two-phase unit", AttentionError::VariantMismatch, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 26; }},
       {"reserved beat 1 bit 30", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 30; }},
       {"reserved beat 1 bit 63", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 63; }},
       {"T = 0", AttentionError::BadLength, 1, -1, [&](auto& s) { s[h1].data &= 0xFFFF'FFFFull; }},
@@ -505,6 +506,200 @@ TEST(AttentionUnit, RegisterDecodeAndConfig) {
     ADD_FAILURE() << "an input FIFO of 0 beats accepted";
   } catch (const bitsim::Error& e) {
     EXPECT_NE(std::string(e.what()).find("attention.input_fifo_beats"), std::string::npos) << e.what();
+  }
+}
+
+// ---- The online-softmax unit (docs/variants-attention.md) --------------------------------
+
+AttentionUnitConfig online_config() {
+  AttentionUnitConfig c;
+  c.variant = "online-softmax";
+  return c;
+}
+
+// The online stream of a head: header (flags bit 2), q, then K_t V_t for each row.
+std::vector<StreamBeat> online_head_beats(const Head& h, bool last) {
+  AttentionHeadHeader hdr;
+  hdr.T = uint32_t(h.T);
+  hdr.m = h.p.m;
+  hdr.shift = uint32_t(h.p.shift);
+  hdr.online = true;
+  hdr.last = last;
+  const auto hb = encode_attention_header(hdr);
+  std::vector<StreamBeat> beats = {{hb[0], false}, {hb[1], false}};
+  auto row = [&](const int8_t* v) {
+    for (int i = 0; i < D; i += 8) {
+      StreamBeat b;
+      std::memcpy(&b.data, v + i, 8);
+      beats.push_back(b);
+    }
+  };
+  row(h.q.data());
+  for (int t = 0; t < h.T; ++t) {
+    row(h.K.data() + size_t(t) * D);
+    row(h.V.data() + size_t(t) * D);
+  }
+  EXPECT_EQ(beats.size(), attention_head_beats(h.T));
+  beats.back().last = last;
+  return beats;
+}
+
+std::vector<StreamBeat> online_transfer(const std::vector<Head>& heads) {
+  std::vector<StreamBeat> out;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto b = online_head_beats(heads[i], i + 1 == heads.size());
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+std::vector<StreamBeat> online_expected(const std::vector<Head>& heads) {
+  std::vector<StreamBeat> out;
+  for (const auto& h : heads) {
+    int32_t o[D];
+    uint32_t sum = 0;
+    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, o, &sum);
+    for (int i = 0; i < D; i += 2)
+      out.push_back({uint64_t(uint32_t(o[i])) | (uint64_t(uint32_t(o[i + 1])) << 32), false});
+    out.push_back({uint64_t(sum), false});
+  }
+  out.back().last = true;
+  return out;
+}
+
+TEST(AttentionUnitOnline, AllContextLengthsBothLanesEqualGolden) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b(online_config());
+  std::mt19937 rng(20261201);
+  std::vector<Head> h0, h1;
+  for (int T : {1, 2, 7, 64, 511, 512}) {
+    h0.push_back(random_head(T, rng, false));
+    h1.push_back(random_head(T, rng, false, T % 2 ? 12 : 128));
+  }
+  // Extremes: m = 0 (every weight EXP[0]), the largest |acc| (q = K = V = -128, T = 512).
+  Head x = random_head(512, rng, false);
+  x.p.m = 0;
+  h0.push_back(x);
+  std::fill(x.q.begin(), x.q.end(), int8_t(-128));
+  std::fill(x.K.begin(), x.K.end(), int8_t(-128));
+  std::fill(x.V.begin(), x.V.end(), int8_t(-128));
+  x.p.m = kAttentionMaxM;
+  h1.push_back(x);
+  b.src[0]->append(online_transfer(h0));
+  b.src[1]->append(online_transfer(h1));
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  expect_beats_eq(b.sink[0]->beats, online_expected(h0));
+  expect_beats_eq(b.sink[1]->beats, online_expected(h1));
+  // The extreme head: every weight 32767, o_d = -128.0 in Q15.16.
+  EXPECT_EQ(int32_t(uint32_t(b.sink[1]->beats[6 * 49].data)), -128 * 65536);
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_EQ(b.unit.stats(l).units, 7u);
+    EXPECT_EQ(b.unit.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512 + 512));
+    EXPECT_EQ(b.unit.stats(l).errors, 0u);
+  }
+}
+
+TEST(AttentionUnitOnline, ManyRandomHeadsAndTransfers) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b(online_config());
+  std::mt19937 rng(61);
+  std::vector<StreamBeat> want;
+  for (int t = 0; t < 10; ++t) {
+    std::vector<Head> heads;
+    const int count = 1 + int(rng() % 4);
+    for (int i = 0; i < count; ++i) heads.push_back(random_head(1 + int(rng() % 48), rng, false, 1 << (2 + rng() % 6)));
+    b.src[0]->append(online_transfer(heads));
+    const auto w = online_expected(heads);
+    want.insert(want.end(), w.begin(), w.end());
+  }
+  ASSERT_TRUE(b.run_tlasts(0, 10));
+  expect_beats_eq(b.sink[0]->beats, want);
+}
+
+TEST(AttentionUnitOnline, CyclesHandWorkedNormalizerLatency) {
+  // One head of N = 14 + 24 T beats: its last V beat is taken at edge N, the normalizer
+  // takes 47 + 96 = 143 clocks, the results are pushed from N + drain + 143 and popped one
+  // edge later. T = 1, drain 4: first result popped at 38 + 4 + 143 + 1 = 186.
+  for (int T : {1, 3}) {
+    SCOPED_TRACE(T);
+    bitsim::hw::FreshSimContext ctx;
+    AttentionUnitConfig cfg = online_config();
+    cfg.drain = 4;
+    Bench b(cfg);
+    std::mt19937 rng{uint32_t(T)};
+    const std::vector<Head> heads = {random_head(T, rng, false)};
+    b.src[0]->append(online_transfer(heads));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, online_expected(heads));
+    const uint64_t N = 14 + 24 * uint64_t(T);
+    for (uint64_t j = 0; j < 49; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + 4 + 143 + j + 1) << j;
+    if (T == 1) EXPECT_EQ(b.sink[0]->pop_cycle[0], 186u);
+  }
+  // Two heads of T = 1: head 2's last V beat (due at 76) waits for the bank, free from
+  // 38 + 4 + 143 + 49 = 234; its results leave from 234 + 4 + 143.
+  bitsim::hw::FreshSimContext ctx;
+  AttentionUnitConfig cfg = online_config();
+  cfg.drain = 4;
+  Bench b(cfg);
+  std::mt19937 rng(3);
+  const std::vector<Head> heads = {random_head(1, rng, false), random_head(1, rng, false)};
+  b.src[0]->append(online_transfer(heads));
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  expect_beats_eq(b.sink[0]->beats, online_expected(heads));
+  EXPECT_EQ(b.sink[0]->pop_cycle[49], 234u + 4 + 143 + 1);
+  EXPECT_EQ(b.unit.stats(0).stall_cycles, 234u - 76);
+}
+
+TEST(AttentionUnitOnline, VariantMismatchAndRowNumbers) {
+  std::mt19937 rng(71);
+  const std::vector<Head> heads = {random_head(2, rng, false), random_head(3, rng, false)};
+  const auto good = online_transfer(heads);
+  const size_t h1 = 62;  // head 1: header 62-63, q 64-75, K_t at 76 + 24 t, V_t at 88 + 24 t
+  struct Case {
+    const char* what;
+    AttentionError code;
+    int row;
+    std::function<void(std::vector<StreamBeat>&)> corrupt;
+    size_t cut_at = 0;
+  };
+  const std::vector<Case> cases = {
+      {"two-phase header", AttentionError::VariantMismatch, -1, [&](auto& s) { s[h1].data &= ~(1ull << 26); }},
+      {"online with legacy", AttentionError::VariantMismatch, -1, [&](auto& s) { s[h1].data |= 1ull << 25; }},
+      {"TLAST inside K row 1", AttentionError::Truncated, 2, {}, 76 + 24 + 3},
+      {"TLAST inside V row 1", AttentionError::Truncated, 3, {}, 88 + 24 + 3},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b(online_config());
+    auto beats = good;
+    if (c.corrupt) c.corrupt(beats);
+    if (c.cut_at) {
+      beats.resize(c.cut_at);
+      beats.back().last = true;
+    }
+    b.src[0]->append(beats);
+    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    const EngineLaneError e = b.unit.error(0);
+    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
+    EXPECT_EQ(e.unit, 1);
+    EXPECT_EQ(e.row, c.row);
+    // Head 0's results, then the zero beat.
+    ASSERT_EQ(b.sink[0]->beats.size(), 50u);
+    auto want = online_expected({heads[0]});
+    want.back().last = false;
+    want.push_back({0, true});
+    expect_beats_eq(b.sink[0]->beats, want);
+  }
+  AttentionUnitConfig bad = online_config();
+  bad.variant = "one-pass";
+  bitsim::hw::FreshSimContext ctx;
+  Clock clock("clock", ClockConfig{});
+  try {
+    AttentionUnit u("bad", clock, bad);
+    ADD_FAILURE() << "variant one-pass accepted";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.variant"), std::string::npos) << e.what();
   }
 }
 

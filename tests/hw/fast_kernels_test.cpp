@@ -282,6 +282,47 @@ TEST(FastKernels, AttentionEqualsGolden) {
   EXPECT_GT(cases, 0);
 }
 
+TEST(FastKernels, OnlineAttentionEqualsGoldenInBothRowLayouts) {
+  // The online-softmax unit's kernel against golden::attention_head_online: K and V as
+  // separate arrays (stride 96) and interleaved as the unit's stream holds them (stride 192).
+  std::mt19937 rng(2025);
+  std::uniform_int_distribution<uint32_t> um(0, (1u << 18) - 1);
+  std::uniform_int_distribution<int> us(0, 40);
+  int cases = 0;
+  for (int T : {1, 2, 3, 9, 17, 64, 511, 512})
+    for (int style = 0; style < 5; ++style)
+      for (int rep = 0; rep < 2; ++rep) {
+        const Head h = random_head(T, uint32_t(T * 100 + style * 10 + rep + 7), style);
+        const uint32_t m = rep == 0 ? um(rng) : (1u << 18) - 1;
+        const int S = rep == 0 ? us(rng) : (style == 1 ? 24 : 40);
+        SCOPED_TRACE(testing::Message() << "T " << T << " style " << style << " m " << m << " S " << S);
+        int32_t want[kD];
+        uint32_t want_sum = 0;
+        golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, {m, S, false}, want, &want_sum);
+        int32_t got[kD];
+        uint32_t sum = 0xDEADBEEF;
+        attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, kD, m, S, got, &sum);
+        ASSERT_EQ(sum, want_sum);
+        ASSERT_TRUE(std::equal(got, got + kD, want));
+        std::vector<int8_t> kv(size_t(T) * 2 * kD);
+        for (int t = 0; t < T; ++t) {
+          std::copy_n(h.K.data() + size_t(t) * kD, kD, kv.data() + size_t(t) * 2 * kD);
+          std::copy_n(h.V.data() + size_t(t) * kD, kD, kv.data() + size_t(t) * 2 * kD + kD);
+        }
+        std::fill(got, got + kD, 0x5A5A5A5A);
+        attention_head_online(h.q.data(), kv.data(), kv.data() + kD, T, 2 * kD, m, S, got, &sum);
+        ASSERT_EQ(sum, want_sum);
+        ASSERT_TRUE(std::equal(got, got + kD, want));
+        ++cases;
+      }
+  EXPECT_EQ(cases, 8 * 5 * 2);
+  int32_t o[kD];
+  uint32_t sum;
+  const int8_t z[kD] = {};
+  EXPECT_THROW(attention_head_online(z, z, z, 0, kD, 1, 24, o, &sum), Error);
+  EXPECT_THROW(attention_head_online(z, z, z, 1, kD, 1, 64, o, &sum), Error);
+}
+
 TEST(FastKernels, AttentionExtremesReachTheBound) {
   // T = 512, all scores equal (p_t = 32767), V all -128: acc_d = -128 * 32767 * 512.
   const int T = 512;

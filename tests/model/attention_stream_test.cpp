@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "model/error.h"
+
 namespace bitsim::model {
 namespace {
 
@@ -58,6 +60,27 @@ TEST(AttentionStream, FieldLayoutAsCircuitsSection3) {
   EXPECT_EQ(b[1], 0x0000'0000'1502'ABCDull);
 }
 
+TEST(AttentionStream, OnlineFlagIsFlagsBit2AndRoundTrips) {
+  AttentionHeadHeader h;
+  h.T = 7;
+  h.m = 1234;
+  h.online = true;
+  const auto b = encode_attention_header(h);
+  EXPECT_EQ((b[0] >> 24) & 0xFF, 4u);  // flags bit 2, nothing else
+  AttentionHeadHeader back;
+  ASSERT_EQ(parse_attention_header(b[0], b[1], &back), AttentionError::None);
+  EXPECT_TRUE(back.online);
+  EXPECT_FALSE(back.legacy);
+  EXPECT_EQ(back.T, 7u);
+  h.online = false;
+  const auto b2 = encode_attention_header(h);
+  ASSERT_EQ(parse_attention_header(b2[0], b2[1], &back), AttentionError::None);
+  EXPECT_FALSE(back.online);
+  EXPECT_EQ(model::attention_variant_of("online-softmax"), model::AttentionVariant::OnlineSoftmax);
+  EXPECT_EQ(model::attention_variant_of("two-phase"), model::AttentionVariant::TwoPhase);
+  EXPECT_THROW(model::attention_variant_of("one-phase"), Error);
+}
+
 TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
   const auto good = encode_attention_header(AttentionHeadHeader{});
   AttentionHeadHeader h;
@@ -68,8 +91,8 @@ TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
   // Magic before version, version before everything on beat 1.
   EXPECT_EQ(parse(good[0] ^ 1 ^ (1ull << 16), ~0ull), AttentionError::BadMagic);
   EXPECT_EQ(parse(good[0] ^ (1ull << 16), ~0ull), AttentionError::BadVersion);
-  // Reserved bits: flags 7:2, beat 1 bits 63:30; before T and m.
-  EXPECT_EQ(parse(good[0] | (1ull << 26), good[1]), AttentionError::ReservedBits);
+  // Reserved bits: flags 7:3, beat 1 bits 63:30; before T and m.
+  EXPECT_EQ(parse(good[0] | (1ull << 27), good[1]), AttentionError::ReservedBits);
   EXPECT_EQ(parse(good[0] | (1ull << 31), good[1]), AttentionError::ReservedBits);
   EXPECT_EQ(parse(good[0], good[1] | (1ull << 30)), AttentionError::ReservedBits);
   EXPECT_EQ(parse(good[0] & 0xFFFF'FFFF, good[1] | (1ull << 63)), AttentionError::ReservedBits);

@@ -895,3 +895,60 @@ TEST(AttentionWeight, TheWeightStepOfCircuitsSection3) {
 
 }  // namespace
 }  // namespace bitsim::num
+
+// ---- The online-softmax unit's steps (docs/variants-attention.md section 3) -------------
+namespace bitsim::num {
+namespace {
+
+TEST(OnlineSoftmaxSteps, InterpolatedExpHandWorked) {
+  // EXP[0..2] = 32767, 30782, 28917 (round(32767 e^(-i/16))).
+  EXPECT_EQ(exp_interp(0), 32767);
+  EXPECT_EQ(exp_interp(256), 30782);  // f = 0: the board's EXP[1]
+  // i = 0, f = 128: 32767 - ((32767 - 30782) * 128 + 128 >> 8) = 32767 - (254208 >> 8) = 31774.
+  EXPECT_EQ(exp_interp(128), 31774);
+  // i = 1, f = 1: 30782 - ((1865 + 128) >> 8) = 30782 - 7.
+  EXPECT_EQ(exp_interp(257), 30775);
+  // Past the table: EXP[255] = 0; the last interval interpolates between two zeros.
+  EXPECT_EQ(exp_interp(255u * 256), 0);
+  EXPECT_EQ(exp_interp(254u * 256 + 255), 0);
+  EXPECT_EQ(exp_interp(uint64_t(1) << 48), 0);
+  // At every entry (f = 0) the table itself; between entries non-increasing.
+  for (uint64_t z = 0; z < 256 * 256; ++z) {
+    if ((z & 255) == 0) ASSERT_EQ(exp_interp(z), exp_table()[z >> 8]) << z;
+    if (z > 0) ASSERT_LE(exp_interp(z), exp_interp(z - 1)) << z;
+  }
+}
+
+TEST(OnlineSoftmaxSteps, IndexRescaleAndNormalizeHandWorked) {
+  // z8 = ((diff * m) << 8) >> S.
+  EXPECT_EQ(online_index8(3, 1u << 16, 16), 768u);  // 3 whole steps
+  EXPECT_EQ(online_index8(5, 3, 4), 240u);          // 15/16 of a step: index 0, fraction 240
+  EXPECT_EQ(online_index8(5, 3, 4) >> 8, attention_exp_index(5, 3, 4, false));
+  // (x * alpha + 2^14) >> 15: exact halves round up.
+  EXPECT_EQ(online_rescale(1000, 16384), 500);
+  EXPECT_EQ(online_rescale(3, 16384), 2);    // 1.5 -> 2
+  EXPECT_EQ(online_rescale(-3, 16384), -1);  // -1.5 -> -1
+  EXPECT_EQ(online_rescale(32767, 30782), 30781);  // (1008633794 + 16384) >> 15
+  // sum = 2^15: r = 2^31, o = 2 acc exactly.
+  const int32_t acc[4] = {5, -7, 0, 1 << 20};
+  int32_t o[4];
+  online_normalize(acc, 1u << 15, 4, o);
+  EXPECT_EQ(o[0], 10);
+  EXPECT_EQ(o[1], -14);
+  EXPECT_EQ(o[2], 0);
+  EXPECT_EQ(o[3], 1 << 21);
+  // sum = 3 * 2^15: r = floor(2^31 / 3) = 715827882; acc = sum gives
+  // (2^46 - 2^16 + 2^29) >> 30 = 65536 (1.0 in Q15.16).
+  const int32_t one[1] = {98304};
+  online_normalize(one, 98304, 1, o);
+  EXPECT_EQ(o[0], 65536);
+  // The CPU finish: o_q * (s_v * 2^-16).
+  const int32_t q16[2] = {65536, -32768};
+  float f[2];
+  attention_finish_online(q16, 0.25f, 2, f);
+  EXPECT_EQ(f[0], 0.25f);
+  EXPECT_EQ(f[1], -0.125f);
+}
+
+}  // namespace
+}  // namespace bitsim::num

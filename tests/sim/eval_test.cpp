@@ -71,13 +71,13 @@ TEST(Sha256, KnownVectors) {
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
-TEST(Eval, SixRowsInOrderEachSimulatedOverEveryToken) {
+TEST(Eval, SevenRowsInOrderEachSimulatedOverEveryToken) {
   TempDir dir;
   const auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", kProse), 0));
-  ASSERT_EQ(r.rows.size(), 6u);
+  ASSERT_EQ(r.rows.size(), 7u);
   const char* names[] = {"float", "float-ternary-head", "board", "board-legacy-shift", "board-dynamic-kv",
-                         "board-int8-head"};
-  for (size_t i = 0; i < 6; ++i) {
+                         "board-int8-head", "board-online-softmax"};
+  for (size_t i = 0; i < 7; ++i) {
     EXPECT_EQ(r.rows[i].arithmetic, names[i]);
     EXPECT_EQ(r.rows[i].evidence, "simulated");
     EXPECT_EQ(r.rows[i].tokens, int64_t(kProse.size()));  // byte tokenizer: one token per byte
@@ -129,8 +129,9 @@ TEST(Eval, BoardRowsAreThePlainLoopBoardReferenceNll) {
   const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
   const auto scales = golden::calibrate_kv_scales(m, golden::calibration_tokens(*tok, m.config.bos_token_id));
   const std::vector<int> ids = tok->encode(text.substr(0, 300));
-  for (bool legacy : {false, true}) {
-    golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{legacy, 1});
+  for (int row : {2, 3, 6}) {  // board, board-legacy-shift, board-online-softmax
+    const bool legacy = row == 3;
+    golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{legacy, 1, row == 6 ? model::AttentionVariant::OnlineSoftmax : model::AttentionVariant::TwoPhase});
     double total = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
       const auto logits = ref.step(i == 0 ? m.config.bos_token_id : ids[i - 1]);
@@ -139,8 +140,56 @@ TEST(Eval, BoardRowsAreThePlainLoopBoardReferenceNll) {
       for (float l : logits) sum += std::exp(double(l) - mx);
       total += mx + std::log(sum) - logits[size_t(ids[i])];
     }
-    EXPECT_NEAR(r.rows[legacy ? 3 : 2].nll_mean, total / 300.0, 1e-12) << (legacy ? "legacy" : "board");
+    EXPECT_NEAR(r.rows[size_t(row)].nll_mean, total / 300.0, 1e-12) << r.rows[size_t(row)].arithmetic;
   }
+}
+
+// --compare: each board row's logits against FloatReference's (ternary head), recomputed here.
+TEST(Eval, CompareRowsAreTheLogitErrorsAgainstFloatReference) {
+  TempDir dir;
+  auto q = request("synthetic:tiny", dir.file("t.txt", kProse), 0);
+  q.compare_positions = 6;
+  const auto r = run_eval(q);
+  ASSERT_EQ(r.compare.size(), 3u);
+  auto src = model::open_model_source("synthetic:tiny");
+  const auto m = model::load_ternary_model(*src);
+  const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
+  const auto scales = golden::calibrate_kv_scales(m, golden::calibration_tokens(*tok, m.config.bos_token_id));
+  const std::vector<int> ids = tok->encode(kProse);
+  golden::FloatReference fl(m, golden::FloatReferenceOptions{true});
+  std::vector<std::vector<float>> ref;
+  for (int p = 0; p < 6; ++p) ref.push_back(fl.step(p == 0 ? m.config.bos_token_id : ids[size_t(p - 1)]));
+  const model::AttentionVariant variants[] = {model::AttentionVariant::TwoPhase, model::AttentionVariant::TwoPhase,
+                                              model::AttentionVariant::OnlineSoftmax};
+  const char* names[] = {"board", "board-legacy-shift", "board-online-softmax"};
+  for (int k = 0; k < 3; ++k) {
+    golden::BoardReference bd(m, scales, golden::BoardReferenceOptions{k == 1, 1, variants[k]});
+    double mean = 0, worst = 0;
+    int agree = 0;
+    for (int p = 0; p < 6; ++p) {
+      const auto l = bd.step(p == 0 ? m.config.bos_token_id : ids[size_t(p - 1)]);
+      const auto& f = ref[size_t(p)];
+      double d = 0, sc = 0;
+      size_t al = 0, af = 0;
+      for (size_t i = 0; i < l.size(); ++i) {
+        d = std::max(d, std::fabs(double(l[i]) - f[i]));
+        sc = std::max(sc, std::fabs(double(f[i])));
+        if (l[i] > l[al]) al = i;
+        if (f[i] > f[af]) af = i;
+      }
+      mean += d / sc / 6;
+      worst = std::max(worst, d / sc);
+      agree += al == af;
+    }
+    EXPECT_EQ(r.compare[size_t(k)].arithmetic, names[k]);
+    EXPECT_EQ(r.compare[size_t(k)].positions, 6);
+    EXPECT_NEAR(r.compare[size_t(k)].rel_mean, mean, 1e-12) << names[k];
+    EXPECT_NEAR(r.compare[size_t(k)].rel_worst, worst, 1e-12) << names[k];
+    EXPECT_EQ(r.compare[size_t(k)].top1, agree / 6.0) << names[k];
+    EXPECT_GT(r.compare[size_t(k)].rel_worst, 0.0) << names[k];  // integer arithmetic is not float
+  }
+  q.compare_positions = 10'000;
+  EXPECT_THROW(run_eval(q), Error);
 }
 
 TEST(Eval, ResultsDoNotDependOnTheThreads) {
@@ -210,14 +259,23 @@ Cmd bitsim(const std::string& args) { return testing::run_bitsim(args); }
 TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   TempDir dir;
   const auto text = dir.file("t.txt", kProse);
-  const auto r = bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 100 --board 4 --json --quiet");
+  const auto r =
+      bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 100 --board 4 --compare 5 --json --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("schema"), "bitsim.eval/1");
   EXPECT_EQ(j.at("text_sha256"), sha256_hex(kProse));
   EXPECT_TRUE(j.at("model_sha256").is_null());
   EXPECT_EQ(j.at("text_tokens"), int64_t(kProse.size()));
-  ASSERT_EQ(j.at("rows").size(), 6u);
+  ASSERT_EQ(j.at("rows").size(), 7u);
+  ASSERT_EQ(j.at("logits_vs_float").size(), 3u);
+  for (const auto& c : j.at("logits_vs_float")) {
+    EXPECT_EQ(c.at("positions"), 5);
+    EXPECT_EQ(c.at("evidence"), "simulated");
+    EXPECT_GE(c.at("rel_error_worst").get<double>(), c.at("rel_error_mean").get<double>());
+    EXPECT_GE(c.at("top1_agreement").get<double>(), 0.0);
+    EXPECT_LE(c.at("top1_agreement").get<double>(), 1.0);
+  }
   for (const auto& row : j.at("rows")) {
     EXPECT_TRUE(row.at("arithmetic").is_string());
     EXPECT_EQ(row.at("evidence"), "simulated");

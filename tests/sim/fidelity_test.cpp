@@ -38,10 +38,11 @@ void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOu
   }
 }
 
-TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
-  std::mt19937 g(20261129);
+// `count` generated scenarios from `seed`, with the attention unit `variant`.
+void generated_scenarios(uint32_t seed, int count, const std::string& variant) {
+  std::mt19937 g(seed);
   const double clocks[] = {50.0, 100.0, 125.0, 142.86, 200.0, 250.0};
-  for (int scenario = 0; scenario < 10; ++scenario) {
+  for (int scenario = 0; scenario < count; ++scenario) {
     const int heads = 1 + int(g() % 4);
     const int ffn = 96 + 8 * int(g() % 60) + int(g() % 5);  // not a multiple of 5 or 8 at times
     const auto m = random_model(g, heads, ffn, 1 + int(g() % 2), 300 + int(g() % 700));
@@ -55,11 +56,12 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
     p.set_value("dma.mm2s_fifo_beats", int64_t(16 + g() % 64), "test");
     p.set_value("matmul.pipeline_depth", int64_t(g() % 9), "test");
     p.set_value("attention.drain", int64_t(g() % 9), "test");
+    p.set_value("attention.variant", ParamValue(variant), "test");
     const SimConfig cfg = make_sim_config(p);
     const int n_tokens = 2 + int(g() % 4);
     std::vector<int> toks;
     for (int i = 0; i < n_tokens; ++i) toks.push_back(int(g() % uint32_t(m.config.vocab_size)));
-    const std::string what = "scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
+    const std::string what = variant + " scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
                              ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ")";
     const auto s = scales_for(m);
     std::vector<host::TransferRecord> tc, tf;
@@ -87,6 +89,14 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
     const auto timing = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kTimingOnly});
     expect_same(cyc, timing, what + " timing-only");
   }
+}
+
+TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) { generated_scenarios(20261129, 10, "two-phase"); }
+
+// The online-softmax unit (docs/variants-attention.md): its interleaved KV stream, 2
+// descriptors per head and the normalizer's latency, in both fidelities.
+TEST(Fidelity, GeneratedScenariosOnlineSoftmaxGiveIdenticalCycleCounts) {
+  generated_scenarios(20261201, 6, "online-softmax");
 }
 
 TEST(Fidelity, LongContextAndStartPosition) {

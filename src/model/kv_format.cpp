@@ -1,0 +1,149 @@
+#include "model/kv_format.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "numerics/numerics.h"
+
+namespace bitsim::model {
+
+namespace {
+uint64_t pad_to_beat(uint64_t b) { return (b + kBeatBytes - 1) / kBeatBytes * kBeatBytes; }
+}  // namespace
+
+KvFormat kv_format_of(const std::string& name) {
+  if (name == "int8") return KvFormat::Int8;
+  if (name == "int4") return KvFormat::Int4;
+  throw Error(fmt::format("kv.format = '{}' is not one of: int8, int4", name));
+}
+
+KvStorage kv_storage(KvFormat format, int n) {
+  if (n < 0 || n > kKvMaxOutlierChannels)
+    throw Error(fmt::format("kv.outlier_channels = {} is out of range [0, {}]", n, kKvMaxOutlierChannels));
+  KvStorage s;
+  s.format = format;
+  s.outlier_channels = n;
+  if (format == KvFormat::Int8) {
+    if (n != 0) throw Error(fmt::format("kv.outlier_channels = {}: outlier lanes exist in kv.format = int4 only", n));
+    s.k.payload = s.v.payload = kHeadDim;  // 96 int8, a whole number of beats
+    return s;
+  }
+  // K: 96 nibbles (48 bytes), the n outlier channels' nibbles unused (padding), their values
+  // as fp16 lanes behind the payload; the row padded to a beat.
+  const uint64_t nibbles = uint64_t(kHeadDim) * kKvInt4Bits / 8;  // 48
+  s.k.payload = uint64_t(kHeadDim - n) * kKvInt4Bits / 8;
+  s.k.outliers = uint64_t(n) * kKvFp16Bytes;
+  s.k.padding = (nibbles - s.k.payload) + pad_to_beat(nibbles + s.k.outliers) - (nibbles + s.k.outliers);
+  // V: 48 bytes of nibbles, one fp16 scale per group of 32 values, padded to a beat.
+  s.v.payload = nibbles;
+  s.v.scales = uint64_t(kHeadDim / kKvVGroup) * kKvFp16Bytes;
+  s.v.padding = pad_to_beat(s.v.payload + s.v.scales) - (s.v.payload + s.v.scales);
+  // The bank: 96 fp16 K channel scales, then (with outliers) one byte per outlier channel
+  // index, padded to a beat.
+  s.bank = pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + uint64_t(n));
+  return s;
+}
+
+int largest_context(const KvStorage& s, uint64_t layer_heads, uint64_t free_bytes, int limit) {
+  if (layer_heads == 0 || s.per_position() == 0) return limit;
+  const uint64_t fixed = layer_heads * s.bank;
+  if (fixed > free_bytes) return 0;
+  const uint64_t t = (free_bytes - fixed) / (layer_heads * s.per_position());
+  return t < uint64_t(limit) ? int(t) : limit;
+}
+
+uint16_t fp16_from_float(float x) {
+  const uint32_t b = std::bit_cast<uint32_t>(x);
+  const uint16_t sign = uint16_t((b >> 16) & 0x8000u);
+  const uint32_t exp = (b >> 23) & 0xFF, man = b & 0x7FFFFFu;
+  if (exp == 0xFF) return uint16_t(sign | 0x7C00u | (man ? 0x200u : 0u));  // inf, NaN
+  const int e = int(exp) - 127 + 15;                                       // half's biased exponent
+  if (e >= 31) return uint16_t(sign | 0x7C00u);                            // overflow
+  if (e <= 0) {                                                            // subnormal or zero
+    if (e < -10) return sign;
+    const uint32_t m = man | 0x800000u;  // 24 bits
+    const int shift = 14 - e;            // to the half's 10-bit subnormal field
+    uint32_t h = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = (uint32_t(e) << 10) | (man >> 13);
+  const uint32_t rem = man & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+  return uint16_t(sign | h);                                 // (0x7C00 = inf on overflow)
+}
+
+float float_from_fp16(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FFu;
+  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));
+  if (exp == 0) {
+    // man * 2^-24, exact in float.
+    const float v = float(man) * 5.9604644775390625e-08f;
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+
+namespace {
+constexpr int kNibbleBytes = kHeadDim / 2;  // 48
+int8_t quantize4(float x, float inv_or_scale, bool divide) {
+  const float q = num::rne(divide ? x / inv_or_scale : x * inv_or_scale);
+  return int8_t(q < -8.0f ? -8 : q > 7.0f ? 7 : (q != q ? 0 : int(q)));
+}
+void put_nibble(uint8_t* row, int d, int8_t q) {
+  const uint8_t n = uint8_t(q) & 0xF;
+  row[d / 2] = uint8_t(d % 2 ? (row[d / 2] & 0x0F) | (n << 4) : (row[d / 2] & 0xF0) | n);
+}
+int8_t get_nibble(const uint8_t* row, int d) {
+  const uint8_t n = d % 2 ? row[d / 2] >> 4 : row[d / 2] & 0xF;
+  return int8_t(n >= 8 ? int(n) - 16 : int(n));
+}
+bool is_outlier(int d, const int* outliers, int n) { return std::find(outliers, outliers + n, d) != outliers + n; }
+}  // namespace
+
+void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int n, uint8_t* row) {
+  const KvStorage st = kv_storage(KvFormat::Int4, n);
+  std::memset(row, 0, st.k.total());
+  for (int d = 0; d < kHeadDim; ++d)
+    put_nibble(row, d, is_outlier(d, outliers, n) ? int8_t(0) : quantize4(k[d], float_from_fp16(sk[d]), true));
+  for (int j = 0; j < n; ++j) {
+    const uint16_t h = fp16_from_float(k[outliers[j]]);
+    std::memcpy(row + kNibbleBytes + 2 * j, &h, 2);
+  }
+}
+
+void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, int n, float* k) {
+  for (int d = 0; d < kHeadDim; ++d) k[d] = float(get_nibble(row, d)) * float_from_fp16(sk[d]);
+  for (int j = 0; j < n; ++j) {
+    uint16_t h;
+    std::memcpy(&h, row + kNibbleBytes + 2 * j, 2);
+    k[outliers[j]] = float_from_fp16(h);
+  }
+}
+
+void encode_v_int4(const float* v, uint8_t* row) {
+  std::memset(row, 0, kv_storage(KvFormat::Int4, 0).v.total());
+  for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
+    const float a = std::max(num::max_abs(v + g * kKvVGroup, kKvVGroup), 1e-5f);
+    const uint16_t s = fp16_from_float(a / 7.0f);
+    std::memcpy(row + kNibbleBytes + 2 * g, &s, 2);
+    const float sf = float_from_fp16(s);
+    for (int i = 0; i < kKvVGroup; ++i) put_nibble(row, g * kKvVGroup + i, quantize4(v[g * kKvVGroup + i], sf, true));
+  }
+}
+
+void decode_v_int4(const uint8_t* row, float* v) {
+  for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
+    uint16_t s;
+    std::memcpy(&s, row + kNibbleBytes + 2 * g, 2);
+    const float sf = float_from_fp16(s);
+    for (int i = 0; i < kKvVGroup; ++i) v[g * kKvVGroup + i] = float(get_nibble(row, g * kKvVGroup + i)) * sf;
+  }
+}
+
+}  // namespace bitsim::model
