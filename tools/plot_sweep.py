@@ -19,7 +19,8 @@ def main():
     ap.add_argument("--title", default=None)
     a = ap.parse_args()
     with open(a.csv, newline="") as f:
-        rows = list(csv.DictReader(f))
+        # "# ..." lines: a partial sweep's marker (stopped by a signal), not a row
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     if not rows:
         sys.exit(f"{a.csv}: no rows")
     key = list(rows[0].keys())[0]

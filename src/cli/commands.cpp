@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -20,6 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bitsim/version.h"
+#include "cli/options.h"
+#include "model/file_io.h"
+#include "model/stop_signal.h"
 #include "model/error.h"
 #include "host/mmio_program.h"
 #include "model/model_loader.h"
@@ -47,6 +53,7 @@ struct MakeModelArgs {
   std::string shape = "tiny";
   uint64_t seed = 1;
   std::string out;
+  bool force = false;
 };
 
 struct InspectArgs {
@@ -124,6 +131,17 @@ int cmd_replay(const ReplayArgs& a) {
 
 int cmd_make_model(const MakeModelArgs& a) {
   const auto shape = model::parse_shape(a.shape);
+  // An existing folder is a checkpoint someone may need: written over only with --force.
+  std::error_code ec;
+  const auto st = std::filesystem::status(a.out, ec);
+  if (std::filesystem::exists(st)) {
+    if (!std::filesystem::is_directory(st)) throw Error(fmt::format("--out {}: exists and is not a folder", a.out));
+    if (!a.force && !std::filesystem::is_empty(a.out, ec))
+      throw Error(fmt::format("--out {}: the folder exists and is not empty; give --force to write the checkpoint "
+                              "files (config.json, model.safetensors, TOKENIZER.md) over what is there", a.out));
+  } else if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw Error(fmt::format("--out {}: {}", a.out, ec.message()));
+  }
   model::write_synthetic_checkpoint(shape, a.seed, a.out);
   fmt::print("wrote synthetic {} checkpoint (seed {}) to {}\n", a.shape, a.seed, a.out);
   fmt::print("  config.json, model.safetensors (F32 latent weights, MODEL.md tensor names), TOKENIZER.md\n");
@@ -254,6 +272,11 @@ int cmd_validate(const CalibArgs& a) {
 
 int cmd_calibrate(const CalibArgs& a) {
   const sim::ParamSet p = load_params(a.config, a.sets);
+  if (a.write) {
+    const std::string file = a.config.empty() ? sim::default_config_path() : a.config;
+    if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
+    io::check_output_file(file, "calibrate --write: config file");
+  }
   std::function<void(const std::string&)> status;
   if (!a.quiet) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   const auto res = sim::calibrate(p, status);
@@ -273,9 +296,7 @@ int cmd_calibrate(const CalibArgs& a) {
   if (a.write) {
     const std::string file = a.config.empty() ? sim::default_config_path() : a.config;
     if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
-    std::ofstream out(file);
-    if (!out) throw Error(fmt::format("calibrate --write: cannot write '{}'", file));
-    out << sim::config_file_text(res.params);
+    io::write_file(file, sim::config_file_text(res.params), "calibrate --write: config file");
     fmt::print(stderr, "wrote the fitted parameters to {}\n", file);
   }
   return 0;
@@ -291,13 +312,12 @@ struct SweepArgs {
 };
 
 int cmd_sweep(SweepArgs& a) {
+  // The outputs are checked before the work, so that no result is lost at the end.
+  if (!a.csv.empty()) io::check_output_file(a.csv, "--csv");
+  if (!a.json.empty()) io::check_output_file(a.json, "--json");
   const sim::ParamSet base = load_params(a.config, a.sets);
   if (a.grid.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
-  try {
-    for (const auto& g : a.grid) a.opt.grid.push_back(sim::parse_axis(base, g));
-  } catch (const Error& e) {
-    throw Error(fmt::format("--grid: {}", e.what()));
-  }
+  for (const auto& g : a.grid) a.opt.grid.push_back(sim::parse_axis(base, g));
   const bool tty = ::isatty(STDERR_FILENO) && !a.quiet;
   std::function<void(int, int)> progress;
   if (tty)
@@ -306,19 +326,25 @@ int cmd_sweep(SweepArgs& a) {
       fmt::print(stderr, "\r[{}{}] {}/{} points", std::string(size_t(k), '#'), std::string(size_t(w - k), ' '), done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
+  else if (!a.quiet)  // a log (CI, a file): one line per point done
+    progress = [](int done, int total) {
+      if (done > 0) fmt::print(stderr, "sweep: {} of {} points done\n", done, total);
+    };
   std::function<void(const std::string&)> status;
   if (!a.quiet) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   const sim::SweepResult r = sim::run_sweep(base, a.opt, progress, status);
   const std::string csv = sim::sweep_csv(r);
-  if (!a.csv.empty()) {
-    std::ofstream f(a.csv);
-    if (!f) throw Error(fmt::format("--csv: cannot write '{}'", a.csv));
-    f << csv;
-  }
-  if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    if (!f) throw Error(fmt::format("--json: cannot write '{}'", a.json));
-    f << sim::sweep_json(r, a.opt).dump(2) << "\n";
+  if (!a.csv.empty()) io::write_file(a.csv, csv, "--csv");
+  if (!a.json.empty()) io::write_file(a.json, sim::sweep_json(r, a.opt).dump(2) + "\n", "--json");
+  if (r.stopped_by) {
+    if (tty) fmt::print(stderr, "\n");
+    fmt::print(stderr, "bitsim: sweep stopped by {}: {} of {} points done{}, marked partial\n",
+               signal_name(r.stopped_by), r.points_done(), r.points.size(),
+               a.csv.empty() && a.json.empty() ? " (below)"
+                                               : fmt::format(" (written to {}{}{})", a.csv,
+                                                             !a.csv.empty() && !a.json.empty() ? " and " : "", a.json));
+    fmt::print("{}", csv);
+    return Stopped(r.stopped_by, "").exit_code();
   }
   fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
              "every figure simulated\n", r.points.size(), a.opt.context, a.opt.tokens);
@@ -402,10 +428,13 @@ void prepare_run(RunArgs& a) {
   if (!a.req.vcd_file.empty() && a.req.fidelity != sim::Fidelity::kCycle)
     throw Error("--vcd: the clocked signals exist in --fidelity cycle only");
   if (!a.vcd_window.empty()) {
-    unsigned long long b = 0, e = 0;
-    char tail = 0;
-    if (std::sscanf(a.vcd_window.c_str(), "%llu:%llu%c", &b, &e, &tail) != 2 || e <= b)
+    const auto colon = a.vcd_window.find(':');
+    if (colon == std::string::npos)
       throw Error(fmt::format("--vcd-window '{}': expected START:END in PL cycles with END > START", a.vcd_window));
+    const std::string what = fmt::format("--vcd-window '{}'", a.vcd_window);
+    const uint64_t b = parse_unsigned(a.vcd_window.substr(0, colon), what + ": START");
+    const uint64_t e = parse_unsigned(a.vcd_window.substr(colon + 1), what + ": END");
+    if (e <= b) throw Error(fmt::format("{}: END must be after START", what));
     a.req.vcd_start = b;
     a.req.vcd_end = e;
   }
@@ -500,6 +529,7 @@ struct BenchArgs {
 };
 
 int cmd_bench(BenchArgs& a) {
+  if (!a.json_file.empty()) io::check_output_file(a.json_file, "--json");
   a.opt.params = load_params(a.config, a.sets);
   const sim::BenchOptions eff = sim::effective_bench_options(a.opt);
   const auto t0 = std::chrono::steady_clock::now();
@@ -511,9 +541,7 @@ int cmd_bench(BenchArgs& a) {
   const auto figs = sim::run_bench(eff, status);
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!a.json_file.empty()) {
-    std::ofstream f(a.json_file);
-    if (!f) throw Error(fmt::format("--json {}: cannot write the file", a.json_file));
-    f << sim::bench_json(figs, eff, wall_s) << "\n";
+    io::write_file(a.json_file, sim::bench_json(figs, eff, wall_s) + "\n", "--json");
   }
   fmt::print("{}", sim::bench_table(figs, eff, wall_s));
   return 0;
@@ -536,8 +564,9 @@ Command add_make_model(CLI::App& app) {
   auto* sub = app.add_subcommand("make-model", "Write a synthetic checkpoint in the real file layout");
   sub->add_option("--shape", a.shape, "Model shape: bitnet-large or tiny")
       ->check(CLI::IsMember({"bitnet-large", "tiny"}))->capture_default_str();
-  sub->add_option("--seed", a.seed, "Seed of the weight generator")->capture_default_str();
-  sub->add_option("--out", a.out, "Output folder (created if missing)")->required();
+  sub->add_option("--seed", a.seed, "Seed of the weight generator")->transform(unsigned_in(0, std::numeric_limits<uint64_t>::max()))->capture_default_str();
+  sub->add_option("--out", a.out, "Output folder (created if missing; an existing one only with --force)")->required();
+  sub->add_flag("--force", a.force, "Overwrite the checkpoint files of an existing --out folder");
   return {sub, [args] { return cmd_make_model(*args); }};
 }
 
@@ -558,7 +587,7 @@ Command add_run(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "Run a prompt token by token on the simulated board, checking every token's logits against the golden reference");
   sub->add_option("--prompt", a.req.run.prompt, "The prompt text")->required();
   sub->add_option("--model", a.req.run.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
-  sub->add_option("--tokens", a.req.run.tokens, "Tokens to generate")->check(CLI::Range(0, 511))->capture_default_str();
+  sub->add_option("--tokens", a.req.run.tokens, "Tokens to generate")->transform(integer_in(0, 511))->capture_default_str();
   sub->add_option("--tokenizer", a.tokenizer, "A SentencePiece tokenizer.model overriding the model's");
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable; see `bitsim config --dump`)");
@@ -568,13 +597,14 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--no-check", a.no_check, "Do not compare the logits with the golden reference");
   sub->add_flag("--timing-only", a.timing_only,
                  "Fast fidelity, engines skip the arithmetic (same cycle counts; implies --no-check; the text is meaningless)");
-  sub->add_option("--seed", a.req.run.sampler.seed, "Seed of the sampler (with --temperature)")->capture_default_str();
+  sub->add_option("--seed", a.req.run.sampler.seed, "Seed of the sampler (with --temperature)")
+      ->transform(unsigned_in(0, std::numeric_limits<uint64_t>::max()))->capture_default_str();
   sub->add_option("--temperature", a.req.run.sampler.temperature, "Sampling temperature; 0 is greedy")
-      ->check(CLI::Range(0.0, 100.0))->capture_default_str();
+      ->transform(real_in(0.0, 100.0))->capture_default_str();
   sub->add_option("--top-k", a.req.run.sampler.top_k, "Sample among the k most likely tokens; 0 is all")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->transform(integer_in(0, std::numeric_limits<int>::max()))->capture_default_str();
   sub->add_option("--threads", a.req.run.threads, "Host threads for loading and the golden check")
-      ->check(CLI::Range(1, 64))->capture_default_str();
+      ->transform(integer_in(1, 64))->capture_default_str();
   sub->add_flag("--stop-at-capacity", a.req.run.stop_at_capacity, "Stop at 512 positions instead of refusing the run");
   sub->add_flag("--legacy-attention", a.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
   sub->add_flag("--json", a.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
@@ -614,9 +644,9 @@ Command add_sweep(CLI::App& app) {
   SweepArgs& a = *args;
   auto* sub = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
   sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product")->required();
-  sub->add_option("--tokens", a.opt.tokens, "Timing-only tokens per point")->check(CLI::Range(1, 64))->capture_default_str();
-  sub->add_option("--context", a.opt.context, "Context T of the first token")->check(CLI::Range(1, 512))->capture_default_str();
-  sub->add_option("--jobs", a.opt.jobs, "Worker processes")->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_option("--tokens", a.opt.tokens, "Timing-only tokens per point")->transform(integer_in(1, 64))->capture_default_str();
+  sub->add_option("--context", a.opt.context, "Context T of the first token")->transform(integer_in(1, 512))->capture_default_str();
+  sub->add_option("--jobs", a.opt.jobs, "Worker processes")->transform(integer_in(1, 64))->capture_default_str();
   sub->add_option("--csv", a.csv, "Write the table as CSV to FILE");
   sub->add_option("--json", a.json, "Write a bitsim.sweep/1 document to FILE");
   sub->add_option("--check-model", a.opt.check_model, "Model of the base config's functional check (empty: skip)")->capture_default_str();
@@ -659,11 +689,11 @@ Command add_bench(CLI::App& app) {
   auto* sub = app.add_subcommand("bench", "Measure the simulator on this host: simulated tok/s per wall second with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, time to the first token, peak memory");
   sub->add_option("--model", a.opt.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
   sub->add_option("--tokens", a.opt.tokens, "Tokens per timed window (fast: T from 1 and up to 512; checked run)")
-      ->check(CLI::Range(2, 256))->capture_default_str();
-  sub->add_option("--cycle-tokens", a.opt.cycle_tokens, "Tokens in cycle fidelity")->check(CLI::Range(1, 256))->capture_default_str();
+      ->transform(integer_in(2, 256))->capture_default_str();
+  sub->add_option("--cycle-tokens", a.opt.cycle_tokens, "Tokens in cycle fidelity")->transform(integer_in(1, 256))->capture_default_str();
   sub->add_option("--memory-tokens", a.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
-      ->check(CLI::Range(1, 512))->capture_default_str();
-  sub->add_option("--threads", a.opt.threads, "Host threads")->check(CLI::Range(1, 64))->capture_default_str();
+      ->transform(integer_in(1, 512))->capture_default_str();
+  sub->add_option("--threads", a.opt.threads, "Host threads")->transform(integer_in(1, 64))->capture_default_str();
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
   sub->add_flag("--quick", a.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
@@ -684,6 +714,7 @@ int main(int argc, char** argv) {
   const auto evalc = add_eval_command(app);
   const auto regressc = add_regress_command(app);
 
+  install_stop_handlers();  // SIGINT / SIGTERM stop the command cleanly (model/stop_signal.h)
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -696,19 +727,41 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  // Standard output is an output like any other: a failed write (a full disk, /dev/full, a
+  // closed pipe) is an error, not a silent exit 0.
+  auto stdout_failed = [] { return std::fflush(stdout) != 0 || std::ferror(stdout); };
+  auto stdout_error = [] {
+    fmt::print(stderr, "bitsim: error: standard output: write failed: {}\n", std::strerror(errno ? errno : EIO));
+    return 2;
+  };
   try {
+    int code = 2;
+    bool ran = false;
     for (const Command& c : commands)
-      if (*c.sub) return c.run();
-    if (evalc->parsed()) return evalc->run();
-    if (regressc->parsed()) return regressc->run();
+      if (*c.sub) {
+        code = c.run();
+        ran = true;
+        break;
+      }
+    if (!ran && evalc->parsed()) {
+      code = evalc->run();
+      ran = true;
+    }
+    if (!ran && regressc->parsed()) code = regressc->run();
+    if (stdout_failed()) return stdout_error();
+    return code;
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
     return 2;
+  } catch (const Stopped& s) {
+    // SIGINT / SIGTERM: the command wrote what had finished; 128 + the signal (130 / 143).
+    fmt::print(stderr, "\nbitsim: {}\n", s.what());
+    return s.exit_code();
   } catch (const std::exception& e) {
+    if (std::ferror(stdout)) return stdout_error();
     fmt::print(stderr, "bitsim: internal error: {}\n", e.what());
     return 1;
   }
-  return 2;
 }
 
 }  // namespace bitsim::cli

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
+#include "cli/options.h"
 #include "model/error.h"
 #include "sim/board_config.h"
 #include "sim/eval.h"
@@ -29,16 +32,19 @@ class Eval final : public EvalCommand {
     cmd_->footer(kEvalHelp);
     cmd_->add_option("--model", req_.model, "A checkpoint folder or synthetic:SHAPE[:SEED]")->required();
     cmd_->add_option("--text", req_.text, "The text to score (UTF-8 file)")->required();
-    cmd_->add_option("--tokens", req_.tokens, "Score the first N tokens of the text (default: all)");
+    cmd_->add_option("--tokens", req_.tokens, "Score the first N tokens of the text (default: all)")
+        ->transform(integer_in(1, std::numeric_limits<int>::max()));
     cmd_->add_option("--board", req_.board_positions,
                      "Also run the first N positions through the simulated board (fast fidelity) and check "
-                     "that their logits equal the board row's");
+                     "that their logits equal the board row's")
+        ->transform(integer_in(1, std::numeric_limits<int>::max()));
     cmd_->add_option("--compare", req_.compare_positions,
                      "Compare the board rows' logits with FloatReference's (ternary lm_head) over the first N "
-                     "positions: mean and worst relative error, top-1 agreement");
+                     "positions: mean and worst relative error, top-1 agreement")
+        ->transform(integer_in(1, std::numeric_limits<int>::max()));
     cmd_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
     cmd_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
-        ->check(CLI::Range(1, 64))->capture_default_str();
+        ->transform(integer_in(1, 64))->capture_default_str();
     cmd_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");
     cmd_->add_flag("--json", json_, "Write one bitsim.eval/1 JSON document to stdout (docs/json-schemas.md)");
     cmd_->add_flag("--quiet", quiet_, "No progress lines on stderr");

@@ -2,12 +2,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
 #include "sim/board_config.h"
 #include "sim/regress.h"
 
@@ -25,33 +25,6 @@ constexpr const char* kRegressHelp =
     "in beside the suite. Exit 0: nothing moved; 1: a figure moved, a baseline is missing or a scenario failed "
     "(the first figure that moved is printed with its old and new value); 2: bad input. --set / --config show what "
     "a change to the board would move; --update rewrites the baselines (shipped board only) and prints what moved.";
-
-// Fails now, not after the work, if `file` cannot be written; leaves no file behind.
-void check_writable(const std::string& file, const char* what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw Error(fmt::format("{} {}: is a folder", what, file));
-  const bool existed = std::filesystem::exists(file, ec);
-  if (!std::ofstream(file, std::ios::binary | std::ios::app))
-    throw Error(fmt::format("{} {}: cannot open the file for writing", what, file));
-  if (!existed) std::filesystem::remove(file, ec);
-}
-
-void write_text(const std::string& file, const std::string& text, const char* what) {
-  const std::string tmp = file + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(fmt::format("{} {}: write failed", what, file));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) throw Error(fmt::format("{} {}: cannot rename into place ({})", what, file, ec.message()));
-}
 
 class Regress final : public RegressCommand {
  public:
@@ -79,7 +52,7 @@ class Regress final : public RegressCommand {
       throw Error("--update: the baselines are of the shipped board; drop --set / --config to update them");
     const sim::ParamSet base = sim::load_board_params(config_, sets_);
     const auto selected = select(suite);
-    if (!junit_.empty()) check_writable(junit_, "--junit");
+    if (!junit_.empty()) io::check_output_file(junit_, "--junit");
     std::error_code ec;
     if (update_) {
       std::filesystem::create_directories(suite.baseline_dir, ec);
@@ -92,7 +65,7 @@ class Regress final : public RegressCommand {
     std::vector<sim::RegressOutcome> outcomes;
     for (const sim::RegressScenario* s : selected) outcomes.push_back(run_one(*s, suite, base));
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!junit_.empty()) write_text(junit_, sim::regress_junit_xml(outcomes, wall), "--junit");
+    if (!junit_.empty()) io::write_file(junit_, sim::regress_junit_xml(outcomes, wall), "--junit");
 
     int failed = 0;
     for (const auto& o : outcomes)

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/stop_signal.h"
 
 namespace bitsim::golden {
 
@@ -305,8 +306,10 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
       float_attention_head(q + off, k_layer + off, v_layer + off, H, pos + 1, scores.data(), o + off);
     }
   };
-  for (; pos < int(P); ++pos)
+  for (; pos < int(P); ++pos) {
+    check_stop();  // SIGINT / SIGTERM: stop between calibration tokens
     token_forward(m, rope, tokens[pos], pos, matvec, attention, {}, /*with_logits=*/false);
+  }
   return scales_from_max(kmax, vmax);
 }
 

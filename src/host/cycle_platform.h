@@ -9,6 +9,7 @@
 #include "host/platform.h"
 #include "host/ps.h"
 #include "hw/board.h"
+#include "hw/progress_watchdog.h"
 
 namespace bitsim::host {
 
@@ -23,6 +24,7 @@ class CyclePlatform : public Platform {
   void check_idle_board(std::vector<std::string>* out) { idle_violations_ = out; }
   uint32_t read32(uint64_t addr, uint64_t access_ps) override {
     const uint32_t v = ps_.read32(addr, access_ps);
+    watchdog_.check(board_.clock().cycle());  // a poll that can never end is an error (hw/progress_watchdog.h)
     // Log transfers as the host observes them complete (a DMASR read).
     for (int d = 0; d < 4; ++d)
       for (int c = 0; c < 2; ++c) {
@@ -68,6 +70,7 @@ class CyclePlatform : public Platform {
 
   Ps& ps_;
   hw::Board& board_;
+  hw::ProgressWatchdog watchdog_{board_};
   uint64_t seen_[4][2] = {};
   std::vector<std::pair<std::string, uint64_t>> reset_state_;
   std::vector<std::string>* idle_violations_ = nullptr;

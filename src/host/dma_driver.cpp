@@ -1,5 +1,6 @@
 #include "host/dma_driver.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "hw/board.h"
 #include "hw/engine_regs.h"
 #include "model/error.h"
+#include "model/stop_signal.h"
 #include "model/attention_stream.h"
 #include "model/packed_image.h"
 
@@ -79,7 +81,9 @@ void DmaDriver::wait_idle(int d, uint32_t sr_offset, const char* what) {
   // reads the same DMA's MM2S DMASR: an error on the read side leaves the result stream
   // unfinished, and only that register says so (a driver that polled S2MM alone would spin
   // forever).
-  const uint64_t gap = ps_of(config_.poll_gap_ns);
+  // A poll always takes simulated time: with free register accesses and no gap the loop
+  // would spin at one instant and the board would never reach Idle (kMinPollStepPs).
+  const uint64_t gap = std::max(ps_of(config_.poll_gap_ns), access_ps_ == 0 ? kMinPollStepPs : uint64_t(0));
   const bool s2mm = sr_offset == R::kS2mmDmasr;
   auto check = [&](uint32_t sr, const char* which) {
     if (sr & R::kSrErrors)
@@ -88,6 +92,7 @@ void DmaDriver::wait_idle(int d, uint32_t sr_offset, const char* what) {
       throw Error(fmt::format("DMA {} {}: channel halted (DMASR 0x{:08x})", dma_name(d), which, sr));
   };
   for (;;) {
+    check_stop();  // SIGINT / SIGTERM: every wait of both fidelities passes here
     const uint32_t sr = rd(d, sr_offset);
     ++stats_.polls;
     check(sr, what);

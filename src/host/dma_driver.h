@@ -80,6 +80,11 @@ struct DriverConfig {
   void validate(const std::string& who) const { hw::check_fields(*this, who); }
 };
 
+// The least simulated time one status poll takes when driver.<profile>.reg_access_ns and
+// poll_gap_ns are both 0 (1 ns, well under the board's shortest register access): a poll
+// loop always moves simulated time forward.
+constexpr uint64_t kMinPollStepPs = 1000;
+
 struct DriverStats {
   uint64_t matmul_calls = 0, attention_calls = 0;
   uint64_t transfers = 0;       // DMA channel starts (MM2S and S2MM)

@@ -69,7 +69,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   if (config_.cma_base % 4096 != 0)
     throw Error(fmt::format("cma.base 0x{:x} must be 4 KiB aligned", config_.cma_base));
   if (config_.cma_base + config_.cma_bytes > config_.ddr_bytes)
-    throw Error(fmt::format("cma.base + cma.bytes = 0x{:x} is past the end of DDR (0x{:x})",
+    throw Error(fmt::format("cma.base + cma.mib = 0x{:x} is past the end of DDR (0x{:x})",
                             config_.cma_base + config_.cma_bytes, config_.ddr_bytes));
   const int H = model.hidden_size, F = model.intermediate_size, L = model.num_layers;
   const uint64_t row_h = model::packed_row_bytes(H), row_f = model::packed_row_bytes(F);
@@ -111,7 +111,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
     const uint64_t weights = weights_end - config_.cma_base, kv = kv_end - weights_end,
                    buffers = next_ - kv_end;
     throw Error(fmt::format(
-        "contiguous memory: the buffers need {:.1f} MiB but cma.bytes is {:.1f} MiB: "
+        "contiguous memory: the buffers need {:.1f} MiB but cma.mib is {:.1f} MiB: "
         "weights image {:.1f} MiB ({} lm_head {:.1f} MiB), KV cache {:.1f} MiB, call buffers "
         "and descriptors {:.2f} MiB; {:.1f} MiB do not fit",
         mib(used), mib(config_.cma_bytes), mib(weights),

@@ -13,6 +13,7 @@
 #include "hw/board.h"
 #include "hw/engine_regs.h"
 #include "model/error.h"
+#include "model/file_io.h"
 
 namespace bitsim::host {
 
@@ -165,29 +166,16 @@ MmioProgram read_program(std::istream& in, const std::string& source) {
 }
 
 MmioProgram load_program(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(fmt::format("{}: not a regular file (an MMIO program is expected)", path));
+  io::check_input_file(path, "MMIO program");
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open", path));
   return read_program(in, path);
 }
 
 void save_program(const MmioProgram& program, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot write (its folder must exist)", path));
-    try {
-      write_program(program, out);
-    } catch (const Error&) {
-      std::remove(tmp.c_str());
-      throw Error(fmt::format("{}: write failed", path));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(fmt::format("{}: cannot rename the written file into place: {}", path, ec.message()));
+  std::ostringstream out;
+  write_program(program, out);
+  io::write_file(path, out.str(), "mmio record file");
 }
 
 std::string register_name(uint64_t addr) {

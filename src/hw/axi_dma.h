@@ -9,6 +9,7 @@
 // DMASR bits and halt the channel as the IP does.
 #include <cstdint>
 #include <functional>
+#include <tuple>
 
 #include <systemc>
 #include <tlm>
@@ -43,7 +44,7 @@ struct AxiDmaConfig {
   int mm2s_fifo_beats = 64;             // MM2S data FIFO, beats; a read request is issued only when the
                                         // FIFO has room for all its beats; at least max_burst_beats
   int s2mm_fifo_beats = 64;             // S2MM data FIFO, beats: stream beats wait here for their write
-                                        // request
+                                        // request, which takes a whole burst; at least max_burst_beats
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
@@ -66,14 +67,24 @@ struct AxiDmaConfig {
     v(c.max_burst_beats, FieldInfo{"dma.max_burst_beats", 1, 256, "beats", board, "DataMover burst size (PG021: 16)"});
     v(c.mm2s_fifo_beats, FieldInfo{"dma.mm2s_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
                                    "MM2S data FIFO: reads are requested only when their beats fit"});
-    v(c.s2mm_fifo_beats, FieldInfo{"dma.s2mm_fifo_beats", 1, 4096, "beats", Evidence::kSimulated, "S2MM data FIFO"});
+    v(c.s2mm_fifo_beats, FieldInfo{"dma.s2mm_fifo_beats", 1, 4096, "beats", Evidence::kSimulated,
+                                   "S2MM data FIFO: a write request waits for its whole burst here"});
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const {
     check_fields(*this, who);
-    if (mm2s_fifo_beats < max_burst_beats)
-      throw Error(fmt::format("{}: dma.mm2s_fifo_beats = {} is smaller than dma.max_burst_beats = {}", who,
-                              mm2s_fifo_beats, max_burst_beats));
+    // Both data FIFOs hold a whole burst: MM2S requests a read only when all its beats fit,
+    // S2MM requests a write only when all its beats are in. A smaller FIFO never moves a
+    // burst (the DataMover's store-and-forward FIFOs are at least one burst deep, PG022).
+    for (const auto& [key, beats, why] :
+         {std::tuple<const char*, int, const char*>{"dma.mm2s_fifo_beats", mm2s_fifo_beats,
+                                                    "a read is requested only when its whole burst fits the FIFO"},
+          std::tuple<const char*, int, const char*>{"dma.s2mm_fifo_beats", s2mm_fifo_beats,
+                                                    "a write is requested only when its whole burst is in the FIFO"}})
+      if (beats < max_burst_beats)
+        throw Error(fmt::format("config key '{}' = {} is smaller than dma.max_burst_beats = {}: {}, so no transfer "
+                                "would ever move; give {} >= {} or a smaller dma.max_burst_beats",
+                                key, beats, max_burst_beats, why, key, max_burst_beats));
     if (base_address % dma_reg::kWindowBytes != 0)
       throw Error(fmt::format("{}: dma.base_address = {:#x} is not 64 KB aligned", who, base_address));
   }

@@ -10,6 +10,7 @@
 
 #include "hw/engine_regs.h"
 #include "hw/sim_context.h"
+#include "hw/progress_watchdog.h"
 #include "model/error.h"
 
 namespace bitsim::hw {
@@ -85,8 +86,10 @@ class OraclePs : public sc_core::sc_module {
   // Waits until every channel is quiet and the DDR has settled (true), or the horizon (false).
   bool settle(uint64_t period) {
     const uint64_t limit = kOracleFirstEdge + (batch_.horizon_edges ? batch_.horizon_edges : max_cycles_);
+    ProgressWatchdog watchdog(board_);  // a batch that can never settle is an error naming its channels
     do {
       wait(sc_core::sc_time::from_value(64 * period));
+      watchdog.check(board_.clock().cycle());
       if (board_.clock().cycle() > limit) {
         if (batch_.horizon_edges) return false;
         throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));

@@ -3,14 +3,17 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
 
 namespace bitsim::hw {
 
 VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& config)
     : sc_core::sc_module(name), board_(board), config_(config) {
   if (config_.end <= config_.start) throw Error(fmt::format("vcd window {}:{}: the end must be after the start", config_.start, config_.end));
-  std::string base = config_.path;
-  if (base.size() > 4 && base.substr(base.size() - 4) == ".vcd") base.resize(base.size() - 4);
+  // SystemC appends ".vcd" to the name it is given: the temporary file ends in it.
+  out_ = std::make_unique<io::OutputFile>(config_.path, "vcd file", ".vcd");
+  std::string base = out_->temp_path().string();
+  base.resize(base.size() - 4);
   file_ = sc_core::sc_create_vcd_trace_file(base.c_str());
   if (!file_) throw Error(fmt::format("vcd file '{}': cannot create it", config_.path));
   file_->set_time_unit(1, sc_core::SC_PS);
@@ -46,11 +49,18 @@ VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& 
   dont_initialize();
 }
 
-VcdProbe::~VcdProbe() { close(); }
-
-void VcdProbe::close() {
+// Not closed by close() (an error or a signal ended the run): the trace file is closed and
+// the temporary file removed; the target stays as it was.
+VcdProbe::~VcdProbe() {
   if (file_) sc_core::sc_close_vcd_trace_file(file_);
   file_ = nullptr;
+}
+
+void VcdProbe::close() {
+  if (!file_) return;
+  sc_core::sc_close_vcd_trace_file(file_);
+  file_ = nullptr;
+  out_->commit();
 }
 
 void VcdProbe::sample() {

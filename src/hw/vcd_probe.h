@@ -7,17 +7,19 @@
 // inside the window [start, end) and hold still outside it, so the file stays small however
 // long the run is.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <systemc>
 
 #include "hw/board.h"
+#include "model/file_io.h"
 
 namespace bitsim::hw {
 
 struct VcdConfig {
-  std::string path;          // the .vcd file (SystemC appends nothing when given the full name)
+  std::string path;          // the .vcd file, written through a temporary file (model/file_io.h)
   uint64_t start = 0;        // first traced cycle
   uint64_t end = 20000;      // first cycle after the window
 };
@@ -27,6 +29,7 @@ class VcdProbe : public sc_core::sc_module {
   SC_HAS_PROCESS(VcdProbe);
   VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& config);
   ~VcdProbe() override;
+  // The run finished: the trace file is complete and moved into place.
   void close();
 
  private:
@@ -37,6 +40,7 @@ class VcdProbe : public sc_core::sc_module {
   void sample();
   Board& board_;
   VcdConfig config_;
+  std::unique_ptr<io::OutputFile> out_;
   sc_core::sc_trace_file* file_ = nullptr;
   std::vector<Stream> streams_;
   bool dma_active_[4][2] = {};

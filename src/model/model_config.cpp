@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
+#include "model/packed_image.h"
 
 namespace bitsim::model {
 namespace {
@@ -143,14 +145,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
   const std::string source = config_json.string();
-  std::ifstream in(config_json, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open the model config (config.json)", source));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("{}: read error", source));
+  const std::string text = io::read_file(config_json, "model config");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() carries "at line L, column C" and e.byte the byte position.
     throw Error(fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
@@ -197,6 +195,34 @@ void ModelConfig::validate(const std::string& source) const {
   for (const auto& [key, value] : sizes)
     if (value <= 0) fail(source, key, fmt::format("must be positive, found {}", value));
 
+  // Bounded before anything is allocated by the shape: every packed ternary weight must lie
+  // below 4 GiB, the reach of the AXI DMA's 32-bit addresses (the board's DDR is 512 MB).
+  for (const auto& [key, value] : {std::pair<const char*, int>{"hidden_size", hidden_size},
+                                   std::pair<const char*, int>{"intermediate_size", intermediate_size}})
+    if (value > kMaxRowLength)
+      fail(source, key,
+           fmt::format("{} is over {}, the longest row the matmul engine takes (CIRCUITS.md 2)", value, kMaxRowLength));
+  {
+    constexpr uint64_t kReach = uint64_t(1) << 32;
+    const ImageSize img = packed_image_size(hidden_size, intermediate_size, num_layers, vocab_size);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (img.layer_bytes > kReach)
+      fail(source, img.layer_bytes / 4 > uint64_t(hidden_size) * uint64_t(hidden_size) ? "intermediate_size" : "hidden_size",
+           fmt::format("one layer of hidden {} and FFN {} needs {:.1f} GiB of packed ternary weights, over the 4 GiB "
+                       "that the DMA's 32-bit addresses reach",
+                       hidden_size, intermediate_size, img.layer_bytes / gib));
+    if (img.lm_head_bytes > kReach)
+      fail(source, "vocab_size",
+           fmt::format("{} rows of hidden {} need {:.1f} GiB of packed ternary weights, over the 4 GiB that the "
+                       "DMA's 32-bit addresses reach",
+                       vocab_size, hidden_size, img.lm_head_bytes / gib));
+    if (img.total_bytes > kReach)
+      fail(source, "num_hidden_layers",
+           fmt::format("{} layers of {:.2f} MiB packed ternary weights each need {:.1f} GiB, over the 4 GiB that the "
+                       "DMA's 32-bit addresses reach (at most {} layers of this shape)",
+                       num_layers, img.layer_bytes / (1024.0 * 1024.0), img.total_bytes / gib,
+                       (kReach - img.lm_head_bytes) / img.layer_bytes));
+  }
   if (hidden_size % num_heads != 0)
     fail(source, "num_attention_heads",
          fmt::format("hidden_size {} is not a multiple of num_attention_heads {}", hidden_size, num_heads));

@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/stop_signal.h"
+#include "model/file_io.h"
+#include "model/parse_number.h"
 #include "model/synthetic.h"
 
 namespace bitsim::model {
@@ -54,23 +57,17 @@ std::unique_ptr<TensorSource> open_model_source(const std::string& spec) {
     if (auto colon = rest.find(':'); colon != std::string::npos) {
       const std::string seed_text = rest.substr(colon + 1);
       rest = rest.substr(0, colon);
-      try {
-        size_t used = 0;
-        seed = std::stoull(seed_text, &used, 0);
-        if (used != seed_text.size()) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        throw Error(fmt::format("model '{}': seed '{}' is not an unsigned integer", spec, seed_text));
-      }
+      seed = parse_unsigned(seed_text, fmt::format("model '{}': seed", spec));
     }
     return std::make_unique<SyntheticSource>(parse_shape(rest), seed);
   }
   std::filesystem::path folder(spec);
-  if (!std::filesystem::exists(folder))
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(folder, ec)))
     throw Error(fmt::format("model folder '{}' does not exist (use synthetic:bitnet-large, "
                             "synthetic:tiny, or a folder with config.json and model.safetensors)",
                             spec));
-  if (!std::filesystem::is_directory(folder))
-    throw Error(fmt::format("model '{}' is not a folder", spec));
+  io::check_input_folder(folder, "model");
   return std::make_unique<CheckpointSource>(folder);
 }
 
@@ -120,6 +117,7 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
   auto worker = [&] {
     for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
       try {
+        check_stop();  // SIGINT / SIGTERM: stop between tensors
         jobs[j]();
       } catch (...) {
         std::lock_guard<std::mutex> lock(failure_mutex);

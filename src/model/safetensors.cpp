@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; bitsim reads it in place");
@@ -118,6 +119,7 @@ struct Mapping {
 
 // Maps a regular file of at least the 8-byte header length; the descriptor is closed again.
 Mapping map_regular_file(const std::filesystem::path& path, const std::string& file) {
+  io::check_input_file(path, "safetensors file");  // a FIFO would block open()
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(fmt::format("{}: cannot open safetensors file: {}", file, std::strerror(errno)));
   struct stat st {};
@@ -197,6 +199,32 @@ void check_no_overlap(const std::string& file, const std::vector<TensorInfo>& te
       throw Error(fmt::format("{}: tensor '{}' [{}, {}] overlaps tensor '{}' [{}, {}]", file, b.name, b.data_begin,
                               b.data_end, a.name, a.data_begin, a.data_end));
   }
+}
+
+// The safetensors format: the data buffer is entirely indexed, without holes. A gap between
+// two tensors or bytes after the last one are refused: they are a truncated header, a
+// tensor that was dropped from it, or a file that is not what it claims to be.
+void check_fully_covered(const std::string& file, const std::vector<TensorInfo>& tensors, uint64_t data_size) {
+  std::vector<const TensorInfo*> by_begin;
+  for (const auto& t : tensors)
+    if (t.data_end > t.data_begin) by_begin.push_back(&t);
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->data_begin < b->data_begin; });
+  uint64_t at = 0;
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo* t : by_begin) {
+    if (t->data_begin != at)
+      throw Error(fmt::format("{}: {} unindexed bytes [{}, {}) of the data buffer before tensor '{}'{} (the format "
+                              "allows no holes)",
+                              file, t->data_begin - at, at, t->data_begin, t->name,
+                              prev ? fmt::format(", after tensor '{}'", prev->name) : std::string()));
+    at = t->data_end;
+    prev = t;
+  }
+  if (at != data_size)
+    throw Error(fmt::format("{}: {} trailing bytes after the last tensor{} (data buffer {} bytes, tensors end at {}; "
+                            "the format allows no unindexed bytes)",
+                            file, data_size - at, prev ? fmt::format(" '{}'", prev->name) : std::string(), data_size, at));
 }
 
 }  // namespace
@@ -308,6 +336,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     throw Error(fmt::format("{}: malformed header: {}", file, e.what()));
   }
   check_no_overlap(file, f.tensors_);
+  check_fully_covered(file, f.tensors_, f.data_size_);
   return f;
 }
 
@@ -400,7 +429,9 @@ SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& path, std::vec
   }
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  out_.open(path, std::ios::binary | std::ios::trunc);
+  // Written to a temporary file renamed into place by finish() (model/file_io.h).
+  tmp_ = std::make_unique<io::OutputFile>(path, "safetensors file");
+  out_.open(tmp_->temp_path(), std::ios::binary | std::ios::trunc);
   if (!out_) throw Error(fmt::format("{}: cannot create file: {}", file, std::strerror(errno)));
   const uint64_t len = text.size();
   char len_bytes[8];
@@ -410,12 +441,9 @@ SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& path, std::vec
   if (!out_) throw Error(fmt::format("{}: write failed", file));
 }
 
+// Unfinished: the temporary file is removed (by tmp_), the target left as it was.
 SafetensorsWriter::~SafetensorsWriter() {
-  if (!finished_) {
-    out_.close();
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
+  if (!finished_) out_.close();
 }
 
 void SafetensorsWriter::append(const void* data, size_t bytes) {
@@ -435,6 +463,7 @@ void SafetensorsWriter::finish() {
                             path_.string(), written_, total_));
   out_.close();
   if (!out_) throw Error(fmt::format("{}: write failed on close (disk full?)", path_.string()));
+  tmp_->commit();
   finished_ = true;
 }
 

@@ -14,11 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "model/file_io.h"
 
 namespace bitsim::model {
 
@@ -117,6 +120,7 @@ class SafetensorsWriter {
 
  private:
   std::filesystem::path path_;
+  std::unique_ptr<io::OutputFile> tmp_;  // the file being written, renamed into place by finish()
   std::ofstream out_;
   uint64_t total_ = 0, written_ = 0;
   bool finished_ = false;

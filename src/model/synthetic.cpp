@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
 #include "model/safetensors.h"
 
 namespace bitsim::model {
@@ -136,10 +137,7 @@ void write_synthetic_checkpoint(Shape shape, uint64_t seed, const std::filesyste
 
   const SyntheticSource src(shape, seed);
   auto write_text = [](const std::filesystem::path& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) throw Error(fmt::format("{}: cannot write", p.string()));
+    io::write_file(p, text, "checkpoint file");
   };
   write_text(out_dir / "config.json", src.config().to_json().dump(2) + "\n");
   write_text(out_dir / "TOKENIZER.md",

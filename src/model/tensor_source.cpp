@@ -56,8 +56,14 @@ CheckpointSource::CheckpointSource(const std::filesystem::path& folder)
       throw Error(fmt::format("{}: tensor '{}' has shape {}, expected {} (config.json: {})", file, name,
                               shape_to_string(t->shape), shape_to_string(shape), config_.shape_string()));
   }
+  // A tensor bitsim does not know is refused rather than ignored: an lm_head.weight means the
+  // embedding is not tied (MODEL.md: tie_word_embeddings), other names another architecture;
+  // either way the logits would silently be those of a different model.
   for (const auto& t : file_.tensors())
-    if (expected_names.count(t.name) == 0 && !is_ignored_tensor(t.name)) unexpected_.push_back(t.name);
+    if (expected_names.count(t.name) == 0 && !is_ignored_tensor(t.name))
+      throw Error(fmt::format("{}: unknown tensor '{}' {} (a {} checkpoint has exactly the MODEL.md tensors, the "
+                              "embedding tied to the lm_head; *.rotary_emb.inv_freq are ignored)",
+                              file, t.name, shape_to_string(t.shape), config_.shape_string()));
 }
 
 void CheckpointSource::read(const std::string& name, const std::vector<int64_t>& shape, float* dst) const {

@@ -45,8 +45,8 @@ class CheckpointSource : public TensorSource {
  public:
   // Loads and validates config.json, opens model.safetensors, and checks that every expected
   // tensor is present with the right shape (the Error names the first missing or mismatched
-  // tensor, with expected vs found shape). *.rotary_emb.inv_freq tensors are ignored; other
-  // unknown tensors are ignored but listed in unexpected_tensors().
+  // tensor, with expected vs found shape). *.rotary_emb.inv_freq tensors are ignored; any
+  // other tensor is an Error naming it.
   explicit CheckpointSource(const std::filesystem::path& folder);
 
   const ModelConfig& config() const override { return config_; }
@@ -55,13 +55,11 @@ class CheckpointSource : public TensorSource {
 
   const std::filesystem::path& folder() const { return folder_; }
   const SafetensorsFile& file() const { return file_; }
-  const std::vector<std::string>& unexpected_tensors() const { return unexpected_; }  // header order
 
  private:
   std::filesystem::path folder_;
   ModelConfig config_;
   SafetensorsFile file_;
-  std::vector<std::string> unexpected_;
 };
 
 }  // namespace bitsim::model

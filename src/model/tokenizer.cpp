@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "model/error.h"
+#include "model/file_io.h"
 
 namespace bitsim::model {
 namespace {
@@ -20,13 +21,16 @@ std::string id_text(int id) { return fmt::format("<{}>", id); }
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(const std::filesystem::path& file) : path_(file) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(file, ec))
-      throw Error(fmt::format("tokenizer file not found: {}", file.string()));
+    io::check_input_file(file, "tokenizer file");
     const auto status = sp_.Load(file.string());
-    if (!status.ok())
-      throw Error(fmt::format("cannot load SentencePiece tokenizer {}: {}", file.string(),
-                              status.ToString()));
+    if (!status.ok()) {
+      // The library's messages carry its own source position ("./src/...cc(1101) [...]"):
+      // a reader needs what is wrong with the file, not where the library noticed it.
+      const std::string msg(status.message());
+      const bool internal = msg.find(".cc(") != std::string::npos;
+      throw Error(fmt::format("tokenizer file {}: {}", file.string(),
+                              internal ? "not a SentencePiece model (its contents do not parse as one)" : msg));
+    }
     pieces_ = sp_.GetPieceSize();
     if (pieces_ <= 0) throw Error(fmt::format("SentencePiece tokenizer {} has no pieces", file.string()));
   }

@@ -14,6 +14,8 @@
 #include "host/token_loop.h"
 #include "hw/clock.h"
 #include "model/error.h"
+#include "model/file_io.h"
+#include "model/stop_signal.h"
 #include "model/tokenizer.h"
 #include "sim/board_config.h"
 #include "sim/sampler.h"
@@ -85,6 +87,10 @@ void check_request(const BoardRunRequest& req) {
     throw Error("timing-only: the engines skip the arithmetic, so the golden check must be off");
   if (!req.vcd_file.empty() && req.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", req.vcd_file));
+  // Outputs are refused now rather than after the run (model/file_io.h).
+  if (!req.vcd_file.empty()) io::check_output_file(req.vcd_file, "vcd file");
+  if (!req.trace_file.empty()) io::check_output_file(req.trace_file, "trace file");
+  if (!req.record_mmio_file.empty()) io::check_output_file(req.record_mmio_file, "mmio record file");
 }
 
 // The prompt's token ids (BOS first), checked against the board's KV capacity.
@@ -102,20 +108,8 @@ std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokeni
   return ids;
 }
 
-// A trace file is refused now rather than after the run; an existing one is left as it is.
-// Checks before the work that an output file can be written (its folder exists, it is not
-// a folder), without leaving a file behind.
-void check_output_file(const std::string& file, const char* what) {
-  if (file.empty()) return;
-  const bool existed = std::filesystem::exists(file);
-  if (!std::ofstream(file, std::ios::binary | std::ios::app))
-    throw Error(fmt::format("{} {}: cannot open the file for writing", what, file));
-  if (!existed) std::filesystem::remove(file);
-}
-
 std::unique_ptr<TraceWriter> open_trace(const std::string& file) {
   if (file.empty()) return nullptr;
-  check_output_file(file, "trace file");
   return std::make_unique<TraceWriter>();
 }
 
@@ -273,7 +267,6 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     throw Error("--legacy-attention: the online-softmax unit (attention.variant) has no legacy shift mode");
   if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
   std::unique_ptr<TraceWriter> tracer = open_trace(req.trace_file);
-  check_output_file(req.record_mmio_file, "mmio record file");
   host::MmioProgram recorded;
   for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
 
@@ -296,7 +289,17 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   sim->loop().load_weights();
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
                      cfg.board.clock.mhz));
-  sim->run(std::ref(generation));
+  try {
+    sim->run(std::ref(generation));
+  } catch (const Stopped& stop) {
+    // SIGINT / SIGTERM: what finished is written (the trace of the tokens that ran) and said.
+    std::string written;
+    if (tracer) {
+      write_trace(*tracer, res, cfg, *sim, req.trace_file);
+      written = fmt::format("; the trace of them is in {}", req.trace_file);
+    }
+    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), written));
+  }
   res.fast = sim->fast_stats();
   if (req.keep_transfers) res.transfers = sim->platform().transfers();
   if (tracer) {

@@ -17,6 +17,7 @@
 #include "golden/float_reference.h"
 #include "hw/fast_kernels.h"
 #include "model/error.h"
+#include "model/file_io.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
 #include "model/tokenizer.h"
@@ -131,19 +132,7 @@ double nll_of(const std::vector<float>& logits, int target) {
 
 enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kKinds };
 
-std::string read_text_file(const std::filesystem::path& p) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(p, ec);
-  if (ec || !std::filesystem::exists(st)) throw Error(fmt::format("text file {}: no such file", p.string()));
-  if (!std::filesystem::is_regular_file(st))
-    throw Error(fmt::format("text file {}: not a regular file", p.string()));
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(fmt::format("text file {}: cannot open the file", p.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("text file {}: read error", p.string()));
-  return ss.str();
-}
+std::string read_text_file(const std::filesystem::path& p) { return io::read_file(p, "text file"); }
 
 std::string file_sha256(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -10,6 +10,8 @@
 #include <toml++/toml.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
+#include "model/parse_number.h"
 
 namespace bitsim::sim {
 
@@ -125,28 +127,12 @@ void ParamSet::set(const std::string& assignment, const std::string& origin) {
   const ParamSpec& s = mut(key, origin);
   const std::string source = origin + " " + key;
   switch (s.type) {
-    case ParamType::Real: {
-      try {
-        size_t used = 0;
-        const double d = std::stod(text, &used);
-        if (used != text.size()) throw std::invalid_argument("trailing");
-        set_value(key, d, source);
-      } catch (const std::logic_error&) {
-        throw Error(fmt::format("{}: '{}' is not a number", source, text));
-      }
+    case ParamType::Real:
+      set_value(key, parse_real(text, source), source);
       break;
-    }
-    case ParamType::Integer: {
-      try {
-        size_t used = 0;
-        const long long i = std::stoll(text, &used, 0);
-        if (used != text.size()) throw std::invalid_argument("trailing");
-        set_value(key, int64_t(i), source);
-      } catch (const std::logic_error&) {
-        throw Error(fmt::format("{}: '{}' is not an integer", source, text));
-      }
+    case ParamType::Integer:
+      set_value(key, parse_integer(text, source), source);
       break;
-    }
     case ParamType::Boolean:
       if (text == "true" || text == "1") set_value(key, true, source);
       else if (text == "false" || text == "0") set_value(key, false, source);
@@ -188,11 +174,7 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
 }
 
 void ParamSet::load_toml(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw Error(fmt::format("config file '{}' cannot be read", file.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  load_toml_string(ss.str(), file.string());
+  load_toml_string(io::read_file(file, "config file"), file.string());
 }
 
 double ParamSet::real(const std::string& key) const { return std::get<double>(spec(key).value); }

@@ -1,7 +1,5 @@
 #include "sim/regress.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +13,7 @@
 
 #include "host/mmio_program.h"
 #include "model/error.h"
+#include "model/file_io.h"
 #include "sim/board_run.h"
 #include "sim/calibrate.h"
 #include "sim/sweep.h"
@@ -250,13 +249,10 @@ std::string default_regress_suite_path() {
 }
 
 RegressSuite load_regress_suite(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec))
-    throw Error(fmt::format("suite file '{}': {}", file.string(),
-                            std::filesystem::exists(file, ec) ? "not a regular file" : "not found"));
+  const std::string text = io::read_file(file, "suite file");
   toml::table root;
   try {
-    root = toml::parse_file(file.string());
+    root = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
     throw Error(fmt::format("{}:{}:{}: TOML syntax error: {}", file.string(), e.source().begin.line,
                             e.source().begin.column, e.description()));
@@ -318,12 +314,10 @@ std::vector<RegressMove> compare_regress_figures(const std::vector<RegressFigure
 }
 
 std::vector<RegressFigure> read_regress_baseline(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec)) throw Error(fmt::format("baseline '{}': not found", file.string()));
-  std::ifstream in(file);
+  const std::string text = io::read_file(file, "baseline");
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("baseline '{}': malformed JSON ({})", file.string(), e.what()));
   }
@@ -351,25 +345,7 @@ std::string regress_baseline_text(const std::string& scenario, const std::vector
 
 void write_regress_baseline(const std::filesystem::path& file, const std::string& scenario,
                             const std::vector<RegressFigure>& figures) {
-  const std::string text = regress_baseline_text(scenario, figures);
-  const std::filesystem::path tmp = file.string() + fmt::format(".tmp{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("baseline '{}': cannot create '{}'", file.string(), tmp.string()));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(fmt::format("baseline '{}': write failed", file.string()));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error(fmt::format("baseline '{}': cannot rename into place ({})", file.string(), ec.message()));
-  }
+  io::write_file(file, regress_baseline_text(scenario, figures), "baseline");
 }
 
 const char* regress_status_name(RegressOutcome::Status s) {

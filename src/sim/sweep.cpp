@@ -1,10 +1,13 @@
 #include "sim/sweep.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <functional>
 
@@ -12,6 +15,7 @@
 
 #include "model/board_shape.h"
 #include "model/error.h"
+#include "model/stop_signal.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
 #include "sim/calibrate.h"
@@ -57,18 +61,17 @@ SweepPoint decode(const std::string& line) {
 SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 >= spec.size())
-    throw Error(fmt::format("grid axis '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", spec));
+    throw Error(fmt::format("--grid '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", spec));
   SweepAxis a;
   a.key = spec.substr(0, eq);
   if (a.key == "clock_mhz") a.key = "clock.mhz";
-  (void)base.spec(a.key);  // unknown key: an Error listing the valid ones
   size_t pos = eq + 1;
   while (pos <= spec.size()) {
     const size_t comma = spec.find(',', pos);
     const std::string v = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (v.empty()) throw Error(fmt::format("grid axis '{}': an empty value", spec));
+    if (v.empty()) throw Error(fmt::format("--grid '{}': an empty value", spec));
     ParamSet probe = base;
-    probe.set(a.key + "=" + v, "grid axis");  // out of range or wrong type: an Error naming the key and range
+    probe.set(a.key + "=" + v, "--grid");  // out of range or wrong type: an Error naming the key and range
     a.values.push_back(v);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -105,7 +108,7 @@ std::vector<ParamSet> grid_configs(const ParamSet& base, const SweepOptions& o, 
   std::vector<ParamSet> configs;
   for (const auto& v : values) {
     ParamSet p = base;
-    for (size_t i = 0; i < v.size(); ++i) p.set(res.keys[i] + "=" + v[i]);
+    for (size_t i = 0; i < v.size(); ++i) p.set(res.keys[i] + "=" + v[i], "--grid");
     (void)make_sim_config(p);  // every module accepts the point
     configs.push_back(std::move(p));
     res.points.emplace_back();
@@ -127,6 +130,7 @@ std::string check_base(const ParamSet& base, const std::string& model) {
 
 void set_point(SweepResult& res, int i, SweepPoint p) {
   p.values = std::move(res.points[size_t(i)].values);
+  p.done = true;
   res.points[size_t(i)] = std::move(p);
 }
 
@@ -137,6 +141,8 @@ void set_point(SweepResult& res, int i, SweepPoint p) {
     std::string line;
     try {
       line = fmt::format("{} {}\n", i, encode(measure_point(configs[size_t(i)], o)));
+    } catch (const Stopped& s) {
+      ::_exit(s.exit_code());  // the parent was signalled too and reaps what is done
     } catch (const std::exception& e) {
       line = fmt::format("{} ERROR {}\n", i, e.what());
       code = 1;
@@ -151,9 +157,11 @@ void set_point(SweepResult& res, int i, SweepPoint p) {
 class WorkerLines {
  public:
   explicit WorkerLines(std::vector<int> fds) : fds_(std::move(fds)), buf_(fds_.size()), open_(int(fds_.size())) {}
-  // Calls `on_line` with each complete line; returns when every worker closed its pipe.
-  void drain(const std::function<void(const std::string&)>& on_line) {
+  // Calls `on_line` with each complete line; returns true when every worker closed its pipe,
+  // false as soon as a stop signal arrived (select() returns EINTR at once).
+  bool drain(const std::function<void(const std::string&)>& on_line) {
     while (open_ > 0) {
+      if (stop_signal()) return false;
       fd_set set;
       FD_ZERO(&set);
       int maxfd = -1;
@@ -166,6 +174,11 @@ class WorkerLines {
       for (size_t j = 0; j < fds_.size(); ++j)
         if (fds_[j] >= 0 && FD_ISSET(fds_[j], &set)) read_one(j, on_line);
     }
+    return true;
+  }
+  ~WorkerLines() {
+    for (int fd : fds_)
+      if (fd >= 0) ::close(fd);
   }
 
  private:
@@ -195,6 +208,7 @@ class WorkerLines {
 void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& o, SweepResult& res,
                       const std::function<void(int, int)>& progress) {
   const int n = int(configs.size()), jobs = std::min(o.jobs, n);
+  const pid_t parent = ::getpid();
   std::vector<pid_t> pids;
   std::vector<int> fds;
   for (int j = 0; j < jobs; ++j) {
@@ -203,6 +217,9 @@ void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& 
     const pid_t pid = ::fork();
     if (pid < 0) throw Error("sweep: fork() failed");
     if (pid == 0) {
+      // A worker never outlives the sweep: killed with its parent, however the parent ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
       ::close(fd[0]);
       worker(configs, o, j, jobs, fd[1]);
     }
@@ -212,7 +229,7 @@ void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& 
   }
   std::string failure;
   int done = 0;
-  WorkerLines(std::move(fds)).drain([&](const std::string& line) {
+  const bool complete = WorkerLines(std::move(fds)).drain([&](const std::string& line) {
     const auto sp = line.find(' ');
     const int i = std::stoi(line.substr(0, sp));
     const std::string rest = line.substr(sp + 1);
@@ -221,11 +238,21 @@ void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& 
     ++done;
     if (progress) progress(done, n);
   });
+  if (!complete) {
+    // Stopped: the points in flight are dropped, every worker killed and reaped.
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    for (pid_t pid : pids)
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    check_stop();
+  }
   for (pid_t pid : pids) {
     int st = 0;
-    ::waitpid(pid, &st, 0);
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
     if (WIFSIGNALED(st)) failure = fmt::format("a worker process died of signal {}", WTERMSIG(st));
   }
+  check_stop();  // a signal after the last line: the points are all in, but the run was stopped
   if (!failure.empty()) throw Error("sweep: a point failed: " + failure);
   if (done != n) throw Error(fmt::format("sweep: {} of {} points came back from the worker processes", done, n));
 }
@@ -240,26 +267,43 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::fu
     throw Error(fmt::format("sweep: context {} with {} tokens runs past the {}-position KV cache", o.context, o.tokens,
                             model::kKvPositions));
   if (o.jobs < 1 || o.jobs > 64) throw Error(fmt::format("sweep: jobs {} must be in 1..64", o.jobs));
+  // Two axes over one key (clock_mhz is another name for clock.mhz) would set it twice per
+  // point, the later value silently winning.
+  for (size_t i = 0; i < o.grid.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (o.grid[i].key == o.grid[j].key)
+        throw Error(fmt::format("--grid: the key '{}' has two axes (axis {} and axis {}; clock_mhz is another name for "
+                                "clock.mhz): give each key one axis with all its values",
+                                o.grid[i].key, j + 1, i + 1));
   const auto t0 = std::chrono::steady_clock::now();
   SweepResult res;
   for (const auto& a : o.grid) res.keys.push_back(a.key);
   const std::vector<ParamSet> configs = grid_configs(base, o, res);
-  if (!o.check_model.empty()) {
-    if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
-    res.base_check = check_base(base, o.check_model);
-  }
-  const int n = int(configs.size());
-  if (progress) progress(0, n);
-  if (o.jobs == 1 || n == 1) {
-    for (int i = 0; i < n; ++i) {
-      set_point(res, i, measure_point(configs[size_t(i)], o));
-      if (progress) progress(i + 1, n);
+  try {
+    if (!o.check_model.empty()) {
+      if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
+      res.base_check = check_base(base, o.check_model);
     }
-  } else {
-    measure_parallel(configs, o, res, progress);
+    const int n = int(configs.size());
+    if (progress) progress(0, n);
+    if (o.jobs == 1 || n == 1) {
+      for (int i = 0; i < n; ++i) {
+        set_point(res, i, measure_point(configs[size_t(i)], o));
+        if (progress) progress(i + 1, n);
+      }
+      check_stop();
+    } else {
+      measure_parallel(configs, o, res, progress);
+    }
+  } catch (const Stopped& s) {
+    res.stopped_by = s.signal();
   }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+int SweepResult::points_done() const {
+  return int(std::count_if(points.begin(), points.end(), [](const SweepPoint& p) { return p.done; }));
 }
 
 std::string sweep_csv(const SweepResult& r) {
@@ -267,16 +311,21 @@ std::string sweep_csv(const SweepResult& r) {
   for (const auto& k : r.keys) out += k + ",";
   out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing\n";
   for (const auto& p : r.points) {
+    if (!p.done) continue;
     for (const auto& v : p.values) out += v + ",";
     out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{}\n", p.tok_s, p.total_ms, p.matmul_ms,
                        p.attention_ms, p.cpu_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing);
   }
+  if (r.stopped_by)
+    out += fmt::format("# partial: {} of {} points, stopped by {}\n", r.points_done(), r.points.size(),
+                       signal_name(r.stopped_by));
   return out;
 }
 
 nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& p : r.points) {
+    if (!p.done) continue;
     nlohmann::json j;
     for (size_t i = 0; i < r.keys.size(); ++i) j[r.keys[i]] = p.values[i];
     j["tok_s"] = p.tok_s;
@@ -293,6 +342,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
   return nlohmann::json{{"schema", "bitsim.sweep/1"}, {"keys", r.keys},      {"context", o.context},
                         {"tokens", o.tokens},         {"fidelity", "fast"},  {"mode", "timing-only"},
                         {"evidence", "simulated"},    {"base_check", r.base_check}, {"wall_s", r.wall_s},
+                        {"partial", r.stopped_by != 0}, {"points_total", r.points.size()},
                         {"points", pts}};
 }
 

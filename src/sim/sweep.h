@@ -34,6 +34,7 @@ struct SweepPoint {
   double read_gb_s = 0, wall_pct = 0;
   uint64_t dma_calls = 0;
   std::string timing;               // fails timing (board) | met (board) | unknown
+  bool done = false;                // measured (false: the sweep was stopped before this point)
 };
 
 struct SweepResult {
@@ -41,6 +42,9 @@ struct SweepResult {
   std::vector<SweepPoint> points;
   std::string base_check;           // what the functional check of the base config found
   double wall_s = 0;
+  int stopped_by = 0;               // the signal (SIGINT / SIGTERM) that stopped the sweep; 0: complete.
+                                    // A stopped sweep holds the points done; csv and json mark it partial
+  int points_done() const;
 };
 
 // "KEY=V1,V2,..." -> an axis (the key resolved and every value checked).
@@ -48,6 +52,8 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec);
 // What is known about closing timing at this point's clock and DMA length width (BOARD.md).
 std::string timing_closure(const ParamSet& point);
 
+// On SIGINT / SIGTERM (model/stop_signal.h) the workers are killed and reaped and the
+// result returned with stopped_by set: the points done so far, marked partial.
 SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
                       const std::function<void(int done, int total)>& progress = {},
                       const std::function<void(const std::string&)>& status = {});

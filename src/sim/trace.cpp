@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <fstream>
 
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/file_io.h"
 
 namespace bitsim::sim {
 
@@ -267,11 +270,11 @@ void TraceWriter::write(std::ostream& out) const {
 }
 
 void TraceWriter::write_file(const std::filesystem::path& path) const {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(fmt::format("trace file {}: cannot open the file for writing", path.string()));
-  write(f);
-  f.flush();
-  if (!f) throw Error(fmt::format("trace file {}: write failed", path.string()));
+  // Through a temporary file renamed into place: two runs writing the same trace leave one
+  // whole document, never a mix (model/file_io.h).
+  std::ostringstream text;
+  write(text);
+  io::write_file(path, text.str(), "trace file");
 }
 
 }  // namespace bitsim::sim

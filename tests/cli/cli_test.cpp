@@ -420,7 +420,7 @@ TEST(Cli, ReplayRejectsABadProgramNamingTheLine) {
   EXPECT_TRUE(contains(r.err, bad + ":3")) << r.err;
   r = bitsim("replay " + dir.path().string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(contains(r.err, "not a regular file")) << r.err;
+  EXPECT_TRUE(contains(r.err, "is a folder, a regular file is expected")) << r.err;
   r = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --quiet --record-mmio /nonexistent/x.mmio");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "mmio record file /nonexistent/x.mmio")) << r.err;

@@ -84,7 +84,7 @@ TEST(MemoryMap, Int8LmHeadIsRefusedWithTheSizes) {
     const std::string w = e.what();
     EXPECT_NE(w.find("INT8 lm_head"), std::string::npos) << w;
     EXPECT_NE(w.find("KV cache 36.0 MiB"), std::string::npos) << w;
-    EXPECT_NE(w.find("cma.bytes is 192.0 MiB"), std::string::npos) << w;
+    EXPECT_NE(w.find("cma.mib is 192.0 MiB"), std::string::npos) << w;
   }
 }
 

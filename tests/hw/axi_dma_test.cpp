@@ -569,6 +569,23 @@ TEST(AxiDma, ConfigErrorsNameTheField) {
   c = {};
   c.mm2s_fifo_beats = 8;  // smaller than a burst
   EXPECT_THROW(AxiDma("d3", clock, c), Error);
+  // S2MM too: a write waits for its whole burst in the FIFO, so a smaller one would never
+  // write (it deadlocked before this check); one burst deep is enough.
+  for (int beats : {1, 15}) {
+    c = {};
+    c.s2mm_fifo_beats = beats;
+    try {
+      c.validate("dma");
+      ADD_FAILURE() << "s2mm_fifo_beats " << beats << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dma.s2mm_fifo_beats' = " + std::to_string(beats)), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("dma.max_burst_beats = 16"), std::string::npos) << e.what();
+    }
+  }
+  c = {};
+  c.s2mm_fifo_beats = c.max_burst_beats;
+  EXPECT_NO_THROW(c.validate("dma"));
   for (int bits : {8, 26}) {
     c = {};
     c.length_bits = bits;

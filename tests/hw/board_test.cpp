@@ -30,6 +30,7 @@
 #include "host/memory_map.h"
 #include "host/ps.h"
 #include "hw/engine_regs.h"
+#include "hw/progress_watchdog.h"
 #include "hw/sim_context.h"
 #include "model/error.h"
 #include "model/packed_image.h"
@@ -271,6 +272,41 @@ void expect_attention_results(const Rig& r, const AttentionJob& j, int lane) {
     EXPECT_EQ(uint32_t(got[96]), hd.sum) << "lane " << lane << " head " << h;
     EXPECT_EQ(got[97], 0) << "lane " << lane << " head " << h;
   }
+}
+
+// ---- the watchdog ----------------------------------------------------------------------------
+
+// A matmul moves data all along: the watchdog, checked every 256 cycles with a short limit,
+// stays quiet. An S2MM started with no stream ever coming (its MM2S never started) is busy
+// forever: the watchdog names the channel and the keys that shape it.
+TEST(Board, WatchdogNamesAChannelThatCanNeverFinish) {
+  FreshSimContext ctx;
+  Rig r;
+  ProgressWatchdog quiet(r.board, 2000);
+  const MatmulJob j = make_matmul(37, 1536, 1, 0x0100'0000, 0x0180'0000);
+  start_matmul(r, 0, j);
+  ASSERT_TRUE(r.run_until([&] {
+    quiet.check(r.board.clock().cycle());
+    return r.idle(DmaId::Mm0, kS2mmDmasr) && r.idle(DmaId::Mm0, kMm2sDmasr);
+  }, 20000));
+
+  ProgressWatchdog watchdog(r.board, 2000);
+  r.wr(DmaId::Mm1, kS2mmDmacr, kCrRunStop);
+  r.wr(DmaId::Mm1, kS2mmDa, 0x0180'0000);
+  r.wr(DmaId::Mm1, kS2mmLength, 64);
+  std::string message;
+  for (int i = 0; i < 100 && message.empty(); ++i) {
+    r.run_cycles(256);
+    try {
+      watchdog.check(r.board.clock().cycle());
+    } catch (const Error& e) {
+      message = e.what();
+    }
+  }
+  for (const char* needle : {"watchdog: no data moved for", "mm1 S2MM", "dma.s2mm_fifo_beats = 64",
+                             "matmul.output_fifo_beats = 16", "hp.max_outstanding_writes"})
+    EXPECT_NE(message.find(needle), std::string::npos) << needle << " not in: " << message;
+  EXPECT_EQ(message.find("at0"), std::string::npos) << message;
 }
 
 // ---- (i) matmul through the board ----------------------------------------------------------

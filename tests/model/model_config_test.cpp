@@ -172,6 +172,17 @@ TEST(ModelConfig, NonPositiveSizesAreNamed) {
   expect_error(with("max_position_embeddings", 0), "max_position_embeddings", "positive");
 }
 
+// A layer count (or width) whose weights could never be on the board is refused before
+// anything is allocated by the shape, naming the field (2^31 - 1 layers once ran out of
+// memory, 1e6 took 12 s and 1.6 GB to fail).
+TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocation) {
+  for (int layers : {2147483647, 1000000, 50000}) expect_error(with("num_hidden_layers", layers), "num_hidden_layers", "4 GiB");
+  expect_error(with("vocab_size", 2147483647), "vocab_size", "4 GiB");
+  expect_error(with("intermediate_size", 8192), "intermediate_size", "4096");
+  expect_error(with("hidden_size", 9600), "hidden_size", "4096");
+  EXPECT_NO_THROW(ModelConfig::from_json(with("num_hidden_layers", 48), kSource));
+}
+
 TEST(ModelConfig, HeadShapeMustFitTheBoard) {
   // 1536 / 7 is not an integer
   expect_error(with("num_attention_heads", 7), "num_attention_heads", "multiple");

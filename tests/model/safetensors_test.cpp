@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include "model/error.h"
 
 namespace bitsim::model {
@@ -248,8 +250,8 @@ TEST(Safetensors, ShortFilesAndBadHeaderLengths) {
   expect_error(p, {"absurd"});
   write_raw(p, "{}", 0, ~0ull - 1);  // would wrap around a naive 8 + N bound check
   expect_error(p, {"absurd"});
-  expect_error(dir.path / "does-not-exist.safetensors", {"cannot open"});
-  expect_error(dir.path, {"not a regular file"});
+  expect_error(dir.path / "does-not-exist.safetensors", {"no such file"});
+  expect_error(dir.path, {"is a folder, a regular file is expected"});
   write_raw(p, "{}", 0);  // an empty but valid file
   EXPECT_TRUE(SafetensorsFile::open(p).tensors().empty());
 }
@@ -310,6 +312,35 @@ TEST(Safetensors, MalformedHeadersNameFileAndTensor) {
     write_raw(p, c.header, c.data);
     expect_error(p, c.needles);
   }
+}
+
+// The format indexes the whole data buffer, without holes: a gap between tensors or bytes
+// after the last one (a dropped tensor, a truncated header, another file format) is refused,
+// naming the tensors around it.
+TEST(Safetensors, GapsAndTrailingBytesAreRefused) {
+  TempDir dir;
+  const fs::path p = dir.path / "holes.safetensors";
+  write_raw(p, R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                   "b": {"dtype": "F32", "shape": [1], "data_offsets": [12, 16]}})", 16);
+  expect_error(p, {"4 unindexed bytes [8, 12)", "before tensor 'b'", "after tensor 'a'"});
+  write_raw(p, R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12);
+  expect_error(p, {"4 unindexed bytes [0, 4)", "before tensor 'a'"});
+  write_raw(p, R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 11);
+  expect_error(p, {"3 trailing bytes after the last tensor 'a'"});
+  write_raw(p, R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 8);
+  EXPECT_EQ(SafetensorsFile::open(p).tensors().size(), 1u);  // exactly covered: fine
+}
+
+// A FIFO or a folder in place of the file is refused before open() (which would block on a
+// FIFO), naming the path.
+TEST(Safetensors, NonRegularFilesAreRefusedNamingThem) {
+  TempDir dir;
+  const fs::path fifo = dir.path / "fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error(fifo, {"FIFO"});
+  const fs::path folder = dir.path / "folder.safetensors";
+  fs::create_directories(folder);
+  expect_error(folder, {"is a folder"});
 }
 
 TEST(Safetensors, TruncatedAndCorruptedFilesNeverCrash) {
@@ -414,9 +445,12 @@ TEST(Safetensors, StreamingWriterChecksByteCount) {
     SafetensorsWriter w(q, {{"t", DType::F32, {4}}});
     w.append(v.data(), 8);
     EXPECT_THROW(w.finish(), Error);
-    EXPECT_TRUE(fs::exists(q));
+    EXPECT_FALSE(fs::exists(q));  // written to a temporary file, renamed into place by finish()
   }
-  EXPECT_FALSE(fs::exists(q));  // an unfinished file is removed
+  EXPECT_FALSE(fs::exists(q));  // an unfinished file never appears
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) files += e.path() == p ? 1 : 100;
+  EXPECT_EQ(files, 1u);  // and its temporary file is gone
 }
 
 TEST(Safetensors, MoveKeepsTheMapping) {

@@ -259,7 +259,6 @@ TEST(Synthetic, CheckpointRoundTripEqualsSyntheticSource) {
   const CheckpointSource cp(ckpt);
   EXPECT_EQ(cp.config(), syn.config());
   EXPECT_EQ(cp.describe(), ckpt.string());
-  EXPECT_TRUE(cp.unexpected_tensors().empty());
   EXPECT_EQ(cp.file().find("lm_head.weight"), nullptr);
   EXPECT_EQ(cp.file().metadata().at("format"), "pt");
   ASSERT_EQ(cp.file().tensors().size(), syn.tensors().size());
@@ -293,15 +292,25 @@ TEST(Synthetic, CheckpointWithMissingTensorNamesTensor) {
                         {"'model.layers.0.self_attn.inner_attn_ln.weight'", "missing", "[192]"});
 }
 
-TEST(Synthetic, CheckpointIgnoresInvFreqAndListsUnknownTensors) {
+TEST(Synthetic, CheckpointIgnoresInvFreq) {
   TempDir dir;
   write_tiny_checkpoint(dir.path, [](std::vector<OwnedTensor>& t) {
     t.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {48}, std::vector<float>(48, 0.5f)});
-    t.push_back({"lm_head.weight", {512, 192}, std::vector<float>(512 * 192, 0.01f)});
     t.push_back({"model.layers.1.self_attn.rotary_emb.inv_freq", {48}, std::vector<float>(48, 0.5f)});
   });
   const CheckpointSource cp(dir.path);
-  EXPECT_EQ(cp.unexpected_tensors(), std::vector<std::string>{"lm_head.weight"});
+  EXPECT_EQ(cp.config().num_layers, 2);
+}
+
+// An unknown tensor would be ignored, so the logits would be another model's (an
+// lm_head.weight means the embedding is not tied): it is refused, naming tensor and file.
+TEST(Synthetic, CheckpointWithAnUnknownTensorIsRefusedNamingIt) {
+  TempDir dir;
+  write_tiny_checkpoint(dir.path, [](std::vector<OwnedTensor>& t) {
+    t.push_back({"lm_head.weight", {512, 192}, std::vector<float>(512 * 192, 0.01f)});
+  });
+  expect_error_mentions([&] { CheckpointSource cp(dir.path); },
+                        {(dir.path / "model.safetensors").string(), "unknown tensor 'lm_head.weight'", "[512, 192]"});
 }
 
 TEST(Synthetic, CheckpointWithBadConfigNamesConfigFile) {

@@ -125,9 +125,12 @@ TEST(BoardConfig, EveryKeyRangeEndIsAcceptedByTheModules) {
   for (const auto& s : board_keys()) {
     for (const double v : {s.min, s.max}) {
       ParamSet p = board_params();
-      // The DMA's data FIFO holds at least one burst: its ends are taken with a burst that fits.
-      if (s.key == "dma.mm2s_fifo_beats" && v < 16) p.set("dma.max_burst_beats=1");
-      if (s.key == "dma.max_burst_beats" && v > 64) p.set("dma.mm2s_fifo_beats=4096");
+      // The DMA's data FIFOs hold at least one burst: their ends are taken with a burst that fits.
+      if ((s.key == "dma.mm2s_fifo_beats" || s.key == "dma.s2mm_fifo_beats") && v < 16) p.set("dma.max_burst_beats=1");
+      if (s.key == "dma.max_burst_beats" && v > 64) {
+        p.set("dma.mm2s_fifo_beats=4096");
+        p.set("dma.s2mm_fifo_beats=4096");
+      }
       p.set_value(s.key, s.type == ParamType::Integer ? ParamValue(int64_t(v)) : ParamValue(v), "test");
       EXPECT_EQ(board_error(make_sim_config(p).board), "") << s.key << " = " << v;
     }

@@ -225,7 +225,7 @@ TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
     }
   };
   expect_error(request("synthetic:tiny", dir.path() / "missing.txt", 0), "missing.txt: no such file");
-  expect_error(request("synthetic:tiny", dir.path(), 0), "not a regular file");
+  expect_error(request("synthetic:tiny", dir.path(), 0), "is a folder, a regular file is expected");
   expect_error(request("synthetic:tiny", dir.file("empty.txt", ""), 0), "empty.txt: the file is empty");
   expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), 4), "tokens 4");
   expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), -1), "tokens -1");
@@ -303,10 +303,10 @@ TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
     std::string args, says;
   } cases[] = {
       {"--text " + (dir.path() / "nope.txt").string(), "nope.txt: no such file"},
-      {"--text " + dir.path().string(), "not a regular file"},
+      {"--text " + dir.path().string(), "is a folder, a regular file is expected"},
       {"--text " + empty.string(), "empty.txt: the file is empty"},
       {"--text " + text.string() + " --tokens 9", "tokens 9"},
-      {"--text " + text.string() + " --tokens -2", "tokens -2"},
+      {"--text " + text.string() + " --tokens -2", "--tokens: '-2' is out of range"},
       {"--text " + text.string() + " --tokens many", "--tokens"},
       {"--text " + text.string() + " --board 5", "board positions 5"},
   };

@@ -1,0 +1,178 @@
+#include "model/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace bitsim::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string reason(int err) {
+  if (err == ELOOP) return "a symlink loop (too many levels of symbolic links)";
+  if (err == ENOENT) return "no such file or folder";
+  return std::strerror(err);
+}
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a folder";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+// Writes all of `data` to `fd`; false on any error (errno set).
+bool write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t k = ::write(fd, data, size);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += k;
+    size -= size_t(k);
+  }
+  return true;
+}
+
+fs::path folder_of(const fs::path& p) {
+  const fs::path parent = p.parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+}  // namespace
+
+void check_input_file(const fs::path& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(fmt::format("{} {}: {}", what, path.string(), reason(errno)));
+  if (!S_ISREG(st.st_mode))
+    throw Error(fmt::format("{} {}: is {}, a regular file is expected", what, path.string(), kind_of(st.st_mode)));
+  if (::access(path.c_str(), R_OK) != 0)
+    throw Error(fmt::format("{} {}: cannot be read: {}", what, path.string(), std::strerror(errno)));
+}
+
+void check_input_folder(const fs::path& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(fmt::format("{} {}: {}", what, path.string(), reason(errno)));
+  if (!S_ISDIR(st.st_mode)) throw Error(fmt::format("{} {}: is not a folder", what, path.string()));
+}
+
+std::string read_file(const fs::path& path, const std::string& what) {
+  check_input_file(path, what);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what, path.string(), std::strerror(errno)));
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t k = ::read(fd, buf, sizeof buf);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(fmt::format("{} {}: read failed: {}", what, path.string(), std::strerror(err)));
+    }
+    if (k == 0) break;
+    out.append(buf, size_t(k));
+  }
+  ::close(fd);
+  return out;
+}
+
+void check_output_file(const fs::path& path, const std::string& what) {
+  if (path.empty()) throw Error(fmt::format("{}: an empty file name", what));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{} {}: is a folder, a file name is expected", what, path.string()));
+    if (::access(path.c_str(), W_OK) != 0)
+      throw Error(fmt::format("{} {}: cannot be written: {}", what, path.string(), std::strerror(errno)));
+    if (!S_ISREG(st.st_mode)) return;  // a device or a pipe: written in place at commit
+  } else if (errno != ENOENT) {
+    throw Error(fmt::format("{} {}: {}", what, path.string(), reason(errno)));
+  }
+  const fs::path folder = folder_of(path);
+  struct stat ds {};
+  if (::stat(folder.c_str(), &ds) != 0)
+    throw Error(fmt::format("{} {}: its folder {} does not exist ({})", what, path.string(), folder.string(),
+                            reason(errno)));
+  if (!S_ISDIR(ds.st_mode))
+    throw Error(fmt::format("{} {}: {} is not a folder", what, path.string(), folder.string()));
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw Error(fmt::format("{} {}: cannot create files in {}: {}", what, path.string(), folder.string(),
+                            std::strerror(errno)));
+}
+
+OutputFile::OutputFile(const fs::path& path, const std::string& what, const std::string& suffix)
+    : path_(path), what_(what) {
+  check_output_file(path, what);
+  // A symlink is followed: the file it names is replaced, the link stays.
+  std::error_code ec;
+  fs::path target = path;
+  if (fs::is_symlink(path, ec) && fs::exists(path, ec)) target = fs::canonical(path, ec);
+  if (ec) target = path;
+  struct stat st {};
+  const bool special = ::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  // Beside the target (same file system: the rename is atomic), or in the temporary folder
+  // when the target is a device or a pipe (copied into it at commit).
+  const fs::path dir = special ? fs::temp_directory_path() : folder_of(target);
+  std::string templ = (dir / fmt::format(".{}.tmp.XXXXXX{}", target.filename().string(), suffix)).string();
+  const int fd = ::mkstemps(templ.data(), int(suffix.size()));
+  if (fd < 0)
+    throw Error(fmt::format("{} {}: cannot create a temporary file in {}: {}", what, path.string(), dir.string(),
+                            std::strerror(errno)));
+  ::fchmod(fd, 0644);
+  ::close(fd);
+  temp_ = templ;
+  if (!special) path_ = target;
+}
+
+OutputFile::~OutputFile() {
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void OutputFile::commit() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device or a pipe: copy the finished file into it, every write checked.
+    const std::string data = read_file(temp_, what_ + " (temporary file)");
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what_, path_.string(), std::strerror(errno)));
+    const bool ok = write_all(fd, data.data(), data.size());
+    const int err = errno;
+    if (::close(fd) != 0 || !ok)
+      throw Error(fmt::format("{} {}: write failed: {}", what_, path_.string(), std::strerror(ok ? errno : err)));
+    ::unlink(temp_.c_str());
+    committed_ = true;
+    return;
+  }
+  if (::rename(temp_.c_str(), path_.c_str()) != 0)
+    throw Error(fmt::format("{} {}: cannot move the written file into place: {}", what_, path_.string(),
+                            std::strerror(errno)));
+  committed_ = true;
+}
+
+void write_file(const fs::path& path, const std::string& content, const std::string& what) {
+  OutputFile out(path, what);
+  const int fd = ::open(out.temp_path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what, path.string(), std::strerror(errno)));
+  const bool ok = write_all(fd, content.data(), content.size());
+  const int err = errno;
+  if (::close(fd) != 0 || !ok)
+    throw Error(fmt::format("{} {}: write failed: {}", what, path.string(), std::strerror(ok ? errno : err)));
+  out.commit();
+}
+
+}  // namespace bitsim::io

@@ -1,0 +1,49 @@
+#pragma once
+// The one home of bitsim's file rules (docs/errors.md):
+//   inputs  - every file bitsim reads is checked to be a regular file (a symlink to one is
+//             fine) before it is opened: a missing path, a symlink loop, a folder, a FIFO, a
+//             device or a socket is a bitsim::Error naming the path, never a hang or a crash;
+//   outputs - checked before the work starts (the folder exists and takes new files, the
+//             path is not a folder), written to a temporary file beside the target and
+//             renamed into place when complete, so a reader (or a second writer) never sees
+//             half a file; every write error (a full disk, /dev/full) is a bitsim::Error.
+//             A target that exists and is not a regular file (/dev/stdout, /dev/null, a
+//             pipe) cannot be renamed onto: the finished temporary file is copied into it,
+//             every write checked.
+// `what` names the thing in messages ("--csv", "trace file", "model folder").
+#include <filesystem>
+#include <string>
+
+namespace bitsim::io {
+
+void check_input_file(const std::filesystem::path& path, const std::string& what);
+void check_input_folder(const std::filesystem::path& path, const std::string& what);
+// check_input_file, then the whole file.
+std::string read_file(const std::filesystem::path& path, const std::string& what);
+
+void check_output_file(const std::filesystem::path& path, const std::string& what);
+// check_output_file, then `content` through an OutputFile.
+void write_file(const std::filesystem::path& path, const std::string& content, const std::string& what);
+
+// An output written by another writer (a stream, SystemC's VCD writer): it writes to
+// temp_path(), then commit() puts the finished file in place. Destroyed uncommitted (an
+// error, a signal), it removes the temporary file and leaves the target as it was.
+class OutputFile {
+ public:
+  // `suffix` ends the temporary file's name (a writer that appends an extension itself).
+  OutputFile(const std::filesystem::path& path, const std::string& what, const std::string& suffix = "");
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& temp_path() const { return temp_; }
+  void commit();
+
+ private:
+  std::filesystem::path path_, temp_;
+  std::string what_;
+  bool committed_ = false;
+};
+
+}  // namespace bitsim::io

@@ -1,0 +1,271 @@
+// Bad input as a new user gives it (issue: crashes, hangs, lost data, silently wrong
+// answers, unclear messages), each through the real bitsim command: a clear message naming
+// the thing at fault and exit 2, never a crash, a hang, a lost result or a wrong answer.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/run_bitsim.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Result = bitsim::testing::CommandResult;
+Result bitsim(const std::string& args) { return bitsim::testing::run_bitsim(args); }
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path = fs::temp_directory_path() / ("bitsim_bad_input_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Exit 2 and every needle in stderr.
+void expect_refused(const Result& r, const std::vector<std::string>& needles) {
+  EXPECT_EQ(r.code, 2) << r.err;
+  for (const auto& n : needles) EXPECT_TRUE(has(r.err, n)) << "'" << n << "' not in: " << r.err;
+  EXPECT_FALSE(has(r.err, "internal error")) << r.err;
+}
+
+const std::string kTiny = "run --model synthetic:tiny --prompt hi --quiet ";
+
+// ---- crashes ------------------------------------------------------------------------------
+
+TEST(BadInput, VcdIntoAMissingFolderIsRefusedBeforeTheRun) {
+  const Result r = bitsim(kTiny + "--tokens 2 --fidelity cycle --vcd /nonexistent/v.vcd");
+  expect_refused(r, {"vcd file /nonexistent/v.vcd", "/nonexistent does not exist"});
+}
+
+// attention.drain runs over its whole documented range, in both fidelities with the same
+// times; one past it is refused in run and in sweep.
+TEST(BadInput, AttentionDrainRunsOverItsRangeAndIsRefusedPastIt) {
+  const Result fast = bitsim(kTiny + "--tokens 1 --no-check --json --set attention.drain=1024");
+  const Result cycle = bitsim(kTiny + "--tokens 1 --no-check --json --fidelity cycle --set attention.drain=1024");
+  ASSERT_EQ(fast.code, 0) << fast.err;
+  ASSERT_EQ(cycle.code, 0) << cycle.err;
+  const auto jf = nlohmann::json::parse(fast.out), jc = nlohmann::json::parse(cycle.out);
+  ASSERT_EQ(jf["tokens"].size(), jc["tokens"].size());
+  for (size_t i = 0; i < jf["tokens"].size(); ++i)
+    EXPECT_EQ(jf["tokens"][i]["total_ms"], jc["tokens"][i]["total_ms"]);
+  expect_refused(bitsim(kTiny + "--tokens 1 --set attention.drain=1025"), {"attention.drain", "1025", "1024"});
+  expect_refused(bitsim("sweep --quiet --check-model '' --tokens 1 --grid attention.drain=4,1025"),
+                 {"--grid attention.drain", "1025", "out of range"});
+}
+
+TEST(BadInput, AbsurdLayerCountIsRefusedNamingTheField) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string() + "/m").code, 0);
+  auto j = nlohmann::json::parse(slurp(d.path / "m" / "config.json"));
+  for (long long layers : {2147483647LL, 1000000LL}) {
+    j["num_hidden_layers"] = layers;
+    std::ofstream(d.path / "m" / "config.json") << j.dump();
+    expect_refused(bitsim("inspect --model " + (d.path / "m").string()),
+                   {"config.json", "num_hidden_layers", std::to_string(layers) + " layers", "4 GiB"});
+  }
+}
+
+TEST(BadInput, SymlinkLoopAsModelIsAClearError) {
+  TempDir d;
+  fs::create_symlink(d.path / "a", d.path / "b");
+  fs::create_symlink(d.path / "b", d.path / "a");
+  expect_refused(bitsim("inspect --model " + (d.path / "a").string()), {(d.path / "a").string(), "symlink loop"});
+}
+
+TEST(BadInput, JsonToAFullStdoutIsAnError) {
+  const Result r = bitsim(kTiny + "--tokens 1 --no-check --json >/dev/full");
+  expect_refused(r, {"standard output: write failed"});
+}
+
+// ---- hangs --------------------------------------------------------------------------------
+
+// Free register accesses: a status poll still moves simulated time, so the run ends, with
+// the same times in both fidelities.
+TEST(BadInput, ZeroRegisterAccessTimeRunsInBothFidelities) {
+  const std::string args = kTiny + "--tokens 1 --no-check --json --set driver.c.reg_access_ns=0";
+  const Result fast = bitsim(args), cycle = bitsim(args + " --fidelity cycle");
+  ASSERT_EQ(fast.code, 0) << fast.err;
+  ASSERT_EQ(cycle.code, 0) << cycle.err;
+  const auto jf = nlohmann::json::parse(fast.out), jc = nlohmann::json::parse(cycle.out);
+  for (size_t i = 0; i < jf["tokens"].size(); ++i) {
+    EXPECT_EQ(jf["tokens"][i]["total_ms"], jc["tokens"][i]["total_ms"]);
+    EXPECT_GT(jf["tokens"][i]["total_ms"].get<double>(), 0.0);
+  }
+}
+
+// A data FIFO smaller than one burst never moves a burst: refused in both fidelities and in
+// sweep, naming the FIFO's key and dma.max_burst_beats.
+TEST(BadInput, DmaFifoSmallerThanABurstIsRefusedNamingBothKeys) {
+  for (const char* fidelity : {"fast", "cycle"})
+    expect_refused(bitsim(kTiny + "--tokens 1 --fidelity " + std::string(fidelity) + " --set dma.s2mm_fifo_beats=15"),
+                   {"dma.s2mm_fifo_beats", "dma.max_burst_beats = 16"});
+  expect_refused(bitsim("sweep --quiet --check-model '' --tokens 1 --grid dma.s2mm_fifo_beats=1,64"),
+                 {"dma.s2mm_fifo_beats", "dma.max_burst_beats"});
+  // Raising the burst past the FIFOs blames the FIFO that no longer holds one, and says what to do.
+  expect_refused(bitsim(kTiny + "--tokens 1 --set dma.max_burst_beats=128"),
+                 {"dma.mm2s_fifo_beats' = 64", "dma.max_burst_beats = 128", "give dma.mm2s_fifo_beats >= 128"});
+}
+
+TEST(BadInput, FifosAsInputsAreRefusedNotWaitedOn) {
+  TempDir d;
+  const fs::path fifo = d.path / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_refused(bitsim("config --config " + fifo.string()), {"config file " + fifo.string(), "FIFO"});
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + (d.path / "m").string()).code, 0);
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    const fs::path f = d.path / "m" / name;
+    fs::rename(f, d.path / "saved");
+    ASSERT_EQ(::mkfifo(f.c_str(), 0600), 0);
+    expect_refused(bitsim("inspect --model " + (d.path / "m").string()), {f.string(), "FIFO"});
+    fs::remove(f);
+    fs::rename(d.path / "saved", f);
+  }
+  expect_refused(bitsim(kTiny + "--tokens 1 --tokenizer " + fifo.string()), {"tokenizer file " + fifo.string(), "FIFO"});
+}
+
+// ---- data lost ----------------------------------------------------------------------------
+
+TEST(BadInput, SweepOutputInAMissingFolderIsRefusedBeforeTheWork) {
+  for (const char* opt : {"--csv", "--json"}) {
+    const Result r = bitsim("sweep --tokens 1 --grid clock_mhz=100,125 " + std::string(opt) + " /nonexistent/x");
+    expect_refused(r, {std::string(opt) + " /nonexistent/x", "does not exist"});
+    EXPECT_FALSE(has(r.err, "checking the base config")) << r.err;  // nothing ran
+  }
+}
+
+TEST(BadInput, WritesToAFullDeviceAreErrors) {
+  const std::string sweep = "sweep --quiet --check-model '' --tokens 1 --grid clock_mhz=100 ";
+  expect_refused(bitsim(sweep + "--csv /dev/full"), {"--csv /dev/full: write failed"});
+  expect_refused(bitsim(sweep + "--json /dev/full"), {"--json /dev/full: write failed"});
+  expect_refused(bitsim(kTiny + "--tokens 1 --fidelity cycle --vcd /dev/full"), {"vcd file /dev/full: write failed"});
+  expect_refused(bitsim(kTiny + "--tokens 1 --no-check --trace /dev/full"), {"trace file /dev/full: write failed"});
+}
+
+// Two runs writing one trace at once: each writes its own temporary file and renames it,
+// so the file is always one whole JSON document.
+TEST(BadInput, ConcurrentTraceWritersLeaveValidJson) {
+  TempDir d;
+  const fs::path trace = d.path / "t.json";
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string cmd = std::string(BITSIM_BINARY) + " " + kTiny + "--tokens " + std::to_string(1 + i) +
+                              " --no-check --trace " + trace.string() + " >/dev/null 2>&1";
+      ::_exit(std::system(cmd.c_str()) == 0 ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  const auto j = nlohmann::json::parse(slurp(trace));  // throws on a mix of two documents
+  EXPECT_EQ(j["otherData"]["format"], "bitsim.trace/1");
+  for (const auto& e : fs::directory_iterator(d.path)) EXPECT_EQ(e.path(), trace);  // no temporary left
+}
+
+TEST(BadInput, MakeModelRefusesAnExistingCheckpointWithoutForce) {
+  TempDir d;
+  const std::string out = (d.path / "m").string();
+  ASSERT_EQ(bitsim("make-model --shape tiny --seed 1 --out " + out).code, 0);
+  const std::string before = slurp(d.path / "m" / "model.safetensors");
+  expect_refused(bitsim("make-model --shape tiny --seed 2 --out " + out), {"--out " + out, "--force"});
+  EXPECT_EQ(slurp(d.path / "m" / "model.safetensors"), before);
+  ASSERT_EQ(bitsim("make-model --shape tiny --seed 2 --force --out " + out).code, 0);
+  EXPECT_NE(slurp(d.path / "m" / "model.safetensors"), before);
+  // An empty folder is fine without --force.
+  fs::create_directories(d.path / "empty");
+  EXPECT_EQ(bitsim("make-model --shape tiny --out " + (d.path / "empty").string()).code, 0);
+}
+
+// ---- silently wrong -----------------------------------------------------------------------
+
+TEST(BadInput, LeadingZeroIsDecimalNotOctal) {
+  const Result r = bitsim("config --set matmul.pipeline_depth=0100");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "matmul.pipeline_depth = 100")) << r.out;
+  expect_refused(bitsim("config --set matmul.pipeline_depth=0x10"), {"matmul.pipeline_depth", "'0x10'", "decimal"});
+}
+
+TEST(BadInput, GridAxesOverOneKeyAreRefused) {
+  const std::string sweep = "sweep --quiet --check-model '' --tokens 1 ";
+  expect_refused(bitsim(sweep + "--grid clock_mhz=100,200 --grid clock.mhz=150"), {"'clock.mhz' has two axes"});
+  expect_refused(bitsim(sweep + "--grid clock.mhz=100 --grid clock.mhz=150"), {"'clock.mhz' has two axes"});
+}
+
+TEST(BadInput, ConfigThatIsAFolderIsRefused) {
+  TempDir d;
+  expect_refused(bitsim("config --config " + d.path.string()), {"config file " + d.path.string(), "is a folder"});
+}
+
+TEST(BadInput, NegativeAndHugeNumbersAreRefusedNotWrapped) {
+  expect_refused(bitsim(kTiny + "--seed -1"), {"--seed", "'-1'", "out of range"});
+  expect_refused(bitsim(kTiny + "--seed 99999999999999999999"), {"--seed", "out of range"});
+  expect_refused(bitsim("make-model --seed -1 --out /tmp/never"), {"--seed", "'-1'"});
+  expect_refused(bitsim("inspect --model synthetic:tiny:-1"), {"synthetic:tiny:-1", "seed", "'-1'"});
+  expect_refused(bitsim("inspect --model synthetic:tiny:99999999999999999999"), {"seed", "out of range"});
+  expect_refused(bitsim(kTiny + "--fidelity cycle --vcd /tmp/never.vcd --vcd-window 0:-1"),
+                 {"--vcd-window '0:-1'", "END", "'-1'"});
+  expect_refused(bitsim(kTiny + "--fidelity cycle --vcd /tmp/never.vcd --vcd-window 010:9"),
+                 {"--vcd-window '010:9'", "END must be after START"});  // 010 is ten, not eight
+  EXPECT_FALSE(fs::exists("/tmp/never.vcd"));
+}
+
+// ---- unclear ------------------------------------------------------------------------------
+
+TEST(BadInput, MessagesNameTheThingAtFault) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + (d.path / "m").string()).code, 0);
+  fs::remove(d.path / "m" / "config.json");
+  fs::create_directories(d.path / "m" / "config.json");
+  expect_refused(bitsim("inspect --model " + (d.path / "m").string()), {"config.json", "is a folder"});
+  expect_refused(bitsim(kTiny + "--tokenizer " + d.path.string()), {"tokenizer file " + d.path.string(), "is a folder"});
+
+  const Result nan = bitsim(kTiny + "--temperature nan");
+  expect_refused(nan, {"--temperature", "'nan' is not a number"});
+  EXPECT_FALSE(has(nan.err, "loading")) << nan.err;  // refused before any work
+
+  const Result topk = bitsim(kTiny + "--top-k -1");
+  expect_refused(topk, {"--top-k", "'-1'", "0..2147483647"});
+  EXPECT_LT(topk.err.size(), 200u) << topk.err;  // no 309-digit bound
+
+  expect_refused(bitsim(kTiny + "--tokens abc"), {"--tokens", "'abc' is not a decimal integer", "0..511"});
+  expect_refused(bitsim("sweep --quiet --check-model '' --tokens 1 --grid clock_mhz=100,5000"),
+                 {"--grid clock.mhz", "5000", "out of range"});
+  const Result cma = bitsim("run --model synthetic:bitnet-large --prompt hi --tokens 1 --set cma.mib=1 --quiet");
+  expect_refused(cma, {"cma.mib is 1.0 MiB"});
+  EXPECT_FALSE(has(cma.err, "cma.bytes")) << cma.err;
+
+  std::ofstream(d.path / "bad.model") << "not a tokenizer";
+  const Result sp = bitsim(kTiny + "--tokenizer " + (d.path / "bad.model").string());
+  expect_refused(sp, {"tokenizer file " + (d.path / "bad.model").string(), "not a SentencePiece model"});
+  EXPECT_FALSE(has(sp.err, ".cc(")) << sp.err;  // no library source position
+}
+
+}  // namespace
