@@ -2,6 +2,7 @@
 // exit with code 2 and a message that names the thing at fault.
 #include "cli/commands.h"
 #include "cli/eval_command.h"
+#include "cli/campaign_command.h"
 
 #include <unistd.h>
 
@@ -262,6 +263,8 @@ struct SweepArgs {
   sim::SweepOptions opt;
   std::string csv, json;
   bool quiet = false;
+  CampaignCli campaign;  // --out, --shard, --resume, ... (cli/campaign_command.h)
+  MergeCli merge;        // `bitsim sweep merge DIR`
 };
 
 int cmd_sweep(SweepArgs& a) {
@@ -272,6 +275,8 @@ int cmd_sweep(SweepArgs& a) {
   } catch (const Error& e) {
     throw Error(fmt::format("--grid: {}", e.what()));
   }
+  if (campaign_requested(a.campaign))
+    return run_campaign(base, a.opt, a.campaign, {a.config, a.sets, a.grid, a.csv, a.json}, a.quiet);
   const bool tty = ::isatty(STDERR_FILENO) && !a.quiet;
   std::function<void(int, int)> progress;
   if (tty)
@@ -587,7 +592,7 @@ Command add_sweep(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
   SweepArgs& a = *args;
   auto* sub = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
-  sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product")->required();
+  sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product");
   sub->add_option("--tokens", a.opt.tokens, "Timing-only tokens per point")->check(CLI::Range(1, 64))->capture_default_str();
   sub->add_option("--context", a.opt.context, "Context T of the first token")->check(CLI::Range(1, 512))->capture_default_str();
   sub->add_option("--jobs", a.opt.jobs, "Worker processes")->check(CLI::Range(1, 64))->capture_default_str();
@@ -597,7 +602,9 @@ Command add_sweep(CLI::App& app) {
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one base config key: KEY=VALUE (repeatable)");
   sub->add_flag("--quiet", a.quiet, "No progress on stderr");
-  return {sub, [args] { return cmd_sweep(*args); }};
+  add_campaign_options(sub, a.campaign);
+  add_merge_subcommand(sub, a.merge);
+  return {sub, [args] { return args->merge.sub->parsed() ? run_merge(args->merge) : cmd_sweep(*args); }};
 }
 
 // `bitsim validate`: its options; the command runs when the subcommand was given.
