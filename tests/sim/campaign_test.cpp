@@ -346,6 +346,38 @@ TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
   EXPECT_NE(r.err.find("--shard '2/2'"), std::string::npos) << r.err;
 }
 
+TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
+  TempDir dir("script");
+  const std::string d = dir.path.string();
+  auto r = run_bitsim("sweep --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet --out " + d +
+                      "/c --slurm-script " + d + "/run.sh --shards 2 --max-running 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string script = read(dir.path / "run.sh");
+  EXPECT_NE(script.find("\n#SBATCH --array=0-1%1\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("--dependency=afterok:"), std::string::npos) << script;
+  EXPECT_NE(script.find(" sweep merge "), std::string::npos) << script;
+  // --mem covers the measured peak with its margin (peak x 1.5 + 256 MiB).
+  const auto mem_at = script.find("\n#SBATCH --mem=");
+  ASSERT_NE(mem_at, std::string::npos);
+  EXPECT_GT(std::stoi(script.substr(mem_at + 15)), 256 + 100);
+  EXPECT_NE(script.find("\n#SBATCH --time="), std::string::npos);
+  EXPECT_TRUE(fs::is_directory(dir.path / "c" / "logs"));  // Slurm does not create the --output folder
+  // The script as two array tasks (without Slurm: the environment a task would have).
+  for (int k = 0; k < 2; ++k) {
+    const std::string cmd = "SLURM_ARRAY_TASK_ID=" + std::to_string(k) + " SLURM_ARRAY_TASK_COUNT=2 bash " + d +
+                            "/run.sh > " + d + "/task" + std::to_string(k) + ".out 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read(dir.path / ("task" + std::to_string(k) + ".out"));
+    EXPECT_NE(read(dir.path / ("task" + std::to_string(k) + ".out")).find("shard " + std::to_string(k) + "/2 (the Slurm array task)"),
+              std::string::npos);
+  }
+  r = run_bitsim("sweep merge " + d + "/c");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("complete: all 3 points"), std::string::npos) << r.out;
+  r = run_bitsim("sweep --grid clock_mhz=100 --slurm-script " + d + "/x.sh");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+}
+
 TEST(CampaignCli, AShardKilledHalfwayResumesWithoutRedoingDonePoints) {
   TempDir dir("killed");
   const fs::path out = dir.path / "c";
