@@ -560,6 +560,7 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
   sub->add_option("--vcd", a.req.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream valid/ready/last, DMA and engine state) to FILE");
   sub->add_option("--vcd-window", a.vcd_window, "START:END in PL cycles traced into the VCD (default 0:20000)");
+  sub->add_option("--layers-csv", a.req.layers_csv_file, "Write one CSV row per (token, layer, step) to FILE: simulated begin and time, the busy unit, DMA calls, bytes read (docs/json-schemas.md)");
   sub->add_option("--trace", a.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
   sub->add_option("--record-mmio", a.req.record_mmio_file, "Write the host program's register accesses and DDR loads and stores, with their simulated times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
   return {sub, [args] { return cmd_run(*args); }};

@@ -18,6 +18,7 @@
 #include "sim/board_config.h"
 #include "sim/sampler.h"
 #include "sim/simulation.h"
+#include "sim/layer_table.h"
 #include "sim/trace.h"
 
 namespace bitsim::sim {
@@ -270,6 +271,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
   std::unique_ptr<TraceWriter> tracer = open_trace(req.trace_file);
   check_output_file(req.record_mmio_file, "mmio record file");
+  check_output_file(req.layers_csv_file, "layers CSV file");
   host::MmioProgram recorded;
   for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
 
@@ -286,13 +288,20 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const auto sim = make_simulation(cfg, l.model, l.scales, so);
   Session session(*sim);
   Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
-  sim->loop().set_observer(tracer.get());
+  std::unique_ptr<LayerTable> layers;
+  if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
+  if (layers) sim->loop().set_observer(layers.get());
+  else sim->loop().set_observer(tracer.get());
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights();
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
                      cfg.board.clock.mhz));
   sim->run(std::ref(generation));
   res.fast = sim->fast_stats();
+  if (layers) {
+    status(fmt::format("writing the per-layer table to {} ...", req.layers_csv_file));
+    layers->write_file(req.layers_csv_file);
+  }
   if (tracer) {
     status(fmt::format("writing the trace to {} ...", req.trace_file));
     write_trace(*tracer, res, cfg, *sim, req.trace_file);

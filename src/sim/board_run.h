@@ -41,6 +41,7 @@ struct BoardRunRequest {
   std::string vcd_file;           // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file;         // when set: write a Chrome trace of the run there (sim/trace.h)
+  std::string layers_csv_file;    // when set: one row per (token, layer, step) there (sim/layer_table.h)
   std::string record_mmio_file;   // when set: write the host program's MMIO program there
                                   // (host/mmio_program.h, docs/mmio-record.md)
   // Test hook: called in the PS thread before each token step (after the weights are in
