@@ -646,6 +646,8 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--memory-tokens", a.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
       ->check(CLI::Range(1, 512))->capture_default_str();
   sub->add_option("--threads", a.opt.threads, "Host threads")->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_option("--sweep-points", a.opt.sweep_points, "Timing-only sweep points run in one process for the points/s figure")
+      ->check(CLI::Range(1, 10000))->capture_default_str();
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
   sub->add_flag("--quick", a.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
