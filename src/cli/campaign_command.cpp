@@ -59,8 +59,10 @@ int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, co
   sim::SweepResult grid;
   const auto configs = sim::sweep_configs(base, o, grid);
   std::vector<int> per_shard(size_t(c.shards), 0);
-  for (const auto& p : configs) ++per_shard[size_t(sim::shard_of(sim::point_key(grid.keys, p), c.shards))];
+  for (size_t i = 0; i < configs.size(); ++i)
+    ++per_shard[size_t(sim::shard_of(sim::point_key(grid.keys, configs[i]), c.shards))];
   const int largest = *std::max_element(per_shard.begin(), per_shard.end());
+  const int smallest = *std::min_element(per_shard.begin(), per_shard.end());
 
   // What one task costs: the base check and one point, measured in this process.
   std::function<void(const std::string&)> status;
@@ -141,10 +143,10 @@ int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, co
       fmt::arg("cmd", cmd));
   sim::write_file_atomically(script, text);
   ::chmod(script.c_str(), 0755);
-  fmt::print("wrote {}: {} points in {} array tasks (largest {} points, at most {} at once), --mem={}M --time={} "
+  fmt::print("wrote {}: {} points in {} array tasks ({} to {} points each, at most {} at once), --mem={}M --time={} "
              "(one point {:.2f} s, base check {:.2f} s, peak {:.0f} MiB, measured here under load)\n",
-             script, configs.size(), c.shards, largest, c.max_running, mem_mib, time_min, one.prov.wall_s, check_s,
-             process_peak_mib);
+             script, configs.size(), c.shards, smallest, largest, c.max_running, mem_mib, time_min, one.prov.wall_s,
+             check_s, process_peak_mib);
   fmt::print("submit: bash {}   (the array, then the merge after every task: {}/merged.csv)\n", script, out);
   return 0;
 }

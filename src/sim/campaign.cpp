@@ -189,7 +189,7 @@ void write_point(const fs::path& dir, const GridPoint& g, const ParamSet& config
   write_file_atomically((dir / g.file).string(), j.dump(1) + "\n");
 }
 
-std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const std::vector<ParamSet>& configs,
+std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const SweepGrid& configs,
                                    const SweepResult& res) {
   std::vector<GridPoint> pts;
   std::set<std::string> files;
@@ -272,7 +272,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(c.dir);
   SweepResult res;
-  const std::vector<ParamSet> configs = sweep_configs(base, o, res);
+  const SweepGrid configs = sweep_configs(base, o, res);
   const std::vector<GridPoint> pts = grid_points(res.keys, configs, res);
 
   std::error_code ec;
@@ -315,8 +315,9 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
   auto run_one = [&](int i) -> std::string {  // the error, or empty
     const GridPoint& g = pts[size_t(i)];
     try {
-      const SweepPoint p = measure_sweep_point(configs[size_t(i)], o);
-      write_point(dir, g, configs[size_t(i)], base_hash, c.shard, rep.base_check, &p, "");
+      const ParamSet config = configs[size_t(i)];
+      const SweepPoint p = measure_sweep_point(config, o);
+      write_point(dir, g, config, base_hash, c.shard, rep.base_check, &p, "");
       return "";
     } catch (const std::exception& e) {
       write_point(dir, g, configs[size_t(i)], base_hash, c.shard, rep.base_check, nullptr, e.what());

@@ -115,7 +115,13 @@ SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& sou
   return p;
 }
 
-std::vector<ParamSet> sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult& res) {
+ParamSet SweepGrid::operator[](size_t i) const {
+  ParamSet p = base_;
+  for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k]);
+  return p;
+}
+
+SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult& res) {
   res.keys.clear();
   for (const auto& a : o.grid) res.keys.push_back(a.key);
   std::vector<std::vector<std::string>> values{{}};
@@ -129,16 +135,13 @@ std::vector<ParamSet> sweep_configs(const ParamSet& base, const SweepOptions& o,
       }
     values = std::move(next);
   }
-  std::vector<ParamSet> configs;
-  for (const auto& v : values) {
-    ParamSet p = base;
-    for (size_t i = 0; i < v.size(); ++i) p.set(res.keys[i] + "=" + v[i]);
-    (void)make_sim_config(p);  // every module accepts the point
-    configs.push_back(std::move(p));
+  SweepGrid grid(base, res.keys, values);
+  for (size_t i = 0; i < grid.size(); ++i) {
+    (void)make_sim_config(grid[i]);  // every module accepts the point
     res.points.emplace_back();
-    res.points.back().values = v;
+    res.points.back().values = grid.values(i);
   }
-  return configs;
+  return grid;
 }
 
 std::string check_sweep_base(const ParamSet& base, const std::string& model) {
@@ -159,7 +162,7 @@ void set_point(SweepResult& res, int i, SweepPoint p) {
 }
 
 // A worker process: every jobs-th point from `first`, one line per point into `fd`.
-[[noreturn]] void worker(const std::vector<ParamSet>& configs, const SweepOptions& o, int first, int jobs, int fd) {
+[[noreturn]] void worker(const SweepGrid& configs, const SweepOptions& o, int first, int jobs, int fd) {
   int code = 0;
   for (int i = first; i < int(configs.size()); i += jobs) {
     std::string line;
@@ -220,7 +223,7 @@ class WorkerLines {
 };
 
 // The points in worker processes (SystemC allows one simulation context per process).
-void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& o, SweepResult& res,
+void measure_parallel(const SweepGrid& configs, const SweepOptions& o, SweepResult& res,
                       const std::function<void(int, int)>& progress) {
   const int n = int(configs.size()), jobs = std::min(o.jobs, n);
   std::vector<pid_t> pids;
@@ -274,7 +277,7 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::fu
   check_sweep_options(o);
   const auto t0 = std::chrono::steady_clock::now();
   SweepResult res;
-  const std::vector<ParamSet> configs = sweep_configs(base, o, res);
+  const SweepGrid configs = sweep_configs(base, o, res);
   if (!o.check_model.empty()) {
     if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
     res.base_check = check_sweep_base(base, o.check_model);

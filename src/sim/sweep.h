@@ -54,9 +54,24 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
                       const std::function<void(int done, int total)>& progress = {},
                       const std::function<void(const std::string&)>& status = {});
 
-// The grid's points in order (the product of the axes, the last axis fastest), each
-// config checked; `res` gets the keys and the points (values only).
-std::vector<ParamSet> sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
+// The grid's points in order (the product of the axes, the last axis fastest). A point's
+// config is built when asked (the base config with the point's values set), so a grid of
+// 10,000 points holds 10,000 lists of values, not 10,000 configs.
+class SweepGrid {
+ public:
+  SweepGrid(ParamSet base, std::vector<std::string> keys, std::vector<std::vector<std::string>> values)
+      : base_(std::move(base)), keys_(std::move(keys)), values_(std::move(values)) {}
+  size_t size() const { return values_.size(); }
+  ParamSet operator[](size_t i) const;
+  const std::vector<std::string>& values(size_t i) const { return values_[i]; }
+
+ private:
+  ParamSet base_;
+  std::vector<std::string> keys_;
+  std::vector<std::vector<std::string>> values_;
+};
+// The grid with every point's config checked; `res` gets the keys and the points (values only).
+SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
 // Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
 void check_sweep_options(const SweepOptions& options);
 // One functional run of the base config on `model`, logits checked against the golden

@@ -137,8 +137,8 @@ TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
   ASSERT_EQ(configs.size(), 64u);
   std::vector<int> per_shard(8);
   std::set<std::string> keys;
-  for (const auto& c : configs) {
-    const std::string k = point_key(res.keys, c);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string k = point_key(res.keys, configs[i]);
     keys.insert(k);
     const int s = shard_of(k, 8);
     ASSERT_GE(s, 0);
