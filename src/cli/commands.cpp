@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/eval_command.h"
 #include "cli/regress_command.h"
+#include "cli/campaign_command.h"
 
 #include <unistd.h>
 
@@ -309,6 +310,8 @@ struct SweepArgs {
   sim::SweepOptions opt;
   std::string csv, json;
   bool quiet = false;
+  CampaignCli campaign;  // --out, --shard, --resume, ... (cli/campaign_command.h)
+  MergeCli merge;        // `bitsim sweep merge DIR`
 };
 
 int cmd_sweep(SweepArgs& a) {
@@ -318,6 +321,8 @@ int cmd_sweep(SweepArgs& a) {
   const sim::ParamSet base = load_params(a.config, a.sets);
   if (a.grid.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
   for (const auto& g : a.grid) a.opt.grid.push_back(sim::parse_axis(base, g));
+  if (campaign_requested(a.campaign))
+    return run_campaign(base, a.opt, a.campaign, {a.config, a.sets, a.grid, a.csv, a.json}, a.quiet);
   const bool tty = ::isatty(STDERR_FILENO) && !a.quiet;
   std::function<void(int, int)> progress;
   if (tty)
@@ -611,6 +616,7 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
   sub->add_option("--vcd", a.req.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream valid/ready/last, DMA and engine state) to FILE");
   sub->add_option("--vcd-window", a.vcd_window, "START:END in PL cycles traced into the VCD (default 0:20000)");
+  sub->add_option("--layers-csv", a.req.layers_csv_file, "Write one CSV row per (token, layer, step) to FILE: simulated begin and time, the busy unit, DMA calls, bytes read (docs/json-schemas.md)");
   sub->add_option("--trace", a.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
   sub->add_option("--record-mmio", a.req.record_mmio_file, "Write the host program's register accesses and DDR loads and stores, with their simulated times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
   return {sub, [args] { return cmd_run(*args); }};
@@ -643,7 +649,7 @@ Command add_sweep(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
   SweepArgs& a = *args;
   auto* sub = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
-  sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product")->required();
+  sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product");
   sub->add_option("--tokens", a.opt.tokens, "Timing-only tokens per point")->transform(integer_in(1, 64))->capture_default_str();
   sub->add_option("--context", a.opt.context, "Context T of the first token")->transform(integer_in(1, 512))->capture_default_str();
   sub->add_option("--jobs", a.opt.jobs, "Worker processes")->transform(integer_in(1, 64))->capture_default_str();
@@ -653,7 +659,9 @@ Command add_sweep(CLI::App& app) {
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one base config key: KEY=VALUE (repeatable)");
   sub->add_flag("--quiet", a.quiet, "No progress on stderr");
-  return {sub, [args] { return cmd_sweep(*args); }};
+  add_campaign_options(sub, a.campaign);
+  add_merge_subcommand(sub, a.merge);
+  return {sub, [args] { return args->merge.sub->parsed() ? run_merge(args->merge) : cmd_sweep(*args); }};
 }
 
 // `bitsim validate`: its options; the command runs when the subcommand was given.
@@ -694,6 +702,8 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--memory-tokens", a.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
       ->transform(integer_in(1, 512))->capture_default_str();
   sub->add_option("--threads", a.opt.threads, "Host threads")->transform(integer_in(1, 64))->capture_default_str();
+  sub->add_option("--sweep-points", a.opt.sweep_points, "Timing-only sweep points run in one process for the points/s figure")
+      ->transform(integer_in(1, 10000))->capture_default_str();
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
   sub->add_flag("--quick", a.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");

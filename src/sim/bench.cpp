@@ -15,6 +15,7 @@
 #include "model/tokenizer.h"
 #include "sim/board_run.h"
 #include "sim/simulation.h"
+#include "sim/sweep.h"
 
 namespace bitsim::sim {
 
@@ -126,7 +127,10 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
     o.tokens = std::min(o.tokens, 4);
     o.cycle_tokens = 1;
     o.memory_tokens = std::min(o.memory_tokens, 16);
+    o.sweep_points = std::min(o.sweep_points, 2);
   }
+  if (o.sweep_points < 1 || o.sweep_points > 10000)
+    throw Error(fmt::format("bench: {} sweep points, expected 1..10000", o.sweep_points));
   if (o.tokens < 2 || o.tokens > golden::kMaxContext / 2)
     throw Error(fmt::format("bench: {} tokens per window, expected 2..{}", o.tokens, golden::kMaxContext / 2));
   if (o.cycle_tokens < 1 || o.cycle_tokens > o.tokens)
@@ -340,6 +344,31 @@ void cost_figures(std::vector<BenchFigure>& f, const BenchOptions& o, double mhz
 }
 }  // namespace
 
+// ---- Sweep throughput ----------------------------------------------------------------------
+// A timing-only grid over the PL clock run point after point in this one process (no process
+// per point, no functional check: what each worker of `bitsim sweep --jobs N` and each
+// campaign shard does), at the sweep's defaults (4 tokens at T=64).
+BenchFigure sweep_figure(const BenchOptions& o, const Status& status) {
+  SweepOptions so;
+  so.check_model.clear();
+  so.jobs = 1;
+  SweepAxis axis{"clock.mhz", {}};
+  for (int i = 0; i < o.sweep_points; ++i) axis.values.push_back(fmt::format("{}", 100 + 150 * i / std::max(1, o.sweep_points - 1)));
+  so.grid.push_back(axis);
+  status(fmt::format("sweep: {} timing-only points in this process ...", o.sweep_points));
+  const SweepResult r = run_sweep(o.params, so);
+  const double rate = double(r.points.size()) / r.wall_s;
+  constexpr double kGoalPoints = 10000, kGoalHours = 2, kGoalJobs = 2;  // a 10,000-point grid on this 2-core machine
+  const double goal = kGoalPoints / (kGoalHours * 3600.0) / kGoalJobs;
+  return figure("timing-only sweep points per wall second, one process", "points/s", rate, goal, true,
+                fmt::format(">= {:.2f} (10,000 points in {:.0f} h with --jobs {:.0f})", goal, kGoalHours, kGoalJobs),
+                "measured (this host); the points are simulated",
+                fmt::format("{} points (clock.mhz 100..250, bitnet-large shape, {} tokens at T={}) in {:.2f} s, one after "
+                            "the other in one process; 10,000 points: {:.1f} h in one process, {:.1f} h with --jobs 2",
+                            r.points.size(), so.tokens, so.context, r.wall_s, kGoalPoints / rate / 3600.0,
+                            kGoalPoints / rate / 3600.0 / kGoalJobs));
+}
+
 std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<void(const std::string&)> status_cb) {
   const BenchOptions o = effective_bench_options(options);
   const Status status = [&](const std::string& s) { if (status_cb) status_cb(s); };
@@ -349,9 +378,11 @@ std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<vo
   const FastWindows fast = fast_windows(cfg, t, o, status);
   const CycleWindow cycle = cycle_window(cfg, t, o, fast.low, status);
   const MemoryRun mem = memory_run(cfg, t, o, status);
+  const BenchFigure sweep = sweep_figure(o, status);  // after the memory run: its peak is the process's
   std::vector<BenchFigure> f;
   rate_figures(f, o, fast, checked);
   cost_figures(f, o, cfg.board.clock.mhz, cycle, checked, t, mem);
+  f.push_back(sweep);
   return f;
 }
 

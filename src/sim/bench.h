@@ -29,6 +29,7 @@ struct BenchOptions {
   int cycle_tokens = 1;      // tokens in cycle fidelity (at positions 0 ..)
   int memory_tokens = 512;   // tokens of the fast functional run that the peak memory follows
   bool quick = false;        // synthetic:tiny and few tokens (for the tests)
+  int sweep_points = 16;     // timing-only sweep points run in this process for the points/s figure
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
   ParamSet params = board_params();  // the board config
 };

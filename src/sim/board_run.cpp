@@ -20,6 +20,7 @@
 #include "sim/board_config.h"
 #include "sim/sampler.h"
 #include "sim/simulation.h"
+#include "sim/layer_table.h"
 #include "sim/trace.h"
 
 namespace bitsim::sim {
@@ -91,6 +92,7 @@ void check_request(const BoardRunRequest& req) {
   if (!req.vcd_file.empty()) io::check_output_file(req.vcd_file, "vcd file");
   if (!req.trace_file.empty()) io::check_output_file(req.trace_file, "trace file");
   if (!req.record_mmio_file.empty()) io::check_output_file(req.record_mmio_file, "mmio record file");
+  if (!req.layers_csv_file.empty()) io::check_output_file(req.layers_csv_file, "layers CSV file");
 }
 
 // The prompt's token ids (BOS first), checked against the board's KV capacity.
@@ -284,7 +286,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const auto sim = make_simulation(cfg, l.model, l.scales, so);
   Session session(*sim);
   Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
-  sim->loop().set_observer(tracer.get());
+  std::unique_ptr<LayerTable> layers;
+  if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
+  if (layers) sim->loop().set_observer(layers.get());
+  else sim->loop().set_observer(tracer.get());
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights();
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
@@ -302,6 +307,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   }
   res.fast = sim->fast_stats();
   if (req.keep_transfers) res.transfers = sim->platform().transfers();
+  if (layers) {
+    status(fmt::format("writing the per-layer table to {} ...", req.layers_csv_file));
+    layers->write_file(req.layers_csv_file);
+  }
   if (tracer) {
     status(fmt::format("writing the trace to {} ...", req.trace_file));
     write_trace(*tracer, res, cfg, *sim, req.trace_file);

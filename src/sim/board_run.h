@@ -42,6 +42,7 @@ struct BoardRunRequest {
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file;         // when set: write a Chrome trace of the run there (sim/trace.h)
   bool keep_transfers = false;    // keep every DMA transfer's start and completion in the result
+  std::string layers_csv_file;    // when set: one row per (token, layer, step) there (sim/layer_table.h)
   std::string record_mmio_file;   // when set: write the host program's MMIO program there
                                   // (host/mmio_program.h, docs/mmio-record.md)
   // Test hook: called in the PS thread before each token step (after the weights are in

@@ -24,36 +24,14 @@ namespace bitsim::sim {
 
 namespace {
 
-SweepPoint measure_point(const ParamSet& p, const SweepOptions& o) {
-  const Measured m = measure_window(p, o.context, o.tokens);
-  SweepPoint r;
-  r.matmul_ms = m.matmul_ms;
-  r.attention_ms = m.attention_ms;
-  r.cpu_ms = m.cpu_ms;
-  r.total_ms = m.total_ms;
-  r.tok_s = m.tok_s;
-  r.read_gb_s = m.read_gb_s;
-  r.dma_calls = m.dma_calls;
-  r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
-  r.timing = timing_closure(p);
-  return r;
-}
-
-std::string encode(const SweepPoint& p) {
-  return fmt::format("{:.17g} {:.17g} {:.17g} {:.17g} {:.17g} {:.17g} {:.17g} {} {}", p.tok_s, p.total_ms, p.matmul_ms,
-                     p.attention_ms, p.cpu_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing);
-}
+std::string encode(const SweepPoint& p) { return sweep_point_json(p).dump(); }
 
 SweepPoint decode(const std::string& line) {
-  SweepPoint p;
-  char timing[64] = {};
-  unsigned long long calls = 0;
-  if (std::sscanf(line.c_str(), "%lf %lf %lf %lf %lf %lf %lf %llu %63[^\n]", &p.tok_s, &p.total_ms, &p.matmul_ms,
-                  &p.attention_ms, &p.cpu_ms, &p.read_gb_s, &p.wall_pct, &calls, timing) != 9)
+  try {
+    return sweep_point_from_json(nlohmann::json::parse(line), "a worker process's result");
+  } catch (const nlohmann::json::exception&) {
     throw Error("sweep: a worker process returned a malformed result: " + line);
-  p.dma_calls = calls;
-  p.timing = timing;
-  return p;
+  }
 }
 
 }  // namespace
@@ -90,10 +68,65 @@ std::string timing_closure(const ParamSet& p) {
   return "unknown";
 }
 
-namespace {
+SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
+  const PointMeter meter;
+  const Measured m = measure_window(p, o.context, o.tokens);
+  SweepPoint r;
+  r.matmul_ms = m.matmul_ms;
+  r.attention_ms = m.attention_ms;
+  r.cpu_ms = m.cpu_ms;
+  r.total_ms = m.total_ms;
+  r.tok_s = m.tok_s;
+  r.read_gb_s = m.read_gb_s;
+  r.dma_calls = m.dma_calls;
+  r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
+  r.timing = timing_closure(p);
+  // measure_window simulates the bitnet-large shape, timing-only (sim/calibrate.h).
+  r.prov = meter.finish(p, fidelity_name(Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
+  return r;
+}
 
-// Every point of the grid (the product of the axes), each config checked before anything runs.
-std::vector<ParamSet> grid_configs(const ParamSet& base, const SweepOptions& o, SweepResult& res) {
+nlohmann::json sweep_point_json(const SweepPoint& p) {
+  return {{"tok_s", p.tok_s},         {"total_ms", p.total_ms},   {"matmul_ms", p.matmul_ms},
+          {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms}, {"read_gb_s", p.read_gb_s},
+          {"wall_pct", p.wall_pct},   {"dma_calls", p.dma_calls}, {"timing", p.timing},
+          {"provenance", provenance_json(p.prov)}};
+}
+
+SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw Error(fmt::format("{}: a point's result is not a JSON object", source));
+  auto number = [&](const char* k) {
+    if (!j.contains(k) || !j[k].is_number()) throw Error(fmt::format("{}: field \"{}\" missing or not a number", source, k));
+    return j[k].get<double>();
+  };
+  SweepPoint p;
+  p.tok_s = number("tok_s");
+  p.total_ms = number("total_ms");
+  p.matmul_ms = number("matmul_ms");
+  p.attention_ms = number("attention_ms");
+  p.cpu_ms = number("cpu_ms");
+  p.read_gb_s = number("read_gb_s");
+  p.wall_pct = number("wall_pct");
+  if (!j.contains("dma_calls") || !j["dma_calls"].is_number_unsigned())
+    throw Error(fmt::format("{}: field \"dma_calls\" missing or not a count", source));
+  p.dma_calls = j["dma_calls"].get<uint64_t>();
+  if (!j.contains("timing") || !j["timing"].is_string())
+    throw Error(fmt::format("{}: field \"timing\" missing or not a string", source));
+  p.timing = j["timing"].get<std::string>();
+  if (!j.contains("provenance")) throw Error(fmt::format("{}: field \"provenance\" missing", source));
+  p.prov = provenance_from_json(j["provenance"], source);
+  return p;
+}
+
+ParamSet SweepGrid::operator[](size_t i) const {
+  ParamSet p = base_;
+  for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k], "--grid");
+  return p;
+}
+
+SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult& res) {
+  res.keys.clear();
+  for (const auto& a : o.grid) res.keys.push_back(a.key);
   std::vector<std::vector<std::string>> values{{}};
   for (const auto& a : o.grid) {
     std::vector<std::vector<std::string>> next;
@@ -105,20 +138,16 @@ std::vector<ParamSet> grid_configs(const ParamSet& base, const SweepOptions& o, 
       }
     values = std::move(next);
   }
-  std::vector<ParamSet> configs;
-  for (const auto& v : values) {
-    ParamSet p = base;
-    for (size_t i = 0; i < v.size(); ++i) p.set(res.keys[i] + "=" + v[i], "--grid");
-    (void)make_sim_config(p);  // every module accepts the point
-    configs.push_back(std::move(p));
+  SweepGrid grid(base, res.keys, values);
+  for (size_t i = 0; i < grid.size(); ++i) {
+    (void)make_sim_config(grid[i]);  // every module accepts the point
     res.points.emplace_back();
-    res.points.back().values = v;
+    res.points.back().values = grid.values(i);
   }
-  return configs;
+  return grid;
 }
 
-// One functional run of the base config, logits checked against the golden reference.
-std::string check_base(const ParamSet& base, const std::string& model) {
+std::string check_sweep_base(const ParamSet& base, const std::string& model) {
   BoardRunRequest req{RunRequest{}, base};
   req.run.model = model;
   req.run.prompt = "Sweep check";
@@ -128,6 +157,8 @@ std::string check_base(const ParamSet& base, const std::string& model) {
   return fmt::format("{} tokens of {} bit-identical to the golden reference", r.tokens.size(), model);
 }
 
+namespace {
+
 void set_point(SweepResult& res, int i, SweepPoint p) {
   p.values = std::move(res.points[size_t(i)].values);
   p.done = true;
@@ -135,12 +166,12 @@ void set_point(SweepResult& res, int i, SweepPoint p) {
 }
 
 // A worker process: every jobs-th point from `first`, one line per point into `fd`.
-[[noreturn]] void worker(const std::vector<ParamSet>& configs, const SweepOptions& o, int first, int jobs, int fd) {
+[[noreturn]] void worker(const SweepGrid& configs, const SweepOptions& o, int first, int jobs, int fd) {
   int code = 0;
   for (int i = first; i < int(configs.size()); i += jobs) {
     std::string line;
     try {
-      line = fmt::format("{} {}\n", i, encode(measure_point(configs[size_t(i)], o)));
+      line = fmt::format("{} {}\n", i, encode(measure_sweep_point(configs[size_t(i)], o)));
     } catch (const Stopped& s) {
       ::_exit(s.exit_code());  // the parent was signalled too and reaps what is done
     } catch (const std::exception& e) {
@@ -205,7 +236,7 @@ class WorkerLines {
 };
 
 // The points in worker processes (SystemC allows one simulation context per process).
-void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& o, SweepResult& res,
+void measure_parallel(const SweepGrid& configs, const SweepOptions& o, SweepResult& res,
                       const std::function<void(int, int)>& progress) {
   const int n = int(configs.size()), jobs = std::min(o.jobs, n);
   const pid_t parent = ::getpid();
@@ -259,8 +290,7 @@ void measure_parallel(const std::vector<ParamSet>& configs, const SweepOptions& 
 
 }  // namespace
 
-SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
-                      const std::function<void(const std::string&)>& status) {
+void check_sweep_options(const SweepOptions& o) {
   if (o.grid.empty()) throw Error("sweep: the grid is empty (give at least one axis KEY=V1,V2,...)");
   if (o.tokens < 1 || o.tokens > 64) throw Error(fmt::format("sweep: tokens {} must be in 1..64", o.tokens));
   if (o.context < 1 || o.context + o.tokens - 1 > model::kKvPositions)
@@ -275,20 +305,24 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::fu
         throw Error(fmt::format("--grid: the key '{}' has two axes (axis {} and axis {}; clock_mhz is another name for "
                                 "clock.mhz): give each key one axis with all its values",
                                 o.grid[i].key, j + 1, i + 1));
+}
+
+SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
+                      const std::function<void(const std::string&)>& status) {
+  check_sweep_options(o);
   const auto t0 = std::chrono::steady_clock::now();
   SweepResult res;
-  for (const auto& a : o.grid) res.keys.push_back(a.key);
-  const std::vector<ParamSet> configs = grid_configs(base, o, res);
+  const SweepGrid configs = sweep_configs(base, o, res);
   try {
     if (!o.check_model.empty()) {
       if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
-      res.base_check = check_base(base, o.check_model);
+      res.base_check = check_sweep_base(base, o.check_model);
     }
     const int n = int(configs.size());
     if (progress) progress(0, n);
     if (o.jobs == 1 || n == 1) {
       for (int i = 0; i < n; ++i) {
-        set_point(res, i, measure_point(configs[size_t(i)], o));
+        set_point(res, i, measure_sweep_point(configs[size_t(i)], o));
         if (progress) progress(i + 1, n);
       }
       check_stop();
@@ -309,12 +343,14 @@ int SweepResult::points_done() const {
 std::string sweep_csv(const SweepResult& r) {
   std::string out;
   for (const auto& k : r.keys) out += k + ",";
-  out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing\n";
+  out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing";
+  for (const auto& c : provenance_columns()) out += "," + c;
+  out += "\n";
   for (const auto& p : r.points) {
     if (!p.done) continue;
     for (const auto& v : p.values) out += v + ",";
-    out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{}\n", p.tok_s, p.total_ms, p.matmul_ms,
-                       p.attention_ms, p.cpu_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing);
+    out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{},{}\n", p.tok_s, p.total_ms, p.matmul_ms,
+                       p.attention_ms, p.cpu_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing, provenance_csv(p.prov));
   }
   if (r.stopped_by)
     out += fmt::format("# partial: {} of {} points, stopped by {}\n", r.points_done(), r.points.size(),
@@ -337,6 +373,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
     j["wall_pct"] = p.wall_pct;
     j["dma_calls"] = p.dma_calls;
     j["timing"] = p.timing;
+    j["provenance"] = provenance_json(p.prov);
     pts.push_back(j);
   }
   return nlohmann::json{{"schema", "bitsim.sweep/1"}, {"keys", r.keys},      {"context", o.context},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/params.h"
+#include "sim/provenance.h"
 
 namespace bitsim::sim {
 
@@ -35,6 +36,7 @@ struct SweepPoint {
   uint64_t dma_calls = 0;
   std::string timing;               // fails timing (board) | met (board) | unknown
   bool done = false;                // measured (false: the sweep was stopped before this point)
+  Provenance prov;                  // who computed the point, where, at what cost
 };
 
 struct SweepResult {
@@ -57,6 +59,36 @@ std::string timing_closure(const ParamSet& point);
 SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
                       const std::function<void(int done, int total)>& progress = {},
                       const std::function<void(const std::string&)>& status = {});
+
+// The grid's points in order (the product of the axes, the last axis fastest). A point's
+// config is built when asked (the base config with the point's values set), so a grid of
+// 10,000 points holds 10,000 lists of values, not 10,000 configs.
+class SweepGrid {
+ public:
+  SweepGrid(ParamSet base, std::vector<std::string> keys, std::vector<std::vector<std::string>> values)
+      : base_(std::move(base)), keys_(std::move(keys)), values_(std::move(values)) {}
+  size_t size() const { return values_.size(); }
+  ParamSet operator[](size_t i) const;
+  const std::vector<std::string>& values(size_t i) const { return values_[i]; }
+
+ private:
+  ParamSet base_;
+  std::vector<std::string> keys_;
+  std::vector<std::vector<std::string>> values_;
+};
+// The grid with every point's config checked; `res` gets the keys and the points (values only).
+SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
+// Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
+void check_sweep_options(const SweepOptions& options);
+// One functional run of the base config on `model`, logits checked against the golden
+// reference; what it found (a bitsim::Error on a mismatch).
+std::string check_sweep_base(const ParamSet& base, const std::string& model);
+// One point, timing-only, with its provenance (this process's wall time and peak memory).
+SweepPoint measure_sweep_point(const ParamSet& point, const SweepOptions& options);
+// A point's figures and provenance as JSON (values and keys not included), and back
+// (a bitsim::Error naming `source` and the field).
+nlohmann::json sweep_point_json(const SweepPoint& p);
+SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& source);
 
 std::string sweep_csv(const SweepResult& r);
 nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o);

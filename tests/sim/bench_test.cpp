@@ -1,4 +1,4 @@
-// bitsim bench in quick mode (synthetic:tiny, few tokens): the six figures, their met flags
+// bitsim bench in quick mode (synthetic:tiny, few tokens): the seven figures, their met flags
 // against their goals, the table and the CLI's JSON document agreeing with them, and the
 // premise of the speed-up figure (both fidelities simulate the same time per token). The
 // measured values are not checked against the goals: they depend on the host.
@@ -33,7 +33,7 @@ TEST(Bench, QuickRunReturnsSixConsistentFigures) {
   o.quick = true;
   std::vector<std::string> lines;
   const auto figs = run_bench(o, [&](const std::string& s) { lines.push_back(s); });
-  ASSERT_EQ(figs.size(), 6u);
+  ASSERT_EQ(figs.size(), 7u);
   EXPECT_FALSE(lines.empty());
   for (const auto& f : figs) {
     expect_consistent(f.name, f.value, f.goal, f.higher_is_better, f.met);
@@ -50,6 +50,10 @@ TEST(Bench, QuickRunReturnsSixConsistentFigures) {
   EXPECT_EQ(figs[5].unit, "GB");
   EXPECT_FALSE(figs[5].higher_is_better);
   EXPECT_NE(figs[5].name.find("synthetic:tiny"), std::string::npos);
+  // The sweep figure: points run one after the other in this process (2 in quick mode).
+  EXPECT_EQ(figs[6].unit, "points/s");
+  EXPECT_NE(figs[6].how.find("2 points"), std::string::npos) << figs[6].how;
+  EXPECT_NE(figs[6].how.find("in one process"), std::string::npos) << figs[6].how;
   // The checked run compared every token's logits with the golden reference, and all were
   // equal: the figure's raw numbers "E of N logits bit-identical" (run_bench throws on a
   // mismatch; this catches a run that did not check at all: E = 0).
@@ -68,7 +72,7 @@ TEST(Bench, QuickRunReturnsSixConsistentFigures) {
                             " | " + (f.met ? "met" : "missed") + " |";
     EXPECT_NE(table.find(row), std::string::npos) << row;
   }
-  EXPECT_NE(table.find(std::to_string(met) + " of 6 goals met"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(met) + " of 7 goals met"), std::string::npos) << table;
 }
 
 TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
@@ -136,7 +140,7 @@ TEST(Bench, CliQuickWritesJson) {
   EXPECT_EQ(j.at("schema"), "bitsim.bench/1");
   EXPECT_EQ(j.at("model"), "synthetic:tiny");
   ASSERT_TRUE(j.at("figures").is_array());
-  ASSERT_EQ(j.at("figures").size(), 6u);
+  ASSERT_EQ(j.at("figures").size(), 7u);
   int met = 0;
   for (const auto& fig : j.at("figures")) {
     met += fig.at("met").get<bool>();
@@ -147,7 +151,7 @@ TEST(Bench, CliQuickWritesJson) {
     EXPECT_EQ(fig.at("evidence").get<std::string>().rfind("measured (this host)", 0), 0u);
     EXPECT_TRUE(fig.at("how").is_string());
   }
-  EXPECT_NE(out.find(std::to_string(met) + " of 6 goals met"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(met) + " of 7 goals met"), std::string::npos) << out;
 }
 
 TEST(Bench, CliRejectsBadOptions) {

@@ -73,7 +73,16 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
     EXPECT_EQ(par.points[i].dma_calls, serial.points[i].dma_calls);
   }
   const std::string csv = sweep_csv(par);
-  EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing\n", 0), 0u);
+  EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing,"
+                      "bitsim_version,git_commit,config_hash,model_hash,fidelity,host,point_wall_s,peak_rss_mib\n", 0),
+            0u);
+  // Every row carries its provenance: the point's own config hash, the model, the fidelity.
+  EXPECT_EQ(par.points[0].prov.config_hash, serial.points[0].prov.config_hash);
+  EXPECT_NE(par.points[0].prov.config_hash, par.points[1].prov.config_hash);
+  EXPECT_EQ(par.points[0].prov.fidelity, "timing-only");
+  EXPECT_EQ(par.points[0].prov.host, host_name());
+  EXPECT_GT(par.points[0].prov.wall_s, 0.0);
+  EXPECT_GT(par.points[0].prov.peak_rss_mib, 0.0);
   EXPECT_NE(csv.find("142.86,"), std::string::npos);
 }
 

@@ -1,0 +1,484 @@
+#include "sim/campaign.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "bitsim/version.h"
+#include "host/mmio_program.h"
+#include "model/error.h"
+#include "model/file_io.h"
+
+namespace bitsim::sim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCampaignSchema = "bitsim.campaign/1";
+constexpr const char* kPointSchema = "bitsim.sweep-point/1";
+
+int parse_int(const std::string& text, const std::string& what) {
+  size_t pos = 0;
+  long v = 0;
+  try {
+    v = std::stol(text, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != text.size() || v < 0 || v > 100000)
+    throw Error(fmt::format("{}: '{}' is not a whole number in 0..100000", what, text));
+  return int(v);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// One grid point as the campaign knows it.
+struct GridPoint {
+  int index = 0;
+  std::vector<std::string> values;  // as given, grid order
+  std::string key;                  // point_key()
+  std::string file;                 // "points/<hash>.json"
+  std::string name;                 // "k=v k=v", grid order
+};
+
+std::string display_name(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  std::string s;
+  for (size_t i = 0; i < keys.size(); ++i) s += (i ? " " : "") + keys[i] + "=" + values[i];
+  return s;
+}
+
+std::string file_of(const std::string& key) { return fmt::format("points/{:016x}.json", point_hash(key)); }
+
+nlohmann::json campaign_document(const ParamSet& base, const SweepOptions& o, const std::vector<GridPoint>& pts) {
+  nlohmann::json axes = nlohmann::json::array();
+  for (const auto& a : o.grid) axes.push_back({{"key", a.key}, {"values", a.values}});
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& p : pts) points.push_back({{"index", p.index}, {"values", p.values}, {"key", p.key}, {"file", p.file}});
+  return {{"schema", kCampaignSchema},
+          {"axes", axes},
+          {"context", o.context},
+          {"tokens", o.tokens},
+          {"check_model", o.check_model},
+          {"base_config", base.flat()},
+          {"base_config_hash", config_hash(base)},
+          {"bitsim_version", kVersion},
+          {"git_commit", kGitCommit},
+          {"shard_rule", "splitmix64(FNV-1a 64 of the point key) mod N"},
+          {"points", points}};
+}
+
+// What differs between two campaign documents' definitions (empty: the same campaign).
+std::vector<std::string> differences(const nlohmann::json& have, const nlohmann::json& want, bool allow_mixed) {
+  std::vector<std::string> d;
+  for (const char* k : {"axes", "context", "tokens"})
+    if (have.value(k, nlohmann::json()) != want[k])
+      d.push_back(fmt::format("{}: {} there, {} here", k, have.value(k, nlohmann::json()).dump(), want[k].dump()));
+  if (!allow_mixed && have.value("base_config_hash", "") != want["base_config_hash"]) {
+    std::string keys;
+    const auto hb = have.value("base_config", nlohmann::json::object());
+    for (const auto& [k, v] : want["base_config"].items())
+      if (hb.value(k, nlohmann::json()) != v) keys += fmt::format(" {} ({} there, {} here)", k, hb.value(k, nlohmann::json()).dump(), v.dump());
+    d.push_back("the base config differs:" + (keys.empty() ? std::string(" (keys)") : keys) + "; --allow-mixed runs anyway");
+  }
+  return d;
+}
+
+// Writes DIR/campaign.json if absent (atomically: link(2) fails if another shard was first),
+// else checks that it is this campaign.
+void claim_campaign(const fs::path& dir, const nlohmann::json& doc, bool allow_mixed) {
+  const fs::path file = dir / "campaign.json";
+  const fs::path tmp = dir / fmt::format(".campaign.json.tmp.{}", ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << doc.dump(1) << "\n";
+    f.flush();
+    if (!f) throw Error(fmt::format("--out {}: cannot write {}", dir.string(), tmp.string()));
+  }
+  const int rc = ::link(tmp.c_str(), file.c_str());
+  const int err = errno;
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  if (rc == 0) return;
+  if (err != EEXIST) throw Error(fmt::format("--out {}: cannot create campaign.json ({})", dir.string(), std::strerror(err)));
+  nlohmann::json have;
+  try {
+    have = nlohmann::json::parse(read_text(file));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another --out", file.string(), e.what()));
+  }
+  if (have.value("schema", "") != kCampaignSchema)
+    throw Error(fmt::format("{}: not a {} document", file.string(), kCampaignSchema));
+  const auto d = differences(have, doc, allow_mixed);
+  if (!d.empty()) {
+    std::string msg = fmt::format("--out {}: the directory holds another campaign:", dir.string());
+    for (const auto& x : d) msg += "\n  " + x;
+    throw Error(msg);
+  }
+}
+
+// A point's result file: its figures if valid and ok; else why not (empty error: absent).
+struct PointFile {
+  bool exists = false, ok = false;
+  std::string error;  // the point's own error (status failed) or why the file is invalid
+  bool corrupt = false;
+  SweepPoint point;
+  std::string base_config_hash;
+};
+
+PointFile read_point(const fs::path& dir, const GridPoint& g) {
+  PointFile r;
+  const fs::path file = dir / g.file;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return r;
+  r.exists = true;
+  const std::string src = file.string();
+  try {
+    const auto j = nlohmann::json::parse(read_text(file));
+    if (!j.is_object() || j.value("schema", "") != kPointSchema) throw Error(fmt::format("{}: not a {} document", src, kPointSchema));
+    if (j.value("key", "") != g.key) throw Error(fmt::format("{}: holds another point ({})", src, j.value("key", "")));
+    r.base_config_hash = j.value("base_config_hash", "");
+    const std::string status = j.value("status", "");
+    if (status == "failed") {
+      r.error = j.value("error", "failed (no message)");
+      return r;
+    }
+    if (status != "ok") throw Error(fmt::format("{}: status '{}' (expected ok or failed)", src, status));
+    if (!j.contains("result")) throw Error(fmt::format("{}: no \"result\"", src));
+    r.point = sweep_point_from_json(j["result"], src);
+    r.point.values = g.values;
+    r.ok = true;
+  } catch (const nlohmann::json::exception& e) {
+    r.corrupt = true;
+    r.error = fmt::format("{}: corrupt or truncated result file ({})", src, e.what());
+  } catch (const Error& e) {
+    r.corrupt = true;
+    r.error = e.what();
+  }
+  return r;
+}
+
+void write_point(const fs::path& dir, const GridPoint& g, const ParamSet& config, const std::string& base_hash,
+                 const Shard& shard, const std::string& base_check, const SweepPoint* result, const std::string& error) {
+  nlohmann::json point = nlohmann::json::object();
+  nlohmann::json j{{"schema", kPointSchema},
+                   {"index", g.index},
+                   {"key", g.key},
+                   {"point", g.name},
+                   {"status", result ? "ok" : "failed"},
+                   {"shard", fmt::format("{}/{}", shard.index, shard.count)},
+                   {"base_config_hash", base_hash},
+                   {"base_check", base_check},
+                   {"config", config.flat()}};
+  if (result) j["result"] = sweep_point_json(*result);
+  else j["error"] = error;
+  io::write_file(dir / g.file, j.dump(1) + "\n", "campaign file");
+}
+
+std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const SweepGrid& configs,
+                                   const SweepResult& res) {
+  std::vector<GridPoint> pts;
+  std::set<std::string> files;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    GridPoint g;
+    g.index = int(i);
+    g.values = res.points[i].values;
+    g.key = point_key(keys, configs[i]);
+    g.file = file_of(g.key);
+    g.name = display_name(keys, g.values);
+    if (!files.insert(g.file).second)
+      throw Error(fmt::format("sweep: two grid points share the result file {} (the same point twice in an axis, "
+                              "or a hash collision): {}", g.file, g.name));
+    pts.push_back(std::move(g));
+  }
+  return pts;
+}
+
+}  // namespace
+
+Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) throw Error(fmt::format("--shard '{}': expected K/N (0 <= K < N)", text));
+  Shard s;
+  s.index = parse_int(text.substr(0, slash), fmt::format("--shard '{}'", text));
+  s.count = parse_int(text.substr(slash + 1), fmt::format("--shard '{}'", text));
+  if (s.count < 1 || s.index >= s.count)
+    throw Error(fmt::format("--shard '{}': expected K/N with 0 <= K < N (shards are numbered from 0)", text));
+  return s;
+}
+
+std::optional<Shard> shard_from_slurm(const std::function<const char*(const char*)>& env) {
+  const char* id = env("SLURM_ARRAY_TASK_ID");
+  if (!id || !*id) return std::nullopt;
+  auto get = [&](const char* name) -> std::optional<int> {
+    const char* v = env(name);
+    if (!v || !*v) return std::nullopt;
+    return parse_int(v, name);
+  };
+  const int task = parse_int(id, "SLURM_ARRAY_TASK_ID");
+  const int min = get("SLURM_ARRAY_TASK_MIN").value_or(0);
+  const auto max = get("SLURM_ARRAY_TASK_MAX");
+  auto count = get("SLURM_ARRAY_TASK_COUNT");
+  if (!count && max) count = *max - min + 1;
+  if (!count)
+    throw Error("a Slurm array task without SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX: give --shard K/N");
+  if (max && *count != *max - min + 1)
+    throw Error(fmt::format("Slurm array {}-{} has {} tasks: a campaign's array must be every index MIN..MAX "
+                            "(--array=0-{}), or give --shard K/N", min, *max, *count, *count - 1));
+  if (task < min || task - min >= *count)
+    throw Error(fmt::format("SLURM_ARRAY_TASK_ID {} is outside the array {}..{}", task, min, min + *count - 1));
+  return Shard{task - min, *count};
+}
+
+std::string point_key(const std::vector<std::string>& keys, const ParamSet& point) {
+  std::vector<std::string> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  std::string k;
+  for (const auto& key : sorted) k += key + "=" + point.to_string(key) + "\n";
+  return k;
+}
+
+uint64_t point_hash(const std::string& key) {
+  // FNV-1a 64, then the splitmix64 finalizer: FNV's low bits depend only on the low bits of
+  // each byte ("100" and "108" would share every shard of N = 8), the finalizer spreads all 64.
+  uint64_t z = host::fnv1a64(key.data(), key.size());
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int shard_of(const std::string& key, int count) { return int(point_hash(key) % uint64_t(count)); }
+
+ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const CampaignOptions& c,
+                      const std::function<void(const std::string&)>& status) {
+  check_sweep_options(o);
+  if (c.dir.empty()) throw Error("--out: a campaign needs a directory");
+  if (c.shard.count < 1 || c.shard.index < 0 || c.shard.index >= c.shard.count)
+    throw Error(fmt::format("--shard {}/{}: expected 0 <= K < N", c.shard.index, c.shard.count));
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path dir(c.dir);
+  SweepResult res;
+  const SweepGrid configs = sweep_configs(base, o, res);
+  const std::vector<GridPoint> pts = grid_points(res.keys, configs, res);
+
+  std::error_code ec;
+  fs::create_directories(dir / "points", ec);
+  if (ec || !fs::is_directory(dir / "points"))
+    throw Error(fmt::format("--out {}: cannot create the directory ({})", c.dir, ec ? ec.message() : "not a directory"));
+  claim_campaign(dir, campaign_document(base, o, pts), c.allow_mixed);
+
+  ShardReport rep;
+  rep.grid_points = int(pts.size());
+  std::vector<int> todo;
+  std::vector<std::string> existing;
+  for (const auto& g : pts) {
+    if (shard_of(g.key, c.shard.count) != c.shard.index) continue;
+    ++rep.shard_points;
+    const PointFile f = read_point(dir, g);
+    if (f.exists && !c.resume) {
+      existing.push_back(g.name);
+      continue;
+    }
+    if (f.ok) {
+      ++rep.skipped;
+      continue;
+    }
+    if (f.corrupt) rep.warnings.push_back(fmt::format("redoing {}: {}", g.name, f.error));
+    else if (f.exists) rep.warnings.push_back(fmt::format("redoing {}: it failed before: {}", g.name, f.error));
+    todo.push_back(g.index);
+  }
+  if (!existing.empty())
+    throw Error(fmt::format("--out {}: holds results of {} of this shard's points (first: {}); --resume keeps the "
+                            "valid ones and redoes the rest", c.dir, existing.size(), existing.front()));
+  for (const auto& w : rep.warnings)
+    if (status) status("warning: " + w);
+
+  if (!todo.empty() && !o.check_model.empty()) {
+    if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
+    rep.base_check = check_sweep_base(base, o.check_model);
+  }
+  const std::string base_hash = config_hash(base);
+  auto run_one = [&](int i) -> std::string {  // the error, or empty
+    const GridPoint& g = pts[size_t(i)];
+    try {
+      const ParamSet config = configs[size_t(i)];
+      const SweepPoint p = measure_sweep_point(config, o);
+      write_point(dir, g, config, base_hash, c.shard, rep.base_check, &p, "");
+      return "";
+    } catch (const std::exception& e) {
+      write_point(dir, g, configs[size_t(i)], base_hash, c.shard, rep.base_check, nullptr, e.what());
+      return e.what();
+    }
+  };
+  const int jobs = std::min(o.jobs, int(todo.size()));
+  if (jobs <= 1) {
+    int done = 0;
+    for (int i : todo) {
+      const std::string err = run_one(i);
+      if (!err.empty()) rep.failed.push_back(pts[size_t(i)].name + ": " + err);
+      if (status) status(fmt::format("point {}/{} {} ({})", ++done, todo.size(), err.empty() ? "done" : "FAILED",
+                                     pts[size_t(i)].name));
+    }
+  } else {
+    // Worker processes (one SystemC simulation context per process), each writing its
+    // points' files itself; the files then say what happened.
+    std::vector<pid_t> pids;
+    for (int j = 0; j < jobs; ++j) {
+      const pid_t pid = ::fork();
+      if (pid < 0) throw Error("sweep: fork() failed");
+      if (pid == 0) {
+        int code = 0;
+        for (size_t k = size_t(j); k < todo.size(); k += size_t(jobs)) {
+          try {
+            if (!run_one(todo[k]).empty()) code = 1;
+          } catch (...) {
+            code = 1;  // the failed point's file could not be written either
+          }
+        }
+        ::_exit(code);
+      }
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+      if (WIFSIGNALED(st)) rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(st)));
+    }
+    for (int i : todo) {
+      const PointFile f = read_point(dir, pts[size_t(i)]);
+      if (!f.ok) rep.failed.push_back(pts[size_t(i)].name + ": " + (f.exists ? f.error : "no result (worker died)"));
+    }
+  }
+  rep.ran = int(todo.size());
+  rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+MergeResult merge_campaign(const std::string& dir_text) {
+  const fs::path dir(dir_text);
+  const fs::path file = dir / "campaign.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec))
+    throw Error(fmt::format("sweep merge: {} has no campaign.json (not a campaign directory: `bitsim sweep ... --out "
+                            "DIR` writes one)", dir_text));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_text(file));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: corrupt ({})", file.string(), e.what()));
+  }
+  MergeResult m;
+  m.dir = dir_text;
+  std::vector<GridPoint> pts;
+  try {
+    if (doc.value("schema", "") != kCampaignSchema) throw Error(fmt::format("not a {} document", kCampaignSchema));
+    for (const auto& a : doc.at("axes")) {
+      SweepAxis axis;
+      axis.key = a.at("key").get<std::string>();
+      axis.values = a.at("values").get<std::vector<std::string>>();
+      m.options.grid.push_back(axis);
+      m.result.keys.push_back(axis.key);
+    }
+    m.options.context = doc.at("context").get<int>();
+    m.options.tokens = doc.at("tokens").get<int>();
+    m.options.check_model = doc.at("check_model").get<std::string>();
+    m.base_config_hash = doc.at("base_config_hash").get<std::string>();
+    m.version = doc.at("bitsim_version").get<std::string>();
+    m.commit = doc.at("git_commit").get<std::string>();
+    for (const auto& p : doc.at("points")) {
+      GridPoint g;
+      g.index = p.at("index").get<int>();
+      g.values = p.at("values").get<std::vector<std::string>>();
+      g.key = p.at("key").get<std::string>();
+      g.file = p.at("file").get<std::string>();
+      if (g.values.size() != m.result.keys.size() || g.file != file_of(g.key))
+        throw Error(fmt::format("point {} does not match the axes or its file name", g.index));
+      g.name = display_name(m.result.keys, g.values);
+      pts.push_back(std::move(g));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed ({})", file.string(), e.what()));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", file.string(), e.what()));
+  }
+  m.total = int(pts.size());
+  std::map<std::string, std::vector<std::string>> builds, bases;  // "version (commit)" / base hash -> points
+  for (const auto& g : pts) {
+    const PointFile f = read_point(dir, g);
+    if (!f.ok) {
+      m.missing.push_back({g.index, g.name, (dir / g.file).string(), f.error});
+      continue;
+    }
+    builds[fmt::format("bitsim {} (commit {})", f.point.prov.version, f.point.prov.commit)].push_back(g.name);
+    bases[f.base_config_hash].push_back(g.name);
+    m.result.points.push_back(f.point);
+    m.result.wall_s += f.point.prov.wall_s;
+  }
+  // The base check of the campaign: what the first shard's file says.
+  for (const auto& g : pts) {
+    std::error_code e2;
+    if (!fs::exists(dir / g.file, e2)) continue;
+    try {
+      const auto j = nlohmann::json::parse(read_text(dir / g.file));
+      m.result.base_check = j.value("base_check", "");
+      if (!m.result.base_check.empty()) break;
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  const std::string campaign_build = fmt::format("bitsim {} (commit {})", m.version, m.commit);
+  if (builds.size() > 1 || (builds.size() == 1 && builds.begin()->first != campaign_build)) {
+    std::string s = fmt::format("rows from {} build(s) (campaign.json: {}):", builds.size(), campaign_build);
+    for (const auto& [b, names] : builds) s += fmt::format(" {}: {} point(s), first {};", b, names.size(), names.front());
+    m.mixed.push_back(s);
+  }
+  if (bases.size() > 1 || (bases.size() == 1 && bases.begin()->first != m.base_config_hash)) {
+    std::string s = fmt::format("rows from {} base config(s) (campaign.json: {}):", bases.size(), m.base_config_hash);
+    for (const auto& [b, names] : bases) s += fmt::format(" {}: {} point(s), first {};", b, names.size(), names.front());
+    m.mixed.push_back(s);
+  }
+  return m;
+}
+
+std::string merge_csv(const MergeResult& m) {
+  std::string head;
+  if (!m.complete())
+    head = fmt::format("# PARTIAL: {} of {} points; {} missing or failed (bitsim sweep merge {})\n",
+                       m.result.points.size(), m.total, m.missing.size(), m.dir);
+  return head + sweep_csv(m.result);
+}
+
+nlohmann::json merge_json(const MergeResult& m) {
+  nlohmann::json j = sweep_json(m.result, m.options);
+  nlohmann::json missing = nlohmann::json::array();
+  for (const auto& p : m.missing)
+    missing.push_back({{"index", p.index}, {"point", p.point}, {"file", p.file},
+                       {"error", p.error.empty() ? nlohmann::json() : nlohmann::json(p.error)}});
+  j["campaign"] = {{"dir", m.dir},
+                   {"complete", m.complete()},
+                   {"partial", !m.complete()},
+                   {"completed", m.result.points.size()},
+                   {"total", m.total},
+                   {"missing", missing},
+                   {"bitsim_version", m.version},
+                   {"git_commit", m.commit},
+                   {"base_config_hash", m.base_config_hash},
+                   {"mixed", m.mixed}};
+  return j;
+}
+
+}  // namespace bitsim::sim

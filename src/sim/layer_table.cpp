@@ -1,0 +1,84 @@
+#include "sim/layer_table.h"
+
+#include "model/file_io.h"
+
+#include <fmt/format.h>
+
+#include "host/cpu_model.h"
+#include "sim/provenance.h"
+
+namespace bitsim::sim {
+
+namespace {
+
+// Picoseconds as microseconds, exactly (6 decimals).
+std::string us(uint64_t ps) { return fmt::format("{}.{:06}", ps / 1000000, ps % 1000000); }
+
+// "layer 3 gate_up" -> "gate_up"; "lm_head" -> "lm_head".
+std::string short_group(const std::string& group) {
+  if (group.rfind("layer ", 0) == 0) {
+    const size_t sp = group.find(' ', 6);
+    if (sp != std::string::npos) return group.substr(sp + 1);
+  }
+  return group;
+}
+
+}  // namespace
+
+LayerTable::LayerTable(const host::Platform& platform, host::StepObserver* next)
+    : platform_(platform), next_(next), bytes_seen_(platform.pl_bytes_read()),
+      transfers_seen_(platform.transfers().size()) {}
+
+LayerTable::Row& LayerTable::add(int position, int layer, uint64_t begin_ps, uint64_t end_ps) {
+  Row r;
+  r.token = position;
+  r.layer = layer;
+  r.begin_ps = begin_ps;
+  r.end_ps = end_ps;
+  const uint64_t bytes = platform_.pl_bytes_read();
+  const size_t transfers = platform_.transfers().size();
+  r.bytes_read = bytes - bytes_seen_;
+  r.dma_calls = transfers - transfers_seen_;
+  bytes_seen_ = bytes;
+  transfers_seen_ = transfers;
+  rows_.push_back(std::move(r));
+  return rows_.back();
+}
+
+void LayerTable::token(int position, int token_id, uint64_t begin_ps, uint64_t end_ps) {
+  for (size_t i = token_first_row_; i < rows_.size(); ++i) rows_[i].token_id = token_id;
+  token_first_row_ = rows_.size();
+  if (next_) next_->token(position, token_id, begin_ps, end_ps);
+}
+
+void LayerTable::cpu_step(host::CpuStep step, uint64_t elements, uint64_t bytes, int position, int layer,
+                          uint64_t begin_ps, uint64_t end_ps) {
+  Row& r = add(position, layer, begin_ps, end_ps);
+  r.step = host::cpu_step_name(step);
+  r.unit = "cpu";
+  r.cpu_bytes_written = bytes;
+  if (next_) next_->cpu_step(step, elements, bytes, position, layer, begin_ps, end_ps);
+}
+
+void LayerTable::call(const char* kind, const std::string& group, int part, int position, int layer,
+                      uint64_t begin_ps, uint64_t end_ps) {
+  const bool attention = std::string(kind) == "attention";
+  Row& r = add(position, layer, begin_ps, end_ps);
+  r.step = attention ? std::string("attention") : "matmul " + short_group(group);
+  r.part = part;
+  r.unit = attention ? "attention" : "matmul";
+  if (next_) next_->call(kind, group, part, position, layer, begin_ps, end_ps);
+}
+
+std::string LayerTable::csv() const {
+  std::string out = "token,token_id,layer,step,part,unit,begin_us,time_us,dma_calls,bytes_read,cpu_bytes_written,evidence\n";
+  for (const Row& r : rows_)
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},simulated\n", r.token, r.token_id,
+                       r.layer >= 0 ? std::to_string(r.layer) : std::string(), r.step, r.part, r.unit, us(r.begin_ps),
+                       us(r.end_ps - r.begin_ps), r.dma_calls, r.bytes_read, r.cpu_bytes_written);
+  return out;
+}
+
+void LayerTable::write_file(const std::string& path) const { io::write_file(path, csv(), "layers CSV file"); }
+
+}  // namespace bitsim::sim

@@ -1,0 +1,426 @@
+// Campaigns: shards of a sweep into a directory, resume, merge with its completeness and
+// provenance checks (sim/campaign.h), through the library and through the bitsim command.
+#include "sim/campaign.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "sim/board_config.h"
+#include "support/run_bitsim.h"
+
+namespace bitsim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using bitsim::testing::run_bitsim;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A fresh directory for one test, removed at the end.
+struct TempDir {
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("bitsim_campaign_" + std::to_string(::getpid()) + "_" + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The CSV without its provenance columns (the last provenance_columns().size() fields).
+std::string without_provenance(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line, out;
+  const size_t n = provenance_columns().size();
+  while (std::getline(in, line)) {
+    for (size_t k = 0; k < n; ++k) line.erase(line.rfind(','));
+    out += line + "\n";
+  }
+  return out;
+}
+
+SweepOptions grid_options(const ParamSet& base, std::vector<std::string> axes, int tokens = 1) {
+  SweepOptions o;
+  for (const auto& a : axes) o.grid.push_back(parse_axis(base, a));
+  o.tokens = tokens;
+  o.context = 32;
+  o.check_model.clear();
+  return o;
+}
+
+std::map<std::string, ino_t> inodes(const fs::path& dir) {
+  std::map<std::string, ino_t> m;
+  for (const auto& e : fs::directory_iterator(dir / "points")) {
+    if (e.path().filename().string().front() == '.') continue;  // temporary files
+    struct stat st {};
+    ::stat(e.path().c_str(), &st);
+    m[e.path().filename().string()] = st.st_ino;
+  }
+  return m;
+}
+
+TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
+  EXPECT_EQ(parse_shard("3/8").index, 3);
+  EXPECT_EQ(parse_shard("3/8").count, 8);
+  EXPECT_EQ(parse_shard("0/1").count, 1);
+  EXPECT_NE(error_of([] { parse_shard("8/8"); }).find("0 <= K < N"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shard("1/0"); }).find("0 <= K < N"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shard("3"); }).find("K/N"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shard("a/8"); }).find("'a'"), std::string::npos);
+
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* n) -> const char* {
+    const auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_FALSE(shard_from_slurm(get).has_value());  // not an array task
+  env = {{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_ARRAY_TASK_COUNT", "8"}, {"SLURM_ARRAY_TASK_MIN", "0"},
+         {"SLURM_ARRAY_TASK_MAX", "7"}};
+  auto s = shard_from_slurm(get);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->index, 5);
+  EXPECT_EQ(s->count, 8);
+  env = {{"SLURM_ARRAY_TASK_ID", "12"}, {"SLURM_ARRAY_TASK_MIN", "10"}, {"SLURM_ARRAY_TASK_MAX", "13"}};
+  s = shard_from_slurm(get);  // 10-13 without COUNT: four shards, task 12 is shard 2
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->index, 2);
+  EXPECT_EQ(s->count, 4);
+  env = {{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "0"},
+         {"SLURM_ARRAY_TASK_MAX", "6"}};  // --array=0-6:3: not every index
+  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("every index"), std::string::npos);
+  env = {{"SLURM_ARRAY_TASK_ID", "2"}};
+  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("--shard K/N"), std::string::npos);
+}
+
+TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
+  const ParamSet base = board_params();
+  ParamSet a = base, b = base;
+  a.set("clock.mhz=125");
+  a.set("dma.length_bits=23");
+  b.set("dma.length_bits=23");
+  b.set("clock.mhz=125.0");
+  // The same point whatever the order of the axes or the spelling of a value.
+  EXPECT_EQ(point_key({"clock.mhz", "dma.length_bits"}, a), point_key({"dma.length_bits", "clock.mhz"}, b));
+  EXPECT_EQ(point_key({"clock.mhz", "dma.length_bits"}, a), "clock.mhz=125\ndma.length_bits=23\n");
+  b.set("clock.mhz=100");
+  EXPECT_NE(point_key({"clock.mhz"}, a), point_key({"clock.mhz"}, b));
+
+  // A 64-point grid into 8 shards: every point in exactly one, every shard used.
+  const SweepOptions o = grid_options(base, {"clock_mhz=50,75,100,125,150,175,200,250",
+                                             "dma.length_bits=16,18,20,22,23,24,25,26"});
+  SweepResult res;
+  const auto configs = sweep_configs(base, o, res);
+  ASSERT_EQ(configs.size(), 64u);
+  std::vector<int> per_shard(8);
+  std::set<std::string> keys;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string k = point_key(res.keys, configs[i]);
+    keys.insert(k);
+    const int s = shard_of(k, 8);
+    ASSERT_GE(s, 0);
+    ASSERT_LT(s, 8);
+    EXPECT_EQ(shard_of(k, 8), s);
+    ++per_shard[size_t(s)];
+  }
+  EXPECT_EQ(keys.size(), 64u);
+  for (int n : per_shard) EXPECT_GT(n, 0);
+}
+
+TEST(Campaign, EightShardsMergeIntoTheRowsOfOneLocalRun) {
+  const ParamSet base = board_params();
+  const SweepOptions o = grid_options(base, {"clock_mhz=100,125,142.86,200", "dma.length_bits=16,23"});
+  TempDir dir("eight");
+  CampaignOptions c;
+  c.dir = dir.path.string();
+  int ran = 0;
+  for (int k = 0; k < 8; ++k) {
+    c.shard = {k, 8};
+    const ShardReport r = run_shard(base, o, c);
+    EXPECT_EQ(r.grid_points, 8);
+    EXPECT_TRUE(r.failed.empty());
+    ran += r.ran;
+    if (k == 6) {
+      // Seven of eight shards: the merge names exactly the last shard's points as missing.
+      const MergeResult m = merge_campaign(c.dir);
+      EXPECT_FALSE(m.complete());
+      EXPECT_EQ(int(m.result.points.size()) + int(m.missing.size()), 8);
+      for (const auto& p : m.missing) {
+        EXPECT_TRUE(p.error.empty()) << p.error;
+        ParamSet q = base;
+        const auto eq = p.point.find(' ');
+        q.set(p.point.substr(0, eq));
+        q.set(p.point.substr(eq + 1));
+        EXPECT_EQ(shard_of(point_key({"clock.mhz", "dma.length_bits"}, q), 8), 7) << p.point;
+      }
+      EXPECT_EQ(merge_csv(m).rfind("# PARTIAL: ", 0), 0u);
+      EXPECT_TRUE(merge_json(m)["campaign"]["partial"].get<bool>());
+    }
+  }
+  EXPECT_EQ(ran, 8);
+  const MergeResult m = merge_campaign(c.dir);
+  ASSERT_TRUE(m.complete());
+  EXPECT_TRUE(m.mixed.empty());
+  SweepOptions local = o;
+  local.jobs = 1;
+  const SweepResult one = run_sweep(base, local);
+  EXPECT_EQ(without_provenance(merge_csv(m)), without_provenance(sweep_csv(one)));
+  ASSERT_EQ(m.result.points.size(), one.points.size());
+  for (size_t i = 0; i < one.points.size(); ++i) {
+    EXPECT_EQ(m.result.points[i].values, one.points[i].values);
+    EXPECT_EQ(m.result.points[i].total_ms, one.points[i].total_ms);  // exact: the files keep every bit
+    EXPECT_EQ(m.result.points[i].prov.config_hash, one.points[i].prov.config_hash);
+    EXPECT_EQ(m.result.points[i].prov.model_hash, one.points[i].prov.model_hash);
+    EXPECT_EQ(m.result.points[i].prov.fidelity, "timing-only");
+    EXPECT_GT(m.result.points[i].prov.peak_rss_mib, 0.0);
+  }
+  EXPECT_FALSE(merge_json(m)["campaign"]["partial"].get<bool>());
+  // Point files hold the point's whole config.
+  const auto j = nlohmann::json::parse(read(dir.path / "points" / fs::directory_iterator(dir.path / "points")->path().filename()));
+  EXPECT_EQ(j["config"].size(), base.keys().size());
+}
+
+TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
+  const ParamSet base = board_params();
+  SweepOptions o = grid_options(base, {"clock_mhz=100,125", "dma.length_bits=20,23"});
+  o.jobs = 2;
+  TempDir dir("resume");
+  CampaignOptions c;
+  c.dir = dir.path.string();
+  const ShardReport first = run_shard(base, o, c);
+  EXPECT_EQ(first.ran, 4);
+  const auto before = inodes(dir.path);
+  ASSERT_EQ(before.size(), 4u);
+  auto it = before.begin();
+  const std::string gone = it->first, truncated = (++it)->first, failed = (++it)->first;
+  fs::remove(dir.path / "points" / gone);
+  {
+    const std::string text = read(dir.path / "points" / truncated);
+    std::ofstream(dir.path / "points" / truncated, std::ios::trunc) << text.substr(0, text.size() / 2);
+  }
+  {
+    auto j = nlohmann::json::parse(read(dir.path / "points" / failed));
+    j["status"] = "failed";
+    j["error"] = "killed for memory";
+    j.erase("result");
+    std::ofstream(dir.path / "points" / failed, std::ios::trunc) << j.dump();
+  }
+  // The merge names all three, with the failure's own message and the corrupt file.
+  const MergeResult m = merge_campaign(c.dir);
+  ASSERT_EQ(m.missing.size(), 3u);
+  std::string all;
+  for (const auto& p : m.missing) all += p.file + ": " + p.error + "\n";
+  EXPECT_NE(all.find("killed for memory"), std::string::npos) << all;
+  EXPECT_NE(all.find("corrupt or truncated"), std::string::npos) << all;
+  EXPECT_NE(all.find(gone + ": \n"), std::string::npos) << all;  // no file, no error: missing
+
+  // Without --resume the shard refuses to overwrite its points' results.
+  EXPECT_NE(error_of([&] { run_shard(base, o, c); }).find("--resume"), std::string::npos);
+  c.resume = true;
+  const ShardReport again = run_shard(base, o, c);
+  EXPECT_EQ(again.skipped, 1);
+  EXPECT_EQ(again.ran, 3);
+  std::string warnings;
+  for (const auto& w : again.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("corrupt or truncated"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("killed for memory"), std::string::npos) << warnings;
+  const auto after = inodes(dir.path);
+  ASSERT_EQ(after.size(), 4u);
+  for (const auto& [name, ino] : before)
+    if (name != gone && name != truncated && name != failed) {
+      EXPECT_EQ(after.at(name), ino) << name << " was rewritten";
+    }
+  EXPECT_TRUE(merge_campaign(c.dir).complete());
+  // Nothing left to do: a resume runs nothing.
+  EXPECT_EQ(run_shard(base, o, c).ran, 0);
+}
+
+TEST(Campaign, ADirectoryHoldsOneCampaign) {
+  const ParamSet base = board_params();
+  const SweepOptions o = grid_options(base, {"clock_mhz=100,125"});
+  TempDir dir("other");
+  CampaignOptions c;
+  c.dir = dir.path.string();
+  c.shard = {0, 2};
+  run_shard(base, o, c);
+  c.shard = {1, 2};
+  const SweepOptions other = grid_options(base, {"clock_mhz=100,150"});
+  EXPECT_NE(error_of([&] { run_shard(base, other, c); }).find("another campaign"), std::string::npos);
+  ParamSet base2 = base;
+  base2.set("ddr.wall_gb_s=1.5");
+  const std::string e = error_of([&] { run_shard(base2, o, c); });
+  EXPECT_NE(e.find("ddr.wall_gb_s"), std::string::npos) << e;
+  EXPECT_NE(e.find("--allow-mixed"), std::string::npos) << e;
+  // With --allow-mixed it runs, and the merge then finds rows of another base config.
+  c.allow_mixed = true;
+  run_shard(base2, o, c);
+  const MergeResult m = merge_campaign(c.dir);
+  EXPECT_TRUE(m.complete());
+  ASSERT_EQ(m.mixed.size(), 1u);
+  EXPECT_NE(m.mixed[0].find("base config(s) (campaign.json: " + config_hash(base) + ")"), std::string::npos) << m.mixed[0];
+  EXPECT_NE(m.mixed[0].find(config_hash(base2) + ": "), std::string::npos) << m.mixed[0];
+  EXPECT_NE(error_of([] { merge_campaign("/nonexistent/campaign"); }).find("campaign.json"), std::string::npos);
+}
+
+TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
+  TempDir dir("cli");
+  const std::string d = dir.path.string();
+  const std::string grid = " --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet";
+  auto r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("shard 0/2 (--shard)"), std::string::npos) << r.out;
+  // Incomplete: exit 4, every missing point named, nothing written.
+  r = run_bitsim("sweep merge " + d + "/c --csv " + d + "/m.csv --json " + d + "/m.json");
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("missing: clock.mhz="), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("--partial"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.path / "m.csv"));
+  EXPECT_FALSE(fs::exists(dir.path / "m.json"));
+  // --partial: written, and it says so in the file and the summary.
+  r = run_bitsim("sweep merge " + d + "/c --partial --csv " + d + "/m.csv --json " + d + "/m.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("PARTIAL"), std::string::npos) << r.out;
+  EXPECT_EQ(read(dir.path / "m.csv").rfind("# PARTIAL: ", 0), 0u);
+  auto j = nlohmann::json::parse(read(dir.path / "m.json"));
+  EXPECT_TRUE(j["campaign"]["partial"].get<bool>());
+  EXPECT_EQ(j["campaign"]["total"].get<int>(), 3);
+  EXPECT_EQ(j["campaign"]["missing"].size() + j["points"].size(), 3u);
+  // The other shard through a Slurm array task's environment.
+  ::setenv("SLURM_ARRAY_TASK_ID", "1", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "2", 1);
+  r = run_bitsim("sweep" + grid + " --out " + d + "/c");
+  ::unsetenv("SLURM_ARRAY_TASK_ID");
+  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("shard 1/2 (the Slurm array task)"), std::string::npos) << r.out;
+  r = run_bitsim("sweep merge " + d + "/c --csv " + d + "/m.csv --json " + d + "/m.json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("complete: all 3 points"), std::string::npos) << r.out;
+  const std::string merged = read(dir.path / "m.csv");
+  auto plain = run_bitsim("sweep" + grid + " --csv " + d + "/plain.csv");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(without_provenance(merged), without_provenance(read(dir.path / "plain.csv")));
+  EXPECT_EQ(merged.rfind("clock.mhz,tok_s,", 0), 0u);
+  // A row from another bitsim build: refused without --allow-mixed.
+  const auto first = fs::directory_iterator(dir.path / "c" / "points")->path();
+  j = nlohmann::json::parse(read(first));
+  j["result"]["provenance"]["bitsim_version"] = "0.0.1";
+  std::ofstream(first, std::ios::trunc) << j.dump();
+  r = run_bitsim("sweep merge " + d + "/c --csv " + d + "/m2.csv");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("bitsim 0.0.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("--allow-mixed"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.path / "m2.csv"));
+  r = run_bitsim("sweep merge " + d + "/c --allow-mixed --csv " + d + "/m2.csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(read(dir.path / "m2.csv").find(",0.0.1,"), std::string::npos);
+  // Bad input: exit 2 naming the thing at fault.
+  r = run_bitsim("sweep merge " + d + "/nothing --csv " + d + "/x.csv");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("campaign.json"), std::string::npos) << r.err;
+  r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 2/2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--shard '2/2'"), std::string::npos) << r.err;
+}
+
+TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
+  TempDir dir("script");
+  const std::string d = dir.path.string();
+  auto r = run_bitsim("sweep --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet --out " + d +
+                      "/c --slurm-script " + d + "/run.sh --shards 2 --max-running 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string script = read(dir.path / "run.sh");
+  EXPECT_NE(script.find("\n#SBATCH --array=0-1%1\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("--dependency=afterok:"), std::string::npos) << script;
+  EXPECT_NE(script.find(" sweep merge "), std::string::npos) << script;
+  // --mem covers the measured peak with its margin (peak x 1.5 + 256 MiB).
+  const auto mem_at = script.find("\n#SBATCH --mem=");
+  ASSERT_NE(mem_at, std::string::npos);
+  EXPECT_GT(std::stoi(script.substr(mem_at + 15)), 256 + 100);
+  EXPECT_NE(script.find("\n#SBATCH --time="), std::string::npos);
+  EXPECT_TRUE(fs::is_directory(dir.path / "c" / "logs"));  // Slurm does not create the --output folder
+  // The script as two array tasks (without Slurm: the environment a task would have).
+  for (int k = 0; k < 2; ++k) {
+    const std::string cmd = "SLURM_ARRAY_TASK_ID=" + std::to_string(k) + " SLURM_ARRAY_TASK_COUNT=2 bash " + d +
+                            "/run.sh > " + d + "/task" + std::to_string(k) + ".out 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read(dir.path / ("task" + std::to_string(k) + ".out"));
+    EXPECT_NE(read(dir.path / ("task" + std::to_string(k) + ".out")).find("shard " + std::to_string(k) + "/2 (the Slurm array task)"),
+              std::string::npos);
+  }
+  r = run_bitsim("sweep merge " + d + "/c");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("complete: all 3 points"), std::string::npos) << r.out;
+  r = run_bitsim("sweep --grid clock_mhz=100 --slurm-script " + d + "/x.sh");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+}
+
+TEST(CampaignCli, AShardKilledHalfwayResumesWithoutRedoingDonePoints) {
+  TempDir dir("killed");
+  const fs::path out = dir.path / "c";
+  const std::string args = "sweep --grid clock_mhz=90,100,110,125 --grid dma.length_bits=20,23 --tokens 1 --context 32 "
+                           "--quiet --jobs 1 --out " + out.string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + std::string(BITSIM_BINARY) + " " + args + " >/dev/null 2>&1").c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Kill it once two points are done (whatever the speed of this machine).
+  bool exited = false;
+  for (int i = 0; i < 6000; ++i) {
+    if (fs::exists(out / "points") && inodes(out).size() >= 2) break;
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(exited) << "the shard ended before it could be killed";
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  const auto done = inodes(out);
+  ASSERT_GE(done.size(), 2u);
+  auto r = run_bitsim("sweep merge " + out.string());
+  EXPECT_EQ(r.code, 4) << r.out;  // never reported complete
+  r = run_bitsim(args + " --resume");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(std::to_string(done.size()) + " already done (kept), " + std::to_string(8 - done.size()) + " run"),
+            std::string::npos)
+      << r.out;
+  const auto after = inodes(out);
+  EXPECT_EQ(after.size(), 8u);
+  for (const auto& [name, ino] : done) EXPECT_EQ(after.at(name), ino) << name << " was redone";
+  r = run_bitsim("sweep merge " + out.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("complete: all 8 points"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace bitsim::sim
