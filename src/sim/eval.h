@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/board_config.h"
+#include "sim/cache_store.h"
 #include "sim/params.h"
 
 namespace bitsim::sim {
@@ -42,6 +43,8 @@ struct EvalRequest {
   int board_positions = 0;                          // also run the first N positions on the simulated board
   int threads = 2;                                  // host threads (results do not depend on it)
   ParamSet params = board_params();                 // board config for --board
+  CacheSettings cache;                              // the start-up cache (off by default here)
+  CacheWarn cache_warning;                          // where its warnings go
 };
 
 struct EvalRow {
