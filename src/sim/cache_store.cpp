@@ -308,8 +308,15 @@ void CacheStore::evict(const std::string& just_written) {
   std::vector<Item> items;
   uint64_t total = 0;
   std::error_code ec;
+  const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(24);
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) {
+      // A temp file a day old was left by a process that died while writing it.
+      std::error_code e1;
+      if (e.last_write_time(e1) < stale && !e1) fs::remove(e.path(), e1);
+      continue;
+    }
     if (!is_entry_name(name)) continue;
     std::error_code e1, e2;
     const uint64_t bytes = e.file_size(e1);

@@ -15,7 +15,8 @@
 //     a whole file; a mapped file stays valid after it is replaced or deleted); renames,
 //     deletions, hit counts and eviction take an flock on the folder's `lock` file;
 //   - bounded: after each store the least recently used entries (file mtime, touched on
-//     every hit) are deleted until the total is within max_gb;
+//     every hit) are deleted until the total is within max_gb, and temp files a day old
+//     (left by a process that died while writing) are deleted;
 //   - counted: KIND-KEY.hits beside the entry holds its hit count (`bitsim cache info`).
 // A folder that cannot be created or written makes open() return null after one warning:
 // the run goes on without the cache.

@@ -283,3 +283,18 @@ TEST(CacheSettings, FlagThenVariablesThenHomeDecideTheFolderAndTheBound) {
   }
   EXPECT_THROW(resolve_cache_settings("", false, -1.0, lookup), bitsim::Error);
 }
+
+TEST(CacheStore, TempFilesLeftByADeadWriterAreDeletedAfterADay) {
+  TempDir d;
+  auto store = CacheStore::open(settings(d.path), {});
+  const fs::path old_tmp = d.path / "model-x.bin.tmp.99999.0.1", new_tmp = d.path / "model-y.bin.tmp.99999.0.2";
+  std::ofstream(old_tmp) << "partial";
+  std::ofstream(new_tmp) << "partial";
+  fs::last_write_time(old_tmp, fs::file_time_type::clock::now() - std::chrono::hours(25));
+  ASSERT_TRUE(store->put("x", "a", payload(10, 1)));
+  EXPECT_FALSE(fs::exists(old_tmp));
+  EXPECT_TRUE(fs::exists(new_tmp));  // may still be written by a live process
+  EXPECT_EQ(store->info().entries.size(), 1u);  // temp files are not entries
+  EXPECT_EQ(store->clear(), 1u);
+  EXPECT_FALSE(fs::exists(new_tmp));  // clear deletes them all
+}
