@@ -4,6 +4,7 @@
 #include "cli/eval_command.h"
 #include "cli/regress_command.h"
 #include "cli/campaign_command.h"
+#include "cli/cache_command.h"
 
 #include <unistd.h>
 
@@ -73,6 +74,7 @@ struct RunArgs {
   bool no_check = false;
   bool json = false;
   bool quiet = false;
+  CacheArgs cache;
 };
 
 struct ReplayArgs {
@@ -400,6 +402,8 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                          {"wall_s", r.wall_s},
                          {"load_s", r.load_s},
                          {"calibration_s", r.calibration_s},
+                         {"model_cached", r.model_cached},
+                         {"scales_cached", r.scales_cached},
                          {"sim_tok_per_wall_s", r.wall_s > 0 ? double(r.tokens.size()) / r.wall_s : 0.0},
                          {"logits_checked", checked}};
   summary["logits_equal"] = r.checked ? nlohmann::json(equal == checked && r.mismatch.empty()) : nlohmann::json(nullptr);
@@ -474,9 +478,10 @@ void print_run(const sim::BoardRunResult& r) {
              !r.checked ? std::string("not checked (--no-check)")
                         : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())
                                               : "MISMATCH: " + r.mismatch));
-  fmt::print("  host wall time        load {:.2f} s, K/V calibration {:.2f} s, {:.1f} ms per token, {:.2f} s in all "
+  fmt::print("  host wall time        load {:.2f} s{}, K/V calibration {:.2f} s{}, {:.1f} ms per token, {:.2f} s in all "
              "(this machine, not a board figure)\n",
-             r.load_s, r.calibration_s, r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
+             r.load_s, r.model_cached ? " (start-up cache)" : "", r.calibration_s,
+             r.scales_cached ? " (start-up cache)" : "", r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
   if (r.stopped_at_capacity)
     fmt::print("  stopped at the board's KV capacity of {} positions\n", golden::kMaxContext);
   if (r.fidelity != sim::Fidelity::kCycle)
@@ -486,7 +491,9 @@ void print_run(const sim::BoardRunResult& r) {
 
 int cmd_run(RunArgs& a) {
   prepare_run(a);
+  a.req.run.cache = cache_settings(a.cache);
   sim::BoardRunCallbacks cb;
+  cb.on_warning = print_warning;
   if (!a.quiet) cb.on_status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   const bool tty = ::isatty(STDERR_FILENO);
   bool started_text = false;
@@ -619,6 +626,7 @@ Command add_run(CLI::App& app) {
   sub->add_option("--layers-csv", a.req.layers_csv_file, "Write one CSV row per (token, layer, step) to FILE: simulated begin and time, the busy unit, DMA calls, bytes read (docs/json-schemas.md)");
   sub->add_option("--trace", a.req.trace_file, "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, driver calls, engine lanes and DMA channels");
   sub->add_option("--record-mmio", a.req.record_mmio_file, "Write the host program's register accesses and DDR loads and stores, with their simulated times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
+  add_cache_options(sub, a.cache);
   return {sub, [args] { return cmd_run(*args); }};
 }
 
@@ -723,6 +731,7 @@ int main(int argc, char** argv) {
                               add_sweep(app),      add_validate(app), add_calibrate(app), add_bench(app)};
   const auto evalc = add_eval_command(app);
   const auto regressc = add_regress_command(app);
+  CacheCommand cachec(app);
 
   install_stop_handlers();  // SIGINT / SIGTERM stop the command cleanly (model/stop_signal.h)
   try {
@@ -757,7 +766,11 @@ int main(int argc, char** argv) {
       code = evalc->run();
       ran = true;
     }
-    if (!ran && regressc->parsed()) code = regressc->run();
+    if (!ran && regressc->parsed()) {
+      code = regressc->run();
+      ran = true;
+    }
+    if (!ran && cachec.parsed()) code = cachec.run();
     if (stdout_failed()) return stdout_error();
     return code;
   } catch (const bitsim::Error& e) {

@@ -1,4 +1,5 @@
 #include "cli/eval_command.h"
+#include "cli/cache_command.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,7 @@ class Eval final : public EvalCommand {
     cmd_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");
     cmd_->add_flag("--json", json_, "Write one bitsim.eval/1 JSON document to stdout (docs/json-schemas.md)");
     cmd_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+    add_cache_options(cmd_, cache_);
   }
   bool parsed() const override { return cmd_->parsed(); }
 
@@ -63,6 +65,8 @@ class Eval final : public EvalCommand {
     if (!file.empty()) req_.params.load_toml(file);
     std::function<void(const std::string&)> status;
     if (!quiet_) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+    req_.cache = cache_settings(cache_);
+    req_.cache_warning = print_warning;
     const sim::EvalResult r = sim::run_eval(req_, status);
     if (json_) {
       fmt::print("{}\n", sim::eval_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -97,6 +101,7 @@ class Eval final : public EvalCommand {
   }
 
  private:
+  CacheArgs cache_;
   CLI::App* cmd_ = nullptr;
   sim::EvalRequest req_;
   std::string tokenizer_, config_;

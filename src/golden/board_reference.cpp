@@ -279,6 +279,12 @@ KvScales scales_from_max(const std::vector<float>& kmax, const std::vector<float
 }  // namespace
 
 KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, int threads) {
+  return calibrate_kv_scales(m, tokens, [threads](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
+    parallel_matvec(w, x, acc, threads);
+  });
+}
+
+KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, const MatvecFn& matvec_fn) {
   check_model(m);
   const auto& c = m.config;
   const int heads = c.num_heads, H = c.hidden_size;
@@ -290,9 +296,7 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
   // Float K/V cache [layer][pos][H].
   std::vector<float> kc(size_t(c.num_layers) * P * H), vc(kc.size());
   std::vector<float> scores(P);
-  const MatvecStep matvec = [threads](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
-    parallel_matvec(w, x, acc, threads);
-  };
+  const MatvecStep matvec = matvec_fn;
   int pos = 0;
   const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
     const float* k_layer = kc.data() + size_t(l) * P * H;

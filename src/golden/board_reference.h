@@ -89,6 +89,11 @@ using Probe = std::function<void(const StepProbe&)>;
 // acc[r] = sum_j t_rj * x_j over all rows of w: the matmul engine's arithmetic.
 using MatvecFn = std::function<void(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc)>;
 
+// The calibration pass with another matmul kernel, proven equal to ternary_matvec (integer
+// sums: equal sums give the same scales bit for bit), e.g. the fast fidelity's decoded
+// kernels (sim/fast_matvec.h). The overload above is this with the plain loop.
+KvScales calibrate_kv_scales(const model::TernaryModel& m, const std::vector<int>& tokens, const MatvecFn& matvec);
+
 struct BoardReferenceOptions {
   bool legacy_attention = false;  // the earlier unit's fixed >> 8 instead of the multiplier
   int threads = 1;                // matmul rows split over threads (results do not depend on it)

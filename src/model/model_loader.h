@@ -29,7 +29,7 @@ struct LayerWeights {
 struct TernaryModel {
   ModelConfig config;
   std::string source;                   // where the weights came from (for reports)
-  std::vector<float> embed;             // [vocab, hidden], F32 (the tied embedding)
+  Buffer<float> embed;                  // [vocab, hidden], F32 (the tied embedding; owned or a mapped view)
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;        // model.norm.weight [hidden]
   TernaryMatrix lm_head;                // ternarized embed_tokens (tied), as on the board

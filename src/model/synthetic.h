@@ -32,6 +32,10 @@
 
 namespace bitsim::model {
 
+// The generator's version: part of a synthetic model's identity in the start-up cache
+// (sim/startup.h). Bump it whenever the generator above changes the bits it produces.
+constexpr uint32_t kSyntheticGeneratorVersion = 1;
+
 enum class Shape { BitnetLarge, Tiny };
 Shape parse_shape(const std::string& s);  // "bitnet-large" | "tiny"; Error listing the valid names
 const char* shape_name(Shape);             // the inverse of parse_shape

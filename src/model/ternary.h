@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/buffer.h"
+
 namespace bitsim::model {
 
 struct TernaryMatrix {
   int rows = 0, cols = 0;
   float scale = 0;            // w_scale (see above)
-  std::vector<int8_t> trits;  // rows*cols values in {-1,0,1}, row-major
+  Buffer<int8_t> trits;       // rows*cols values in {-1,0,1}, row-major (owned or a mapped view)
   const int8_t* row(int r) const { return trits.data() + size_t(r) * size_t(cols); }
 };
 

@@ -1,4 +1,5 @@
 #include "sim/bench.h"
+#include "sim/fast_matvec.h"
 
 #include "sim/board_figures.h"
 
@@ -209,7 +210,7 @@ TimingModel load_timing_model(const BenchOptions& o, const Status& status) {
   source.reset();
   t.load_s = seconds_since(t0);
   t0 = Clock::now();
-  t.scales = golden::calibrate_kv_scales(t.model, calib, o.threads);
+  t.scales = calibrate_kv_scales_fast(t.model, calib, o.threads);
   t.calib_s = seconds_since(t0);
   t.ids = bench_token_ids(calib, std::max(o.memory_tokens, golden::kMaxContext));
   return t;

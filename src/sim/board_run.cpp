@@ -21,6 +21,7 @@
 #include "sim/sampler.h"
 #include "sim/simulation.h"
 #include "sim/layer_table.h"
+#include "sim/startup.h"
 #include "sim/trace.h"
 
 namespace bitsim::sim {
@@ -219,25 +220,18 @@ class Generation {
   std::vector<Recorded> board_steps_, gold_steps_;
 };
 
-// The run's model and K/V scales, loaded once the request has passed.
-struct Loaded {
-  model::TernaryModel model;
-  golden::KvScales scales;
-};
-
-Loaded load(const RunRequest& rr, std::unique_ptr<model::TensorSource> source, const model::Tokenizer& tokenizer,
-            BoardRunResult& res, const std::function<void(const std::string&)>& status) {
-  status(fmt::format("loading {} ...", res.model));
-  auto t0 = Clock::now();
-  Loaded l{model::load_ternary_model(*source, rr.threads), {}};
-  const int bos = source->config().bos_token_id;
-  source.reset();
-  res.load_s = seconds_since(t0);
-  status(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", golden::kCalibrationTokens));
-  t0 = Clock::now();
-  l.scales = golden::calibrate_kv_scales(l.model, golden::calibration_tokens(tokenizer, bos), rr.threads);
-  res.calibration_s = seconds_since(t0);
-  return l;
+// The run's model and K/V scales, loaded (or taken from the start-up cache) once the
+// request has passed.
+PreparedModel load(const RunRequest& rr, std::unique_ptr<model::TensorSource> source, const model::Tokenizer& tokenizer,
+              BoardRunResult& res, const BoardRunCallbacks& cb, const std::function<void(const std::string&)>& status) {
+  const std::unique_ptr<CacheStore> store = CacheStore::open(rr.cache, cb.on_warning);
+  const std::vector<int> calibration = golden::calibration_tokens(tokenizer, source->config().bos_token_id);
+  PreparedModel p = prepare_model(*source, calibration, rr.threads, store.get(), status);
+  res.load_s = p.times.load_s;
+  res.calibration_s = p.times.calibration_s;
+  res.model_cached = p.times.model_cached;
+  res.scales_cached = p.times.scales_cached;
+  return p;
 }
 
 }  // namespace
@@ -272,7 +266,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   host::MmioProgram recorded;
   for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
 
-  const Loaded l = load(rr, std::move(source), *tokenizer, res, status);
+  const PreparedModel l = load(rr, std::move(source), *tokenizer, res, cb, status);
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
     ref = std::make_unique<golden::BoardReference>(l.model, l.scales,

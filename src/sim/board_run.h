@@ -15,6 +15,7 @@
 #include "hw/fast_board.h"
 #include "model/model_loader.h"
 #include "sim/board_config.h"
+#include "sim/cache_store.h"
 #include "sim/params.h"
 #include "sim/sampler.h"
 #include "sim/simulation.h"
@@ -30,6 +31,8 @@ struct RunRequest {
   int threads = 2;                                  // host threads for loading and the golden check
   bool stop_at_capacity = false;                    // stop at 512 positions instead of refusing
   bool legacy_attention = false;                    // the earlier unit's fixed >> 8 shift
+  CacheSettings cache;                              // the start-up cache (off by default here;
+                                                    // the bitsim command resolves it)
 };
 
 struct BoardRunRequest {
@@ -71,6 +74,7 @@ struct BoardRunResult {
   std::vector<TokenRecord> tokens;
   std::string generated_text;
   double load_s = 0, calibration_s = 0, wall_s = 0;
+  bool model_cached = false, scales_cached = false;  // taken from the start-up cache
   bool checked = false;
   bool all_equal = true;
   std::string mismatch;           // where the first mismatch diverged; empty if none
@@ -83,6 +87,7 @@ struct BoardRunResult {
 
 struct BoardRunCallbacks {
   std::function<void(const std::string&)> on_status;
+  std::function<void(const std::string&)> on_warning;  // e.g. an unusable or corrupt start-up cache
   std::function<void(const TokenRecord&, const std::string& new_text)> on_token;
 };
 

@@ -23,6 +23,8 @@
 #include "model/tokenizer.h"
 #include "numerics/numerics.h"
 #include "sim/board_config.h"
+#include "sim/fast_matvec.h"
+#include "sim/startup.h"
 #include "sim/board_run.h"
 
 namespace bitsim::sim {
@@ -92,34 +94,6 @@ std::vector<float> int8_head_logits(const model::TernaryModel& m, const Int8Head
   for (int r = 0; r < head.rows; ++r) num::dequantize(&acc[size_t(r)], 1, head.scale[size_t(r)], s, &logits[size_t(r)]);
   return logits;
 }
-
-// The matmul engine's arithmetic through the fast fidelity's decoded kernels
-// (hw::fast::DecodedRows, proven equal to golden::ternary_matvec by fast_kernels_test:
-// integer sums, so the board rows' logits are bit for bit those of the plain loop).
-class FastMatvec {
- public:
-  explicit FastMatvec(const model::TernaryModel& m) {
-    for (const auto& L : m.layers)
-      for (const model::TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(*w);
-    add(m.lm_head);
-  }
-  golden::MatvecFn fn() const {
-    return [this](const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) {
-      rows_.at(&w).matvec_rows(x, 0, w.rows, acc);
-    };
-  }
-
- private:
-  void add(const model::TernaryMatrix& w) {
-    const std::vector<uint8_t> packed = model::pack_rows(w, 0, w.rows);
-    hw::fast::DecodedRows d;
-    int bad = -1;
-    if (!d.decode(packed.data(), w.rows, w.cols, &bad))
-      throw Error(fmt::format("eval: packed row {} does not decode", bad));
-    rows_.emplace(&w, std::move(d));
-  }
-  std::unordered_map<const model::TernaryMatrix*, hw::fast::DecodedRows> rows_;
-};
 
 // -log softmax(logits)[target], in double.
 double nll_of(const std::vector<float>& logits, int target) {
@@ -262,7 +236,7 @@ class Scorer {
   Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
          int board_positions)
       : m_(m), scales_(scales), windows_(windows), board_positions_(board_positions), head8_(make_int8_head(m)),
-        fast_(m), nll_(windows.size(), std::array<double, kKinds>{}) {}
+        fast_(m, /*with_lm_head=*/true, 2), nll_(windows.size(), std::array<double, kKinds>{}) {}
 
   void run(int threads) {
     std::vector<std::exception_ptr> errors{size_t(threads)};
@@ -310,7 +284,7 @@ class Scorer {
     if (job == 0) {
       score_float(refs, win, out);
     } else if (job == 1) {
-      golden::BoardReference dyn(m_, golden::calibrate_kv_scales(m_, win.input, 1), golden::BoardReferenceOptions{false, 1});
+      golden::BoardReference dyn(m_, golden::calibrate_kv_scales(m_, win.input, fast_.fn()), golden::BoardReferenceOptions{false, 1});
       dyn.set_matvec(fast_.fn());
       out[kBoardDynamicKv] = plain_nll(dyn, win);
     } else if (job == 2) {
@@ -445,10 +419,13 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
 
   status(fmt::format("loading {} ...", res.model));
   auto t0 = Clock::now();
-  const model::TernaryModel m = model::load_ternary_model(*pre.source, threads);
+  const std::unique_ptr<CacheStore> store = CacheStore::open(req.cache, req.cache_warning);
+  const std::string identity = store ? model_identity(*pre.source, store.get()) : std::string();
+  const model::TernaryModel m = load_model(*pre.source, identity, threads, store.get());
   pre.source.reset();
   const golden::KvScales scales =
-      golden::calibrate_kv_scales(m, golden::calibration_tokens(*pre.tokenizer, pre.config.bos_token_id), threads);
+      load_kv_scales(m, identity, golden::calibration_tokens(*pre.tokenizer, pre.config.bos_token_id), threads,
+                     store.get());
   res.load_s = seconds_since(t0);
 
   const std::vector<Window> windows = make_windows(pre.ids, res.window, pre.config.bos_token_id);

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/board_config.h"
+#include "sim/cache_store.h"
 #include "sim/params.h"
 
 namespace bitsim::sim {
@@ -46,6 +47,8 @@ struct EvalRequest {
                                                     // over the first N positions (0: no comparison)
   int threads = 2;                                  // host threads (results do not depend on it)
   ParamSet params = board_params();                 // board config for --board
+  CacheSettings cache;                              // the start-up cache (off by default here)
+  CacheWarn cache_warning;                          // where its warnings go
 };
 
 struct EvalRow {

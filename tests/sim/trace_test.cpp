@@ -228,7 +228,9 @@ TEST(Trace, UnwritablePathIsRefusedBeforeTheRun) {
 
 int run_command(const std::string& args, std::string* err) {
   const fs::path err_file = temp_file("stderr");
-  const std::string cmd = std::string(BITSIM_BINARY) + " " + args + " >/dev/null 2>" + err_file.string();
+  // The build tree's start-up cache, never the user's.
+  const std::string cmd = std::string("BITSIM_CACHE_DIR=") + BITSIM_TEST_CACHE_DIR + " " + BITSIM_BINARY + " " + args +
+                          " >/dev/null 2>" + err_file.string();
   const int status = std::system(cmd.c_str());
   std::ifstream f(err_file);
   err->assign(std::istreambuf_iterator<char>(f), {});

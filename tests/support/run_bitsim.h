@@ -18,12 +18,15 @@ struct CommandResult {
   std::string out, err;
 };
 
-inline CommandResult run_bitsim(const std::string& args) {
+// The child uses the build tree's start-up cache (BITSIM_TEST_CACHE_DIR), never the user's;
+// `env` (e.g. "HOME=/x") is put before the command.
+inline CommandResult run_bitsim(const std::string& args, const std::string& env = "") {
   static int counter = 0;
   const std::filesystem::path err_file =
       std::filesystem::temp_directory_path() /
       ("bitsim_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string(BITSIM_BINARY) + " " + args + " 2>" + err_file.string();
+  const std::string cmd = std::string("BITSIM_CACHE_DIR=") + BITSIM_TEST_CACHE_DIR + " " + env + " " +
+                          std::string(BITSIM_BINARY) + " " + args + " 2>" + err_file.string();
   CommandResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

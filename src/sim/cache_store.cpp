@@ -1,0 +1,408 @@
+#include "sim/cache_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "model/content_hash.h"
+#include "model/error.h"
+
+namespace bitsim::sim {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr char kMagic[8] = {'B', 'S', 'C', 'A', 'C', 'H', 'E', '1'};
+constexpr size_t kHeaderBytes = 128;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t payload_bytes;
+  uint64_t payload_hash[2];
+  char kind[32];
+  char key[48];
+  uint64_t header_checksum;  // checksum64 of the bytes before it
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+std::string errno_text() { return std::strerror(errno); }
+
+// flock on the folder's lock file for the scope.
+class Locked {
+ public:
+  explicit Locked(int fd) : fd_(fd) {
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~Locked() { ::flock(fd_, LOCK_UN); }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  int fd_;
+};
+
+bool write_all(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n) {
+    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t(1) << 30));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+uint64_t read_hits(const fs::path& file) {
+  std::ifstream f(file);
+  uint64_t n = 0;
+  if (f >> n) return n;
+  return 0;
+}
+
+// Writes `text` to `file` via a temp file + rename (false on failure, nothing left behind).
+bool replace_file(const fs::path& file, const std::string& text) {
+  const fs::path tmp = file.string() + fmt::format(".tmp.{}", ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!(f << text) || !f.flush()) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
+}
+
+bool is_entry_name(const std::string& name) { return name.size() > 4 && name.ends_with(".bin"); }
+
+double parse_positive(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v) && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("{}: '{}' is not a positive number of GB", what, text));
+}
+}  // namespace
+
+CacheSettings resolve_cache_settings(const std::string& dir_flag, bool no_cache, std::optional<double> max_gb_flag,
+                                     const EnvLookup& env) {
+  CacheSettings s;
+  s.enabled = !no_cache;
+  auto var = [&](const char* name) -> std::string {
+    const char* v = env ? env(name) : nullptr;
+    return v ? std::string(v) : std::string();
+  };
+  if (max_gb_flag) {
+    if (!(std::isfinite(*max_gb_flag) && *max_gb_flag > 0))
+      throw Error(fmt::format("--cache-max-gb: {} is not a positive number of GB", *max_gb_flag));
+    s.max_gb = *max_gb_flag;
+  } else if (const std::string v = var("BITSIM_CACHE_MAX_GB"); !v.empty()) {
+    s.max_gb = parse_positive(v, "BITSIM_CACHE_MAX_GB");
+  }
+  if (!dir_flag.empty()) {
+    s.dir = dir_flag;
+  } else if (const std::string v = var("BITSIM_CACHE_DIR"); !v.empty()) {
+    s.dir = v;
+  } else if (const std::string v = var("XDG_CACHE_HOME"); !v.empty() && fs::path(v).is_absolute()) {
+    s.dir = fs::path(v) / "bitsim";
+  } else if (const std::string v = var("HOME"); !v.empty()) {
+    s.dir = fs::path(v) / ".cache" / "bitsim";
+  } else {
+    s.why_no_dir = "neither BITSIM_CACHE_DIR, XDG_CACHE_HOME nor HOME is set";
+  }
+  return s;
+}
+
+std::unique_ptr<CacheStore> CacheStore::open(const CacheSettings& s, const CacheWarn& warn) {
+  if (!s.enabled) return nullptr;
+  auto say = [&](const std::string& m) {
+    if (warn) warn(m);
+  };
+  if (s.dir.empty()) {
+    say(fmt::format("start-up cache: no folder ({}); running without the cache", s.why_no_dir));
+    return nullptr;
+  }
+  std::error_code ec;
+  fs::create_directories(s.dir, ec);
+  if (ec || !fs::is_directory(s.dir)) {
+    say(fmt::format("start-up cache: cannot create the folder {} ({}); running without the cache", s.dir.string(),
+                    ec ? ec.message() : "not a folder"));
+    return nullptr;
+  }
+  const fs::path lock = s.dir / "lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || ::access(s.dir.c_str(), W_OK) != 0) {
+    say(fmt::format("start-up cache: the folder {} is not writable ({}); running without the cache", s.dir.string(),
+                    errno_text()));
+    if (fd >= 0) ::close(fd);
+    return nullptr;
+  }
+  const uint64_t max_bytes = uint64_t(std::llround(s.max_gb * 1e9));
+  return std::unique_ptr<CacheStore>(new CacheStore(s.dir, max_bytes, fd, warn));
+}
+
+CacheStore::CacheStore(fs::path dir, uint64_t max_bytes, int lock_fd, CacheWarn warn)
+    : dir_(std::move(dir)), max_bytes_(max_bytes), lock_fd_(lock_fd), warn_(std::move(warn)) {}
+
+CacheStore::~CacheStore() { ::close(lock_fd_); }
+
+void CacheStore::warn_once(const std::string& m) {
+  if (std::find(warned_.begin(), warned_.end(), m) != warned_.end()) return;
+  warned_.push_back(m);
+  if (warn_) warn_(m);
+}
+
+fs::path CacheStore::entry_path(const std::string& kind, const std::string& key) const {
+  return dir_ / (kind + "-" + key + ".bin");
+}
+
+void CacheStore::remove_entry_locked(const fs::path& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  fs::path hits = path;
+  hits.replace_extension(".hits");
+  fs::remove(hits, ec);
+}
+
+std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, const std::string& key) {
+  const fs::path path = entry_path(kind, key);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // a miss
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  const size_t size = size_t(st.st_size);
+  std::string fault;
+  void* base = MAP_FAILED;
+  Header h{};
+  if (size < kHeaderBytes) {
+    fault = fmt::format("truncated ({} bytes, shorter than the header)", size);
+  } else {
+    base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) fault = fmt::format("cannot be mapped ({})", errno_text());
+  }
+  ::close(fd);
+  std::shared_ptr<void> keep;
+  if (base != MAP_FAILED) keep = std::shared_ptr<void>(base, [size](void* p) { ::munmap(p, size); });
+  if (fault.empty()) {
+    std::memcpy(&h, base, sizeof h);
+    const bool key_ok = std::string(h.kind, strnlen(h.kind, sizeof h.kind)) == kind &&
+                        std::string(h.key, strnlen(h.key, sizeof h.key)) == key;
+    if (std::memcmp(h.magic, kMagic, 8) != 0) fault = "not a bitsim cache entry (bad magic)";
+    else if (h.header_checksum != model::checksum64(&h, offsetof(Header, header_checksum))) fault = "corrupt header";
+    else if (h.version != kCacheVersion || h.header_bytes != kHeaderBytes || !key_ok)
+      fault = "header of another entry or version";
+    else if (size != kHeaderBytes + h.payload_bytes)
+      fault = fmt::format("truncated ({} bytes, the header says {})", size, kHeaderBytes + h.payload_bytes);
+    else {
+      const auto d = model::ContentHash().update(static_cast<uint8_t*>(base) + kHeaderBytes, h.payload_bytes).digest();
+      if (d[0] != h.payload_hash[0] || d[1] != h.payload_hash[1]) fault = "corrupt payload (checksum mismatch)";
+    }
+  }
+  Locked lock(lock_fd_);
+  if (!fault.empty()) {
+    warn_once(fmt::format("start-up cache: entry {} is {}; deleted, rebuilding it", path.string(), fault));
+    // Delete it only if it is still the file we read (another process may have replaced it).
+    struct stat now {};
+    if (::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) remove_entry_locked(path);
+    return std::nullopt;
+  }
+  // A hit: count it and make the entry the most recently used.
+  fs::path hits = path;
+  hits.replace_extension(".hits");
+  replace_file(hits, std::to_string(read_hits(hits) + 1) + "\n");
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  return Payload{std::move(keep), static_cast<uint8_t*>(base) + kHeaderBytes, size_t(h.payload_bytes)};
+}
+
+bool CacheStore::put(const std::string& kind, const std::string& key, const std::vector<model::ImagePart>& parts) {
+  const fs::path path = entry_path(kind, key);
+  if (kind.size() >= sizeof(Header::kind) || key.size() >= sizeof(Header::key))
+    throw Error(fmt::format("start-up cache: kind '{}' or key '{}' too long", kind, key));
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  const fs::path tmp = path.string() + fmt::format(".tmp.{}.{}.{:x}", ::getpid(), temp_counter_++, rng());
+  auto fail = [&](const std::string& why) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    warn_once(fmt::format("start-up cache: cannot write {} ({}); going on without storing it", path.string(), why));
+    return false;
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(errno_text());
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kCacheVersion;
+  h.header_bytes = kHeaderBytes;
+  std::memcpy(h.kind, kind.data(), kind.size());
+  std::memcpy(h.key, key.data(), key.size());
+  model::ContentHash hash;
+  bool ok = write_all(fd, &h, sizeof h);  // placeholder, rewritten below
+  std::vector<uint8_t> zeros;
+  for (const model::ImagePart& p : parts) {
+    if (!ok) break;
+    if (p.data) {
+      hash.update(p.data, p.bytes);
+      ok = write_all(fd, p.data, p.bytes);
+    } else {
+      zeros.assign(p.bytes, 0);
+      hash.update(zeros.data(), zeros.size());
+      ok = write_all(fd, zeros.data(), zeros.size());
+    }
+  }
+  if (ok) {
+    h.payload_bytes = hash.total_bytes();
+    const auto d = hash.digest();
+    h.payload_hash[0] = d[0];
+    h.payload_hash[1] = d[1];
+    h.header_checksum = model::checksum64(&h, offsetof(Header, header_checksum));
+    ok = ::pwrite(fd, &h, sizeof h, 0) == ssize_t(sizeof h);
+  }
+  const std::string why = ok ? std::string() : errno_text();
+  if (::close(fd) != 0 && ok) return fail(errno_text());
+  if (!ok) return fail(why);
+  {
+    Locked lock(lock_fd_);
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      warn_once(fmt::format("start-up cache: cannot write {} ({}); going on without storing it", path.string(),
+                            ec.message()));
+      return false;
+    }
+    evict(path.filename().string());
+  }
+  return true;
+}
+
+void CacheStore::evict(const std::string& just_written) {
+  struct Item {
+    fs::path path;
+    uint64_t bytes;
+    fs::file_time_type used;
+  };
+  std::vector<Item> items;
+  uint64_t total = 0;
+  std::error_code ec;
+  const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) {
+      // A temp file a day old was left by a process that died while writing it.
+      std::error_code e1;
+      if (e.last_write_time(e1) < stale && !e1) fs::remove(e.path(), e1);
+      continue;
+    }
+    if (!is_entry_name(name)) continue;
+    std::error_code e1, e2;
+    const uint64_t bytes = e.file_size(e1);
+    const auto used = e.last_write_time(e2);
+    if (e1 || e2) continue;  // deleted meanwhile
+    items.push_back({e.path(), bytes, used});
+    total += bytes;
+  }
+  if (total <= max_bytes_) return;
+  for (const Item& it : items) {
+    if (it.path.filename() == just_written && it.bytes > max_bytes_) {
+      // The new entry alone is over the bound: it goes, the others stay.
+      warn_once(fmt::format("start-up cache: entry {} ({:.3f} GB) is larger than cache.max_gb ({:.3f} GB); not kept",
+                            it.path.string(), it.bytes / 1e9, max_bytes_ / 1e9));
+      remove_entry_locked(it.path);
+      return;
+    }
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.used < b.used; });
+  for (const Item& it : items) {
+    if (total <= max_bytes_) break;
+    if (it.path.filename() == just_written) continue;
+    remove_entry_locked(it.path);
+    total -= it.bytes;
+  }
+}
+
+CacheStore::Info CacheStore::info() const {
+  Info info;
+  info.dir = dir_;
+  info.max_bytes = max_bytes_;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_entry_name(name)) continue;
+    std::error_code e1, e2;
+    EntryInfo x;
+    x.bytes = e.file_size(e1);
+    x.last_used = e.last_write_time(e2);
+    if (e1 || e2) continue;
+    const std::string stem = e.path().stem().string();
+    const size_t dash = stem.rfind('-');
+    x.kind = dash == std::string::npos ? stem : stem.substr(0, dash);
+    x.key = dash == std::string::npos ? std::string() : stem.substr(dash + 1);
+    fs::path hits = e.path();
+    hits.replace_extension(".hits");
+    x.hits = read_hits(hits);
+    info.total_bytes += x.bytes;
+    info.entries.push_back(std::move(x));
+  }
+  std::sort(info.entries.begin(), info.entries.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_used > b.last_used; });
+  return info;
+}
+
+size_t CacheStore::clear() {
+  Locked lock(lock_fd_);
+  size_t n = 0;
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_entry_name(name)) ++n;
+    if (is_entry_name(name) || name.ends_with(".hits") || name.find(".tmp.") != std::string::npos)
+      doomed.push_back(e.path());
+  }
+  for (const fs::path& p : doomed) fs::remove(p, ec);
+  return n;
+}
+
+std::string format_cache_info(const CacheStore::Info& info) {
+  std::string s = fmt::format("start-up cache  {}\n", info.dir.string());
+  s += fmt::format("entries         {}, {:.3f} GB of at most {:.3f} GB (cache.max_gb)\n", info.entries.size(),
+                   info.total_bytes / 1e9, info.max_bytes / 1e9);
+  if (info.entries.empty()) return s;
+  s += fmt::format("  {:<10} {:>12} {:>6}  {:<19}  {}\n", "kind", "MB", "hits", "last used (UTC)", "key");
+  for (const auto& e : info.entries) {
+    const auto sys = std::chrono::file_clock::to_sys(e.last_used);
+    const std::time_t t = std::chrono::system_clock::to_time_t(sys);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    s += fmt::format("  {:<10} {:>12.3f} {:>6}  {:<19}  {}\n", e.kind, e.bytes / 1e6, e.hits, when, e.key);
+  }
+  return s;
+}
+
+}  // namespace bitsim::sim

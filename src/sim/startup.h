@@ -1,0 +1,59 @@
+#pragma once
+// Start-up: the model as the board runs it (ternarized, model/model_loader.h) and its K/V
+// scales (the 144-token calibration pass, golden/board_reference.h), through the start-up
+// cache (sim/cache_store.h) when one is given. Both depend only on the model's bytes and
+// the calibration tokens, so both are content-addressed:
+//
+//   model identity  synthetic:SHAPE:SEED  -> ("synthetic", shape, seed, kSyntheticGeneratorVersion)
+//                   a checkpoint folder   -> ContentHash of config.json and of model.safetensors
+//                                            (the safetensors hash is itself memoized in the
+//                                            cache under the file's path, size, mtime, device
+//                                            and inode, so a warm start does not reread 2.9 GB)
+//   "model" entry   key = H(kCacheVersion, "model", identity): the ternary model image
+//                   (model/model_file.h), mapped on a hit
+//   "kvscales"      key = H(kCacheVersion, "kvscales", identity, the calibration token ids):
+//                   the K and V scales, one float each per (layer, head)
+// The board config does not enter these keys: neither the model nor the scales depend on it.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "golden/board_reference.h"
+#include "model/model_loader.h"
+#include "model/tensor_source.h"
+#include "sim/cache_store.h"
+
+namespace bitsim::sim {
+
+// The content identity of a model source (hex), see above. `store` (may be null) memoizes
+// a checkpoint file's hash.
+std::string model_identity(const model::TensorSource& source, CacheStore* store);
+
+struct StartupTimes {
+  double load_s = 0, calibration_s = 0;
+  bool model_cached = false, scales_cached = false;  // taken from the cache
+};
+
+// The ternary model of `source`: from the cache on a hit, else loaded (and stored).
+// `identity` is model_identity(source); empty: not cached.
+model::TernaryModel load_model(const model::TensorSource& source, const std::string& identity, int threads,
+                               CacheStore* store, bool* cached = nullptr);
+
+// The K/V scales of `m` over `tokens`: from the cache on a hit, else computed by the
+// calibration pass on the fast kernels (calibrate_kv_scales_fast, sim/fast_matvec.h: bit for
+// bit the plain loop's scales) and stored. `identity` is model_identity() of m's source.
+golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& identity,
+                                const std::vector<int>& tokens, int threads, CacheStore* store,
+                                bool* cached = nullptr);
+
+// Both, with status lines and times.
+struct PreparedModel {
+  model::TernaryModel model;
+  golden::KvScales scales;
+  StartupTimes times;
+};
+PreparedModel prepare_model(const model::TensorSource& source, const std::vector<int>& calibration_tokens, int threads,
+                       CacheStore* store, const std::function<void(const std::string&)>& status = {});
+
+}  // namespace bitsim::sim

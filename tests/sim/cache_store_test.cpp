@@ -1,0 +1,300 @@
+// The start-up cache's store (sim/cache_store.h): entries round-trip; a corrupt, truncated
+// or foreign entry is warned about once, deleted and a miss; several stores (as several
+// processes would) fill one folder at once; least recently used entries are evicted to the
+// bound; an unusable folder is one warning and no store. Every test has its own folder.
+#include "sim/cache_store.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "model/error.h"
+
+using namespace bitsim::sim;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / ("bitsim_cache_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+CacheSettings settings(const fs::path& dir, double max_gb = 1.0) {
+  CacheSettings s;
+  s.enabled = true;
+  s.dir = dir;
+  s.max_gb = max_gb;
+  return s;
+}
+
+std::vector<uint8_t> payload(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = uint8_t(g());
+  return v;
+}
+
+std::vector<uint8_t> bytes_of(const CacheStore::Payload& p) { return {p.data, p.data + p.bytes}; }
+
+struct Warnings {
+  std::vector<std::string> list;
+  CacheWarn fn() {
+    return [this](const std::string& m) { list.push_back(m); };
+  }
+};
+
+void flip_byte(const fs::path& file, size_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = char(c ^ 0x10);
+  f.seekp(std::streamoff(offset));
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST(CacheStore, AnEntryRoundTripsAlignedAndCountsItsHits) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(store->get("model", "k1"));
+  const auto data = payload(5000, 1);
+  ASSERT_TRUE(store->put("model", "k1", data));
+  for (int i = 0; i < 3; ++i) {
+    const auto p = store->get("model", "k1");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(bytes_of(*p), data);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p->data) % 64, 0u);
+  }
+  const auto info = store->info();
+  ASSERT_EQ(info.entries.size(), 1u);
+  EXPECT_EQ(info.entries[0].kind, "model");
+  EXPECT_EQ(info.entries[0].key, "k1");
+  EXPECT_EQ(info.entries[0].hits, 3u);
+  EXPECT_EQ(info.entries[0].bytes, 128u + 5000u);
+  EXPECT_EQ(info.total_bytes, 128u + 5000u);
+  const std::string text = format_cache_info(info);
+  EXPECT_NE(text.find("model"), std::string::npos);
+  EXPECT_NE(text.find(" 3 "), std::string::npos) << text;
+  EXPECT_TRUE(w.list.empty());
+  // A payload written through the private mapping does not reach the file.
+  {
+    auto p = store->get("model", "k1");
+    p->data[0] ^= 0xFF;
+  }
+  EXPECT_EQ(bytes_of(*store->get("model", "k1")), data);
+  EXPECT_EQ(store->clear(), 1u);
+  EXPECT_FALSE(store->get("model", "k1"));
+  EXPECT_TRUE(store->info().entries.empty());
+}
+
+TEST(CacheStore, ACorruptPayloadIsWarnedOnceDeletedAndAMiss) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  ASSERT_TRUE(store->put("kvscales", "abc", payload(3000, 2)));
+  const fs::path file = store->entry_path("kvscales", "abc");
+  flip_byte(file, 128 + 1234);
+  EXPECT_FALSE(store->get("kvscales", "abc"));
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("corrupt payload"), std::string::npos) << w.list[0];
+  EXPECT_NE(w.list[0].find(file.string()), std::string::npos) << w.list[0];
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(store->get("kvscales", "abc"));  // now a plain miss, no second warning
+  EXPECT_EQ(w.list.size(), 1u);
+  // Rebuilt, it is trusted again.
+  ASSERT_TRUE(store->put("kvscales", "abc", payload(3000, 2)));
+  EXPECT_EQ(bytes_of(*store->get("kvscales", "abc")), payload(3000, 2));
+}
+
+TEST(CacheStore, ACorruptHeaderIsWarnedDeletedAndAMiss) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  ASSERT_TRUE(store->put("model", "h", payload(100, 3)));
+  flip_byte(store->entry_path("model", "h"), 20);  // inside payload_bytes / the hash
+  EXPECT_FALSE(store->get("model", "h"));
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("corrupt header"), std::string::npos) << w.list[0];
+  EXPECT_FALSE(fs::exists(store->entry_path("model", "h")));
+}
+
+TEST(CacheStore, ATruncatedEntryIsWarnedDeletedAndAMiss) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  for (size_t cut : {size_t(60), size_t(128 + 999)}) {
+    w.list.clear();
+    ASSERT_TRUE(store->put("model", "t", payload(2000, 4)));
+    fs::resize_file(store->entry_path("model", "t"), cut);
+    EXPECT_FALSE(store->get("model", "t")) << cut;
+    ASSERT_EQ(w.list.size(), 1u) << cut;
+    EXPECT_NE(w.list[0].find("truncated"), std::string::npos) << w.list[0];
+    EXPECT_FALSE(fs::exists(store->entry_path("model", "t")));
+  }
+}
+
+TEST(CacheStore, AnEntryUnderAnotherNameIsNotTrusted) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  ASSERT_TRUE(store->put("model", "one", payload(100, 5)));
+  fs::copy_file(store->entry_path("model", "one"), store->entry_path("model", "two"));
+  EXPECT_FALSE(store->get("model", "two"));
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("another entry"), std::string::npos) << w.list[0];
+  EXPECT_TRUE(store->get("model", "one"));
+}
+
+TEST(CacheStore, SeveralStoresFillOneFolderAtOnce) {
+  TempDir d;
+  constexpr int kStores = 4, kRounds = 6;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::string>> warnings(kStores);
+  std::vector<int> bad(kStores, 0);
+  for (int t = 0; t < kStores; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread has its own store (its own lock file descriptor), as a process would.
+      auto store = CacheStore::open(settings(d.path), [&, t](const std::string& m) { warnings[size_t(t)].push_back(m); });
+      for (int r = 0; r < kRounds; ++r) {
+        // Every thread writes and reads the same shared entries, plus one of its own.
+        for (int k = 0; k < 3; ++k) {
+          const std::string key = "shared" + std::to_string(k);
+          const auto want = payload(200000 + size_t(k), uint32_t(k));
+          if (auto p = store->get("model", key)) bad[size_t(t)] += bytes_of(*p) != want;
+          else if (!store->put("model", key, want)) ++bad[size_t(t)];
+        }
+        store->put("own", std::to_string(t), payload(1000, uint32_t(100 + t)));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kStores; ++t) {
+    EXPECT_EQ(bad[size_t(t)], 0) << "store " << t;
+    EXPECT_TRUE(warnings[size_t(t)].empty()) << warnings[size_t(t)].front();
+  }
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(bytes_of(*store->get("model", "shared" + std::to_string(k))), payload(200000 + size_t(k), uint32_t(k)));
+  EXPECT_EQ(store->info().entries.size(), size_t(3 + kStores));
+  for (const auto& e : fs::directory_iterator(d.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();  // no temp file left
+  EXPECT_TRUE(w.list.empty());
+}
+
+TEST(CacheStore, LeastRecentlyUsedEntriesAreEvictedToTheBound) {
+  TempDir d;
+  Warnings w;
+  // Room for two entries of 1000 payload bytes (1128 bytes each), not three.
+  auto store = CacheStore::open(settings(d.path, 3000e-9), w.fn());
+  ASSERT_EQ(store->max_bytes(), 3000u);
+  ASSERT_TRUE(store->put("x", "a", payload(1000, 1)));
+  ASSERT_TRUE(store->put("x", "b", payload(1000, 2)));
+  const auto now = fs::file_time_type::clock::now();
+  fs::last_write_time(store->entry_path("x", "a"), now - std::chrono::hours(2));
+  fs::last_write_time(store->entry_path("x", "b"), now - std::chrono::hours(1));
+  ASSERT_TRUE(store->get("x", "a"));  // a is now the most recently used
+  ASSERT_TRUE(store->put("x", "c", payload(1000, 3)));
+  EXPECT_TRUE(fs::exists(store->entry_path("x", "a")));
+  EXPECT_FALSE(fs::exists(store->entry_path("x", "b")));  // the least recently used
+  EXPECT_TRUE(fs::exists(store->entry_path("x", "c")));
+  EXPECT_LE(store->info().total_bytes, 3000u);
+  EXPECT_TRUE(w.list.empty());
+  // An entry larger than the whole bound is not kept, with a warning.
+  ASSERT_TRUE(store->put("x", "big", payload(5000, 4)));
+  EXPECT_FALSE(fs::exists(store->entry_path("x", "big")));
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("larger than cache.max_gb"), std::string::npos) << w.list[0];
+  EXPECT_TRUE(fs::exists(store->entry_path("x", "a")));
+}
+
+TEST(CacheStore, AnUnusableFolderIsOneWarningAndNoStore) {
+  TempDir d;
+  fs::create_directories(d.path);
+  const fs::path file = d.path / "a-file";
+  std::ofstream(file) << "x";
+  Warnings w;
+  EXPECT_FALSE(CacheStore::open(settings(file / "cache"), w.fn()));  // under a regular file
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("running without the cache"), std::string::npos) << w.list[0];
+  EXPECT_NE(w.list[0].find((file / "cache").string()), std::string::npos) << w.list[0];
+  w.list.clear();
+  EXPECT_FALSE(CacheStore::open(settings(file), w.fn()));  // a file, not a folder
+  EXPECT_EQ(w.list.size(), 1u);
+  w.list.clear();
+  CacheSettings none;
+  none.enabled = true;
+  none.why_no_dir = "no HOME";
+  EXPECT_FALSE(CacheStore::open(none, w.fn()));
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("no HOME"), std::string::npos);
+  w.list.clear();
+  CacheSettings off = settings(d.path / "never");
+  off.enabled = false;
+  EXPECT_FALSE(CacheStore::open(off, w.fn()));  // --no-cache: silent, nothing created
+  EXPECT_TRUE(w.list.empty());
+  EXPECT_FALSE(fs::exists(d.path / "never"));
+}
+
+TEST(CacheSettings, FlagThenVariablesThenHomeDecideTheFolderAndTheBound) {
+  std::map<std::string, std::string> env;
+  auto lookup = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CacheSettings s = resolve_cache_settings("", false, std::nullopt, lookup);
+  EXPECT_TRUE(s.enabled);
+  EXPECT_TRUE(s.dir.empty());
+  EXPECT_FALSE(s.why_no_dir.empty());
+  env["HOME"] = "/home/u";
+  EXPECT_EQ(resolve_cache_settings("", false, std::nullopt, lookup).dir, fs::path("/home/u/.cache/bitsim"));
+  env["XDG_CACHE_HOME"] = "/xdg";
+  EXPECT_EQ(resolve_cache_settings("", false, std::nullopt, lookup).dir, fs::path("/xdg/bitsim"));
+  env["BITSIM_CACHE_DIR"] = "/b";
+  EXPECT_EQ(resolve_cache_settings("", false, std::nullopt, lookup).dir, fs::path("/b"));
+  EXPECT_EQ(resolve_cache_settings("/flag", false, std::nullopt, lookup).dir, fs::path("/flag"));
+  EXPECT_FALSE(resolve_cache_settings("/flag", true, std::nullopt, lookup).enabled);
+  EXPECT_EQ(resolve_cache_settings("", false, std::nullopt, lookup).max_gb, kDefaultCacheMaxGb);
+  env["BITSIM_CACHE_MAX_GB"] = "0.5";
+  EXPECT_EQ(resolve_cache_settings("", false, std::nullopt, lookup).max_gb, 0.5);
+  EXPECT_EQ(resolve_cache_settings("", false, 2.0, lookup).max_gb, 2.0);
+  env["BITSIM_CACHE_MAX_GB"] = "lots";
+  try {
+    resolve_cache_settings("", false, std::nullopt, lookup);
+    FAIL() << "a bad BITSIM_CACHE_MAX_GB was accepted";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BITSIM_CACHE_MAX_GB"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(resolve_cache_settings("", false, -1.0, lookup), bitsim::Error);
+}
+
+TEST(CacheStore, TempFilesLeftByADeadWriterAreDeletedAfterADay) {
+  TempDir d;
+  auto store = CacheStore::open(settings(d.path), {});
+  const fs::path old_tmp = d.path / "model-x.bin.tmp.99999.0.1", new_tmp = d.path / "model-y.bin.tmp.99999.0.2";
+  std::ofstream(old_tmp) << "partial";
+  std::ofstream(new_tmp) << "partial";
+  fs::last_write_time(old_tmp, fs::file_time_type::clock::now() - std::chrono::hours(25));
+  ASSERT_TRUE(store->put("x", "a", payload(10, 1)));
+  EXPECT_FALSE(fs::exists(old_tmp));
+  EXPECT_TRUE(fs::exists(new_tmp));  // may still be written by a live process
+  EXPECT_EQ(store->info().entries.size(), 1u);  // temp files are not entries
+  EXPECT_EQ(store->clear(), 1u);
+  EXPECT_FALSE(fs::exists(new_tmp));  // clear deletes them all
+}

@@ -1,0 +1,76 @@
+// The host-side passes on the fast kernels (sim/fast_matvec.h): the K/V calibration pass
+// with its matmuls on the decoded kernels over two threads gives the plain loop's scales bit
+// for bit, on the synthetic tiny model and on random models of other shapes.
+#include "sim/fast_matvec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "model/error.h"
+#include "model/synthetic.h"
+#include "model/tokenizer.h"
+#include "support/random_model.h"
+
+using namespace bitsim;
+
+namespace {
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+std::vector<int> calibration(const model::TernaryModel& m) {
+  auto tok = model::make_byte_tokenizer(m.config.vocab_size);
+  return golden::calibration_tokens(*tok, m.config.bos_token_id);
+}
+}  // namespace
+
+TEST(FastMatvec, CalibrationGivesThePlainLoopsScales) {
+  const model::TernaryModel m = model::load_ternary_model(model::SyntheticSource(model::Shape::Tiny, 11), 2);
+  const auto tokens = calibration(m);
+  ASSERT_EQ(tokens.size(), size_t(golden::kCalibrationTokens));
+  const golden::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
+  for (int threads : {1, 2, 3}) {
+    const golden::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, threads);
+    EXPECT_TRUE(same_bits(fast.k, plain.k)) << threads << " threads";
+    EXPECT_TRUE(same_bits(fast.v, plain.v)) << threads << " threads";
+  }
+  EXPECT_EQ(plain.k.size(), size_t(m.config.num_layers) * size_t(m.config.num_heads));
+}
+
+TEST(FastMatvec, CalibrationGivesThePlainLoopsScalesOnRandomModels) {
+  // Rows not a multiple of the kernels' blocks, FFN widths past one 256-element block.
+  std::mt19937 g(5);
+  for (auto [heads, ffn, layers] : {std::tuple{1, 300, 2}, std::tuple{3, 1000, 1}}) {
+    const model::TernaryModel m = bitsim::testing::random_model(g, heads, ffn, layers, 300);
+    std::vector<int> tokens;
+    for (int i = 0; i < 40; ++i) tokens.push_back(int(g() % 300));
+    const golden::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
+    const golden::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, 2);
+    EXPECT_TRUE(same_bits(fast.k, plain.k)) << heads << " heads, FFN " << ffn;
+    EXPECT_TRUE(same_bits(fast.v, plain.v)) << heads << " heads, FFN " << ffn;
+  }
+}
+
+TEST(FastMatvec, EveryMatrixGivesThePlainLoopsSums) {
+  std::mt19937 g(9);
+  const model::TernaryModel m = bitsim::testing::random_model(g, 2, 700, 2, 250);
+  const sim::FastMatvec fast(m, /*with_lm_head=*/true, 2);
+  bitsim::hw::fast::Workers workers(2);
+  const auto one = fast.fn(), two = fast.fn(workers);
+  for (const model::TernaryMatrix* w : {&m.layers[0].q, &m.layers[1].gate, &m.layers[1].down, &m.lm_head}) {
+    std::vector<int8_t> x(size_t(w->cols));
+    for (auto& v : x) v = int8_t(int(g() % 256) - 128);
+    std::vector<int32_t> want(size_t(w->rows)), a(want.size()), b(want.size());
+    golden::ternary_matvec(*w, 0, w->rows, x.data(), want.data());
+    one(*w, x.data(), a.data());
+    two(*w, x.data(), b.data());
+    EXPECT_EQ(a, want);
+    EXPECT_EQ(b, want);
+  }
+  // A matrix that is not the model's is refused, not read.
+  model::TernaryMatrix other = m.layers[0].q;
+  std::vector<int32_t> acc(size_t(other.rows));
+  std::vector<int8_t> x(size_t(other.cols), 1);
+  EXPECT_THROW(one(other, x.data(), acc.data()), bitsim::Error);
+}
