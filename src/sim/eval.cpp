@@ -379,7 +379,7 @@ std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const
       {"board-legacy-shift", {.legacy_attention = true}},
       {"board-online-softmax", {.attention_variant = model::AttentionVariant::OnlineSoftmax}},
   };
-  const FastMatvec fast(m);
+  const FastMatvec fast(m, /*with_lm_head=*/true, 2);
   std::vector<EvalLogitCompare> out;
   for (const Row& r : rows) {
     golden::BoardReference bd(m, scales, r.o);
