@@ -86,6 +86,8 @@ ParamSet board_params() {
   host::DriverConfig::visit(c_driver, add);
   host::DriverConfig::visit(python_driver, add);
   host::CpuModelConfig::visit(cpu, add);
+  const host::WalkerConfig walker;
+  host::WalkerConfig::visit(walker, add);
   return ParamSet(std::move(s));
 }
 
@@ -105,6 +107,7 @@ void validate(const SimConfig& c) {
   c.board.validate("board");
   c.driver.validate("driver");
   c.cpu.validate("cpu");
+  c.walker.validate("layer walker");
 }
 
 SimConfig make_sim_config(const ParamSet& p) {
@@ -113,9 +116,11 @@ SimConfig make_sim_config(const ParamSet& p) {
   hw::BoardConfig::visit(c.board, from);
   visit_memory(c.memory, from);
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
+  c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);
+  host::WalkerConfig::visit(c.walker, from);
   validate(c);
   return c;
 }
