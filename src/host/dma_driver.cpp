@@ -138,9 +138,12 @@ void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
   ps_.spend(ps_of(config_.call_overhead_ns));
   stats_.fixed_ps += ps_of(config_.call_overhead_ns);
   const int dmas[kLanes] = {kMm0, kMm1};
-  for (int lane = 0; lane < kLanes; ++lane) flush(call.lane[lane].rows_addr - call.lane[lane].addr);
+  // A lane without rows (host.lanes = 1) is not programmed.
+  for (int lane = 0; lane < kLanes; ++lane)
+    if (call.lane[lane].rows) flush(call.lane[lane].rows_addr - call.lane[lane].addr);
   for (int lane = 0; lane < kLanes; ++lane) {
     const LaneStream& s = call.lane[lane];
+    if (s.rows == 0) continue;
     wr(dmas[lane], R::kS2mmDa, uint32_t(map_.matmul_result(lane)));
     wr(dmas[lane], R::kS2mmLength, uint32_t(s.result_bytes));
     wr(dmas[lane], R::kMm2sSa, uint32_t(s.addr));
@@ -148,13 +151,15 @@ void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
     stats_.transfers += 2;
   }
   for (int lane = 0; lane < kLanes; ++lane) {
+    if (call.lane[lane].rows == 0) continue;
     wait_idle(dmas[lane], R::kS2mmDmasr, "S2MM");
     const uint32_t got = rd(dmas[lane], R::kS2mmLength);
     if (got != call.lane[lane].result_bytes)
       engine_failure(true, lane, fmt::format("S2MM received {} of {} result bytes", got, call.lane[lane].result_bytes));
     wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
   }
-  for (int lane = 0; lane < kLanes; ++lane) invalidate(call.lane[lane].result_bytes);
+  for (int lane = 0; lane < kLanes; ++lane)
+    if (call.lane[lane].rows) invalidate(call.lane[lane].result_bytes);
 }
 
 uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint32_t bytes, bool sof, bool eof) {

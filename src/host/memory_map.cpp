@@ -52,7 +52,7 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
     throw Error(fmt::format("{}: one row of {} elements needs a {}-byte transfer, over the DMA "
                             "length limit of {} bytes", name, g.row_trits, fixed + row_bytes, limit));
   const uint64_t max_rows = std::min((limit - fixed) / row_bytes, limit / 4);
-  const int lane_rows[kLanes] = {(rows + 1) / 2, rows / 2};
+  const int lane_rows[kLanes] = {config_.lanes == 1 ? rows : (rows + 1) / 2, config_.lanes == 1 ? 0 : rows / 2};
   const int calls = int((uint64_t(lane_rows[0]) + max_rows - 1) / max_rows);
   g.calls.resize(size_t(calls) * size_t(g.segments));
   for (int seg = 0; seg < g.segments; ++seg) {
@@ -65,6 +65,7 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
         const int share = lane_rows[lane] / calls + (c < lane_rows[lane] % calls ? 1 : 0);
         LaneStream& s = call.lane[lane];
         s.row_begin = begin[lane];
+        if (lane_rows[lane] == 0) continue;  // host.lanes = 1: lane 1 idle
         s.rows = share;
         s.bytes = fixed + uint64_t(share) * row_bytes;
         s.result_bytes = pad8(uint64_t(share) * 4);
@@ -107,7 +108,9 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   const uint64_t kv_end = next_;
 
   // 3. Per-call buffers.
-  heads_per_lane_ = (model.num_heads + 1) / 2;
+  if (config_.lanes != 1 && config_.lanes != 2)
+    throw Error(fmt::format("host.lanes = {}: the engines have 1 or 2 lanes", config_.lanes));
+  heads_per_lane_ = config_.lanes == 1 ? model.num_heads : (model.num_heads + 1) / 2;
   heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes, 4096);
   uint64_t mm_result = 0;
   for (const auto& g : groups_)

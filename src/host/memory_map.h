@@ -32,6 +32,8 @@ struct MemoryMapConfig {
   uint64_t max_transfer_bytes = (1u << 23) - 1;  // DMA length register limit
   int kv_positions = 512;             // the board's KV area per (layer, head)
   bool int8_lm_head = false;          // an INT8 lm_head (n bytes per row): refused on the board
+  int lanes = 2;                      // lanes the host uses per engine: 2 (the board) or 1 (all
+                                      // rows and heads on lane 0; mm1/at1 idle)
   int per_call_row_trits = 0;         // 0: the header format; L > 0: the per-call format with
                                       // fixed rows of L (matmul.format, docs/variants-host.md)
 };

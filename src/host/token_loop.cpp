@@ -89,6 +89,7 @@ void TokenLoop::load_weights() {
     const size_t row_bytes = model::packed_row_bytes(g.row_trits);
     for (const MatmulCall& call : g.calls) {
       for (const LaneStream& s : call.lane) {
+        if (s.rows == 0) continue;  // host.lanes = 1
         scratch_.assign(size_t(s.rows) * row_bytes, 0);
         for (int r = 0; r < s.rows; ++r) {
           uint8_t* out = scratch_.data() + size_t(r) * row_bytes;
@@ -125,7 +126,10 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
   int part = 0;
   for (const MatmulCall& call : g.calls) {
     const int first = call.segment * g.row_trits;
+    int used = 0;
     for (const LaneStream& s : call.lane) {
+      if (s.rows == 0) continue;  // host.lanes = 1
+      ++used;
       scratch_.assign(head + xbytes, 0);
       if (g.per_call) {
         std::memcpy(scratch_.data(), xq + first, size_t(std::min(g.row_trits, g.n - first)));
@@ -135,7 +139,7 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
       }
       ps_.mem_write(s.addr, scratch_.data(), scratch_.size());
     }
-    cpu(CpuStep::WriteHeaders, 0, 2 * (head + xbytes));
+    cpu(CpuStep::WriteHeaders, 0, uint64_t(used) * (head + xbytes));
     const uint64_t t0 = ps_.now_ps();
     const uint64_t fixed0 = driver_.stats().fixed_ps;
     driver_.matmul(call, g.n);
@@ -144,10 +148,11 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
     if (observer_) observer_->call("matmul", g.name, part, pos_, layer_, t0, ps_.now_ps());
     ++part;
     ++t_->matmul_calls;
-    t_->dma_transfers += 4;
+    t_->dma_transfers += 2 * uint64_t(used);
     uint64_t added = 0;
     for (int lane = 0; lane < kLanes; ++lane) {
       const LaneStream& s = call.lane[lane];
+      if (s.rows == 0) continue;
       int32_t* out = acc + s.row_begin;
       if (call.segment == 0) {
         ps_.mem_read(map_.matmul_result(lane), out, size_t(s.rows) * 4);
@@ -353,7 +358,7 @@ void TokenLoop::attention_call(int l, const LaneHeads& work, uint64_t written) {
   if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos_, l, t0, ps_.now_ps());
   t_->attention_bytes += ps_.pl_bytes_read() - b0;
   ++t_->attention_calls;
-  t_->dma_transfers += 4;
+  for (int lane = 0; lane < kLanes; ++lane) t_->dma_transfers += work[lane].empty() ? 0 : 2;
 }
 
 // CPU: each head's attention output from the unit's results, into o.

@@ -37,7 +37,7 @@ Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
       d.mm2s_out = &attention_->in(lane);
       d.s2mm_in = &attention_->out(lane);
     }
-    HpPort& port = *hp_[lane];
+    HpPort& port = *hp_[config_.hp_ports == 1 ? 0 : lane];  // board.hp_ports = 1: all on HP0
     port.attach(d.m_axi_mm2s);
     port.attach(d.m_axi_s2mm);
     port.attach(d.m_axi_sg);

@@ -24,6 +24,9 @@ void visit_memory(Self& m, Visitor&& v) {
                            double(1ull << 20)});
   v(m.int8_lm_head, FieldInfo{"model.int8_lm_head", 0, 0, "", Evidence::kSimulated,
                               "lay out an INT8 lm_head (refused by the CMA budget, as on the board)"});
+  v(m.lanes, FieldInfo{"host.lanes", 1, 2, "lanes", Evidence::kBoard,
+                       "engine lanes the host uses: 2 (the board: rows and heads split over both lanes and DMAs) or "
+                       "1 (all on lane 0 and mm0/at0; docs/variants-host.md)"});
 }
 
 // Appends a key for every keyed field a config struct's visit() reports (once per key).

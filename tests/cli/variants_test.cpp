@@ -4,7 +4,10 @@
 // the same times; the board's defaults move nothing.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -117,6 +120,83 @@ TEST(Variants, PlWalkerTakesTheSmallOpsOffTheCpuAndPrintsItsResources) {
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("walker resources"), std::string::npos);
   EXPECT_NE(t.out.find("53,200 LUT"), std::string::npos);
+}
+
+// ---- Board knobs and presets --------------------------------------------------------------
+
+// Lanes per engine, HP ports used and the DDR wall: each a what-if in both fidelities with
+// the same times, logits equal.
+TEST(Variants, BoardKnobsInBothFidelities) {
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set host.lanes=1");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set board.hp_ports=1");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set ddr.wall_gb_s=4.018 --set clock.mhz=200");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set host.lanes=1 --set board.hp_ports=1 "
+                          "--set ddr.wall_gb_s=1.0");
+}
+
+TEST(Variants, BoardKnobsMoveTheMatmulColumnTheWayTheyShould) {
+  const std::string tiny = "--model synthetic:tiny --tokens 1 ";
+  const auto board = run_json(tiny);
+  const auto one_lane = run_json(tiny + "--set host.lanes=1");
+  const auto one_port = run_json(tiny + "--set board.hp_ports=1");
+  const auto slow_wall = run_json(tiny + "--set ddr.wall_gb_s=0.5");
+  ASSERT_FALSE(board.is_null());
+  const auto mm = [](const nlohmann::json& j) { return j["tokens"][0]["matmul_ms"].get<double>(); };
+  // One lane: half the DMA starts and slower matmuls; the same rows, but each group's
+  // header and x are read once instead of once per lane, so a few bytes fewer.
+  EXPECT_EQ(one_lane["tokens"][0]["dma_calls"].get<int>() * 2, board["tokens"][0]["dma_calls"].get<int>());
+  EXPECT_LT(one_lane["tokens"][0]["bytes_read"].get<double>(), board["tokens"][0]["bytes_read"].get<double>());
+  EXPECT_GT(one_lane["tokens"][0]["bytes_read"].get<double>(), 0.97 * board["tokens"][0]["bytes_read"].get<double>());
+  EXPECT_GT(mm(one_lane), mm(board));
+  // One HP port for both lanes: the same calls and bytes, slower.
+  EXPECT_EQ(one_port["tokens"][0]["dma_calls"], board["tokens"][0]["dma_calls"]);
+  EXPECT_GT(mm(one_port), mm(board));
+  // A quarter of the wall: slower still.
+  EXPECT_GT(mm(slow_wall), mm(board));
+  for (const auto* j : {&one_lane, &one_port, &slow_wall}) EXPECT_EQ((*j)["summary"]["logits_equal"], true);
+}
+
+// Every preset in configs/ loads (`bitsim config --config F`). A preset whose keys this build
+// does not have yet (online-softmax-int4.toml and all-three.toml need attention.variant and
+// kv.format from the attention variants) skips with a message until they exist.
+TEST(Variants, EveryPresetInConfigsLoads) {
+  const Result dump = bitsim("config --dump");
+  ASSERT_EQ(dump.code, 0) << dump.err;
+  const bool attention_variants = dump.out.find("variant = ") != std::string::npos;
+  int loaded = 0;
+  std::vector<std::string> skipped;
+  for (const auto& e : fs::directory_iterator(fs::path(BITSIM_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".toml") continue;
+    const std::string name = e.path().filename().string();
+    const bool needs_attn = name == "online-softmax-int4.toml" || name == "all-three.toml";
+    if (needs_attn && !attention_variants) {
+      skipped.push_back(name);
+      continue;
+    }
+    const Result r = bitsim("config --config " + e.path().string());
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+    ++loaded;
+    // Documented at the top: what it changes and why someone would ask.
+    std::ifstream f(e.path());
+    std::string first;
+    std::getline(f, first);
+    EXPECT_EQ(first.rfind("# ", 0), 0u) << name << " starts without its description";
+  }
+  EXPECT_GE(loaded, 3);  // pynq-z2, ddr-2x, pl-walker
+  const Result two = bitsim("config --config " + (fs::path(BITSIM_SOURCE_DIR) / "configs" / "ddr-2x.toml").string());
+  EXPECT_EQ(two.out, "ddr.wall_gb_s = 4.018\n");
+  const Result pl = bitsim("config --config " + (fs::path(BITSIM_SOURCE_DIR) / "configs" / "pl-walker.toml").string());
+  EXPECT_NE(pl.out.find("host.walker = pl"), std::string::npos) << pl.out;
+  for (const auto& s : skipped)
+    std::printf("[variants] %s skipped: its keys come with the attention variants (enable after merge)\n", s.c_str());
+}
+
+TEST(Variants, PlWalkerPresetRunsWithLogitsEqual) {
+  const auto j = run_json("--model synthetic:tiny --tokens 2 --config " +
+                          (fs::path(BITSIM_SOURCE_DIR) / "configs" / "pl-walker.toml").string());
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["summary"]["logits_equal"], true);
+  EXPECT_GT(j["tokens"][0]["walker_ms"].get<double>(), 0.0);
 }
 
 }  // namespace

@@ -74,6 +74,9 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) {
       p.set_value("walker.call_cycles", int64_t(variants() % 200), "test");
       p.set_value("walker.reg_access_cycles", int64_t(1 + variants() % 8), "test");
     }
+    // The board knobs: one lane per engine, one HP port for all four DMAs.
+    if (scenario % 5 == 2) p.set_value("host.lanes", int64_t(1), "test");
+    if (scenario % 4 == 3) p.set_value("board.hp_ports", int64_t(1), "test");
     const SimConfig cfg = make_sim_config(p);
     const int n_tokens = 2 + int(g() % 4);
     std::vector<int> toks;
