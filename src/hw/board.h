@@ -77,6 +77,13 @@ struct BoardConfig {
     dma.validate(who);
     matmul.validate(who);
     attention.validate(who);
+    check_own(who);
+  }
+  // The board's own field (board.hp_ports), with the range its visit() declares.
+  void check_own(const std::string& who) const {
+    visit(*this, [&](const auto& field, const FieldInfo& f) {
+      if (f.key == "board.hp_ports") check_field(field, f, who);
+    });
   }
 };
 
