@@ -380,7 +380,8 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
     nlohmann::json j{{"index", t.index}, {"context", t.context}, {"token_id", t.token_id},
                      {"text", t.text}, {"generated", t.generated}, {"matmul_ms", t.matmul_ms},
                      {"attention_ms", t.attention_ms}, {"cpu_ms", t.cpu_ms}, {"total_ms", t.total_ms},
-                     {"dma_calls", t.dma_calls}, {"bytes_read", t.bytes_read}, {"read_gb_s", t.read_gb_s},
+                     {"walker_ms", t.walker_ms}, {"dma_calls", t.dma_calls}, {"driver_calls", t.driver_calls},
+                     {"fixed_call_ms", t.fixed_call_ms}, {"bytes_read", t.bytes_read}, {"read_gb_s", t.read_gb_s},
                      {"wall_ms", t.wall_ms}};
     j["logits_equal"] = t.logits_equal ? nlohmann::json(*t.logits_equal) : nlohmann::json(nullptr);
     toks.push_back(j);
@@ -394,6 +395,7 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
   const double med = sim::median(totals);
   double sim_s = 0;
   for (double t : totals) sim_s += t / 1e3;
+  const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
   nlohmann::json summary{{"tokens", r.tokens.size()},
                          {"generated", generated},
                          {"tok_s", med > 0 ? 1e3 / med : 0.0},
@@ -405,7 +407,11 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                          {"model_cached", r.model_cached},
                          {"scales_cached", r.scales_cached},
                          {"sim_tok_per_wall_s", r.wall_s > 0 ? double(r.tokens.size()) / r.wall_s : 0.0},
-                         {"logits_checked", checked}};
+                         {"logits_checked", checked},
+                         {"driver_calls_per_token", fixed.calls_per_token},
+                         {"fixed_call_ms_per_token", fixed.fixed_ms_per_token},
+                         {"fixed_cost_share", fixed.share},
+                         {"fixed_cost_share_evidence", "simulated"}};
   summary["logits_equal"] = r.checked ? nlohmann::json(equal == checked && r.mismatch.empty()) : nlohmann::json(nullptr);
   if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
   if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
@@ -415,6 +421,20 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                                {"clocked_runs", r.fast.oracle_runs},
                                {"clocked_cycles", r.fast.oracle_cycles},
                                {"clocked_wall_s", r.fast.oracle_wall_s}};
+  if (r.walker) {
+    using W = host::WalkerResources;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : r.walker->rows)
+      rows.push_back({{"name", row.name}, {"elements_per_cycle", row.lanes}, {"dsp", row.dsp}, {"lut", row.lut},
+                      {"bram36", row.bram36}});
+    summary["walker_resources"] = {{"evidence", "simulated"},
+                                   {"operators", rows},
+                                   {"dsp", r.walker->dsp},
+                                   {"lut", r.walker->lut},
+                                   {"bram36", r.walker->bram36},
+                                   {"device", {{"dsp", W::kDeviceDsp}, {"lut", W::kDeviceLut}, {"bram36", W::kDeviceBram36}}},
+                                   {"board_lut_share", W::kBoardLutShare}};
+  }
   nlohmann::json cfg(r.config);
   return nlohmann::json{{"schema", "bitsim.run/1"},
                         {"fidelity", sim::fidelity_name(r.fidelity)},
@@ -474,6 +494,26 @@ void print_run(const sim::BoardRunResult& r) {
   namespace B = sim::board_figures;
   fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
              B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);
+  if (r.walker) {
+    using W = host::WalkerResources;
+    double walker_ms = 0;
+    for (const auto& t : r.tokens) walker_ms += t.walker_ms;
+    fmt::print("  layer walker (PL)     {:.3f} ms per token of operator steps (inside total; cpu ms is the host's "
+               "share)  [simulated]\n", r.tokens.empty() ? 0.0 : walker_ms / double(r.tokens.size()));
+    fmt::print("  walker resources      {} DSP, {} LUT, {} BRAM36 (device 220 DSP, 53,200 LUT, 140 BRAM36; board "
+               "today {:.0f}% LUT, {} DSP in the attention unit)  [simulated]\n",
+               r.walker->dsp, r.walker->lut, r.walker->bram36, 100 * W::kBoardLutShare, W::kBoardDsp);
+    for (const auto& row : r.walker->rows)
+      fmt::print("    {:<20} {:>5} el/cycle {:>4} DSP {:>6} LUT {:>3} BRAM36\n", row.name,
+                 row.lanes > 0 ? fmt::format("{:g}", row.lanes) : std::string("-"), row.dsp, row.lut, row.bram36);
+    fmt::print("    with the board      {} DSP ({:.0f}%), {:.0f} LUT ({:.0f}%)  [simulated]\n", r.walker->dsp + W::kBoardDsp,
+               100.0 * (r.walker->dsp + W::kBoardDsp) / W::kDeviceDsp, W::kBoardLutShare * W::kDeviceLut + r.walker->lut,
+               100.0 * (W::kBoardLutShare * W::kDeviceLut + r.walker->lut) / W::kDeviceLut);
+  }
+  const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
+  fmt::print("  driver calls          {:.1f} per token, fixed call cost {:.3f} ms per token = {:.1f}% of token "
+             "time  [simulated]\n",
+             fixed.calls_per_token, fixed.fixed_ms_per_token, 100.0 * fixed.share);
   fmt::print("  logits vs golden      {}\n",
              !r.checked ? std::string("not checked (--no-check)")
                         : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())

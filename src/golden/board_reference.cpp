@@ -31,6 +31,20 @@ void ternary_matvec(const TernaryMatrix& w, int row_begin, int row_end, const in
   }
 }
 
+void ternary_matvec_per_call(const TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int L,
+                             int32_t* acc) {
+  const int n = w.cols;
+  for (int r = row_begin; r < row_end; ++r) acc[r - row_begin] = 0;
+  for (int first = 0; first < n; first += L) {     // one call per segment
+    for (int r = row_begin; r < row_end; ++r) {
+      const int8_t* t = w.row(r);
+      int32_t partial = 0;                           // the engine's sum of one fixed row
+      for (int j = first; j < first + L; ++j) partial += j < n ? int32_t(t[j]) * int32_t(x[j]) : 0;
+      acc[r - row_begin] += partial;                 // the CPU's partial-sum addition
+    }
+  }
+}
+
 void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
                     const AttentionParams& p, int32_t* acc, uint32_t* sum) {
   // K phase: s_t = sum_d q_d * K_td (int32).

@@ -33,6 +33,13 @@ constexpr int kCalibrationTokens = 144;
 void ternary_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x,
                     int32_t* acc);
 
+// The per-call format (docs/variants-host.md): the engine sums one fixed-length segment of
+// L elements per call (elements past n count 0) and the CPU adds the ceil(n/L) partial sums
+// in segment order. Plain loops; equal to ternary_matvec because int32 addition of these
+// bounded sums is exact (|acc| <= 4096 * 128).
+void ternary_matvec_per_call(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int L,
+                             int32_t* acc);
+
 // Attention unit (CIRCUITS.md 3), one head: q[96], K and V [T][96] int8, T in 1..512.
 // acc[96] and sum receive the result words.
 struct AttentionParams {

@@ -18,6 +18,9 @@
 #include "host/memory_map.h"
 #include "host/platform.h"
 #include "hw/config_field.h"
+#include "model/error.h"
+
+#include <fmt/format.h>
 
 namespace bitsim::host {
 
@@ -77,7 +80,13 @@ struct DriverConfig {
                                "CPU time between two DMASR polls besides the register access itself"});
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
-  void validate(const std::string& who) const { hw::check_fields(*this, who); }
+  void validate(const std::string& who) const {
+    hw::check_fields(*this, who);
+    // A status poll that takes no time would never see the DMA finish.
+    if (reg_access_ns + poll_gap_ns <= 0)
+      throw Error(fmt::format("{}: driver.{}.reg_access_ns and driver.{}.poll_gap_ns are both 0: a wait "
+                              "would poll forever without time passing", who, profile, profile));
+  }
 };
 
 // The least simulated time one status poll takes when driver.<profile>.reg_access_ns and
@@ -91,6 +100,9 @@ struct DriverStats {
   uint64_t descriptors = 0;     // SG descriptors written
   uint64_t polls = 0;           // status reads while waiting
   uint64_t flushed_bytes = 0, invalidated_bytes = 0;
+  // Fixed cost of the calls (docs/variants-host.md): call overhead, register accesses outside
+  // the polling loop plus one poll per wait, fixed part of each cache maintenance.
+  uint64_t fixed_ps = 0;
 };
 
 // One head of an attention call, as its lane's chain carries it.
@@ -133,6 +145,7 @@ class DmaDriver {
   DriverConfig config_;
   uint64_t access_ps_ = 0;
   DriverStats stats_;
+  bool polling_ = false;  // inside wait_idle's loop (its reads are not fixed cost)
   // Descriptor rings: per lane, MM2S ring then S2MM ring inside the lane's descriptor area.
   int mm2s_ring_ = 0, s2mm_ring_ = 0;
   int mm2s_next_[kLanes] = {0, 0}, s2mm_next_[kLanes] = {0, 0};

@@ -31,34 +31,51 @@ uint64_t MemoryMap::alloc(const std::string& name, uint64_t bytes, uint64_t alig
   return addr;
 }
 
-MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint64_t row_bytes) {
+MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint64_t row_bytes, bool int8_rows) {
   MatmulGroup g;
   g.name = name;
   g.n = n;
   g.rows = rows;
-  const uint64_t fixed = kHeaderBytes + pad8(uint64_t(n));
+  g.row_trits = n;
+  // Header format: [header][x of n][rows of n]. Per-call (docs/variants-host.md): per
+  // segment of L elements, [x of L][rows of L], no header.
+  const int L = config_.per_call_row_trits;
+  g.per_call = L > 0 && !int8_rows;
+  if (g.per_call) {
+    g.row_trits = L;
+    g.segments = model::per_call_segments(n, L);
+    row_bytes = model::packed_row_bytes(L);
+  }
+  const uint64_t fixed = g.per_call ? pad8(uint64_t(L)) : kHeaderBytes + pad8(uint64_t(n));
   const uint64_t limit = config_.max_transfer_bytes;
   if (fixed + row_bytes > limit)
     throw Error(fmt::format("{}: one row of {} elements needs a {}-byte transfer, over the DMA "
-                            "length limit of {} bytes", name, n, fixed + row_bytes, limit));
+                            "length limit of {} bytes", name, g.row_trits, fixed + row_bytes, limit));
   const uint64_t max_rows = std::min((limit - fixed) / row_bytes, limit / 4);
-  const int lane_rows[kLanes] = {(rows + 1) / 2, rows / 2};
+  const int lane_rows[kLanes] = {config_.lanes == 1 ? rows : (rows + 1) / 2, config_.lanes == 1 ? 0 : rows / 2};
   const int calls = int((uint64_t(lane_rows[0]) + max_rows - 1) / max_rows);
-  g.calls.resize(size_t(calls));
-  int begin[kLanes] = {0, lane_rows[0]};
-  for (int c = 0; c < calls; ++c) {
-    for (int lane = 0; lane < kLanes; ++lane) {
-      // Rows of this lane split evenly over the calls (the first calls take one more).
-      const int share = lane_rows[lane] / calls + (c < lane_rows[lane] % calls ? 1 : 0);
-      LaneStream& s = g.calls[size_t(c)].lane[lane];
-      s.row_begin = begin[lane];
-      s.rows = share;
-      s.bytes = fixed + uint64_t(share) * row_bytes;
-      s.result_bytes = pad8(uint64_t(share) * 4);
-      // Page-aligned, as the board's allocator (pynq.allocate) hands out CMA buffers.
-      s.addr = alloc(fmt::format("{} call {} lane {}", name, c, lane), s.bytes, 4096);
-      s.rows_addr = s.addr + fixed;
-      begin[lane] += share;
+  g.calls.resize(size_t(calls) * size_t(g.segments));
+  for (int seg = 0; seg < g.segments; ++seg) {
+    int begin[kLanes] = {0, lane_rows[0]};
+    for (int c = 0; c < calls; ++c) {
+      MatmulCall& call = g.calls[size_t(seg) * size_t(calls) + size_t(c)];
+      call.segment = seg;
+      for (int lane = 0; lane < kLanes; ++lane) {
+        // Rows of this lane split evenly over the calls (the first calls take one more).
+        const int share = lane_rows[lane] / calls + (c < lane_rows[lane] % calls ? 1 : 0);
+        LaneStream& s = call.lane[lane];
+        s.row_begin = begin[lane];
+        if (lane_rows[lane] == 0) continue;  // host.lanes = 1: lane 1 idle
+        s.rows = share;
+        s.bytes = fixed + uint64_t(share) * row_bytes;
+        s.result_bytes = pad8(uint64_t(share) * 4);
+        // Page-aligned, as the board's allocator (pynq.allocate) hands out CMA buffers.
+        s.addr = alloc(g.segments > 1 ? fmt::format("{} segment {} call {} lane {}", name, seg, c, lane)
+                                      : fmt::format("{} call {} lane {}", name, c, lane),
+                       s.bytes, 4096);
+        s.rows_addr = s.addr + fixed;
+        begin[lane] += share;
+      }
     }
   }
   return g;
@@ -82,7 +99,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
     groups_.push_back(plan_group(fmt::format("layer {} down", l), H, F, row_f));
   }
   groups_.push_back(plan_group("lm_head", model.vocab_size, H,
-                               config_.int8_lm_head ? pad8(uint64_t(H)) : row_h));
+                               config_.int8_lm_head ? pad8(uint64_t(H)) : row_h, config_.int8_lm_head));
   const uint64_t weights_end = next_;
 
   // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes.
@@ -91,7 +108,9 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   const uint64_t kv_end = next_;
 
   // 3. Per-call buffers.
-  heads_per_lane_ = (model.num_heads + 1) / 2;
+  if (config_.lanes != 1 && config_.lanes != 2)
+    throw Error(fmt::format("host.lanes = {}: the engines have 1 or 2 lanes", config_.lanes));
+  heads_per_lane_ = config_.lanes == 1 ? model.num_heads : (model.num_heads + 1) / 2;
   heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes, 4096);
   uint64_t mm_result = 0;
   for (const auto& g : groups_)

@@ -36,11 +36,15 @@ struct MemoryMapConfig {
   bool kv_interleaved = false;        // the online-softmax unit's layout: per (layer, head) one
                                       // area of 512 rows x 192 bytes, row t = K_t then V_t
                                       // (docs/variants-attention.md); set from attention.variant
+  int lanes = 2;                      // lanes the host uses per engine: 2 (the board) or 1 (all
+                                      // rows and heads on lane 0; mm1/at1 idle)
+  int per_call_row_trits = 0;         // 0: the header format; L > 0: the per-call format with
+                                      // fixed rows of L (matmul.format, docs/variants-host.md)
 };
 
 // One matmul call of one lane: a group of `rows` rows of length n.
 struct LaneStream {
-  uint64_t addr = 0;       // header; x at addr + 16; rows at rows_addr
+  uint64_t addr = 0;       // header; x at addr + 16; rows at rows_addr (per-call: x at addr)
   uint64_t rows_addr = 0;
   uint64_t bytes = 0;      // header + x + rows: the MM2S length
   int row_begin = 0;       // first row of the matrix group handled by this lane call
@@ -51,6 +55,7 @@ struct LaneStream {
 // A matmul call: both lanes at once on the same x.
 struct MatmulCall {
   LaneStream lane[kLanes];
+  int segment = 0;  // per-call format: which L-element segment of x and of the rows
 };
 
 // A matrix group of the token loop: q|k|v, o, gate|up, down, lm_head.
@@ -58,7 +63,10 @@ struct MatmulGroup {
   std::string name;   // "layer 3 qkv", "lm_head"
   int n = 0;          // row length
   int rows = 0;       // rows of the whole group
-  std::vector<MatmulCall> calls;  // one unless the length limit splits it
+  int row_trits = 0;  // trits of a packed row: n (header format) or L (per-call)
+  int segments = 1;   // per-call: ceil(n/L) segments, their calls in segment order
+  bool per_call = false;
+  std::vector<MatmulCall> calls;  // one per segment unless the length limit splits it
 };
 
 struct Region {
@@ -96,7 +104,7 @@ class MemoryMap {
 
  private:
   uint64_t alloc(const std::string& name, uint64_t bytes, uint64_t align = 64);
-  MatmulGroup plan_group(const std::string& name, int rows, int n, uint64_t row_bytes);
+  MatmulGroup plan_group(const std::string& name, int rows, int n, uint64_t row_bytes, bool int8_rows = false);
 
   model::ModelConfig model_;
   MemoryMapConfig config_;

@@ -1,5 +1,6 @@
 #include "host/token_loop.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cstring>
 
@@ -44,6 +45,19 @@ Stack stack_of(const model::TernaryModel& m, size_t group_index) {
   }
 }
 
+// host.walker = pl: the walker programs the same DMAs through the same registers, at its own
+// cost: call_cycles per call, reg_access_cycles per access, no cache maintenance.
+DriverConfig walker_driver(const WalkerConfig& w, uint64_t period_ps, const DriverConfig& host) {
+  DriverConfig d = host;
+  const double period_ns = double(period_ps) / 1000.0;
+  d.reg_access_ns = double(w.reg_access_cycles) * period_ns;
+  d.call_overhead_ns = double(w.call_cycles) * period_ns;
+  d.flush_fixed_ns = d.flush_ns_per_byte = 0;
+  d.invalidate_fixed_ns = d.invalidate_ns_per_byte = 0;
+  d.poll_gap_ns = 0;
+  return d;
+}
+
 }  // namespace
 
 TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::TernaryModel& model,
@@ -54,7 +68,9 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
       model_(model),
       scales_(scales),
       cpu_(cpu),
-      driver_(platform, map, driver),
+      host_driver_(driver),
+      walker_(options.walker, options.pl_period_ps),
+      driver_(platform, map, options.walker.pl() ? walker_driver(options.walker, options.pl_period_ps, driver) : driver),
       options_(options),
       rope_(kHeadDim, model.config.rope_theta, model::kKvPositions) {
   if (model.config.head_dim() != kHeadDim)
@@ -75,12 +91,16 @@ void TokenLoop::load_weights() {
     // A shape-only model (no trits: timing-only runs) leaves the rows as DDR zeros,
     // which decode as valid trits; the timing does not depend on them.
     if (st.parts.front()->trits.empty()) continue;
-    const size_t row_bytes = model::packed_row_bytes(g.n);
+    const size_t row_bytes = model::packed_row_bytes(g.row_trits);
     for (const MatmulCall& call : g.calls) {
       for (const LaneStream& s : call.lane) {
+        if (s.rows == 0) continue;  // host.lanes = 1
         scratch_.assign(size_t(s.rows) * row_bytes, 0);
-        for (int r = 0; r < s.rows; ++r)
-          model::pack_row(st.row(s.row_begin + r), g.n, scratch_.data() + size_t(r) * row_bytes);
+        for (int r = 0; r < s.rows; ++r) {
+          uint8_t* out = scratch_.data() + size_t(r) * row_bytes;
+          if (g.per_call) model::pack_row_segment(st.row(s.row_begin + r), g.n, call.segment, g.row_trits, out);
+          else model::pack_row(st.row(s.row_begin + r), g.n, out);
+        }
         ps_.mem_write(s.rows_addr, scratch_.data(), scratch_.size());
       }
     }
@@ -96,35 +116,60 @@ void TokenLoop::set_position(int pos) {
 }
 
 void TokenLoop::cpu(CpuStep step, uint64_t elements, uint64_t bytes) {
-  const uint64_t ps = cpu_.step_ps(step, elements, bytes);
+  const bool pl = options_.walker.pl() && walker_runs(step);
+  const uint64_t ps = pl ? walker_.step_ps(step, elements, bytes) : cpu_.step_ps(step, elements, bytes);
   const uint64_t begin = ps_.now_ps();
   ps_.spend(ps);
-  t_->cpu_ps += ps;
+  (pl ? t_->walker_ps : t_->cpu_ps) += ps;
   if (observer_) observer_->cpu_step(step, elements, bytes, pos_, layer_, begin, ps_.now_ps());
 }
 
 void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
-  // CPU: header + x into each lane's stream slot.
-  const size_t xbytes = (size_t(g.n) + 7) / 8 * 8;
+  // CPU: header + x (per-call: the call's x segment) into each lane's stream slot.
+  const size_t xbytes = model::packed_x_bytes(g.per_call ? g.row_trits : g.n);
+  const size_t head = g.per_call ? 0 : model::kHeaderBytes;
   int part = 0;
   for (const MatmulCall& call : g.calls) {
+    const int first = call.segment * g.row_trits;
+    int used = 0;
     for (const LaneStream& s : call.lane) {
-      scratch_.assign(16 + xbytes, 0);
-      model::write_group_header({uint32_t(s.rows), uint32_t(g.n), true}, scratch_.data());
-      std::memcpy(scratch_.data() + 16, xq, size_t(g.n));
+      if (s.rows == 0) continue;  // host.lanes = 1
+      ++used;
+      scratch_.assign(head + xbytes, 0);
+      if (g.per_call) {
+        std::memcpy(scratch_.data(), xq + first, size_t(std::min(g.row_trits, g.n - first)));
+      } else {
+        model::write_group_header({uint32_t(s.rows), uint32_t(g.n), true}, scratch_.data());
+        std::memcpy(scratch_.data() + head, xq, size_t(g.n));
+      }
       ps_.mem_write(s.addr, scratch_.data(), scratch_.size());
     }
-    cpu(CpuStep::WriteHeaders, 0, 2 * (16 + xbytes));
+    cpu(CpuStep::WriteHeaders, 0, uint64_t(used) * (head + xbytes));
     const uint64_t t0 = ps_.now_ps();
+    const uint64_t fixed0 = driver_.stats().fixed_ps;
     driver_.matmul(call, g.n);
     t_->matmul_ps += ps_.now_ps() - t0;
+    t_->fixed_call_ps += driver_.stats().fixed_ps - fixed0;
     if (observer_) observer_->call("matmul", g.name, part, pos_, layer_, t0, ps_.now_ps());
     ++part;
     ++t_->matmul_calls;
-    t_->dma_transfers += 4;
-    for (int lane = 0; lane < kLanes; ++lane)
-      ps_.mem_read(map_.matmul_result(lane), acc + call.lane[lane].row_begin,
-                        size_t(call.lane[lane].rows) * 4);
+    t_->dma_transfers += 2 * uint64_t(used);
+    uint64_t added = 0;
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const LaneStream& s = call.lane[lane];
+      if (s.rows == 0) continue;
+      int32_t* out = acc + s.row_begin;
+      if (call.segment == 0) {
+        ps_.mem_read(map_.matmul_result(lane), out, size_t(s.rows) * 4);
+        continue;
+      }
+      // Per-call: the CPU adds this segment's partial sums (exact in int32).
+      partial_.resize(size_t(s.rows));
+      ps_.mem_read(map_.matmul_result(lane), partial_.data(), size_t(s.rows) * 4);
+      for (int r = 0; r < s.rows; ++r) out[r] += partial_[size_t(r)];
+      added += uint64_t(s.rows);
+    }
+    if (added) cpu(CpuStep::PartialSum, added);
   }
 }
 
@@ -145,6 +190,25 @@ struct TokenLoop::StepBuffers {
   std::vector<int32_t> res;
 };
 
+void TokenLoop::host_cache_maintenance(uint64_t bytes, bool clean) {
+  const double fixed_ns = clean ? host_driver_.flush_fixed_ns : host_driver_.invalidate_fixed_ns;
+  const double per_byte = clean ? host_driver_.flush_ns_per_byte : host_driver_.invalidate_ns_per_byte;
+  const uint64_t fixed = uint64_t(std::llround(fixed_ns * 1000.0));
+  const uint64_t ps = fixed + uint64_t(std::llround(double(bytes) * per_byte * 1000.0));
+  ps_.spend(ps);
+  t_->cpu_ps += ps;
+  t_->fixed_call_ps += fixed;
+}
+
+void TokenLoop::start_walker() {
+  const auto ps_of = [](double ns) { return uint64_t(std::llround(ns * 1000.0)); };
+  const uint64_t fixed = ps_of(host_driver_.call_overhead_ns + 2 * host_driver_.reg_access_ns);
+  ps_.spend(fixed);
+  t_->cpu_ps += fixed;
+  t_->fixed_call_ps += fixed;
+  ++t_->walker_starts;
+}
+
 std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden::Probe& probe) {
   check_step(token);
   TokenTiming local;
@@ -160,8 +224,18 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
   b.h.assign(model_.embedding(token), model_.embedding(token) + H);
   cpu(CpuStep::Embed, uint64_t(H));
   emit(probe, -1, "embedding", b.h.data(), H);
-  for (int l = 0; l < model_.config.num_layers; ++l) decoder_layer(l, b, probe);
+  const bool walker = options_.walker.pl();
+  if (walker) {
+    // The CPU hands the embedding row to the walker through DDR (a cache clean) and starts it.
+    host_cache_maintenance(uint64_t(H) * 4, true);
+    start_walker();
+  }
+  for (int l = 0; l < model_.config.num_layers; ++l) {
+    if (walker && options_.walker.per_layer() && l > 0) start_walker();
+    decoder_layer(l, b, probe);
+  }
   layer_ = -1;
+  if (walker && options_.walker.per_layer()) start_walker();
   std::vector<float> logits = final_norm_lm_head(b, probe);
 
   t_->bytes_read = ps_.pl_bytes_read() - read0;
@@ -291,12 +365,14 @@ uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
 void TokenLoop::attention_call(int l, const LaneHeads& work, uint64_t written) {
   const uint64_t t0 = ps_.now_ps();
   const uint64_t b0 = ps_.pl_bytes_read();
+  const uint64_t fixed0 = driver_.stats().fixed_ps;
   driver_.attention(work, written);
   t_->attention_ps += ps_.now_ps() - t0;
+  t_->fixed_call_ps += driver_.stats().fixed_ps - fixed0;
   if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos_, l, t0, ps_.now_ps());
   t_->attention_bytes += ps_.pl_bytes_read() - b0;
   ++t_->attention_calls;
-  t_->dma_transfers += 4;
+  for (int lane = 0; lane < kLanes; ++lane) t_->dma_transfers += work[lane].empty() ? 0 : 2;
 }
 
 // CPU: each head's attention output from the unit's results, into o.
@@ -372,6 +448,8 @@ std::vector<float> TokenLoop::final_norm_lm_head(StepBuffers& b, const golden::P
   std::vector<float> logits(static_cast<size_t>(vocab));
   num::dequantize(lm.data(), vocab, model_.lm_head.scale, s, logits.data());
   cpu(CpuStep::Dequantize, uint64_t(vocab));
+  // With the walker, the CPU reads the logits from DDR (a cache invalidate) for its argmax.
+  if (options_.walker.pl()) host_cache_maintenance(uint64_t(vocab) * 4, false);
   cpu(CpuStep::Argmax, uint64_t(vocab));
   emit(probe, -1, "logits", logits.data(), vocab);
   return logits;

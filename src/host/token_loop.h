@@ -14,6 +14,7 @@
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
 #include "host/platform.h"
+#include "host/walker.h"
 #include "model/model_loader.h"
 
 namespace bitsim::host {
@@ -22,11 +23,17 @@ namespace bitsim::host {
 // spans from programming its DMAs to the return of the wait (driver cost inside it).
 struct TokenTiming {
   uint64_t matmul_ps = 0, attention_ps = 0, cpu_ps = 0;
-  uint64_t total_ps() const { return matmul_ps + attention_ps + cpu_ps; }
+  uint64_t walker_ps = 0;  // host.walker = pl: the walker's operator steps (PL time)
+  uint64_t total_ps() const { return matmul_ps + attention_ps + cpu_ps + walker_ps; }
   uint64_t dma_transfers = 0;   // DMA channel starts
   uint64_t bytes_read = 0;      // bytes the PL read from DDR
   uint64_t attention_bytes = 0; // ... of which during the attention calls
   uint64_t matmul_calls = 0, attention_calls = 0;
+  // The driver's fixed cost of its calls (docs/variants-host.md): per call its overhead, its
+  // register accesses outside the polling loop (one poll per wait counted) and the fixed
+  // part of each cache maintenance; inside matmul_ps and attention_ps.
+  uint64_t fixed_call_ps = 0;
+  uint64_t walker_starts = 0;  // host.walker = pl: the host's starts of the walker
   int multiplier_lowered = 0;   // heads whose shift S was lowered for m to fit 18 bits
 };
 
@@ -54,6 +61,8 @@ struct TokenLoopOptions {
   // attention.variant: the online-softmax unit takes K and V interleaved (the memory map's
   // kv_interleaved must say the same), 2 descriptors per head, and returns normalized o.
   model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
+  WalkerConfig walker;           // host.walker = pl: the PL layer walker (host/walker.h)
+  uint64_t pl_period_ps = 8000;  // the PL clock, for the walker's cycles
 };
 
 class TokenLoop {
@@ -83,6 +92,12 @@ class TokenLoop {
   void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
   void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
   bool online() const { return options_.attention_variant == model::AttentionVariant::OnlineSoftmax; }
+  // host.walker = pl: the host starts the walker (a token or a layer), at the CPU's cost of
+  // one driver call and two register accesses (docs/variants-host.md).
+  void start_walker();
+  // host.walker = pl: the CPU's clean (or invalidate) of a buffer it hands to (or takes from)
+  // the walker, at the driver's cost per buffer and per byte.
+  void host_cache_maintenance(uint64_t bytes, bool clean);
 
   // The pieces of step(), in the order CIRCUITS.md 5 lists them; each charges its CPU cost
   // and reports to the observer and the probe as it goes. StepBuffers (token_loop.cpp)
@@ -109,12 +124,15 @@ class TokenLoop {
   const model::TernaryModel& model_;
   const golden::KvScales& scales_;
   CpuModel cpu_;
-  DmaDriver driver_;
+  DriverConfig host_driver_;  // the CPU's driver costs (with the walker: its starts)
+  WalkerModel walker_;
+  DmaDriver driver_;          // the engine calls: the CPU's driver, or the walker's sequencer
   TokenLoopOptions options_;
   num::RopeTable rope_;
   int pos_ = 0;
   TokenTiming* t_ = nullptr;
   std::vector<uint8_t> scratch_;
+  std::vector<int32_t> partial_;  // per-call: one segment's partial sums
   StepObserver* observer_ = nullptr;
   int token_ = 0, layer_ = -1;  // the token id and layer being run (for the observer)
 };

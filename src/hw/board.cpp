@@ -10,6 +10,7 @@ static_assert(2 * kLanes == 4, "four DMAs: mm0, mm1 for the matmul lanes, at0, a
 
 Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
     : sc_core::sc_module(name), ps_bus("ps_bus"), config_(config) {
+  config_.check_own(std::string(this->name()));
   clock_ = std::make_unique<Clock>("clock", config_.clock);
   ddr_ = std::make_unique<Ddr>("ddr", *clock_, config_.ddr);
   for (int i = 0; i < kLanes; ++i)  // lane i's DMAs on HP port i (HP0, HP2)
@@ -37,7 +38,7 @@ Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
       d.mm2s_out = &attention_->in(lane);
       d.s2mm_in = &attention_->out(lane);
     }
-    HpPort& port = *hp_[lane];
+    HpPort& port = *hp_[config_.hp_ports == 1 ? 0 : lane];  // board.hp_ports = 1: all on HP0
     port.attach(d.m_axi_mm2s);
     port.attach(d.m_axi_s2mm);
     port.attach(d.m_axi_sg);

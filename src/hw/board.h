@@ -47,6 +47,8 @@ struct BoardConfig {
   AxiDmaConfig dma;                  // all four DMAs (base address and SG set per instance)
   bool matmul_dma_sg = false;        // mm0/mm1 built without the SG engine (simple mode) (model)
   bool attention_dma_sg = true;      // at0/at1 built with it (CIRCUITS.md 5: SG chains)
+  int hp_ports = 2;                  // HP ports used: 2 (the board: lane 0 on HP0, lane 1 on HP2)
+                                     // or 1 (all four DMAs on HP0; docs/variants-host.md)
   MatmulEngineConfig matmul;
   AttentionUnitConfig attention;
 
@@ -61,6 +63,9 @@ struct BoardConfig {
                                  "mm0/mm1 built with the SG engine", 1, false});
     v(c.attention_dma_sg, FieldInfo{"board.attention_dma_sg", 0, 1, "", Evidence::kBoard,
                                     "at0/at1 built with the SG engine (CIRCUITS.md 5: SG chains)", 1, false});
+    v(c.hp_ports, FieldInfo{"board.hp_ports", 1, 2, "ports", Evidence::kBoard,
+                            "HP ports the DMAs use: 2 (the board: mm0/at0 on HP0, mm1/at1 on HP2) or 1 (all four "
+                            "DMAs share HP0: half the port bandwidth; docs/variants-host.md)"});
     MatmulEngineConfig::visit(c.matmul, v);
     AttentionUnitConfig::visit(c.attention, v);
   }
@@ -72,6 +77,13 @@ struct BoardConfig {
     dma.validate(who);
     matmul.validate(who);
     attention.validate(who);
+    check_own(who);
+  }
+  // The board's own field (board.hp_ports), with the range its visit() declares.
+  void check_own(const std::string& who) const {
+    visit(*this, [&](const auto& field, const FieldInfo& f) {
+      if (f.key == "board.hp_ports") check_field(field, f, who);
+    });
   }
 };
 

@@ -287,7 +287,22 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
     const bool matmul = d < 2;
     const auto& in = segs[si];
     std::vector<uint8_t> results;
-    if (matmul) {
+    if (matmul && config_.matmul.per_call()) {
+      // The per-call format: x of L, then whole fixed rows of L (docs/variants-host.md).
+      if (in.size() != 1) return false;
+      const int L = config_.matmul.per_call_row_trits;
+      const int rows = model::per_call_rows(in[0].bytes, L);
+      if (rows < 1) return false;
+      key += fmt::format("p{},{};", rows, L);
+      results.resize(pad8(uint64_t(rows) * 4), 0);
+      if (!options_.timing_only) {
+        const fast::DecodedRows* w = decoded(in[0].addr + model::packed_x_bytes(L), rows, L);
+        if (!w) return false;  // an invalid trit byte
+        std::vector<int8_t> x(static_cast<size_t>(L));
+        memory_.read(in[0].addr, x.data(), size_t(L));
+        w->matvec(x.data(), reinterpret_cast<int32_t*>(results.data()), workers_);
+      }
+    } else if (matmul) {
       if (in.size() != 1) return false;
       uint64_t pos = in[0].addr;
       const uint64_t end = pos + in[0].bytes;

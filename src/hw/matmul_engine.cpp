@@ -34,12 +34,19 @@ EngineLaneConfig checked_lane_config(const MatmulEngineConfig& config, const std
 
 MatmulEngine::MatmulEngine(sc_core::sc_module_name name, const Clock& clock, const MatmulEngineConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [] { return std::make_unique<MatmulDatapath>(); }),
+                  [L = config.per_call() ? config.per_call_row_trits : 0] {
+                    return std::make_unique<MatmulDatapath>(L);
+                  }),
       config_(config) {}
 
 // ---- MatmulDatapath ------------------------------------------------------------------------
 
-MatmulDatapath::MatmulDatapath() : x_by_byte_(size_t(kMaxDataBytes + 8) * 8, 0), trits_{} {
+MatmulDatapath::MatmulDatapath(int per_call_row_trits)
+    : per_call_(per_call_row_trits), x_by_byte_(size_t(kMaxDataBytes + 8) * 8, 0), trits_{} {
+  if (per_call_ < 0 || per_call_ > model::kMaxRowLength)
+    throw std::invalid_argument("matmul datapath: per-call row length " + std::to_string(per_call_) +
+                                " outside 1..4096");
+  expect_transfer();
   const model::TritDecodeTable& table = model::trit_decode_table();
   for (int b = 0; b < 256; ++b)
     if (table.valid[b])
@@ -77,16 +84,26 @@ void MatmulDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) 
   model::GroupHeader h;
   const StreamError e = model::parse_group_header(bytes, &h);
   if (e != StreamError::None) return fail(lane, e, -1, b.last, c);
-  n_ = h.n;
-  rows_ = h.rows;
-  last_group_ = h.last;
-  x_beats_ = int((h.n + 7) / 8);
-  data_bytes_ = int((h.n + 4) / 5);
-  row_beats_ = int(model::packed_row_bytes(int(h.n)) / 8);
+  start_group(h.n, h.rows, h.last);
+}
+
+void MatmulDatapath::start_group(uint32_t n, uint32_t rows, bool last) {
+  n_ = n;
+  rows_ = rows;
+  last_group_ = last;
+  x_beats_ = int((n + 7) / 8);
+  data_bytes_ = int((n + 4) / 5);
+  row_beats_ = int(model::packed_row_bytes(int(n)) / 8);
   beat_ = 0;
   row_ = 0;
   acc_ = 0;
   phase_ = Phase::X;
+}
+
+void MatmulDatapath::expect_transfer() {
+  // Per-call: no header; x of L, then fixed rows of L until TLAST (rows_ = 0: unbounded).
+  if (per_call_ > 0) start_group(uint32_t(per_call_), 0, true);
+  else phase_ = Phase::Header0;
 }
 
 void MatmulDatapath::x_beat(const StreamBeat& b) {
@@ -133,7 +150,8 @@ void MatmulDatapath::finish_row(EngineLane& lane, bool tlast, uint64_t c) {
   acc_ = 0;
   beat_ = 0;
   lane.row_done();
-  const bool group_end = row_ + 1 == rows_;
+  // Per-call: the group (the transfer) ends with the row that carries TLAST.
+  const bool group_end = per_call_ > 0 ? tlast : row_ + 1 == rows_;
   const bool transfer_end = group_end && last_group_;
   const bool last_out = transfer_end && tlast;
   const uint64_t ready = c + uint64_t(lane.result_delay());
@@ -149,7 +167,7 @@ void MatmulDatapath::finish_row(EngineLane& lane, bool tlast, uint64_t c) {
   ++row_;
   if (!group_end) return;
   lane.unit_done();
-  phase_ = Phase::Header0;
+  expect_transfer();
   if (transfer_end) lane.end_transfer(tlast, c);
 }
 
@@ -164,7 +182,7 @@ void MatmulDatapath::abort(EngineLane& lane, uint64_t c) {
     lane.queue(uint64_t(uint32_t(half_)), false, c + uint64_t(lane.result_delay()));
     half_valid_ = false;
   }
-  phase_ = Phase::Header0;
+  expect_transfer();
 }
 
 }  // namespace bitsim::hw

@@ -19,6 +19,7 @@
 //     for its pair is queued alone; the lane does the rest (engine_lane.h). Details:
 //     docs/hw-timing.md.
 #include <array>
+#include <string>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct MatmulEngineConfig {
                                // beat per clock (reg_fifo.h)
   int output_fifo_beats = 16;  // depth of each lane's output stream FIFO (beats); when it is
                                // full the lane takes no input
+  std::string format = "header";  // stream format: header (the board's) or per-call (the earlier
+                                   // format: no header, fixed rows; docs/variants-host.md)
+  int per_call_row_trits = 1536;   // per-call: the fixed row length L (model; the hidden size)
   uint64_t reg_base = 0x43C0'0000;  // byte address of the status register block (lane l at
                                     // reg_base + l * 0x100); transactions on `ctrl` carry
                                     // absolute addresses (set 0 behind a router that passes
@@ -51,8 +55,17 @@ struct MatmulEngineConfig {
   static void visit(Self& c, Visitor&& v) {
     v(c.pipeline_depth, FieldInfo{"matmul.pipeline_depth", 0, 1024, "cycles", Evidence::kSimulated,
                                   "matmul engine: row's last beat -> its result (CIRCUITS.md 2)"});
+    v(c.format, FieldInfo{"matmul.format", 0, 0, "", Evidence::kSimulated,
+                          "matmul stream format: header (the board's: group header, rows of variable length) or "
+                          "per-call (the earlier format: one DMA call per x, no header, fixed rows of "
+                          "matmul.per_call_row_trits; docs/variants-host.md)",
+                          1, true, {"header", "per-call"}});
+    v(c.per_call_row_trits, FieldInfo{"matmul.per_call_row_trits", 1, 4096, "trits", Evidence::kSimulated,
+                                      "per-call format: the engine's fixed row length L; longer rows are cut into "
+                                      "ceil(n/L) segments, one call each, partial sums added by the CPU"});
     visit_engine_ports(c, "matmul", "matmul engine", v);
   }
+  bool per_call() const { return format == "per-call"; }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const { check_engine_fields(*this, "matmul", engine_reg::kLaneStride, who); }
 };
@@ -60,7 +73,8 @@ struct MatmulEngineConfig {
 // The matmul arithmetic of one lane (CIRCUITS.md 2).
 class MatmulDatapath final : public LaneDatapath {
  public:
-  MatmulDatapath();
+  // per_call_row_trits = 0: the header format; L > 0: the per-call format with fixed rows of L.
+  explicit MatmulDatapath(int per_call_row_trits = 0);
   uint32_t truncated_code() const override { return uint32_t(model::StreamError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(model::StreamError::TrailingData); }
   int error_row() const override;
@@ -78,6 +92,10 @@ class MatmulDatapath final : public LaneDatapath {
   void spread_x();
   void row_beat(EngineLane& lane, uint64_t data, bool tlast, uint64_t c);
   void finish_row(EngineLane& lane, bool tlast, uint64_t c);
+  void start_group(uint32_t n, uint32_t rows, bool last);  // after a header, or per-call at a transfer start
+  void expect_transfer();                                   // Header0, or per-call: x of L
+
+  int per_call_ = 0;            // L of the per-call format; 0: header format
 
   Phase phase_ = Phase::Header0;
   uint64_t header0_ = 0;        // beat 0 of the current header

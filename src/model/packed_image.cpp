@@ -293,6 +293,49 @@ std::vector<uint8_t> build_stream(const std::vector<GroupSpec>& groups) {
   return out;
 }
 
+MatmulFormat parse_matmul_format(const std::string& name) {
+  if (name == "header") return MatmulFormat::Header;
+  if (name == "per-call") return MatmulFormat::PerCall;
+  throw Error(fmt::format("matmul.format = '{}' is not one of: header, per-call", name));
+}
+
+const char* matmul_format_name(MatmulFormat f) { return f == MatmulFormat::Header ? "header" : "per-call"; }
+
+void pack_row_segment(const int8_t* trits, int n, int segment, int L, uint8_t* out) {
+  check_n(L, "pack_row_segment");
+  if (segment < 0 || segment >= per_call_segments(n, L))
+    throw Error(fmt::format("pack_row_segment: segment {} outside 0..{} for n = {}, L = {}", segment,
+                            per_call_segments(n, L) - 1, n, L));
+  std::vector<int8_t> seg(size_t(L), 0);
+  const int first = segment * L, count = std::min(L, n - first);
+  std::memcpy(seg.data(), trits + first, size_t(count));
+  pack_row(seg.data(), L, out);
+}
+
+std::vector<uint8_t> build_per_call_stream(const int8_t* x, const TernaryMatrix& m, int row_begin, int row_end,
+                                           int segment, int L) {
+  check_n(L, "build_per_call_stream");
+  if (row_begin < 0 || row_end <= row_begin || row_end > m.rows)
+    throw Error(fmt::format("build_per_call_stream: row range [{}, {}) empty or outside the matrix's {} rows",
+                            row_begin, row_end, m.rows));
+  const size_t xb = packed_x_bytes(L), rb = packed_row_bytes(L);
+  std::vector<uint8_t> out(xb + rb * size_t(row_end - row_begin), 0);
+  const int first = segment * L;
+  if (segment < 0 || first >= m.cols)
+    throw Error(fmt::format("build_per_call_stream: segment {} outside 0..{}", segment,
+                            per_call_segments(m.cols, L) - 1));
+  std::memcpy(out.data(), x + first, size_t(std::min(L, m.cols - first)));
+  for (int r = row_begin; r < row_end; ++r)
+    pack_row_segment(m.row(r), m.cols, segment, L, out.data() + xb + rb * size_t(r - row_begin));
+  return out;
+}
+
+int per_call_rows(uint64_t bytes, int L) {
+  const uint64_t xb = packed_x_bytes(L), rb = packed_row_bytes(L);
+  if (L < 1 || L > kMaxRowLength || bytes < xb + rb || (bytes - xb) % rb != 0) return -1;
+  return int((bytes - xb) / rb);
+}
+
 std::string DecodeResult::message() const {
   if (error == StreamError::None) return "ok";
   std::string where = fmt::format("group {}", group);

@@ -122,6 +122,35 @@ struct DecodeResult {
 };
 DecodeResult decode_stream(const uint8_t* data, size_t bytes);
 
+// ---- The per-call format (matmul.format = per-call; docs/variants-host.md) --------------
+//
+// The earlier format of the board's history: no header; one DMA transfer carries exactly one
+// x and the rows that use it; every row has the same fixed length L (the engine's
+// matmul.per_call_row_trits), so a matrix row of n > L elements is cut into
+// ceil(n/L) segments, each sent in its own call with its own x segment, and the CPU adds the
+// partial sums. A segment's elements past n are zero trits (and zero x values).
+//
+//   transfer := x rows                   (TLAST on the last row's last beat)
+//   x        := L int8 values, zero-padded to a whole beat        packed_x_bytes(L)
+//   rows     := R >= 1 rows, each ceil(L/5) packed bytes, zero-padded to a whole beat
+//               (packed_row_bytes(L)); R = (transfer bytes - packed_x_bytes(L)) / row bytes
+enum class MatmulFormat { Header, PerCall };
+// "header" | "per-call"; bitsim::Error naming the key otherwise.
+MatmulFormat parse_matmul_format(const std::string& name);
+const char* matmul_format_name(MatmulFormat f);
+// The segments of a row of n elements at fixed length L: ceil(n/L).
+inline int per_call_segments(int n, int L) { return (n + L - 1) / L; }
+// Pack segment `segment` of one row of n trits at fixed length L (trits past n are 0):
+// writes exactly packed_row_bytes(L) bytes.
+void pack_row_segment(const int8_t* trits, int n, int segment, int L, uint8_t* out);
+// A complete per-call lane stream: x[segment*L ..] (zero past n) then rows [row_begin,
+// row_end) of m, segment `segment`. bitsim::Error on a bad range, segment or L.
+std::vector<uint8_t> build_per_call_stream(const int8_t* x, const TernaryMatrix& m, int row_begin, int row_end,
+                                           int segment, int L);
+// Rows of a per-call transfer of `bytes` bytes at fixed length L; -1 if the length is not
+// x plus a whole number (>= 1) of rows.
+int per_call_rows(uint64_t bytes, int L);
+
 // Bytes of all packed rows of every ternary matrix of a model shape, the ternarized
 // lm_head included (no headers, no x). Splitting a matrix's rows between the two lanes
 // does not change the total: rows are packed independently.

@@ -24,6 +24,9 @@ void visit_memory(Self& m, Visitor&& v) {
                            double(1ull << 20)});
   v(m.int8_lm_head, FieldInfo{"model.int8_lm_head", 0, 0, "", Evidence::kSimulated,
                               "lay out an INT8 lm_head (refused by the CMA budget, as on the board)"});
+  v(m.lanes, FieldInfo{"host.lanes", 1, 2, "lanes", Evidence::kBoard,
+                       "engine lanes the host uses: 2 (the board: rows and heads split over both lanes and DMAs) or "
+                       "1 (all on lane 0 and mm0/at0; docs/variants-host.md)"});
 }
 
 // Appends a key for every keyed field a config struct's visit() reports (once per key).
@@ -86,6 +89,8 @@ ParamSet board_params() {
   host::DriverConfig::visit(c_driver, add);
   host::DriverConfig::visit(python_driver, add);
   host::CpuModelConfig::visit(cpu, add);
+  const host::WalkerConfig walker;
+  host::WalkerConfig::visit(walker, add);
   return ParamSet(std::move(s));
 }
 
@@ -113,6 +118,7 @@ void validate(const SimConfig& c) {
   c.board.validate("board");
   c.driver.validate("driver");
   c.cpu.validate("cpu");
+  c.walker.validate("layer walker");
 }
 
 SimConfig make_sim_config(const ParamSet& p) {
@@ -123,9 +129,11 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
   // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
   c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;
+  c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);
+  host::WalkerConfig::visit(c.walker, from);
   validate(c);
   return c;
 }

@@ -9,6 +9,7 @@
 #include "host/cpu_model.h"
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
+#include "host/walker.h"
 #include "hw/board.h"
 #include "sim/params.h"
 
@@ -37,6 +38,7 @@ struct SimConfig {
   host::DriverConfig driver;
   host::CpuModelConfig cpu;
   host::MemoryMapConfig memory;
+  host::WalkerConfig walker;  // host.walker and the walker's keys (host/walker.h)
 };
 
 // The modules' own checks (ranges and the rules between fields): bitsim::Error naming the key.

@@ -136,8 +136,11 @@ void fill_timing(TokenRecord& rec, const host::TokenTiming& t) {
   rec.matmul_ms = double(t.matmul_ps) / 1e9;
   rec.attention_ms = double(t.attention_ps) / 1e9;
   rec.cpu_ms = double(t.cpu_ps) / 1e9;
+  rec.walker_ms = double(t.walker_ps) / 1e9;
   rec.total_ms = double(t.total_ps()) / 1e9;
   rec.dma_calls = t.dma_transfers;
+  rec.driver_calls = t.matmul_calls + t.attention_calls;
+  rec.fixed_call_ms = double(t.fixed_call_ps) / 1e9;
   rec.bytes_read = t.bytes_read;
   const double circuit_s = double(t.matmul_ps + t.attention_ps) / 1e12;
   rec.read_gb_s = circuit_s > 0 ? double(t.bytes_read) / circuit_s / 1e9 : 0.0;
@@ -254,6 +257,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
   res.model = source->describe();
   res.shape = mc.shape_string();
+  if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc);
   res.tokenizer = tokenizer->describe();
   res.synthetic_tokenizer = tokenizer->is_synthetic();
   const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id);
@@ -340,6 +344,21 @@ std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::Ter
   if (fast_stats) *fast_stats = sim->fast_stats();
   if (transfers) *transfers = sim->platform().transfers();
   return out;
+}
+
+FixedCostShare fixed_cost_share(const BoardRunResult& r) {
+  FixedCostShare f;
+  double fixed = 0, total = 0, calls = 0;
+  for (const auto& t : r.tokens) {
+    fixed += t.fixed_call_ms;
+    total += t.total_ms;
+    calls += double(t.driver_calls);
+  }
+  if (r.tokens.empty()) return f;
+  f.calls_per_token = calls / double(r.tokens.size());
+  f.fixed_ms_per_token = fixed / double(r.tokens.size());
+  f.share = total > 0 ? fixed / total : 0.0;
+  return f;
 }
 
 }  // namespace bitsim::sim

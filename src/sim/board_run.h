@@ -58,7 +58,10 @@ struct TokenRecord {
   std::string text;
   bool generated = false;
   double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0;   // simulated
-  uint64_t dma_calls = 0, bytes_read = 0;
+  double walker_ms = 0;           // host.walker = pl: the walker's operator steps (PL)
+  uint64_t dma_calls = 0, bytes_read = 0;  // dma_calls: DMA channel starts (4 per driver call)
+  uint64_t driver_calls = 0;      // matmul and attention calls of the driver
+  double fixed_call_ms = 0;       // the driver's fixed per-call cost (docs/variants-host.md)
   double read_gb_s = 0;           // bytes read / (matmul + attention time)
   std::optional<bool> logits_equal;  // empty under --no-check
   host::TokenTiming timing;       // the token's simulated figures, exact (picoseconds, counts)
@@ -83,7 +86,16 @@ struct BoardRunResult {
   std::map<std::string, std::string> config;
   std::vector<host::TransferRecord> transfers;  // with BoardRunRequest::keep_transfers
   hw::FastBoardStats fast;        // fast and timing-only: batches, timing-cache hits, oracle runs
+  std::optional<host::WalkerResources> walker;  // host.walker = pl: the resource estimate
 };
+
+// The driver's fixed per-call cost over a run (docs/variants-host.md): driver calls per token
+// and fixed call time per token (means over the run's tokens) and its share of the token
+// time (sum of fixed call time / sum of token time). Simulated.
+struct FixedCostShare {
+  double calls_per_token = 0, fixed_ms_per_token = 0, share = 0;
+};
+FixedCostShare fixed_cost_share(const BoardRunResult& r);
 
 struct BoardRunCallbacks {
   std::function<void(const std::string&)> on_status;

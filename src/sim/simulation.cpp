@@ -97,7 +97,8 @@ Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, con
     : machine_(std::move(machine)) {
   map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
   loop_ = std::make_unique<host::TokenLoop>(machine_->platform(), *map_, m, s, c.cpu, c.driver,
-                                            host::TokenLoopOptions{o.legacy_attention, c.board.attention.kind()});
+                                            host::TokenLoopOptions{o.legacy_attention, c.board.attention.kind(), c.walker,
+                                                                   hw::clock_period_ps(c.board.clock.mhz)});
 }
 
 Simulation::~Simulation() { loop_.reset(); }

@@ -41,6 +41,25 @@ TEST(TernaryMatvec, HandWorkedTrits) {
   EXPECT_EQ(tail[0], acc[2]);
 }
 
+// The per-call format's counterpart: segments of L = 3 of the row (+1, 0, -1, -1, +1, 0, +1)
+// against x = (1, -2, 3, 0, 5, -6, 7) give the partial sums -2, 5 and 7, added to 10 by
+// the CPU; a row of +1s gives the sum of x, 8.
+TEST(TernaryMatvec, PerCallSegmentsHandWorked) {
+  model::TernaryMatrix m;
+  m.rows = 2;
+  m.cols = 7;
+  m.trits = {1, 0, -1, -1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  const int8_t x[7] = {1, -2, 3, 0, 5, -6, 7};
+  int32_t acc[2] = {};
+  golden::ternary_matvec_per_call(m, 0, 2, x, 3, acc);
+  EXPECT_EQ(acc[0], -2 + 5 + 7);
+  EXPECT_EQ(acc[1], 8);
+  golden::ternary_matvec_per_call(m, 1, 2, x, 7, acc);  // one segment: the whole row
+  EXPECT_EQ(acc[0], 8);
+  golden::ternary_matvec_per_call(m, 0, 1, x, 4096, acc);
+  EXPECT_EQ(acc[0], 10);
+}
+
 TEST(TernaryMatvec, ExtremesDoNotOverflow) {
   const int n = 4096;
   const auto w = matrix(2, n, [&] {

@@ -25,23 +25,31 @@ MemoryMapConfig map_config(bool online) {
   c.kv_interleaved = online;
   return c;
 }
-hw::BoardConfig board_config(bool online) {
+hw::BoardConfig online_board() {
   hw::BoardConfig c;
-  if (online) c.attention.variant = "online-softmax";
+  c.attention.variant = "online-softmax";
+  return c;
+}
+// The memory map of a board config (the per-call format's row length follows the engine's;
+// the online-softmax unit's K/V rows are interleaved).
+MemoryMapConfig memory_of(const hw::BoardConfig& b) {
+  MemoryMapConfig c;
+  c.kv_interleaved = b.attention.kind() == model::AttentionVariant::OnlineSoftmax;
+  c.per_call_row_trits = b.matmul.per_call() ? b.matmul.per_call_row_trits : 0;
   return c;
 }
 
 struct Rig {
-  // online: the online-softmax unit (docs/variants-attention.md) on the board and in the loop.
-  explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {}, bool online = false)
+  // bc: the board (attention.variant, matmul.format, knobs), its memory map and the loop's options follow it.
+  explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {}, const hw::BoardConfig& bc = {},
+               const DriverConfig& driver = {})
       : g(seed),
         m(testing::random_model(g, heads, 160 + int(seed % 5), 2, 400)),
         scales(testing::fixed_scales(m)),
-        map(m.config, map_config(online)),
-        board(board_config(online), hw::FastBoardOptions{false, 1}),
+        map(m.config, memory_of(bc)),
+        board(bc, hw::FastBoardOptions{false, 1}),
         platform(board),
-        loop(platform, map, m, scales, cpu, DriverConfig{},
-             TokenLoopOptions{false, online ? model::AttentionVariant::OnlineSoftmax : model::AttentionVariant::TwoPhase}) {
+        loop(platform, map, m, scales, cpu, driver, TokenLoopOptions{false, bc.attention.kind()}) {
     loop.load_weights();
     loop.init();
   }
@@ -73,6 +81,69 @@ TEST(TokenLoop, LogitsEqualTheGoldenReferenceAndThePositionAdvances) {
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
     EXPECT_EQ(r.loop.position(), i + 1);
   }
+}
+
+// matmul.format = per-call (docs/variants-host.md): every row cut into fixed rows of L = 50
+// (hidden 192: 4 segments, ffn 160..164: 4 segments), one call per segment, the partial
+// sums added by the CPU: the logits still equal the golden reference's bit for bit, the
+// calls are segments x length splits, and each segment's partial sums cost PartialSum.
+TEST(TokenLoop, PerCallFormatLogitsEqualGoldenAndCallsPerSegment) {
+  hw::BoardConfig bc;
+  bc.matmul.format = "per-call";
+  bc.matmul.per_call_row_trits = 50;
+  Rig r(5, 3, {}, bc);
+  golden::BoardReference ref(r.m, r.scales);
+  uint64_t want_calls = 0;
+  for (const auto& grp : r.map.groups()) {
+    EXPECT_TRUE(grp.per_call);
+    EXPECT_EQ(grp.segments, model::per_call_segments(grp.n, 50)) << grp.name;
+    EXPECT_EQ(grp.calls.size(), size_t(grp.segments)) << grp.name;  // no length split at this size
+    want_calls += grp.calls.size();
+  }
+  const int tokens[] = {1, 399, 17};
+  for (int i = 0; i < 3; ++i) {
+    TokenTiming t;
+    const std::vector<float> got = r.loop.step(tokens[i], &t);
+    const std::vector<float> want = ref.step(tokens[i]);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+    EXPECT_EQ(t.matmul_calls, want_calls);
+  }
+}
+
+// The fixed call cost, counted by hand: with every register access and every cache
+// maintenance free, it is the call overhead times the calls; with only the fixed part of a
+// cache clean charged, two cleans per call (matmul: each lane's header + x; attention: the
+// CPU's rows and headers, then the descriptors).
+TEST(TokenLoop, FixedCallCostCountedByHand) {
+  DriverConfig d;
+  d.reg_access_ns = 0;
+  d.poll_gap_ns = 50;  // polls take time (waiting, not fixed cost) so that a wait ends
+  d.flush_fixed_ns = d.invalidate_fixed_ns = 0;
+  d.call_overhead_ns = 1000;
+  Rig a(6, 3, {}, {}, d);
+  TokenTiming t;
+  a.loop.step(3, &t);
+  const uint64_t calls = t.matmul_calls + t.attention_calls;
+  EXPECT_EQ(t.fixed_call_ps, calls * 1000 * 1000);
+  d.call_overhead_ns = 0;
+  d.flush_fixed_ns = 700;
+  Rig b(6, 3, {}, {}, d);
+  b.loop.step(3, &t);
+  EXPECT_EQ(t.fixed_call_ps, 2 * calls * 700 * 1000);
+  // Register accesses: one poll per wait counts, the other polls (waiting) do not, so the
+  // fixed cost is below the accesses' whole time whenever a wait polled more than once.
+  d.flush_fixed_ns = 0;
+  d.poll_gap_ns = 0;
+  d.reg_access_ns = 100;
+  Rig c(6, 3, {}, {}, d);
+  c.loop.step(3, &t);
+  const uint64_t per_access = 100 * 1000;
+  EXPECT_EQ(t.fixed_call_ps % per_access, 0u);
+  // At least, per matmul call, 8 register writes and per lane a wait on S2MM and MM2S and
+  // one LENGTH read; per attention call, 2 TAILDESC writes and 2 waits per lane.
+  EXPECT_GE(t.fixed_call_ps, (t.matmul_calls * (8 + 2 * 3) + t.attention_calls * (2 + 2 * 2)) * per_access);
+  EXPECT_LT(t.fixed_call_ps, t.matmul_ps + t.attention_ps);
 }
 
 TEST(TokenLoop, IntermediateTensorsMatchTheGoldenProbes) {
@@ -132,7 +203,7 @@ TEST(TokenLoop, EachStepAppendsTheQuantizedKvRowsAtItsPosition) {
 }
 
 TEST(TokenLoop, OnlineSoftmaxInterleavesKvRowsAndEqualsItsGolden) {
-  Rig r(9, 3, {}, /*online=*/true);
+  Rig r(9, 3, {}, online_board());
   golden::BoardReference ref(r.m, r.scales, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
   const int heads = r.m.config.num_heads;
   const int tokens[] = {1, 399, 17, 250};

@@ -173,6 +173,76 @@ TEST(MatmulEngine, RandomGroupsInOneTransferEqualGolden) {
   EXPECT_EQ(b.reg(0, engine_reg::kBeatsOut), b.sink[0]->beats.size());
 }
 
+// The per-call format (matmul.format = per-call, docs/variants-host.md): no header, x of L,
+// fixed rows of L until TLAST; each transfer's results are the segment's partial sums, and
+// the partial sums of all segments add up to golden::ternary_matvec.
+TEST(MatmulEngine, PerCallFormatSegmentsAddUpToGolden) {
+  bitsim::hw::FreshSimContext ctx;
+  MatmulEngineConfig cfg;
+  cfg.format = "per-call";
+  cfg.per_call_row_trits = 37;  // not a multiple of 5 or 8
+  Bench b(cfg);
+  std::mt19937 rng(77);
+  for (auto [rows, n] : std::vector<std::pair<int, int>>{{5, 100}, {2, 37}, {1, 1}, {4, 74}}) {
+    const Group g = random_group(rows, n, rng);
+    const int segments = model::per_call_segments(n, 37);
+    std::vector<int32_t> sum(size_t(rows), 0);
+    for (int seg = 0; seg < segments; ++seg) {
+      const int before = b.sink[0]->tlasts;
+      const size_t beats_before = b.sink[0]->beats.size();
+      const auto stream = model::build_per_call_stream(g.x.data(), g.m, 0, rows, seg, 37);
+      ASSERT_EQ(stream.size(), model::packed_x_bytes(37) + size_t(rows) * model::packed_row_bytes(37));
+      b.src[0]->append(to_beats(stream));
+      ASSERT_TRUE(b.run_tlasts(0, before + 1));
+      const auto& got = b.sink[0]->beats;
+      ASSERT_EQ(got.size() - beats_before, size_t(rows + 1) / 2) << "n " << n << " segment " << seg;
+      for (int r = 0; r < rows; ++r) {
+        const uint64_t beat = got[beats_before + size_t(r / 2)].data;
+        sum[size_t(r)] += int32_t(uint32_t(r % 2 ? beat >> 32 : beat));
+      }
+      EXPECT_TRUE(got.back().last);
+    }
+    std::vector<int32_t> want(static_cast<size_t>(rows)), plain(static_cast<size_t>(rows));
+    golden::ternary_matvec_per_call(g.m, 0, rows, g.x.data(), 37, want.data());
+    golden::ternary_matvec(g.m, 0, rows, g.x.data(), plain.data());
+    EXPECT_EQ(sum, want) << "n " << n;
+    EXPECT_EQ(want, plain) << "n " << n;
+  }
+  EXPECT_EQ(b.engine.stats(0).errors, 0u);
+}
+
+// Per-call framing errors: TLAST inside x or inside a row is Truncated; a bad trit byte is
+// InvalidTrit with its row.
+TEST(MatmulEngine, PerCallFormatErrors) {
+  for (int which = 0; which < 3; ++which) {
+    bitsim::hw::FreshSimContext ctx;
+    MatmulEngineConfig cfg;
+    cfg.format = "per-call";
+    cfg.per_call_row_trits = 50;  // x 7 beats, a row 2 beats (10 data bytes)
+    Bench b(cfg);
+    std::mt19937 rng(5);
+    const Group g = random_group(3, 50, rng);
+    auto bytes = model::build_per_call_stream(g.x.data(), g.m, 0, 3, 0, 50);
+    ASSERT_EQ(bytes.size(), 56u + 3 * 16);
+    if (which == 0) bytes.resize(16);              // TLAST inside x
+    if (which == 1) bytes.resize(56 + 2 * 16 + 8);  // TLAST on the first beat of row 2
+    if (which == 2) bytes[56 + 16 + 2] = 0xF7;      // row 1, an invalid trit byte
+    b.src[0]->append(to_beats(bytes));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    const auto code = b.reg(0, engine_reg::kErrorCode);
+    if (which == 0) {
+      EXPECT_EQ(code, uint32_t(StreamError::Truncated));
+      EXPECT_EQ(b.reg(0, engine_reg::kErrorRow), engine_reg::kNone);
+    } else if (which == 1) {
+      EXPECT_EQ(code, uint32_t(StreamError::Truncated));
+      EXPECT_EQ(b.reg(0, engine_reg::kErrorRow), 2u);
+    } else {
+      EXPECT_EQ(code, uint32_t(StreamError::InvalidTrit));
+      EXPECT_EQ(b.reg(0, engine_reg::kErrorRow), 1u);
+    }
+  }
+}
+
 TEST(MatmulEngine, ManyRandomTransfersBackToBack) {
   bitsim::hw::FreshSimContext ctx;
   Bench b;

@@ -50,6 +50,39 @@ TEST(PackedImage, SizesAndBeats) {
   EXPECT_EQ(packed_x_bytes(13), 16u);
 }
 
+// The per-call format (docs/variants-host.md), worked by hand: n = 7 cut into fixed rows of
+// L = 3; x = (1, -2, 3, 0, 5, -6, 7), the row's trits (+1, 0, -1, -1, +1, 0, +1).
+TEST(PackedImage, PerCallStreamHandWorked) {
+  model::TernaryMatrix m;
+  m.rows = 1;
+  m.cols = 7;
+  m.trits = {1, 0, -1, -1, 1, 0, 1};
+  const int8_t x[7] = {1, -2, 3, 0, 5, -6, 7};
+  EXPECT_EQ(model::per_call_segments(7, 3), 3);
+  // Segment 0: x (1, -2, 3) padded to a beat; trits (+1, 0, -1) + two padding digits
+  // encoding 0: 2 + 1*3 + 0*9 + 1*27 + 1*81 = 113.
+  EXPECT_EQ(model::build_per_call_stream(x, m, 0, 1, 0, 3),
+            (std::vector<uint8_t>{1, 0xFE, 3, 0, 0, 0, 0, 0, 113, 0, 0, 0, 0, 0, 0, 0}));
+  // Segment 1: x (0, 5, -6); trits (-1, +1, 0): 0 + 2*3 + 1*9 + 27 + 81 = 123.
+  EXPECT_EQ(model::build_per_call_stream(x, m, 0, 1, 1, 3),
+            (std::vector<uint8_t>{0, 5, 0xFA, 0, 0, 0, 0, 0, 123, 0, 0, 0, 0, 0, 0, 0}));
+  // Segment 2: x (7) and two zeros past n; trits (+1) and zero trits past n: 2 + 3 + 9 + 27 + 81 = 122.
+  EXPECT_EQ(model::build_per_call_stream(x, m, 0, 1, 2, 3),
+            (std::vector<uint8_t>{7, 0, 0, 0, 0, 0, 0, 0, 122, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_THROW(model::build_per_call_stream(x, m, 0, 1, 3, 3), Error);
+  EXPECT_THROW(model::build_per_call_stream(x, m, 0, 0, 0, 3), Error);
+  // Rows from the transfer length: x 8 bytes + whole rows of 8 bytes.
+  EXPECT_EQ(model::per_call_rows(16, 3), 1);
+  EXPECT_EQ(model::per_call_rows(40, 3), 4);
+  EXPECT_EQ(model::per_call_rows(8, 3), -1);   // no row
+  EXPECT_EQ(model::per_call_rows(20, 3), -1);  // not whole rows
+  // bitnet-large's fixed rows of L = 1536: a row of 4096 is three of 312 bytes.
+  EXPECT_EQ(model::per_call_segments(4096, 1536), 3);
+  EXPECT_EQ(model::packed_row_bytes(1536), 312u);
+  EXPECT_EQ(model::parse_matmul_format("per-call"), model::MatmulFormat::PerCall);
+  EXPECT_THROW(model::parse_matmul_format("fixed"), Error);
+}
+
 TEST(PackedImage, Pack5KnownBytes) {
   const int8_t all_minus[5] = {-1, -1, -1, -1, -1};
   const int8_t all_zero[5] = {0, 0, 0, 0, 0};

@@ -28,6 +28,8 @@ void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOu
     EXPECT_EQ(a.matmul_ps, b.matmul_ps) << what << " token " << i;
     EXPECT_EQ(a.attention_ps, b.attention_ps) << what << " token " << i;
     EXPECT_EQ(a.cpu_ps, b.cpu_ps) << what << " token " << i;
+    EXPECT_EQ(a.walker_ps, b.walker_ps) << what << " token " << i;
+    EXPECT_EQ(a.fixed_call_ps, b.fixed_call_ps) << what << " token " << i;
     EXPECT_EQ(a.bytes_read, b.bytes_read) << what << " token " << i;
     EXPECT_EQ(a.dma_transfers, b.dma_transfers) << what << " token " << i;
     if (!fast[i].logits.empty()) {
@@ -57,12 +59,33 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant) {
     p.set_value("matmul.pipeline_depth", int64_t(g() % 9), "test");
     p.set_value("attention.drain", int64_t(g() % 9), "test");
     p.set_value("attention.variant", ParamValue(variant), "test");
+    // The host-side variants (docs/variants-host.md), from their own generator so the
+    // scenarios above stay as they were: every third scenario the per-call matmul format
+    // with a fixed row length that cuts the rows into segments.
+    std::mt19937 variants(uint32_t(1000 + scenario));
+    if (scenario % 3 == 1) {
+      p.set_value("matmul.format", std::string("per-call"), "test");
+      p.set_value("matmul.per_call_row_trits", int64_t(8 + variants() % 200), "test");
+    }
+    // Every other scenario the PL layer walker, started per token or per layer, with its
+    // operators' throughputs drawn.
+    if (scenario % 2 == 1) {
+      p.set_value("host.walker", std::string("pl"), "test");
+      p.set_value("walker.start", std::string(variants() % 2 ? "layer" : "token"), "test");
+      p.set_value("walker.epc.rmsnorm", double(1 + variants() % 8), "test");
+      p.set_value("walker.call_cycles", int64_t(variants() % 200), "test");
+      p.set_value("walker.reg_access_cycles", int64_t(1 + variants() % 8), "test");
+    }
+    // The board knobs: one lane per engine, one HP port for all four DMAs.
+    if (scenario % 5 == 2) p.set_value("host.lanes", int64_t(1), "test");
+    if (scenario % 4 == 3) p.set_value("board.hp_ports", int64_t(1), "test");
     const SimConfig cfg = make_sim_config(p);
     const int n_tokens = 2 + int(g() % 4);
     std::vector<int> toks;
     for (int i = 0; i < n_tokens; ++i) toks.push_back(int(g() % uint32_t(m.config.vocab_size)));
     const std::string what = variant + " scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
-                             ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ")";
+                             ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ", matmul " +
+                             p.text("matmul.format") + ", walker " + p.text("host.walker") + ")";
     const auto s = scales_for(m);
     std::vector<host::TransferRecord> tc, tf;
     std::vector<std::string> not_idle;

@@ -1,0 +1,202 @@
+// The host-side variants of docs/variants-host.md through the bitsim command: matmul.format
+// (header | per-call), host.walker (cpu | pl), the board knobs, and the what-if presets of
+// configs/. Each variant runs with `logits equal` on every token, in both fidelities with
+// the same times; the board's defaults move nothing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/run_bitsim.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Result = bitsim::testing::CommandResult;
+Result bitsim(const std::string& args) { return bitsim::testing::run_bitsim(args); }
+
+nlohmann::json run_json(const std::string& args) {
+  const Result r = bitsim("run --prompt 'The variants' --json " + args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  if (r.code != 0) return {};
+  return nlohmann::json::parse(r.out);
+}
+
+// Both fidelities: every token's times, bytes and calls equal, and every token's logits
+// equal to the golden reference's.
+void expect_fidelities_agree(const std::string& args) {
+  const auto c = run_json(args + " --fidelity cycle"), f = run_json(args + " --fidelity fast");
+  ASSERT_FALSE(c.is_null());
+  ASSERT_FALSE(f.is_null());
+  EXPECT_EQ(f["summary"]["logits_equal"], true) << args;
+  EXPECT_EQ(c["summary"]["logits_equal"], true) << args;
+  ASSERT_EQ(c["tokens"].size(), f["tokens"].size());
+  for (size_t i = 0; i < c["tokens"].size(); ++i)
+    for (const char* k : {"matmul_ms", "attention_ms", "cpu_ms", "total_ms", "bytes_read", "dma_calls",
+                          "driver_calls", "fixed_call_ms", "logits_equal"})
+      EXPECT_EQ(c["tokens"][i][k], f["tokens"][i][k]) << args << ": " << k << " token " << i;
+}
+
+// ---- matmul.format -----------------------------------------------------------------------
+
+TEST(Variants, PerCallFormatLogitsEqualInBothFidelities) {
+  expect_fidelities_agree("--model synthetic:tiny --tokens 3 --set matmul.format=per-call");
+  // Fixed rows shorter than the rows: every row in several segments.
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set matmul.format=per-call "
+                          "--set matmul.per_call_row_trits=100");
+}
+
+TEST(Variants, PerCallFormatMoreCallsAndItsFixedCostShare) {
+  const auto h = run_json("--model synthetic:tiny --tokens 2");
+  const auto p = run_json("--model synthetic:tiny --tokens 2 --set matmul.format=per-call "
+                          "--set matmul.per_call_row_trits=100");
+  ASSERT_FALSE(h.is_null());
+  ASSERT_FALSE(p.is_null());
+  // tiny: hidden 192 -> 2 segments of 100, ffn 512 -> 6; 2 layers: per layer qkv, o, gate_up
+  // 2 calls each and down 6, plus lm_head 2, plus one attention call a layer.
+  EXPECT_EQ(h["tokens"][0]["driver_calls"], 2 * (4 + 1) + 1);
+  EXPECT_EQ(p["tokens"][0]["driver_calls"], 2 * (3 * 2 + 6 + 1) + 2);
+  const double hs = h["summary"]["fixed_cost_share"], ps = p["summary"]["fixed_cost_share"];
+  EXPECT_GT(hs, 0.0);
+  EXPECT_GT(ps, hs);
+  EXPECT_LT(ps, 1.0);
+  EXPECT_EQ(p["summary"]["fixed_cost_share_evidence"], "simulated");
+  // The text report says it with its label.
+  const Result t = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --set matmul.format=per-call");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("fixed call cost"), std::string::npos);
+  EXPECT_NE(t.out.find("of token time  [simulated]"), std::string::npos);
+}
+
+TEST(Variants, BadFormatNamesTheKey) {
+  const Result r = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --set matmul.format=fixed");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("matmul.format"), std::string::npos) << r.err;
+}
+
+// ---- host.walker ----------------------------------------------------------------------
+
+TEST(Variants, PlWalkerLogitsEqualInBothFidelities) {
+  expect_fidelities_agree("--model synthetic:tiny --tokens 3 --set host.walker=pl");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set host.walker=pl --set walker.start=layer "
+                          "--set matmul.format=per-call --set matmul.per_call_row_trits=100");
+}
+
+TEST(Variants, PlWalkerTakesTheSmallOpsOffTheCpuAndPrintsItsResources) {
+  const auto c = run_json("--model synthetic:tiny --tokens 2");
+  const auto w = run_json("--model synthetic:tiny --tokens 2 --set host.walker=pl");
+  const auto l = run_json("--model synthetic:tiny --tokens 2 --set host.walker=pl --set walker.start=layer");
+  ASSERT_FALSE(c.is_null());
+  ASSERT_FALSE(w.is_null());
+  ASSERT_FALSE(l.is_null());
+  for (size_t i = 0; i < c["tokens"].size(); ++i) {
+    // The same calls on the same engines; the CPU keeps the embedding, the starts and the argmax.
+    EXPECT_EQ(w["tokens"][i]["driver_calls"], c["tokens"][i]["driver_calls"]);
+    EXPECT_EQ(w["tokens"][i]["bytes_read"], c["tokens"][i]["bytes_read"]);
+    EXPECT_EQ(c["tokens"][i]["walker_ms"], 0.0);
+    EXPECT_GT(w["tokens"][i]["walker_ms"].get<double>(), 0.0);
+    EXPECT_LT(w["tokens"][i]["cpu_ms"].get<double>(), c["tokens"][i]["cpu_ms"].get<double>() / 4);
+    EXPECT_LT(w["tokens"][i]["total_ms"].get<double>(), c["tokens"][i]["total_ms"].get<double>());
+    // Starting each layer (2 layers + the final stage) costs two more starts than one a token.
+    EXPECT_GT(l["tokens"][i]["fixed_call_ms"].get<double>(), w["tokens"][i]["fixed_call_ms"].get<double>());
+  }
+  EXPECT_LT(w["summary"]["fixed_cost_share"].get<double>(), c["summary"]["fixed_cost_share"].get<double>());
+  const auto& res = w["summary"]["walker_resources"];
+  EXPECT_EQ(res["evidence"], "simulated");
+  EXPECT_EQ(res["device"]["dsp"], 220);
+  EXPECT_EQ(res["device"]["lut"], 53200);
+  EXPECT_EQ(res["device"]["bram36"], 140);
+  int dsp = 0;
+  for (const auto& op : res["operators"]) dsp += op["dsp"].get<int>();
+  EXPECT_EQ(res["dsp"], dsp);
+  EXPECT_FALSE(c["summary"].contains("walker_resources"));
+  const Result t = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --set host.walker=pl");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("walker resources"), std::string::npos);
+  EXPECT_NE(t.out.find("53,200 LUT"), std::string::npos);
+}
+
+// ---- Board knobs and presets --------------------------------------------------------------
+
+// Lanes per engine, HP ports used and the DDR wall: each a what-if in both fidelities with
+// the same times, logits equal.
+TEST(Variants, BoardKnobsInBothFidelities) {
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set host.lanes=1");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set board.hp_ports=1");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set ddr.wall_gb_s=4.018 --set clock.mhz=200");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set host.lanes=1 --set board.hp_ports=1 "
+                          "--set ddr.wall_gb_s=1.0");
+}
+
+TEST(Variants, BoardKnobsMoveTheMatmulColumnTheWayTheyShould) {
+  const std::string tiny = "--model synthetic:tiny --tokens 1 ";
+  const auto board = run_json(tiny);
+  const auto one_lane = run_json(tiny + "--set host.lanes=1");
+  const auto one_port = run_json(tiny + "--set board.hp_ports=1");
+  const auto slow_wall = run_json(tiny + "--set ddr.wall_gb_s=0.5");
+  ASSERT_FALSE(board.is_null());
+  const auto mm = [](const nlohmann::json& j) { return j["tokens"][0]["matmul_ms"].get<double>(); };
+  // One lane: half the DMA starts and slower matmuls; the same rows, but each group's
+  // header and x are read once instead of once per lane, so a few bytes fewer.
+  EXPECT_EQ(one_lane["tokens"][0]["dma_calls"].get<int>() * 2, board["tokens"][0]["dma_calls"].get<int>());
+  EXPECT_LT(one_lane["tokens"][0]["bytes_read"].get<double>(), board["tokens"][0]["bytes_read"].get<double>());
+  EXPECT_GT(one_lane["tokens"][0]["bytes_read"].get<double>(), 0.97 * board["tokens"][0]["bytes_read"].get<double>());
+  EXPECT_GT(mm(one_lane), mm(board));
+  // One HP port for both lanes: the same calls and bytes, slower.
+  EXPECT_EQ(one_port["tokens"][0]["dma_calls"], board["tokens"][0]["dma_calls"]);
+  EXPECT_GT(mm(one_port), mm(board));
+  // A quarter of the wall: slower still.
+  EXPECT_GT(mm(slow_wall), mm(board));
+  for (const auto* j : {&one_lane, &one_port, &slow_wall}) EXPECT_EQ((*j)["summary"]["logits_equal"], true);
+}
+
+// Every preset in configs/ loads (`bitsim config --config F`). A preset whose keys this build
+// does not have yet (online-softmax-int4.toml and all-three.toml need attention.variant and
+// kv.format from the attention variants) skips with a message until they exist.
+TEST(Variants, EveryPresetInConfigsLoads) {
+  const Result dump = bitsim("config --dump");
+  ASSERT_EQ(dump.code, 0) << dump.err;
+  const bool attention_variants = dump.out.find("variant = ") != std::string::npos;
+  int loaded = 0;
+  std::vector<std::string> skipped;
+  for (const auto& e : fs::directory_iterator(fs::path(BITSIM_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".toml") continue;
+    const std::string name = e.path().filename().string();
+    const bool needs_attn = name == "online-softmax-int4.toml" || name == "all-three.toml";
+    if (needs_attn && !attention_variants) {
+      skipped.push_back(name);
+      continue;
+    }
+    const Result r = bitsim("config --config " + e.path().string());
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+    ++loaded;
+    // Documented at the top: what it changes and why someone would ask.
+    std::ifstream f(e.path());
+    std::string first;
+    std::getline(f, first);
+    EXPECT_EQ(first.rfind("# ", 0), 0u) << name << " starts without its description";
+  }
+  EXPECT_GE(loaded, 3);  // pynq-z2, ddr-2x, pl-walker
+  const Result two = bitsim("config --config " + (fs::path(BITSIM_SOURCE_DIR) / "configs" / "ddr-2x.toml").string());
+  EXPECT_EQ(two.out, "ddr.wall_gb_s = 4.018\n");
+  const Result pl = bitsim("config --config " + (fs::path(BITSIM_SOURCE_DIR) / "configs" / "pl-walker.toml").string());
+  EXPECT_NE(pl.out.find("host.walker = pl"), std::string::npos) << pl.out;
+  for (const auto& s : skipped)
+    std::printf("[variants] %s skipped: its keys come with the attention variants (enable after merge)\n", s.c_str());
+}
+
+TEST(Variants, PlWalkerPresetRunsWithLogitsEqual) {
+  const auto j = run_json("--model synthetic:tiny --tokens 2 --config " +
+                          (fs::path(BITSIM_SOURCE_DIR) / "configs" / "pl-walker.toml").string());
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["summary"]["logits_equal"], true);
+  EXPECT_GT(j["tokens"][0]["walker_ms"].get<double>(), 0.0);
+}
+
+}  // namespace
