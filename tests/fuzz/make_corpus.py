@@ -121,4 +121,8 @@ R 9600000 40400034 00011002 200000
 D 9800000 200000 800 9c0a3b2f44e1d7a0
 """)
 put("fuzz_mmio_program", "comments", "bitsim-mmio 1\n# a comment\n\nC dma.length_bits 23\nR 5 40400004 0 1\n")
+# ---- MMIO replay: bytes the target turns into a program (FuzzedDataProvider) ----------
+seeds = random.Random(5)
+for i in range(4):
+    put("fuzz_mmio_replay", "seed%d" % i, bytes(seeds.randrange(256) for _ in range(200)))
 print("corpora written under", ROOT)
