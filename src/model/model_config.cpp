@@ -152,6 +152,9 @@ ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() carries "at line L, column C" and e.byte the byte position.
     throw Error(fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. out_of_range 406, a number beyond a double ("1e2000"): not a parse_error.
+    throw Error(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
   return from_json(j, source);
 }

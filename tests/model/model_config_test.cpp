@@ -245,6 +245,22 @@ TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
   }
 }
 
+// Found by tests/fuzz/fuzz_model_config: a number beyond a double made the JSON library
+// throw out_of_range (not parse_error), which escaped as an internal error.
+TEST(ModelConfig, NumberOverflowInJsonIsAnErrorNamingTheFile) {
+  TempDir dir;
+  const fs::path p = dir.path / "config.json";
+  std::ofstream(p) << R"({"hidden_size": 192, "rms_norm_eps": 1e2000})";
+  try {
+    ModelConfig::from_file(p);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("1e2000"), std::string::npos) << msg;
+  }
+}
+
 TEST(ModelConfig, MissingFileIsNamed) {
   TempDir dir;
   const fs::path p = dir.path / "nope" / "config.json";

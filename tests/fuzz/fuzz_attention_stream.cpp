@@ -1,0 +1,52 @@
+// libFuzzer target: the attention unit's stream parser (model/attention_stream.h). The
+// first 16 bytes are a head header (parse_attention_header); when it is valid and the input
+// holds the head (q, then T rows of K and of V), the fast fidelity's kernel
+// (hw::fast::attention_head, every kernel this CPU runs) must equal the golden reference
+// (golden::attention_head), and the header must re-encode to the same bytes.
+#include <cstring>
+#include <vector>
+
+#include "fuzz_common.h"
+#include "golden/board_reference.h"
+#include "hw/fast_kernels.h"
+#include "model/attention_stream.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  namespace m = bitsim::model;
+  namespace fast = bitsim::hw::fast;
+  if (size < 16) return 0;
+  bitsim::fuzz::expect_only_bitsim_errors([&] {
+    uint64_t beat0 = 0, beat1 = 0;
+    std::memcpy(&beat0, data, 8);
+    std::memcpy(&beat1, data + 8, 8);
+    const m::AttentionError e0 = m::check_attention_beat0(beat0);
+    m::AttentionHeadHeader h;
+    const m::AttentionError e = m::parse_attention_header(beat0, beat1, &h);
+    (void)m::attention_error_name(e);
+    if (e0 != m::AttentionError::None && e != e0) bitsim::fuzz::fail("beat 0 check and header parse disagree");
+    if (e != m::AttentionError::None) return;
+    if (h.T < 1 || h.T > uint32_t(m::kAttentionMaxT) || h.m > m::kAttentionMaxM || h.shift > 63)
+      bitsim::fuzz::fail("a header outside its ranges parsed ok");
+    uint8_t again[16];
+    m::write_attention_header(h, again);
+    if (std::memcmp(again, data, 16) != 0) bitsim::fuzz::fail("a valid header does not re-encode to its bytes");
+    if (size < m::attention_head_bytes(int(h.T))) return;
+    const auto* q = reinterpret_cast<const int8_t*>(data + 16);
+    const int8_t* K = q + m::kHeadDim;
+    const int8_t* V = K + size_t(h.T) * m::kHeadDim;
+    std::vector<int32_t> want(m::kHeadDim), got(m::kHeadDim);
+    uint32_t want_sum = 0, got_sum = 0;
+    bitsim::golden::AttentionParams p;
+    p.m = h.m;
+    p.shift = int(h.shift);
+    p.legacy = h.legacy;
+    bitsim::golden::attention_head(q, K, V, int(h.T), p, want.data(), &want_sum);
+    for (fast::Kernel k : {fast::Kernel::Portable, fast::Kernel::Avx2, fast::Kernel::Avx512}) {
+      if (!fast::kernel_supported(k)) continue;
+      got_sum = 0x5A5A5A5A;
+      fast::attention_head(q, K, V, int(h.T), h.m, int(h.shift), h.legacy, got.data(), &got_sum, k);
+      if (got != want || got_sum != want_sum) bitsim::fuzz::fail("fast attention_head differs from golden");
+    }
+  });
+  return 0;
+}

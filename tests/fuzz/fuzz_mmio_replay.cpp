@@ -1,0 +1,105 @@
+// libFuzzer target: random MMIO programs run on both fidelities, every read compared (the
+// register differential test, tests/hw/register_differential_test.cpp, driven by the
+// fuzzer). The program starts with the streams, SG rings and descriptors of a generated
+// program (tests/support/mmio_programs.h, seeded from the input), then runs register
+// writes, register reads, waits and DDR loads chosen by the input: addresses inside the
+// four DMA windows and the two engine register files, values raw or pointing at the
+// streams and rings. The clocked board's reads are the expected values; the fast board must
+// read the same. bitsim::Error (an access the board rejects) is accepted from both alike.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include "fuzz_common.h"
+#include "host/mmio_program.h"
+#include "hw/board.h"
+#include "hw/dma_registers.h"
+#include "sim/replay.h"
+#include "support/mmio_programs.h"
+
+namespace {
+
+namespace host = bitsim::host;
+namespace R = bitsim::hw::dma_reg;
+
+uint32_t pick_value(FuzzedDataProvider& in) {
+  switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+    case 0: return in.ConsumeIntegral<uint32_t>();
+    case 1: return 0x0100'0000u + 8u * in.ConsumeIntegral<uint16_t>();          // matmul streams, results
+    case 2: return 0x0200'0000u + 0x40u * in.ConsumeIntegral<uint16_t>();       // SG rings, descriptors
+    case 3: return 0x0300'0000u + 8u * in.ConsumeIntegral<uint16_t>();          // attention buffers
+    case 4: return in.ConsumeIntegralInRange<uint32_t>(0, 0x4000);              // lengths
+    default:                                                                    // control bits
+      return in.PickValueInArray({R::kCrRunStop, R::kCrReset, R::kCrRunStop | R::kCrIocIrqEn,
+                                  R::kCrKeyhole, R::kCrCyclic, R::kSrErrors, 0u, 0xFFFF'FFFFu});
+  }
+}
+
+uint64_t pick_register(FuzzedDataProvider& in) {
+  const int where = in.ConsumeIntegralInRange<int>(0, 9);
+  if (where < 8) return bitsim::hw::board_map::kDmaBase[where / 2] + 4u * in.ConsumeIntegralInRange<uint32_t>(0, 0x17);
+  return (where == 8 ? bitsim::hw::board_map::kMatmulRegs : bitsim::hw::board_map::kAttentionRegs) +
+         4u * in.ConsumeIntegralInRange<uint32_t>(0, 0xF);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  host::MmioProgram p = bitsim::testing::MmioProgramGenerator(in.ConsumeIntegral<uint16_t>(), true).generate(0);
+  uint64_t t = 1'000'000;
+  for (const auto& op : p.ops) t = std::max(t, op.time_ps);
+  constexpr uint64_t kAccess = 200'000;
+  for (int i = 0; i < 96 && in.remaining_bytes() > 0; ++i) {
+    host::MmioOp op;
+    op.time_ps = t;
+    op.access_ps = kAccess;
+    const int kind = in.ConsumeIntegralInRange<int>(0, 9);
+    if (kind < 5) {
+      op.kind = host::MmioOp::Kind::kWrite;
+      op.addr = pick_register(in);
+      op.value = pick_value(in);
+    } else if (kind < 8) {
+      op.kind = host::MmioOp::Kind::kRead;
+      op.addr = pick_register(in);
+    } else if (kind == 8) {
+      t += in.ConsumeIntegralInRange<uint64_t>(0, 200'000'000);  // up to 200 us
+      continue;
+    } else {
+      op.kind = host::MmioOp::Kind::kMemRead;
+      op.addr = pick_value(in) & ~7u;
+      op.size = in.ConsumeIntegralInRange<uint64_t>(1, 512);
+    }
+    p.ops.push_back(op);
+    t += kAccess + 8'000 * in.ConsumeIntegralInRange<uint64_t>(0, 3);
+  }
+  // The clocked board's answers are the expected values; the fast board must give the same.
+  host::ReplayResult cycle;
+  std::string cycle_error, fast_error;
+  try {
+    cycle = bitsim::sim::replay_program(p, bitsim::hw::BoardConfig{}, bitsim::sim::Fidelity::kCycle);
+  } catch (const bitsim::Error& e) {
+    cycle_error = e.what();
+  }
+  if (cycle_error.empty()) {
+    size_t r = 0, m = 0;
+    for (auto& op : p.ops) {
+      if (op.kind == host::MmioOp::Kind::kRead) op.value = cycle.read_values.at(r++);
+      if (op.kind == host::MmioOp::Kind::kMemRead) op.digest = cycle.digests.at(m++);
+    }
+  }
+  host::ReplayResult fast;
+  try {
+    fast = bitsim::sim::replay_program(p, bitsim::hw::BoardConfig{}, bitsim::sim::Fidelity::kFast);
+  } catch (const bitsim::Error& e) {
+    fast_error = e.what();
+  }
+  if (cycle_error.empty() != fast_error.empty()) {
+    std::fprintf(stderr, "cycle: %s\nfast: %s\n", cycle_error.empty() ? "ok" : cycle_error.c_str(),
+                 fast_error.empty() ? "ok" : fast_error.c_str());
+    bitsim::fuzz::fail("one fidelity rejected the program, the other did not");
+  }
+  if (cycle_error.empty() && !fast.ok()) {
+    for (const auto& mm : fast.mismatches) std::fprintf(stderr, "%s\n", host::describe(mm).c_str());
+    bitsim::fuzz::fail("the fast board read differently from the clocked board");
+  }
+  return 0;
+}
