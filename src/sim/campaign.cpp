@@ -162,6 +162,7 @@ PointFile read_point(const fs::path& dir, const GridPoint& g) {
     if (!j.contains("result")) throw Error(fmt::format("{}: no \"result\"", src));
     r.point = sweep_point_from_json(j["result"], src);
     r.point.values = g.values;
+    r.point.done = true;
     r.ok = true;
   } catch (const nlohmann::json::exception& e) {
     r.corrupt = true;

@@ -509,6 +509,7 @@ TEST(AxiDma, ReadRequestsSplitAtFourKilobyteBoundariesOnly) {
     AxiDmaConfig cfg = simple_config();
     cfg.max_burst_beats = 256;
     cfg.mm2s_fifo_beats = 256;
+    cfg.s2mm_fifo_beats = 256;
     Bench b(cfg);
     const auto words = random_words(256, src);
     put_words(b.ddr, src, words);
