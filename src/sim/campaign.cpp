@@ -285,7 +285,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
 
   ShardReport rep;
   rep.grid_points = int(pts.size());
-  std::vector<int> todo;
+  std::vector<int> pending;
   std::vector<std::string> existing;
   for (const auto& g : pts) {
     if (shard_of(g.key, c.shard.count) != c.shard.index) continue;
@@ -301,7 +301,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
     }
     if (f.corrupt) rep.warnings.push_back(fmt::format("redoing {}: {}", g.name, f.error));
     else if (f.exists) rep.warnings.push_back(fmt::format("redoing {}: it failed before: {}", g.name, f.error));
-    todo.push_back(g.index);
+    pending.push_back(g.index);
   }
   if (!existing.empty())
     throw Error(fmt::format("--out {}: holds results of {} of this shard's points (first: {}); --resume keeps the "
@@ -309,7 +309,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
   for (const auto& w : rep.warnings)
     if (status) status("warning: " + w);
 
-  if (!todo.empty() && !o.check_model.empty()) {
+  if (!pending.empty() && !o.check_model.empty()) {
     if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
     rep.base_check = check_sweep_base(base, o.check_model);
   }
@@ -326,13 +326,13 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
       return e.what();
     }
   };
-  const int jobs = std::min(o.jobs, int(todo.size()));
+  const int jobs = std::min(o.jobs, int(pending.size()));
   if (jobs <= 1) {
     int done = 0;
-    for (int i : todo) {
+    for (int i : pending) {
       const std::string err = run_one(i);
       if (!err.empty()) rep.failed.push_back(pts[size_t(i)].name + ": " + err);
-      if (status) status(fmt::format("point {}/{} {} ({})", ++done, todo.size(), err.empty() ? "done" : "FAILED",
+      if (status) status(fmt::format("point {}/{} {} ({})", ++done, pending.size(), err.empty() ? "done" : "FAILED",
                                      pts[size_t(i)].name));
     }
   } else {
@@ -344,9 +344,9 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
       if (pid < 0) throw Error("sweep: fork() failed");
       if (pid == 0) {
         int code = 0;
-        for (size_t k = size_t(j); k < todo.size(); k += size_t(jobs)) {
+        for (size_t k = size_t(j); k < pending.size(); k += size_t(jobs)) {
           try {
-            if (!run_one(todo[k]).empty()) code = 1;
+            if (!run_one(pending[k]).empty()) code = 1;
           } catch (...) {
             code = 1;  // the failed point's file could not be written either
           }
@@ -360,12 +360,12 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
       ::waitpid(pid, &st, 0);
       if (WIFSIGNALED(st)) rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(st)));
     }
-    for (int i : todo) {
+    for (int i : pending) {
       const PointFile f = read_point(dir, pts[size_t(i)]);
       if (!f.ok) rep.failed.push_back(pts[size_t(i)].name + ": " + (f.exists ? f.error : "no result (worker died)"));
     }
   }
-  rep.ran = int(todo.size());
+  rep.ran = int(pending.size());
   rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }
