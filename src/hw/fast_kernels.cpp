@@ -620,17 +620,17 @@ Workers::~Workers() {
 bool Workers::work_on(uint32_t generation) {
   bool any = false;
   for (;;) {
+    // One load gives the job's generation, its task count and the next task together: a
+    // stale helper (woken for an earlier job) that read the earlier word can only fail its
+    // compare-exchange, never claim a task of a later job under the earlier count.
     uint64_t c = claim_.load(std::memory_order_acquire);
-    // A stale helper (woken for an earlier job) never claims a task of a later one.
-    if (uint32_t(c >> 32) != generation ||
-        int(uint32_t(c)) >= tasks_.load(std::memory_order_relaxed))
-      return any;
+    const int tasks = claim_tasks(c);
+    if (claim_generation(c) != generation || claim_next(c) >= tasks) return any;
     if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
-    // job_ and tasks_ of this generation stay valid until done_ reaches tasks_.
-    (*job_)(int(uint32_t(c)));
+    // job_ of this generation stays valid until done_ reaches its task count.
+    (*job_)(claim_next(c));
     any = true;
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == tasks_.load(std::memory_order_relaxed))
-      done_.notify_all();
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == tasks) done_.notify_all();
   }
 }
 
@@ -650,11 +650,12 @@ void Workers::run(int tasks, const std::function<void(int)>& fn) {
     for (int t = 0; t < tasks; ++t) fn(t);
     return;
   }
+  if (tasks > kMaxTasks)
+    throw Error(fmt::format("Workers::run: {} tasks is more than {} a job", tasks, kMaxTasks));
   const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
-  tasks_.store(tasks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  claim_.store(uint64_t(gen) << 32, std::memory_order_release);
+  claim_.store(claim_word(gen, tasks, 0), std::memory_order_release);
   generation_.store(gen, std::memory_order_release);
   generation_.notify_all();
   work_on(gen);

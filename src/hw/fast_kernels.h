@@ -57,15 +57,23 @@ class Workers {
   Workers(const Workers&) = delete;
   Workers& operator=(const Workers&) = delete;
   int threads() const { return int(helpers_.size()) + 1; }
-  void run(int tasks, const std::function<void(int task)>& fn);
+  void run(int tasks, const std::function<void(int task)>& fn);  // tasks <= 65535
 
  private:
   void helper_main();
   bool work_on(uint32_t generation);  // claims and runs tasks of that job; false if none left
   std::vector<std::thread> helpers_;
+  // The claim word: generation << 32 | task count << 16 | next task, so that the three are
+  // read together (a job has at most kMaxTasks tasks).
+  static constexpr int kMaxTasks = 0xFFFF;
+  static constexpr uint64_t claim_word(uint32_t generation, int tasks, int next) {
+    return uint64_t(generation) << 32 | uint64_t(tasks) << 16 | uint64_t(next);
+  }
+  static constexpr uint32_t claim_generation(uint64_t c) { return uint32_t(c >> 32); }
+  static constexpr int claim_tasks(uint64_t c) { return int((c >> 16) & 0xFFFF); }
+  static constexpr int claim_next(uint64_t c) { return int(c & 0xFFFF); }
   const std::function<void(int)>* job_ = nullptr;
-  std::atomic<int> tasks_{0};
-  std::atomic<uint64_t> claim_{0};   // generation << 32 | next task
+  std::atomic<uint64_t> claim_{0};
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> done_{0};
   std::atomic<bool> stop_{false};
