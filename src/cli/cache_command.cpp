@@ -27,7 +27,7 @@ sim::CacheSettings cache_settings(const CacheArgs& a) {
 void print_warning(const std::string& message) { fmt::print(stderr, "bitsim: warning: {}\n", message); }
 
 CacheCommand::CacheCommand(CLI::App& app) {
-  cmd_ = app.add_subcommand("cache", "The start-up cache (ternary model image, K/V scales): info or clear");
+  cmd_ = app.add_subcommand("cache", "The start-up cache (ternary model image, K/V scales, the fast board's batch timings): info or clear");
   cmd_->require_subcommand(1);
   info_ = cmd_->add_subcommand("info", "The cache folder, its entries (kind, size, hit count, last use) and the bound");
   clear_ = cmd_->add_subcommand("clear", "Delete every entry of the cache");

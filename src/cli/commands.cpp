@@ -420,7 +420,8 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                                {"hits", r.fast.cache_hits},
                                {"clocked_runs", r.fast.oracle_runs},
                                {"clocked_cycles", r.fast.oracle_cycles},
-                               {"clocked_wall_s", r.fast.oracle_wall_s}};
+                               {"clocked_wall_s", r.fast.oracle_wall_s},
+                               {"shapes_from_startup_cache", r.timing_entries_cached}};
   if (r.walker) {
     using W = host::WalkerResources;
     nlohmann::json rows = nlohmann::json::array();
@@ -525,8 +526,9 @@ void print_run(const sim::BoardRunResult& r) {
   if (r.stopped_at_capacity)
     fmt::print("  stopped at the board's KV capacity of {} positions\n", golden::kMaxContext);
   if (r.fidelity != sim::Fidelity::kCycle)
-    fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache, {} run once on the clocked "
-               "board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits, r.fast.oracle_runs, r.fast.oracle_wall_s);
+    fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache ({} shapes from the start-up "
+               "cache), {} run once on the clocked board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits,
+               r.timing_entries_cached, r.fast.oracle_runs, r.fast.oracle_wall_s);
 }
 
 int cmd_run(RunArgs& a) {

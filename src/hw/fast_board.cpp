@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -748,6 +749,129 @@ void FastBoard::resolve() {
     bytes_read_ += entry.bytes_read;
     apply(entry);
   }
+}
+
+// ---- The timing cache as bytes ------------------------------------------------------------
+//
+// Layout (native byte order and struct layout: the bytes are for this build only):
+//   "BSTC", format 1 (u32), entries (u64), then per entry: key length (u32) and key bytes;
+//   per channel [4][2]: changes (u64) and each (time_ps u64, RelativeRegs), transfers (u64)
+//   and each (start u64, completion u64), status words (u64) and each u32; bytes_read (u64),
+//   end_edge (u64), the engines' LaneRegisterView [2][2].
+
+namespace {
+constexpr uint32_t kTimingMagic = 0x43545342;  // "BSTC"
+constexpr uint32_t kTimingFormat = 1;
+
+struct ByteWriter {
+  std::vector<uint8_t>& out;
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  }
+};
+
+struct ByteReader {
+  const uint8_t* p;
+  size_t left;
+  template <class T>
+  T get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    if (left < sizeof(T)) throw Error("timing cache: the bytes end inside an entry");
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    p += sizeof v;
+    left -= sizeof v;
+    return v;
+  }
+  // A count of items of `item_bytes` each that the remaining bytes can hold.
+  size_t count(size_t item_bytes) {
+    const uint64_t n = get<uint64_t>();
+    if (n > left / std::max<size_t>(item_bytes, 1)) throw Error("timing cache: a count larger than the bytes left");
+    return size_t(n);
+  }
+};
+}  // namespace
+
+std::vector<uint8_t> FastBoard::export_timing() const {
+  static_assert(std::is_trivially_copyable_v<RelativeRegs> && std::is_trivially_copyable_v<LaneRegisterView>);
+  std::vector<uint8_t> out;
+  ByteWriter w{out};
+  w.put(kTimingMagic);
+  w.put(kTimingFormat);
+  w.put(uint64_t(cache_.size()));
+  // In key order, so that the same entries give the same bytes.
+  std::vector<const std::pair<const std::string, Cached>*> entries;
+  for (const auto& e : cache_) entries.push_back(&e);
+  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* e : entries) {
+    w.put(uint32_t(e->first.size()));
+    out.insert(out.end(), e->first.begin(), e->first.end());
+    const Cached& c = e->second;
+    for (const auto& dma : c.channels)
+      for (const ChannelTimeline& t : dma) {
+        w.put(uint64_t(t.changes.size()));
+        for (const Change& ch : t.changes) {
+          w.put(ch.time_ps);
+          w.put(ch.regs);
+        }
+        w.put(uint64_t(t.transfers.size()));
+        for (const auto& [a, b] : t.transfers) {
+          w.put(a);
+          w.put(b);
+        }
+        w.put(uint64_t(t.desc_status.size()));
+        for (uint32_t v : t.desc_status) w.put(v);
+      }
+    w.put(c.bytes_read);
+    w.put(c.end_edge);
+    for (const auto& kind : c.engines)
+      for (const LaneRegisterView& v : kind) w.put(v);
+  }
+  return out;
+}
+
+void FastBoard::import_timing(const uint8_t* data, size_t bytes) {
+  ByteReader r{data, bytes};
+  if (r.get<uint32_t>() != kTimingMagic) throw Error("timing cache: not a timing cache (magic)");
+  if (const uint32_t f = r.get<uint32_t>(); f != kTimingFormat)
+    throw Error(fmt::format("timing cache: format {} (this build reads {})", f, kTimingFormat));
+  const size_t n = r.count(4);
+  std::vector<std::pair<std::string, Cached>> read;
+  read.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t klen = r.get<uint32_t>();
+    if (klen > r.left) throw Error("timing cache: a key longer than the bytes left");
+    std::string key(reinterpret_cast<const char*>(r.p), klen);
+    r.p += klen;
+    r.left -= klen;
+    Cached c;
+    for (auto& dma : c.channels)
+      for (ChannelTimeline& t : dma) {
+        t.changes.resize(r.count(sizeof(uint64_t) + sizeof(RelativeRegs)));
+        for (Change& ch : t.changes) {
+          ch.time_ps = r.get<uint64_t>();
+          ch.regs = r.get<RelativeRegs>();
+        }
+        t.transfers.resize(r.count(16));
+        for (auto& [a, b] : t.transfers) {
+          a = r.get<uint64_t>();
+          b = r.get<uint64_t>();
+        }
+        t.desc_status.resize(r.count(4));
+        for (uint32_t& v : t.desc_status) v = r.get<uint32_t>();
+      }
+    c.bytes_read = r.get<uint64_t>();
+    c.end_edge = r.get<uint64_t>();
+    for (auto& kind : c.engines)
+      for (LaneRegisterView& v : kind) v = r.get<LaneRegisterView>();
+    read.emplace_back(std::move(key), std::move(c));
+  }
+  if (r.left != 0) throw Error(fmt::format("timing cache: {} bytes after the last entry", r.left));
+  for (auto& [key, c] : read)
+    if (cache_.emplace(std::move(key), std::move(c)).second) ++imported_;
 }
 
 }  // namespace bitsim::hw

@@ -72,6 +72,16 @@ class FastBoard {
   };
   std::vector<Completed> take_completed() { return std::exchange(completed_, {}); }
 
+  // The timing cache (every batch shape timed so far, with its register timeline) as bytes,
+  // and back: a board that imports another's entries replays those shapes without running
+  // the clocked board, with the same cycle counts. The bytes are for this build and this
+  // BoardConfig only (sim/timing_cache.h keys them by both); import_timing throws
+  // bitsim::Error on bytes that are not a whole export and then adds nothing.
+  std::vector<uint8_t> export_timing() const;
+  void import_timing(const uint8_t* data, size_t bytes);
+  size_t timing_entries() const { return cache_.size(); }
+  size_t timing_entries_imported() const { return imported_; }
+
  private:
   // A register file value with its address fields said relative to the batch (so that a
   // cached batch replays on other buffers): each field is a literal, the value the channel
@@ -183,6 +193,7 @@ class FastBoard {
   bool engine_pending_ = false;
   uint64_t bytes_read_ = 0;
   std::unordered_map<std::string, Cached> cache_;
+  size_t imported_ = 0;  // entries import_timing added
   struct Decoded {
     uint64_t end;
     int rows, n;

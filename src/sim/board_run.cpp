@@ -22,6 +22,7 @@
 #include "sim/simulation.h"
 #include "sim/layer_table.h"
 #include "sim/startup.h"
+#include "sim/timing_cache.h"
 #include "sim/trace.h"
 
 namespace bitsim::sim {
@@ -226,10 +227,9 @@ class Generation {
 // The run's model and K/V scales, loaded (or taken from the start-up cache) once the
 // request has passed.
 PreparedModel load(const RunRequest& rr, std::unique_ptr<model::TensorSource> source, const model::Tokenizer& tokenizer,
-              BoardRunResult& res, const BoardRunCallbacks& cb, const std::function<void(const std::string&)>& status) {
-  const std::unique_ptr<CacheStore> store = CacheStore::open(rr.cache, cb.on_warning);
+              BoardRunResult& res, CacheStore* store, const std::function<void(const std::string&)>& status) {
   const std::vector<int> calibration = golden::calibration_tokens(tokenizer, source->config().bos_token_id);
-  PreparedModel p = prepare_model(*source, calibration, rr.threads, store.get(), status);
+  PreparedModel p = prepare_model(*source, calibration, rr.threads, store, status);
   res.load_s = p.times.load_s;
   res.calibration_s = p.times.calibration_s;
   res.model_cached = p.times.model_cached;
@@ -270,7 +270,8 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   host::MmioProgram recorded;
   for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
 
-  const PreparedModel l = load(rr, std::move(source), *tokenizer, res, cb, status);
+  const std::unique_ptr<CacheStore> store = CacheStore::open(rr.cache, cb.on_warning);
+  const PreparedModel l = load(rr, std::move(source), *tokenizer, res, store.get(), status);
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
     ref = std::make_unique<golden::BoardReference>(l.model, l.scales,
@@ -282,6 +283,15 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   so.vcd_end = req.vcd_end;
   if (!req.record_mmio_file.empty()) so.record = &recorded;
   const auto sim = make_simulation(cfg, l.model, l.scales, so);
+  // The fast board's batch timings from earlier runs of this build and board config.
+  std::string timing_key;
+  if (store && sim->fast_board()) {
+    timing_key = timing_cache_key(cfg.board, executable_identity(store.get()));
+    res.timing_entries_cached = load_timing_cache(*sim->fast_board(), *store, timing_key, cb.on_warning);
+  }
+  auto save_timing = [&] {
+    if (!timing_key.empty()) save_timing_cache(*sim->fast_board(), *store, timing_key);
+  };
   Session session(*sim);
   Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
   std::unique_ptr<LayerTable> layers;
@@ -296,6 +306,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     sim->run(std::ref(generation));
   } catch (const Stopped& stop) {
     // SIGINT / SIGTERM: what finished is written (the trace of the tokens that ran) and said.
+    save_timing();
     std::string written;
     if (tracer) {
       write_trace(*tracer, res, cfg, *sim, req.trace_file);
@@ -304,6 +315,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), written));
   }
   res.fast = sim->fast_stats();
+  save_timing();
   if (req.keep_transfers) res.transfers = sim->platform().transfers();
   if (layers) {
     status(fmt::format("writing the per-layer table to {} ...", req.layers_csv_file));

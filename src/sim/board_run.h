@@ -78,6 +78,7 @@ struct BoardRunResult {
   std::string generated_text;
   double load_s = 0, calibration_s = 0, wall_s = 0;
   bool model_cached = false, scales_cached = false;  // taken from the start-up cache
+  size_t timing_entries_cached = 0;  // batch shapes whose timing came from the start-up cache
   bool checked = false;
   bool all_equal = true;
   std::string mismatch;           // where the first mismatch diverged; empty if none

@@ -39,6 +39,7 @@ class FastMachine : public Machine {
   }
   void run(const std::function<void()>& program) override { program(); }
   hw::FastBoardStats fast_stats() const override { return board_.stats(); }
+  hw::FastBoard* fast_board() override { return &board_; }
 
  private:
   hw::FastBoard board_;

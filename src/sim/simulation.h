@@ -59,6 +59,9 @@ class Machine {
   virtual void run(const std::function<void()>& program) = 0;
   // The fast board's batches and timing-cache figures (all zero on the clocked board).
   virtual hw::FastBoardStats fast_stats() const { return {}; }
+  // The fast board (fast and timing-only), for its timing cache (sim/timing_cache.h); null
+  // on the clocked board.
+  virtual hw::FastBoard* fast_board() { return nullptr; }
 
  protected:
   Machine(Fidelity f, host::MmioProgram* record) : fidelity_(f), record_(record) {}
@@ -90,6 +93,7 @@ class Simulation {
     machine_->run([&] { program(*loop_); });
   }
   hw::FastBoardStats fast_stats() const { return machine_->fast_stats(); }
+  hw::FastBoard* fast_board() { return machine_->fast_board(); }
 
  private:
   std::unique_ptr<Machine> machine_;

@@ -44,9 +44,9 @@ std::string hash_file_bytes(const fs::path& file) {
   return h.hex();
 }
 
-// The content hash of a file, memoized in the cache under its path and stat identity: a
-// file whose path, size, mtime (ns), device and inode are unchanged is not reread.
-std::string hash_file(const fs::path& file, CacheStore* store) {
+}  // namespace
+
+std::string file_content_hash(const fs::path& file, CacheStore* store) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) throw Error(fmt::format("{}: cannot stat ({})", file.string(), std::strerror(errno)));
   if (!store) return hash_file_bytes(file);
@@ -68,6 +68,7 @@ std::string hash_file(const fs::path& file, CacheStore* store) {
   return hex;
 }
 
+namespace {
 std::vector<uint8_t> scales_bytes(const golden::KvScales& s) {
   const uint32_t n = uint32_t(s.k.size());
   std::vector<uint8_t> b(4 + size_t(n) * 8);
@@ -89,8 +90,8 @@ std::string model_identity(const model::TensorSource& source, CacheStore* store)
   if (const auto* ck = dynamic_cast<const model::CheckpointSource*>(&source))
     return model::ContentHash()
         .add("checkpoint")
-        .add(hash_file(ck->folder() / "config.json", store))
-        .add(hash_file(ck->folder() / "model.safetensors", store))
+        .add(file_content_hash(ck->folder() / "config.json", store))
+        .add(file_content_hash(ck->folder() / "model.safetensors", store))
         .hex();
   return {};  // another kind of source: not cached
 }

@@ -30,6 +30,11 @@ namespace bitsim::sim {
 // a checkpoint file's hash.
 std::string model_identity(const model::TensorSource& source, CacheStore* store);
 
+// The content hash of a file, memoized in `store` (may be null) under the file's absolute
+// path, size, mtime (ns), device and inode: an unchanged file is not reread. Error naming
+// the file if it cannot be read.
+std::string file_content_hash(const std::filesystem::path& file, CacheStore* store);
+
 struct StartupTimes {
   double load_s = 0, calibration_s = 0;
   bool model_cached = false, scales_cached = false;  // taken from the cache

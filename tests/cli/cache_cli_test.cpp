@@ -65,22 +65,28 @@ TEST(CacheCli, ASecondRunStartsFromTheCacheAndInfoAndClearSeeIt) {
   EXPECT_TRUE(contains(second.out, "3 of 3 tokens bit-identical") || contains(second.out, "bit-identical")) << second.out;
   EXPECT_EQ(generated(second.out), generated(first.out));
   EXPECT_FALSE(contains(second.err, "warning"));
+  // Every batch shape's timing from the first run: nothing on the clocked board.
+  EXPECT_TRUE(contains(first.out, "(0 shapes from the start-up cache)")) << first.out;
+  EXPECT_FALSE(contains(second.out, "(0 shapes from the start-up cache)")) << second.out;
+  EXPECT_TRUE(contains(second.out, ", 0 run once on the clocked board")) << second.out;
 
   const auto info = run_bitsim("cache info --json --cache-dir " + dir);
   ASSERT_EQ(info.code, 0) << info.err;
   const auto j = nlohmann::json::parse(info.out);
   EXPECT_EQ(j["schema"], "bitsim.cache/1");
-  ASSERT_EQ(j["entries"].size(), 2u);
+  // The model, the K/V scales, the batch timings and the executable's content hash.
+  ASSERT_EQ(j["entries"].size(), 4u);
   for (const auto& e : j["entries"]) {
-    EXPECT_TRUE(e["kind"] == "model" || e["kind"] == "kvscales") << e.dump();
+    EXPECT_TRUE(e["kind"] == "model" || e["kind"] == "kvscales" || e["kind"] == "timing" || e["kind"] == "filehash")
+        << e.dump();
     EXPECT_EQ(e["hits"], 1) << e.dump();
-    EXPECT_GT(e["bytes"].get<uint64_t>(), 128u);
+    EXPECT_GT(e["bytes"].get<uint64_t>(), e["kind"] == "filehash" ? 32u : 128u);
   }
   const auto text = run_bitsim("cache info --cache-dir " + dir);
-  EXPECT_TRUE(contains(text.out, "entries         2")) << text.out;
+  EXPECT_TRUE(contains(text.out, "entries         4")) << text.out;
   const auto clear = run_bitsim("cache clear --cache-dir " + dir);
   ASSERT_EQ(clear.code, 0) << clear.err;
-  EXPECT_TRUE(contains(clear.out, "deleted 2 entries")) << clear.out;
+  EXPECT_TRUE(contains(clear.out, "deleted 4 entries")) << clear.out;
   EXPECT_EQ(nlohmann::json::parse(run_bitsim("cache info --json --cache-dir " + dir).out)["entries"].size(), 0u);
 }
 
