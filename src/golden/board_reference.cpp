@@ -348,6 +348,22 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
                             want, scales_.k.size(), scales_.v.size()));
   k_cache_.assign(n, 0);
   v_cache_.assign(n, 0);
+  if (options_.compact_trits) {
+    std::vector<const TernaryMatrix*> ws;
+    for (const auto& L : model_.layers)
+      for (const TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) ws.push_back(w);
+    ws.push_back(&model_.lm_head);
+    for (const TernaryMatrix* w : ws) compact_[w];  // the map's nodes first: the threads fill them
+    // The matrices split over the threads, one matrix at a time each.
+    std::vector<std::thread> pool;
+    const int threads = std::max(1, options_.threads);
+    auto convert = [&](int part) {
+      for (size_t i = size_t(part); i < ws.size(); i += size_t(threads)) compact_.at(ws[i]) = CompactTrits(*ws[i]);
+    };
+    for (int i = 1; i < threads; ++i) pool.emplace_back(convert, i);
+    convert(0);
+    for (auto& t : pool) t.join();
+  }
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {
@@ -359,7 +375,20 @@ const int8_t* BoardReference::v_rows(int layer, int head) const {
 
 void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
   if (matvec_fn_) return matvec_fn_(w, x, acc);
-  parallel_matvec(w, x, acc, options_.threads);
+  const auto it = compact_.find(&w);
+  if (it == compact_.end()) return parallel_matvec(w, x, acc, options_.threads);
+  // Rows split over the threads, as parallel_matvec does.
+  const CompactTrits& c = it->second;
+  const int threads = std::max(1, options_.threads);
+  if (threads == 1 || c.rows() < 256) return c.matvec(x, 0, c.rows(), acc);
+  const int chunk = (c.rows() + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) {
+    const int b = i * chunk, e = std::min(c.rows(), b + chunk);
+    if (b < e) pool.emplace_back([&, b, e] { c.matvec(x, b, e, acc + b); });
+  }
+  c.matvec(x, 0, std::min(c.rows(), chunk), acc);
+  for (auto& t : pool) t.join();
 }
 
 std::vector<float> BoardReference::step(int token, const Probe& probe) {

@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "golden/compact_trits.h"
 #include "model/attention_stream.h"
 #include "model/board_shape.h"
 #include "model/model_loader.h"
@@ -107,6 +109,10 @@ struct BoardReferenceOptions {
   // attention.variant: the board's two-phase unit (CPU finish) or the online-softmax unit
   // (normalized on the PL, attention_head_online + num::attention_finish_online).
   model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
+  // The matmuls read the weights in the 2-bit layout of golden/compact_trits.h (built once,
+  // at construction; a quarter of the int8 trits' bytes per token) instead of the int8
+  // trits. The sums are the same (CompactTrits' test against ternary_matvec).
+  bool compact_trits = true;
 };
 
 struct TokenStats {
@@ -138,6 +144,7 @@ class BoardReference {
  private:
   void matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) const;
   const model::TernaryModel& model_;
+  std::unordered_map<const model::TernaryMatrix*, CompactTrits> compact_;  // with options.compact_trits
   KvScales scales_;
   BoardReferenceOptions options_;
   MatvecFn matvec_fn_;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -147,6 +148,38 @@ void fill_timing(TokenRecord& rec, const host::TokenTiming& t) {
   rec.read_gb_s = circuit_s > 0 ? double(t.bytes_read) / circuit_s / 1e9 : 0.0;
 }
 
+// One token of the golden reference on a thread of its own, beside the board's step.
+class GoldenStep {
+ public:
+  GoldenStep() = default;
+  GoldenStep(const GoldenStep&) = delete;
+  GoldenStep& operator=(const GoldenStep&) = delete;
+  ~GoldenStep() { join(); }
+  void start(golden::BoardReference& ref, int token, std::vector<Recorded>& steps) {
+    thread_ = std::thread([this, &ref, token, &steps] {
+      try {
+        logits_ = ref.step(token, recorder(steps));
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    });
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // The logits, once the step has finished; rethrows what the step threw.
+  const std::vector<float>& result() {
+    join();
+    if (error_) std::rethrow_exception(error_);
+    return logits_;
+  }
+
+ private:
+  std::thread thread_;
+  std::vector<float> logits_;
+  std::exception_ptr error_;
+};
+
 // The host program of a run: the prompt, then generated tokens, each checked against the
 // golden reference when asked.
 class Generation {
@@ -180,9 +213,19 @@ class Generation {
     host::TokenTiming t;
     board_steps_.clear();
     gold_steps_.clear();
-    const std::vector<float> logits = loop.step(token, &t, req_.check ? recorder(board_steps_) : golden::Probe{});
+    // The golden reference runs the same token on its own thread while the board runs it;
+    // the logits are compared when both have finished.
+    GoldenStep gold;
+    if (req_.check) gold.start(*ref_, token, gold_steps_);
+    std::vector<float> logits;
+    try {
+      logits = loop.step(token, &t, req_.check ? recorder(board_steps_) : golden::Probe{});
+    } catch (...) {
+      gold.join();
+      throw;
+    }
     TokenRecord rec;
-    if (req_.check) rec.logits_equal = check(step, token, logits);
+    if (req_.check) rec.logits_equal = check(step, gold.result(), logits);
     rec.index = step;
     rec.context = loop.position();
     rec.token_id = token;
@@ -201,8 +244,7 @@ class Generation {
     return logits;
   }
 
-  bool check(int step, int token, const std::vector<float>& logits) {
-    const std::vector<float> g = ref_->step(token, recorder(gold_steps_));
+  bool check(int step, const std::vector<float>& g, const std::vector<float>& logits) {
     const bool eq = g.size() == logits.size() && std::memcmp(g.data(), logits.data(), g.size() * 4) == 0;
     if (!eq) {
       res_.all_equal = false;
@@ -293,13 +335,13 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     if (!timing_key.empty()) save_timing_cache(*sim->fast_board(), *store, timing_key);
   };
   Session session(*sim);
-  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
   std::unique_ptr<LayerTable> layers;
   if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
   if (layers) sim->loop().set_observer(layers.get());
   else sim->loop().set_observer(tracer.get());
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights();
+  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
                      cfg.board.clock.mhz));
   try {

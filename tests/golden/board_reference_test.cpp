@@ -307,6 +307,18 @@ TEST(BoardReference, DeterministicAcrossInstancesAndThreads) {
   }
 }
 
+TEST(BoardReference, CompactTritsGiveTheInt8TritsLogitsBitForBit) {
+  const std::vector<int> toks{1, 87, 104, 101, 32, 99};
+  const auto plain = run_tokens(toks, {.threads = 1, .compact_trits = false});
+  for (int threads : {1, 2}) {
+    const auto compact = run_tokens(toks, {.threads = threads, .compact_trits = true});
+    ASSERT_EQ(compact.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(plain[i].data(), compact[i].data(), plain[i].size() * sizeof(float)))
+          << "token " << i << ", " << threads << " thread(s)";
+  }
+}
+
 TEST(BoardReference, LogitsDependOnContext) {
   const auto a = run_tokens({1, 50, 60});
   const auto b = run_tokens({1, 51, 60});

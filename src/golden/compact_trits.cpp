@@ -1,0 +1,60 @@
+#include "golden/compact_trits.h"
+
+#include <cstring>
+
+namespace bitsim::golden {
+
+CompactTrits::CompactTrits(const model::TernaryMatrix& w)
+    : rows_(w.rows), cols_(w.cols), blocks_((w.cols + kBlockTrits - 1) / kBlockTrits) {
+  const size_t row_bytes = size_t(blocks_) * kBlockBytes;
+  codes_.resize(size_t(rows_) * row_bytes);
+  for (int r = 0; r < rows_; ++r) {
+    const int8_t* t = w.row(r);
+    uint8_t* out = codes_.data() + size_t(r) * row_bytes;
+    for (int block = 0; block < blocks_; ++block)
+      for (int k = 0; k < kBlockBytes; ++k) {
+        unsigned b = 0;
+        for (int place = 0; place < 4; ++place) {
+          const int j = block * kBlockTrits + place * kBlockBytes + k;
+          const unsigned code = j < cols_ ? unsigned(t[j] + 1) : 1u;
+          b |= code << (2 * place);
+        }
+        out[size_t(block) * kBlockBytes + size_t(k)] = uint8_t(b);
+      }
+  }
+}
+
+int CompactTrits::trit(int r, int j) const {
+  const int block = j / kBlockTrits, within = j % kBlockTrits;
+  const uint8_t b = codes_[size_t(r) * size_t(blocks_) * kBlockBytes + size_t(block) * kBlockBytes +
+                           size_t(within % kBlockBytes)];
+  return int((b >> (2 * (within / kBlockBytes))) & 3) - 1;
+}
+
+// The loop is plain C++; target_clones lets the compiler also emit an AVX2 version of it
+// (chosen at run time).
+__attribute__((target_clones("avx2", "default")))
+void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const {
+  // x padded with zeros to whole blocks (the padding columns' trits are 0 as well).
+  std::vector<int8_t> xp(size_t(blocks_) * kBlockTrits, 0);
+  std::memcpy(xp.data(), x, size_t(cols_));
+  const size_t row_bytes = size_t(blocks_) * kBlockBytes;
+  for (int r = row_begin; r < row_end; ++r) {
+    const uint8_t* row = codes_.data() + size_t(r) * row_bytes;
+    int32_t s = 0;
+    for (int block = 0; block < blocks_; ++block) {
+      const uint8_t* c = row + size_t(block) * kBlockBytes;
+      const int8_t* xb = xp.data() + size_t(block) * kBlockTrits;
+      for (int k = 0; k < kBlockBytes; ++k) {
+        const int v = c[k];
+        s += ((v & 3) - 1) * xb[k]                // column 128 block + k
+             + (((v >> 2) & 3) - 1) * xb[k + 32]  // + 32
+             + (((v >> 4) & 3) - 1) * xb[k + 64]  // + 64
+             + ((v >> 6) - 1) * xb[k + 96];       // + 96
+      }
+    }
+    acc[r - row_begin] = s;
+  }
+}
+
+}  // namespace bitsim::golden

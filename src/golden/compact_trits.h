@@ -1,0 +1,42 @@
+#pragma once
+// CompactTrits: a ternary matrix in 2 bits per trit, read by the golden reference's matmul
+// on every checked token (a quarter of the bytes of the int8 trits: the golden check is
+// bound by the bytes it reads). Written independently of the fast fidelity's kernels
+// (hw/fast_kernels.h) so that the check still checks them.
+//
+// Layout: each row is ceil(n / 128) blocks of 32 bytes. In block b, byte k holds the trits
+// of columns 128b + k, 128b + k + 32, 128b + k + 64 and 128b + k + 96 in bits 0-1, 2-3,
+// 4-5 and 6-7, each as the code t + 1 (0: -1, 1: 0, 2: +1). Columns past n hold code 1 (a
+// zero trit). So that a plain loop over the 32 bytes of a block reads four columns per
+// byte with the same shift for every byte.
+//
+// matvec computes the matmul engine's sums (CIRCUITS.md 2), acc_r = sum_j t_rj * x_j,
+// exactly as golden::ternary_matvec does on the int8 trits (a test compares the two).
+#include <cstdint>
+#include <vector>
+
+#include "model/ternary.h"
+
+namespace bitsim::golden {
+
+class CompactTrits {
+ public:
+  static constexpr int kBlockTrits = 128;
+  static constexpr int kBlockBytes = 32;
+
+  CompactTrits() = default;
+  explicit CompactTrits(const model::TernaryMatrix& w);
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  size_t bytes() const { return codes_.size(); }
+  // The trit of row r, column j (-1, 0 or +1).
+  int trit(int r, int j) const;
+  // acc[r - row_begin] = sum_j t_rj * x_j for rows [row_begin, row_end); x has cols() values.
+  void matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const;
+
+ private:
+  int rows_ = 0, cols_ = 0, blocks_ = 0;
+  std::vector<uint8_t> codes_;  // rows * blocks * 32
+};
+
+}  // namespace bitsim::golden
