@@ -63,6 +63,10 @@ struct TokenLoopOptions {
   model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
   WalkerConfig walker;           // host.walker = pl: the PL layer walker (host/walker.h)
   uint64_t pl_period_ps = 8000;  // the PL clock, for the walker's cycles
+  // kv.format / kv.outlier_channels (docs/variants-attention.md 8): the INT4 codec's rows,
+  // written by the CPU with the V group scales, K's channel scales folded into q.
+  model::KvFormat kv_format = model::KvFormat::Int8;
+  int kv_outlier_channels = 0;
 };
 
 class TokenLoop {

@@ -31,6 +31,7 @@
 #include "hw/clock.h"
 #include "hw/engine_lane.h"
 #include "model/attention_stream.h"
+#include "model/kv_format.h"
 
 namespace bitsim::hw {
 
@@ -53,6 +54,9 @@ struct AttentionUnitConfig {
                                     // absolute addresses (0 behind an offset-passing router)
   std::string variant = "two-phase";  // the circuit: the board's two-phase unit, or the
                                       // online-softmax unit (docs/variants-attention.md)
+  std::string kv_format = "int8";     // the KV rows it reads: the board's int8, or the INT4
+                                      // codec (docs/variants-attention.md 8; online-softmax only)
+  int kv_outlier_channels = 0;        // int4: K channels kept as fp16 outlier lanes (0..8)
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
@@ -64,8 +68,19 @@ struct AttentionUnitConfig {
                            "or online-softmax (APEX: one pass, running max, interpolated exp, division on the "
                            "PL; docs/variants-attention.md)",
                            1, true, {model::kAttentionVariantNames[0], model::kAttentionVariantNames[1]}});
+    v(c.kv_format, FieldInfo{"kv.format", 0, 0, "", Evidence::kSimulated,
+                             "KV cache format: int8 (the board's, fixed per-(layer, head) scales) or int4 (APEX's "
+                             "KVQ: K per channel, V per token in groups of 32 with fp16 scales; needs "
+                             "attention.variant = online-softmax; docs/variants-attention.md 8)",
+                             1, true, {"int8", "int4"}});
+    v(c.kv_outlier_channels, FieldInfo{"kv.outlier_channels", 0, model::kKvMaxOutlierChannels, "channels",
+                                       Evidence::kSimulated,
+                                       "kv.format = int4: the K channels with the largest calibration max|K| kept "
+                                       "as fp16 outlier lanes (0..8; must be 0 with int8)"});
   }
   model::AttentionVariant kind() const { return model::attention_variant_of(variant); }
+  model::KvFormat kv() const { return model::kv_format_of(kv_format); }
+  bool int4() const { return kv() == model::KvFormat::Int4; }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const { check_engine_fields(*this, "attention", engine_reg::kLaneStride, who); }
 };

@@ -273,9 +273,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const PreparedModel l = load(rr, std::move(source), *tokenizer, res, cb, status);
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
-    ref = std::make_unique<golden::BoardReference>(l.model, l.scales,
-                                                   golden::BoardReferenceOptions{rr.legacy_attention, rr.threads,
-                                                                                 cfg.board.attention.kind()});
+    ref = std::make_unique<golden::BoardReference>(
+        l.model, l.scales,
+        golden::BoardReferenceOptions{rr.legacy_attention, rr.threads, cfg.board.attention.kind(),
+                                      cfg.board.attention.kv(), cfg.board.attention.kv_outlier_channels});
   SimulationOptions so(req.fidelity, rr.threads, rr.legacy_attention);
   so.vcd_file = req.vcd_file;
   so.vcd_start = req.vcd_start;
