@@ -24,7 +24,8 @@ constexpr const char* kEvalHelp =
     "  board-legacy-shift  board with the earlier attention unit's fixed >> 8\n"
     "  board-dynamic-kv    board with K/V scales from the max over all positions of the window (looks at future keys)\n"
     "  board-int8-head     board with an INT8 lm_head (per-row absmax) instead of the ternary one\n"
-    "  board-online-softmax  board with the online-softmax attention unit (docs/variants-attention.md)";
+    "  board-online-softmax  board with the online-softmax attention unit (docs/variants-attention.md)\n"
+    "  board-online-softmax-int4-kv  the same with the INT4 KV cache (kv.format = int4; docs/variants-attention.md 8)";
 
 class Eval final : public EvalCommand {
  public:

@@ -88,8 +88,8 @@ struct AttentionUnitConfig {
 // The attention arithmetic of one lane (CIRCUITS.md 3).
 class AttentionDatapath final : public LaneDatapath {
  public:
-  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase)
-      : online_(variant == model::AttentionVariant::OnlineSoftmax) {}
+  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false)
+      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_) {}
   uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
   int error_row() const override;
@@ -100,7 +100,7 @@ class AttentionDatapath final : public LaneDatapath {
   uint64_t multiplies() const { return multiplies_; }
 
  private:
-  enum class Phase : uint8_t { Header0, Header1, Q, K, V };
+  enum class Phase : uint8_t { Header0, Header1, Q, Bank, K, V };
   void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void q_beat(const StreamBeat& b);
   void k_beat(EngineLane& lane, const StreamBeat& b);
@@ -109,8 +109,14 @@ class AttentionDatapath final : public LaneDatapath {
   // The online-softmax unit (docs/variants-attention.md): rows interleaved K_t V_t.
   void online_k_done(EngineLane& lane);
   void online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  // The INT4 KV rows (docs/variants-attention.md 8.3-8.4): the bank, then K_t V_t.
+  void int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void int4_k_beat(EngineLane& lane, const StreamBeat& b);
+  void int4_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  int row_beats() const;  // beats of the current row (K or V)
 
   bool online_ = false;          // this lane's circuit is the online-softmax unit
+  bool int4_ = false;            // online: the unit reads INT4 KV rows (kv.format = int4)
   bool rescale_ = false;         // online: the current row grew the maximum (alpha applies)
   uint32_t alpha_ = 0;           // online: the rescale factor of the current row
 
@@ -126,6 +132,12 @@ class AttentionDatapath final : public LaneDatapath {
   alignas(8) std::array<int8_t, model::kHeadDim> q_{};
   std::array<int32_t, model::kHeadDim> acc_{};
   std::array<int32_t, model::kAttentionMaxT> s_{};
+  // INT4: the head's row sizes, its bank, the row being collected, 60-bit accumulators.
+  model::KvStorage int4_st_;
+  std::array<uint8_t, 200> bank_bytes_{};
+  model::KvInt4Bank bank_;
+  std::array<uint8_t, 64> row_{};
+  std::array<int64_t, model::kHeadDim> acc64_{};
 };
 
 // The attention unit: the engine lanes with an AttentionDatapath per lane.

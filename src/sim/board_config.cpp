@@ -142,6 +142,8 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
   // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
   c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;
+  c.memory.kv_format = c.board.attention.kv();
+  c.memory.kv_outlier_channels = c.board.attention.kv_outlier_channels;
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
