@@ -356,6 +356,7 @@ int cmd_sweep(SweepArgs& a) {
   fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
              "every figure simulated\n", r.points.size(), a.opt.context, a.opt.tokens);
   if (!r.base_check.empty()) fmt::print("base config checked functionally: {}\n", r.base_check);
+  for (const auto& k : r.skipped) fmt::print("skipped (not a valid combination): {}\n", k);
   fmt::print("\n{}", csv);
   fmt::print("\nwall time {:.1f} s ({} job(s))\n", r.wall_s, a.opt.jobs);
   return 0;
