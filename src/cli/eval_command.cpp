@@ -79,9 +79,9 @@ class Eval final : public EvalCommand {
     fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
     fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
                r.scored_tokens, r.windows, r.window);
-    fmt::print("{:<20} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
+    fmt::print("{:<28} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
     for (const auto& row : r.rows)
-      fmt::print("{:<20} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
+      fmt::print("{:<28} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
     if (r.board) {
       if (r.board->logits_equal)
         fmt::print("\nsimulated board: the first {} positions ran on the board (fast fidelity); their logits "
@@ -93,9 +93,9 @@ class Eval final : public EvalCommand {
     if (!r.compare.empty()) {
       fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",
                  r.compare[0].positions);
-      fmt::print("{:<22} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
+      fmt::print("{:<28} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
       for (const auto& c : r.compare)
-        fmt::print("{:<22} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
+        fmt::print("{:<28} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
     }
     fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
     return r.board && !r.board->logits_equal ? 3 : 0;

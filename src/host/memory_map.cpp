@@ -168,4 +168,29 @@ uint64_t MemoryMap::head_buffer(int lane, int slot) const {
   return heads_base_ + (uint64_t(lane) * heads_per_lane_ + slot) * kHeadBufferBytes;
 }
 
+int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
+  // The layout with room for everything, then the KV cache's share of the real CMA.
+  MemoryMapConfig room = config;
+  room.cma_bytes = config.ddr_bytes - std::min(config.ddr_bytes, config.cma_base);
+  room.kv_positions = model::kKvPositions;
+  const MemoryMap full(model, room);
+  uint64_t kv = 0;
+  for (const auto& r : full.regions())
+    if (r.name == "kv cache") kv = r.bytes;
+  const uint64_t others = full.used_bytes() - kv;
+  if (others >= config.cma_bytes) return 0;
+  const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_heads);
+  int limit = model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, model::kKvPositions);
+  // Page alignment of the buffers behind the cache can cost a little: the largest that fits.
+  for (; limit > 0; --limit) {
+    config.kv_positions = limit;
+    try {
+      (void)MemoryMap(model, config);
+      return limit;
+    } catch (const Error&) {
+    }
+  }
+  return 0;
+}
+
 }  // namespace bitsim::host

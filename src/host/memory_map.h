@@ -132,4 +132,9 @@ class MemoryMap {
   int descriptor_capacity_ = 0, heads_per_lane_ = 0;
 };
 
+// The context the KV cache can hold: the largest T <= 512 (the attention unit's T range) whose
+// KV areas (in the config's kv.format, model::KvStorage) fit the CMA beside everything else;
+// 0 when even one position does not fit. A MemoryMap with kv_positions = this fits.
+int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config);
+
 }  // namespace bitsim::host

@@ -96,18 +96,19 @@ void check_request(const BoardRunRequest& req) {
   if (!req.layers_csv_file.empty()) io::check_output_file(req.layers_csv_file, "layers CSV file");
 }
 
-// The prompt's token ids (BOS first), checked against the board's KV capacity.
-std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos) {
+// The prompt's token ids (BOS first), checked against the KV capacity: `limit` positions (the
+// unit's 512, or fewer when the cache in its kv.format does not fit the CMA at 512).
+std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos, int limit,
+                            const std::string& why) {
   std::vector<int> ids{bos};
   for (int id : tokenizer.encode(rr.prompt)) ids.push_back(id);
   const int n = int(ids.size()), total = n + rr.tokens;
-  if (n > golden::kMaxContext)
-    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions", n,
-                            golden::kMaxContext));
-  if (total > golden::kMaxContext && !rr.stop_at_capacity)
+  if (n > limit)
+    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions{}", n, limit, why));
+  if (total > limit && !rr.stop_at_capacity)
     throw Error(fmt::format("context: the prompt ({} tokens with BOS) + {} tokens to generate = {} positions, over "
-                            "the board's KV cache of {} (generate fewer tokens or stop at capacity)",
-                            n, rr.tokens, total, golden::kMaxContext));
+                            "the board's KV cache of {}{} (generate fewer tokens or stop at capacity)",
+                            n, rr.tokens, total, limit, why));
   return ids;
 }
 
@@ -151,8 +152,9 @@ void fill_timing(TokenRecord& rec, const host::TokenTiming& t) {
 class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
-             const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res)
-      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res),
+             const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
+             int capacity = golden::kMaxContext)
+      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), capacity_(capacity),
         sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
 
   void operator()(host::TokenLoop& loop) {
@@ -160,7 +162,7 @@ class Generation {
     const int total = res_.prompt_tokens + req_.run.tokens;
     int next = ids_[0];
     for (int step = 0; step < total; ++step) {
-      if (step >= golden::kMaxContext) {
+      if (step >= capacity_) {
         res_.stopped_at_capacity = true;
         break;
       }
@@ -218,6 +220,7 @@ class Generation {
   golden::BoardReference* ref_;
   BoardSession& session_;
   BoardRunResult& res_;
+  int capacity_;  // positions the KV cache holds
   Sampler sampler_;
   model::StreamDecoder decoder_;
   std::vector<Recorded> board_steps_, gold_steps_;
@@ -251,7 +254,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   res.wall_gb_s = req.params.real("ddr.wall_gb_s");
 
   // Everything that can be refused is refused before anything runs.
-  const SimConfig cfg = make_sim_config(req.params);
+  SimConfig cfg = make_sim_config(req.params);
   auto source = model::open_model_source(rr.model);
   const model::ModelConfig mc = source->config();
   auto tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
@@ -260,7 +263,18 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc);
   res.tokenizer = tokenizer->describe();
   res.synthetic_tokenizer = tokenizer->is_synthetic();
-  const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id);
+  // The context the KV cache holds in its format (docs/variants-attention.md 8.5): the unit's
+  // 512, or fewer when 512 positions do not fit the CMA (none: the memory map's refusal).
+  const int capacity = host::kv_context_limit(mc, cfg.memory);
+  if (capacity < 1) (void)host::MemoryMap(mc, cfg.memory);  // names the sizes that do not fit
+  cfg.memory.kv_positions = capacity;
+  res.kv_capacity = capacity;
+  const std::string why =
+      capacity < golden::kMaxContext
+          ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
+                        cfg.board.attention.kv_format, capacity, req.params.to_string("cma.mib"))
+          : std::string();
+  const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id, capacity, why);
   res.prompt_tokens = int(ids.size());
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
   if (rr.legacy_attention && cfg.board.attention.kind() == model::AttentionVariant::OnlineSoftmax)
@@ -284,7 +298,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (!req.record_mmio_file.empty()) so.record = &recorded;
   const auto sim = make_simulation(cfg, l.model, l.scales, so);
   Session session(*sim);
-  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
+  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res, capacity);
   std::unique_ptr<LayerTable> layers;
   if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
   if (layers) sim->loop().set_observer(layers.get());

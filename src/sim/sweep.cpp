@@ -138,26 +138,39 @@ SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult
       }
     values = std::move(next);
   }
-  // A point whose combination of values the config validation refuses (each value alone was
-  // checked by parse_axis: e.g. kv.format = int4 with attention.variant = two-phase) is left
-  // out of the grid and named in res.skipped; a grid with no valid point is refused.
+  // A point whose combination of values the config validation refuses (e.g. kv.format = int4
+  // with attention.variant = two-phase) is left out of the grid and named in res.skipped, as
+  // long as each of its values runs in some other point; a value that no point accepts (a
+  // DMA FIFO too small for the base's burst) refuses the sweep with its point's error.
   const SweepGrid all(base, res.keys, values);
-  std::vector<std::vector<std::string>> kept;
-  std::string first_error;
-  res.skipped.clear();
+  std::vector<std::string> errors(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     try {
       (void)make_sim_config(all[i]);  // every module accepts the point
     } catch (const Error& e) {
-      std::string name;
-      for (size_t k = 0; k < res.keys.size(); ++k) name += fmt::format("{}{}={}", k ? " " : "", res.keys[k], values[i][k]);
-      res.skipped.push_back(fmt::format("{}: {}", name, e.what()));
-      if (first_error.empty()) first_error = e.what();
+      errors[i] = e.what();
+      if (errors[i].empty()) errors[i] = "refused";
+    }
+  }
+  for (size_t k = 0; k < res.keys.size(); ++k)
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (errors[i].empty()) continue;
+      bool runs_elsewhere = false;
+      for (size_t j = 0; j < all.size() && !runs_elsewhere; ++j)
+        runs_elsewhere = errors[j].empty() && values[j][k] == values[i][k];
+      if (!runs_elsewhere) throw Error(errors[i]);
+    }
+  std::vector<std::vector<std::string>> kept;
+  res.skipped.clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (errors[i].empty()) {
+      kept.push_back(values[i]);
       continue;
     }
-    kept.push_back(values[i]);
+    std::string name;
+    for (size_t k = 0; k < res.keys.size(); ++k) name += fmt::format("{}{}={}", k ? " " : "", res.keys[k], values[i][k]);
+    res.skipped.push_back(fmt::format("{}: {}", name, errors[i]));
   }
-  if (kept.empty()) throw Error(first_error);
   SweepGrid grid(base, res.keys, std::move(kept));
   for (size_t i = 0; i < grid.size(); ++i) {
     res.points.emplace_back();

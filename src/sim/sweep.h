@@ -79,8 +79,8 @@ class SweepGrid {
   std::vector<std::vector<std::string>> values_;
 };
 // The grid with every point's config checked; `res` gets the keys and the points (values only).
-// Points whose combination of values is refused are left out and named in res.skipped;
-// Error if none is left.
+// Points whose combination of values is refused are left out and named in res.skipped when
+// each of their values runs in another point; a value no point accepts is the point's Error.
 SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
 // Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
 void check_sweep_options(const SweepOptions& options);
