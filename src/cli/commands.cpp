@@ -356,6 +356,7 @@ int cmd_sweep(SweepArgs& a) {
   fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
              "every figure simulated\n", r.points.size(), a.opt.context, a.opt.tokens);
   if (!r.base_check.empty()) fmt::print("base config checked functionally: {}\n", r.base_check);
+  for (const auto& k : r.skipped) fmt::print("skipped (not a valid combination): {}\n", k);
   fmt::print("\n{}", csv);
   fmt::print("\nwall time {:.1f} s ({} job(s))\n", r.wall_s, a.opt.jobs);
   return 0;
@@ -415,6 +416,7 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
   summary["logits_equal"] = r.checked ? nlohmann::json(equal == checked && r.mismatch.empty()) : nlohmann::json(nullptr);
   if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
   if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
+  summary["kv_capacity"] = r.kv_capacity;
   if (r.fidelity != sim::Fidelity::kCycle)
     summary["timing_cache"] = {{"batches", r.fast.batches},
                                {"hits", r.fast.cache_hits},
@@ -524,7 +526,8 @@ void print_run(const sim::BoardRunResult& r) {
              r.load_s, r.model_cached ? " (start-up cache)" : "", r.calibration_s,
              r.scales_cached ? " (start-up cache)" : "", r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
   if (r.stopped_at_capacity)
-    fmt::print("  stopped at the board's KV capacity of {} positions\n", golden::kMaxContext);
+    fmt::print("  stopped at the board's KV capacity of {} positions ({})\n", r.kv_capacity,
+               r.kv_capacity < golden::kMaxContext ? "what its KV format fits in the CMA" : "the unit's T range");
   if (r.fidelity != sim::Fidelity::kCycle)
     fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache ({} shapes from the start-up "
                "cache), {} run once on the clocked board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits,

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/kv_format.h"
 #include "model/stop_signal.h"
 
 namespace bitsim::golden {
@@ -101,6 +102,61 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
   }
   *sum = uint32_t(total);
   num::online_normalize(acc32, *sum, kHeadDim, o);
+}
+
+void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8_t* K, const uint8_t* V, int T, int n,
+                         const AttentionParams& p, int32_t* o, uint32_t* sum) {
+  if (p.legacy) throw Error("attention_head_int4: the online-softmax unit has no legacy shift mode");
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  const size_t krow = st.k.total(), vrow = st.v.total();
+  const model::KvInt4Bank bank = model::read_kv_bank(bank_bytes, n);
+  int64_t acc[kHeadDim] = {};
+  int64_t total = 0;
+  int32_t M = 0;
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* kr = K + size_t(t) * krow;
+    const uint8_t* vr = V + size_t(t) * vrow;
+    // K in its fixed point (sk_d / 16): 16 times the nibble, or the outlier lane converted.
+    int32_t k12[kHeadDim];
+    for (int d = 0; d < kHeadDim; ++d) k12[d] = 16 * model::kv_nibble(kr, d);
+    for (int j = 0; j < n; ++j) {
+      uint16_t lane;
+      std::memcpy(&lane, kr + kHeadDim / 2 + 2 * j, 2);
+      const int d = bank.outliers[size_t(j)];
+      k12[d] = model::kv_outlier_fixed(lane, bank.sk[size_t(d)]);
+    }
+    int32_t s = 0;
+    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
+    // The running maximum, p and alpha: section 3.
+    uint32_t pt = num::exp_table()[0];
+    if (t == 0) {
+      M = s;
+    } else if (s <= M) {
+      pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), p.m, p.shift));
+    } else {
+      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), p.m, p.shift));
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
+      total = num::online_rescale(total, alpha);
+      M = s;
+    }
+    // V: the group's weight p * sv * 2^16 (exponent aligned), times the nibble.
+    for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+      uint16_t sv;
+      std::memcpy(&sv, vr + kHeadDim / 2 + 2 * g, 2);
+      const int64_t w = model::kv_v_weight(pt, sv);
+      for (int i = 0; i < model::kKvVGroup; ++i) {
+        const int d = g * model::kKvVGroup + i;
+        acc[d] += w * model::kv_nibble(vr, d);
+      }
+    }
+    total += pt;
+  }
+  // The accumulators' width (docs/variants-attention.md 8.3: 60 bits signed).
+  for (int d = 0; d < kHeadDim; ++d)
+    if (acc[d] >= (int64_t(1) << 59) || acc[d] < -(int64_t(1) << 59))
+      throw Error(fmt::format("attention_head_int4: acc_{} = {} exceeds 60 bits", d, acc[d]));
+  *sum = uint32_t(total);
+  model::kv_normalize(acc, *sum, kHeadDim, o);
 }
 
 // Rows split over `threads` host threads; each row's sum is the same plain loop.
@@ -307,6 +363,7 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
     throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, P));
   num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
   std::vector<float> kmax(size_t(c.num_layers) * heads, 0.0f), vmax(kmax.size(), 0.0f);
+  std::vector<float> kch(kmax.size() * kHeadDim, 0.0f);  // per channel, for the INT4 bank
   // Float K/V cache [layer][pos][H].
   std::vector<float> kc(size_t(c.num_layers) * P * H), vc(kc.size());
   std::vector<float> scores(P);
@@ -320,6 +377,8 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
     for (int hd = 0; hd < heads; ++hd) {
       const int off = hd * kHeadDim;
       track_max_abs(k + off, &kmax[size_t(l) * heads + hd]);
+      float* ch = &kch[(size_t(l) * heads + hd) * kHeadDim];
+      for (int d = 0; d < kHeadDim; ++d) ch[d] = std::max(ch[d], std::fabs(k[off + d]));
       track_max_abs(v + off, &vmax[size_t(l) * heads + hd]);
       float_attention_head(q + off, k_layer + off, v_layer + off, H, pos + 1, scores.data(), o + off);
     }
@@ -328,7 +387,9 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
     check_stop();  // SIGINT / SIGTERM: stop between calibration tokens
     token_forward(m, rope, tokens[pos], pos, matvec, attention, {}, /*with_logits=*/false);
   }
-  return scales_from_max(kmax, vmax);
+  KvScales scales = scales_from_max(kmax, vmax);
+  scales.k_channel = std::move(kch);
+  return scales;
 }
 
 // ---- BoardReference ------------------------------------------------------------------
@@ -346,6 +407,24 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
   if (scales_.k.size() != want || scales_.v.size() != want)
     throw Error(fmt::format("KV scales: expected {} per kind (layers x heads), got {} K and {} V",
                             want, scales_.k.size(), scales_.v.size()));
+  if (options_.kv_format == model::KvFormat::Int4) {
+    if (options_.attention_variant != model::AttentionVariant::OnlineSoftmax)
+      throw Error("kv.format = int4 needs attention.variant = online-softmax");
+    if (scales_.k_channel.size() != want * kHeadDim)
+      throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", want * kHeadDim,
+                              scales_.k_channel.size()));
+    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels);
+    banks_.resize(want);
+    bank_bytes_.assign(want * st.bank, 0);
+    for (size_t i = 0; i < want; ++i) {
+      banks_[i] = model::kv_int4_bank(&scales_.k_channel[i * kHeadDim], options_.kv_outlier_channels);
+      model::write_kv_bank(banks_[i], &bank_bytes_[i * st.bank]);
+    }
+    k4_cache_.assign(want * kMaxContext * st.k.total(), 0);
+    v4_cache_.assign(want * kMaxContext * st.v.total(), 0);
+    return;
+  }
+  if (options_.kv_outlier_channels != 0) throw Error("kv.outlier_channels: outlier lanes exist with kv.format = int4 only");
   k_cache_.assign(n, 0);
   v_cache_.assign(n, 0);
   if (options_.compact_trits) {
@@ -373,6 +452,19 @@ const int8_t* BoardReference::v_rows(int layer, int head) const {
   return v_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * kHeadDim;
 }
 
+const uint8_t* BoardReference::int4_bank(int layer, int head) const {
+  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).bank;
+  return bank_bytes_.data() + (size_t(layer) * model_.config.num_heads + head) * st;
+}
+const uint8_t* BoardReference::int4_k_rows(int layer, int head) const {
+  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).k.total();
+  return k4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * st;
+}
+const uint8_t* BoardReference::int4_v_rows(int layer, int head) const {
+  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).v.total();
+  return v4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * st;
+}
+
 void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
   if (matvec_fn_) return matvec_fn_(w, x, acc);
   const auto it = compact_.find(&w);
@@ -391,6 +483,34 @@ void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* ac
   for (auto& t : pool) t.join();
 }
 
+// The INT4 KV codec (docs/variants-attention.md 8.2): the rows encoded as stored, K's channel
+// scales folded into q, s_k = 1/16 in m; the unit's integer pipeline; the CPU finish with
+// s_v = 1 (the V scales are in the rows).
+void BoardReference::attention_int4(int l, const float* q, const float* k, const float* v, float* o) {
+  const int heads = model_.config.num_heads, n = options_.kv_outlier_channels;
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  std::array<int8_t, kHeadDim> qq{};
+  std::array<float, kHeadDim> qf{};
+  std::array<int32_t, kHeadDim> oq{};
+  for (int hd = 0; hd < heads; ++hd) {
+    const size_t lh = size_t(l) * heads + hd;
+    const model::KvInt4Bank& bank = banks_[lh];
+    uint8_t* K = &k4_cache_[lh * kMaxContext * st.k.total()];
+    uint8_t* V = &v4_cache_[lh * kMaxContext * st.v.total()];
+    model::encode_k_int4(k + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos_) * st.k.total());
+    model::encode_v_int4(v + hd * kHeadDim, V + size_t(pos_) * st.v.total());
+    for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[hd * kHeadDim + d] * model::float_from_fp16(bank.sk[size_t(d)]);
+    const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq.data());
+    const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+    stats_.multiplier_lowered += mul.lowered > 0;
+    stats_.multiplier_saturated += mul.saturated;
+    uint32_t sum = 0;
+    attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos_ + 1, n, AttentionParams{mul.m, mul.shift, false},
+                        oq.data(), &sum);
+    num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+  }
+}
+
 std::vector<float> BoardReference::step(int token, const Probe& probe) {
   if (pos_ >= kMaxContext)
     throw Error(fmt::format("context full: the board's KV cache holds {} positions", kMaxContext));
@@ -403,6 +523,7 @@ std::vector<float> BoardReference::step(int token, const Probe& probe) {
   std::array<int8_t, kHeadDim> qq{};
   std::array<int32_t, kHeadDim> acc{};
   const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
+    if (options_.kv_format == model::KvFormat::Int4) return attention_int4(l, q, k, v, o);
     for (int hd = 0; hd < heads; ++hd) {
       const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
       // 3. quantize q per head (dynamic scale), K and V with the fixed scales; append.

@@ -19,6 +19,7 @@
 #include "golden/compact_trits.h"
 #include "model/attention_stream.h"
 #include "model/board_shape.h"
+#include "model/kv_format.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
 #include "numerics/numerics.h"
@@ -59,6 +60,14 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
 void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T,
                            const AttentionParams& p, int32_t* o, uint32_t* sum);
 
+// The online-softmax unit reading the INT4 KV codec (docs/variants-attention.md 8.3), one
+// head: q[96] int8 (K's channel scales already folded in), the (layer, head)'s bank bytes,
+// K rows [T][kv_storage(Int4, n).k.total()] and V rows [T][56] as stored, n outlier lanes.
+// o[96] receives the normalized outputs (Q15.16 in V's float units), *sum the final sum.
+// p.legacy must be false.
+void attention_head_int4(const int8_t* q, const uint8_t* bank, const uint8_t* K, const uint8_t* V, int T, int n,
+                         const AttentionParams& p, int32_t* o, uint32_t* sum);
+
 // The matmul engine's arithmetic over all rows of w, rows split over host threads.
 void parallel_matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads);
 
@@ -67,6 +76,9 @@ void parallel_matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* ac
 // Fixed K and V scales, one per (layer, head), index layer * heads + head.
 struct KvScales {
   std::vector<float> k, v;
+  // Per channel: max|K_d| over the calibration pass, index (layer * heads + head) * 96 + d
+  // (kv.format = int4: the bank's K channel scales, docs/variants-attention.md 8.2).
+  std::vector<float> k_channel;
   float k_scale(int layer, int head, int heads) const { return k[size_t(layer) * heads + head]; }
   float v_scale(int layer, int head, int heads) const { return v[size_t(layer) * heads + head]; }
 };
@@ -109,6 +121,10 @@ struct BoardReferenceOptions {
   // attention.variant: the board's two-phase unit (CPU finish) or the online-softmax unit
   // (normalized on the PL, attention_head_online + num::attention_finish_online).
   model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
+  // kv.format / kv.outlier_channels: the board's int8 rows, or the INT4 codec (online-softmax
+  // only; docs/variants-attention.md 8).
+  model::KvFormat kv_format = model::KvFormat::Int8;
+  int kv_outlier_channels = 0;
   // The matmuls read the weights in the 2-bit layout of golden/compact_trits.h (built once,
   // at construction; a quarter of the int8 trits' bytes per token) instead of the int8
   // trits. The sums are the same (CompactTrits' test against ternary_matvec).
@@ -140,9 +156,15 @@ class BoardReference {
   // KV cache rows as the board stores them (CIRCUITS.md 5): [layer][head][512][96] int8.
   const int8_t* k_rows(int layer, int head) const;
   const int8_t* v_rows(int layer, int head) const;
+  // kv.format = int4: a (layer, head)'s bank bytes and its stored K and V rows
+  // ([512][k.total()], [512][56]).
+  const uint8_t* int4_bank(int layer, int head) const;
+  const uint8_t* int4_k_rows(int layer, int head) const;
+  const uint8_t* int4_v_rows(int layer, int head) const;
 
  private:
   void matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) const;
+  void attention_int4(int layer, const float* q, const float* k, const float* v, float* o);
   const model::TernaryModel& model_;
   std::unordered_map<const model::TernaryMatrix*, CompactTrits> compact_;  // with options.compact_trits
   KvScales scales_;
@@ -150,6 +172,8 @@ class BoardReference {
   MatvecFn matvec_fn_;
   num::RopeTable rope_;
   std::vector<int8_t> k_cache_, v_cache_;
+  std::vector<model::KvInt4Bank> banks_;           // int4: per (layer, head)
+  std::vector<uint8_t> bank_bytes_, k4_cache_, v4_cache_;
   int pos_ = 0;
   TokenStats stats_;
 };

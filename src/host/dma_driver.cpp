@@ -198,7 +198,8 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
       const bool last = i + 1 == hs.size();
       write_descriptor(lane, false, hs[i].header_q_addr, uint32_t(model::kAttentionHeaderQBytes), i == 0, false);
       if (hs[i].interleaved) {
-        tail[lane] = write_descriptor(lane, false, hs[i].k_addr, 2 * hs[i].kv_bytes, false, last);
+        const uint32_t bytes = hs[i].stream_bytes ? hs[i].stream_bytes : 2 * hs[i].kv_bytes;
+        tail[lane] = write_descriptor(lane, false, hs[i].k_addr, bytes, false, last);
         desc_bytes += 2 * 64;
         continue;
       }

@@ -108,6 +108,8 @@ struct HeadWork {
   uint32_t kv_bytes = 0;        // T x 96
   bool interleaved = false;     // online-softmax: one buffer of 2 x kv_bytes at k_addr (K_t V_t
                                 // rows), 2 descriptors per head instead of 3
+  uint32_t stream_bytes = 0;    // interleaved: when not 0, that buffer's bytes instead (INT4 KV:
+                                // the bank and T rows of the INT4 format)
 };
 
 class DmaDriver {

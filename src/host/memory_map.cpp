@@ -102,9 +102,12 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
                                config_.int8_lm_head ? pad8(uint64_t(H)) : row_h, config_.int8_lm_head));
   const uint64_t weights_end = next_;
 
-  // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes.
-  const uint64_t area = uint64_t(config_.kv_positions) * kHeadDim;
-  kv_base_ = alloc("kv cache", uint64_t(L) * model.num_heads * 2 * area, 4096);
+  // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes (INT4: the bank and 512
+  // rows of the INT4 format, interleaved).
+  kv_ = model::kv_storage(config_.kv_format, config_.kv_outlier_channels);
+  if (config_.kv_format == model::KvFormat::Int4 && !config_.kv_interleaved)
+    throw Error("kv.format = int4: the INT4 rows are laid out interleaved, for the online-softmax unit");
+  kv_base_ = alloc("kv cache", uint64_t(L) * model.num_heads * kv_area_bytes(), 4096);
   const uint64_t kv_end = next_;
 
   // 3. Per-call buffers.
@@ -144,18 +147,50 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   }
 }
 
+uint64_t MemoryMap::kv_area_bytes() const { return kv_.bank + uint64_t(config_.kv_positions) * kv_.per_position(); }
+
+uint64_t MemoryMap::kv_row_stride() const {
+  if (config_.kv_format == model::KvFormat::Int4) return kv_.per_position();
+  return config_.kv_interleaved ? 2 * uint64_t(kHeadDim) : kHeadDim;
+}
+
 uint64_t MemoryMap::k_area(int layer, int head) const {
-  const uint64_t area = uint64_t(config_.kv_positions) * kHeadDim;
-  return kv_base_ + (uint64_t(layer) * model_.num_heads + head) * 2 * area;
+  return kv_base_ + (uint64_t(layer) * model_.num_heads + head) * kv_area_bytes();
 }
 
 uint64_t MemoryMap::v_area(int layer, int head) const {
+  if (config_.kv_format == model::KvFormat::Int4) return k_area(layer, head) + kv_.bank + kv_.k.total();
   if (config_.kv_interleaved) return k_area(layer, head) + kHeadDim;
   return k_area(layer, head) + uint64_t(config_.kv_positions) * kHeadDim;
 }
 
 uint64_t MemoryMap::head_buffer(int lane, int slot) const {
   return heads_base_ + (uint64_t(lane) * heads_per_lane_ + slot) * kHeadBufferBytes;
+}
+
+int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
+  // The layout with room for everything, then the KV cache's share of the real CMA.
+  MemoryMapConfig room = config;
+  room.cma_bytes = config.ddr_bytes - std::min(config.ddr_bytes, config.cma_base);
+  room.kv_positions = model::kKvPositions;
+  const MemoryMap full(model, room);
+  uint64_t kv = 0;
+  for (const auto& r : full.regions())
+    if (r.name == "kv cache") kv = r.bytes;
+  const uint64_t others = full.used_bytes() - kv;
+  if (others >= config.cma_bytes) return 0;
+  const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_heads);
+  int limit = model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, model::kKvPositions);
+  // Page alignment of the buffers behind the cache can cost a little: the largest that fits.
+  for (; limit > 0; --limit) {
+    config.kv_positions = limit;
+    try {
+      (void)MemoryMap(model, config);
+      return limit;
+    } catch (const Error&) {
+    }
+  }
+  return 0;
 }
 
 }  // namespace bitsim::host

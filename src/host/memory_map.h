@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "model/board_shape.h"
+#include "model/kv_format.h"
 #include "model/model_config.h"
 
 namespace bitsim::host {
@@ -40,6 +41,10 @@ struct MemoryMapConfig {
                                       // rows and heads on lane 0; mm1/at1 idle)
   int per_call_row_trits = 0;         // 0: the header format; L > 0: the per-call format with
                                       // fixed rows of L (matmul.format, docs/variants-host.md)
+  // kv.format = int4 (with kv_interleaved; docs/variants-attention.md 8.4): per (layer, head)
+  // the bank, then 512 rows of K_t (k.total() bytes) and V_t (56 bytes).
+  model::KvFormat kv_format = model::KvFormat::Int8;
+  int kv_outlier_channels = 0;
 };
 
 // One matmul call of one lane: a group of `rows` rows of length n.
@@ -85,12 +90,20 @@ class MemoryMap {
   const MatmulGroup& lm_head() const { return groups_.back(); }
   const std::vector<MatmulGroup>& groups() const { return groups_; }
 
-  uint64_t k_area(int layer, int head) const;   // 512 x 96 bytes (interleaved: the area's start)
-  uint64_t v_area(int layer, int head) const;   // (interleaved: V row 0, k_area + 96)
+  // The (layer, head)'s KV area: 512 x 96 bytes of K (interleaved: the area's start; INT4: its
+  // bank, the rows behind it).
+  uint64_t k_area(int layer, int head) const;
+  uint64_t v_area(int layer, int head) const;   // V row 0 (interleaved: k_area + 96; INT4: + bank + K row)
   // Where row t of K and of V lives (rows kv_row_stride() apart).
-  uint64_t k_row(int layer, int head, int t) const { return k_area(layer, head) + uint64_t(t) * kv_row_stride(); }
+  uint64_t k_row(int layer, int head, int t) const {
+    return k_area(layer, head) + kv_bank_bytes() + uint64_t(t) * kv_row_stride();
+  }
   uint64_t v_row(int layer, int head, int t) const { return v_area(layer, head) + uint64_t(t) * kv_row_stride(); }
-  uint64_t kv_row_stride() const { return config_.kv_interleaved ? 2 * uint64_t(model::kHeadDim) : model::kHeadDim; }
+  uint64_t kv_row_stride() const;
+  // The bytes of a (layer, head)'s KV storage: per position (K + V rows) and its bank (0 but INT4).
+  uint64_t kv_bank_bytes() const { return kv_.bank; }
+  uint64_t kv_position_bytes() const { return kv_.per_position(); }
+  const model::KvStorage& kv_storage() const { return kv_; }
   uint64_t head_buffer(int lane, int slot) const;  // 112-byte header + q of the lane's slot-th head
   uint64_t matmul_result(int lane) const { return matmul_result_[lane]; }
   uint64_t attention_result(int lane) const { return attention_result_[lane]; }
@@ -104,6 +117,7 @@ class MemoryMap {
 
  private:
   uint64_t alloc(const std::string& name, uint64_t bytes, uint64_t align = 64);
+  uint64_t kv_area_bytes() const;  // one (layer, head)'s KV area
   MatmulGroup plan_group(const std::string& name, int rows, int n, uint64_t row_bytes, bool int8_rows = false);
 
   model::ModelConfig model_;
@@ -112,9 +126,15 @@ class MemoryMap {
   std::vector<Region> regions_;
   std::vector<MatmulGroup> groups_;
   uint64_t kv_base_ = 0;
+  model::KvStorage kv_;
   uint64_t heads_base_ = 0;
   uint64_t matmul_result_[kLanes] = {}, attention_result_[kLanes] = {}, descriptors_[kLanes] = {};
   int descriptor_capacity_ = 0, heads_per_lane_ = 0;
 };
+
+// The context the KV cache can hold: the largest T <= 512 (the attention unit's T range) whose
+// KV areas (in the config's kv.format, model::KvStorage) fit the CMA beside everything else;
+// 0 when even one position does not fit. A MemoryMap with kv_positions = this fits.
+int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config);
 
 }  // namespace bitsim::host

@@ -81,9 +81,22 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
                 "the board's");
   if (online() && options_.legacy_attention)
     throw Error("attention.variant = online-softmax has no legacy shift mode (--legacy-attention)");
+  if (map.config().kv_format != options_.kv_format || map.config().kv_outlier_channels != options_.kv_outlier_channels)
+    throw Error("kv.format: the memory map's KV layout is not the token loop's format");
+  if (options_.kv_format == model::KvFormat::Int4) {
+    if (!online()) throw Error("kv.format = int4 needs attention.variant = online-softmax");
+    const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_heads);
+    if (scales.k_channel.size() != lh * kHeadDim)
+      throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", lh * kHeadDim,
+                              scales.k_channel.size()));
+    banks_.reserve(lh);
+    for (size_t i = 0; i < lh; ++i)
+      banks_.push_back(model::kv_int4_bank(&scales.k_channel[i * kHeadDim], options_.kv_outlier_channels));
+  }
 }
 
 void TokenLoop::load_weights() {
+  write_kv_banks();
   const auto& groups = map_.groups();
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const MatmulGroup& g = groups[gi];
@@ -108,6 +121,18 @@ void TokenLoop::load_weights() {
 }
 
 void TokenLoop::init() { driver_.init(); }
+
+// INT4: each (layer, head)'s bank into the head of its KV area, once (before the run, at no
+// simulated time: the scales are the calibration's, fixed for the run, like the weights).
+void TokenLoop::write_kv_banks() {
+  if (banks_.empty()) return;
+  const int heads = model_.config.num_heads;
+  scratch_.assign(map_.kv_bank_bytes(), 0);
+  for (size_t i = 0; i < banks_.size(); ++i) {
+    model::write_kv_bank(banks_[i], scratch_.data());
+    ps_.mem_write(map_.k_area(int(i) / heads, int(i) % heads), scratch_.data(), scratch_.size());
+  }
+}
 
 void TokenLoop::set_position(int pos) {
   if (pos < 0 || pos >= model::kKvPositions)
@@ -319,7 +344,8 @@ void TokenLoop::rope_q_and_k(int l, StepBuffers& b, const golden::Probe& probe) 
 uint64_t TokenLoop::write_heads(int l, StepBuffers& b, LaneHeads& work) {
   uint64_t written = 0;
   for (int hd = 0; hd < model_.config.num_heads; ++hd) written += write_head(l, hd, b, work);
-  cpu(CpuStep::QuantizeHeads, 3 * uint64_t(model_.config.hidden_size), written);
+  // INT4: one more pass over q (K's channel scales folded in) beside q, K and V's quantization.
+  cpu(CpuStep::QuantizeHeads, (int4() ? 4 : 3) * uint64_t(model_.config.hidden_size), written);
   return written;
 }
 
@@ -328,6 +354,7 @@ uint64_t TokenLoop::write_heads(int l, StepBuffers& b, LaneHeads& work) {
 uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
   const int heads = model_.config.num_heads, T = pos_ + 1;
   const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
+  if (int4()) return write_head_int4(l, hd, b, work);
   const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
   const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
   int8_t row[kHeadDim];
@@ -361,6 +388,43 @@ uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
   return 2 * kHeadDim + sizeof buf;
 }
 
+// INT4 (docs/variants-attention.md 8.2): the K row with the bank's channel scales and the V
+// row with its group scales computed here, in one store; K's scales folded into q, s_k =
+// 1/16 in m; the head's second descriptor covers the bank and the T rows.
+uint64_t TokenLoop::write_head_int4(int l, int hd, StepBuffers& b, LaneHeads& work) {
+  const int heads = model_.config.num_heads, T = pos_ + 1, n = options_.kv_outlier_channels;
+  const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
+  const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
+  const model::KvStorage& st = map_.kv_storage();
+  uint8_t rows[128];
+  model::encode_k_int4(b.k.data() + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, rows);
+  model::encode_v_int4(b.v.data() + hd * kHeadDim, rows + st.k.total());
+  ps_.mem_write(map_.k_row(l, hd, pos_), rows, st.per_position());
+  float qf[kHeadDim];
+  for (int d = 0; d < kHeadDim; ++d) qf[d] = b.q[size_t(hd * kHeadDim + d)] * model::float_from_fp16(bank.sk[size_t(d)]);
+  const float sq = num::quantize_symmetric(qf, kHeadDim, b.qq.data());
+  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+  t_->multiplier_lowered += mul.lowered > 0;
+  model::AttentionHeadHeader hdr;
+  hdr.T = uint32_t(T);
+  hdr.m = mul.m;
+  hdr.shift = uint32_t(mul.shift);
+  hdr.online = hdr.int4 = true;
+  hdr.outliers = uint32_t(n);
+  hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
+  uint8_t buf[model::kAttentionHeaderQBytes];
+  model::write_attention_header(hdr, buf);
+  std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
+  ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
+  HeadWork w;
+  w.header_q_addr = map_.head_buffer(lane, slot);
+  w.k_addr = map_.k_area(l, hd);
+  w.interleaved = true;
+  w.stream_bytes = uint32_t(st.bank + uint64_t(T) * st.per_position());
+  work[lane].push_back(w);
+  return st.per_position() + sizeof buf;
+}
+
 // The attention call: SG chains, per lane its heads x 3 descriptors.
 void TokenLoop::attention_call(int l, const LaneHeads& work, uint64_t written) {
   const uint64_t t0 = ps_.now_ps();
@@ -383,7 +447,9 @@ void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, c
     for (size_t i = 0; i < work[lane].size(); ++i) {
       const int hd = lane * map_.heads_per_lane() + int(i);
       const int32_t* r = b.res.data() + i * model::kAttentionResultWords;
-      if (online())  // normalized on the PL (Q15.16)
+      if (int4())  // normalized on the PL, V's scales in the rows: s_v = 1
+        num::attention_finish_online(r, 1.0f, kHeadDim, b.o.data() + hd * kHeadDim);
+      else if (online())  // normalized on the PL (Q15.16)
         num::attention_finish_online(r, scales_.v_scale(l, hd, heads), kHeadDim, b.o.data() + hd * kHeadDim);
       else
         num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,

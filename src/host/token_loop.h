@@ -63,6 +63,10 @@ struct TokenLoopOptions {
   model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
   WalkerConfig walker;           // host.walker = pl: the PL layer walker (host/walker.h)
   uint64_t pl_period_ps = 8000;  // the PL clock, for the walker's cycles
+  // kv.format / kv.outlier_channels (docs/variants-attention.md 8): the INT4 codec's rows,
+  // written by the CPU with the V group scales, K's channel scales folded into q.
+  model::KvFormat kv_format = model::KvFormat::Int8;
+  int kv_outlier_channels = 0;
 };
 
 class TokenLoop {
@@ -92,6 +96,8 @@ class TokenLoop {
   void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
   void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
   bool online() const { return options_.attention_variant == model::AttentionVariant::OnlineSoftmax; }
+  bool int4() const { return options_.kv_format == model::KvFormat::Int4; }
+  void write_kv_banks();
   // host.walker = pl: the host starts the walker (a token or a layer), at the CPU's cost of
   // one driver call and two register accesses (docs/variants-host.md).
   void start_walker();
@@ -111,6 +117,7 @@ class TokenLoop {
   void rope_q_and_k(int layer, StepBuffers& b, const golden::Probe& probe);
   uint64_t write_heads(int layer, StepBuffers& b, LaneHeads& work);
   uint64_t write_head(int layer, int head, StepBuffers& b, LaneHeads& work);
+  uint64_t write_head_int4(int layer, int head, StepBuffers& b, LaneHeads& work);
   void attention_call(int layer, const LaneHeads& work, uint64_t written);
   void finish_attention(int layer, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
   void o_proj_residual(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
@@ -134,6 +141,7 @@ class TokenLoop {
   std::vector<uint8_t> scratch_;
   std::vector<int32_t> partial_;  // per-call: one segment's partial sums
   StepObserver* observer_ = nullptr;
+  std::vector<model::KvInt4Bank> banks_;  // kv.format = int4: per (layer, head)
   int token_ = 0, layer_ = -1;  // the token id and layer being run (for the observer)
 };
 

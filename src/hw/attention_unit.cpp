@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/error.h"
 #include "numerics/numerics.h"
 
 namespace bitsim::hw {
@@ -30,7 +31,7 @@ EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const st
 
 AttentionUnit::AttentionUnit(sc_core::sc_module_name name, const Clock& clock, const AttentionUnitConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [kind = config.kind()] { return std::make_unique<AttentionDatapath>(kind); }),
+                  [kind = config.kind(), int4 = config.int4()] { return std::make_unique<AttentionDatapath>(kind, int4); }),
       config_(config) {}
 
 uint64_t AttentionUnit::multiplies(int lane) const {
@@ -47,7 +48,7 @@ uint32_t AttentionDatapath::queue_entries(int result_delay) const {
 
 uint32_t AttentionDatapath::room_for_next_beat(uint32_t capacity) const {
   // A head's last V beat loads the result bank: only when every earlier beat has left.
-  const bool final_v = phase_ == Phase::V && t_ + 1 == T_ && beat_ + 1 == kAttentionRowBeats;
+  const bool final_v = phase_ == Phase::V && t_ + 1 == T_ && beat_ + 1 == row_beats();
   return final_v ? capacity : 2;
 }
 
@@ -62,15 +63,18 @@ void AttentionDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) 
     }
     case Phase::Header1: return header1(lane, b, c);
     case Phase::Q: return q_beat(b);
-    case Phase::K: return k_beat(lane, b);
-    case Phase::V: return online_ ? online_v_beat(lane, b, c) : v_beat(lane, b, c);
+    case Phase::Bank: return int4_bank_beat(lane, b, c);
+    case Phase::K: return int4_ ? int4_k_beat(lane, b) : k_beat(lane, b);
+    case Phase::V: return int4_ ? int4_v_beat(lane, b, c) : online_ ? online_v_beat(lane, b, c) : v_beat(lane, b, c);
   }
 }
 
 void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   const AttentionError e = model::parse_attention_header(header0_, b.data, &h_);
   if (e != AttentionError::None) return fail(lane, e, -1, b.last, c);
-  if (h_.online != online_ || (h_.online && h_.legacy)) return fail(lane, AttentionError::VariantMismatch, -1, b.last, c);
+  if (h_.online != online_ || (h_.online && h_.legacy) || h_.int4 != int4_)
+    return fail(lane, AttentionError::VariantMismatch, -1, b.last, c);
+  if (int4_) int4_st_ = model::kv_storage(model::KvFormat::Int4, int(h_.outliers));
   T_ = int(h_.T);
   beat_ = 0;
   t_ = 0;
@@ -80,7 +84,7 @@ void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t 
 void AttentionDatapath::q_beat(const StreamBeat& b) {
   if (!collect_beat(q_.data(), &beat_, kAttentionRowBeats, b.data)) return;
   s_cur_ = 0;
-  phase_ = Phase::K;
+  phase_ = int4_ ? Phase::Bank : Phase::K;
 }
 
 void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b) {
@@ -175,11 +179,82 @@ void AttentionDatapath::online_v_beat(EngineLane& lane, const StreamBeat& b, uin
   }
 }
 
+int AttentionDatapath::row_beats() const {
+  if (!int4_) return kAttentionRowBeats;
+  return int((phase_ == Phase::V ? int4_st_.v.total() : int4_st_.k.total()) / model::kBeatBytes);
+}
+
+// INT4: the bank's beats (the K channel scales, the outlier list) into the unit's registers.
+// An outlier index that is not a channel, or repeats, is the header's error (reserved bits).
+void AttentionDatapath::int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+  const int beats = int(int4_st_.bank / model::kBeatBytes);
+  std::memcpy(bank_bytes_.data() + size_t(beat_) * 8, &b.data, 8);
+  if (++beat_ < beats) return;
+  try {
+    bank_ = model::read_kv_bank(bank_bytes_.data(), int(h_.outliers));
+  } catch (const Error&) {
+    return fail(lane, AttentionError::ReservedBits, -1, b.last, c);
+  }
+  beat_ = 0;
+  phase_ = Phase::K;
+}
+
+// INT4: a K row's beats (16 nibbles each, then the outlier lanes); the score at its last beat
+// in K's 12-bit fixed point (docs/variants-attention.md 8.3).
+void AttentionDatapath::int4_k_beat(EngineLane& lane, const StreamBeat& b) {
+  std::memcpy(row_.data() + size_t(beat_) * 8, &b.data, 8);
+  if (++beat_ < row_beats()) return;
+  int32_t k12[kHeadDim];
+  for (int d = 0; d < kHeadDim; ++d) k12[d] = model::kv_nibble(row_.data(), d) << model::kKvFixedShift;
+  for (size_t j = 0; j < bank_.outliers.size(); ++j) {
+    uint16_t h;
+    std::memcpy(&h, row_.data() + kHeadDim / 2 + 2 * j, 2);
+    const int d = bank_.outliers[j];
+    k12[d] = model::kv_outlier_fixed(h, bank_.sk[size_t(d)]);
+  }
+  int32_t s = 0;
+  for (int d = 0; d < kHeadDim; ++d) s += int32_t(q_[size_t(d)]) * k12[d];
+  s_cur_ = s;
+  online_k_done(lane);
+  if (t_ == 0) acc64_.fill(0);
+}
+
+// INT4: a V row's beats; with the scale beat (its last) the row's weights, the rescale and the
+// 96 accumulations.
+void AttentionDatapath::int4_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+  std::memcpy(row_.data() + size_t(beat_) * 8, &b.data, 8);
+  if (++beat_ < row_beats()) return;
+  if (rescale_) {
+    sum_ = uint32_t(num::online_rescale(sum_, alpha_));
+    for (auto& a : acc64_) a = model::kv_rescale(a, alpha_);
+  }
+  sum_ += uint32_t(p_);
+  for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+    uint16_t sv;
+    std::memcpy(&sv, row_.data() + kHeadDim / 2 + 2 * g, 2);
+    const int64_t w = model::kv_v_weight(uint32_t(p_), sv);
+    for (int i = 0; i < model::kKvVGroup; ++i) {
+      const int d = g * model::kKvVGroup + i;
+      acc64_[size_t(d)] += w * model::kv_nibble(row_.data(), d);
+    }
+  }
+  beat_ = 0;
+  lane.row_done();
+  if (++t_ == T_) {
+    finish_head(lane, b.last, c);
+  } else {
+    phase_ = Phase::K;
+  }
+}
+
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
   // The result bank: acc_0..acc_95 two per beat, then sum and one zero word. The online unit
-  // normalizes first (o_d in place of acc_d) and queues them after its normalizer.
-  if (online_) num::online_normalize(acc_.data(), sum_, kHeadDim, acc_.data());
-  const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::kOnlineNormalizeCycles) : 0);
+  // normalizes first (o_d in place of acc_d) and queues them after its normalizer (INT4: after
+  // its last row's V accumulations too).
+  if (int4_) model::kv_normalize(acc64_.data(), sum_, kHeadDim, acc_.data());
+  else if (online_) num::online_normalize(acc_.data(), sum_, kHeadDim, acc_.data());
+  const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::kOnlineNormalizeCycles) : 0) +
+                         (int4_ ? uint64_t(model::kKvInt4VTailCycles) : 0);
   const bool last = h_.last && tlast;
   for (int i = 0; i < kHeadDim / 2; ++i)
     lane.queue(uint64_t(uint32_t(acc_[size_t(2 * i)])) | (uint64_t(uint32_t(acc_[size_t(2 * i + 1)])) << 32),

@@ -31,6 +31,7 @@
 #include "hw/clock.h"
 #include "hw/engine_lane.h"
 #include "model/attention_stream.h"
+#include "model/kv_format.h"
 
 namespace bitsim::hw {
 
@@ -53,6 +54,9 @@ struct AttentionUnitConfig {
                                     // absolute addresses (0 behind an offset-passing router)
   std::string variant = "two-phase";  // the circuit: the board's two-phase unit, or the
                                       // online-softmax unit (docs/variants-attention.md)
+  std::string kv_format = "int8";     // the KV rows it reads: the board's int8, or the INT4
+                                      // codec (docs/variants-attention.md 8; online-softmax only)
+  int kv_outlier_channels = 0;        // int4: K channels kept as fp16 outlier lanes (0..8)
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
@@ -64,8 +68,19 @@ struct AttentionUnitConfig {
                            "or online-softmax (APEX: one pass, running max, interpolated exp, division on the "
                            "PL; docs/variants-attention.md)",
                            1, true, {model::kAttentionVariantNames[0], model::kAttentionVariantNames[1]}});
+    v(c.kv_format, FieldInfo{"kv.format", 0, 0, "", Evidence::kSimulated,
+                             "KV cache format: int8 (the board's, fixed per-(layer, head) scales) or int4 (APEX's "
+                             "KVQ: K per channel, V per token in groups of 32 with fp16 scales; needs "
+                             "attention.variant = online-softmax; docs/variants-attention.md 8)",
+                             1, true, {"int8", "int4"}});
+    v(c.kv_outlier_channels, FieldInfo{"kv.outlier_channels", 0, model::kKvMaxOutlierChannels, "channels",
+                                       Evidence::kSimulated,
+                                       "kv.format = int4: the K channels with the largest calibration max|K| kept "
+                                       "as fp16 outlier lanes (0..8; must be 0 with int8)"});
   }
   model::AttentionVariant kind() const { return model::attention_variant_of(variant); }
+  model::KvFormat kv() const { return model::kv_format_of(kv_format); }
+  bool int4() const { return kv() == model::KvFormat::Int4; }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const { check_engine_fields(*this, "attention", engine_reg::kLaneStride, who); }
 };
@@ -73,8 +88,8 @@ struct AttentionUnitConfig {
 // The attention arithmetic of one lane (CIRCUITS.md 3).
 class AttentionDatapath final : public LaneDatapath {
  public:
-  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase)
-      : online_(variant == model::AttentionVariant::OnlineSoftmax) {}
+  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false)
+      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_) {}
   uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
   int error_row() const override;
@@ -85,7 +100,7 @@ class AttentionDatapath final : public LaneDatapath {
   uint64_t multiplies() const { return multiplies_; }
 
  private:
-  enum class Phase : uint8_t { Header0, Header1, Q, K, V };
+  enum class Phase : uint8_t { Header0, Header1, Q, Bank, K, V };
   void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void q_beat(const StreamBeat& b);
   void k_beat(EngineLane& lane, const StreamBeat& b);
@@ -94,8 +109,14 @@ class AttentionDatapath final : public LaneDatapath {
   // The online-softmax unit (docs/variants-attention.md): rows interleaved K_t V_t.
   void online_k_done(EngineLane& lane);
   void online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  // The INT4 KV rows (docs/variants-attention.md 8.3-8.4): the bank, then K_t V_t.
+  void int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void int4_k_beat(EngineLane& lane, const StreamBeat& b);
+  void int4_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  int row_beats() const;  // beats of the current row (K or V)
 
   bool online_ = false;          // this lane's circuit is the online-softmax unit
+  bool int4_ = false;            // online: the unit reads INT4 KV rows (kv.format = int4)
   bool rescale_ = false;         // online: the current row grew the maximum (alpha applies)
   uint32_t alpha_ = 0;           // online: the rescale factor of the current row
 
@@ -111,6 +132,12 @@ class AttentionDatapath final : public LaneDatapath {
   alignas(8) std::array<int8_t, model::kHeadDim> q_{};
   std::array<int32_t, model::kHeadDim> acc_{};
   std::array<int32_t, model::kAttentionMaxT> s_{};
+  // INT4: the head's row sizes, its bank, the row being collected, 60-bit accumulators.
+  model::KvStorage int4_st_;
+  std::array<uint8_t, 200> bank_bytes_{};
+  model::KvInt4Bank bank_;
+  std::array<uint8_t, 64> row_{};
+  std::array<int64_t, model::kHeadDim> acc64_{};
 };
 
 // The attention unit: the engine lanes with an AttentionDatapath per lane.

@@ -335,6 +335,7 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
       if (pos != end) return false;
     } else {
       const bool online_unit = config_.attention.kind() == model::AttentionVariant::OnlineSoftmax;
+      const bool int4_unit = online_unit && config_.attention.int4();
       // Concatenate the chain's buffers into the stream the unit sees.
       std::vector<uint8_t> s;
       size_t total = 0;
@@ -355,12 +356,22 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
         model::AttentionHeadHeader h;
         if (model::parse_attention_header(b0, b1, &h) != model::AttentionError::None) return false;
         // A header for the other variant: the clocked unit's error.
-        if (h.online != online_unit || (h.online && h.legacy)) return false;
-        const size_t head = model::attention_head_bytes(int(h.T));
+        if (h.online != online_unit || (h.online && h.legacy) || h.int4 != int4_unit) return false;
+        const size_t head = model::attention_head_bytes(h);
         if (p + head > s.size()) return false;
-        key += fmt::format("h{},{};", h.T,
+        key += fmt::format("h{},{},{};", h.T,
                            (h.last ? model::kAttentionFlagLast : 0u) | (h.legacy ? model::kAttentionFlagLegacy : 0u) |
-                               (h.online ? model::kAttentionFlagOnline : 0u));
+                               (h.online ? model::kAttentionFlagOnline : 0u) | (h.int4 ? model::kAttentionFlagInt4 : 0u),
+                           h.outliers);
+        // INT4: the bank's outlier list must be channels (else the clocked unit's error).
+        model::KvInt4Bank bank;
+        if (h.int4) {
+          try {
+            bank = model::read_kv_bank(s.data() + p + model::kAttentionHeaderQBytes, int(h.outliers));
+          } catch (const Error&) {
+            return false;
+          }
+        }
         const size_t at = results.size();
         results.resize(at + model::kAttentionResultBytes, 0);
         if (!options_.timing_only) {
@@ -368,7 +379,11 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
           const int8_t* K = q + model::kHeadDim;
           uint32_t sum = 0;
           int32_t* acc = reinterpret_cast<int32_t*>(results.data() + at);
-          if (h.online) {  // rows interleaved: K_t V_t
+          if (h.int4) {  // the bank, then the INT4 rows interleaved
+            const size_t bank_bytes = model::kv_storage(model::KvFormat::Int4, int(h.outliers)).bank;
+            fast::attention_head_int4(q, bank, s.data() + p + model::kAttentionHeaderQBytes + bank_bytes, int(h.T),
+                                      h.m, int(h.shift), acc, &sum);
+          } else if (h.online) {  // rows interleaved: K_t V_t
             fast::attention_head_online(q, K, K + model::kHeadDim, int(h.T), 2 * size_t(model::kHeadDim), h.m,
                                         int(h.shift), acc, &sum);
           } else {

@@ -850,6 +850,72 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
   num::online_normalize(acc, total, kHeadDim, o);
 }
 
+void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, uint32_t m,
+                         int shift, int32_t* o, uint32_t* sum) {
+  if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_int4: T = {} outside 1..4096", T));
+  if (shift < 0 || shift > 63) throw Error(fmt::format("attention_head_int4: shift S = {} outside 0..63", shift));
+  const int n = int(bank.outliers.size());
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  const size_t krow = st.k.total(), stride = st.per_position();
+  // A byte's two nibbles as signed values, once.
+  static const auto unpack = [] {
+    std::array<std::array<int8_t, 2>, 256> u{};
+    for (int b = 0; b < 256; ++b) u[size_t(b)] = {int8_t((b & 0xF) >= 8 ? (b & 0xF) - 16 : (b & 0xF)),
+                                                  int8_t((b >> 4) >= 8 ? (b >> 4) - 16 : (b >> 4))};
+    return u;
+  }();
+  // 16 q_d per nibble channel; outlier channels score through their lanes only.
+  int32_t q16[kHeadDim];
+  for (int d = 0; d < kHeadDim; ++d) q16[d] = int32_t(q[d]) << model::kKvFixedShift;
+  for (int d : bank.outliers) q16[d] = 0;
+  alignas(64) int32_t s[4096];
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* k = rows + size_t(t) * stride;
+    int32_t dot = 0;
+    for (int i = 0; i < kHeadDim / 2; ++i) {
+      const auto& u = unpack[k[i]];
+      dot += q16[2 * i] * u[0] + q16[2 * i + 1] * u[1];
+    }
+    for (int j = 0; j < n; ++j) {
+      uint16_t h;
+      std::memcpy(&h, k + kHeadDim / 2 + 2 * j, 2);
+      const int d = bank.outliers[size_t(j)];
+      dot += int32_t(q[d]) * model::kv_outlier_fixed(h, bank.sk[size_t(d)]);
+    }
+    s[t] = dot;
+  }
+  alignas(64) int64_t acc[kHeadDim] = {};
+  uint32_t total = 0;
+  int32_t M = s[0];
+  for (int t = 0; t < T; ++t) {
+    uint32_t pt = num::exp_table()[0];
+    if (s[t] <= M) {
+      if (t > 0) pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s[t]), m, shift));
+    } else {
+      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s[t]) - M), m, shift));
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
+      total = uint32_t(num::online_rescale(total, alpha));
+      M = s[t];
+    }
+    const uint8_t* v = rows + size_t(t) * stride + krow;
+    for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+      uint16_t sv;
+      std::memcpy(&sv, v + kHeadDim / 2 + 2 * g, 2);
+      const int64_t w = model::kv_v_weight(pt, sv);
+      int64_t* a = acc + g * model::kKvVGroup;
+      const uint8_t* vb = v + g * model::kKvVGroup / 2;
+      for (int i = 0; i < model::kKvVGroup / 2; ++i) {
+        const auto& u = unpack[vb[i]];
+        a[2 * i] += w * u[0];
+        a[2 * i + 1] += w * u[1];
+      }
+    }
+    total += pt;
+  }
+  *sum = total;
+  model::kv_normalize(acc, total, kHeadDim, o);
+}
+
 uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy, uint16_t* p,
                            Kernel kernel) {
   check_kernel(kernel);

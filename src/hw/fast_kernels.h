@@ -24,6 +24,8 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+
+#include "model/kv_format.h"
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -140,6 +142,13 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, ui
 // T in 1..4096, S in 0..63. o[96] receives the normalized outputs (Q15.16), *sum the sum.
 void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, size_t row_stride,
                            uint32_t m, int shift, int32_t* o, uint32_t* sum);
+
+// The online-softmax unit reading INT4 KV rows (docs/variants-attention.md 8.3), equal to
+// golden::attention_head_int4 bit for bit: `rows` the head's interleaved rows as streamed
+// (K_t of kv_storage(Int4, n).k.total() bytes, then V_t of 56), `bank` the head's bank
+// (model::read_kv_bank), T in 1..4096. o[96] (Q15.16) and *sum as the unit returns them.
+void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, uint32_t m,
+                         int shift, int32_t* o, uint32_t* sum);
 
 // The weight step alone, as attention_head runs it between its K and V phases: p[t] =
 // num::attention_weight(s_max - s[t], m, shift, legacy) for t < T, s_max = max s; returns the

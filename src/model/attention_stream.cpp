@@ -10,17 +10,18 @@ namespace bitsim::model {
 static_assert(std::endian::native == std::endian::little, "beats are written with memcpy");
 
 namespace {
-constexpr uint64_t kFlagsReserved = 0xF8;      // flags bits 7:3
+constexpr uint64_t kFlagsReserved = 0xF0;      // flags bits 7:4
 constexpr int kShiftAt = 24, kShiftBits = 6;   // beat 1 bits 29:24
 constexpr int kMBits = 18;                     // beat 1 bits 17:0
-constexpr int kReservedAt = 30;                // beat 1 bits 63:30
+constexpr int kReservedAt = 30;                // beat 1 bits 31:30 and 63:36
+constexpr int kOutliersAt = 32;                // beat 1 bits 35:32: INT4 KV outlier lanes (0..8)
 }  // namespace
 
 std::array<uint64_t, 2> encode_attention_header(const AttentionHeadHeader& h) {
   const uint64_t flags = (h.last ? kAttentionFlagLast : 0u) | (h.legacy ? kAttentionFlagLegacy : 0u) |
-                         (h.online ? kAttentionFlagOnline : 0u);
+                         (h.online ? kAttentionFlagOnline : 0u) | (h.int4 ? kAttentionFlagInt4 : 0u);
   const uint64_t b0 = uint64_t(h.magic) | (uint64_t(h.version) << 16) | (flags << 24) | (uint64_t(h.T) << 32);
-  const uint64_t b1 = uint64_t(h.m) | (uint64_t(h.shift) << kShiftAt);
+  const uint64_t b1 = uint64_t(h.m) | (uint64_t(h.shift) << kShiftAt) | (uint64_t(h.outliers) << kOutliersAt);
   return {b0, b1};
 }
 
@@ -50,6 +51,12 @@ AttentionVariant attention_variant_of(const std::string& name) {
   throw Error("attention.variant = '" + name + "' is not one of: two-phase, online-softmax");
 }
 
+uint64_t attention_head_bytes(const AttentionHeadHeader& h) {
+  if (!h.int4) return attention_head_bytes(int(h.T));
+  const KvStorage st = kv_storage(KvFormat::Int4, int(h.outliers));
+  return kAttentionHeaderQBytes + st.bank + uint64_t(h.T) * st.per_position();
+}
+
 AttentionError check_attention_beat0(uint64_t beat0) {
   if (uint16_t(beat0 & 0xFFFF) != kAttentionMagic) return AttentionError::BadMagic;
   if (uint8_t(beat0 >> 16) != kAttentionVersion) return AttentionError::BadVersion;
@@ -61,7 +68,10 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   if (id != AttentionError::None) return id;
   const uint32_t flags = uint32_t(beat0 >> 24) & 0xFF;
   const uint32_t T = uint32_t(beat0 >> 32);
-  if ((flags & kFlagsReserved) != 0 || (beat1 >> kReservedAt) != 0) return AttentionError::ReservedBits;
+  const uint32_t outliers = uint32_t(beat1 >> kOutliersAt) & 0xF;
+  if ((flags & kFlagsReserved) != 0 || ((beat1 >> kReservedAt) & 3) != 0 || (beat1 >> (kOutliersAt + 4)) != 0 ||
+      outliers > uint32_t(kKvMaxOutlierChannels) || (outliers != 0 && !(flags & kAttentionFlagInt4)))
+    return AttentionError::ReservedBits;
   if (T < 1 || T > uint32_t(kAttentionMaxT)) return AttentionError::BadLength;
   if (((beat1 >> kMBits) & ((1u << (kShiftAt - kMBits)) - 1)) != 0) return AttentionError::MultiplierTooWide;
   h->T = T;
@@ -69,6 +79,8 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   h->shift = uint32_t(beat1 >> kShiftAt) & ((1u << kShiftBits) - 1);
   h->legacy = (flags & kAttentionFlagLegacy) != 0;
   h->online = (flags & kAttentionFlagOnline) != 0;
+  h->int4 = (flags & kAttentionFlagInt4) != 0;
+  h->outliers = outliers;
   h->last = (flags & kAttentionFlagLast) != 0;
   h->magic = kAttentionMagic;
   h->version = kAttentionVersion;

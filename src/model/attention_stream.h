@@ -6,15 +6,17 @@
 //   head   := header q K V
 //   header := 2 beats (16 bytes, little-endian)
 //     beat 0: bits 15:0 magic 0xA77E, 23:16 version 1, 31:24 flags (bit 0: last head of the
-//             transfer; bit 1: legacy shift mode; bit 2: online-softmax unit; bits 7:3
-//             reserved, 0), 63:32 T (1..512)
+//             transfer; bit 1: legacy shift mode; bit 2: online-softmax unit; bit 3: INT4
+//             KV rows; bits 7:4 reserved, 0), 63:32 T (1..512)
 //     beat 1: bits 17:0 m (< 2^18), 23:18 reserved 0 (m too wide), 29:24 S (0..63),
-//             63:30 reserved 0
+//             31:30 reserved 0, 35:32 INT4 outlier lanes n (0..8; 0 without bit 3),
+//             63:36 reserved 0
 //   q      := 96 int8 (12 beats)
 //   K, V   := T rows of 96 int8 each (12 beats a row)
 // The online-softmax unit (flags bit 2, docs/variants-attention.md) takes the rows
 // interleaved instead: K_0 V_0 K_1 V_1 ... (the same beats), and returns o_0..o_95 (int32,
-// Q15.16) in place of acc.
+// Q15.16) in place of acc. With INT4 KV rows (flags bit 3, docs/variants-attention.md 8.4)
+// the head is header q bank (K_t V_t)..., the rows in model/kv_format.h's format.
 // Result per head: acc_0..acc_95 (int32), sum (uint32), one zero word: 98 words, 49 beats
 // (model/board_shape.h).
 #include <array>
@@ -23,6 +25,7 @@
 #include <string>
 
 #include "model/board_shape.h"
+#include "model/kv_format.h"
 
 namespace bitsim::model {
 
@@ -31,6 +34,10 @@ constexpr uint8_t kAttentionVersion = 1;
 constexpr uint32_t kAttentionFlagLast = 1u << 0;
 constexpr uint32_t kAttentionFlagLegacy = 1u << 1;
 constexpr uint32_t kAttentionFlagOnline = 1u << 2;
+constexpr uint32_t kAttentionFlagInt4 = 1u << 3;
+// The INT4 unit's V accumulations of a head's last row: a V row's 96 products run 16 per
+// clock over the 6 clocks after its scale beat (docs/variants-attention.md 8.4).
+constexpr int kKvInt4VTailCycles = 6;
 // The online-softmax unit's normalizer: a head's results are queued drain + this many
 // clocks after its last V beat (47 for the reciprocal, 96 for the products;
 // docs/variants-attention.md section 4).
@@ -56,6 +63,9 @@ constexpr uint64_t attention_head_beats(int T) {
   return 2 + kAttentionRowBeats + 2 * kAttentionRowBeats * uint64_t(T);
 }
 constexpr uint64_t attention_head_bytes(int T) { return attention_head_beats(T) * kBeatBytes; }
+// A head's input bytes as its header says (INT4: 112 + bank + T (K row + V row)).
+struct AttentionHeadHeader;
+uint64_t attention_head_bytes(const AttentionHeadHeader& h);
 
 // Header fields. encode_attention_header writes them as given, without validation (so tests
 // can build bad headers): beat 0 = magic | version << 16 | flags << 24 | T << 32; beat 1 =
@@ -67,6 +77,8 @@ struct AttentionHeadHeader {
   uint32_t shift = 24;  // S, 0..63
   bool legacy = false;  // legacy shift mode: z = (s_max - s_t) >> 8
   bool online = false;  // the online-softmax unit's stream (rows interleaved)
+  bool int4 = false;    // INT4 KV rows (with online): bank, then K_t V_t in the INT4 format
+  uint32_t outliers = 0;  // INT4: the K rows' outlier lanes n, 0..8
   bool last = false;    // last head of the transfer
   uint16_t magic = kAttentionMagic;
   uint8_t version = kAttentionVersion;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -89,6 +91,11 @@ float float_from_fp16(uint16_t h) {
   return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (man << 13));
 }
 
+int kv_nibble(const uint8_t* row, int d) {
+  const uint8_t n = d % 2 ? row[d / 2] >> 4 : row[d / 2] & 0xF;
+  return n >= 8 ? int(n) - 16 : int(n);
+}
+
 namespace {
 constexpr int kNibbleBytes = kHeadDim / 2;  // 48
 int8_t quantize4(float x, float inv_or_scale, bool divide) {
@@ -99,10 +106,7 @@ void put_nibble(uint8_t* row, int d, int8_t q) {
   const uint8_t n = uint8_t(q) & 0xF;
   row[d / 2] = uint8_t(d % 2 ? (row[d / 2] & 0x0F) | (n << 4) : (row[d / 2] & 0xF0) | n);
 }
-int8_t get_nibble(const uint8_t* row, int d) {
-  const uint8_t n = d % 2 ? row[d / 2] >> 4 : row[d / 2] & 0xF;
-  return int8_t(n >= 8 ? int(n) - 16 : int(n));
-}
+int8_t get_nibble(const uint8_t* row, int d) { return int8_t(kv_nibble(row, d)); }
 bool is_outlier(int d, const int* outliers, int n) { return std::find(outliers, outliers + n, d) != outliers + n; }
 }  // namespace
 
@@ -143,6 +147,82 @@ void decode_v_int4(const uint8_t* row, float* v) {
     std::memcpy(&s, row + kNibbleBytes + 2 * g, 2);
     const float sf = float_from_fp16(s);
     for (int i = 0; i < kKvVGroup; ++i) v[g * kKvVGroup + i] = float(get_nibble(row, g * kKvVGroup + i)) * sf;
+  }
+}
+
+KvInt4Bank kv_int4_bank(const float* kmax, int n) {
+  kv_storage(KvFormat::Int4, n);  // checks n
+  KvInt4Bank b;
+  for (int d = 0; d < kHeadDim; ++d) b.sk[size_t(d)] = fp16_from_float(std::max(kmax[d], 1e-5f) / 7.0f);
+  std::vector<int> order(kHeadDim);
+  for (int d = 0; d < kHeadDim; ++d) order[size_t(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return kmax[a] > kmax[c]; });
+  b.outliers.assign(order.begin(), order.begin() + n);
+  std::sort(b.outliers.begin(), b.outliers.end());
+  return b;
+}
+
+void write_kv_bank(const KvInt4Bank& bank, uint8_t* out) {
+  const int n = int(bank.outliers.size());
+  std::memset(out, 0, kv_storage(KvFormat::Int4, n).bank);
+  std::memcpy(out, bank.sk.data(), size_t(kHeadDim) * 2);
+  for (int j = 0; j < n; ++j) out[size_t(kHeadDim) * 2 + size_t(j)] = uint8_t(bank.outliers[size_t(j)]);
+}
+
+KvInt4Bank read_kv_bank(const uint8_t* in, int n) {
+  kv_storage(KvFormat::Int4, n);
+  KvInt4Bank b;
+  std::memcpy(b.sk.data(), in, size_t(kHeadDim) * 2);
+  for (int j = 0; j < n; ++j) {
+    const int d = in[size_t(kHeadDim) * 2 + size_t(j)];
+    if (d >= kHeadDim || is_outlier(d, b.outliers.data(), j))
+      throw Error(fmt::format("KV bank: outlier channel {} (entry {}) is not a channel or repeats", d, j));
+    b.outliers.push_back(d);
+  }
+  return b;
+}
+
+Fp16Fields fp16_fields(uint16_t h) {
+  Fp16Fields f;
+  f.negative = (h & 0x8000u) != 0;
+  const int e = (h >> 10) & 0x1F;
+  const uint32_t frac = h & 0x3FFu;
+  if (e == 31) {
+    f.E = 30;
+    f.M = 2047;
+  } else {
+    f.E = std::max(e, 1);
+    f.M = e ? frac + 1024 : frac;
+  }
+  return f;
+}
+
+int32_t kv_outlier_fixed(uint16_t lane, uint16_t sk) {
+  const Fp16Fields h = fp16_fields(lane), s = fp16_fields(sk);
+  if (s.M == 0) return 0;  // cannot happen: sk >= fp16(1e-5 / 7) > 0
+  const int sh = h.E - s.E + kKvFixedShift;
+  uint64_t num = h.M, den = s.M;
+  if (sh >= 0) num <<= std::min(sh, 22);
+  else den <<= std::min(-sh, 13);
+  uint64_t k = num / den;
+  const uint64_t rem = num % den;
+  if (2 * rem > den || (2 * rem == den && (k & 1))) ++k;
+  const int64_t v = h.negative ? -int64_t(k) : int64_t(k);
+  return int32_t(std::clamp<int64_t>(v, kKvOutlierMin, kKvOutlierMax));
+}
+
+int64_t kv_v_weight(uint32_t p, uint16_t sv) {
+  const Fp16Fields f = fp16_fields(sv);
+  const int64_t P = int64_t(p) * int64_t(f.M);
+  const int64_t w = f.E >= 9 ? P << (f.E - 9) : (P + (int64_t(1) << (8 - f.E))) >> (9 - f.E);
+  return f.negative ? -w : w;
+}
+
+void kv_normalize(const int64_t* acc, uint32_t sum, int n, int32_t* o) {
+  const uint64_t r = (uint64_t(1) << 46) / uint64_t(sum);
+  for (int i = 0; i < n; ++i) {
+    const __int128 x = (__int128(acc[i]) * __int128(r) + (__int128(1) << 45)) >> 46;
+    o[i] = int32_t(x > INT32_MAX ? __int128(INT32_MAX) : x < INT32_MIN ? __int128(INT32_MIN) : x);
   }
 }
 

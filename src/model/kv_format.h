@@ -6,11 +6,14 @@
 // payload, scales, outlier lanes, padding to a whole beat, tags, and the per-(layer, head)
 // scale bank, as APEX insists ("a ratio computed from the payload alone is wrong").
 //
-// This is the accounting (and the context that fits the contiguous memory) and the rows'
-// encoder and decoder; the INT4 format's attention datapath is specified in
-// docs/variants-attention.md but not built.
+// This is the accounting (and the context that fits the contiguous memory), the rows'
+// encoder and decoder, the bank, and the integer steps of the unit's read path
+// (docs/variants-attention.md 8.3) that the golden reference, the clocked unit and the fast
+// board share.
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/board_shape.h"
 
@@ -77,5 +80,51 @@ void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, 
 // (56 bytes) zero-padded.
 void encode_v_int4(const float* v, uint8_t* row);
 void decode_v_int4(const uint8_t* row, float* v);
+
+// The two's complement nibble of channel d of a row (channel 2i in the low nibble of byte i).
+int kv_nibble(const uint8_t* row, int d);
+
+// ---- The bank and the CPU's side (docs/variants-attention.md 8.2) ----------------------
+
+// A (layer, head)'s bank: the 96 fp16 K channel scales sk_d = fp16(max(kmax_d, 1e-5) / 7)
+// and the n outlier channels (the largest kmax_d, ties to the lower d, in increasing d).
+struct KvInt4Bank {
+  std::array<uint16_t, kHeadDim> sk{};
+  std::vector<int> outliers;
+};
+// From the calibration's per-channel max|K_d| (96 values). Throws bitsim::Error (naming
+// kv.outlier_channels) for n outside 0..8.
+KvInt4Bank kv_int4_bank(const float* kmax, int n);
+// The bank as stored (kv_storage(Int4, n).bank bytes): sk_d at byte 2d, outlier j's channel
+// at byte 192 + j, zeros to the beat.
+void write_kv_bank(const KvInt4Bank& bank, uint8_t* out);
+// And back; Error if an outlier index is not a channel (>= 96) or repeats.
+KvInt4Bank read_kv_bank(const uint8_t* in, int n);
+
+// ---- The unit's read path (docs/variants-attention.md 8.3), exact integers -------------
+
+// A binary16's fields: |h| = M 2^(E-25) with E = max(e, 1) and M = f (+1024 if e >= 1);
+// exponent 31 (inf, NaN) read as the largest finite value (E = 30, M = 2047).
+struct Fp16Fields {
+  bool negative = false;
+  int E = 1;
+  uint32_t M = 0;
+};
+Fp16Fields fp16_fields(uint16_t h);
+constexpr int kKvFixedShift = 4;  // K's fixed point: sk_d / 16 (a nibble k is 16 k)
+constexpr int32_t kKvOutlierMin = -2048, kKvOutlierMax = 2047;  // 12 bits
+// An outlier lane in K's fixed point: clamp(rne(16 h / sk), -2048, 2047), exact.
+int32_t kv_outlier_fixed(uint16_t lane, uint16_t sk);
+// The V weight of a row's group: w = p * sv * 2^16 with sv's exponent aligned: P = p * M;
+// P << (E - 9) for E >= 9, else (P + 2^(8-E)) >> (9 - E). p <= 32767.
+int64_t kv_v_weight(uint32_t p, uint16_t sv);
+// The rescale of a 60-bit accumulator: (x * alpha + 2^14) >> 15, 128-bit product.
+inline int64_t kv_rescale(int64_t x, uint32_t alpha) {
+  return int64_t((__int128(x) * alpha + (__int128(1) << 14)) >> 15);
+}
+// The normalizer: r = floor(2^46 / sum), o_d = sat32((acc_d * r + 2^45) >> 46). sum >= 1.
+void kv_normalize(const int64_t* acc, uint32_t sum, int n, int32_t* o);
+// The header's attention scale of K's fixed point: s_k = 1/16.
+constexpr float kKvInt4ScoreScale = 0.0625f;
 
 }  // namespace bitsim::model

@@ -124,6 +124,14 @@ void validate(const SimConfig& c) {
   if (c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax && c.board.matmul.per_call())
     throw Error("attention.variant = online-softmax with matmul.format = per-call: this combination is not yet proven "
                 "to give identical cycle counts in both fidelities; choose one of the two");
+  // The INT4 KV codec is read by the online-softmax unit only (docs/variants-attention.md 8.1).
+  const auto& at = c.board.attention;
+  if (at.int4() && at.kind() != model::AttentionVariant::OnlineSoftmax)
+    throw Error("kv.format = int4 needs attention.variant = online-softmax (the INT4 KV rows are read by the "
+                "online-softmax unit only; docs/variants-attention.md 8.1)");
+  if (!at.int4() && at.kv_outlier_channels != 0)
+    throw Error(fmt::format("kv.outlier_channels = {}: outlier lanes exist with kv.format = int4 only",
+                            at.kv_outlier_channels));
 }
 
 SimConfig make_sim_config(const ParamSet& p) {
@@ -134,6 +142,8 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
   // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
   c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;
+  c.memory.kv_format = c.board.attention.kv();
+  c.memory.kv_outlier_channels = c.board.attention.kv_outlier_channels;
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);

@@ -98,18 +98,19 @@ void check_request(const BoardRunRequest& req) {
   if (!req.layers_csv_file.empty()) io::check_output_file(req.layers_csv_file, "layers CSV file");
 }
 
-// The prompt's token ids (BOS first), checked against the board's KV capacity.
-std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos) {
+// The prompt's token ids (BOS first), checked against the KV capacity: `limit` positions (the
+// unit's 512, or fewer when the cache in its kv.format does not fit the CMA at 512).
+std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos, int limit,
+                            const std::string& why) {
   std::vector<int> ids{bos};
   for (int id : tokenizer.encode(rr.prompt)) ids.push_back(id);
   const int n = int(ids.size()), total = n + rr.tokens;
-  if (n > golden::kMaxContext)
-    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions", n,
-                            golden::kMaxContext));
-  if (total > golden::kMaxContext && !rr.stop_at_capacity)
+  if (n > limit)
+    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions{}", n, limit, why));
+  if (total > limit && !rr.stop_at_capacity)
     throw Error(fmt::format("context: the prompt ({} tokens with BOS) + {} tokens to generate = {} positions, over "
-                            "the board's KV cache of {} (generate fewer tokens or stop at capacity)",
-                            n, rr.tokens, total, golden::kMaxContext));
+                            "the board's KV cache of {}{} (generate fewer tokens or stop at capacity)",
+                            n, rr.tokens, total, limit, why));
   return ids;
 }
 
@@ -185,8 +186,9 @@ class GoldenStep {
 class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
-             const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res)
-      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res),
+             const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
+             int capacity = golden::kMaxContext)
+      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), capacity_(capacity),
         sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
 
   void operator()(host::TokenLoop& loop) {
@@ -194,7 +196,7 @@ class Generation {
     const int total = res_.prompt_tokens + req_.run.tokens;
     int next = ids_[0];
     for (int step = 0; step < total; ++step) {
-      if (step >= golden::kMaxContext) {
+      if (step >= capacity_) {
         res_.stopped_at_capacity = true;
         break;
       }
@@ -261,6 +263,7 @@ class Generation {
   golden::BoardReference* ref_;
   BoardSession& session_;
   BoardRunResult& res_;
+  int capacity_;  // positions the KV cache holds
   Sampler sampler_;
   model::StreamDecoder decoder_;
   std::vector<Recorded> board_steps_, gold_steps_;
@@ -293,7 +296,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   res.wall_gb_s = req.params.real("ddr.wall_gb_s");
 
   // Everything that can be refused is refused before anything runs.
-  const SimConfig cfg = make_sim_config(req.params);
+  SimConfig cfg = make_sim_config(req.params);
   auto source = model::open_model_source(rr.model);
   const model::ModelConfig mc = source->config();
   auto tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
@@ -302,7 +305,18 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc);
   res.tokenizer = tokenizer->describe();
   res.synthetic_tokenizer = tokenizer->is_synthetic();
-  const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id);
+  // The context the KV cache holds in its format (docs/variants-attention.md 8.5): the unit's
+  // 512, or fewer when 512 positions do not fit the CMA (none: the memory map's refusal).
+  const int capacity = host::kv_context_limit(mc, cfg.memory);
+  if (capacity < 1) (void)host::MemoryMap(mc, cfg.memory);  // names the sizes that do not fit
+  cfg.memory.kv_positions = capacity;
+  res.kv_capacity = capacity;
+  const std::string why =
+      capacity < golden::kMaxContext
+          ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
+                        cfg.board.attention.kv_format, capacity, req.params.to_string("cma.mib"))
+          : std::string();
+  const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id, capacity, why);
   res.prompt_tokens = int(ids.size());
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
   if (rr.legacy_attention && cfg.board.attention.kind() == model::AttentionVariant::OnlineSoftmax)
@@ -316,9 +330,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const PreparedModel l = load(rr, std::move(source), *tokenizer, res, store.get(), status);
   std::unique_ptr<golden::BoardReference> ref;
   if (req.check)
-    ref = std::make_unique<golden::BoardReference>(l.model, l.scales,
-                                                   golden::BoardReferenceOptions{rr.legacy_attention, rr.threads,
-                                                                                 cfg.board.attention.kind()});
+    ref = std::make_unique<golden::BoardReference>(
+        l.model, l.scales,
+        golden::BoardReferenceOptions{rr.legacy_attention, rr.threads, cfg.board.attention.kind(),
+                                      cfg.board.attention.kv(), cfg.board.attention.kv_outlier_channels});
   SimulationOptions so(req.fidelity, rr.threads, rr.legacy_attention);
   so.vcd_file = req.vcd_file;
   so.vcd_start = req.vcd_start;
@@ -335,13 +350,13 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     if (!timing_key.empty()) save_timing_cache(*sim->fast_board(), *store, timing_key);
   };
   Session session(*sim);
+  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res, capacity);
   std::unique_ptr<LayerTable> layers;
   if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
   if (layers) sim->loop().set_observer(layers.get());
   else sim->loop().set_observer(tracer.get());
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights();
-  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res);
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
                      cfg.board.clock.mhz));
   try {

@@ -32,6 +32,7 @@ golden::KvScales any_scales(const model::ModelConfig& c) {
   golden::KvScales s;
   s.k.assign(size_t(c.num_layers) * c.num_heads, 0.05f);
   s.v = s.k;
+  s.k_channel.assign(s.k.size() * size_t(model::kHeadDim), 0.05f * 127.0f);  // max|K_d| of the same scale
   return s;
 }
 

@@ -22,6 +22,8 @@
 //                       absmax to int8) instead of the ternary one
 //   board-online-softmax  the board with the online-softmax attention unit
 //                       (attention.variant = online-softmax, docs/variants-attention.md)
+//   board-online-softmax-int4-kv  the same with the INT4 KV cache (kv.format = int4,
+//                       docs/variants-attention.md 8)
 #include <cstdint>
 #include <filesystem>
 #include <functional>

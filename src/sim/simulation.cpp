@@ -97,9 +97,11 @@ Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, con
                        const golden::KvScales& s, const SimulationOptions& o)
     : machine_(std::move(machine)) {
   map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
-  loop_ = std::make_unique<host::TokenLoop>(machine_->platform(), *map_, m, s, c.cpu, c.driver,
-                                            host::TokenLoopOptions{o.legacy_attention, c.board.attention.kind(), c.walker,
-                                                                   hw::clock_period_ps(c.board.clock.mhz)});
+  host::TokenLoopOptions lo{o.legacy_attention, c.board.attention.kind(), c.walker,
+                            hw::clock_period_ps(c.board.clock.mhz)};
+  lo.kv_format = c.board.attention.kv();
+  lo.kv_outlier_channels = c.board.attention.kv_outlier_channels;
+  loop_ = std::make_unique<host::TokenLoop>(machine_->platform(), *map_, m, s, c.cpu, c.driver, lo);
 }
 
 Simulation::~Simulation() { loop_.reset(); }

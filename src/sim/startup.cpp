@@ -70,11 +70,13 @@ std::string file_content_hash(const fs::path& file, CacheStore* store) {
 
 namespace {
 std::vector<uint8_t> scales_bytes(const golden::KvScales& s) {
+  // k, v (n each), then the per-channel K maxima (n * 96).
   const uint32_t n = uint32_t(s.k.size());
-  std::vector<uint8_t> b(4 + size_t(n) * 8);
+  std::vector<uint8_t> b(4 + size_t(n) * 8 + s.k_channel.size() * 4);
   std::memcpy(b.data(), &n, 4);
   std::memcpy(b.data() + 4, s.k.data(), size_t(n) * 4);
   std::memcpy(b.data() + 4 + size_t(n) * 4, s.v.data(), size_t(n) * 4);
+  std::memcpy(b.data() + 4 + size_t(n) * 8, s.k_channel.data(), s.k_channel.size() * 4);
   return b;
 }
 }  // namespace
@@ -120,11 +122,12 @@ golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string&
   if (cached) *cached = false;
   if (!store || identity.empty()) return calibrate_kv_scales_fast(m, tokens, threads);
   model::ContentHash h;
-  h.add(kCacheVersion).add("kvscales").add(identity).add(uint64_t(tokens.size()));
+  h.add(kCacheVersion).add("kvscales+channels").add(identity).add(uint64_t(tokens.size()));
   h.update(tokens.data(), tokens.size() * sizeof(int));
   const std::string key = h.hex();
   const size_t n = size_t(m.config.num_layers) * size_t(m.config.num_heads);
-  if (auto p = store->get("kvscales", key); p && p->bytes == 4 + n * 8) {
+  const size_t nch = n * size_t(model::kHeadDim);
+  if (auto p = store->get("kvscales", key); p && p->bytes == 4 + n * 8 + nch * 4) {
     uint32_t count = 0;
     std::memcpy(&count, p->data, 4);
     if (count == n) {
@@ -133,6 +136,8 @@ golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string&
       s.v.resize(n);
       std::memcpy(s.k.data(), p->data + 4, n * 4);
       std::memcpy(s.v.data(), p->data + 4 + n * 4, n * 4);
+      s.k_channel.resize(nch);
+      std::memcpy(s.k_channel.data(), p->data + 4 + n * 8, nch * 4);
       if (cached) *cached = true;
       return s;
     }

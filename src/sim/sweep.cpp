@@ -138,9 +138,41 @@ SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult
       }
     values = std::move(next);
   }
-  SweepGrid grid(base, res.keys, values);
+  // A point whose combination of values the config validation refuses (e.g. kv.format = int4
+  // with attention.variant = two-phase) is left out of the grid and named in res.skipped, as
+  // long as each of its values runs in some other point; a value that no point accepts (a
+  // DMA FIFO too small for the base's burst) refuses the sweep with its point's error.
+  const SweepGrid all(base, res.keys, values);
+  std::vector<std::string> errors(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    try {
+      (void)make_sim_config(all[i]);  // every module accepts the point
+    } catch (const Error& e) {
+      errors[i] = e.what();
+      if (errors[i].empty()) errors[i] = "refused";
+    }
+  }
+  for (size_t k = 0; k < res.keys.size(); ++k)
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (errors[i].empty()) continue;
+      bool runs_elsewhere = false;
+      for (size_t j = 0; j < all.size() && !runs_elsewhere; ++j)
+        runs_elsewhere = errors[j].empty() && values[j][k] == values[i][k];
+      if (!runs_elsewhere) throw Error(errors[i]);
+    }
+  std::vector<std::vector<std::string>> kept;
+  res.skipped.clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (errors[i].empty()) {
+      kept.push_back(values[i]);
+      continue;
+    }
+    std::string name;
+    for (size_t k = 0; k < res.keys.size(); ++k) name += fmt::format("{}{}={}", k ? " " : "", res.keys[k], values[i][k]);
+    res.skipped.push_back(fmt::format("{}: {}", name, errors[i]));
+  }
+  SweepGrid grid(base, res.keys, std::move(kept));
   for (size_t i = 0; i < grid.size(); ++i) {
-    (void)make_sim_config(grid[i]);  // every module accepts the point
     res.points.emplace_back();
     res.points.back().values = grid.values(i);
   }
@@ -380,7 +412,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
                         {"tokens", o.tokens},         {"fidelity", "fast"},  {"mode", "timing-only"},
                         {"evidence", "simulated"},    {"base_check", r.base_check}, {"wall_s", r.wall_s},
                         {"partial", r.stopped_by != 0}, {"points_total", r.points.size()},
-                        {"points", pts}};
+                        {"skipped", r.skipped},       {"points", pts}};
 }
 
 }  // namespace bitsim::sim

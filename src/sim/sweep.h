@@ -43,6 +43,8 @@ struct SweepResult {
   std::vector<std::string> keys;
   std::vector<SweepPoint> points;
   std::string base_check;           // what the functional check of the base config found
+  std::vector<std::string> skipped; // grid points whose combination the config validation
+                                    // refuses, "k=v k=v: the reason" (left out of the points)
   double wall_s = 0;
   int stopped_by = 0;               // the signal (SIGINT / SIGTERM) that stopped the sweep; 0: complete.
                                     // A stopped sweep holds the points done; csv and json mark it partial
@@ -77,6 +79,8 @@ class SweepGrid {
   std::vector<std::vector<std::string>> values_;
 };
 // The grid with every point's config checked; `res` gets the keys and the points (values only).
+// Points whose combination of values is refused are left out and named in res.skipped when
+// each of their values runs in another point; a value no point accepts is the point's Error.
 SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
 // Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
 void check_sweep_options(const SweepOptions& options);

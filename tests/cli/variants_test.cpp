@@ -200,4 +200,47 @@ TEST(Variants, PlWalkerPresetRunsWithLogitsEqual) {
   EXPECT_GT(j["tokens"][0]["walker_ms"].get<double>(), 0.0);
 }
 
+// ---- kv.format ---------------------------------------------------------------------------
+
+TEST(Variants, Int4KvLogitsEqualInBothFidelities) {
+  expect_fidelities_agree("--model synthetic:tiny --tokens 3 --set attention.variant=online-softmax --set kv.format=int4");
+  expect_fidelities_agree("--model synthetic:tiny --tokens 2 --set attention.variant=online-softmax --set kv.format=int4 "
+                          "--set kv.outlier_channels=8");
+}
+
+TEST(Variants, Int4KvReadsFewerBytesAndIsRefusedWithTheTwoPhaseUnit) {
+  const auto i8 = run_json("--model synthetic:tiny --tokens 2 --set attention.variant=online-softmax");
+  const auto i4 = run_json("--model synthetic:tiny --tokens 2 --set attention.variant=online-softmax --set kv.format=int4");
+  ASSERT_FALSE(i8.is_null());
+  ASSERT_FALSE(i4.is_null());
+  // The same calls; per (layer, head) the attention reads 104 bytes per position instead of
+  // 192, and the bank's 192 once per call: i8 - i4 = LH (88 T - 192) at context T, LH the
+  // layer-heads (T = 1 gives it; from T = 3 on the INT4 call reads less).
+  ASSERT_EQ(i8["tokens"].size(), i4["tokens"].size());
+  const int64_t lh = (i4["tokens"][0]["bytes_read"].get<int64_t>() - i8["tokens"][0]["bytes_read"].get<int64_t>()) / 104;
+  EXPECT_GT(lh, 0);
+  for (size_t i = 0; i < i8["tokens"].size(); ++i) {
+    const int64_t T = i4["tokens"][i]["context"].get<int64_t>();
+    EXPECT_EQ(i8["tokens"][i]["dma_calls"], i4["tokens"][i]["dma_calls"]);
+    EXPECT_EQ(i8["tokens"][i]["bytes_read"].get<int64_t>() - i4["tokens"][i]["bytes_read"].get<int64_t>(),
+              lh * (88 * T - 192))
+        << "T " << T;
+    if (T >= 8) EXPECT_LT(i4["tokens"][i]["attention_ms"].get<double>(), i8["tokens"][i]["attention_ms"].get<double>());
+  }
+  const Result r = bitsim("run --prompt x --model synthetic:tiny --tokens 1 --set kv.format=int4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("kv.format"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attention.variant"), std::string::npos) << r.err;
+}
+
+TEST(Variants, OnlineSoftmaxAndAllThreePresetsRunWithLogitsEqual) {
+  for (const char* preset : {"online-softmax.toml", "all-three.toml"}) {
+    const auto j = run_json("--model synthetic:tiny --tokens 2 --config " +
+                            (fs::path(BITSIM_SOURCE_DIR) / "configs" / preset).string());
+    ASSERT_FALSE(j.is_null()) << preset;
+    EXPECT_EQ(j["summary"]["logits_equal"], true) << preset;
+    EXPECT_EQ(j["config"]["kv.format"], "int4") << preset;
+  }
+}
+
 }  // namespace

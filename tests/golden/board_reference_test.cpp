@@ -10,6 +10,7 @@
 #include <random>
 
 #include "model/error.h"
+#include "model/kv_format.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 
@@ -378,6 +379,165 @@ TEST(BoardReference, RejectsTokenOutsideVocabulary) {
   }
 }
 
+// ---- The INT4 KV codec (docs/variants-attention.md section 8.3) --------------------------
+
+// Rows as stored: a bank with every sk_d = 1.0 (0x3C00), K rows of n = 0 or 1 lanes, V rows of
+// 56 bytes; nibbles set per channel.
+struct Int4Head {
+  int n, krow;
+  std::vector<uint8_t> bank, K, V;
+  Int4Head(int T, int n_) : n(n_), krow(int(model::kv_storage(model::KvFormat::Int4, n_).k.total())) {
+    bank.assign(model::kv_storage(model::KvFormat::Int4, n).bank, 0);
+    for (int d = 0; d < kHeadDim; ++d) bank[size_t(2 * d) + 1] = 0x3C;  // 0x3C00 little-endian
+    K.assign(size_t(T) * krow, 0);
+    V.assign(size_t(T) * 56, 0);
+  }
+  static void nibble(uint8_t* row, int d, int v) {
+    const uint8_t x = uint8_t(v) & 0xF;
+    row[d / 2] = uint8_t(d % 2 ? (row[d / 2] & 0x0F) | (x << 4) : (row[d / 2] & 0xF0) | x);
+  }
+  void k(int t, int d, int v) { nibble(&K[size_t(t) * krow], d, v); }
+  void k_lane(int t, int j, uint16_t h) { std::memcpy(&K[size_t(t) * krow + 48 + 2 * j], &h, 2); }
+  void v_all(int t, int v, uint16_t sv) {
+    for (int d = 0; d < kHeadDim; ++d) nibble(&V[size_t(t) * 56], d, v);
+    for (int g = 0; g < 3; ++g) std::memcpy(&V[size_t(t) * 56 + 48 + 2 * g], &sv, 2);
+  }
+};
+
+TEST(AttentionHeadInt4, SingleRowIsTheDequantizedVInQ16) {
+  // T = 1: p = 32767; V nibbles 2 with sv = 0.5: w = 32767 * 1024 << 5 = 32767 * 2^15,
+  // acc_d = 2 w = 32767 * 2^16, sum = 32767, o_d = 2^16 (2 * 0.5 = 1.0 in Q15.16).
+  Int4Head h(1, 0);
+  h.k(0, 0, 3);
+  h.v_all(0, 2, 0x3800);
+  int8_t q[kHeadDim] = {};
+  q[0] = 1;
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 1, 0, AttentionParams{1u << 12, 16, false}, o,
+                              &sum);
+  EXPECT_EQ(sum, 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 65536) << d;
+}
+
+TEST(AttentionHeadInt4, GrowingMaximumRescalesWorkedByHand) {
+  // q = e_0; K nibbles k_00 = 0, k_10 = 1: s = (0, 16) (16 k). m = 2^12, S = 16: diff 16 gives
+  // z8 = 256, alpha = EXP[1] = 30782. V_0 nibbles 1, V_1 nibbles 3, sv = 1.0: w = 32767 * 2^16.
+  // Row 0: acc = 2147418112, sum = 32767. Row 1 rescales: acc = 32767 * 30782 * 2 = 2017267588
+  // (exact), sum = (32767 * 30782 + 2^14) >> 15 = 30781; adds 3 w and 32767: acc = 8459521924,
+  // sum = 63548; r = floor(2^46 / 63548) = 1107332161, o_d = 133120 (133120.19).
+  Int4Head h(2, 0);
+  h.k(1, 0, 1);
+  h.v_all(0, 1, 0x3C00);
+  h.v_all(1, 3, 0x3C00);
+  int8_t q[kHeadDim] = {};
+  q[0] = 1;
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false}, o,
+                              &sum);
+  EXPECT_EQ(sum, 63548u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 133120) << d;
+}
+
+TEST(AttentionHeadInt4, OutlierLaneEntersTheScoreWorkedByHand) {
+  // n = 1, outlier channel 0 with sk_0 = 0.5; its nibble is ignored (set to 7 here). q = (2, 1).
+  // Row 0: lane 1.25 -> k12 = 16 * 1.25 / 0.5 = 40, k_01 = -2 -> -32: s_0 = 80 - 32 = 48.
+  // Row 1: lane 0.75 -> 24, k_11 = -1 -> -16: s_1 = 48 - 16 = 32: diff 16, p_1 = EXP[1] = 30782.
+  // V_0 nibbles 1, V_1 nibbles -1, sv = 1.0: acc = (32767 - 30782) 2^16 = 130088960,
+  // sum = 63549, r = floor(2^46 / 63549) = 1107314736, o_d = 2047 (2047.07).
+  Int4Head h(2, 1);
+  h.bank[0] = 0x00, h.bank[1] = 0x38;  // sk_0 = 0.5
+  h.bank[192] = 0;                     // outlier channel 0
+  for (int t = 0; t < 2; ++t) h.k(t, 0, 7);
+  h.k_lane(0, 0, 0x3D00);  // 1.25
+  h.k(0, 1, -2);
+  h.k_lane(1, 0, 0x3A00);  // 0.75
+  h.k(1, 1, -1);
+  h.v_all(0, 1, 0x3C00);
+  h.v_all(1, -1, 0x3C00);
+  int8_t q[kHeadDim] = {};
+  q[0] = 2, q[1] = 1;
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 2, 1, AttentionParams{1u << 12, 16, false}, o,
+                              &sum);
+  EXPECT_EQ(sum, 63549u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 2047) << d;
+  // The same rows read with n = 0 score the nibble 7 instead: s_0 = 2 * 112 - 32 = 192 > s_1.
+  Int4Head plain(2, 0);
+  std::vector<uint8_t> k0(plain.K.size());
+  for (int t = 0; t < 2; ++t) std::memcpy(&k0[size_t(t) * 48], &h.K[size_t(t) * h.krow], 48);
+  golden::attention_head_int4(q, plain.bank.data(), k0.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false},
+                              o, &sum);
+  EXPECT_NE(sum, 63549u);
+}
+
+TEST(AttentionHeadInt4, CloseToTheDecodedSoftmaxAndRefusesLegacy) {
+  // Random rows encoded from floats: o_d / 2^16 against the exact softmax over the decoded
+  // rows with the score the integers stand for, within a small fraction of V's range.
+  std::mt19937 rng(9);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (int n : {0, 3}) {
+    for (int T : {1, 5, 64, 512}) {
+      const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+      float kmax[kHeadDim];
+      for (int d = 0; d < kHeadDim; ++d) kmax[d] = 2.0f + float(d % 7);
+      const model::KvInt4Bank bank = model::kv_int4_bank(kmax, n);
+      std::vector<uint8_t> bb(st.bank), K(size_t(T) * st.k.total()), V(size_t(T) * st.v.total());
+      model::write_kv_bank(bank, bb.data());
+      std::vector<float> kd(size_t(T) * kHeadDim), vd(kd.size());
+      for (int t = 0; t < T; ++t) {
+        float k[kHeadDim], v[kHeadDim];
+        for (int d = 0; d < kHeadDim; ++d) k[d] = val(rng) * kmax[d] / 3, v[d] = val(rng);
+        model::encode_k_int4(k, bank.sk.data(), bank.outliers.data(), n, &K[size_t(t) * st.k.total()]);
+        model::encode_v_int4(v, &V[size_t(t) * st.v.total()]);
+        model::decode_v_int4(&V[size_t(t) * st.v.total()], &vd[size_t(t) * kHeadDim]);
+      }
+      int8_t q[kHeadDim];
+      for (int d = 0; d < kHeadDim; ++d) q[d] = int8_t(std::clamp(int(val(rng) * 40), -128, 127));
+      const AttentionParams p{3000, 24, false};
+      int32_t o[kHeadDim];
+      uint32_t sum = 0;
+      golden::attention_head_int4(q, bb.data(), K.data(), V.data(), T, n, p, o, &sum);
+      // Scores from the 12-bit K each channel stands for (nibble or lane).
+      std::vector<double> s(static_cast<size_t>(T));
+      double smax = -1e30;
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* kr = &K[size_t(t) * st.k.total()];
+        double dot = 0;
+        for (int d = 0; d < kHeadDim; ++d) {
+          double k12 = 16.0 * model::kv_nibble(kr, d);
+          for (int j = 0; j < n; ++j)
+            if (bank.outliers[size_t(j)] == d) {
+              uint16_t lane;
+              std::memcpy(&lane, kr + 48 + 2 * j, 2);
+              k12 = std::clamp(std::nearbyint(16.0 * model::float_from_fp16(lane) / model::float_from_fp16(bank.sk[size_t(d)])),
+                               -2048.0, 2047.0);
+            }
+          dot += q[d] * k12;
+        }
+        s[size_t(t)] = dot * p.m / double(1 << 24) / 16.0;
+        smax = std::max(smax, s[size_t(t)]);
+      }
+      for (int d = 0; d < kHeadDim; ++d) {
+        double num = 0, den = 0;
+        for (int t = 0; t < T; ++t) {
+          const double w = std::exp(s[size_t(t)] - smax);
+          num += w * vd[size_t(t) * kHeadDim + d];
+          den += w;
+        }
+        EXPECT_NEAR(o[d] / 65536.0, num / den, 0.02) << "n " << n << " T " << T << " d " << d;
+      }
+    }
+  }
+  uint8_t bank[192] = {}, K[48] = {}, V[56] = {};
+  int8_t q[kHeadDim] = {};
+  int32_t o[kHeadDim];
+  uint32_t sum;
+  EXPECT_THROW(golden::attention_head_int4(q, bank, K, V, 1, 0, AttentionParams{1, 24, true}, o, &sum), Error);
+}
+
 TEST(BoardReference, OnlineSoftmaxLogitsCloseToTwoPhase) {
   const std::vector<int> toks{1, 70, 80, 90, 100};
   const auto a = run_tokens(toks);
@@ -395,6 +555,45 @@ TEST(BoardReference, OnlineSoftmaxLogitsCloseToTwoPhase) {
   EXPECT_NE(0, std::memcmp(a[4].data(), b[4].data(), a[4].size() * sizeof(float)));
   // ... that computes the same attention: logits within 10% of their range.
   EXPECT_LT(worst, 0.1 * scale);
+}
+
+TEST(BoardReference, Int4KvLogitsCloseToInt8AndChecksItsKeys) {
+  const std::vector<int> toks{1, 70, 80, 90, 100};
+  const BoardReferenceOptions online{.attention_variant = model::AttentionVariant::OnlineSoftmax};
+  BoardReferenceOptions int4 = online, int4_lanes = online;
+  int4.kv_format = int4_lanes.kv_format = model::KvFormat::Int4;
+  int4_lanes.kv_outlier_channels = 4;
+  const auto a = run_tokens(toks, online);
+  const auto b = run_tokens(toks, int4);
+  const auto c = run_tokens(toks, int4);
+  const auto d = run_tokens(toks, int4_lanes);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(b[i].data(), c[i].data(), b[i].size() * sizeof(float))) << "deterministic, token " << i;
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      worst = std::max(worst, double(std::fabs(a[i][j] - b[i][j])));
+      scale = std::max(scale, double(std::fabs(a[i][j])));
+    }
+  }
+  EXPECT_NE(0, std::memcmp(a[4].data(), b[4].data(), a[4].size() * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(b[4].data(), d[4].data(), b[4].size() * sizeof(float)));  // the lanes change K
+  EXPECT_LT(worst, 0.25 * scale);  // a coarser cache computing the same attention
+  // The bank is the calibration's: sk_d from the per-channel maxima.
+  BoardReference ref(tiny(), tiny_scales(), int4_lanes);
+  const model::KvInt4Bank bank = model::read_kv_bank(ref.int4_bank(1, 0), 4);
+  const float* kmax = &tiny_scales().k_channel[size_t(1 * tiny().config.num_heads + 0) * kHeadDim];
+  EXPECT_EQ(bank.sk[7], model::fp16_from_float(std::max(kmax[7], 1e-5f) / 7.0f));
+  EXPECT_EQ(bank.outliers.size(), 4u);
+  // Refused: int4 with the two-phase unit, outlier lanes with int8, scales without channels.
+  BoardReferenceOptions bad = int4;
+  bad.attention_variant = model::AttentionVariant::TwoPhase;
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+  bad = online;
+  bad.kv_outlier_channels = 2;
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+  KvScales no_channels = tiny_scales();
+  no_channels.k_channel.clear();
+  EXPECT_THROW(BoardReference(tiny(), no_channels, int4), Error);
 }
 
 }  // namespace

@@ -94,5 +94,38 @@ TEST(MemoryMap, CmaPastTheEndOfDdrIsAnError) {
   EXPECT_THROW(MemoryMap(model::ModelConfig::tiny(), c), Error);
 }
 
+// The KV context limit follows the format: the largest T <= 512 whose areas fit the CMA.
+TEST(MemoryMap, KvContextLimitFollowsTheFormat) {
+  const auto bl = model::ModelConfig::bitnet_large();
+  MemoryMapConfig i8, i4;
+  i8.kv_interleaved = i4.kv_interleaved = true;
+  i4.kv_format = model::KvFormat::Int4;
+  // The shipped 192 MiB: both formats hold the unit's 512.
+  EXPECT_EQ(kv_context_limit(bl, i8), 512);
+  EXPECT_EQ(kv_context_limit(bl, i4), 512);
+  // 170 MiB: int8 rows (73,728 bytes a position at 384 layer-heads) fit fewer; int4 still 512.
+  i8.cma_bytes = i4.cma_bytes = 170ull << 20;
+  const int t8 = kv_context_limit(bl, i8);
+  EXPECT_GT(t8, 0);
+  EXPECT_LT(t8, 512);
+  EXPECT_EQ(kv_context_limit(bl, i4), 512);
+  MemoryMapConfig at = i8;
+  at.kv_positions = t8;
+  const MemoryMap fits(bl, at);
+  EXPECT_LE(fits.used_bytes(), at.cma_bytes);
+  at.kv_positions = t8 + 1;
+  EXPECT_THROW(MemoryMap(bl, at), Error);  // the largest that fits
+  // The cache's bytes: per (layer, head) the bank and T positions of the format.
+  at.kv_positions = 100;
+  at.kv_format = model::KvFormat::Int4;
+  at.kv_outlier_channels = 8;
+  const MemoryMap m4(bl, at);
+  for (const auto& r : m4.regions())
+    if (r.name == "kv cache") EXPECT_EQ(r.bytes, 384u * (200 + 100 * 120));
+  // Not even the weights: 0.
+  i8.cma_bytes = 128ull << 20;
+  EXPECT_EQ(kv_context_limit(bl, i8), 0);
+}
+
 }  // namespace
 }  // namespace bitsim::host

@@ -36,7 +36,15 @@ MemoryMapConfig memory_of(const hw::BoardConfig& b) {
   MemoryMapConfig c;
   c.kv_interleaved = b.attention.kind() == model::AttentionVariant::OnlineSoftmax;
   c.per_call_row_trits = b.matmul.per_call() ? b.matmul.per_call_row_trits : 0;
+  c.kv_format = b.attention.kv();
+  c.kv_outlier_channels = b.attention.kv_outlier_channels;
   return c;
+}
+TokenLoopOptions options_of(const hw::BoardConfig& b) {
+  TokenLoopOptions o{false, b.attention.kind()};
+  o.kv_format = b.attention.kv();
+  o.kv_outlier_channels = b.attention.kv_outlier_channels;
+  return o;
 }
 
 struct Rig {
@@ -49,7 +57,7 @@ struct Rig {
         map(m.config, memory_of(bc)),
         board(bc, hw::FastBoardOptions{false, 1}),
         platform(board),
-        loop(platform, map, m, scales, cpu, driver, TokenLoopOptions{false, bc.attention.kind()}) {
+        loop(platform, map, m, scales, cpu, driver, options_of(bc)) {
     loop.load_weights();
     loop.init();
   }
@@ -228,6 +236,56 @@ TEST(TokenLoop, OnlineSoftmaxInterleavesKvRowsAndEqualsItsGolden) {
         EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), 2 * pos), k) << l << " " << hd << " " << pos;
         EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), 2 * pos + 1), v) << l << " " << hd << " " << pos;
       }
+}
+
+TEST(TokenLoop, Int4KvWritesTheBankAndRowsOnceAndEqualsItsGolden) {
+  for (int n : {0, 5}) {
+    SCOPED_TRACE(n);
+    hw::BoardConfig bc = online_board();
+    bc.attention.kv_format = "int4";
+    bc.attention.kv_outlier_channels = n;
+    Rig r(9, 3, {}, bc), online(9, 3, {}, online_board());
+    golden::BoardReference ref(r.m, r.scales,
+                               {.attention_variant = model::AttentionVariant::OnlineSoftmax,
+                                .kv_format = model::KvFormat::Int4,
+                                .kv_outlier_channels = n});
+    const int heads = r.m.config.num_heads, layers = r.m.config.num_layers;
+    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+    const int tokens[] = {1, 399, 17, 250};
+    for (int i = 0; i < 4; ++i) {
+      const uint64_t desc0 = r.loop.driver().stats().descriptors;
+      TokenTiming t4, t8;
+      const std::vector<float> got = r.loop.step(tokens[i], &t4);
+      const std::vector<float> want = ref.step(tokens[i]);
+      online.loop.step(tokens[i], &t8);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+      // 2 descriptors per head (header + q; the bank and the T rows) and one for the results.
+      EXPECT_EQ(r.loop.driver().stats().descriptors - desc0, uint64_t(2) * (2 * heads + 2)) << "token " << i;
+      // DDR bytes follow the whole storage: per (layer, head) the bank and T rows of
+      // st.per_position() bytes instead of T rows of 192.
+      const uint64_t T = uint64_t(i) + 1, lh = uint64_t(layers) * heads;
+      EXPECT_EQ(t8.attention_bytes - t4.attention_bytes, lh * (T * (192 - st.per_position()) - st.bank)) << i;
+    }
+    // The bank at the head of each area, the rows behind it: the golden's bytes.
+    for (int l = 0; l < layers; ++l)
+      for (int hd = 0; hd < heads; ++hd) {
+        std::vector<uint8_t> bank(st.bank);
+        r.board.memory().read(r.map.k_area(l, hd), bank.data(), bank.size());
+        EXPECT_EQ(0, std::memcmp(bank.data(), ref.int4_bank(l, hd), st.bank)) << l << " " << hd;
+        for (int pos = 0; pos < 4; ++pos) {
+          EXPECT_EQ(r.map.k_row(l, hd, pos), r.map.k_area(l, hd) + st.bank + uint64_t(pos) * st.per_position());
+          EXPECT_EQ(r.map.v_row(l, hd, pos), r.map.k_row(l, hd, pos) + st.k.total());
+          std::vector<uint8_t> k(st.k.total()), v(st.v.total());
+          r.board.memory().read(r.map.k_row(l, hd, pos), k.data(), k.size());
+          r.board.memory().read(r.map.v_row(l, hd, pos), v.data(), v.size());
+          EXPECT_EQ(0, std::memcmp(k.data(), ref.int4_k_rows(l, hd) + pos * st.k.total(), k.size()));
+          EXPECT_EQ(0, std::memcmp(v.data(), ref.int4_v_rows(l, hd) + pos * st.v.total(), v.size()));
+        }
+      }
+    // The KV cache region shrinks with the format.
+    EXPECT_EQ(r.map.kv_storage().per_position(), st.per_position());
+  }
 }
 
 TEST(TokenLoop, RefusesAnAttentionVariantWithoutItsKvLayout) {

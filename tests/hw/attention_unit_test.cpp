@@ -18,6 +18,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "golden/board_reference.h"
+#include "support/int4_head.h"
 #include "hw/sim_context.h"
 
 namespace bitsim::hw {
@@ -383,7 +384,7 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
   const std::vector<BadCase> cases = {
       {"bad magic", AttentionError::BadMagic, 1, -1, [&](auto& s) { s[h1].data ^= 1; }},
       {"bad version", AttentionError::BadVersion, 1, -1, [&](auto& s) { s[h1].data += 1ull << 16; }},
-      {"reserved flag bit", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 27; }},
+      {"reserved flag bit", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 28; }},
       {"online flag on the two-phase unit", AttentionError::VariantMismatch, 1, -1, [&](auto& s) { s[h1].data |= 1ull << 26; }},
       {"reserved beat 1 bit 30", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 30; }},
       {"reserved beat 1 bit 63", AttentionError::ReservedBits, 1, -1, [&](auto& s) { s[h1 + 1].data |= 1ull << 63; }},
@@ -700,6 +701,141 @@ TEST(AttentionUnitOnline, VariantMismatchAndRowNumbers) {
     ADD_FAILURE() << "variant one-pass accepted";
   } catch (const bitsim::Error& e) {
     EXPECT_NE(std::string(e.what()).find("attention.variant"), std::string::npos) << e.what();
+  }
+}
+
+// ---- The online-softmax unit reading INT4 KV rows (docs/variants-attention.md 8) ----------
+
+AttentionUnitConfig int4_config() {
+  AttentionUnitConfig c = online_config();
+  c.kv_format = "int4";
+  return c;
+}
+
+// An INT4 head's stream: header (flags bits 2 and 3, n), q, the bank, then K_t V_t.
+std::vector<StreamBeat> int4_head_beats(const int4_test::Int4Head& h, bool last) {
+  AttentionHeadHeader hdr;
+  hdr.T = uint32_t(h.T);
+  hdr.m = h.p.m;
+  hdr.shift = uint32_t(h.p.shift);
+  hdr.online = hdr.int4 = true;
+  hdr.outliers = uint32_t(h.n);
+  hdr.last = last;
+  const auto hb = encode_attention_header(hdr);
+  std::vector<StreamBeat> beats = {{hb[0], false}, {hb[1], false}};
+  auto bytes = [&](const uint8_t* v, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+      StreamBeat b;
+      std::memcpy(&b.data, v + i, 8);
+      beats.push_back(b);
+    }
+  };
+  bytes(reinterpret_cast<const uint8_t*>(h.q.data()), D);
+  bytes(h.bank.data(), h.bank.size());
+  const auto rows = h.interleaved();
+  bytes(rows.data(), rows.size());
+  EXPECT_EQ(beats.size() * 8, model::attention_head_bytes(hdr));
+  beats.back().last = last;
+  return beats;
+}
+
+std::vector<StreamBeat> int4_transfer(const std::vector<int4_test::Int4Head>& heads) {
+  std::vector<StreamBeat> out;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto b = int4_head_beats(heads[i], i + 1 == heads.size());
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+std::vector<StreamBeat> int4_expected(const std::vector<int4_test::Int4Head>& heads) {
+  std::vector<StreamBeat> out;
+  for (const auto& h : heads) {
+    int32_t o[D];
+    uint32_t sum = 0;
+    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, h.p, o, &sum);
+    for (int i = 0; i < D; i += 2)
+      out.push_back({uint64_t(uint32_t(o[i])) | (uint64_t(uint32_t(o[i + 1])) << 32), false});
+    out.push_back({uint64_t(sum), false});
+  }
+  out.back().last = true;
+  return out;
+}
+
+TEST(AttentionUnitInt4, ContextLengthsAndOutlierCountsBothLanesEqualGolden) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b(int4_config());
+  std::mt19937 rng(20261202);
+  std::vector<int4_test::Int4Head> h0, h1;
+  int n = 0;
+  for (int T : {1, 2, 7, 64, 511, 512}) {
+    h0.push_back(int4_test::random_int4_head(T, n++ % 9, rng));
+    h1.push_back(int4_test::random_int4_head(T, (n + 4) % 9, rng));
+  }
+  b.src[0]->append(int4_transfer(h0));
+  b.src[1]->append(int4_transfer(h1));
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  expect_beats_eq(b.sink[0]->beats, int4_expected(h0));
+  expect_beats_eq(b.sink[1]->beats, int4_expected(h1));
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_EQ(b.unit.stats(l).units, 6u);
+    EXPECT_EQ(b.unit.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
+    EXPECT_EQ(b.unit.stats(l).errors, 0u);
+  }
+}
+
+TEST(AttentionUnitInt4, CyclesHandWorkedRowsAndTail) {
+  // One head of N = 2 + 12 + 24 + 13 T beats (n = 0: K rows 6 beats, V rows 7) or
+  // 2 + 12 + 25 + 15 T (n = 8: K rows 8 beats, the bank 25): its last V beat is taken at
+  // edge N; results are pushed from N + drain + 6 (the last row's V tail) + 143 and popped
+  // one edge later. T = 1, n = 0, drain 4: 51 + 4 + 6 + 143 + 1 = 205.
+  for (const auto& [T, n] : {std::pair{1, 0}, std::pair{3, 0}, std::pair{2, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << T << " n " << n);
+    bitsim::hw::FreshSimContext ctx;
+    AttentionUnitConfig cfg = int4_config();
+    cfg.drain = 4;
+    Bench b(cfg);
+    std::mt19937 rng{uint32_t(T * 10 + n)};
+    const std::vector<int4_test::Int4Head> heads = {int4_test::random_int4_head(T, n, rng)};
+    b.src[0]->append(int4_transfer(heads));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, int4_expected(heads));
+    const uint64_t N = n == 0 ? 2 + 12 + 24 + 13 * uint64_t(T) : 2 + 12 + 25 + 15 * uint64_t(T);
+    for (uint64_t j = 0; j < 49; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + 4 + 6 + 143 + j + 1) << j;
+    if (T == 1 && n == 0) EXPECT_EQ(b.sink[0]->pop_cycle[0], 205u);
+  }
+}
+
+TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
+  std::mt19937 rng(81);
+  const std::vector<int4_test::Int4Head> heads = {int4_test::random_int4_head(2, 3, rng)};
+  const auto good = int4_transfer(heads);
+  struct Case {
+    const char* what;
+    AttentionUnitConfig cfg;
+    AttentionError code;
+    std::function<void(std::vector<StreamBeat>&)> corrupt;
+  };
+  const std::vector<Case> cases = {
+      {"INT4 header to the int8 online unit", online_config(), AttentionError::VariantMismatch, {}},
+      {"int8 header to the INT4 unit", int4_config(), AttentionError::VariantMismatch,
+       [](auto& s) { s[0].data &= ~(1ull << 27); s[1].data &= ~(0xFull << 32); }},
+      {"9 outlier lanes", int4_config(), AttentionError::ReservedBits,
+       [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 32)) | (9ull << 32); }},
+      {"an outlier channel 96", int4_config(), AttentionError::ReservedBits,
+       [](auto& s) { s[14 + 24].data = (s[14 + 24].data & ~0xFFull) | 96; }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b(c.cfg);
+    auto beats = good;
+    if (c.corrupt) c.corrupt(beats);
+    b.src[0]->append(beats);
+    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    const EngineLaneError e = b.unit.error(0);
+    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
+    EXPECT_EQ(e.row, -1);
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/int4_head.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -280,6 +282,30 @@ TEST(FastKernels, AttentionEqualsGolden) {
           }
         }
   EXPECT_GT(cases, 0);
+}
+
+TEST(FastKernels, Int4AttentionEqualsGolden) {
+  // The INT4 rows' kernel (interleaved as the unit's stream holds them) against
+  // golden::attention_head_int4 (K and V rows apart), every outlier count.
+  std::mt19937 rng(4004);
+  int cases = 0;
+  for (int T : {1, 2, 3, 17, 64, 512})
+    for (int n = 0; n <= model::kKvMaxOutlierChannels; ++n) {
+      const int4_test::Int4Head h = int4_test::random_int4_head(T, n, rng);
+      SCOPED_TRACE(::testing::Message() << "T " << T << " n " << n);
+      int32_t want[kD];
+      uint32_t want_sum = 0;
+      golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), T, n, h.p, want, &want_sum);
+      int32_t got[kD];
+      uint32_t sum = 0xDEADBEEF;
+      const std::vector<uint8_t> rows = h.interleaved();
+      attention_head_int4(h.q.data(), model::read_kv_bank(h.bank.data(), n), rows.data(), T, h.p.m, h.p.shift, got,
+                          &sum);
+      ASSERT_EQ(sum, want_sum);
+      ASSERT_TRUE(std::equal(got, got + kD, want));
+      ++cases;
+    }
+  EXPECT_EQ(cases, 6 * 9);
 }
 
 TEST(FastKernels, OnlineAttentionEqualsGoldenInBothRowLayouts) {

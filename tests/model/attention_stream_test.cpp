@@ -91,8 +91,16 @@ TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
   // Magic before version, version before everything on beat 1.
   EXPECT_EQ(parse(good[0] ^ 1 ^ (1ull << 16), ~0ull), AttentionError::BadMagic);
   EXPECT_EQ(parse(good[0] ^ (1ull << 16), ~0ull), AttentionError::BadVersion);
-  // Reserved bits: flags 7:3, beat 1 bits 63:30; before T and m.
-  EXPECT_EQ(parse(good[0] | (1ull << 27), good[1]), AttentionError::ReservedBits);
+  // Reserved bits: flags 7:4, beat 1 bits 31:30 and 63:36, and 35:32 (the INT4 outlier
+  // lanes) above 8 or without flags bit 3; before T and m.
+  EXPECT_EQ(parse(good[0] | (1ull << 28), good[1]), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0], good[1] | (1ull << 32)), AttentionError::ReservedBits);  // lanes without INT4
+  EXPECT_EQ(parse(good[0] | (1ull << 27), good[1] | (9ull << 32)), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0], good[1] | (1ull << 36)), AttentionError::ReservedBits);
+  // Flags bit 3: the INT4 KV rows, with n lanes in beat 1 bits 35:32.
+  EXPECT_EQ(parse(good[0] | (1ull << 27), good[1] | (8ull << 32)), AttentionError::None);
+  EXPECT_TRUE(h.int4);
+  EXPECT_EQ(h.outliers, 8u);
   EXPECT_EQ(parse(good[0] | (1ull << 31), good[1]), AttentionError::ReservedBits);
   EXPECT_EQ(parse(good[0], good[1] | (1ull << 30)), AttentionError::ReservedBits);
   EXPECT_EQ(parse(good[0] & 0xFFFF'FFFF, good[1] | (1ull << 63)), AttentionError::ReservedBits);
@@ -103,6 +111,7 @@ TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
   EXPECT_EQ(parse(good[0], good[1] | (1ull << 18)), AttentionError::MultiplierTooWide);
   EXPECT_EQ(parse(good[0], good[1] | (1ull << 23)), AttentionError::MultiplierTooWide);
   EXPECT_EQ(parse(good[0], good[1] | (0x3Full << 24)), AttentionError::None);
+  EXPECT_FALSE(h.int4);
   EXPECT_EQ(h.shift, 63u);
 }
 

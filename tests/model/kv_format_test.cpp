@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "model/error.h"
 
@@ -175,6 +176,91 @@ TEST(KvFormat, Int4VRowHandWorked) {
   EXPECT_EQ(back[64], -3.5f);
   EXPECT_EQ(back[65], 1.0f);
   EXPECT_EQ(back[40], 0.0f);
+}
+
+// ---- The unit's read path (docs/variants-attention.md 8.3) ------------------------------
+
+TEST(KvInt4Steps, OutlierFixedPointByHand) {
+  // 16 h / sk, exact, round half to even, 12 bits.
+  EXPECT_EQ(kv_outlier_fixed(0x4200, 0x3800), 96);    // 16 * 3.0 / 0.5
+  EXPECT_EQ(kv_outlier_fixed(0xC200, 0x3800), -96);   // -3.0
+  EXPECT_EQ(kv_outlier_fixed(0x3C00, 0x3A00), 21);    // 16 / 0.75 = 21.33
+  EXPECT_EQ(kv_outlier_fixed(fp16_from_float(0.5625f), 0x4000), 4);  // 4.5 -> 4 (even)
+  EXPECT_EQ(kv_outlier_fixed(fp16_from_float(0.6875f), 0x4000), 6);  // 5.5 -> 6 (even)
+  EXPECT_EQ(kv_outlier_fixed(fp16_from_float(0.65625f), 0x4000), 5); // 5.25
+  EXPECT_EQ(kv_outlier_fixed(fp16_from_float(1000.0f), 0x3800), 2047);    // 32000 clamps
+  EXPECT_EQ(kv_outlier_fixed(fp16_from_float(-1000.0f), 0x3800), -2048);
+  EXPECT_EQ(kv_outlier_fixed(0x7BFF, 0x0001), 2047);  // 65504 / 2^-24: the shift's cap
+  EXPECT_EQ(kv_outlier_fixed(0x7C00, 0x3C00), 2047);  // inf read as 65504
+  EXPECT_EQ(kv_outlier_fixed(0x0001, 0x7BFF), 0);     // 2^-24 / 65504: the divisor's cap
+  EXPECT_EQ(kv_outlier_fixed(0x0000, 0x3C00), 0);
+  // Against the exact quotient in double (correctly rounded: an exact tie stays one).
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> bits(0, 0x7BFF), sbits(0x0001, 0x7BFF);
+  for (int i = 0; i < 20000; ++i) {
+    const uint16_t h = uint16_t(bits(rng) | (i % 2 ? 0x8000 : 0)), sk = uint16_t(sbits(rng));
+    const double want = std::clamp(std::nearbyint(16.0 * double(float_from_fp16(h)) / double(float_from_fp16(sk))),
+                                   -2048.0, 2047.0);
+    ASSERT_EQ(kv_outlier_fixed(h, sk), int32_t(want)) << std::hex << h << " " << sk;
+  }
+}
+
+TEST(KvInt4Steps, VWeightAlignsTheExponentByHand) {
+  // p sv 2^16: exact for sv >= 2^-16 (E >= 9), rounded half up below.
+  EXPECT_EQ(kv_v_weight(32767, 0x3C00), int64_t(32767) * 65536);  // sv = 1: P = 32767 * 1024 << 6
+  EXPECT_EQ(kv_v_weight(32767, 0x3800), int64_t(32767) * 32768);  // sv = 0.5
+  EXPECT_EQ(kv_v_weight(100, fp16_from_float(3.125f)), int64_t(100) * 3 * 65536 + 100 * 65536 / 8);  // 3.125
+  EXPECT_EQ(kv_v_weight(777, 0x0100), 777);  // sv = 2^-16 (subnormal, M = 256): (P + 128) >> 8
+  EXPECT_EQ(kv_v_weight(24, 0x0010), 2);     // sv = 2^-20: 24 / 16 = 1.5 -> 2 (half up)
+  EXPECT_EQ(kv_v_weight(8, 0x0010), 1);      // 0.5 -> 1
+  EXPECT_EQ(kv_v_weight(7, 0x0010), 0);
+  EXPECT_EQ(kv_v_weight(32767, 0x7BFF), int64_t(32767) * 2047 << 21);  // the largest: < 2^47
+  EXPECT_LT(kv_v_weight(32767, 0x7C00), int64_t(1) << 47);             // inf read as 65504
+}
+
+TEST(KvInt4Steps, RescaleAndNormalizeByHand) {
+  // 2^16-multiples rescale exactly: 32767 * 2^16 * 30782 / 2^15.
+  EXPECT_EQ(kv_rescale(int64_t(32767) * 65536, 30782), int64_t(32767) * 30782 * 2);
+  EXPECT_EQ(kv_rescale(-3, 16384), -1);  // -1.5 -> -1 (half up)
+  EXPECT_EQ(kv_rescale(int64_t(1) << 58, 32767), ((int64_t(1) << 58) / 32768) * 32767);  // wide: no overflow
+  // One row: acc = 5 * 32767 * 2^16, sum = 32767 -> 5 * 2^16 (32767 r = 2^46 - 2).
+  const int64_t acc[3] = {int64_t(5) * 32767 * 65536, -(int64_t(1) << 58), int64_t(1) << 58};
+  int32_t o[3];
+  kv_normalize(acc, 32767, 3, o);
+  EXPECT_EQ(o[0], 5 * 65536);
+  EXPECT_EQ(o[1], INT32_MIN);  // saturated
+  EXPECT_EQ(o[2], INT32_MAX);
+}
+
+TEST(KvInt4Steps, BankPicksTheLargestChannelsAndRoundTrips) {
+  float kmax[96];
+  std::fill(kmax, kmax + 96, 1.0f);
+  kmax[5] = kmax[7] = 9.0f;
+  kmax[90] = kmax[20] = 4.0f;  // a tie: the lower channel first
+  kmax[3] = 0.0f;              // floored at 1e-5
+  const KvInt4Bank b = kv_int4_bank(kmax, 3);
+  EXPECT_EQ(b.outliers, (std::vector<int>{5, 7, 20}));
+  EXPECT_EQ(b.sk[0], fp16_from_float(1.0f / 7.0f));
+  EXPECT_EQ(b.sk[5], fp16_from_float(9.0f / 7.0f));
+  EXPECT_EQ(b.sk[3], fp16_from_float(1e-5f / 7.0f));
+  EXPECT_TRUE(kv_int4_bank(kmax, 0).outliers.empty());
+  EXPECT_THROW(kv_int4_bank(kmax, 9), Error);
+  uint8_t bytes[200];
+  std::fill(bytes, bytes + 200, uint8_t(0xEE));
+  write_kv_bank(b, bytes);
+  EXPECT_EQ(bytes[10] | (bytes[11] << 8), b.sk[5]);
+  EXPECT_EQ(bytes[192], 5);
+  EXPECT_EQ(bytes[193], 7);
+  EXPECT_EQ(bytes[194], 20);
+  EXPECT_EQ(bytes[195], 0);  // padding to the beat
+  EXPECT_EQ(bytes[199], 0);
+  const KvInt4Bank back = read_kv_bank(bytes, 3);
+  EXPECT_EQ(back.outliers, b.outliers);
+  EXPECT_EQ(back.sk, b.sk);
+  bytes[193] = 5;  // repeats
+  EXPECT_THROW(read_kv_bank(bytes, 3), Error);
+  bytes[193] = 96;  // not a channel
+  EXPECT_THROW(read_kv_bank(bytes, 3), Error);
 }
 
 }  // namespace

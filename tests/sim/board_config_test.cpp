@@ -131,6 +131,11 @@ TEST(BoardConfig, EveryKeyRangeEndIsAcceptedByTheModules) {
         p.set("dma.mm2s_fifo_beats=4096");
         p.set("dma.s2mm_fifo_beats=4096");
       }
+      // Outlier lanes exist in the INT4 KV format, read by the online-softmax unit only.
+      if (s.key == "kv.outlier_channels" && v > 0) {
+        p.set("kv.format=int4");
+        p.set("attention.variant=online-softmax");
+      }
       p.set_value(s.key, s.type == ParamType::Integer ? ParamValue(int64_t(v)) : ParamValue(v), "test");
       EXPECT_EQ(board_error(make_sim_config(p).board), "") << s.key << " = " << v;
     }
@@ -179,6 +184,29 @@ TEST(BoardConfig, CrossFieldRuleNamesBothKeys) {
     EXPECT_NE(std::string(e.what()).find("dma.mm2s_fifo_beats"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("dma.max_burst_beats"), std::string::npos) << e.what();
   }
+}
+
+TEST(BoardConfig, Int4KvNeedsTheOnlineUnitAndNamesBothKeys) {
+  const auto error_of = [](const std::vector<std::string>& sets) -> std::string {
+    ParamSet p = board_params();
+    for (const auto& s : sets) p.set(s);
+    try {
+      (void)make_sim_config(p);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string two_phase = error_of({"kv.format=int4"});
+  EXPECT_NE(two_phase.find("kv.format"), std::string::npos) << two_phase;
+  EXPECT_NE(two_phase.find("attention.variant"), std::string::npos) << two_phase;
+  const std::string lanes = error_of({"kv.outlier_channels=3"});
+  EXPECT_NE(lanes.find("kv.outlier_channels"), std::string::npos) << lanes;
+  EXPECT_NE(lanes.find("kv.format"), std::string::npos) << lanes;
+  EXPECT_EQ(error_of({"kv.format=int4", "attention.variant=online-softmax", "kv.outlier_channels=8"}), "");
+  const SimConfig board = make_sim_config(board_params());  // the default: the board's int8 rows
+  EXPECT_EQ(board.board.attention.kv(), model::KvFormat::Int8);
+  EXPECT_EQ(board.board.attention.kv_outlier_channels, 0);
 }
 
 TEST(BoardConfig, DumpShowsRangeUnitAndEvidence) {

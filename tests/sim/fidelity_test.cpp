@@ -41,7 +41,7 @@ void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOu
 }
 
 // `count` generated scenarios from `seed`, with the attention unit `variant`.
-void generated_scenarios(uint32_t seed, int count, const std::string& variant) {
+void generated_scenarios(uint32_t seed, int count, const std::string& variant, const std::string& kv = "int8") {
   std::mt19937 g(seed);
   const double clocks[] = {50.0, 100.0, 125.0, 142.86, 200.0, 250.0};
   for (int scenario = 0; scenario < count; ++scenario) {
@@ -77,14 +77,20 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant) {
       p.set_value("walker.call_cycles", int64_t(variants() % 200), "test");
       p.set_value("walker.reg_access_cycles", int64_t(1 + variants() % 8), "test");
     }
+    // The INT4 KV codec (with the online-softmax unit): outlier lanes drawn 0..8.
+    if (kv == "int4") {
+      p.set_value("kv.format", kv, "test");
+      p.set_value("kv.outlier_channels", int64_t(variants() % 9), "test");
+    }
     // The board knobs: one lane per engine, one HP port for all four DMAs.
     if (scenario % 5 == 2) p.set_value("host.lanes", int64_t(1), "test");
     if (scenario % 4 == 3) p.set_value("board.hp_ports", int64_t(1), "test");
     const SimConfig cfg = make_sim_config(p);
+    if (kv == "int4") EXPECT_TRUE(cfg.board.attention.int4() && cfg.memory.kv_format == model::KvFormat::Int4);
     const int n_tokens = 2 + int(g() % 4);
     std::vector<int> toks;
     for (int i = 0; i < n_tokens; ++i) toks.push_back(int(g() % uint32_t(m.config.vocab_size)));
-    const std::string what = variant + " scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
+    const std::string what = variant + " kv " + kv + " (" + p.to_string("kv.outlier_channels") + " lanes) scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
                              ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ", matmul " +
                              p.text("matmul.format") + ", walker " + p.text("host.walker") + ")";
     const auto s = scales_for(m);
@@ -121,6 +127,12 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) { generated_scenarios
 // descriptors per head and the normalizer's latency, in both fidelities.
 TEST(Fidelity, GeneratedScenariosOnlineSoftmaxGiveIdenticalCycleCounts) {
   generated_scenarios(20261201, 6, "online-softmax");
+}
+
+// The INT4 KV codec read by the online-softmax unit (docs/variants-attention.md 8): the bank
+// and the INT4 rows in the stream, the outlier lanes' row sizes, the V tail's latency.
+TEST(Fidelity, GeneratedScenariosInt4KvGiveIdenticalCycleCounts) {
+  generated_scenarios(20261202, 6, "online-softmax", "int4");
 }
 
 TEST(Fidelity, LongContextAndStartPosition) {

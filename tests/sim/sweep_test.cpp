@@ -99,5 +99,30 @@ TEST(Sweep, TwoAxesMakeTheProduct) {
   EXPECT_GT(r.points[0].dma_calls, r.points[1].dma_calls);
 }
 
+// A combination the config validation refuses (INT4 KV with the two-phase unit) is left out
+// and named; the valid points run, and INT4 KV moves fewer bytes in less attention time.
+TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
+  const ParamSet p = board_params();
+  SweepOptions o;
+  o.grid.push_back(parse_axis(p, "attention.variant=two-phase,online-softmax"));
+  o.grid.push_back(parse_axis(p, "kv.format=int8,int4"));
+  o.tokens = 1;
+  o.check_model.clear();
+  const SweepResult r = run_sweep(p, o);
+  ASSERT_EQ(r.points.size(), 3u);
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_EQ(r.skipped[0].rfind("attention.variant=two-phase kv.format=int4: ", 0), 0u) << r.skipped[0];
+  EXPECT_NE(r.skipped[0].find("needs attention.variant = online-softmax"), std::string::npos) << r.skipped[0];
+  EXPECT_EQ(r.points[2].values, (std::vector<std::string>{"online-softmax", "int4"}));
+  EXPECT_LT(r.points[2].attention_ms, r.points[1].attention_ms);  // T = 64: 104 bytes a position, not 192
+  EXPECT_EQ(r.points[2].matmul_ms, r.points[1].matmul_ms);
+  // No valid point: the refusal itself.
+  SweepOptions none;
+  none.grid.push_back(parse_axis(p, "kv.format=int4"));
+  none.tokens = 1;
+  none.check_model.clear();
+  EXPECT_NE(error_of([&] { run_sweep(p, none); }).find("kv.format = int4 needs"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bitsim::sim

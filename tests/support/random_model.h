@@ -59,6 +59,10 @@ inline golden::KvScales fixed_scales(const model::TernaryModel& m) {
   golden::KvScales s;
   s.k.assign(size_t(m.config.num_layers) * size_t(m.config.num_heads), 0.04f);
   s.v.assign(s.k.size(), 0.03f);
+  // kv.format = int4: per-channel K maxima of the same scale, a few channels larger (the
+  // outlier lanes' candidates).
+  for (size_t i = 0; i < s.k.size(); ++i)
+    for (int d = 0; d < model::kHeadDim; ++d) s.k_channel.push_back(0.04f * 127.0f * (1.0f + float((d * 7 + int(i)) % 11) / 4.0f));
   return s;
 }
 
