@@ -34,6 +34,7 @@
 #include "hw/attention_unit.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
+#include "hw/sim_start.h"
 #include "model/error.h"
 #include "model/packed_image.h"
 
@@ -89,7 +90,7 @@ double run_to_completion(hw::Board& board, host::Ps& ps, double* cpu) {
   const double c0 = thread_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   while (!ps.finished() && board.clock().cycle() < kMaxCycles)
-    sc_core::sc_start(board.clock().period() * double(kChunkCycles));
+    bitsim::hw::start_simulation(board.clock().period() * double(kChunkCycles));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   *cpu += thread_cpu_seconds() - c0;
   return wall;

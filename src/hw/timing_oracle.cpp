@@ -11,6 +11,7 @@
 #include "hw/engine_regs.h"
 #include "hw/sim_context.h"
 #include "hw/progress_watchdog.h"
+#include "hw/sim_start.h"
 #include "model/error.h"
 
 namespace bitsim::hw {
@@ -200,7 +201,7 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
   });
   OraclePs ps("oracle_ps", board, batch, max_cycles, result);
   ps.bus.bind(board.ps_bus);
-  sc_core::sc_start();
+  start_simulation();
   if (ps.failure) std::rethrow_exception(ps.failure);
   result.writes = written_regions(board, written);
   return result;

@@ -7,6 +7,7 @@
 #include "host/ps.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
+#include "hw/sim_start.h"
 #include "hw/vcd_probe.h"
 #include "model/error.h"
 
@@ -67,7 +68,7 @@ class CycleMachine : public Machine {
     ran_ = true;
     program_ = program;
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-    sc_core::sc_start();
+    hw::start_simulation();
     if (ps_.failure()) std::rethrow_exception(ps_.failure());
     if (!ps_.finished()) throw Error("cycle fidelity: the simulation ended before the host program finished");
     if (vcd_) vcd_->close();

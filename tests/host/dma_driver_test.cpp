@@ -19,6 +19,7 @@
 #include "hw/board.h"
 #include "hw/fast_board.h"
 #include "hw/sim_context.h"
+#include "hw/sim_start.h"
 #include "model/attention_stream.h"
 #include "model/error.h"
 #include "model/packed_image.h"
@@ -385,7 +386,7 @@ TEST(DmaDriver, SameAccessesAtTheSameTimesOnTheClockedAndTheFastBoard) {
     ps.bus.bind(board.ps_bus);
     CyclePlatform cp(ps, board);
     platform = &cp;
-    sc_core::sc_start();
+    hw::start_simulation();
     if (ps.failure()) std::rethrow_exception(ps.failure());
     ASSERT_TRUE(ps.finished());
   }

@@ -32,6 +32,7 @@
 #include "hw/engine_regs.h"
 #include "hw/progress_watchdog.h"
 #include "hw/sim_context.h"
+#include "hw/sim_start.h"
 #include "model/error.h"
 #include "model/packed_image.h"
 
@@ -102,11 +103,11 @@ struct Rig {
         ADD_FAILURE() << "condition not reached within " << max_cycles << " cycles";
         return false;
       }
-      sc_core::sc_start(board.clock().period() * double(chunk));
+      start_simulation(board.clock().period() * double(chunk));
     }
     return true;
   }
-  void run_cycles(uint64_t n) { sc_core::sc_start(board.clock().period() * double(n)); }
+  void run_cycles(uint64_t n) { start_simulation(board.clock().period() * double(n)); }
   // The edge at which a register write issued now takes effect (docs/hw-timing.md: c0).
   uint64_t write_edge() {
     return sc_core::sc_time_stamp().value() / board.clock().period().value() + 1;
@@ -487,7 +488,7 @@ TEST(Board, PsAccessToAnUnmappedAddressFails) {
   });
   ps.bus.bind(board.ps_bus);
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  for (int i = 0; i < 100 && !ps.finished(); ++i) sc_core::sc_start(board.clock().period() * 100.0);
+  for (int i = 0; i < 100 && !ps.finished(); ++i) start_simulation(board.clock().period() * 100.0);
   ASSERT_TRUE(ps.finished());
   EXPECT_EQ(dmacr, kCrResetValue);
   ASSERT_TRUE(ps.failure());
@@ -527,7 +528,7 @@ struct DriverOnBoard {
 // Runs a PS program on the board in bounded chunks; false if it did not finish.
 bool run_program(Board& board, host::Ps& ps, uint64_t max_cycles) {
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  while (!ps.finished() && board.clock().cycle() < max_cycles) sc_core::sc_start(board.clock().period() * 4096.0);
+  while (!ps.finished() && board.clock().cycle() < max_cycles) start_simulation(board.clock().period() * 4096.0);
   return ps.finished();
 }
 

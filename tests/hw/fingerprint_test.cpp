@@ -10,6 +10,7 @@
 #include "host/ps.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
+#include "hw/sim_start.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {
@@ -57,7 +58,7 @@ TEST(Fingerprint, SeesATransferAndTheWallAndComesBackAfterIt) {
     idle = board.state_fingerprints(board.clock().cycle());
   });
   ps.bus.bind(board.ps_bus);
-  sc_core::sc_start();
+  start_simulation();
   ASSERT_FALSE(ps.failure());
   // Mid-transfer the DMA, the port and the DDR hold beats and bursts.
   EXPECT_NE(std::find(mid.begin(), mid.end(), "mm0"), mid.end()) << ::testing::PrintToString(mid);
