@@ -68,6 +68,30 @@ void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
   *sum = total;
 }
 
+// The online-softmax unit's running maximum (docs/variants-attention.md section 3) at row
+// t with score s: p_t, the row's weight against the maximum, and alpha, the rescale of the
+// accumulators when the maximum grows. M is updated.
+namespace {
+struct OnlineStep {
+  uint32_t p = 0;
+  bool grew = false;   // the maximum grew: rescale acc and sum by alpha first
+  uint32_t alpha = 0;
+};
+OnlineStep online_max_step(int t, int32_t s, int32_t& M, const AttentionParams& p) {
+  OnlineStep r{num::exp_table()[0], false, 0};
+  if (t == 0) {
+    M = s;
+  } else if (s <= M) {
+    r.p = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), p.m, p.shift));
+  } else {
+    r.grew = true;
+    r.alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), p.m, p.shift));
+    M = s;
+  }
+  return r;
+}
+}  // namespace
+
 void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T,
                            const AttentionParams& p, int32_t* o, uint32_t* sum) {
   if (p.legacy) throw Error("attention_head_online: the online-softmax unit has no legacy shift mode");
@@ -79,16 +103,11 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
   for (int t = 0; t < T; ++t) {
     int32_t s = 0;
     for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * int32_t(K[t * kHeadDim + d]);
-    uint32_t pt = num::exp_table()[0];
-    if (t == 0) {
-      M = s;
-    } else if (s <= M) {
-      pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), p.m, p.shift));
-    } else {
-      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), p.m, p.shift));
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = num::online_rescale(acc[d], alpha);
-      total = num::online_rescale(total, alpha);
-      M = s;
+    const OnlineStep step = online_max_step(t, s, M, p);
+    const uint32_t pt = step.p;
+    if (step.grew) {
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = num::online_rescale(acc[d], step.alpha);
+      total = num::online_rescale(total, step.alpha);
     }
     for (int d = 0; d < kHeadDim; ++d) acc[d] += int64_t(pt) * V[t * kHeadDim + d];
     total += pt;
@@ -128,16 +147,11 @@ void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8
     int32_t s = 0;
     for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
     // The running maximum, p and alpha: section 3.
-    uint32_t pt = num::exp_table()[0];
-    if (t == 0) {
-      M = s;
-    } else if (s <= M) {
-      pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), p.m, p.shift));
-    } else {
-      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), p.m, p.shift));
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
-      total = num::online_rescale(total, alpha);
-      M = s;
+    const OnlineStep step = online_max_step(t, s, M, p);
+    const uint32_t pt = step.p;
+    if (step.grew) {
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], step.alpha);
+      total = num::online_rescale(total, step.alpha);
     }
     // V: the group's weight p * sv * 2^16 (exponent aligned), times the nibble.
     for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {

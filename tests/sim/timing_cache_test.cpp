@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,16 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("bitsim_timing_cache_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(n++));
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using bitsim::test::TempDir;
 
 BoardRunRequest request(const fs::path& cache, int tokens) {
   BoardRunRequest req{RunRequest{}, board_params()};
