@@ -449,7 +449,7 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
     for (const TernaryMatrix* w : ws) compact_[w];  // the map's nodes first: the threads fill them
     // The matrices split over the threads, one matrix at a time each.
     std::vector<std::thread> pool;
-    const int threads = std::max(1, options_.threads);
+    const int threads = std::max(1, options_.build_threads > 0 ? options_.build_threads : options_.threads);
     auto convert = [&](int part) {
       for (size_t i = size_t(part); i < ws.size(); i += size_t(threads)) compact_.at(ws[i]) = CompactTrits(*ws[i]);
     };

@@ -129,6 +129,7 @@ struct BoardReferenceOptions {
   // at construction; a quarter of the int8 trits' bytes per token) instead of the int8
   // trits. The sums are the same (CompactTrits' test against ternary_matvec).
   bool compact_trits = true;
+  int build_threads = 0;  // threads of the one-time compact layout build (0: `threads`)
 };
 
 struct TokenStats {

@@ -32,7 +32,11 @@ int CompactTrits::trit(int r, int j) const {
 }
 
 // The loop is plain C++; target_clones lets the compiler also emit an AVX2 version of it
-// (chosen at run time).
+// (chosen at run time). A block's four columns per byte give a partial sum of at most
+// 4 x 128 in magnitude, so each byte position's block sum fits in 16 bits (part[k]); each
+// byte position then keeps its own 32-bit running sum over the row's blocks (lane[k]), and
+// the lanes are added once at the row's end. It is the same integer sum in another order,
+// written so that the compiler keeps it in vector registers.
 __attribute__((target_clones("avx2", "default")))
 void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const {
   // x padded with zeros to whole blocks (the padding columns' trits are 0 as well).
@@ -41,18 +45,22 @@ void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* 
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
   for (int r = row_begin; r < row_end; ++r) {
     const uint8_t* row = codes_.data() + size_t(r) * row_bytes;
-    int32_t s = 0;
+    int32_t lane[kBlockBytes] = {};
     for (int block = 0; block < blocks_; ++block) {
       const uint8_t* c = row + size_t(block) * kBlockBytes;
       const int8_t* xb = xp.data() + size_t(block) * kBlockTrits;
+      int16_t part[kBlockBytes];
       for (int k = 0; k < kBlockBytes; ++k) {
         const int v = c[k];
-        s += ((v & 3) - 1) * xb[k]                // column 128 block + k
-             + (((v >> 2) & 3) - 1) * xb[k + 32]  // + 32
-             + (((v >> 4) & 3) - 1) * xb[k + 64]  // + 64
-             + ((v >> 6) - 1) * xb[k + 96];       // + 96
+        part[k] = int16_t(((v & 3) - 1) * xb[k]                // column 128 block + k
+                          + (((v >> 2) & 3) - 1) * xb[k + 32]  // + 32
+                          + (((v >> 4) & 3) - 1) * xb[k + 64]  // + 64
+                          + ((v >> 6) - 1) * xb[k + 96]);      // + 96
       }
+      for (int k = 0; k < kBlockBytes; ++k) lane[k] += part[k];
     }
+    int32_t s = 0;
+    for (int k = 0; k < kBlockBytes; ++k) s += lane[k];
     acc[r - row_begin] = s;
   }
 }

@@ -328,13 +328,19 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
 
   const std::unique_ptr<CacheStore> store = CacheStore::open(rr.cache, cb.on_warning);
   const PreparedModel l = load(rr, std::move(source), *tokenizer, res, store.get(), status);
+  // With the check on, the board and the golden reference run each token at the same time,
+  // so the host threads are split between them: the golden reference, the slower of the two,
+  // gets the larger half (with 2 threads, one core each). The split changes no result.
+  const int golden_threads = req.check ? (rr.threads + 1) / 2 : 0;
+  const int board_threads = req.check ? std::max(1, rr.threads - golden_threads) : rr.threads;
   std::unique_ptr<golden::BoardReference> ref;
-  if (req.check)
-    ref = std::make_unique<golden::BoardReference>(
-        l.model, l.scales,
-        golden::BoardReferenceOptions{rr.legacy_attention, rr.threads, cfg.board.attention.kind(),
-                                      cfg.board.attention.kv(), cfg.board.attention.kv_outlier_channels});
-  SimulationOptions so(req.fidelity, rr.threads, rr.legacy_attention);
+  if (req.check) {
+    golden::BoardReferenceOptions go{rr.legacy_attention, golden_threads, cfg.board.attention.kind(),
+                                     cfg.board.attention.kv(), cfg.board.attention.kv_outlier_channels};
+    go.build_threads = rr.threads;  // built before the first token: every thread
+    ref = std::make_unique<golden::BoardReference>(l.model, l.scales, go);
+  }
+  SimulationOptions so(req.fidelity, board_threads, rr.legacy_attention);
   so.vcd_file = req.vcd_file;
   so.vcd_start = req.vcd_start;
   so.vcd_end = req.vcd_end;
