@@ -5,28 +5,38 @@
 namespace bitsim::golden {
 
 CompactTrits::CompactTrits(const model::TernaryMatrix& w)
-    : rows_(w.rows), cols_(w.cols), blocks_((w.cols + kBlockTrits - 1) / kBlockTrits) {
+    : rows_(w.rows),
+      cols_(w.cols),
+      blocks_((w.cols + kBlockTrits - 1) / kBlockTrits),
+      codes_(size_t(rows_) * size_t(blocks_) * kBlockBytes, "golden compact trits") {
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
-  codes_.resize(size_t(rows_) * row_bytes);
   for (int r = 0; r < rows_; ++r) {
     const int8_t* t = w.row(r);
     uint8_t* out = codes_.data() + size_t(r) * row_bytes;
-    for (int block = 0; block < blocks_; ++block)
-      for (int k = 0; k < kBlockBytes; ++k) {
+    for (int block = 0; block < blocks_; ++block) {
+      const int8_t* tb = t + size_t(block) * kBlockTrits;
+      uint8_t* ob = out + size_t(block) * kBlockBytes;
+      if ((block + 1) * kBlockTrits <= cols_) {  // a whole block: the four columns of each byte
+        for (int k = 0; k < kBlockBytes; ++k)
+          ob[k] = uint8_t((tb[k] + 1) | (tb[k + 32] + 1) << 2 | (tb[k + 64] + 1) << 4 | (tb[k + 96] + 1) << 6);
+        continue;
+      }
+      for (int k = 0; k < kBlockBytes; ++k) {  // the last, partial block: code 1 past column n
         unsigned b = 0;
         for (int place = 0; place < 4; ++place) {
           const int j = block * kBlockTrits + place * kBlockBytes + k;
           const unsigned code = j < cols_ ? unsigned(t[j] + 1) : 1u;
           b |= code << (2 * place);
         }
-        out[size_t(block) * kBlockBytes + size_t(k)] = uint8_t(b);
+        ob[k] = uint8_t(b);
       }
+    }
   }
 }
 
 int CompactTrits::trit(int r, int j) const {
   const int block = j / kBlockTrits, within = j % kBlockTrits;
-  const uint8_t b = codes_[size_t(r) * size_t(blocks_) * kBlockBytes + size_t(block) * kBlockBytes +
+  const uint8_t b = codes_.data()[size_t(r) * size_t(blocks_) * kBlockBytes + size_t(block) * kBlockBytes +
                            size_t(within % kBlockBytes)];
   return int((b >> (2 * (within / kBlockBytes))) & 3) - 1;
 }

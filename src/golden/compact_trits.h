@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/huge_memory.h"
 #include "model/ternary.h"
 
 namespace bitsim::golden {
@@ -36,7 +37,7 @@ class CompactTrits {
 
  private:
   int rows_ = 0, cols_ = 0, blocks_ = 0;
-  std::vector<uint8_t> codes_;  // rows * blocks * 32
+  model::HugeMemory codes_;  // rows * blocks * 32 bytes
 };
 
 }  // namespace bitsim::golden

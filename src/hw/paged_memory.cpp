@@ -10,7 +10,10 @@
 namespace bitsim::hw {
 
 PagedMemory::PagedMemory(uint64_t size_bytes, std::string name)
-    : size_(size_bytes), name_(std::move(name)), pages_(size_t((size_bytes + kPageBytes - 1) / kPageBytes)) {}
+    : size_(size_bytes),
+      name_(std::move(name)),
+      memory_(size_t(size_bytes), name_.c_str()),
+      written_(size_t((size_bytes + kPageBytes - 1) / kPageBytes), 0) {}
 
 void PagedMemory::check(uint64_t addr, size_t n, const char* what) const {
   if (addr > size_ || n > size_ - addr)
@@ -26,9 +29,8 @@ const uint8_t* PagedMemory::span(uint64_t addr, size_t n) const {
 }
 
 uint8_t* PagedMemory::page_for_write(uint64_t index) const {
-  auto& p = pages_[size_t(index)];
-  if (!p) p.reset(new uint8_t[kPageBytes]());  // zero-filled
-  return p.get();
+  written_[size_t(index)] = 1;  // the mapping is zero until written
+  return memory_.data() + index * kPageBytes;
 }
 
 void PagedMemory::read(uint64_t addr, void* dst, size_t n) const {
@@ -64,7 +66,7 @@ void PagedMemory::write(uint64_t addr, const void* src, size_t n) {
 }
 
 size_t PagedMemory::allocated_pages() const {
-  return size_t(std::count_if(pages_.begin(), pages_.end(), [](const auto& p) { return bool(p); }));
+  return size_t(std::count(written_.begin(), written_.end(), uint8_t(1)));
 }
 
 }  // namespace bitsim::hw

@@ -1,14 +1,18 @@
 #pragma once
 // PagedMemory: the DDR's contents, in both fidelities (hw::Ddr for the clocked board, the
-// fast board's memory): bytes allocated lazily in 1 MiB zero-filled pages (an untouched
-// page reads as zero and costs no memory), accesses checked against the size (bitsim::Error
-// naming the range), and a write listener that hears every write.
+// fast board's memory): one zero-filled mapping of the whole size (model::HugeMemory, in
+// 2 MB huge pages where the kernel allows), of which the host only backs what is touched;
+// its 1 MiB pages are marked when first written (an untouched page reads as zero and costs
+// no memory), accesses checked against the size (bitsim::Error naming the range), and a
+// write listener that hears every write.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "model/huge_memory.h"
 
 namespace bitsim::hw {
 
@@ -28,22 +32,25 @@ class PagedMemory {
     if (listener_ && n > 0) listener_(addr, n);
   }
   // Page `index`, or nullptr if it was never written.
-  const uint8_t* page(uint64_t index) const { return pages_[size_t(index)].get(); }
+  const uint8_t* page(uint64_t index) const {
+    return written_[size_t(index)] ? memory_.data() + index * kPageBytes : nullptr;
+  }
   // Page `index`, allocated (zero-filled) if it was never written.
   uint8_t* page_for_write(uint64_t index) const;
   size_t allocated_pages() const;
   // Calls f(address, bytes) for every page that was ever written.
   template <class F>
   void for_each_page(F f) const {
-    for (size_t i = 0; i < pages_.size(); ++i)
-      if (pages_[i]) f(uint64_t(i) * kPageBytes, size_t(std::min<uint64_t>(kPageBytes, size_ - uint64_t(i) * kPageBytes)));
+    for (size_t i = 0; i < written_.size(); ++i)
+      if (written_[i]) f(uint64_t(i) * kPageBytes, size_t(std::min<uint64_t>(kPageBytes, size_ - uint64_t(i) * kPageBytes)));
   }
 
  private:
   void check(uint64_t addr, size_t n, const char* what) const;
   uint64_t size_;
   std::string name_;
-  mutable std::vector<std::unique_ptr<uint8_t[]>> pages_;  // span() allocates the page it points into
+  mutable model::HugeMemory memory_;       // size_ bytes, zero until written
+  mutable std::vector<uint8_t> written_;   // per page: ever written (span() marks the page it points into)
   std::function<void(uint64_t, size_t)> listener_;
 };
 

@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "model/error.h"
 
@@ -160,6 +164,32 @@ TEST(PackedImage, RowRoundTripAndZeroPaddingBytes) {
   }
   EXPECT_THROW(pack_row(nullptr, 0, nullptr), bitsim::Error);
   EXPECT_THROW(pack_row(nullptr, 4097, nullptr), bitsim::Error);
+}
+
+// pack_row packs whole bytes without pack5's per-digit checks once every trit is valid:
+// each byte must still equal pack5 of its five trits, and a bad trit anywhere (in a whole
+// byte or in the last, partial one) must still be refused with pack5's message.
+TEST(PackedImage, PackRowBytesEqualPack5AndABadTritIsNamed) {
+  for (int n : {1, 4, 5, 6, 9, 10, 11, 1536, 4095, 4096}) {
+    const auto t = random_trits(size_t(n), uint32_t(1000 + n));
+    std::vector<uint8_t> buf(packed_row_bytes(n), 0xEE);
+    pack_row(t.data(), n, buf.data());
+    for (int k = 0; k * 5 < n; ++k)
+      ASSERT_EQ(buf[size_t(k)], pack5(t.data() + 5 * k, std::min(5, n - 5 * k))) << "n " << n << " byte " << k;
+    for (int bad_at : {0, n / 2, n - 1}) {
+      for (int8_t bad : {int8_t(2), int8_t(-2), int8_t(127), int8_t(-128)}) {
+        auto tb = t;
+        tb[size_t(bad_at)] = bad;
+        try {
+          pack_row(tb.data(), n, buf.data());
+          FAIL() << "n " << n << ": trit " << int(bad) << " at " << bad_at << " accepted";
+        } catch (const bitsim::Error& e) {
+          EXPECT_NE(std::string(e.what()).find(fmt::format("trit {} at digit {}", int(bad), bad_at % 5)), std::string::npos)
+              << e.what();
+        }
+      }
+    }
+  }
 }
 
 TEST(PackedImage, HeaderLayoutAndRoundTrip) {

@@ -1,0 +1,61 @@
+// HugeMemory (model/huge_memory.h): a zero-filled anonymous mapping for the big arrays.
+#include "model/huge_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <utility>
+
+namespace bitsim::model {
+namespace {
+
+bool all_zero(const HugeMemory& m) {
+  for (size_t i = 0; i < m.size(); ++i)
+    if (m.data()[i] != 0) return false;
+  return true;
+}
+
+TEST(HugeMemory, SmallAndHugeArraysAreZeroAndWritableToTheLastByte) {
+  for (size_t bytes : {size_t(1), size_t(4095), size_t(4097), size_t(3) << 20, (size_t(5) << 20) + 7}) {
+    HugeMemory m(bytes, "test array");
+    ASSERT_EQ(m.size(), bytes);
+    ASSERT_NE(m.data(), nullptr);
+    EXPECT_TRUE(all_zero(m)) << bytes;
+    std::memset(m.data(), 0xA5, bytes);
+    EXPECT_EQ(m.data()[0], 0xA5);
+    EXPECT_EQ(m.data()[bytes - 1], 0xA5);
+  }
+}
+
+TEST(HugeMemory, ZeroBytesMapsNothing) {
+  const HugeMemory m(0, "empty");
+  EXPECT_EQ(m.size(), 0u);
+  EXPECT_EQ(m.data(), nullptr);
+}
+
+TEST(HugeMemory, MovesOwnershipAndLeavesTheSourceEmpty) {
+  HugeMemory a(size_t(3) << 20, "a");
+  a.data()[12345] = 7;
+  HugeMemory b(std::move(a));
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.size(), 0u);
+  ASSERT_EQ(b.size(), size_t(3) << 20);
+  EXPECT_EQ(b.data()[12345], 7);
+  HugeMemory c(100, "c");
+  c = std::move(b);
+  EXPECT_EQ(c.size(), size_t(3) << 20);
+  EXPECT_EQ(c.data()[12345], 7);
+  EXPECT_EQ(b.data(), nullptr);
+}
+
+TEST(HugeMemory, AnImpossibleSizeIsAnErrorNamingTheArray) {
+  try {
+    const HugeMemory m(size_t(1) << 62, "the simulated DDR");
+    FAIL() << "mapped 2^62 bytes";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the simulated DDR"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bitsim::model
