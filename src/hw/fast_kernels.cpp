@@ -19,10 +19,6 @@
 #define BITSIM_FAST_X86 0
 #endif
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "model/error.h"
 #include "model/packed_image.h"
 #include "numerics/numerics.h"
@@ -33,7 +29,6 @@ namespace {
 constexpr int kBlockElems = 256;  // elements per 64-byte block of the cached form
 constexpr int kBlockBytes = 64;
 using model::kHeadDim;            // CIRCUITS.md 3
-constexpr size_t kHugePage = size_t(2) << 20;
 
 int blocks_for(int n) { return (n + kBlockElems - 1) / kBlockElems; }
 
@@ -665,7 +660,6 @@ void Workers::run(int tasks, const std::function<void(int)>& fn) {
 
 // ---- DecodedRows ------------------------------------------------------------------------
 
-void DecodedRows::Free::operator()(uint8_t* p) const { std::free(p); }
 
 bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, int threads) {
   if (rows < 0) throw Error(fmt::format("DecodedRows::decode: rows = {} < 0", rows));
@@ -675,19 +669,10 @@ bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, i
   const int blocks = blocks_for(n);
   const size_t stride = size_t(blocks) * kBlockBytes;
   const size_t need = std::max<size_t>(stride * size_t(rows), kBlockBytes);
-  if (!data_ || capacity_ < need) {
-    data_.reset();
-    capacity_ = 0;
+  if (data_.size() < need) {
+    data_ = model::HugeMemory();
     rows_ = 0;
-    const size_t align = need >= kHugePage ? kHugePage : size_t(kBlockBytes);
-    const size_t size = (need + align - 1) / align * align;
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(align, size));
-    if (!p) throw Error(fmt::format("DecodedRows::decode: cannot allocate {} bytes", size));
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == kHugePage) ::madvise(p, size, MADV_HUGEPAGE);
-#endif
-    data_.reset(p);
-    capacity_ = size;
+    data_ = model::HugeMemory(need, "DecodedRows::decode");
   }
   const size_t in_stride = model::packed_row_bytes(n);
   threads = std::clamp(threads, 1, std::max(1, rows / 64));
@@ -697,7 +682,7 @@ bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, i
     const int r0 = int(int64_t(rows) * part / threads), r1 = int(int64_t(rows) * (part + 1) / threads);
     for (int r = r0; r < r1; ++r)
       if (!decode_row(packed + size_t(r) * in_stride, n, blocks, codes.data(),
-                      data_.get() + size_t(r) * stride)) {
+                      data_.data() + size_t(r) * stride)) {
         first_bad[size_t(part)] = r;
         return;
       }
@@ -719,7 +704,7 @@ bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, i
   return true;
 }
 
-size_t DecodedRows::bytes() const { return capacity_; }
+size_t DecodedRows::bytes() const { return data_.size(); }
 
 void DecodedRows::matvec_rows(const int8_t* x, int row_begin, int row_end, int32_t* acc,
                               Kernel kernel) const {
@@ -730,7 +715,7 @@ void DecodedRows::matvec_rows(const int8_t* x, int row_begin, int row_end, int32
   if (row_begin == row_end) return;
   const int blocks = blocks_for(n_);
   const PaddedX xp(x, n_, blocks);
-  matvec_fn(kernel)(data_.get() + size_t(row_begin) * stride_, stride_, blocks,
+  matvec_fn(kernel)(data_.data() + size_t(row_begin) * stride_, stride_, blocks,
                     row_end - row_begin, xp.v, xp.sum, acc);
 }
 
@@ -744,7 +729,7 @@ void DecodedRows::matvec(const int8_t* x, int32_t* acc, int threads, Kernel kern
   auto work = [&](int part) {
     int b, e;
     part_range(rows_, part, threads, &b, &e);
-    if (b < e) fn(data_.get() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
+    if (b < e) fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
   };
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
@@ -763,7 +748,7 @@ void DecodedRows::matvec(const int8_t* x, int32_t* acc, Workers& workers, Kernel
   workers.run(tasks, [&](int task) {
     int b, e;
     part_range(rows_, task, tasks, &b, &e);
-    if (b < e) fn(data_.get() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
+    if (b < e) fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
   });
 }
 

@@ -10,8 +10,8 @@
 // past n have code 1 (weight 0). The kernels compute sum_j code_j * x_j with unsigned x
 // signed byte products (VNNI vpdpbusd / pmaddubsw: no saturation, |pair| <= 512) into exact
 // int32 accumulators and subtract sum_j x_j: acc = sum (t+1) x - sum x = sum t x.
-// bitnet-large (728M weights) takes 182 MB in this form; the buffer is 2 MiB-aligned and
-// madvise(MADV_HUGEPAGE)d (matvec streams the whole matrix: it is memory-bandwidth bound).
+// bitnet-large (728M weights) takes 182 MB in this form, in a model::HugeMemory (2 MB pages:
+// matvec streams the whole matrix, it is memory-bandwidth bound).
 //
 // Kernels are chosen at run time (never a global -march): AVX-512 (F, BW, VL, VNNI), AVX2,
 // or portable C++ (plain x86-64 / SSE2 or any other host). Kernel::Auto picks the best the
@@ -31,6 +31,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "model/huge_memory.h"
 
 namespace bitsim::hw::fast {
 
@@ -101,7 +103,7 @@ class DecodedRows {
   int n() const { return n_; }
   size_t bytes() const;  // memory held
   size_t row_stride() const { return stride_; }  // bytes per decoded row (64 * blocks)
-  const uint8_t* data() const { return data_.get(); }  // rows() * row_stride() bytes
+  const uint8_t* data() const { return data_.data(); }  // rows() * row_stride() bytes
 
   // acc[r] = sum_j t_rj * x_j for r in [0, rows()): exact, equal to golden::ternary_matvec.
   // x holds n() values. Rows are split over `threads` threads started for this call.
@@ -113,11 +115,7 @@ class DecodedRows {
                    Kernel kernel = Kernel::Auto) const;
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t[], Free> data_;
-  size_t capacity_ = 0;  // bytes allocated
+  model::HugeMemory data_;  // the decoded rows (bytes(): its size)
   size_t stride_ = 0;
   int rows_ = 0, n_ = 0;
 };
