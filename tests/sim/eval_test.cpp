@@ -275,8 +275,8 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   EXPECT_EQ(j.at("text_sha256"), sha256_hex(kProse));
   EXPECT_TRUE(j.at("model_sha256").is_null());
   EXPECT_EQ(j.at("text_tokens"), int64_t(kProse.size()));
-  ASSERT_EQ(j.at("rows").size(), 8u);
-  ASSERT_EQ(j.at("logits_vs_float").size(), 4u);
+  ASSERT_EQ(j.at("rows").size(), 10u);
+  ASSERT_EQ(j.at("logits_vs_float").size(), 6u);
   for (const auto& c : j.at("logits_vs_float")) {
     EXPECT_EQ(c.at("positions"), 5);
     EXPECT_EQ(c.at("evidence"), "simulated");
