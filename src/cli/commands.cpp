@@ -438,6 +438,15 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                                    {"device", {{"dsp", W::kDeviceDsp}, {"lut", W::kDeviceLut}, {"bram36", W::kDeviceBram36}}},
                                    {"board_lut_share", W::kBoardLutShare}};
   }
+  {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : r.attention.rows)
+      rows.push_back({{"name", row.name}, {"width", row.width}, {"per_lane", row.per_lane}, {"dsp", row.dsp},
+                      {"lut", row.lut >= 0 ? nlohmann::json(row.lut) : nlohmann::json(nullptr)}, {"bram36", row.bram36}});
+    summary["attention_resources"] = {{"evidence", "simulated"}, {"operators", rows}, {"dsp", r.attention.dsp},
+                                      {"lut", r.attention.lut}, {"lut_complete", r.attention.lut_complete},
+                                      {"bram36", r.attention.bram36}};
+  }
   nlohmann::json cfg(r.config);
   return nlohmann::json{{"schema", "bitsim.run/1"},
                         {"fidelity", sim::fidelity_name(r.fidelity)},
@@ -509,10 +518,18 @@ void print_run(const sim::BoardRunResult& r) {
     for (const auto& row : r.walker->rows)
       fmt::print("    {:<20} {:>5} el/cycle {:>4} DSP {:>6} LUT {:>3} BRAM36\n", row.name,
                  row.lanes > 0 ? fmt::format("{:g}", row.lanes) : std::string("-"), row.dsp, row.lut, row.bram36);
-    fmt::print("    with the board      {} DSP ({:.0f}%), {:.0f} LUT ({:.0f}%)  [simulated]\n", r.walker->dsp + W::kBoardDsp,
-               100.0 * (r.walker->dsp + W::kBoardDsp) / W::kDeviceDsp, W::kBoardLutShare * W::kDeviceLut + r.walker->lut,
-               100.0 * (W::kBoardLutShare * W::kDeviceLut + r.walker->lut) / W::kDeviceLut);
+    // Beside the board's 34% of the LUTs and the configured attention unit (17 DSP on the board;
+    // the INT4 read path's LUTs when kv.format = int4).
+    const int dsp = r.walker->dsp + r.attention.dsp;
+    const double lut = W::kBoardLutShare * W::kDeviceLut + r.walker->lut + r.attention.lut;
+    fmt::print("    with the board      {} DSP ({:.0f}%), {:.0f} LUT ({:.0f}%)  [simulated]\n", dsp,
+               100.0 * dsp / W::kDeviceDsp, lut, 100.0 * lut / W::kDeviceLut);
   }
+  fmt::print("  attention unit        {} DSP48E1, {} BRAM36{} (model; device 220 DSP, 140 BRAM36)  [simulated]\n",
+             r.attention.dsp, r.attention.bram36,
+             r.attention.lut_complete ? fmt::format(", {} LUT", r.attention.lut)
+             : r.attention.lut > 0    ? fmt::format(", {} LUT in the INT4 read path", r.attention.lut)
+                                      : std::string());
   const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
   fmt::print("  driver calls          {:.1f} per token, fixed call cost {:.3f} ms per token = {:.1f}% of token "
              "time  [simulated]\n",

@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kEvalHelp =
     "Perplexity of a text (teacher forcing, windows of min(512, max_position_embeddings) "
-    "positions) under seven arithmetics, each `simulated` (golden references on this host):\n"
+    "positions) under ten arithmetics, each `simulated` (golden references on this host):\n"
     "  float               float BitLinear, float softmax, tied float lm_head (the checkpoint's semantics)\n"
     "  float-ternary-head  float with the board's ternary lm_head\n"
     "  board               the board's arithmetic (multiplier m, fixed K/V scales, ternary lm_head), bit-equal to the simulated board\n"
@@ -25,7 +25,9 @@ constexpr const char* kEvalHelp =
     "  board-dynamic-kv    board with K/V scales from the max over all positions of the window (looks at future keys)\n"
     "  board-int8-head     board with an INT8 lm_head (per-row absmax) instead of the ternary one\n"
     "  board-online-softmax  board with the online-softmax attention unit (docs/variants-attention.md)\n"
-    "  board-online-softmax-int4-kv  the same with the INT4 KV cache (kv.format = int4; docs/variants-attention.md 8)";
+    "  board-online-softmax-int4-kv  the same with the INT4 KV cache (kv.format = int4; docs/variants-attention.md 8)\n"
+    "  board-online-softmax-int4-kv-4-outliers  the same with 4 fp16 outlier lanes (kv.outlier_channels = 4)\n"
+    "  board-online-softmax-int4-kv-8-outliers  the same with 8 fp16 outlier lanes (kv.outlier_channels = 8)";
 
 class Eval final : public EvalCommand {
  public:
@@ -79,9 +81,9 @@ class Eval final : public EvalCommand {
     fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
     fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
                r.scored_tokens, r.windows, r.window);
-    fmt::print("{:<28} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
+    fmt::print("{:<39} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
     for (const auto& row : r.rows)
-      fmt::print("{:<28} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
+      fmt::print("{:<39} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
     if (r.board) {
       if (r.board->logits_equal)
         fmt::print("\nsimulated board: the first {} positions ran on the board (fast fidelity); their logits "
@@ -93,9 +95,9 @@ class Eval final : public EvalCommand {
     if (!r.compare.empty()) {
       fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",
                  r.compare[0].positions);
-      fmt::print("{:<28} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
+      fmt::print("{:<39} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
       for (const auto& c : r.compare)
-        fmt::print("{:<28} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
+        fmt::print("{:<39} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
     }
     fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
     return r.board && !r.board->logits_equal ? 3 : 0;

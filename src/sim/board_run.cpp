@@ -303,6 +303,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   res.model = source->describe();
   res.shape = mc.shape_string();
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc);
+  res.attention = hw::attention_resources(cfg.board.attention);
   res.tokenizer = tokenizer->describe();
   res.synthetic_tokenizer = tokenizer->is_synthetic();
   // The context the KV cache holds in its format (docs/variants-attention.md 8.5): the unit's

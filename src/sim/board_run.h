@@ -12,6 +12,7 @@
 
 #include "golden/board_reference.h"
 #include "host/token_loop.h"
+#include "hw/attention_resources.h"
 #include "hw/fast_board.h"
 #include "model/model_loader.h"
 #include "sim/board_config.h"
@@ -89,6 +90,7 @@ struct BoardRunResult {
   std::vector<host::TransferRecord> transfers;  // with BoardRunRequest::keep_transfers
   hw::FastBoardStats fast;        // fast and timing-only: batches, timing-cache hits, oracle runs
   std::optional<host::WalkerResources> walker;  // host.walker = pl: the resource estimate
+  hw::AttentionResources attention;             // the attention unit's resource estimate (model)
 };
 
 // The driver's fixed per-call cost over a run (docs/variants-host.md): driver calls per token

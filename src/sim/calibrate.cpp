@@ -65,13 +65,14 @@ double median(std::vector<double> v) {
 
 Measured measure_window(const ParamSet& p, int first_context, int tokens) {
   const auto out = timing_tokens(p, first_context, tokens);
-  std::vector<double> mm, at, cpu, tot, gbs;
+  std::vector<double> mm, at, cpu, wk, tot, gbs;
   Measured r;
   for (const auto& o : out) {
     const auto& t = o.timing;
     mm.push_back(double(t.matmul_ps) / 1e9);
     at.push_back(double(t.attention_ps) / 1e9);
     cpu.push_back(double(t.cpu_ps) / 1e9);
+    wk.push_back(double(t.walker_ps) / 1e9);
     tot.push_back(double(t.total_ps()) / 1e9);
     gbs.push_back(double(t.bytes_read) / (double(t.matmul_ps + t.attention_ps) / 1e12) / 1e9);
     r.dma_calls = t.dma_transfers;
@@ -79,6 +80,7 @@ Measured measure_window(const ParamSet& p, int first_context, int tokens) {
   r.matmul_ms = median(mm);
   r.attention_ms = median(at);
   r.cpu_ms = median(cpu);
+  r.walker_ms = median(wk);
   r.total_ms = median(tot);
   r.tok_s = 1e3 / r.total_ms;
   r.read_gb_s = median(gbs);

@@ -39,6 +39,7 @@ struct ValidationRow {
 
 struct Measured {
   double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0, tok_s = 0;
+  double walker_ms = 0;     // host.walker = pl: the walker's operator steps (inside total_ms)
   double read_gb_s = 0;     // bytes read / (matmul + attention time), median
   uint64_t dma_calls = 0;   // DMA channel starts per token (the same for every token)
 };

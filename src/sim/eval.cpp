@@ -104,7 +104,8 @@ double nll_of(const std::vector<float>& logits, int target) {
   return mx + std::log(sum) - double(logits[size_t(target)]);
 }
 
-enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kBoardInt4Kv, kKinds };
+enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kBoardInt4Kv,
+           kBoardInt4KvOutliers4, kBoardInt4KvOutliers8, kKinds };
 
 std::string read_text_file(const std::filesystem::path& p) { return io::read_file(p, "text file"); }
 
@@ -159,6 +160,8 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
       {"board-int8-head", "board, with an INT8 lm_head (per-row absmax) instead of the ternary one"},
       {"board-online-softmax", "board, with the online-softmax attention unit (attention.variant; docs/variants-attention.md)"},
       {"board-online-softmax-int4-kv", "board-online-softmax, with the INT4 KV cache (kv.format = int4; docs/variants-attention.md 8)"},
+      {"board-online-softmax-int4-kv-4-outliers", "board-online-softmax-int4-kv, with 4 fp16 outlier lanes (kv.outlier_channels = 4)"},
+      {"board-online-softmax-int4-kv-8-outliers", "board-online-softmax-int4-kv, with 8 fp16 outlier lanes (kv.outlier_channels = 8)"},
   };
   return rows;
 }
@@ -229,11 +232,12 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
 // Scores the windows under every arithmetic. Work items: (window, job); job 0 float (+ the
 // ternary head from its last hidden state), 1 dynamic KV (the longest job: a calibration pass
 // and a board pass), 2 board (+ the int8 head from its last hidden state), 3 legacy, 4
-// online-softmax, 5 online-softmax with INT4 KV. Each item's NLL sum lands in its own slot, and the slots are summed in window order: the result
+// online-softmax, 5 online-softmax with INT4 KV, 6 and 7 the same with 4 and 8 outlier
+// lanes. Each item's NLL sum lands in its own slot, and the slots are summed in window order: the result
 // does not depend on the threads.
 class Scorer {
  public:
-  static constexpr int kJobs = 6;
+  static constexpr int kJobs = 8;
   Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
          int board_positions)
       : m_(m), scales_(scales), windows_(windows), board_positions_(board_positions), head8_(make_int8_head(m)),
@@ -268,13 +272,13 @@ class Scorer {
  private:
   struct Refs {  // one worker's references, built on first use
     std::optional<golden::FloatReference> fl;
-    std::optional<golden::BoardReference> bd, lg, on, i4;
+    std::optional<golden::BoardReference> bd, lg, on, i4, i4o4, i4o8;
   };
   golden::BoardReference& board_ref(std::optional<golden::BoardReference>& r, bool legacy,
                                     model::AttentionVariant variant = model::AttentionVariant::TwoPhase,
-                                    model::KvFormat kv = model::KvFormat::Int8) {
+                                    model::KvFormat kv = model::KvFormat::Int8, int outliers = 0) {
     if (!r) {
-      r.emplace(m_, scales_, golden::BoardReferenceOptions{legacy, 1, variant, kv});
+      r.emplace(m_, scales_, golden::BoardReferenceOptions{legacy, 1, variant, kv, outliers});
       r->set_matvec(fast_.fn());
     }
     r->reset();
@@ -295,9 +299,15 @@ class Scorer {
       out[kBoardLegacy] = plain_nll(board_ref(refs.lg, true), win);
     } else if (job == 4) {
       out[kBoardOnlineSoftmax] = plain_nll(board_ref(refs.on, false, model::AttentionVariant::OnlineSoftmax), win);
-    } else {
+    } else if (job == 5) {
       out[kBoardInt4Kv] = plain_nll(
           board_ref(refs.i4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4), win);
+    } else if (job == 6) {
+      out[kBoardInt4KvOutliers4] = plain_nll(
+          board_ref(refs.i4o4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 4), win);
+    } else {
+      out[kBoardInt4KvOutliers8] = plain_nll(
+          board_ref(refs.i4o8, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 8), win);
     }
   }
   static double plain_nll(golden::BoardReference& ref, const Window& win) {
@@ -385,6 +395,12 @@ std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const
       {"board-online-softmax", {.attention_variant = model::AttentionVariant::OnlineSoftmax}},
       {"board-online-softmax-int4-kv",
        {.attention_variant = model::AttentionVariant::OnlineSoftmax, .kv_format = model::KvFormat::Int4}},
+      {"board-online-softmax-int4-kv-4-outliers",
+       {.attention_variant = model::AttentionVariant::OnlineSoftmax, .kv_format = model::KvFormat::Int4,
+        .kv_outlier_channels = 4}},
+      {"board-online-softmax-int4-kv-8-outliers",
+       {.attention_variant = model::AttentionVariant::OnlineSoftmax, .kv_format = model::KvFormat::Int4,
+        .kv_outlier_channels = 8}},
   };
   const FastMatvec fast(m, /*with_lm_head=*/true, 2);
   std::vector<EvalLogitCompare> out;

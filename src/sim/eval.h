@@ -24,6 +24,8 @@
 //                       (attention.variant = online-softmax, docs/variants-attention.md)
 //   board-online-softmax-int4-kv  the same with the INT4 KV cache (kv.format = int4,
 //                       docs/variants-attention.md 8)
+//   board-online-softmax-int4-kv-4-outliers, -8-outliers  the same with 4 and 8 fp16
+//                       outlier lanes (kv.outlier_channels)
 #include <cstdint>
 #include <filesystem>
 #include <functional>

@@ -75,6 +75,7 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   r.matmul_ms = m.matmul_ms;
   r.attention_ms = m.attention_ms;
   r.cpu_ms = m.cpu_ms;
+  r.walker_ms = m.walker_ms;
   r.total_ms = m.total_ms;
   r.tok_s = m.tok_s;
   r.read_gb_s = m.read_gb_s;
@@ -88,7 +89,8 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
 
 nlohmann::json sweep_point_json(const SweepPoint& p) {
   return {{"tok_s", p.tok_s},         {"total_ms", p.total_ms},   {"matmul_ms", p.matmul_ms},
-          {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms}, {"read_gb_s", p.read_gb_s},
+          {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms},
+          {"walker_ms", p.walker_ms}, {"read_gb_s", p.read_gb_s},
           {"wall_pct", p.wall_pct},   {"dma_calls", p.dma_calls}, {"timing", p.timing},
           {"provenance", provenance_json(p.prov)}};
 }
@@ -105,6 +107,7 @@ SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& sou
   p.matmul_ms = number("matmul_ms");
   p.attention_ms = number("attention_ms");
   p.cpu_ms = number("cpu_ms");
+  p.walker_ms = number("walker_ms");
   p.read_gb_s = number("read_gb_s");
   p.wall_pct = number("wall_pct");
   if (!j.contains("dma_calls") || !j["dma_calls"].is_number_unsigned())
@@ -375,14 +378,14 @@ int SweepResult::points_done() const {
 std::string sweep_csv(const SweepResult& r) {
   std::string out;
   for (const auto& k : r.keys) out += k + ",";
-  out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing";
+  out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing";
   for (const auto& c : provenance_columns()) out += "," + c;
   out += "\n";
   for (const auto& p : r.points) {
     if (!p.done) continue;
     for (const auto& v : p.values) out += v + ",";
-    out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{},{}\n", p.tok_s, p.total_ms, p.matmul_ms,
-                       p.attention_ms, p.cpu_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing, provenance_csv(p.prov));
+    out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{},{}\n", p.tok_s, p.total_ms,
+                       p.matmul_ms, p.attention_ms, p.cpu_ms, p.walker_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing, provenance_csv(p.prov));
   }
   if (r.stopped_by)
     out += fmt::format("# partial: {} of {} points, stopped by {}\n", r.points_done(), r.points.size(),
@@ -401,6 +404,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
     j["matmul_ms"] = p.matmul_ms;
     j["attention_ms"] = p.attention_ms;
     j["cpu_ms"] = p.cpu_ms;
+    j["walker_ms"] = p.walker_ms;
     j["read_gb_s"] = p.read_gb_s;
     j["wall_pct"] = p.wall_pct;
     j["dma_calls"] = p.dma_calls;

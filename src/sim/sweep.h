@@ -32,6 +32,8 @@ struct SweepOptions {
 struct SweepPoint {
   std::vector<std::string> values;  // one per axis, in grid order
   double tok_s = 0, total_ms = 0, matmul_ms = 0, attention_ms = 0, cpu_ms = 0;
+  double walker_ms = 0;             // host.walker = pl: the walker's PL operator steps (0 with cpu);
+                                    // total = matmul + attention + cpu + walker (medians: per token)
   double read_gb_s = 0, wall_pct = 0;
   uint64_t dma_calls = 0;
   std::string timing;               // fails timing (board) | met (board) | unknown

@@ -10,6 +10,7 @@
 #include <vector>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "support/run_bitsim.h"
@@ -241,6 +242,42 @@ TEST(Variants, OnlineSoftmaxAndAllThreePresetsRunWithLogitsEqual) {
     EXPECT_EQ(j["summary"]["logits_equal"], true) << preset;
     EXPECT_EQ(j["config"]["kv.format"], "int4") << preset;
   }
+}
+
+// The attention unit's resource estimate (hw/attention_resources.h) in the run's summary,
+// for the unit the config builds.
+TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
+  const auto board = run_json("--model synthetic:tiny --tokens 1");
+  ASSERT_FALSE(board.is_null());
+  const auto& b = board["summary"]["attention_resources"];
+  EXPECT_EQ(b["evidence"], "simulated");
+  EXPECT_EQ(b["dsp"], 17);
+  EXPECT_EQ(b["bram36"], 2);
+  EXPECT_EQ(b["lut_complete"], false);
+  const auto online = run_json("--model synthetic:tiny --tokens 1 --set attention.variant=online-softmax");
+  ASSERT_FALSE(online.is_null());
+  EXPECT_EQ(online["summary"]["attention_resources"]["dsp"], 60);
+  const auto int4 = run_json("--model synthetic:tiny --tokens 1 --config " +
+                             (fs::path(BITSIM_SOURCE_DIR) / "configs" / "all-three.toml").string());
+  ASSERT_FALSE(int4.is_null());
+  const auto& r = int4["summary"]["attention_resources"];
+  EXPECT_EQ(r["dsp"], 148);
+  EXPECT_EQ(r["lut"], 8982);
+  int dsp = 0, lut = 0;
+  for (const auto& op : r["operators"]) {
+    dsp += op["dsp"].get<int>();
+    if (!op["lut"].is_null()) lut += op["lut"].get<int>();
+  }
+  EXPECT_EQ(r["dsp"], dsp);
+  EXPECT_EQ(r["lut"], lut);
+  // "with the board": the walker beside the configured attention unit and the board's 34% LUT
+  const Result t = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --config " +
+                          (fs::path(BITSIM_SOURCE_DIR) / "configs" / "all-three.toml").string());
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("attention unit        148 DSP48E1, 0 BRAM36, 8982 LUT in the INT4 read path"),
+            std::string::npos) << t.out;
+  const int walker_dsp = int4["summary"]["walker_resources"]["dsp"].get<int>();
+  EXPECT_NE(t.out.find(fmt::format("with the board      {} DSP", walker_dsp + 148)), std::string::npos) << t.out;
 }
 
 }  // namespace

@@ -71,13 +71,14 @@ TEST(Sha256, KnownVectors) {
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
-TEST(Eval, EightRowsInOrderEachSimulatedOverEveryToken) {
+TEST(Eval, TenRowsInOrderEachSimulatedOverEveryToken) {
   TempDir dir;
   const auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", kProse), 0));
-  ASSERT_EQ(r.rows.size(), 8u);
+  ASSERT_EQ(r.rows.size(), 10u);
   const char* names[] = {"float", "float-ternary-head", "board", "board-legacy-shift", "board-dynamic-kv",
-                         "board-int8-head", "board-online-softmax", "board-online-softmax-int4-kv"};
-  for (size_t i = 0; i < 8; ++i) {
+                         "board-int8-head", "board-online-softmax", "board-online-softmax-int4-kv",
+                         "board-online-softmax-int4-kv-4-outliers", "board-online-softmax-int4-kv-8-outliers"};
+  for (size_t i = 0; i < 10; ++i) {
     EXPECT_EQ(r.rows[i].arithmetic, names[i]);
     EXPECT_EQ(r.rows[i].evidence, "simulated");
     EXPECT_EQ(r.rows[i].tokens, int64_t(kProse.size()));  // byte tokenizer: one token per byte
@@ -129,12 +130,14 @@ TEST(Eval, BoardRowsAreThePlainLoopBoardReferenceNll) {
   const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
   const auto scales = golden::calibrate_kv_scales(m, golden::calibration_tokens(*tok, m.config.bos_token_id));
   const std::vector<int> ids = tok->encode(text.substr(0, 300));
-  for (int row : {2, 3, 6, 7}) {  // board, board-legacy-shift, board-online-softmax, ... -int4-kv
+  // board, board-legacy-shift, board-online-softmax, ... -int4-kv, ... with 4 and 8 outlier lanes
+  for (int row : {2, 3, 6, 7, 8, 9}) {
     const bool legacy = row == 3;
     golden::BoardReference ref(m, scales,
                                golden::BoardReferenceOptions{
                                    legacy, 1, row >= 6 ? model::AttentionVariant::OnlineSoftmax : model::AttentionVariant::TwoPhase,
-                                   row == 7 ? model::KvFormat::Int4 : model::KvFormat::Int8});
+                                   row >= 7 ? model::KvFormat::Int4 : model::KvFormat::Int8,
+                                   row == 8 ? 4 : row == 9 ? 8 : 0});
     double total = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
       const auto logits = ref.step(i == 0 ? m.config.bos_token_id : ids[i - 1]);
@@ -153,7 +156,7 @@ TEST(Eval, CompareRowsAreTheLogitErrorsAgainstFloatReference) {
   auto q = request("synthetic:tiny", dir.file("t.txt", kProse), 0);
   q.compare_positions = 6;
   const auto r = run_eval(q);
-  ASSERT_EQ(r.compare.size(), 4u);
+  ASSERT_EQ(r.compare.size(), 6u);
   auto src = model::open_model_source("synthetic:tiny");
   const auto m = model::load_ternary_model(*src);
   const auto tok = model::make_byte_tokenizer(m.config.vocab_size);
@@ -162,13 +165,13 @@ TEST(Eval, CompareRowsAreTheLogitErrorsAgainstFloatReference) {
   golden::FloatReference fl(m, golden::FloatReferenceOptions{true});
   std::vector<std::vector<float>> ref;
   for (int p = 0; p < 6; ++p) ref.push_back(fl.step(p == 0 ? m.config.bos_token_id : ids[size_t(p - 1)]));
-  const model::AttentionVariant variants[] = {model::AttentionVariant::TwoPhase, model::AttentionVariant::TwoPhase,
-                                              model::AttentionVariant::OnlineSoftmax, model::AttentionVariant::OnlineSoftmax};
-  const char* names[] = {"board", "board-legacy-shift", "board-online-softmax", "board-online-softmax-int4-kv"};
-  for (int k = 0; k < 4; ++k) {
+  const char* names[] = {"board", "board-legacy-shift", "board-online-softmax", "board-online-softmax-int4-kv",
+                         "board-online-softmax-int4-kv-4-outliers", "board-online-softmax-int4-kv-8-outliers"};
+  for (int k = 0; k < 6; ++k) {
     golden::BoardReference bd(m, scales,
-                              golden::BoardReferenceOptions{k == 1, 1, variants[k],
-                                                            k == 3 ? model::KvFormat::Int4 : model::KvFormat::Int8});
+                              golden::BoardReferenceOptions{
+                                  k == 1, 1, k >= 2 ? model::AttentionVariant::OnlineSoftmax : model::AttentionVariant::TwoPhase,
+                                  k >= 3 ? model::KvFormat::Int4 : model::KvFormat::Int8, k == 4 ? 4 : k == 5 ? 8 : 0});
     double mean = 0, worst = 0;
     int agree = 0;
     for (int p = 0; p < 6; ++p) {
@@ -272,8 +275,8 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   EXPECT_EQ(j.at("text_sha256"), sha256_hex(kProse));
   EXPECT_TRUE(j.at("model_sha256").is_null());
   EXPECT_EQ(j.at("text_tokens"), int64_t(kProse.size()));
-  ASSERT_EQ(j.at("rows").size(), 8u);
-  ASSERT_EQ(j.at("logits_vs_float").size(), 4u);
+  ASSERT_EQ(j.at("rows").size(), 10u);
+  ASSERT_EQ(j.at("logits_vs_float").size(), 6u);
   for (const auto& c : j.at("logits_vs_float")) {
     EXPECT_EQ(c.at("positions"), 5);
     EXPECT_EQ(c.at("evidence"), "simulated");

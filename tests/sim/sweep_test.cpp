@@ -2,6 +2,7 @@
 // processes.
 #include "sim/sweep.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/error.h"
@@ -73,7 +74,7 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
     EXPECT_EQ(par.points[i].dma_calls, serial.points[i].dma_calls);
   }
   const std::string csv = sweep_csv(par);
-  EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,read_gb_s,wall_pct,dma_calls,timing,"
+  EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing,"
                       "bitsim_version,git_commit,config_hash,model_hash,fidelity,host,point_wall_s,peak_rss_mib\n", 0),
             0u);
   // Every row carries its provenance: the point's own config hash, the model, the fidelity.
@@ -84,6 +85,35 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
   EXPECT_GT(par.points[0].prov.wall_s, 0.0);
   EXPECT_GT(par.points[0].prov.peak_rss_mib, 0.0);
   EXPECT_NE(csv.find("142.86,"), std::string::npos);
+}
+
+// The PL walker's own time is a column: 0 with the CPU, and the four columns add up to the
+// token's time (one token per point: no medians between them).
+TEST(Sweep, WalkerTimeIsItsOwnColumn) {
+  const ParamSet p = board_params();
+  SweepOptions o;
+  o.grid.push_back(parse_axis(p, "host.walker=cpu,pl"));
+  o.tokens = 1;
+  o.check_model.clear();
+  const SweepResult r = run_sweep(p, o);
+  ASSERT_EQ(r.points.size(), 2u);
+  const SweepPoint& cpu = r.points[0];
+  const SweepPoint& pl = r.points[1];
+  EXPECT_EQ(cpu.walker_ms, 0.0);
+  EXPECT_GT(pl.walker_ms, 1.0);
+  EXPECT_LT(pl.cpu_ms, cpu.cpu_ms / 4);
+  for (const SweepPoint* x : {&cpu, &pl})
+    EXPECT_NEAR(x->total_ms, x->matmul_ms + x->attention_ms + x->cpu_ms + x->walker_ms, 1e-9) << x->values[0];
+  const std::string csv = sweep_csv(r);
+  const std::string header = csv.substr(0, csv.find('\n'));
+  EXPECT_NE(header.find(",cpu_ms,walker_ms,"), std::string::npos) << header;
+  EXPECT_NE(csv.find(fmt::format("pl,{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},", pl.tok_s, pl.total_ms, pl.matmul_ms,
+                                 pl.attention_ms, pl.cpu_ms, pl.walker_ms)),
+            std::string::npos)
+      << csv;
+  // and in the JSON document and a point's result (campaigns)
+  EXPECT_EQ(sweep_json(r, o)["points"][1]["walker_ms"].get<double>(), pl.walker_ms);
+  EXPECT_EQ(sweep_point_from_json(sweep_point_json(pl), "test").walker_ms, pl.walker_ms);
 }
 
 TEST(Sweep, TwoAxesMakeTheProduct) {

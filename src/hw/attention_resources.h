@@ -1,0 +1,40 @@
+#pragma once
+// The attention unit's resources (model: stated per-operator costs, no RTL;
+// docs/variants-attention.md 5 and 8.7): DSP48E1 for every variant, and LUT and BRAM36
+// where they are modelled (the INT4 read path's LUTs; the score buffers' BRAM36). The
+// board's LUT count is a whole-design figure (34% of the device for both circuits), so the
+// LUTs of the board's own operators are not modelled here.
+#include <string>
+#include <vector>
+
+#include "hw/attention_unit.h"
+
+namespace bitsim::hw {
+
+// DSP48E1 for an a x b bit product: one if it fits the DSP's 25 x 18 signed multiplier,
+// else ceil(a/24) x ceil(b/17) (unsigned widths; a the wider operand).
+int dsp48_count(int a_bits, int b_bits);
+
+struct AttentionResourceRow {
+  std::string name;   // the operator or block
+  std::string width;  // its product's operand widths in bits ("" for no product)
+  int per_lane = 0;   // instances in each lane (0: one for the whole unit, shared by the lanes)
+  int dsp = 0;        // the unit's DSP48E1 for this row, all lanes
+  int lut = -1;       // the unit's LUTs for this row, all lanes; -1: not modelled
+  int bram36 = 0;
+};
+
+struct AttentionResources {
+  std::vector<AttentionResourceRow> rows;
+  int dsp = 0;
+  int lut = 0;      // the sum of the rows whose LUTs are modelled
+  int bram36 = 0;
+  bool lut_complete = false;  // every row's LUTs modelled (false: lut is a part; with int4,
+                              // the INT4 read path's)
+};
+
+// The unit the config builds (attention.variant, kv.format; the INT4 unit takes the number
+// of outlier lanes, 0..8, from its header, so kv.outlier_channels changes nothing here).
+AttentionResources attention_resources(const AttentionUnitConfig& config);
+
+}  // namespace bitsim::hw

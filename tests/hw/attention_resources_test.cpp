@@ -1,0 +1,86 @@
+// The attention unit's resource model (hw/attention_resources.h) against hand counts:
+// docs/variants-attention.md 5 (the board's 17 DSP, the online unit's 60) and 8.7 (the INT4
+// unit's DSP and its read path's LUTs, operator by operator).
+#include "hw/attention_resources.h"
+
+#include <gtest/gtest.h>
+
+namespace bitsim::hw {
+namespace {
+
+AttentionUnitConfig unit(const std::string& variant, const std::string& kv = "int8", int outliers = 0) {
+  AttentionUnitConfig c;
+  c.variant = variant;
+  c.kv_format = kv;
+  c.kv_outlier_channels = outliers;
+  return c;
+}
+
+const AttentionResourceRow& row(const AttentionResources& r, const std::string& name) {
+  for (const auto& x : r.rows)
+    if (x.name == name) return x;
+  ADD_FAILURE() << "no row " << name;
+  return r.rows.front();
+}
+
+TEST(AttentionResources, Dsp48CountFollowsTheStatedRule) {
+  EXPECT_EQ(dsp48_count(8, 8), 1);
+  EXPECT_EQ(dsp48_count(23, 18), 1);   // fits 25 x 18 signed
+  EXPECT_EQ(dsp48_count(18, 23), 1);   // either order
+  EXPECT_EQ(dsp48_count(32, 15), 2);   // ceil(32/24) x ceil(15/17)
+  EXPECT_EQ(dsp48_count(32, 31), 4);   // 2 x 2
+  EXPECT_EQ(dsp48_count(60, 15), 3);   // 3 x 1
+  EXPECT_EQ(dsp48_count(60, 31), 6);   // 3 x 2
+  EXPECT_EQ(dsp48_count(48, 4), 2);    // why the V products are LUTs
+}
+
+TEST(AttentionResources, TheBoardsUnitIs17DspAndTwoScoreBuffers) {
+  const auto r = attention_resources(AttentionUnitConfig{});
+  EXPECT_EQ(r.dsp, 17);  // BOARD.md: 8 MACs per lane and the m multiplier
+  EXPECT_EQ(r.bram36, 2);
+  EXPECT_FALSE(r.lut_complete);
+  EXPECT_EQ(r.lut, 0);
+}
+
+TEST(AttentionResources, TheOnlineUnitIs60Dsp) {
+  const auto r = attention_resources(unit("online-softmax"));
+  // 16 MACs + m + interpolation + 2 x 8 rescales of 2 + 2 sum rescales + 2 normalizers of 4
+  EXPECT_EQ(r.dsp, 16 + 1 + 1 + 32 + 2 + 8);
+  EXPECT_EQ(row(r, "rescale of acc (acc x alpha)").dsp, 32);
+  EXPECT_EQ(r.bram36, 0);  // no score buffer
+  EXPECT_FALSE(r.lut_complete);
+}
+
+TEST(AttentionResources, TheInt4UnitByHand) {
+  const auto r = attention_resources(unit("online-softmax", "int4"));
+  // DSP: 2 lanes x 16 q.K, m, interpolation, 2 outlier products, 2 V weights, 2 x 16
+  // rescales of 3, 2 sum rescales, 2 normalizers of 6.
+  EXPECT_EQ(row(r, "q.K multipliers (nibbles)").dsp, 32);
+  EXPECT_EQ(row(r, "rescale of acc (acc x alpha)").dsp, 96);
+  EXPECT_EQ(row(r, "normalizer (acc x r)").dsp, 12);
+  EXPECT_EQ(r.dsp, 32 + 1 + 1 + 2 + 2 + 96 + 2 + 12);
+  // LUT, per lane: q select 128 x 2; outlier lane 2 x 15 + 6 + 3 x 33 + 2 x 24 + 13 x 25 + 33
+  // + 38 + 25 + 16 = 620; V weight 15 + 3 x 48 + 48 = 207; 16 V products of 3 x 51; 16
+  // accumulators of 60. Two lanes.
+  EXPECT_EQ(row(r, "q operand select").lut, 2 * 256);
+  EXPECT_EQ(row(r, "outlier lane -> 12-bit K").lut, 2 * 620);
+  EXPECT_EQ(row(r, "V weight p x M").lut, 2 * 207);
+  EXPECT_EQ(row(r, "V products w x v (48 x 4)").lut, 2 * 16 * 153);
+  EXPECT_EQ(row(r, "60-bit accumulate").lut, 2 * 16 * 60);
+  EXPECT_EQ(r.lut, 512 + 1240 + 414 + 4896 + 1920);
+  EXPECT_EQ(r.bram36, 0);
+  EXPECT_FALSE(r.lut_complete);  // m, the interpolation and the sum rescale: the int8 unit's, not modelled
+  EXPECT_EQ(row(r, "m multiplier").lut, -1);
+}
+
+// The unit takes n = 0..8 from its header: its resources do not depend on the key.
+TEST(AttentionResources, OutlierChannelsDoNotChangeTheInt4Unit) {
+  const auto a = attention_resources(unit("online-softmax", "int4", 0));
+  const auto b = attention_resources(unit("online-softmax", "int4", 8));
+  EXPECT_EQ(a.dsp, b.dsp);
+  EXPECT_EQ(a.lut, b.lut);
+  EXPECT_EQ(a.bram36, b.bram36);
+}
+
+}  // namespace
+}  // namespace bitsim::hw
