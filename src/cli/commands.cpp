@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
@@ -403,6 +404,7 @@ nlohmann::json run_json(const sim::BoardRunResult& r) {
                          {"median_total_ms", med},
                          {"simulated_s", sim_s},
                          {"wall_s", r.wall_s},
+                         {"first_token_s", r.first_token_s},
                          {"load_s", r.load_s},
                          {"calibration_s", r.calibration_s},
                          {"model_cached", r.model_cached},
@@ -605,6 +607,16 @@ struct BenchArgs {
 int cmd_bench(BenchArgs& a) {
   if (!a.json_file.empty()) io::check_output_file(a.json_file, "--json");
   a.opt.params = load_params(a.config, a.sets);
+  // The process figures run this same executable with the same board config.
+  std::error_code ec;
+  a.opt.bitsim_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) throw Error("bench: cannot find this bitsim executable (/proc/self/exe): " + ec.message());
+  a.opt.config_args.clear();
+  if (!a.config.empty()) a.opt.config_args = {"--config", std::filesystem::absolute(a.config).string()};
+  for (const auto& kv : a.sets) {
+    a.opt.config_args.push_back("--set");
+    a.opt.config_args.push_back(kv);
+  }
   const sim::BenchOptions eff = sim::effective_bench_options(a.opt);
   const auto t0 = std::chrono::steady_clock::now();
   std::function<void(const std::string&)> status;
@@ -764,13 +776,17 @@ Command add_calibrate(CLI::App& app) {
 Command add_bench(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   BenchArgs& a = *args;
-  auto* sub = app.add_subcommand("bench", "Measure the simulator on this host: simulated tok/s per wall second with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, time to the first token, peak memory");
+  auto* sub = app.add_subcommand("bench", "Measure the simulator on this host, each figure the median of --repeat runs with its min and max: time to the first token cold and warm, a 1-token and a whole run as processes, peak memory, simulated tok/s per wall second at small and large T with and without the golden check, cycle fidelity's PL cycles per second, fast/cycle speed-up, sweep points per second");
   sub->add_option("--model", a.opt.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
   sub->add_option("--tokens", a.opt.tokens, "Tokens per timed window (fast: T from 1 and up to 512; checked run)")
       ->transform(integer_in(2, 256))->capture_default_str();
   sub->add_option("--cycle-tokens", a.opt.cycle_tokens, "Tokens in cycle fidelity")->transform(integer_in(1, 256))->capture_default_str();
-  sub->add_option("--memory-tokens", a.opt.memory_tokens, "Tokens of the fast run that the peak memory follows")
-      ->transform(integer_in(1, 512))->capture_default_str();
+  sub->add_option("--memory-tokens", a.opt.memory_tokens, "Steps of the `bitsim run --no-check` process that the peak memory follows")
+      ->transform(integer_in(3, 512))->capture_default_str();
+  sub->add_option("--run-tokens", a.opt.run_tokens, "Generated tokens of the whole warm `bitsim run --no-check` process")
+      ->transform(integer_in(1, 510))->capture_default_str();
+  sub->add_option("--repeat", a.opt.repeat, "Repetitions of every figure (median, min, max)")
+      ->transform(integer_in(1, 20))->capture_default_str();
   sub->add_option("--threads", a.opt.threads, "Host threads")->transform(integer_in(1, 64))->capture_default_str();
   sub->add_option("--sweep-points", a.opt.sweep_points, "Timing-only sweep points run in one process for the points/s figure")
       ->transform(integer_in(1, 10000))->capture_default_str();

@@ -3,7 +3,15 @@
 
 #include "sim/board_figures.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -13,8 +21,13 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/file_io.h"
+#include "model/stop_signal.h"
 #include "model/tokenizer.h"
 #include "sim/board_run.h"
+#include "sim/cache_store.h"
+#include "sim/calibrate.h"
+#include "sim/startup.h"
 #include "sim/simulation.h"
 #include "sim/sweep.h"
 
@@ -128,8 +141,10 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
     o.tokens = std::min(o.tokens, 4);
     o.cycle_tokens = 1;
     o.memory_tokens = std::min(o.memory_tokens, 16);
+    o.run_tokens = std::min(o.run_tokens, 8);
     o.sweep_points = std::min(o.sweep_points, 2);
   }
+  if (o.repeat < 1 || o.repeat > 20) throw Error(fmt::format("bench: --repeat {}, expected 1..20", o.repeat));
   if (o.sweep_points < 1 || o.sweep_points > 10000)
     throw Error(fmt::format("bench: {} sweep points, expected 1..10000", o.sweep_points));
   if (o.tokens < 2 || o.tokens > golden::kMaxContext / 2)
@@ -137,253 +152,444 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
   if (o.cycle_tokens < 1 || o.cycle_tokens > o.tokens)
     throw Error(fmt::format("bench: {} cycle-fidelity tokens, expected 1..{} (the tokens per window)", o.cycle_tokens,
                             o.tokens));
-  if (o.memory_tokens < 1 || o.memory_tokens > golden::kMaxContext)
-    throw Error(fmt::format("bench: {} tokens of the memory run, expected 1..{}", o.memory_tokens, golden::kMaxContext));
+  if (o.memory_tokens < 3 || o.memory_tokens > golden::kMaxContext)
+    throw Error(fmt::format("bench: {} tokens of the memory run, expected 3..{}", o.memory_tokens, golden::kMaxContext));
+  if (o.run_tokens < 1 || o.run_tokens > golden::kMaxContext - 2)
+    throw Error(fmt::format("bench: {} tokens of the whole run, expected 1..{}", o.run_tokens, golden::kMaxContext - 2));
   if (o.threads < 1) throw Error(fmt::format("bench: {} host threads, expected at least 1", o.threads));
+  if (o.bitsim_exe.empty()) throw Error("bench: the bitsim executable for the process figures is not set");
   return o;
 }
 
 namespace {
 using Status = std::function<void(const std::string&)>;
+namespace fs = std::filesystem;
 
-// 1. run_board as `bitsim run --prompt A` does it (fast fidelity, golden check on every
-//    token): the time to the first generated token, and the checked token rate.
-struct CheckedRun {
-  BoardRunResult run;
-  double ttft = 0, steps_wall_to_first = 0, setup_to_first = 0, rate = 0;
-  int steps_to_first = 0, equal = 0;
+// The samples' median, min and max into a figure.
+BenchFigure figure_of(std::string name, std::string unit, std::vector<double> samples, double goal, bool higher,
+                      std::string goal_text, std::string evidence, std::string how) {
+  if (samples.empty()) throw Error("bench: no samples for " + name);
+  BenchFigure f = figure(std::move(name), std::move(unit), median(samples), goal, higher, std::move(goal_text),
+                         std::move(evidence), std::move(how));
+  f.min = *std::min_element(samples.begin(), samples.end());
+  f.max = *std::max_element(samples.begin(), samples.end());
+  f.samples = std::move(samples);
+  return f;
+}
+
+// "1.23 / 1.25 / 1.31" (in the order measured).
+std::string list(const std::vector<double>& v, const char* spec = "{:.2f}") {
+  std::string s;
+  for (double x : v) s += (s.empty() ? "" : " / ") + fmt::format(fmt::runtime(spec), x);
+  return s;
+}
+
+// A temporary folder for the bench's start-up caches and the processes' output, removed
+// when the bench ends (also on an error or a stop).
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "bitsim-bench-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw Error("bench: cannot create a temporary folder under " +
+                                               fs::temp_directory_path().string());
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
 };
 
-CheckedRun checked_run(const BenchOptions& o, const Status& status) {
-  const int N = o.tokens;
-  status(fmt::format("[1/5] run_board {} --prompt A --tokens {} (fast, golden check on every token) ...", o.model,
-                     N - 1));
-  BoardRunRequest req{RunRequest{}, o.params};
-  req.run.model = o.model;
-  req.run.prompt = "A";
-  req.run.tokens = N - 1;  // BOS + "A" + N - 1 generated = N + 1 steps with the byte tokenizer
-  req.run.threads = o.threads;
-  std::optional<double> ttft;
-  CheckedRun c;
-  BoardRunCallbacks cb;
-  const auto t_run = Clock::now();
-  cb.on_token = [&](const TokenRecord& r, const std::string&) {
-    if (r.generated && !ttft) {
-      ttft = seconds_since(t_run);
-      c.steps_to_first = r.index + 1;
-    }
-  };
-  c.run = run_board(req, cb);
-  if (!ttft) throw Error("bench: run_board generated no token");
-  if (!c.run.mismatch.empty()) throw Error("bench: the golden check failed: " + c.run.mismatch);
-  c.ttft = *ttft;
-  for (int i = 0; i < c.steps_to_first; ++i) c.steps_wall_to_first += c.run.tokens[size_t(i)].wall_ms / 1e3;
-  double checked_wall = 0;
-  int checked_tokens = 0;
-  for (size_t i = 0; i < c.run.tokens.size(); ++i) {
-    c.equal += c.run.tokens[i].logits_equal.value_or(false);
-    if (i == 0) continue;  // cold caches: counted in the time to the first token
-    checked_wall += c.run.tokens[i].wall_ms / 1e3;
-    ++checked_tokens;
+// One `bitsim run --prompt A --json --quiet` process with its own start-up cache folder.
+struct RunProcess {
+  ProcessRun proc;
+  double first_token_s = 0, load_s = 0, calibration_s = 0;
+  bool model_cached = false, scales_cached = false;
+  int steps = 0;
+  std::optional<bool> logits_equal;
+};
+
+RunProcess bitsim_run(const BenchOptions& o, const fs::path& cache_dir, const fs::path& scratch, int tokens,
+                      bool check) {
+  std::vector<std::string> argv{o.bitsim_exe, "run",          "--model",   o.model,
+                                "--prompt",   "A",            "--tokens",  std::to_string(tokens),
+                                "--json",     "--quiet",      "--threads", std::to_string(o.threads),
+                                "--cache-dir", cache_dir.string()};
+  if (!check) argv.push_back("--no-check");
+  argv.insert(argv.end(), o.config_args.begin(), o.config_args.end());
+  RunProcess r;
+  r.proc = run_process(argv, scratch);
+  if (r.proc.exit_code != 0)
+    throw Error(fmt::format("bench: `bitsim run --model {} --tokens {}` exited with {}: {}", o.model, tokens,
+                            r.proc.exit_code, r.proc.err.substr(0, 2000)));
+  try {
+    const nlohmann::json j = nlohmann::json::parse(r.proc.out);
+    const auto& s = j.at("summary");
+    r.first_token_s = s.at("first_token_s").get<double>();
+    r.load_s = s.at("load_s").get<double>();
+    r.calibration_s = s.at("calibration_s").get<double>();
+    r.model_cached = s.at("model_cached").get<bool>();
+    r.scales_cached = s.at("scales_cached").get<bool>();
+    r.steps = s.at("tokens").get<int>();
+    if (check) r.logits_equal = s.at("logits_equal").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("bench: the JSON of `bitsim run` could not be read: {}", e.what()));
   }
-  c.rate = checked_wall > 0 ? checked_tokens / checked_wall : 0.0;
-  c.setup_to_first = c.ttft - c.run.load_s - c.run.calibration_s - c.steps_wall_to_first;
+  if (r.logits_equal && !*r.logits_equal) throw Error("bench: a `bitsim run` process's golden check failed");
+  return r;
+}
+
+// 1. The processes: cold and warm time to the first token, the warm 1-token process, the
+//    whole warm run, the peak memory. The warm cache folder is left for the in-process part.
+struct ProcessFigures {
+  std::vector<RunProcess> cold, warm, whole, memory;
+};
+
+ProcessFigures process_runs(const BenchOptions& o, const fs::path& scratch, const fs::path& warm_cache,
+                            const Status& status) {
+  ProcessFigures p;
+  for (int i = 0; i < o.repeat; ++i) {
+    status(fmt::format("[1/6] cold: `bitsim run --model {} --prompt A --tokens 1` with an empty start-up cache ({} of {}) ...",
+                       o.model, i + 1, o.repeat));
+    const fs::path dir = i + 1 == o.repeat ? warm_cache : scratch / fmt::format("cold-cache-{}", i);
+    p.cold.push_back(bitsim_run(o, dir, scratch, 1, true));
+    if (dir != warm_cache) fs::remove_all(dir);
+  }
+  for (int i = 0; i < o.repeat; ++i) {
+    status(fmt::format("[2/6] warm: the same process again ({} of {}) ...", i + 1, o.repeat));
+    p.warm.push_back(bitsim_run(o, warm_cache, scratch, 1, true));
+  }
+  for (int i = 0; i < o.repeat; ++i) {
+    status(fmt::format("[3/6] warm: `bitsim run --prompt A --tokens {} --no-check` ({} of {}) ...", o.run_tokens, i + 1,
+                       o.repeat));
+    p.whole.push_back(bitsim_run(o, warm_cache, scratch, o.run_tokens, false));
+  }
+  for (int i = 0; i < o.repeat; ++i) {
+    status(fmt::format("[4/6] warm: `bitsim run --prompt A --tokens {} --no-check` for the peak memory ({} of {}) ...",
+                       o.memory_tokens - 2, i + 1, o.repeat));
+    p.memory.push_back(bitsim_run(o, warm_cache, scratch, o.memory_tokens - 2, false));
+  }
+  return p;
+}
+
+// 2. run_board as `bitsim run --prompt A` does it (fast fidelity, golden check on every
+//    token, the warm start-up cache): the checked token rate, steps 2.. of each run.
+struct CheckedRuns {
+  std::vector<double> rate;
+  int equal = 0, steps = 0;
+};
+
+CheckedRuns checked_runs(const BenchOptions& o, const fs::path& warm_cache, const Status& status) {
+  CheckedRuns c;
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    status(fmt::format("[5/6] run_board {} --prompt A --tokens {} (fast, golden check on every token; {} of {}) ...",
+                       o.model, o.tokens - 1, rep + 1, o.repeat));
+    BoardRunRequest req{RunRequest{}, o.params};
+    req.run.model = o.model;
+    req.run.prompt = "A";
+    req.run.tokens = o.tokens - 1;  // BOS + "A" + N - 1 generated = N + 1 steps with the byte tokenizer
+    req.run.threads = o.threads;
+    req.run.cache.enabled = true;
+    req.run.cache.dir = warm_cache;
+    const BoardRunResult run = run_board(req, {});
+    if (!run.mismatch.empty()) throw Error("bench: the golden check failed: " + run.mismatch);
+    double wall = 0;
+    int n = 0;
+    for (size_t i = 0; i < run.tokens.size(); ++i) {
+      c.equal += run.tokens[i].logits_equal.value_or(false);
+      ++c.steps;
+      if (i == 0) continue;  // the first step: cold caches, in the time to the first token
+      wall += run.tokens[i].wall_ms / 1e3;
+      ++n;
+    }
+    c.rate.push_back(wall > 0 ? n / wall : 0.0);
+  }
   return c;
 }
 
-// 2. The model loaded and calibrated once more, kept for the remaining measurements.
+// The model and K/V scales for the in-process timing runs, from the warm start-up cache.
 struct TimingModel {
   model::TernaryModel model;
   golden::KvScales scales;
   std::vector<int> ids;
-  double load_s = 0, calib_s = 0;
+  double load_s = 0;
 };
 
-TimingModel load_timing_model(const BenchOptions& o, const Status& status) {
-  status(fmt::format("[2/5] loading and calibrating {} for the timing runs ...", o.model));
-  auto t0 = Clock::now();
+TimingModel load_timing_model(const BenchOptions& o, const fs::path& warm_cache, const Status& status) {
+  status(fmt::format("[6/6] loading {} from the start-up cache for the timing runs ...", o.model));
+  const auto t0 = Clock::now();
   auto source = model::open_model_source(o.model);
   const model::ModelConfig mc = source->config();
   auto tokenizer = model::select_tokenizer(std::nullopt, model::model_folder(o.model), mc.vocab_size);
   const std::vector<int> calib = golden::calibration_tokens(*tokenizer, mc.bos_token_id);
-  TimingModel t{model::load_ternary_model(*source, o.threads), {}, {}, 0, 0};
-  source.reset();
+  CacheSettings cs;
+  cs.enabled = true;
+  cs.dir = warm_cache;
+  const auto store = CacheStore::open(cs, {});
+  PreparedModel p = prepare_model(*source, calib, o.threads, store.get());
+  TimingModel t{std::move(p.model), std::move(p.scales), {}, 0};
   t.load_s = seconds_since(t0);
-  t0 = Clock::now();
-  t.scales = calibrate_kv_scales_fast(t.model, calib, o.threads);
-  t.calib_s = seconds_since(t0);
-  t.ids = bench_token_ids(calib, std::max(o.memory_tokens, golden::kMaxContext));
+  t.ids = bench_token_ids(calib, golden::kMaxContext);
   return t;
 }
 
-// 3. Fast fidelity, functional, no check: one warm board; positions 0..N-1 and 512-N..511.
+// 3. Fast fidelity, functional, no check: one board, `repeat` passes over positions 0..N-1
+//    and 512-N..511. The first pass also clocks each new batch shape once.
 struct FastWindows {
-  std::vector<TimedToken> low, high;
-  double setup_s = 0, cold_s = 0, rate = 0;
+  std::vector<double> low_rate, high_rate;
+  std::vector<TimedToken> low;  // the last pass's low window (the speed-up's fast side)
+  double setup_s = 0, cold_s = 0;
+  size_t oracle_runs_first = 0, oracle_runs_later = 0;
 };
 
 FastWindows fast_windows(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
   const int N = o.tokens;
-  status(fmt::format("[3/5] fast fidelity, {} + {} tokens at T from 1 and from {} (no check) ...", N, N,
-                     golden::kMaxContext - N + 1));
+  status(fmt::format("[6/6] fast fidelity, {} passes of {} + {} tokens at T from 1 and from {} (no check) ...",
+                     o.repeat, N, N, golden::kMaxContext - N + 1));
   FastWindows w;
   FastTokenRunner fast(cfg, t.model, t.scales, o.threads);
   w.setup_s = fast.setup_s();
-  w.cold_s = fast.step(t.ids[0], 0).wall_s;  // warm-up: decoded weights, timing cache
-  for (int i = 0; i < N; ++i) w.low.push_back(fast.step(t.ids[size_t(i)], i));
+  w.cold_s = fast.step(t.ids[0], 0).wall_s;  // warm-up: decoded weights
   const int p0 = golden::kMaxContext - N;
-  for (int i = 0; i < N; ++i) w.high.push_back(fast.step(t.ids[size_t(p0 + i)], p0 + i));
-  const double wall = sum_wall(w.low) + sum_wall(w.high);
-  w.rate = wall > 0 ? 2.0 * N / wall : 0.0;
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    const size_t oracle0 = fast.stats().oracle_runs;
+    std::vector<TimedToken> low, high;
+    for (int i = 0; i < N; ++i) low.push_back(fast.step(t.ids[size_t(i)], i));
+    for (int i = 0; i < N; ++i) high.push_back(fast.step(t.ids[size_t(p0 + i)], p0 + i));
+    w.low_rate.push_back(N / sum_wall(low));
+    w.high_rate.push_back(N / sum_wall(high));
+    (rep == 0 ? w.oracle_runs_first : w.oracle_runs_later) += fast.stats().oracle_runs - oracle0;
+    w.low = std::move(low);
+  }
   return w;
 }
 
-// 4. Cycle fidelity (clocked SystemC board): positions 0..cycle_tokens-1, against the same
-//    positions of the fast window.
-struct CycleWindow {
-  double wall = 0, sim_ps = 0, cycles = 0, rate = 0, per_token = 0, fast_per_token = 0, speedup = 0;
+// 4. Cycle fidelity (the clocked SystemC board), `repeat` runs of positions 0..cycle_tokens-1,
+//    against the same positions of the fast board's last pass.
+struct CycleRuns {
+  std::vector<double> rate, speedup;
+  double sim_ps = 0, cycles = 0, fast_per_token = 0;
   bool same_sim = true;
 };
 
-CycleWindow cycle_window(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o,
-                         const std::vector<TimedToken>& fast, const Status& status) {
-  status(fmt::format("[4/5] cycle fidelity, {} token(s) at T from 1 ...", o.cycle_tokens));
+CycleRuns cycle_runs(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o,
+                     const std::vector<TimedToken>& fast, const Status& status) {
+  CycleRuns c;
+  for (int i = 0; i < o.cycle_tokens; ++i) c.fast_per_token += fast[size_t(i)].wall_s / o.cycle_tokens;
   const std::vector<int> cids(t.ids.begin(), t.ids.begin() + o.cycle_tokens);
-  const std::vector<TimedToken> cyc = cycle_tokens_timed(cfg, t.model, t.scales, cids);
-  CycleWindow c;
-  c.wall = sum_wall(cyc);
-  for (const auto& x : cyc) c.sim_ps += double(x.timing.total_ps());
-  c.cycles = c.sim_ps * 1e-12 * cfg.board.clock.mhz * 1e6;
-  c.rate = c.wall > 0 ? c.cycles / c.wall : 0.0;
-  double fast_same = 0;
-  for (int i = 0; i < o.cycle_tokens; ++i) {
-    fast_same += fast[size_t(i)].wall_s;
-    c.same_sim = c.same_sim && cyc[size_t(i)].timing.total_ps() == fast[size_t(i)].timing.total_ps();
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    status(fmt::format("[6/6] cycle fidelity, {} token(s) at T from 1 ({} of {}) ...", o.cycle_tokens, rep + 1,
+                       o.repeat));
+    const std::vector<TimedToken> cyc = cycle_tokens_timed(cfg, t.model, t.scales, cids);
+    double wall = 0, sim_ps = 0;
+    for (int i = 0; i < o.cycle_tokens; ++i) {
+      wall += cyc[size_t(i)].wall_s;
+      sim_ps += double(cyc[size_t(i)].timing.total_ps());
+      c.same_sim = c.same_sim && cyc[size_t(i)].timing.total_ps() == fast[size_t(i)].timing.total_ps();
+    }
+    c.sim_ps = sim_ps;
+    c.cycles = sim_ps * 1e-12 * cfg.board.clock.mhz * 1e6;
+    c.rate.push_back(wall > 0 ? c.cycles / wall : 0.0);
+    c.speedup.push_back(c.fast_per_token > 0 ? wall / o.cycle_tokens / c.fast_per_token : 0.0);
   }
-  c.per_token = c.wall / o.cycle_tokens;
-  c.fast_per_token = fast_same / o.cycle_tokens;
-  c.speedup = c.fast_per_token > 0 ? c.per_token / c.fast_per_token : 0.0;
   return c;
 }
 
-// 5. Peak memory, last: a real memory_tokens-token fast functional run (simulate_tokens).
-struct MemoryRun {
-  double peak_before = 0, peak = 0, wall_s = 0, sim_s = 0, decoded_mb = 0;
-};
-
-MemoryRun memory_run(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
-  status(fmt::format("[5/5] fast fidelity, {} tokens from T=1 (functional, no check) for the peak memory ...",
-                     o.memory_tokens));
-  MemoryRun r;
-  r.peak_before = peak_rss_bytes();
-  const auto t0 = Clock::now();
-  hw::FastBoardStats stats;
-  const std::vector<int> ids(t.ids.begin(), t.ids.begin() + o.memory_tokens);
-  SimulateOptions so;
-  so.threads = o.threads;
-  const auto out = simulate_tokens(cfg, t.model, t.scales, ids, so, &stats);
-  r.wall_s = seconds_since(t0);
-  for (const auto& x : out) r.sim_s += double(x.timing.total_ps()) * 1e-12;
-  r.decoded_mb = stats.decoded_bytes / 1e6;
-  r.peak = peak_rss_bytes();
-  return r;
-}
-
-// The figures of the two token-rate measurements.
-void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const FastWindows& w, const CheckedRun& c) {
-  const int N = o.tokens, hi0 = golden::kMaxContext - N + 1;
-  f.push_back(figure(
-      "simulated tok/s per wall second, --no-check, T up to 512", "tok/s", w.rate, 30, true,
-      fmt::format(">= 30 (the real board: {} tok/s at T=512)", board_figures::kEndToEndT512.tok_s), "measured (this host); the tokens are simulated",
-      fmt::format("fast fidelity, functional (the engines compute), no check, one board warmed by one untimed token; "
-                  "{} tokens at {} ({:.2f} tok/s) and {} at {} ({:.2f} tok/s), each timed around "
-                  "TokenLoop::step; value = all {} tokens / their summed wall (the mean rate); load, calibration, "
-                  "weights image ({:.2f} s) and the cold first token ({:.2f} s) not included",
-                  N, t_range(1, N), N / sum_wall(w.low), N, t_range(hi0, golden::kMaxContext), N / sum_wall(w.high),
-                  2 * N, w.setup_s, w.cold_s)));
-  f.push_back(figure(
-      "simulated tok/s per wall second, golden check on every token", "tok/s", c.rate, 15, true, ">= 15",
-      "measured (this host); the tokens are simulated",
-      fmt::format("run_board as `bitsim run --prompt A --tokens {}` (fast fidelity, golden BoardReference check on "
-                  "every token: {} of {} logits bit-identical); value = steps 2..{} ({}) / their summed "
-                  "per-token wall incl. the check; the cold first step is in the time to the first token",
-                  N - 1, c.equal, c.run.tokens.size(), c.run.tokens.size(), t_range(2, int(c.run.tokens.size())))));
-}
-
-// The figures of the cycle fidelity, the first token and the memory.
-void cost_figures(std::vector<BenchFigure>& f, const BenchOptions& o, double mhz, const CycleWindow& cy,
-                  const CheckedRun& c, const TimingModel& t, const MemoryRun& mem) {
-  f.push_back(figure(
-      "cycle fidelity, PL cycles per wall second", "cycles/s", cy.rate, 2e6, true, ">= 2 million",
-      "measured (this host); the PL cycles are simulated",
-      fmt::format("clocked SystemC board, {} token(s) at {}, functional, no check: {:.3f} ms simulated x {} MHz "
-                  "= {:.2f} million PL cycles in {:.2f} s wall (timed in the PS thread around each token; "
-                  "elaboration and the weights image not included)",
-                  o.cycle_tokens, t_range(1, o.cycle_tokens), cy.sim_ps * 1e-9, mhz, cy.cycles / 1e6, cy.wall)));
-  f.push_back(figure(
-      "fast over cycle, wall time per token", "x", cy.speedup, 100, true, ">= 100x", "measured (this host)",
-      fmt::format("cycle {:.3f} s per token / fast {:.4f} s per token, the same {} token(s) at {}, both "
-                  "functional, no check, fast board warm (simulated time per token {:.3f} ms, {} in both fidelities)",
-                  cy.per_token, cy.fast_per_token, o.cycle_tokens, t_range(1, o.cycle_tokens),
-                  cy.sim_ps * 1e-9 / o.cycle_tokens, cy.same_sim ? "the same" : "NOT the same")));
-  f.push_back(figure(
-      fmt::format("time to the first token, {}", o.model), "s", c.ttft, 3, false, "<= 3 s", "measured (this host)",
-      fmt::format("run_board `bitsim run --prompt A` (default fast fidelity, golden check on), from the call to the "
-                  "first generated token ({} steps: BOS, the prompt, the first generated): load {:.2f} s + K/V "
-                  "calibration {:.2f} s + board and weights image {:.2f} s + {} token steps {:.2f} s",
-                  c.steps_to_first, c.run.load_s, c.run.calibration_s, c.setup_to_first, c.steps_to_first,
-                  c.steps_wall_to_first)));
-  f.push_back(figure(
-      fmt::format("peak resident memory, {}, {} tokens", o.model, o.memory_tokens), "GB", mem.peak / 1e9, 1.5, false,
-      "<= 1.5 GB", "measured (this host)",
-      fmt::format("getrusage ru_maxrss of the whole process (GB = 1e9 bytes), read last, after simulate_tokens over "
-                  "{} tokens at {} (fast, functional, no check; {:.1f} s wall for {:.2f} s simulated; decoded "
-                  "weights cache {:.0f} MB); peak before that run {:.2f} GB (run_board's model copy, freed, and this "
-                  "one, load {:.1f} s + calibration {:.1f} s)",
-                  o.memory_tokens, t_range(1, o.memory_tokens), mem.wall_s, mem.sim_s, mem.decoded_mb,
-                  mem.peak_before / 1e9, t.load_s, t.calib_s)));
-}
-}  // namespace
-
-// ---- Sweep throughput ----------------------------------------------------------------------
-// A timing-only grid over the PL clock run point after point in this one process (no process
-// per point, no functional check: what each worker of `bitsim sweep --jobs N` and each
-// campaign shard does), at the sweep's defaults (4 tokens at T=64).
+// 5. Timing-only sweep points per wall second: a grid over the PL clock run point after point
+//    in this one process (no process per point, no functional check: what each worker of
+//    `bitsim sweep --jobs N` and each campaign shard does), at the sweep's defaults.
 BenchFigure sweep_figure(const BenchOptions& o, const Status& status) {
   SweepOptions so;
   so.check_model.clear();
   so.jobs = 1;
   SweepAxis axis{"clock.mhz", {}};
-  for (int i = 0; i < o.sweep_points; ++i) axis.values.push_back(fmt::format("{}", 100 + 150 * i / std::max(1, o.sweep_points - 1)));
+  for (int i = 0; i < o.sweep_points; ++i)
+    axis.values.push_back(fmt::format("{}", 100 + 150 * i / std::max(1, o.sweep_points - 1)));
   so.grid.push_back(axis);
-  status(fmt::format("sweep: {} timing-only points in this process ...", o.sweep_points));
-  const SweepResult r = run_sweep(o.params, so);
-  const double rate = double(r.points.size()) / r.wall_s;
+  std::vector<double> rate, wall;
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    status(fmt::format("[6/6] sweep: {} timing-only points in this process ({} of {}) ...", o.sweep_points, rep + 1,
+                       o.repeat));
+    const SweepResult r = run_sweep(o.params, so);
+    rate.push_back(double(r.points.size()) / r.wall_s);
+    wall.push_back(r.wall_s);
+  }
   constexpr double kGoalPoints = 10000, kGoalHours = 2, kGoalJobs = 2;  // a 10,000-point grid on this 2-core machine
   const double goal = kGoalPoints / (kGoalHours * 3600.0) / kGoalJobs;
-  return figure("timing-only sweep points per wall second, one process", "points/s", rate, goal, true,
-                fmt::format(">= {:.2f} (10,000 points in {:.0f} h with --jobs {:.0f})", goal, kGoalHours, kGoalJobs),
-                "measured (this host); the points are simulated",
-                fmt::format("{} points (clock.mhz 100..250, bitnet-large shape, {} tokens at T={}) in {:.2f} s, one after "
-                            "the other in one process; 10,000 points: {:.1f} h in one process, {:.1f} h with --jobs 2",
-                            r.points.size(), so.tokens, so.context, r.wall_s, kGoalPoints / rate / 3600.0,
-                            kGoalPoints / rate / 3600.0 / kGoalJobs));
+  const double med = median(rate);
+  return figure_of("timing-only sweep points per wall second, one process", "points/s", rate, goal, true,
+                   fmt::format(">= {:.2f} (10,000 points in {:.0f} h with --jobs {:.0f})", goal, kGoalHours, kGoalJobs),
+                   "measured (this host); the points are simulated",
+                   fmt::format("{} points (clock.mhz 100..250, the bitnet-large shape, {} tokens at T={}), one after "
+                               "the other in one process, {} times: {} s; 10,000 points at the median: {:.1f} h in one "
+                               "process, {:.1f} h with --jobs 2",
+                               o.sweep_points, so.tokens, so.context, o.repeat, list(wall), kGoalPoints / med / 3600.0,
+                               kGoalPoints / med / 3600.0 / kGoalJobs));
+}
+
+template <class F>
+std::vector<double> each(const std::vector<RunProcess>& v, F f) {
+  std::vector<double> out;
+  for (const auto& r : v) out.push_back(f(r));
+  return out;
+}
+
+int count_cached(const std::vector<RunProcess>& v) {
+  int n = 0;
+  for (const auto& r : v) n += r.model_cached && r.scales_cached;
+  return n;
+}
+
+// The figures of the processes.
+void process_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const ProcessFigures& p) {
+  const auto ttft = [](const RunProcess& r) { return r.first_token_s; };
+  const auto wall = [](const RunProcess& r) { return r.proc.wall_s; };
+  f.push_back(figure_of(
+      fmt::format("time to the first token, cold (empty start-up cache), {}", o.model), "s", each(p.cold, ttft), 8,
+      false, "<= 8 s", "measured (this host)",
+      fmt::format("`bitsim run --model {} --prompt A --tokens 1` as a process, each with a new empty --cache-dir; "
+                  "value = the run's summary.first_token_s (its start to the first generated token's step done: "
+                  "BOS, the prompt, the first generated; {} checked steps); load {} s, K/V calibration {} s; "
+                  "whole processes {} s; model and K/V scales from the cache in {} of {}",
+                  o.model, p.cold.front().steps, list(each(p.cold, [](const RunProcess& r) { return r.load_s; })),
+                  list(each(p.cold, [](const RunProcess& r) { return r.calibration_s; })), list(each(p.cold, wall)),
+                  count_cached(p.cold), p.cold.size())));
+  f.push_back(figure_of(
+      fmt::format("time to the first token, warm (the same model and config seen before), {}", o.model), "s",
+      each(p.warm, ttft), 2, false, "<= 2 s", "measured (this host)",
+      fmt::format("the same process again with the cache folder the last cold run filled; value = summary.first_token_s; "
+                  "load {} s, K/V calibration {} s; model and K/V scales from the cache in {} of {}",
+                  list(each(p.warm, [](const RunProcess& r) { return r.load_s; })),
+                  list(each(p.warm, [](const RunProcess& r) { return r.calibration_s; })), count_cached(p.warm),
+                  p.warm.size())));
+  f.push_back(figure_of(
+      "a 1-token `bitsim run` as a process, second time", "s", each(p.warm, wall), 2, false, "<= 2 s",
+      "measured (this host)",
+      fmt::format("the warm runs above, each process timed from spawn to exit (exec, start-up, {} checked steps, the "
+                  "JSON report, exit)", p.warm.front().steps)));
+  f.push_back(figure_of(
+      fmt::format("a whole {}-token `bitsim run --no-check`, start-up included, warm", o.run_tokens), "tok/s",
+      each(p.whole, [&](const RunProcess& r) { return o.run_tokens / r.proc.wall_s; }), 15, true, ">= 15 tok/s",
+      "measured (this host); the tokens are simulated",
+      fmt::format("`bitsim run --prompt A --tokens {} --no-check` as a process with the warm cache ({} steps); value = "
+                  "generated tokens / the process's wall from spawn to exit ({} s)",
+                  o.run_tokens, p.whole.front().steps, list(each(p.whole, wall)))));
+  f.push_back(figure_of(
+      fmt::format("peak resident memory, {}, {} tokens", o.model, o.memory_tokens), "GB",
+      each(p.memory, [](const RunProcess& r) { return r.proc.maxrss_bytes / 1e9; }), 1.5, false, "<= 1.5 GB",
+      "measured (this host)",
+      fmt::format("`bitsim run --prompt A --tokens {} --no-check` as a process with the warm cache ({} steps: T = 1..{}); "
+                  "value = wait4's ru_maxrss of the process (GB = 1e9 bytes); its wall {} s",
+                  o.memory_tokens - 2, p.memory.front().steps, p.memory.front().steps, list(each(p.memory, wall)))));
+}
+
+// The figures of the in-process token rates.
+void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const FastWindows& w, const CheckedRuns& c) {
+  const int N = o.tokens, hi0 = golden::kMaxContext - N + 1;
+  const std::string common = fmt::format(
+      "fast fidelity, functional (the engines compute), no check, one board warmed by one untimed token ({:.2f} s; "
+      "weights image and board {:.2f} s not included), {} passes, each token timed around TokenLoop::step; value = "
+      "N / the window's summed wall; the first pass also clocked each new batch shape once ({} runs on the clocked "
+      "board; {} in the later passes), as a first run at a config does without the start-up cache's timing entry",
+      w.cold_s, w.setup_s, o.repeat, w.oracle_runs_first, w.oracle_runs_later);
+  f.push_back(figure_of(fmt::format("simulated tok/s per wall second, --no-check, {}", t_range(1, N)), "tok/s",
+                        w.low_rate, 30, true, ">= 30", "measured (this host); the tokens are simulated",
+                        fmt::format("{} tokens at {}; {}", N, t_range(1, N), common)));
+  f.push_back(figure_of(
+      fmt::format("simulated tok/s per wall second, --no-check, {}", t_range(hi0, golden::kMaxContext)), "tok/s",
+      w.high_rate, 30, true,
+      fmt::format(">= 30 (the real board: {} tok/s at T=512)", board_figures::kEndToEndT512.tok_s),
+      "measured (this host); the tokens are simulated",
+      fmt::format("{} tokens at {}; {}", N, t_range(hi0, golden::kMaxContext), common)));
+  f.push_back(figure_of(
+      "simulated tok/s per wall second, golden check on every token", "tok/s", c.rate, 15, true, ">= 15, stable",
+      "measured (this host); the tokens are simulated",
+      fmt::format("run_board as `bitsim run --prompt A --tokens {}` with the warm start-up cache, {} runs (fast "
+                  "fidelity, the golden BoardReference beside the board on every token: {} of {} logits "
+                  "bit-identical); value = steps 2..{} ({}) / their summed per-token wall incl. the check; the "
+                  "first step of each run is in the time to the first token",
+                  N - 1, o.repeat, c.equal, c.steps, N + 1, t_range(2, N + 1))));
+}
+
+// The figures of the cycle fidelity.
+void cycle_figures(std::vector<BenchFigure>& f, const BenchOptions& o, double mhz, const CycleRuns& cy) {
+  f.push_back(figure_of(
+      "cycle fidelity, PL cycles per wall second", "cycles/s", cy.rate, 2e6, true, ">= 2 million",
+      "measured (this host); the PL cycles are simulated",
+      fmt::format("clocked SystemC board, {} token(s) at {}, functional, no check, {} runs: {:.3f} ms simulated x {} "
+                  "MHz = {:.2f} million PL cycles per run (timed in the PS thread around each token; elaboration and "
+                  "the weights image not included); the DMA streaming figure alone is "
+                  "build/bench/bitsim_bench_hw's",
+                  o.cycle_tokens, t_range(1, o.cycle_tokens), o.repeat, cy.sim_ps * 1e-9, mhz, cy.cycles / 1e6)));
+  f.push_back(figure_of(
+      "fast over cycle, wall time per token", "x", cy.speedup, 100, true, ">= 100x", "measured (this host)",
+      fmt::format("each cycle run's wall per token / fast {:.4f} s per token (the last fast pass, the same {} token(s) "
+                  "at {}), both functional, no check (simulated time per token {:.3f} ms, {} in both fidelities)",
+                  cy.fast_per_token, o.cycle_tokens, t_range(1, o.cycle_tokens), cy.sim_ps * 1e-9 / o.cycle_tokens,
+                  cy.same_sim ? "the same" : "NOT the same")));
+}
+}  // namespace
+
+// ---- Processes -------------------------------------------------------------------------------
+
+ProcessRun run_process(const std::vector<std::string>& argv, const fs::path& scratch_dir) {
+  if (argv.empty()) throw Error("bench: no command to run");
+  const fs::path out = scratch_dir / "process.out", err = scratch_dir / "process.err";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ProcessRun r;
+  const auto t0 = Clock::now();
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw Error(fmt::format("bench: cannot run {}: {}", argv[0], std::strerror(rc)));
+  int st = 0;
+  rusage u{};
+  bool signalled = false;
+  while (::wait4(pid, &st, 0, &u) < 0) {
+    if (errno != EINTR) throw Error(fmt::format("bench: waiting for {}: {}", argv[0], std::strerror(errno)));
+    if (stop_signal() && !signalled) {  // stop the child, reap it, then stop
+      ::kill(pid, SIGTERM);
+      signalled = true;
+    }
+  }
+  r.wall_s = seconds_since(t0);
+  r.maxrss_bytes = double(u.ru_maxrss) * 1024.0;
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+  check_stop();
+  r.out = io::read_file(out, "bench process output");
+  r.err = io::read_file(err, "bench process errors");
+  return r;
 }
 
 std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<void(const std::string&)> status_cb) {
   const BenchOptions o = effective_bench_options(options);
   const Status status = [&](const std::string& s) { if (status_cb) status_cb(s); };
   const SimConfig cfg = make_sim_config(o.params);
-  const CheckedRun checked = checked_run(o, status);
-  const TimingModel t = load_timing_model(o, status);
+  const ScratchDir scratch;
+  const fs::path warm_cache = scratch.path() / "cache";
+  const ProcessFigures procs = process_runs(o, scratch.path(), warm_cache, status);
+  const CheckedRuns checked = checked_runs(o, warm_cache, status);
+  const TimingModel t = load_timing_model(o, warm_cache, status);
   const FastWindows fast = fast_windows(cfg, t, o, status);
-  const CycleWindow cycle = cycle_window(cfg, t, o, fast.low, status);
-  const MemoryRun mem = memory_run(cfg, t, o, status);
-  const BenchFigure sweep = sweep_figure(o, status);  // after the memory run: its peak is the process's
+  const CycleRuns cycle = cycle_runs(cfg, t, o, fast.low, status);
   std::vector<BenchFigure> f;
+  process_figures(f, o, procs);
   rate_figures(f, o, fast, checked);
-  cost_figures(f, o, cfg.board.clock.mhz, cycle, checked, t, mem);
-  f.push_back(sweep);
+  cycle_figures(f, o, cfg.board.clock.mhz, cycle);
+  f.push_back(sweep_figure(o, status));
   return f;
 }
 
@@ -400,17 +606,22 @@ std::string format_bench_value(const BenchFigure& f) {
 
 std::string bench_table(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s) {
   std::string s = fmt::format(
-      "bitsim bench: {} on this host, {} host thread(s); every value is measured (this host), the tokens and PL "
-      "cycles it counts are simulated\n\n",
-      o.model, o.threads);
-  s += "| figure | measured | evidence | goal | met | how measured |\n";
-  s += "|---|---|---|---|---|---|\n";
-  for (const auto& f : figs)
-    s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", f.name, format_bench_value(f), f.evidence, f.goal_text,
+      "bitsim bench: {} on this host, {} host thread(s), {} repetitions of every figure; every value is measured "
+      "(this host), the tokens and PL cycles it counts are simulated\n\n",
+      o.model, o.threads, o.repeat);
+  s += "| figure | median | min .. max | evidence | goal | met | how measured |\n";
+  s += "|---|---|---|---|---|---|---|\n";
+  for (const auto& f : figs) {
+    BenchFigure lo = f, hi = f;
+    lo.value = f.min;
+    hi.value = f.max;
+    s += fmt::format("| {} | {} | {} .. {} | {} | {} | {} | {} |\n", f.name, format_bench_value(f),
+                     format_bench_value(lo), format_bench_value(hi), f.evidence, f.goal_text,
                      f.met ? "met" : "missed", f.how);
+  }
   int met = 0;
   for (const auto& f : figs) met += f.met;
-  s += fmt::format("\n{} of {} goals met; the bench took {:.1f} s wall\n", met, figs.size(), wall_s);
+  s += fmt::format("\n{} of {} goals met (by the median); the bench took {:.1f} s wall\n", met, figs.size(), wall_s);
   return s;
 }
 
@@ -419,6 +630,9 @@ std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions&
   for (const auto& f : figs)
     arr.push_back({{"name", f.name},
                    {"value", f.value},
+                   {"min", f.min},
+                   {"max", f.max},
+                   {"samples", f.samples},
                    {"unit", f.unit},
                    {"goal", f.goal},
                    {"goal_text", f.goal_text},
@@ -426,12 +640,15 @@ std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions&
                    {"met", f.met},
                    {"evidence", f.evidence},
                    {"how", f.how}});
-  nlohmann::json j{{"schema", "bitsim.bench/1"},
+  nlohmann::json j{{"schema", "bitsim.bench/2"},
                    {"model", o.model},
                    {"options",
                     {{"tokens", o.tokens},
                      {"cycle_tokens", o.cycle_tokens},
                      {"memory_tokens", o.memory_tokens},
+                     {"run_tokens", o.run_tokens},
+                     {"repeat", o.repeat},
+                     {"sweep_points", o.sweep_points},
                      {"threads", o.threads},
                      {"quick", o.quick}}},
                    {"wall_s", wall_s},

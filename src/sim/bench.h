@@ -1,14 +1,21 @@
 #pragma once
-// bitsim bench: how fast the simulator itself is on this host. Six figures, each measured
-// here and compared with its goal:
-//   - simulated tokens per wall second, fast fidelity, --no-check, T up to 512
+// bitsim bench: how fast the simulator itself is on this host. Every figure is measured
+// `repeat` times (3 by default) and reported as the median with its minimum and maximum:
+//   as `bitsim run` processes (fork + exec of the bitsim executable, its own start-up cache
+//   folder in a temporary directory, removed at the end):
+//   - the time to the first token, cold (an empty start-up cache) and warm (the same model
+//     and config seen before)
+//   - a 1-token `bitsim run` as a process, second time (the whole process's wall)
+//   - a whole warm `bitsim run --no-check` of run_tokens tokens, start-up included
+//   - the peak resident memory of a memory_tokens-token `bitsim run --no-check`
+//   in this process:
+//   - simulated tokens per wall second, fast fidelity, --no-check, T = 1..N and 513-N..512
 //   - the same with the golden check on every token (run_board, as `bitsim run` does it)
-//   - cycle fidelity: simulated PL cycles per wall second
-//   - fast over cycle: wall time per token at the same positions, no check
-//   - time to the first token (load, K/V calibration, weights image, the prompt's steps)
-//   - peak resident memory of the process after a real N-token fast run (default 512)
+//   - cycle fidelity: simulated PL cycles per wall second; fast over cycle
+//   - timing-only sweep points per wall second
 // The values are measurements of the simulator on this host ("measured (this host)"); the
 // tokens and PL cycles they count are simulated.
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,18 +32,25 @@ namespace bitsim::sim {
 
 struct BenchOptions {
   std::string model = "synthetic:bitnet-large";
-  int tokens = 32;           // tokens per timed window (fast: two windows, T from 0 and from 512 - tokens)
+  int tokens = 32;           // tokens per timed window (fast: two windows, T from 1 and up to 512; checked run)
   int cycle_tokens = 1;      // tokens in cycle fidelity (at positions 0 ..)
-  int memory_tokens = 512;   // tokens of the fast functional run that the peak memory follows
+  int memory_tokens = 512;   // steps of the `bitsim run --no-check` process that the peak memory follows
+  int run_tokens = 64;       // generated tokens of the whole warm `bitsim run --no-check` process
+  int repeat = 3;            // repetitions of every figure (median, min, max)
   bool quick = false;        // synthetic:tiny and few tokens (for the tests)
-  int sweep_points = 16;     // timing-only sweep points run in this process for the points/s figure
+  int sweep_points = 8;      // timing-only sweep points run in this process for the points/s figure
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
   ParamSet params = board_params();  // the board config
+  // The same board config for the `bitsim run` processes: their --config / --set flags.
+  std::vector<std::string> config_args;
+  std::string bitsim_exe;    // the bitsim executable the process figures run (required)
 };
 
 struct BenchFigure {
   std::string name, unit, goal_text;
-  double value = 0, goal = 0;
+  double value = 0, goal = 0;  // value: the median of the samples
+  double min = 0, max = 0;     // of the samples
+  std::vector<double> samples; // one per repetition, in the order measured
   bool higher_is_better = true;
   bool met = false;          // value >= goal (higher is better) or value <= goal
   std::string how;           // how it was measured, with the raw numbers
@@ -51,8 +65,8 @@ std::vector<BenchFigure> run_bench(const BenchOptions& options,
 // The effective options run_bench uses (quick mode applied, tokens clamped to the KV cache).
 BenchOptions effective_bench_options(const BenchOptions& options);
 
-// The table `bitsim bench` prints (Markdown: figure, measured value, evidence, goal,
-// met/missed, how measured) and its JSON document {"schema": "bitsim.bench/1", ...}.
+// The table `bitsim bench` prints (Markdown: figure, median, min..max, evidence, goal,
+// met/missed, how measured) and its JSON document {"schema": "bitsim.bench/2", ...}.
 // `options` are the effective ones; `wall_s` is the whole bench's wall time.
 std::string format_bench_value(const BenchFigure& figure);
 std::string bench_table(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
@@ -94,5 +108,15 @@ std::vector<int> bench_token_ids(const std::vector<int>& calibration, int n);
 
 // Peak resident memory of this process so far (getrusage ru_maxrss), bytes.
 double peak_rss_bytes();
+
+// A child process run to its end: its exit code (128 + N if killed by signal N), wall time
+// from spawn to exit, peak resident memory (wait4's ru_maxrss) and what it wrote. A SIGINT
+// or SIGTERM to bitsim while it runs stops the child and reaps it, then throws Stopped.
+struct ProcessRun {
+  int exit_code = -1;
+  double wall_s = 0, maxrss_bytes = 0;
+  std::string out, err;
+};
+ProcessRun run_process(const std::vector<std::string>& argv, const std::filesystem::path& scratch_dir);
 
 }  // namespace bitsim::sim

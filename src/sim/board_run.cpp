@@ -187,9 +187,9 @@ class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
              const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
-             int capacity = golden::kMaxContext)
-      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), capacity_(capacity),
-        sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
+             Clock::time_point start, int capacity = golden::kMaxContext)
+      : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), start_(start),
+        capacity_(capacity), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
 
   void operator()(host::TokenLoop& loop) {
     loop.init();
@@ -241,6 +241,7 @@ class Generation {
       res_.generated_text += new_text;
     }
     rec.wall_ms = seconds_since(w0) * 1e3;
+    if (generated && res_.first_token_s == 0) res_.first_token_s = seconds_since(start_);
     res_.tokens.push_back(rec);
     if (cb_.on_token) cb_.on_token(rec, new_text);
     return logits;
@@ -263,6 +264,7 @@ class Generation {
   golden::BoardReference* ref_;
   BoardSession& session_;
   BoardRunResult& res_;
+  Clock::time_point start_;  // run_board's call (the time to the first token counts from it)
   int capacity_;  // positions the KV cache holds
   Sampler sampler_;
   model::StreamDecoder decoder_;
@@ -357,7 +359,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     if (!timing_key.empty()) save_timing_cache(*sim->fast_board(), *store, timing_key);
   };
   Session session(*sim);
-  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res, capacity);
+  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res, t_start, capacity);
   std::unique_ptr<LayerTable> layers;
   if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
   if (layers) sim->loop().set_observer(layers.get());

@@ -78,6 +78,7 @@ struct BoardRunResult {
   std::vector<TokenRecord> tokens;
   std::string generated_text;
   double load_s = 0, calibration_s = 0, wall_s = 0;
+  double first_token_s = 0;       // from run_board's call to the first generated token's step done (0: none)
   bool model_cached = false, scales_cached = false;  // taken from the start-up cache
   size_t timing_entries_cached = 0;  // batch shapes whose timing came from the start-up cache
   bool checked = false;

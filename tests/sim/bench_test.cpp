@@ -1,7 +1,9 @@
-// bitsim bench in quick mode (synthetic:tiny, few tokens): the seven figures, their met flags
-// against their goals, the table and the CLI's JSON document agreeing with them, and the
-// premise of the speed-up figure (both fidelities simulate the same time per token). The
-// measured values are not checked against the goals: they depend on the host.
+// bitsim bench in quick mode (synthetic:tiny, few tokens): the eleven figures, each the median
+// of its repetitions, their met flags against their goals, cold and warm start-up told apart
+// by the start-up cache, the table and the CLI's JSON document agreeing with them, the child
+// process runner, and the premise of the speed-up figure (both fidelities simulate the same
+// time per token). The measured values are not checked against the goals: they depend on
+// the host.
 #include "sim/bench.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <algorithm>
 
 #include "model/error.h"
 
@@ -28,51 +31,107 @@ void expect_consistent(const std::string& name, double value, double goal, bool 
   EXPECT_EQ(met, higher ? value >= goal : value <= goal) << name << ": " << value << " vs " << goal;
 }
 
-TEST(Bench, QuickRunReturnsSixConsistentFigures) {
+// Every figure is the median of its samples, one per repetition, between their min and max.
+void expect_median_of_samples(const std::string& name, double value, double lo, double hi,
+                              std::vector<double> samples, size_t repeat) {
+  ASSERT_EQ(samples.size(), repeat) << name;
+  std::sort(samples.begin(), samples.end());
+  EXPECT_DOUBLE_EQ(lo, samples.front()) << name;
+  EXPECT_DOUBLE_EQ(hi, samples.back()) << name;
+  const size_t n = samples.size();
+  const double med = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+  EXPECT_DOUBLE_EQ(value, med) << name;
+}
+
+constexpr size_t kFigures = 11;
+
+TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
   BenchOptions o;
   o.quick = true;
+  o.repeat = 3;
+  o.bitsim_exe = BITSIM_BINARY;
+  // The bench's temporary folder goes under a TMPDIR of this test's own, which must be empty
+  // again afterwards.
+  const fs::path tmp = fs::temp_directory_path() / ("bitsim_bench_tmp_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  ASSERT_EQ(::setenv("TMPDIR", tmp.c_str(), 1), 0);
   std::vector<std::string> lines;
   const auto figs = run_bench(o, [&](const std::string& s) { lines.push_back(s); });
-  ASSERT_EQ(figs.size(), 7u);
+  EXPECT_TRUE(fs::is_empty(tmp));
+  fs::remove_all(tmp);
+  ASSERT_EQ(figs.size(), kFigures);
   EXPECT_FALSE(lines.empty());
   for (const auto& f : figs) {
     expect_consistent(f.name, f.value, f.goal, f.higher_is_better, f.met);
+    expect_median_of_samples(f.name, f.value, f.min, f.max, f.samples, 3);
     EXPECT_FALSE(f.how.empty()) << f.name;
     EXPECT_FALSE(f.goal_text.empty()) << f.name;
     EXPECT_NE(f.evidence.find("measured (this host)"), std::string::npos) << f.name;
   }
-  EXPECT_EQ(figs[0].unit, "tok/s");
-  EXPECT_EQ(figs[1].unit, "tok/s");
-  EXPECT_EQ(figs[2].unit, "cycles/s");
-  EXPECT_EQ(figs[3].unit, "x");
-  EXPECT_EQ(figs[4].unit, "s");
+  const std::vector<std::string> units{"s", "s", "s", "tok/s", "GB", "tok/s", "tok/s", "tok/s", "cycles/s", "x", "points/s"};
+  for (size_t i = 0; i < kFigures; ++i) EXPECT_EQ(figs[i].unit, units[i]) << figs[i].name;
+  // Cold and warm time to the first token are separate figures: the cold processes started
+  // from an empty start-up cache each, the warm ones took the model and the K/V scales from
+  // the cache the last cold one filled.
+  EXPECT_NE(figs[0].name.find("cold"), std::string::npos);
+  EXPECT_NE(figs[0].how.find("from the cache in 0 of 3"), std::string::npos) << figs[0].how;
+  EXPECT_NE(figs[1].name.find("warm"), std::string::npos);
+  EXPECT_NE(figs[1].how.find("from the cache in 3 of 3"), std::string::npos) << figs[1].how;
+  // A whole process takes longer than its own time to the first token.
+  EXPECT_GT(figs[2].min, 0.0);
+  EXPECT_GT(figs[2].value, figs[1].value);
   EXPECT_FALSE(figs[4].higher_is_better);
-  EXPECT_EQ(figs[5].unit, "GB");
-  EXPECT_FALSE(figs[5].higher_is_better);
-  EXPECT_NE(figs[5].name.find("synthetic:tiny"), std::string::npos);
+  EXPECT_NE(figs[4].name.find("synthetic:tiny, 16 tokens"), std::string::npos) << figs[4].name;
+  // The two T windows are separate figures.
+  EXPECT_NE(figs[5].name.find("T=1..4"), std::string::npos) << figs[5].name;
+  EXPECT_NE(figs[6].name.find("T=509..512"), std::string::npos) << figs[6].name;
   // The sweep figure: points run one after the other in this process (2 in quick mode).
-  EXPECT_EQ(figs[6].unit, "points/s");
-  EXPECT_NE(figs[6].how.find("2 points"), std::string::npos) << figs[6].how;
-  EXPECT_NE(figs[6].how.find("in one process"), std::string::npos) << figs[6].how;
-  // The checked run compared every token's logits with the golden reference, and all were
-  // equal: the figure's raw numbers "E of N logits bit-identical" (run_bench throws on a
-  // mismatch; this catches a run that did not check at all: E = 0).
+  EXPECT_NE(figs[10].how.find("2 points"), std::string::npos) << figs[10].how;
+  EXPECT_NE(figs[10].how.find("in one process"), std::string::npos) << figs[10].how;
+  // The checked runs compared every token's logits with the golden reference, and all were
+  // equal: "E of N logits bit-identical" (run_bench throws on a mismatch; this catches runs
+  // that did not check at all: E = 0). 3 runs of 5 steps.
   std::smatch eq;
-  ASSERT_TRUE(std::regex_search(figs[1].how, eq, std::regex(R"((\d+) of (\d+) logits bit-identical)"))) << figs[1].how;
-  EXPECT_EQ(eq[1].str(), eq[2].str()) << figs[1].how;
-  EXPECT_GT(std::stoi(eq[2].str()), 1) << figs[1].how;
+  ASSERT_TRUE(std::regex_search(figs[7].how, eq, std::regex(R"((\d+) of (\d+) logits bit-identical)"))) << figs[7].how;
+  EXPECT_EQ(eq[1].str(), eq[2].str()) << figs[7].how;
+  EXPECT_EQ(std::stoi(eq[2].str()), 15) << figs[7].how;
 
-  // The table: one row per figure with its name, formatted value and met flag, and a count
+  // The table: one row per figure with its name, median, range and met flag, and a count
   // of the goals met that agrees with the flags.
   const std::string table = bench_table(figs, effective_bench_options(o), 1.0);
   int met = 0;
   for (const auto& f : figs) {
     met += f.met;
-    const std::string row = "| " + f.name + " | " + format_bench_value(f) + " | " + f.evidence + " | " + f.goal_text +
-                            " | " + (f.met ? "met" : "missed") + " |";
+    BenchFigure lo = f, hi = f;
+    lo.value = f.min;
+    hi.value = f.max;
+    const std::string row = "| " + f.name + " | " + format_bench_value(f) + " | " + format_bench_value(lo) + " .. " +
+                            format_bench_value(hi) + " | " + f.evidence + " | " + f.goal_text + " | " +
+                            (f.met ? "met" : "missed") + " |";
     EXPECT_NE(table.find(row), std::string::npos) << row;
   }
-  EXPECT_NE(table.find(std::to_string(met) + " of 7 goals met"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(met) + " of 11 goals met"), std::string::npos) << table;
+  EXPECT_NE(table.find("3 repetitions"), std::string::npos) << table;
+}
+
+TEST(Bench, AProcessIsTimedAndItsExitCodeAndOutputKept) {
+  const fs::path dir = fs::temp_directory_path() / ("bitsim_bench_proc_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const ProcessRun ok = run_process({"/bin/sh", "-c", "echo out; echo err >&2; exit 0"}, dir);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.out, "out\n");
+  EXPECT_EQ(ok.err, "err\n");
+  EXPECT_GT(ok.wall_s, 0.0);
+  EXPECT_GT(ok.maxrss_bytes, 0.0);
+  EXPECT_EQ(run_process({"/bin/sh", "-c", "exit 7"}, dir).exit_code, 7);
+  EXPECT_EQ(run_process({"/bin/sh", "-c", "kill -TERM $$"}, dir).exit_code, 128 + 15);
+  // A child that holds memory: its own peak, not the parent's.
+  const ProcessRun big =
+      run_process({"/bin/sh", "-c", "exec dd if=/dev/zero of=/dev/null bs=300M count=1 status=none"}, dir);
+  EXPECT_EQ(big.exit_code, 0);
+  EXPECT_GT(big.maxrss_bytes, 250e6);
+  EXPECT_THROW(run_process({"/nonexistent/bitsim"}, dir), Error);
+  fs::remove_all(dir);
 }
 
 TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
@@ -104,6 +163,12 @@ TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
 
 TEST(Bench, OptionsAreChecked) {
   BenchOptions o;
+  EXPECT_THROW(effective_bench_options(o), Error);  // no executable for the process figures
+  o.bitsim_exe = BITSIM_BINARY;
+  EXPECT_NO_THROW(effective_bench_options(o));
+  o.repeat = 0;
+  EXPECT_THROW(effective_bench_options(o), Error);
+  o.repeat = 3;
   o.tokens = 1;
   EXPECT_THROW(effective_bench_options(o), Error);
   o.tokens = 8;
@@ -112,17 +177,24 @@ TEST(Bench, OptionsAreChecked) {
   o.cycle_tokens = 1;
   o.memory_tokens = 513;
   EXPECT_THROW(effective_bench_options(o), Error);
+  o.memory_tokens = 2;
+  EXPECT_THROW(effective_bench_options(o), Error);
   o.memory_tokens = 512;
+  o.run_tokens = 511;
+  EXPECT_THROW(effective_bench_options(o), Error);
+  o.run_tokens = 64;
   o.quick = true;
   const BenchOptions q = effective_bench_options(o);
   EXPECT_EQ(q.model, "synthetic:tiny");
   EXPECT_LE(q.tokens, 4);
   EXPECT_LE(q.memory_tokens, 16);
+  EXPECT_LE(q.run_tokens, 8);
+  EXPECT_EQ(q.repeat, 3);
 }
 
 TEST(Bench, CliQuickWritesJson) {
   const fs::path json = fs::temp_directory_path() / ("bitsim_bench_" + std::to_string(::getpid()) + ".json");
-  const std::string cmd = std::string(BITSIM_BINARY) + " bench --quick --quiet --json " + json.string();
+  const std::string cmd = std::string(BITSIM_BINARY) + " bench --quick --repeat 3 --quiet --json " + json.string();
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -137,10 +209,11 @@ TEST(Bench, CliQuickWritesJson) {
   ASSERT_TRUE(f.good());
   const nlohmann::json j = nlohmann::json::parse(f);
   fs::remove(json);
-  EXPECT_EQ(j.at("schema"), "bitsim.bench/1");
+  EXPECT_EQ(j.at("schema"), "bitsim.bench/2");
+  EXPECT_EQ(j.at("options").at("repeat"), 3);
   EXPECT_EQ(j.at("model"), "synthetic:tiny");
   ASSERT_TRUE(j.at("figures").is_array());
-  ASSERT_EQ(j.at("figures").size(), 7u);
+  ASSERT_EQ(j.at("figures").size(), kFigures);
   int met = 0;
   for (const auto& fig : j.at("figures")) {
     met += fig.at("met").get<bool>();
@@ -148,10 +221,11 @@ TEST(Bench, CliQuickWritesJson) {
     EXPECT_NE(out.find("| " + fig.at("name").get<std::string>() + " | "), std::string::npos) << fig.at("name");
     const double v = fig.at("value"), g = fig.at("goal");
     expect_consistent(fig.at("name"), v, g, fig.at("higher_is_better"), fig.at("met"));
+    expect_median_of_samples(fig.at("name"), v, fig.at("min"), fig.at("max"), fig.at("samples"), 3);
     EXPECT_EQ(fig.at("evidence").get<std::string>().rfind("measured (this host)", 0), 0u);
     EXPECT_TRUE(fig.at("how").is_string());
   }
-  EXPECT_NE(out.find(std::to_string(met) + " of 7 goals met"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(met) + " of 11 goals met"), std::string::npos) << out;
 }
 
 TEST(Bench, CliRejectsBadOptions) {
