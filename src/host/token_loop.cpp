@@ -3,6 +3,10 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -95,9 +99,20 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
   }
 }
 
-void TokenLoop::load_weights() {
+void TokenLoop::load_weights(int threads) {
   write_kv_banks();
+  // Every lane stream's rows are packed by `threads` host threads into a staging buffer, a
+  // chunk of streams at a time, then written into DDR in order by this thread (the
+  // platform's memory and its listeners see one writer). The bytes do not depend on threads.
+  struct Job {
+    const MatmulGroup* g;
+    const MatmulCall* call;
+    const LaneStream* s;
+    Stack st;
+    size_t offset = 0, bytes = 0;
+  };
   const auto& groups = map_.groups();
+  std::vector<Job> jobs;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const MatmulGroup& g = groups[gi];
     const Stack st = stack_of(model_, gi);
@@ -105,18 +120,47 @@ void TokenLoop::load_weights() {
     // which decode as valid trits; the timing does not depend on them.
     if (st.parts.front()->trits.empty()) continue;
     const size_t row_bytes = model::packed_row_bytes(g.row_trits);
-    for (const MatmulCall& call : g.calls) {
-      for (const LaneStream& s : call.lane) {
-        if (s.rows == 0) continue;  // host.lanes = 1
-        scratch_.assign(size_t(s.rows) * row_bytes, 0);
-        for (int r = 0; r < s.rows; ++r) {
-          uint8_t* out = scratch_.data() + size_t(r) * row_bytes;
-          if (g.per_call) model::pack_row_segment(st.row(s.row_begin + r), g.n, call.segment, g.row_trits, out);
-          else model::pack_row(st.row(s.row_begin + r), g.n, out);
-        }
-        ps_.mem_write(s.rows_addr, scratch_.data(), scratch_.size());
-      }
+    for (const MatmulCall& call : g.calls)
+      for (const LaneStream& s : call.lane)
+        if (s.rows > 0) jobs.push_back({&g, &call, &s, st, 0, size_t(s.rows) * row_bytes});  // rows 0: host.lanes = 1
+  }
+  auto pack = [](const Job& j, uint8_t* out) {
+    const size_t row_bytes = model::packed_row_bytes(j.g->row_trits);
+    for (int r = 0; r < j.s->rows; ++r, out += row_bytes) {
+      if (j.g->per_call) model::pack_row_segment(j.st.row(j.s->row_begin + r), j.g->n, j.call->segment, j.g->row_trits, out);
+      else model::pack_row(j.st.row(j.s->row_begin + r), j.g->n, out);
     }
+  };
+  constexpr size_t kChunkBytes = size_t(16) << 20;
+  const int n_threads = std::max(1, threads);
+  for (size_t first = 0; first < jobs.size();) {
+    size_t last = first, bytes = 0;
+    while (last < jobs.size() && (last == first || bytes + jobs[last].bytes <= kChunkBytes)) {
+      jobs[last].offset = bytes;
+      bytes += jobs[last++].bytes;
+    }
+    scratch_.resize(bytes);
+    std::atomic<size_t> next{first};
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    auto worker = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < last;) {
+        try {
+          pack(jobs[k], scratch_.data() + jobs[k].offset);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          next = last;
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int i = 1; i < n_threads && i < int(last - first); ++i) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    if (failure) std::rethrow_exception(failure);
+    for (size_t k = first; k < last; ++k) ps_.mem_write(jobs[k].s->rows_addr, scratch_.data() + jobs[k].offset, jobs[k].bytes);
+    first = last;
   }
 }
 

@@ -76,8 +76,8 @@ class TokenLoop {
             TokenLoopOptions options = {});
 
   // Writes the packed weights image into DDR (zero simulated time: it is loaded before the
-  // run, as on the board).
-  void load_weights();
+  // run, as on the board). `threads` host threads pack the rows; the bytes are the same.
+  void load_weights(int threads = 1);
   // Programs the DMAs (in the PS thread).
   void init();
   // One token at position() (in the PS thread). Returns the logits; `probe` sees the same

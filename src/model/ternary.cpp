@@ -15,13 +15,16 @@ TernaryMatrix ternarize(const float* w, int rows, int cols) {
                 std::to_string(cols) + "]");
   const size_t count = size_t(rows) * size_t(cols);
 
+  // The sum in double, in index order. A NaN or an infinity makes the sum non-finite (a
+  // finite sum of floats cannot overflow a double), so the loop carries no test and the
+  // offending weight is looked for only then.
   double sum = 0.0;
-  for (size_t i = 0; i < count; ++i) {
-    const float v = w[i];
-    if (!std::isfinite(v))
-      throw Error("ternarize: non-finite weight at row " + std::to_string(i / size_t(cols)) +
-                  ", column " + std::to_string(i % size_t(cols)));
-    sum += std::fabs(double(v));
+  for (size_t i = 0; i < count; ++i) sum += std::fabs(double(w[i]));
+  if (!std::isfinite(sum)) {
+    for (size_t i = 0; i < count; ++i)
+      if (!std::isfinite(w[i]))
+        throw Error("ternarize: non-finite weight at row " + std::to_string(i / size_t(cols)) + ", column " +
+                    std::to_string(i % size_t(cols)));
   }
   float scale = float(sum / double(count));
   if (!(scale >= 1e-5f)) scale = 1e-5f;
@@ -34,10 +37,12 @@ TernaryMatrix ternarize(const float* w, int rows, int cols) {
   // clamp(rne(q), -1, 1) is +1 for q > 0.5, -1 for q < -0.5 and 0 otherwise: rne sends
   // [-0.5, 0.5] to 0 (the halves round to the even 0) and everything beyond to at least 1
   // in magnitude, which the clamp keeps as +-1. The comparison form is exactly that
-  // function and lets the compiler vectorize the loop (a test checks it against rne).
+  // function; written without branches through a local pointer, the compiler vectorizes
+  // the loop (a test checks it against rne).
+  int8_t* out = m.trits.data();
   for (size_t i = 0; i < count; ++i) {
     const float q = w[i] / scale;  // float division, as the spec says
-    m.trits[i] = q > 0.5f ? int8_t(1) : (q < -0.5f ? int8_t(-1) : int8_t(0));
+    out[i] = int8_t(int8_t(q > 0.5f) - int8_t(q < -0.5f));
   }
   return m;
 }

@@ -76,7 +76,7 @@ FastTokenRunner::FastTokenRunner(const SimConfig& config, const model::TernaryMo
   const auto t0 = Clock::now();
   impl_->cfg = config;
   impl_->sim = make_simulation(impl_->cfg, model, scales, SimulationOptions(Fidelity::kFast, threads));
-  impl_->sim->loop().load_weights();
+  impl_->sim->loop().load_weights(threads);
   impl_->sim->run([](host::TokenLoop& loop) { loop.init(); });
   impl_->setup_s = seconds_since(t0);
 }

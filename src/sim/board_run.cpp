@@ -365,7 +365,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (layers) sim->loop().set_observer(layers.get());
   else sim->loop().set_observer(tracer.get());
   status("writing the packed weights image into the simulated DDR ...");
-  sim->loop().load_weights();
+  sim->loop().load_weights(rr.threads);
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
                      cfg.board.clock.mhz));
   try {
@@ -408,7 +408,7 @@ std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::Ter
   so.idle_violations = o.idle_violations;
   const auto sim = make_simulation(cfg, m, scales, so);
   std::vector<TokenOutcome> out;
-  sim->loop().load_weights();
+  sim->loop().load_weights(o.threads);
   sim->run([&](host::TokenLoop& loop) {
     loop.init();
     if (o.start_position) loop.set_position(o.start_position);

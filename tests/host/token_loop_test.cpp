@@ -427,5 +427,35 @@ TEST(TokenLoop, CpuColumnFollowsTheCostModel) {
   EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4));
 }
 
+// load_weights packs the rows on any number of host threads: the DDR image is the same
+// bytes, page for page, in the board's stream and in the per-call format's.
+TEST(TokenLoop, WeightsImageIsTheSameBytesOnAnyNumberOfPackingThreads) {
+  for (const char* format : {"header", "per-call"}) {
+    hw::BoardConfig bc;
+    bc.matmul.format = format;
+    std::mt19937 g(11);
+    const model::TernaryModel m = testing::random_model(g, 3, 162, 2, 400);
+    const golden::KvScales scales = testing::fixed_scales(m);
+    const MemoryMap map(m.config, memory_of(bc));
+    std::vector<std::vector<uint8_t>> images;
+    for (int threads : {1, 3}) {
+      hw::FastBoard board(bc, hw::FastBoardOptions{false, 1});
+      FastPlatform platform(board);
+      TokenLoop loop(platform, map, m, scales, {}, {}, options_of(bc));
+      loop.load_weights(threads);
+      std::vector<uint8_t> image;
+      board.memory().for_each_page([&](uint64_t addr, size_t n) {
+        const size_t at = image.size();
+        image.resize(at + 8 + n);
+        std::memcpy(image.data() + at, &addr, 8);
+        board.memory().read(addr, image.data() + at + 8, n);
+      });
+      images.push_back(std::move(image));
+    }
+    EXPECT_GT(images[0].size(), 0u) << format;
+    EXPECT_TRUE(images[0] == images[1]) << format << ": the image differs between 1 and 3 packing threads";
+  }
+}
+
 }  // namespace
 }  // namespace bitsim::host

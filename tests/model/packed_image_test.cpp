@@ -170,6 +170,14 @@ TEST(PackedImage, RowRoundTripAndZeroPaddingBytes) {
 // each byte must still equal pack5 of its five trits, and a bad trit anywhere (in a whole
 // byte or in the last, partial one) must still be refused with pack5's message.
 TEST(PackedImage, PackRowBytesEqualPack5AndABadTritIsNamed) {
+  {  // every one of the 243 five-trit digits, in one row
+    std::vector<int8_t> all;
+    for (int b = 0; b < 243; ++b)
+      for (int i = 0, v = b; i < 5; ++i, v /= 3) all.push_back(int8_t(v % 3 - 1));
+    std::vector<uint8_t> buf(packed_row_bytes(int(all.size())), 0xEE);
+    pack_row(all.data(), int(all.size()), buf.data());
+    for (int b = 0; b < 243; ++b) ASSERT_EQ(int(buf[size_t(b)]), b) << "digit " << b;
+  }
   for (int n : {1, 4, 5, 6, 9, 10, 11, 1536, 4095, 4096}) {
     const auto t = random_trits(size_t(n), uint32_t(1000 + n));
     std::vector<uint8_t> buf(packed_row_bytes(n), 0xEE);
