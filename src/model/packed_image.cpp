@@ -181,8 +181,9 @@ void pack_row(const int8_t* trits, int n, uint8_t* out) {
   const size_t total = packed_row_bytes(n);
   // All trits valid (one pass), so that the whole bytes are packed without pack5's checks;
   // otherwise pack5 finds and names the bad trit.
-  bool bad = false;
-  for (int j = 0; j < n; ++j) bad |= uint8_t(trits[j] + 1) > 2;
+  uint8_t top = 0;  // the largest trit + 1 as a byte: at most 2 when every trit is -1, 0 or 1
+  for (int j = 0; j < n; ++j) top = std::max(top, uint8_t(trits[j] + 1));
+  const bool bad = top > 2;
   const size_t whole = bad ? 0 : size_t(n) / kTritsPerByte;
   // pack5 of five valid trits, digit i of weight 3^i, four digits at a time in a 32-bit word:
   // the trits' bytes 0xFF, 0x00, 0x01 become the digits 0, 1, 2 (+1 without a carry between

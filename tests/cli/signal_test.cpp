@@ -186,7 +186,7 @@ TEST(Signal, BenchStopsOnSigterm) {
   TempDir d;
   const fs::path json = d.path / "b.json";
   const pid_t pid = spawn({"bench", "--quick", "--json", json.string()}, d.path);
-  ASSERT_TRUE(wait_for(d.path, "[1/5]", pid)) << slurp(d.path / "stderr");
+  ASSERT_TRUE(wait_for(d.path, "[1/6]", pid)) << slurp(d.path / "stderr");
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 143);
   EXPECT_TRUE(has(slurp(d.path / "stderr"), "bitsim: stopped by SIGTERM")) << slurp(d.path / "stderr");
