@@ -793,7 +793,7 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable)");
   sub->add_flag("--quick", a.opt.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
-  sub->add_option("--json", a.json_file, "Also write a bitsim.bench/1 JSON document to FILE");
+  sub->add_option("--json", a.json_file, "Also write a bitsim.bench/2 JSON document to FILE");
   sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
   return {sub, [args] { return cmd_bench(*args); }};
 }
