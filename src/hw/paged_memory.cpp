@@ -12,7 +12,7 @@ namespace bitsim::hw {
 PagedMemory::PagedMemory(uint64_t size_bytes, std::string name)
     : size_(size_bytes),
       name_(std::move(name)),
-      memory_(size_t(size_bytes), name_.c_str()),
+      memory_(size_t(size_bytes), name_.c_str(), model::HugeMemory::Pages::kOnDemand),
       written_(size_t((size_bytes + kPageBytes - 1) / kPageBytes), 0) {}
 
 void PagedMemory::check(uint64_t addr, size_t n, const char* what) const {
@@ -53,6 +53,9 @@ void PagedMemory::write(uint64_t addr, const void* src, size_t n) {
   check(addr, n, "write");
   const uint64_t start = addr;
   const size_t total = n;
+  // A large write (a weights image's lane stream) fills its pages densely: huge pages for
+  // them. Small ones (headers, x, KV rows) keep small pages.
+  if (n >= kDenseWriteBytes) memory_.advise_huge(size_t(addr), n);
   auto* in = static_cast<const uint8_t*>(src);
   while (n > 0) {
     const uint64_t index = addr / kPageBytes, off = addr % kPageBytes;

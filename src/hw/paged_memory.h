@@ -19,6 +19,8 @@ namespace bitsim::hw {
 class PagedMemory {
  public:
   static constexpr uint64_t kPageBytes = 1ull << 20;
+  // A write of at least this many bytes advises huge pages where it lands (model/huge_memory.h).
+  static constexpr size_t kDenseWriteBytes = size_t(64) << 10;
 
   explicit PagedMemory(uint64_t size_bytes = 0, std::string name = "ddr");
   uint64_t size() const { return size_; }

@@ -57,5 +57,32 @@ TEST(HugeMemory, AnImpossibleSizeIsAnErrorNamingTheArray) {
   }
 }
 
+// An array written sparsely maps small pages and takes huge-page advice for ranges; the
+// advice (anywhere: inside, across the end, past it, empty) changes no byte: zeros stay
+// zeros, written bytes stay written.
+TEST(HugeMemory, OnDemandPagesTakeAdviceAndKeepTheirContents) {
+  const size_t n = (size_t(5) << 20) + 12345;
+  HugeMemory m(n, "sparse", HugeMemory::Pages::kOnDemand);
+  ASSERT_EQ(m.size(), n);
+  m.data()[100] = 1;
+  m.data()[n - 1] = 2;
+  m.advise_huge(0, 64 << 10);
+  m.advise_huge((size_t(3) << 20) + 7, size_t(4) << 20);  // across the end
+  m.advise_huge(n, 100);                                   // past it
+  m.advise_huge(12, 0);                                    // empty
+  std::memset(m.data() + (size_t(2) << 20), 3, size_t(1) << 20);
+  EXPECT_EQ(m.data()[100], 1);
+  EXPECT_EQ(m.data()[n - 1], 2);
+  EXPECT_EQ(m.data()[(size_t(2) << 20) - 1], 0);
+  EXPECT_EQ(m.data()[size_t(2) << 20], 3);
+  EXPECT_EQ(m.data()[(size_t(3) << 20) - 1], 3);
+  EXPECT_EQ(m.data()[size_t(3) << 20], 0);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < n; ++i) nonzero += m.data()[i] != 0;
+  EXPECT_EQ(nonzero, (size_t(1) << 20) + 2);
+  HugeMemory empty;
+  empty.advise_huge(0, 10);  // no memory: nothing to advise
+}
+
 }  // namespace
 }  // namespace bitsim::model
