@@ -520,10 +520,12 @@ void print_run(const sim::BoardRunResult& r) {
     for (const auto& row : r.walker->rows)
       fmt::print("    {:<20} {:>5} el/cycle {:>4} DSP {:>6} LUT {:>3} BRAM36\n", row.name,
                  row.lanes > 0 ? fmt::format("{:g}", row.lanes) : std::string("-"), row.dsp, row.lut, row.bram36);
-    // Beside the board's 34% of the LUTs and the configured attention unit (17 DSP on the board;
-    // the INT4 read path's LUTs when kv.format = int4).
+    // Beside the board's 34% of the LUTs and the configured attention unit (17 DSP on the board).
     const int dsp = r.walker->dsp + r.attention.dsp;
-    const double lut = W::kBoardLutShare * W::kDeviceLut + r.walker->lut + r.attention.lut;
+    // The configured attention unit takes the place of the board's, whose LUTs are inside
+    // the 34%.
+    const int board_unit_lut = hw::attention_resources(hw::AttentionUnitConfig{}).lut;
+    const double lut = W::kBoardLutShare * W::kDeviceLut - board_unit_lut + r.walker->lut + r.attention.lut;
     fmt::print("    with the board      {} DSP ({:.0f}%), {:.0f} LUT ({:.0f}%)  [simulated]\n", dsp,
                100.0 * dsp / W::kDeviceDsp, lut, 100.0 * lut / W::kDeviceLut);
   }

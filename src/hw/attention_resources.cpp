@@ -29,6 +29,23 @@ int shifter_lut(int bits, int positions) {
 // A pipelined restoring divider: one stage per quotient bit, each a (divisor + 1)-bit
 // subtract with its restore mux folded into the same LUT.
 int divider_lut(int quotient_bits, int divisor_bits) { return quotient_bits * (divisor_bits + 1) * kAddLutPerBit; }
+// A ROM of `entries` x `bits` in LUT6 (64 x 1 each): entries / 64 LUTs per bit, then a
+// 4:1 mux (one LUT6) per bit and stage over them.
+int rom_lut(int entries, int bits) { return (entries / 64 + shifter_lut(1, entries / 64)) * bits; }
+
+// The EXP table read (256 x 15, CIRCUITS.md 3): 4 LUTs a bit and one 4:1 mux: 75.
+constexpr int kExpBits = 15;
+// The online units' exponent: z8 = ((diff * m) << 8) >> S (the m product, 41 bits, then
+// 49 bits over S = 0..63), and EXPI (variants-attention.md 3): two table reads (EXP[i],
+// EXP[i+1]), their difference (15 bits), the fraction's rounding add (19), the subtraction
+// from EXP[i] (15), the i >= 255 compare (41) and its select (15).
+int online_shift_lut() { return shifter_lut(49, 64); }
+int online_interp_lut() {
+  return 2 * rom_lut(256, kExpBits) + (kExpBits + 19 + kExpBits + 41) * kAddLutPerBit + kExpBits;
+}
+// The running maximum M: the compare s_t > M (32 bits) and the two subtractions M - s_t,
+// s_t - M (32 each) whose non-negative one feeds the m multiplier.
+constexpr int kOnlineMaxLut = 3 * 32 * kAddLutPerBit;
 
 AttentionResourceRow dsp_row(const std::string& name, int a, int b, int per_lane, int lut = -1) {
   const int n = per_lane > 0 ? per_lane * model::kLanes : 1;
@@ -45,32 +62,47 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
   const bool online = c.kind() == model::AttentionVariant::OnlineSoftmax;
   if (!online) {
     // The board's two-phase unit (BOARD.md: 8 MACs per lane and the m multiplier, 17 DSP).
-    AttentionResourceRow macs = dsp_row("q.K and p.V MACs", 15, 8, 8);
+    // The MACs add into their DSP's accumulator (s_t over a K row; acc_d through the
+    // post-adder from the rotating acc registers): no LUTs.
+    AttentionResourceRow macs = dsp_row("q.K and p.V MACs", 15, 8, 8, 0);
     macs.width = "8 x 8, 15 x 8";
     r.rows.push_back(macs);
-    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0));
+    // s_max = max_t s_t (compare 32) and s_max - s_t (subtract 32), per lane.
+    r.rows.push_back(lut_row("score maximum and difference", 1, 2 * 32 * kAddLutPerBit));
+    // z = (diff x m) >> S: the 41-bit product over S = 0..63 (123), the legacy >> 8 select
+    // (41), min(z, 255): the compare (41) and the select (8).
+    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0, shifter_lut(41, 64) + 41 + 41 * kAddLutPerBit + 8));
+    r.rows.push_back({"EXP table (256 x 15 ROM)", "", 0, 0, rom_lut(256, kExpBits), 0});
+    r.rows.push_back(lut_row("sum of p (32 bits)", 1, 32 * kAddLutPerBit));
     // The scores of a head, 512 x 32 bits per lane: one BRAM36 (1K x 36) each.
-    r.rows.push_back({"score buffer (512 x 32 bits)", "", 1, 0, -1, model::kLanes});
+    r.rows.push_back({"score buffer (512 x 32 bits)", "", 1, 0, 0, model::kLanes});
   } else if (!c.int4()) {
-    // The online-softmax unit with int8 KV (docs/variants-attention.md 5).
-    AttentionResourceRow macs = dsp_row("q.K and p.V MACs", 15, 8, 8);
+    // The online-softmax unit with int8 KV (docs/variants-attention.md 3 and 5).
+    AttentionResourceRow macs = dsp_row("q.K and p.V MACs", 15, 8, 8, 0);
     macs.width = "8 x 8, 15 x 8";
     r.rows.push_back(macs);
-    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0));
-    r.rows.push_back(dsp_row("interpolation", 11, 8, 0));
-    r.rows.push_back(dsp_row("rescale of acc (acc x alpha)", 32, 15, 8));
-    r.rows.push_back(dsp_row("rescale of sum", 24, 15, 1));
-    r.rows.push_back(dsp_row("normalizer (acc x r)", 32, 31, 1));
+    r.rows.push_back(lut_row("running maximum and difference", 1, kOnlineMaxLut));
+    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0, online_shift_lut()));
+    r.rows.push_back(dsp_row("interpolation", 11, 8, 0, online_interp_lut()));
+    r.rows.push_back(lut_row("p select (EXP[0] on a new maximum)", 1, kExpBits));
+    // The rescaled acc (one DSP product) plus p x V (another): 8 adds of 32 bits a clock.
+    r.rows.push_back(dsp_row("rescale of acc (acc x alpha)", 32, 15, 8, model::kLanes * 8 * 32 * kAddLutPerBit));
+    // The rescaled sum plus p: one 24-bit add.
+    r.rows.push_back(dsp_row("rescale of sum", 24, 15, 1, model::kLanes * 24 * kAddLutPerBit));
+    // r = floor(2^46 / sum): one quotient bit a clock (47 clocks), a 25-bit subtract and
+    // restore; then acc x r on the DSPs.
+    r.rows.push_back(dsp_row("normalizer (acc x r)", 32, 31, 1, model::kLanes * divider_lut(1, 24)));
   } else {
-    // The online-softmax unit reading INT4 KV (docs/variants-attention.md 8.3, 8.4, 8.7). The
-    // rows with LUTs form the INT4 read path; m, the interpolation and the sum's rescale are
-    // the int8 unit's.
+    // The online-softmax unit reading INT4 KV (docs/variants-attention.md 8.3, 8.4, 8.7):
+    // the int8 unit's maximum, exponent, p select, sum and divider, and the INT4 read path.
     // A K beat: 16 nibbles, k12 = 16 k (wiring), 16 products q8 x k12 summed in the DSP cascade.
     r.rows.push_back(dsp_row("q.K multipliers (nibbles)", 8, 12, 16, 0));
     // The 16 q bytes of a K beat out of the 96: a 6:1 mux per bit (two LUT6).
     r.rows.push_back(lut_row("q operand select", 1, 128 * 2));
-    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0));
-    r.rows.push_back(dsp_row("interpolation", 11, 8, 0));
+    r.rows.push_back(lut_row("running maximum and difference", 1, kOnlineMaxLut));
+    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0, online_shift_lut()));
+    r.rows.push_back(dsp_row("interpolation", 11, 8, 0, online_interp_lut()));
+    r.rows.push_back(lut_row("p select (EXP[0] on a new maximum)", 1, kExpBits));
     // An outlier lane's fp16 value -> k12 (num::kv_outlier_fixed), one lane per clock:
     // decode the lane and the bank scale, sh = E_h - E_s + 4, shift the numerator (33 bits,
     // 23 amounts) or the denominator (24 bits, 14), 13 quotient bits over a 24-bit divisor,
@@ -89,11 +121,11 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
     // negation, 51 bits each), not 2 DSP48E1 for a 4-bit operand; 16 per clock per lane.
     r.rows.push_back(lut_row("V products w x v (48 x 4)", 16, 3 * 51 * kAddLutPerBit));
     // The 96 accumulators of 60 bits per lane (flip-flops, rotated 16 at a time: no read
-    // mux); 16 adds of 60 bits per clock.
+    // mux); 16 adds of 60 bits per clock (the rescaled acc plus w x v).
     r.rows.push_back(lut_row("60-bit accumulate", 16, 60 * kAddLutPerBit));
     r.rows.push_back(dsp_row("rescale of acc (acc x alpha)", 60, 15, 16, 0));
-    r.rows.push_back(dsp_row("rescale of sum", 24, 15, 1));
-    r.rows.push_back(dsp_row("normalizer (acc x r)", 60, 31, 1, 0));
+    r.rows.push_back(dsp_row("rescale of sum", 24, 15, 1, model::kLanes * 24 * kAddLutPerBit));
+    r.rows.push_back(dsp_row("normalizer (acc x r)", 60, 31, 1, model::kLanes * divider_lut(1, 24)));
   }
   r.lut_complete = true;
   for (const auto& row : r.rows) {

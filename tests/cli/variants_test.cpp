@@ -253,7 +253,8 @@ TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
   EXPECT_EQ(b["evidence"], "simulated");
   EXPECT_EQ(b["dsp"], 17);
   EXPECT_EQ(b["bram36"], 2);
-  EXPECT_EQ(b["lut_complete"], false);
+  EXPECT_EQ(b["lut_complete"], true);
+  EXPECT_EQ(b["lut"], 480);
   const auto online = run_json("--model synthetic:tiny --tokens 1 --set attention.variant=online-softmax");
   ASSERT_FALSE(online.is_null());
   EXPECT_EQ(online["summary"]["attention_resources"]["dsp"], 60);
@@ -262,7 +263,7 @@ TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
   ASSERT_FALSE(int4.is_null());
   const auto& r = int4["summary"]["attention_resources"];
   EXPECT_EQ(r["dsp"], 148);
-  EXPECT_EQ(r["lut"], 8982);
+  EXPECT_EQ(r["lut"], 9704);
   int dsp = 0, lut = 0;
   for (const auto& op : r["operators"]) {
     dsp += op["dsp"].get<int>();
@@ -274,7 +275,7 @@ TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
   const Result t = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --config " +
                           (fs::path(BITSIM_SOURCE_DIR) / "configs" / "all-three.toml").string());
   ASSERT_EQ(t.code, 0) << t.err;
-  EXPECT_NE(t.out.find("attention unit        148 DSP48E1, 0 BRAM36, 8982 LUT in the INT4 read path"),
+  EXPECT_NE(t.out.find("attention unit        148 DSP48E1, 0 BRAM36, 9704 LUT (model"),
             std::string::npos) << t.out;
   const int walker_dsp = int4["summary"]["walker_resources"]["dsp"].get<int>();
   EXPECT_NE(t.out.find(fmt::format("with the board      {} DSP", walker_dsp + 148)), std::string::npos) << t.out;

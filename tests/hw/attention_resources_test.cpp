@@ -1,6 +1,6 @@
 // The attention unit's resource model (hw/attention_resources.h) against hand counts:
-// docs/variants-attention.md 5 (the board's 17 DSP, the online unit's 60) and 8.7 (the INT4
-// unit's DSP and its read path's LUTs, operator by operator).
+// docs/variants-attention.md 5 (the board's 17 DSP, the online unit's 60, the datapath LUTs
+// of both) and 8.7 (the INT4 unit's DSP and LUTs, operator by operator).
 #include "hw/attention_resources.h"
 
 #include <gtest/gtest.h>
@@ -38,8 +38,17 @@ TEST(AttentionResources, TheBoardsUnitIs17DspAndTwoScoreBuffers) {
   const auto r = attention_resources(AttentionUnitConfig{});
   EXPECT_EQ(r.dsp, 17);  // BOARD.md: 8 MACs per lane and the m multiplier
   EXPECT_EQ(r.bram36, 2);
-  EXPECT_FALSE(r.lut_complete);
-  EXPECT_EQ(r.lut, 0);
+  // LUT: per lane the maximum's compare and the difference (2 x 32) and the sum of p (32);
+  // shared: the m product's shift (41 bits x 3 stages of 4:1), the legacy select (41), the
+  // clamp's compare (41) and select (8); the EXP ROM (4 LUT6 of 64 x 1 and a 4:1 mux a bit,
+  // 15 bits).
+  EXPECT_TRUE(r.lut_complete);
+  EXPECT_EQ(row(r, "score maximum and difference").lut, 2 * 64);
+  EXPECT_EQ(row(r, "m multiplier").lut, 123 + 41 + 41 + 8);
+  EXPECT_EQ(row(r, "EXP table (256 x 15 ROM)").lut, 5 * 15);
+  EXPECT_EQ(row(r, "sum of p (32 bits)").lut, 2 * 32);
+  EXPECT_EQ(row(r, "q.K and p.V MACs").lut, 0);
+  EXPECT_EQ(r.lut, 128 + 213 + 75 + 64);
 }
 
 TEST(AttentionResources, TheOnlineUnitIs60Dsp) {
@@ -48,7 +57,17 @@ TEST(AttentionResources, TheOnlineUnitIs60Dsp) {
   EXPECT_EQ(r.dsp, 16 + 1 + 1 + 32 + 2 + 8);
   EXPECT_EQ(row(r, "rescale of acc (acc x alpha)").dsp, 32);
   EXPECT_EQ(r.bram36, 0);  // no score buffer
-  EXPECT_FALSE(r.lut_complete);
+  // LUT: per lane the running maximum (compare and two subtractions of 32), the p select
+  // (15), 8 adds of 32 (rescaled acc + p x V), the sum's add (24), the divider's 25-bit
+  // subtract; shared: the z8 shift (49 bits x 3 stages), EXPI (two ROM reads of 75, 15 + 19
+  // + 15 + 41 of arithmetic, a 15-bit select).
+  EXPECT_TRUE(r.lut_complete);
+  EXPECT_EQ(row(r, "running maximum and difference").lut, 2 * 96);
+  EXPECT_EQ(row(r, "m multiplier").lut, 147);
+  EXPECT_EQ(row(r, "interpolation").lut, 150 + 90 + 15);
+  EXPECT_EQ(row(r, "rescale of acc (acc x alpha)").lut, 2 * 8 * 32);
+  EXPECT_EQ(row(r, "normalizer (acc x r)").lut, 2 * 25);
+  EXPECT_EQ(r.lut, 192 + 147 + 255 + 30 + 512 + 48 + 50);
 }
 
 TEST(AttentionResources, TheInt4UnitByHand) {
@@ -67,10 +86,11 @@ TEST(AttentionResources, TheInt4UnitByHand) {
   EXPECT_EQ(row(r, "V weight p x M").lut, 2 * 207);
   EXPECT_EQ(row(r, "V products w x v (48 x 4)").lut, 2 * 16 * 153);
   EXPECT_EQ(row(r, "60-bit accumulate").lut, 2 * 16 * 60);
-  EXPECT_EQ(r.lut, 512 + 1240 + 414 + 4896 + 1920);
+  // The int8 unit's maximum, exponent, p select, sum and divider as well (722).
+  EXPECT_EQ(r.lut, 512 + 1240 + 414 + 4896 + 1920 + 192 + 147 + 255 + 30 + 48 + 50);
   EXPECT_EQ(r.bram36, 0);
-  EXPECT_FALSE(r.lut_complete);  // m, the interpolation and the sum rescale: the int8 unit's, not modelled
-  EXPECT_EQ(row(r, "m multiplier").lut, -1);
+  EXPECT_TRUE(r.lut_complete);
+  EXPECT_EQ(row(r, "m multiplier").lut, 147);
 }
 
 // The unit takes n = 0..8 from its header: its resources do not depend on the key.
