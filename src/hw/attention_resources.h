@@ -1,9 +1,8 @@
 #pragma once
 // The attention unit's resources (model: stated per-operator costs, no RTL;
-// docs/variants-attention.md 5 and 8.7): DSP48E1 for every variant, and LUT and BRAM36
-// where they are modelled (the INT4 read path's LUTs; the score buffers' BRAM36). The
-// board's LUT count is a whole-design figure (34% of the device for both circuits), so the
-// LUTs of the board's own operators are not modelled here.
+// docs/variants-attention.md 5 and 8.7): DSP48E1, LUT and BRAM36 of every variant's
+// datapath operators. Control, stream framing and counters are not counted, so the board's
+// unit here is a part of the board's 34% of the LUTs (a whole-design figure).
 #include <string>
 #include <vector>
 
@@ -29,8 +28,7 @@ struct AttentionResources {
   int dsp = 0;
   int lut = 0;      // the sum of the rows whose LUTs are modelled
   int bram36 = 0;
-  bool lut_complete = false;  // every row's LUTs modelled (false: lut is a part; with int4,
-                              // the INT4 read path's)
+  bool lut_complete = false;  // every row's LUTs modelled (false: lut sums only the modelled rows)
 };
 
 // The unit the config builds (attention.variant, kv.format; the INT4 unit takes the number
