@@ -49,16 +49,17 @@ int CompactTrits::trit(int r, int j) const {
 // written so that the compiler keeps it in vector registers.
 __attribute__((target_clones("avx2", "default")))
 void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const {
-  // x padded with zeros to whole blocks (the padding columns' trits are 0 as well).
-  std::vector<int8_t> xp(size_t(blocks_) * kBlockTrits, 0);
-  std::memcpy(xp.data(), x, size_t(cols_));
+  // x padded with zeros to whole blocks (the padding columns' trits are 0 as well), widened
+  // to int16 once for all the rows.
+  std::vector<int16_t> xp(size_t(blocks_) * kBlockTrits, 0);
+  for (int j = 0; j < cols_; ++j) xp[size_t(j)] = x[j];
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
   for (int r = row_begin; r < row_end; ++r) {
     const uint8_t* row = codes_.data() + size_t(r) * row_bytes;
     int32_t lane[kBlockBytes] = {};
     for (int block = 0; block < blocks_; ++block) {
       const uint8_t* c = row + size_t(block) * kBlockBytes;
-      const int8_t* xb = xp.data() + size_t(block) * kBlockTrits;
+      const int16_t* xb = xp.data() + size_t(block) * kBlockTrits;
       int16_t part[kBlockBytes];
       for (int k = 0; k < kBlockBytes; ++k) {
         const int v = c[k];
