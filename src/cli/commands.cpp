@@ -532,8 +532,7 @@ void print_run(const sim::BoardRunResult& r) {
   fmt::print("  attention unit        {} DSP48E1, {} BRAM36{} (model; device 220 DSP, 140 BRAM36)  [simulated]\n",
              r.attention.dsp, r.attention.bram36,
              r.attention.lut_complete ? fmt::format(", {} LUT", r.attention.lut)
-             : r.attention.lut > 0    ? fmt::format(", {} LUT in the INT4 read path", r.attention.lut)
-                                      : std::string());
+                                      : fmt::format(", {} LUT in the modelled rows", r.attention.lut));
   const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
   fmt::print("  driver calls          {:.1f} per token, fixed call cost {:.3f} ms per token = {:.1f}% of token "
              "time  [simulated]\n",

@@ -55,6 +55,14 @@ AttentionResourceRow lut_row(const std::string& name, int per_lane, int lut_each
   return {name, "", per_lane, 0, per_lane * model::kLanes * lut_each, 0};
 }
 
+// The online units' (int8 and INT4) running maximum, exponent and p select.
+void add_online_exponent(std::vector<AttentionResourceRow>& rows) {
+  rows.push_back(lut_row("running maximum and difference", 1, kOnlineMaxLut));
+  rows.push_back(dsp_row("m multiplier", 23, 18, 0, online_shift_lut()));
+  rows.push_back(dsp_row("interpolation", 11, 8, 0, online_interp_lut()));
+  rows.push_back(lut_row("p select (EXP[0] on a new maximum)", 1, kExpBits));
+}
+
 }  // namespace
 
 AttentionResources attention_resources(const AttentionUnitConfig& c) {
@@ -81,10 +89,7 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
     AttentionResourceRow macs = dsp_row("q.K and p.V MACs", 15, 8, 8, 0);
     macs.width = "8 x 8, 15 x 8";
     r.rows.push_back(macs);
-    r.rows.push_back(lut_row("running maximum and difference", 1, kOnlineMaxLut));
-    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0, online_shift_lut()));
-    r.rows.push_back(dsp_row("interpolation", 11, 8, 0, online_interp_lut()));
-    r.rows.push_back(lut_row("p select (EXP[0] on a new maximum)", 1, kExpBits));
+    add_online_exponent(r.rows);
     // The rescaled acc (one DSP product) plus p x V (another): 8 adds of 32 bits a clock.
     r.rows.push_back(dsp_row("rescale of acc (acc x alpha)", 32, 15, 8, model::kLanes * 8 * 32 * kAddLutPerBit));
     // The rescaled sum plus p: one 24-bit add.
@@ -99,10 +104,7 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
     r.rows.push_back(dsp_row("q.K multipliers (nibbles)", 8, 12, 16, 0));
     // The 16 q bytes of a K beat out of the 96: a 6:1 mux per bit (two LUT6).
     r.rows.push_back(lut_row("q operand select", 1, 128 * 2));
-    r.rows.push_back(lut_row("running maximum and difference", 1, kOnlineMaxLut));
-    r.rows.push_back(dsp_row("m multiplier", 23, 18, 0, online_shift_lut()));
-    r.rows.push_back(dsp_row("interpolation", 11, 8, 0, online_interp_lut()));
-    r.rows.push_back(lut_row("p select (EXP[0] on a new maximum)", 1, kExpBits));
+    add_online_exponent(r.rows);
     // An outlier lane's fp16 value -> k12 (num::kv_outlier_fixed), one lane per clock:
     // decode the lane and the bank scale, sh = E_h - E_s + 4, shift the numerator (33 bits,
     // 23 amounts) or the denominator (24 bits, 14), 13 quotient bits over a 24-bit divisor,

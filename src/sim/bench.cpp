@@ -126,12 +126,6 @@ std::vector<int> bench_token_ids(const std::vector<int>& calibration, int n) {
   return ids;
 }
 
-double peak_rss_bytes() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_maxrss) * 1024.0;  // Linux: KiB
-}
-
 // ---- The bench -----------------------------------------------------------------------------
 
 BenchOptions effective_bench_options(const BenchOptions& in) {

@@ -106,9 +106,6 @@ std::vector<TimedToken> cycle_tokens_timed(const SimConfig& config, const model:
 // n token ids: the calibration sequence (BOS and the calibration text), repeated.
 std::vector<int> bench_token_ids(const std::vector<int>& calibration, int n);
 
-// Peak resident memory of this process so far (getrusage ru_maxrss), bytes.
-double peak_rss_bytes();
-
 // A child process run to its end: its exit code (128 + N if killed by signal N), wall time
 // from spawn to exit, peak resident memory (wait4's ru_maxrss) and what it wrote. A SIGINT
 // or SIGTERM to bitsim while it runs stops the child and reaps it, then throws Stopped.
