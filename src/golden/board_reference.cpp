@@ -218,11 +218,10 @@ std::vector<int> calibration_tokens(const model::Tokenizer& tok, int bos_token_i
 
 namespace {
 
-// attention(layer, q, k, v, o): q, k, v are the float head vectors after RoPE, [heads*96];
-// writes o [heads*96].
-using AttentionStep = std::function<void(int layer, const float* q, const float* k,
+// attention(layer, pos, q, k, v, o): q, k, v are one position's float head vectors after
+// RoPE, [heads*96]; writes o [heads*96].
+using AttentionStep = std::function<void(int layer, int pos, const float* q, const float* k,
                                          const float* v, float* o)>;
-using MatvecStep = std::function<void(const TernaryMatrix&, const int8_t*, int32_t*)>;
 
 void emit(const Probe& probe, int layer, const char* step, const float* data, int n) {
   if (probe) probe(StepProbe{layer, step, data, nullptr, n});
@@ -231,84 +230,119 @@ void emit_int(const Probe& probe, int layer, const char* step, const int32_t* da
   if (probe) probe(StepProbe{layer, step, nullptr, data, n});
 }
 
-// y = BitLinear(x) as the board computes it: quantize x (CPU), integer matmul (engine),
-// dequantize with the tensor's w_scale (CPU).
+// y = BitLinear(x) as the board computes it, for n positions at once: quantized x rows
+// (CPU), the integer matmul (engine, once per row of x), dequantize with the tensor's
+// w_scale and the row's activation scale a[i] (CPU). xq holds n rows of w.cols values, y
+// receives n rows of w.rows.
 struct Linear {
-  const MatvecStep& matvec;
+  const MatmulFn& matmul;
   const Probe& probe;
   std::vector<int32_t> acc;
-  void operator()(int layer, const char* name, const TernaryMatrix& w, const int8_t* xq, float a,
-                  float* y) {
-    acc.resize(size_t(w.rows));
-    matvec(w, xq, acc.data());
-    emit_int(probe, layer, name, acc.data(), w.rows);
-    num::dequantize(acc.data(), w.rows, w.scale, a, y);
+  void operator()(int layer, const char* name, const TernaryMatrix& w, int n, const int8_t* xq,
+                  const float* a, float* y) {
+    acc.resize(size_t(n) * size_t(w.rows));
+    matmul(w, xq, n, acc.data());
+    for (int i = 0; i < n; ++i) {
+      const int32_t* row = acc.data() + size_t(i) * size_t(w.rows);
+      emit_int(probe, layer, name, row, w.rows);
+      num::dequantize(row, w.rows, w.scale, a[i], y + size_t(i) * size_t(w.rows));
+    }
   }
 };
 
-// `with_logits` false stops after the last layer (the calibration pass needs only K and V).
-std::vector<float> token_forward(const TernaryModel& m, const num::RopeTable& rope, int token,
-                                 int pos, const MatvecStep& matvec,
-                                 const AttentionStep& attention, const Probe& probe,
-                                 bool with_logits = true) {
+// The board's token loop over n consecutive positions pos0 .. pos0 + n - 1 (tokens[i] at
+// pos0 + i), run layer by layer: each step of layer l runs for every position, in position
+// order, before the next step. A position's layer l reads only its own earlier steps and, in
+// attention, the K and V of positions before it at layer l, which the attention step has
+// received by then (position order). So every position gets exactly the arithmetic of
+// running the positions one at a time; n = 1 is the board's token step, and a larger n only
+// lets the matmuls of one step take the positions together (the calibration pass).
+// Returns the last position's logits, or nothing when `with_logits` is false (the
+// calibration pass needs only K and V).
+std::vector<float> forward_positions(const TernaryModel& m, const num::RopeTable& rope, const int* tokens,
+                                     int n, int pos0, const MatmulFn& matmul,
+                                     const AttentionStep& attention, const Probe& probe,
+                                     bool with_logits = true) {
   const auto& c = m.config;
   const int H = c.hidden_size, F = c.intermediate_size, heads = c.num_heads;
   const float eps = c.rms_norm_eps;
-  if (token < 0 || token >= c.vocab_size)
-    throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, c.vocab_size - 1));
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], c.vocab_size - 1));
 
-  std::vector<float> h(m.embedding(token), m.embedding(token) + H);
-  std::vector<float> a(std::max(H, F)), q(H), k(H), v(H), o(H), g(F), u(F), d(H);
-  std::vector<int8_t> xq(std::max(H, F));
-  Linear linear{matvec, probe, {}};
-  emit(probe, -1, "embedding", h.data(), H);
+  // Row i of each buffer belongs to position pos0 + i; `width` floats per row.
+  const size_t N = size_t(n), W = size_t(std::max(H, F));
+  std::vector<float> h(N * H), a(N * W), q(N * H), k(N * H), v(N * H), o(N * H), g(N * F), u(N * F), d(N * H);
+  std::vector<int8_t> xq(N * W);
+  std::vector<float> s(N);  // each row's activation scale
+  auto row = [](auto& buf, int i, int width) { return buf.data() + size_t(i) * size_t(width); };
+  // RMSNorm of each position's row of `x` (width floats), then quantize it into xq.
+  auto norm_quantize = [&](std::vector<float>& x, const std::vector<float>& weight, int width) {
+    for (int i = 0; i < n; ++i) {
+      num::rmsnorm(row(x, i, width), weight.data(), width, eps, row(a, i, width));
+      s[size_t(i)] = num::quantize_activations(row(a, i, width), width, row(xq, i, width));
+    }
+  };
+  Linear linear{matmul, probe, {}};
+  for (int i = 0; i < n; ++i) {
+    std::copy(m.embedding(tokens[i]), m.embedding(tokens[i]) + H, row(h, i, H));
+    emit(probe, -1, "embedding", row(h, i, H), H);
+  }
 
   for (int l = 0; l < c.num_layers; ++l) {
     const model::LayerWeights& L = m.layers[l];
     // 1. input RMSNorm, quantize x.
-    num::rmsnorm(h.data(), L.input_norm.data(), H, eps, a.data());
-    float s = num::quantize_activations(a.data(), H, xq.data());
+    norm_quantize(h, L.input_norm, H);
     // 2. q, k, v projections. 3. dequantize, RoPE on q and k (per head).
-    linear(l, "q_acc", L.q, xq.data(), s, q.data());
-    linear(l, "k_acc", L.k, xq.data(), s, k.data());
-    linear(l, "v_acc", L.v, xq.data(), s, v.data());
-    for (int hd = 0; hd < heads; ++hd) {
-      num::rope_apply(q.data() + hd * kHeadDim, pos, rope);
-      num::rope_apply(k.data() + hd * kHeadDim, pos, rope);
+    linear(l, "q_acc", L.q, n, xq.data(), s.data(), q.data());
+    linear(l, "k_acc", L.k, n, xq.data(), s.data(), k.data());
+    linear(l, "v_acc", L.v, n, xq.data(), s.data(), v.data());
+    for (int i = 0; i < n; ++i) {
+      for (int hd = 0; hd < heads; ++hd) {
+        num::rope_apply(row(q, i, H) + hd * kHeadDim, pos0 + i, rope);
+        num::rope_apply(row(k, i, H) + hd * kHeadDim, pos0 + i, rope);
+      }
+      emit(probe, l, "q_rope", row(q, i, H), H);
+      emit(probe, l, "k_rope", row(k, i, H), H);
+      emit(probe, l, "v", row(v, i, H), H);
+      // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
+      attention(l, pos0 + i, row(q, i, H), row(k, i, H), row(v, i, H), row(o, i, H));
+      emit(probe, l, "attn_out", row(o, i, H), H);
     }
-    emit(probe, l, "q_rope", q.data(), H);
-    emit(probe, l, "k_rope", k.data(), H);
-    emit(probe, l, "v", v.data(), H);
-    // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
-    attention(l, q.data(), k.data(), v.data(), o.data());
-    emit(probe, l, "attn_out", o.data(), H);
     // 5. inner_attn_ln RMSNorm, quantize. 6. o_proj, dequantize, residual.
-    num::rmsnorm(o.data(), L.inner_attn_norm.data(), H, eps, a.data());
-    s = num::quantize_activations(a.data(), H, xq.data());
-    linear(l, "o_acc", L.o, xq.data(), s, d.data());
-    num::add_inplace(h.data(), d.data(), H);
+    norm_quantize(o, L.inner_attn_norm, H);
+    linear(l, "o_acc", L.o, n, xq.data(), s.data(), d.data());
+    for (int i = 0; i < n; ++i) num::add_inplace(row(h, i, H), row(d, i, H), H);
     // 6. post-attention RMSNorm, quantize. 7. gate and up.
-    num::rmsnorm(h.data(), L.post_attn_norm.data(), H, eps, a.data());
-    s = num::quantize_activations(a.data(), H, xq.data());
-    linear(l, "gate_acc", L.gate, xq.data(), s, g.data());
-    linear(l, "up_acc", L.up, xq.data(), s, u.data());
+    norm_quantize(h, L.post_attn_norm, H);
+    linear(l, "gate_acc", L.gate, n, xq.data(), s.data(), g.data());
+    linear(l, "up_acc", L.up, n, xq.data(), s.data(), u.data());
     // 8. SiLU(gate) * up, ffn_layernorm RMSNorm, quantize.
-    num::silu_gate(g.data(), u.data(), F, g.data());
-    num::rmsnorm(g.data(), L.ffn_norm.data(), F, eps, a.data());
-    s = num::quantize_activations(a.data(), F, xq.data());
+    for (int i = 0; i < n; ++i) num::silu_gate(row(g, i, F), row(u, i, F), F, row(g, i, F));
+    norm_quantize(g, L.ffn_norm, F);
     // 9. down_proj, dequantize, residual.
-    linear(l, "down_acc", L.down, xq.data(), s, d.data());
-    num::add_inplace(h.data(), d.data(), H);
-    emit(probe, l, "residual", h.data(), H);
+    linear(l, "down_acc", L.down, n, xq.data(), s.data(), d.data());
+    for (int i = 0; i < n; ++i) {
+      num::add_inplace(row(h, i, H), row(d, i, H), H);
+      emit(probe, l, "residual", row(h, i, H), H);
+    }
   }
   if (!with_logits) return {};
-  // Final RMSNorm, quantize, ternary lm_head, dequantize.
-  num::rmsnorm(h.data(), m.final_norm.data(), H, eps, a.data());
-  const float s = num::quantize_activations(a.data(), H, xq.data());
+  // Final RMSNorm, quantize, ternary lm_head, dequantize (the last position).
+  const float* last = row(h, n - 1, H);
+  num::rmsnorm(last, m.final_norm.data(), H, eps, a.data());
+  const float sl = num::quantize_activations(a.data(), H, xq.data());
   std::vector<float> logits(size_t(c.vocab_size));
-  linear(-1, "lm_head_acc", m.lm_head, xq.data(), s, logits.data());
+  linear(-1, "lm_head_acc", m.lm_head, 1, xq.data(), &sl, logits.data());
   emit(probe, -1, "logits", logits.data(), c.vocab_size);
   return logits;
+}
+
+// A matmul that runs `matvec` once per row of x.
+MatmulFn matmul_of(const MatvecFn& matvec) {
+  return [matvec](const TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) {
+    for (int i = 0; i < count; ++i) matvec(w, x + size_t(i) * size_t(w.cols), acc + size_t(i) * size_t(w.rows));
+  };
 }
 
 void check_model(const TernaryModel& m) {
@@ -368,22 +402,26 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
   });
 }
 
-KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, const MatvecFn& matvec_fn) {
+KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& tokens, const MatvecFn& matvec) {
+  return calibrate_kv_scales_batched(m, tokens, matmul_of(matvec), 1);
+}
+
+KvScales calibrate_kv_scales_batched(const TernaryModel& m, const std::vector<int>& tokens, const MatmulFn& matmul,
+                                     int batch) {
   check_model(m);
   const auto& c = m.config;
   const int heads = c.num_heads, H = c.hidden_size;
   const size_t P = tokens.size();  // positions
   if (tokens.empty() || P > size_t(kMaxContext))
     throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, P));
+  if (batch < 1) throw Error(fmt::format("calibration batch {}: must be at least 1 position", batch));
   num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
   std::vector<float> kmax(size_t(c.num_layers) * heads, 0.0f), vmax(kmax.size(), 0.0f);
   std::vector<float> kch(kmax.size() * kHeadDim, 0.0f);  // per channel, for the INT4 bank
   // Float K/V cache [layer][pos][H].
   std::vector<float> kc(size_t(c.num_layers) * P * H), vc(kc.size());
   std::vector<float> scores(P);
-  const MatvecStep matvec = matvec_fn;
-  int pos = 0;
-  const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
+  const AttentionStep attention = [&](int l, int pos, const float* q, const float* k, const float* v, float* o) {
     const float* k_layer = kc.data() + size_t(l) * P * H;
     const float* v_layer = vc.data() + size_t(l) * P * H;
     std::copy(k, k + H, kc.data() + (size_t(l) * P + pos) * H);
@@ -397,9 +435,10 @@ KvScales calibrate_kv_scales(const TernaryModel& m, const std::vector<int>& toke
       float_attention_head(q + off, k_layer + off, v_layer + off, H, pos + 1, scores.data(), o + off);
     }
   };
-  for (; pos < int(P); ++pos) {
-    check_stop();  // SIGINT / SIGTERM: stop between calibration tokens
-    token_forward(m, rope, tokens[pos], pos, matvec, attention, {}, /*with_logits=*/false);
+  for (size_t pos = 0; pos < P; pos += size_t(batch)) {
+    check_stop();  // SIGINT / SIGTERM: stop between batches of calibration tokens
+    const int n = int(std::min(P - pos, size_t(batch)));
+    forward_positions(m, rope, tokens.data() + pos, n, int(pos), matmul, attention, {}, /*with_logits=*/false);
   }
   KvScales scales = scales_from_max(kmax, vmax);
   scales.k_channel = std::move(kch);
@@ -531,12 +570,11 @@ std::vector<float> BoardReference::step(int token, const Probe& probe) {
   const auto& c = model_.config;
   const int heads = c.num_heads;
   stats_ = {};
-  const MatvecStep mv = [this](const TernaryMatrix& w, const int8_t* x, int32_t* acc) {
-    matvec(w, x, acc);
-  };
+  const MatmulFn mm = matmul_of([this](const TernaryMatrix& w, const int8_t* x, int32_t* acc) { matvec(w, x, acc); });
   std::array<int8_t, kHeadDim> qq{};
   std::array<int32_t, kHeadDim> acc{};
-  const AttentionStep attention = [&](int l, const float* q, const float* k, const float* v, float* o) {
+  const AttentionStep attention = [&](int l, int /*pos: pos_*/, const float* q, const float* k, const float* v,
+                                     float* o) {
     if (options_.kv_format == model::KvFormat::Int4) return attention_int4(l, q, k, v, o);
     for (int hd = 0; hd < heads; ++hd) {
       const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
@@ -564,7 +602,7 @@ std::vector<float> BoardReference::step(int token, const Probe& probe) {
       num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);
     }
   };
-  std::vector<float> logits = token_forward(model_, rope_, token, pos_, mv, attention, probe);
+  std::vector<float> logits = forward_positions(model_, rope_, &token, 1, pos_, mm, attention, probe);
   ++pos_;
   return logits;
 }

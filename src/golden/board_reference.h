@@ -115,6 +115,18 @@ using MatvecFn = std::function<void(const model::TernaryMatrix& w, const int8_t*
 // kernels (sim/fast_matvec.h). The overload above is this with the plain loop.
 KvScales calibrate_kv_scales(const model::TernaryModel& m, const std::vector<int>& tokens, const MatvecFn& matvec);
 
+// acc[i * w.rows + r] = sum_j t_rj * x[i * w.cols + j] for i < count: `count` matvecs with
+// one matrix (x: count rows of w.cols values, acc: count rows of w.rows sums).
+using MatmulFn = std::function<void(const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc)>;
+
+// The calibration pass with `batch` positions at a time: the token loop runs layer by layer
+// over a batch, so one matmul call takes all of its positions (a kernel can then reuse each
+// weight row for every position). Each position's arithmetic is that of the one-at-a-time
+// pass, so the scales do not depend on `batch` (BoardReference.CalibrationScalesDoNotDependOnTheBatch).
+// The overloads above are this with batch 1.
+KvScales calibrate_kv_scales_batched(const model::TernaryModel& m, const std::vector<int>& tokens,
+                                     const MatmulFn& matmul, int batch);
+
 struct BoardReferenceOptions {
   bool legacy_attention = false;  // the earlier unit's fixed >> 8 instead of the multiplier
   int threads = 1;                // matmul rows split over threads (results do not depend on it)

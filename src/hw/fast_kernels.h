@@ -110,6 +110,11 @@ class DecodedRows {
   void matvec(const int8_t* x, int32_t* acc, int threads = 2, Kernel kernel = Kernel::Auto) const;
   // The same with the caller's persistent pool (rows split over workers.threads()).
   void matvec(const int8_t* x, int32_t* acc, Workers& workers, Kernel kernel = Kernel::Auto) const;
+  // `count` matvecs with this matrix: acc[i * rows() + r] = sum_j t_rj * x[i * n() + j] for
+  // i < count, each equal to matvec(x + i * n()). The rows are split over `workers` in
+  // blocks of 64, and each block runs every x while its weights sit in the core's cache,
+  // so the weights are read from memory once for all count vectors.
+  void matmul(const int8_t* x, int count, int32_t* acc, Workers& workers, Kernel kernel = Kernel::Auto) const;
   // Rows [row_begin, row_end) only, on the calling thread; acc[r - row_begin].
   void matvec_rows(const int8_t* x, int row_begin, int row_end, int32_t* acc,
                    Kernel kernel = Kernel::Auto) const;

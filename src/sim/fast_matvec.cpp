@@ -41,10 +41,17 @@ golden::MatvecFn FastMatvec::fn(hw::fast::Workers& workers) const {
   };
 }
 
-golden::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads) {
+golden::MatmulFn FastMatvec::matmul_fn(hw::fast::Workers& workers) const {
+  return [this, &workers](const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) {
+    rows(w).matmul(x, count, acc, workers);
+  };
+}
+
+golden::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads,
+                                          int batch) {
   const FastMatvec fast(m, /*with_lm_head=*/false, threads);
   hw::fast::Workers workers(threads);
-  return golden::calibrate_kv_scales(m, tokens, fast.fn(workers));
+  return golden::calibrate_kv_scales_batched(m, tokens, fast.matmul_fn(workers), batch);
 }
 
 }  // namespace bitsim::sim

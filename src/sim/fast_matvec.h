@@ -22,15 +22,19 @@ class FastMatvec {
   golden::MatvecFn fn() const;
   // The same with rows split over `workers` (owned by the caller, one user at a time).
   golden::MatvecFn fn(hw::fast::Workers& workers) const;
+  // Several vectors with one matrix (hw::fast::DecodedRows::matmul), rows split over `workers`.
+  golden::MatmulFn matmul_fn(hw::fast::Workers& workers) const;
 
  private:
   const hw::fast::DecodedRows& rows(const model::TernaryMatrix& w) const;
   std::unordered_map<const model::TernaryMatrix*, hw::fast::DecodedRows> rows_;
 };
 
-// The K/V calibration pass (golden::calibrate_kv_scales) with its matmuls on the decoded
-// kernels over `threads` threads; the scales are bit for bit the plain loop's
-// (FastMatvec.CalibrationGivesThePlainLoopsScales).
-golden::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads);
+// The K/V calibration pass (golden::calibrate_kv_scales_batched, kCalibrationBatch positions
+// at a time) with its matmuls on the decoded kernels over `threads` threads; the scales are
+// bit for bit the plain loop's (FastMatvec.CalibrationGivesThePlainLoopsScales).
+constexpr int kCalibrationBatch = 48;
+golden::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads,
+                                          int batch = kCalibrationBatch);
 
 }  // namespace bitsim::sim

@@ -289,6 +289,30 @@ TEST(Calibration, ScalesArePositiveFiniteAndPerHead) {
   EXPECT_NE(s.k[0], s.k[1]);  // per head, not one global scale
 }
 
+TEST(Calibration, ScalesDoNotDependOnTheBatch) {
+  // The pass run 1, 5, 48 and all 144 positions at a time (layer by layer within a batch)
+  // gives the one-at-a-time scales bit for bit, and each matmul call takes the whole batch.
+  auto tok = model::make_byte_tokenizer(tiny().config.vocab_size);
+  const auto tokens = calibration_tokens(*tok, tiny().config.bos_token_id);
+  const KvScales& one = tiny_scales();
+  for (int batch : {1, 5, 48, 144, 1000}) {
+    int largest = 0;
+    const MatmulFn plain = [&](const TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) {
+      largest = std::max(largest, count);
+      for (int i = 0; i < count; ++i) ternary_matvec(w, 0, w.rows, x + size_t(i) * w.cols, acc + size_t(i) * w.rows);
+    };
+    const KvScales s = calibrate_kv_scales_batched(tiny(), tokens, plain, batch);
+    EXPECT_EQ(largest, std::min(batch, int(tokens.size()))) << "batch " << batch;
+    ASSERT_EQ(s.k.size(), one.k.size());
+    EXPECT_EQ(0, std::memcmp(s.k.data(), one.k.data(), s.k.size() * 4)) << "batch " << batch;
+    EXPECT_EQ(0, std::memcmp(s.v.data(), one.v.data(), s.v.size() * 4)) << "batch " << batch;
+    ASSERT_EQ(s.k_channel.size(), one.k_channel.size());
+    EXPECT_EQ(0, std::memcmp(s.k_channel.data(), one.k_channel.data(), s.k_channel.size() * 4)) << "batch " << batch;
+  }
+  const MatmulFn none = [](const TernaryMatrix&, const int8_t*, int, int32_t*) {};
+  EXPECT_THROW(calibrate_kv_scales_batched(tiny(), tokens, none, 0), Error);
+}
+
 std::vector<std::vector<float>> run_tokens(const std::vector<int>& tokens, BoardReferenceOptions o = {}) {
   BoardReference ref(tiny(), tiny_scales(), o);
   std::vector<std::vector<float>> out;

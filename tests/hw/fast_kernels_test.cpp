@@ -133,6 +133,45 @@ TEST(FastKernels, DecodedRowsMatvecEqualsGolden) {
     }
 }
 
+TEST(FastKernels, DecodedRowsMatmulEqualsGoldenForEveryVector) {
+  Workers pool1(1), pool2(2);
+  uint32_t seed = 77;
+  for (int n : kNs)
+    for (int rows : kRows) {
+      const TernaryMatrix m = random_matrix(rows, n, seed++, int(seed % 5));
+      const auto packed = model::pack_rows(m, 0, rows);
+      DecodedRows d;
+      ASSERT_TRUE(d.decode(packed.data(), rows, n, nullptr));
+      for (int count : {0, 1, 3, 7}) {
+        // count vectors of n values, each of another style, back to back.
+        std::vector<int8_t> x;
+        std::vector<int32_t> want;
+        for (int i = 0; i < count; ++i) {
+          const auto xi = random_x(n, seed * 13 + uint32_t(i), i % 3);
+          x.insert(x.end(), xi.begin(), xi.end());
+          const auto wi = golden_acc(m, xi.data());
+          want.insert(want.end(), wi.begin(), wi.end());
+        }
+        for (Kernel k : kernels())
+          for (Workers* pool : {&pool1, &pool2}) {
+            SCOPED_TRACE(testing::Message() << "n " << n << " rows " << rows << " count " << count << " kernel "
+                                            << kernel_name(k) << " threads " << pool->threads());
+            std::vector<int32_t> got(size_t(count) * size_t(rows) + 1, 0x5A5A5A5A);
+            d.matmul(x.data(), count, got.data(), *pool, k);
+            EXPECT_EQ(got.back(), 0x5A5A5A5A) << "wrote past count * rows";
+            got.pop_back();
+            ASSERT_EQ(got, want);
+          }
+      }
+    }
+  DecodedRows d;
+  const TernaryMatrix m = random_matrix(4, 8, 1, 0);
+  const auto packed = model::pack_rows(m, 0, 4);
+  ASSERT_TRUE(d.decode(packed.data(), 4, 8, nullptr));
+  int32_t acc[4];
+  EXPECT_THROW(d.matmul(nullptr, -1, acc, pool1), Error);
+}
+
 TEST(FastKernels, ExtremesReachTheBound) {
   // |acc| = 128 * 4096: every weight +1 (or -1) and every x = -128.
   const int n = 4096;

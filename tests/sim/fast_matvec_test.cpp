@@ -30,11 +30,13 @@ TEST(FastMatvec, CalibrationGivesThePlainLoopsScales) {
   const auto tokens = calibration(m);
   ASSERT_EQ(tokens.size(), size_t(golden::kCalibrationTokens));
   const golden::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
-  for (int threads : {1, 2, 3}) {
-    const golden::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, threads);
-    EXPECT_TRUE(same_bits(fast.k, plain.k)) << threads << " threads";
-    EXPECT_TRUE(same_bits(fast.v, plain.v)) << threads << " threads";
-  }
+  for (int threads : {1, 2, 3})
+    for (int batch : {1, 7, sim::kCalibrationBatch, 144}) {
+      const golden::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, threads, batch);
+      EXPECT_TRUE(same_bits(fast.k, plain.k)) << threads << " threads, batch " << batch;
+      EXPECT_TRUE(same_bits(fast.v, plain.v)) << threads << " threads, batch " << batch;
+      EXPECT_TRUE(same_bits(fast.k_channel, plain.k_channel)) << threads << " threads, batch " << batch;
+    }
   EXPECT_EQ(plain.k.size(), size_t(m.config.num_layers) * size_t(m.config.num_heads));
 }
 
