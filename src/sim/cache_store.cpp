@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "model/content_hash.h"
+#include "model/stop_signal.h"
 #include "model/error.h"
 
 namespace bitsim::sim {
@@ -40,10 +41,12 @@ static_assert(sizeof(Header) == kHeaderBytes);
 
 std::string errno_text() { return std::strerror(errno); }
 
-// flock on the folder's lock file for the scope.
+// The store's mutex (the threads of this process: an flock is held per open file, so it
+// does not exclude them), then an flock on the folder's lock file (other processes), for
+// the scope.
 class Locked {
  public:
-  explicit Locked(int fd) : fd_(fd) {
+  Locked(std::mutex& m, int fd) : lock_(m), fd_(fd) {
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
   }
@@ -52,8 +55,11 @@ class Locked {
   Locked& operator=(const Locked&) = delete;
 
  private:
+  std::lock_guard<std::mutex> lock_;
   int fd_;
 };
+
+constexpr size_t kWritePiece = size_t(64) << 20;
 
 bool write_all(int fd, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -169,6 +175,7 @@ CacheStore::CacheStore(fs::path dir, uint64_t max_bytes, int lock_fd, CacheWarn 
 CacheStore::~CacheStore() { ::close(lock_fd_); }
 
 void CacheStore::warn_once(const std::string& m) {
+  std::lock_guard<std::mutex> lock(warn_mutex_);
   if (std::find(warned_.begin(), warned_.end(), m) != warned_.end()) return;
   warned_.push_back(m);
   if (warn_) warn_(m);
@@ -223,7 +230,7 @@ std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, cons
       if (d[0] != h.payload_hash[0] || d[1] != h.payload_hash[1]) fault = "corrupt payload (checksum mismatch)";
     }
   }
-  Locked lock(lock_fd_);
+  Locked lock(mutex_, lock_fd_);
   if (!fault.empty()) {
     warn_once(fmt::format("start-up cache: entry {} is {}; deleted, rebuilding it", path.string(), fault));
     // Delete it only if it is still the file we read (another process may have replaced it).
@@ -244,7 +251,7 @@ bool CacheStore::put(const std::string& kind, const std::string& key, const std:
   if (kind.size() >= sizeof(Header::kind) || key.size() >= sizeof(Header::key))
     throw Error(fmt::format("start-up cache: kind '{}' or key '{}' too long", kind, key));
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}.{}.{:x}", ::getpid(), temp_counter_++, rng());
+  const fs::path tmp = path.string() + fmt::format(".tmp.{}.{}.{:x}", ::getpid(), temp_counter_.fetch_add(1), rng());
   auto fail = [&](const std::string& why) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -262,11 +269,18 @@ bool CacheStore::put(const std::string& kind, const std::string& key, const std:
   model::ContentHash hash;
   bool ok = write_all(fd, &h, sizeof h);  // placeholder, rewritten below
   std::vector<uint8_t> zeros;
+  bool stopped = false;
   for (const model::ImagePart& p : parts) {
-    if (!ok) break;
+    if (!ok || stopped) break;
     if (p.data) {
-      hash.update(p.data, p.bytes);
-      ok = write_all(fd, p.data, p.bytes);
+      // 64 MB at a time, so that SIGINT / SIGTERM abandons a large entry promptly.
+      const auto* d = static_cast<const uint8_t*>(p.data);
+      for (size_t at = 0; ok && at < p.bytes; at += kWritePiece) {
+        if ((stopped = stop_signal() != 0)) break;
+        const size_t n = std::min(kWritePiece, p.bytes - at);
+        hash.update(d + at, n);
+        ok = write_all(fd, d + at, n);
+      }
     } else {
       zeros.assign(p.bytes, 0);
       hash.update(zeros.data(), zeros.size());
@@ -282,10 +296,16 @@ bool CacheStore::put(const std::string& kind, const std::string& key, const std:
     ok = ::pwrite(fd, &h, sizeof h, 0) == ssize_t(sizeof h);
   }
   const std::string why = ok ? std::string() : errno_text();
+  if (stopped) {
+    ::close(fd);
+    std::error_code ec;
+    fs::remove(tmp, ec);  // the entry is abandoned, not broken: no warning
+    return false;
+  }
   if (::close(fd) != 0 && ok) return fail(errno_text());
   if (!ok) return fail(why);
   {
-    Locked lock(lock_fd_);
+    Locked lock(mutex_, lock_fd_);
     std::error_code ec;
     fs::rename(tmp, path, ec);
     if (ec) {
@@ -373,7 +393,7 @@ CacheStore::Info CacheStore::info() const {
 }
 
 size_t CacheStore::clear() {
-  Locked lock(lock_fd_);
+  Locked lock(mutex_, lock_fd_);
   size_t n = 0;
   std::error_code ec;
   std::vector<fs::path> doomed;

@@ -19,8 +19,11 @@
 //     (left by a process that died while writing) are deleted;
 //   - counted: KIND-KEY.hits beside the entry holds its hit count (`bitsim cache info`).
 // A folder that cannot be created or written makes open() return null after one warning:
-// the run goes on without the cache.
+// the run goes on without the cache. One store may be used by several threads at once
+// (start-up writes the model entry on a helper thread while it calibrates).
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -114,8 +117,10 @@ class CacheStore {
   uint64_t max_bytes_;
   int lock_fd_;
   CacheWarn warn_;
+  std::mutex warn_mutex_;  // warned_
   std::vector<std::string> warned_;
-  uint64_t temp_counter_ = 0;
+  std::atomic<uint64_t> temp_counter_{0};
+  std::mutex mutex_;  // the flock sections, between this process's threads
 };
 
 // The folder listing of `bitsim cache info` as text lines (entries, sizes, hit counts).

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -98,19 +99,48 @@ std::string model_identity(const model::TensorSource& source, CacheStore* store)
   return {};  // another kind of source: not cached
 }
 
+BackgroundStore::BackgroundStore(CacheStore& store, std::string kind, std::string key, model::ModelImage image)
+    : thread_([&store, kind = std::move(kind), key = std::move(key), image = std::move(image)] {
+        store.put(kind, key, image.parts);  // a failure is a warning: the run goes on without it
+      }) {}
+
+BackgroundStore& BackgroundStore::operator=(BackgroundStore&& o) noexcept {
+  if (this != &o) {
+    wait();
+    thread_ = std::move(o.thread_);
+  }
+  return *this;
+}
+
+void BackgroundStore::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+namespace {
+std::string model_key(const std::string& id) { return model::ContentHash().add(kCacheVersion).add("model").add(id).hex(); }
+
+// The cached model, if the store has a good entry for it.
+std::optional<model::TernaryModel> cached_model(const model::TensorSource& source, const std::string& key,
+                                                CacheStore& store) {
+  if (auto p = store.get("model", key)) {
+    try {
+      return model::model_from_image(source.config(), source.describe(), p->keep, p->data, p->bytes);
+    } catch (const Error&) {
+      // A verified entry of another shape cannot happen under this key; rebuild regardless.
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 model::TernaryModel load_model(const model::TensorSource& source, const std::string& id, int threads,
                                CacheStore* store, bool* cached) {
   if (cached) *cached = false;
   if (!store || id.empty()) return model::load_ternary_model(source, threads);
-  const std::string key = model::ContentHash().add(kCacheVersion).add("model").add(id).hex();
-  if (auto p = store->get("model", key)) {
-    try {
-      model::TernaryModel m = model::model_from_image(source.config(), source.describe(), p->keep, p->data, p->bytes);
-      if (cached) *cached = true;
-      return m;
-    } catch (const Error&) {
-      // A verified entry of another shape cannot happen under this key; rebuild regardless.
-    }
+  const std::string key = model_key(id);
+  if (auto m = cached_model(source, key, *store)) {
+    if (cached) *cached = true;
+    return std::move(*m);
   }
   model::TernaryModel m = model::load_ternary_model(source, threads);
   store->put("model", key, model::model_image(m).parts);
@@ -156,7 +186,12 @@ PreparedModel prepare_model(const model::TensorSource& source, const std::vector
   say(fmt::format("loading {} ...", source.describe()));
   auto t0 = Clock::now();
   const std::string id = store ? model_identity(source, store) : std::string();
-  p.model = load_model(source, id, threads, store, &p.times.model_cached);
+  std::optional<model::TernaryModel> hit;
+  if (store && !id.empty()) hit = cached_model(source, model_key(id), *store);
+  p.times.model_cached = hit.has_value();
+  p.model = hit ? std::move(*hit) : model::load_ternary_model(source, threads);
+  // A model built here is stored on a helper thread while the calibration runs.
+  if (store && !id.empty() && !hit) p.model_store = BackgroundStore(*store, "model", model_key(id), model::model_image(p.model));
   p.times.load_s = seconds_since(t0);
   if (p.times.model_cached) say(fmt::format("  the ternary model from the start-up cache ({:.2f} s)", p.times.load_s));
   say(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", calibration_tokens.size()));

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "golden/board_reference.h"
@@ -40,7 +41,8 @@ struct StartupTimes {
   bool model_cached = false, scales_cached = false;  // taken from the cache
 };
 
-// The ternary model of `source`: from the cache on a hit, else loaded (and stored).
+// The ternary model of `source`: from the cache on a hit, else loaded (and stored; with
+// `background`, on a helper thread that *background joins, the model kept alive meanwhile).
 // `identity` is model_identity(source); empty: not cached.
 model::TernaryModel load_model(const model::TensorSource& source, const std::string& identity, int threads,
                                CacheStore* store, bool* cached = nullptr);
@@ -52,11 +54,34 @@ golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string&
                                 const std::vector<int>& tokens, int threads, CacheStore* store,
                                 bool* cached = nullptr);
 
+// A cache entry written on a helper thread: the model image (926 MB for bitnet-large) is
+// stored while start-up goes on with the calibration and the board. wait() or the
+// destructor joins it; a SIGINT / SIGTERM abandons the write (CacheStore::put).
+class BackgroundStore {
+ public:
+  BackgroundStore() = default;
+  // Stores `image` (whose parts view memory the caller keeps alive until the join) as
+  // entry (kind, key) of `store`.
+  BackgroundStore(CacheStore& store, std::string kind, std::string key, model::ModelImage image);
+  BackgroundStore(BackgroundStore&& o) noexcept = default;
+  BackgroundStore& operator=(BackgroundStore&& o) noexcept;
+  BackgroundStore(const BackgroundStore&) = delete;
+  BackgroundStore& operator=(const BackgroundStore&) = delete;
+  ~BackgroundStore() { wait(); }
+  void wait();
+
+ private:
+  std::thread thread_;
+};
+
 // Both, with status lines and times.
 struct PreparedModel {
   model::TernaryModel model;
   golden::KvScales scales;
   StartupTimes times;
+  // The model's cache entry while it is written; its image views `model`'s arrays, so it
+  // is declared after the model and joined before the model goes.
+  BackgroundStore model_store;
 };
 PreparedModel prepare_model(const model::TensorSource& source, const std::vector<int>& calibration_tokens, int threads,
                        CacheStore* store, const std::function<void(const std::string&)>& status = {});

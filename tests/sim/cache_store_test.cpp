@@ -192,6 +192,40 @@ TEST(CacheStore, SeveralStoresFillOneFolderAtOnce) {
   EXPECT_TRUE(w.list.empty());
 }
 
+TEST(CacheStore, OneStoreServesSeveralThreadsAtOnce) {
+  // One store shared by threads of one process (start-up writes the model entry on a
+  // helper thread): its flock does not exclude them, its mutex must.
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  ASSERT_TRUE(store);
+  constexpr int kThreads = 4, kRounds = 8;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r)
+        for (int k = 0; k < 3; ++k) {
+          const std::string key = "shared" + std::to_string(k);
+          const auto want = payload(150000 + size_t(k), uint32_t(k));
+          if (auto p = store->get("model", key)) bad[size_t(t)] += bytes_of(*p) != want;
+          else if (!store->put("model", key, want)) ++bad[size_t(t)];
+          if (!store->put("own", std::to_string(t) + "x" + std::to_string(r), payload(500, uint32_t(t * 100 + r))))
+            ++bad[size_t(t)];
+        }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[size_t(t)], 0) << "thread " << t;
+  for (int t = 0; t < kThreads; ++t)
+    for (int r = 0; r < kRounds; ++r)
+      EXPECT_EQ(bytes_of(*store->get("own", std::to_string(t) + "x" + std::to_string(r))),
+                payload(500, uint32_t(t * 100 + r)));
+  EXPECT_EQ(store->info().entries.size(), size_t(3 + kThreads * kRounds));
+  for (const auto& e : fs::directory_iterator(d.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_TRUE(w.list.empty());
+}
+
 TEST(CacheStore, LeastRecentlyUsedEntriesAreEvictedToTheBound) {
   TempDir d;
   Warnings w;

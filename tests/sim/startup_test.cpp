@@ -73,7 +73,8 @@ TEST(Startup, ACachedStartUpGivesBitIdenticalLogitsAndIdenticalCycleCounts) {
   const auto calib = calibration(src);
 
   const PreparedModel plain = prepare_model(src, calib, 2, nullptr);
-  const PreparedModel first = prepare_model(src, calib, 2, store.get());   // fills the cache
+  PreparedModel first = prepare_model(src, calib, 2, store.get());  // fills the cache
+  first.model_store.wait();  // the model entry is written on a helper thread
   const PreparedModel cached = prepare_model(src, calib, 2, store.get());  // from the cache
   EXPECT_FALSE(first.times.model_cached);
   EXPECT_FALSE(first.times.scales_cached);
@@ -102,6 +103,36 @@ TEST(Startup, ACachedStartUpGivesBitIdenticalLogitsAndIdenticalCycleCounts) {
   }
 }
 
+TEST(Startup, TheModelEntryIsWrittenBesideTheCalibrationAndComplete) {
+  // prepare_model returns with the model entry possibly still being written; once the
+  // write is joined the entry is whole and the next start-up maps it. The model and the
+  // scales do not depend on whether the write has finished.
+  TempDir d;
+  std::vector<std::string> warnings;
+  auto store = CacheStore::open(settings(d.path), [&](const std::string& m) { warnings.push_back(m); });
+  model::SyntheticSource src(model::Shape::Tiny, 12);
+  const auto calib = calibration(src);
+  const PreparedModel plain = prepare_model(src, calib, 2, nullptr);
+  {
+    PreparedModel first = prepare_model(src, calib, 2, store.get());
+    EXPECT_FALSE(first.times.model_cached);
+    EXPECT_TRUE(same_model(first.model, plain.model));
+    EXPECT_TRUE(same_bits(first.scales.k, plain.scales.k));
+  }  // the destructor joins the write
+  size_t model_entries = 0;
+  for (const auto& e : fs::directory_iterator(d.path)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+    model_entries += name.rfind("model-", 0) == 0 && e.path().extension() == ".bin";
+  }
+  EXPECT_EQ(model_entries, 1u);
+  const PreparedModel again = prepare_model(src, calib, 2, store.get());
+  EXPECT_TRUE(again.times.model_cached);
+  EXPECT_TRUE(again.times.scales_cached);
+  EXPECT_TRUE(same_model(again.model, plain.model));
+  EXPECT_TRUE(warnings.empty());
+}
+
 TEST(Startup, ADamagedModelEntryIsRebuiltNotUsed) {
   TempDir d;
   std::vector<std::string> warnings;
@@ -125,7 +156,8 @@ TEST(Startup, ADamagedModelEntryIsRebuiltNotUsed) {
     f.seekp(at);
     f.write(&c, 1);
   }
-  const PreparedModel again = prepare_model(src, calib, 2, store.get());
+  PreparedModel again = prepare_model(src, calib, 2, store.get());
+  again.model_store.wait();
   EXPECT_FALSE(again.times.model_cached);  // rebuilt
   EXPECT_TRUE(same_model(again.model, plain.model));
   ASSERT_EQ(warnings.size(), 1u);
