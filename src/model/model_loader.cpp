@@ -24,10 +24,15 @@ std::vector<float> read_vector(const TensorSource& src, const std::string& name,
   return v;
 }
 
-TernaryMatrix read_ternary(const TensorSource& src, const std::string& name, int rows, int cols) {
-  std::vector<float> w(static_cast<size_t>(rows) * cols);
-  src.read(name, {rows, cols}, w.data());
-  return ternarize(w.data(), rows, cols);
+// `scratch` is the worker's float buffer, reused from tensor to tensor: a new 25 MB buffer
+// per tensor would be fresh pages each time, which the kernel faults in and zeroes (2.9 GB
+// for bitnet-large).
+TernaryMatrix read_ternary(const TensorSource& src, const std::string& name, int rows, int cols,
+                           std::vector<float>& scratch) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  if (scratch.size() < n) scratch.resize(n);
+  src.read(name, {rows, cols}, scratch.data());
+  return ternarize(scratch.data(), rows, cols);
 }
 }  // namespace
 
@@ -86,39 +91,40 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
 
   // Every tensor is an independent job; jobs write disjoint fields, so any number of
   // workers gives the same model.
-  std::vector<std::function<void()>> jobs;
-  jobs.push_back([&] {
+  std::vector<std::function<void(std::vector<float>& scratch)>> jobs;
+  jobs.push_back([&](std::vector<float>&) {
     m.embed.resize(size_t(c.vocab_size) * h);
     src.read("model.embed_tokens.weight", {c.vocab_size, h}, m.embed.data());
     m.lm_head = ternarize(m.embed.data(), c.vocab_size, h);
   });
-  jobs.push_back([&] { m.final_norm = read_vector(src, "model.norm.weight", h); });
+  jobs.push_back([&](std::vector<float>&) { m.final_norm = read_vector(src, "model.norm.weight", h); });
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     LayerWeights& L = m.layers[i];
-    jobs.push_back([&, p] {
+    jobs.push_back([&, p](std::vector<float>&) {
       L.input_norm = read_vector(src, p + "input_layernorm.weight", h);
       L.inner_attn_norm = read_vector(src, p + "self_attn.inner_attn_ln.weight", h);
       L.post_attn_norm = read_vector(src, p + "post_attention_layernorm.weight", h);
       L.ffn_norm = read_vector(src, p + "mlp.ffn_layernorm.weight", f);
     });
-    jobs.push_back([&, p] { L.q = read_ternary(src, p + "self_attn.q_proj.weight", h, h); });
-    jobs.push_back([&, p] { L.k = read_ternary(src, p + "self_attn.k_proj.weight", h, h); });
-    jobs.push_back([&, p] { L.v = read_ternary(src, p + "self_attn.v_proj.weight", h, h); });
-    jobs.push_back([&, p] { L.o = read_ternary(src, p + "self_attn.o_proj.weight", h, h); });
-    jobs.push_back([&, p] { L.gate = read_ternary(src, p + "mlp.gate_proj.weight", f, h); });
-    jobs.push_back([&, p] { L.up = read_ternary(src, p + "mlp.up_proj.weight", f, h); });
-    jobs.push_back([&, p] { L.down = read_ternary(src, p + "mlp.down_proj.weight", h, f); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.q = read_ternary(src, p + "self_attn.q_proj.weight", h, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.k = read_ternary(src, p + "self_attn.k_proj.weight", h, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.v = read_ternary(src, p + "self_attn.v_proj.weight", h, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.o = read_ternary(src, p + "self_attn.o_proj.weight", h, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.gate = read_ternary(src, p + "mlp.gate_proj.weight", f, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.up = read_ternary(src, p + "mlp.up_proj.weight", f, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.down = read_ternary(src, p + "mlp.down_proj.weight", h, f, w); });
   }
 
   std::atomic<size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
   auto worker = [&] {
+    std::vector<float> scratch;
     for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
       try {
         check_stop();  // SIGINT / SIGTERM: stop between tensors
-        jobs[j]();
+        jobs[j](scratch);
       } catch (...) {
         std::lock_guard<std::mutex> lock(failure_mutex);
         if (!failure) failure = std::current_exception();
