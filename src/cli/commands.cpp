@@ -1,6 +1,7 @@
 // The bitsim command: subcommands make-model, inspect, run. Bad arguments and bad input
 // exit with code 2 and a message that names the thing at fault.
 #include "cli/commands.h"
+#include "model/attention_stream.h"
 #include "cli/eval_command.h"
 #include "cli/regress_command.h"
 #include "cli/campaign_command.h"
@@ -175,8 +176,9 @@ void print_kv_capacity(const model::ModelConfig& c) {
     fmt::print("  {:<22} {:>14} {:>16} {:>14.2f}  [simulated]\n", name, lh * st.per_position(),
                model::largest_context(st, lh, free, c.max_position_embeddings),
                st.cache_bytes(lh, 512) / 1048576.0);
-  fmt::print("  (capped at max_position_embeddings {}; the board's attention unit takes T <= {})\n",
-             c.max_position_embeddings, model::kKvPositions);
+  fmt::print("  (capped at max_position_embeddings {}; the board's unit and the int8 online-softmax unit take "
+             "T <= {}, the INT4 unit T <= {}: docs/variants-attention.md 8.8)\n",
+             c.max_position_embeddings, model::kKvPositions, model::kAttentionInt4MaxT);
 }
 
 int cmd_inspect(const InspectArgs& a) {
@@ -547,7 +549,9 @@ void print_run(const sim::BoardRunResult& r) {
              r.scales_cached ? " (start-up cache)" : "", r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
   if (r.stopped_at_capacity)
     fmt::print("  stopped at the board's KV capacity of {} positions ({})\n", r.kv_capacity,
-               r.kv_capacity < golden::kMaxContext ? "what its KV format fits in the CMA" : "the unit's T range");
+               r.kv_capacity < golden::kMaxContext ? "what its KV format fits in the CMA"
+               : r.kv_capacity > golden::kMaxContext ? "what the INT4 cache fits in the CMA, within the unit's T range"
+                                                     : "the unit's T range");
   if (r.fidelity != sim::Fidelity::kCycle)
     fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache ({} shapes from the start-up "
                "cache), {} run once on the clocked board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits,
@@ -674,7 +678,9 @@ Command add_run(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "Run a prompt token by token on the simulated board, checking every token's logits against the golden reference");
   sub->add_option("--prompt", a.req.run.prompt, "The prompt text")->required();
   sub->add_option("--model", a.req.run.model, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
-  sub->add_option("--tokens", a.req.run.tokens, "Tokens to generate")->transform(integer_in(0, 511))->capture_default_str();
+  sub->add_option("--tokens", a.req.run.tokens, "Tokens to generate (the KV capacity bounds the prompt and these)")
+      ->transform(integer_in(0, model::kAttentionInt4MaxT - 1))
+      ->capture_default_str();
   sub->add_option("--tokenizer", a.tokenizer, "A SentencePiece tokenizer.model overriding the model's");
   sub->add_option("--config", a.config, "Board config TOML (default: configs/pynq-z2.toml)");
   sub->add_option("--set", a.sets, "Override one config key: KEY=VALUE (repeatable; see `bitsim config --dump`)");
@@ -692,7 +698,7 @@ Command add_run(CLI::App& app) {
       ->transform(integer_in(0, std::numeric_limits<int>::max()))->capture_default_str();
   sub->add_option("--threads", a.req.run.threads, "Host threads for loading and the golden check")
       ->transform(integer_in(1, 64))->capture_default_str();
-  sub->add_flag("--stop-at-capacity", a.req.run.stop_at_capacity, "Stop at 512 positions instead of refusing the run");
+  sub->add_flag("--stop-at-capacity", a.req.run.stop_at_capacity, "Stop at the KV capacity (512 positions; with kv.format = int4 up to 2048, what fits the CMA) instead of refusing the run");
   sub->add_flag("--legacy-attention", a.req.run.legacy_attention, "The earlier unit's fixed >> 8 shift instead of the multiplier");
   sub->add_flag("--json", a.json, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
   sub->add_flag("--quiet", a.quiet, "No progress lines on stderr");
@@ -734,7 +740,9 @@ Command add_sweep(CLI::App& app) {
   auto* sub = app.add_subcommand("sweep", "Simulate a grid of board configs (timing-only at a context T) to CSV/JSON, after one functional check of the base config");
   sub->add_option("--grid", a.grid, "KEY=V1,V2,... over any config key (or clock_mhz); repeatable: the grid is the product");
   sub->add_option("--tokens", a.opt.tokens, "Timing-only tokens per point")->transform(integer_in(1, 64))->capture_default_str();
-  sub->add_option("--context", a.opt.context, "Context T of the first token")->transform(integer_in(1, 512))->capture_default_str();
+  sub->add_option("--context", a.opt.context, "Context T of the first token (past 512: kv.format = int4)")
+      ->transform(integer_in(1, model::kAttentionInt4MaxT))
+      ->capture_default_str();
   sub->add_option("--jobs", a.opt.jobs, "Worker processes")->transform(integer_in(1, 64))->capture_default_str();
   sub->add_option("--csv", a.csv, "Write the table as CSV to FILE");
   sub->add_option("--json", a.json, "Write a bitsim.sweep/1 document to FILE");

@@ -165,10 +165,10 @@ void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8
     }
     total += pt;
   }
-  // The accumulators' width (docs/variants-attention.md 8.3: 60 bits signed).
+  // The accumulators' width (docs/variants-attention.md 8.8: 62 bits signed for T <= 2048).
   for (int d = 0; d < kHeadDim; ++d)
-    if (acc[d] >= (int64_t(1) << 59) || acc[d] < -(int64_t(1) << 59))
-      throw Error(fmt::format("attention_head_int4: acc_{} = {} exceeds 60 bits", d, acc[d]));
+    if (acc[d] >= (int64_t(1) << 61) || acc[d] < -(int64_t(1) << 61))
+      throw Error(fmt::format("attention_head_int4: acc_{} = {} exceeds 62 bits", d, acc[d]));
   *sum = uint32_t(total);
   model::kv_normalize(acc, *sum, kHeadDim, o);
 }
@@ -452,9 +452,14 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
     : model_(model),
       scales_(std::move(scales)),
       options_(options),
-      rope_(kHeadDim, model.config.rope_theta, kMaxContext) {
+      rope_(kHeadDim, model.config.rope_theta, std::max(1, options.context)) {
   check_model(model_);
-  const size_t per_layer_head = size_t(kMaxContext) * kHeadDim;
+  const bool int4 = options_.kv_format == model::KvFormat::Int4;
+  if (options_.context < 1 || options_.context > model::attention_max_t(int4))
+    throw Error(fmt::format("KV context {}: the {} unit takes 1..{} positions", options_.context,
+                            int4 ? "INT4" : "attention", model::attention_max_t(int4)));
+  const size_t C = size_t(options_.context);
+  const size_t per_layer_head = C * kHeadDim;
   const size_t n = size_t(model_.config.num_layers) * model_.config.num_heads * per_layer_head;
   const size_t want = size_t(model_.config.num_layers) * model_.config.num_heads;
   if (scales_.k.size() != want || scales_.v.size() != want)
@@ -473,13 +478,14 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
       banks_[i] = model::kv_int4_bank(&scales_.k_channel[i * kHeadDim], options_.kv_outlier_channels);
       model::write_kv_bank(banks_[i], &bank_bytes_[i * st.bank]);
     }
-    k4_cache_.assign(want * kMaxContext * st.k.total(), 0);
-    v4_cache_.assign(want * kMaxContext * st.v.total(), 0);
-    return;
+    k4_cache_.assign(want * C * st.k.total(), 0);
+    v4_cache_.assign(want * C * st.v.total(), 0);
+  } else {
+    if (options_.kv_outlier_channels != 0)
+      throw Error("kv.outlier_channels: outlier lanes exist with kv.format = int4 only");
+    k_cache_.assign(n, 0);
+    v_cache_.assign(n, 0);
   }
-  if (options_.kv_outlier_channels != 0) throw Error("kv.outlier_channels: outlier lanes exist with kv.format = int4 only");
-  k_cache_.assign(n, 0);
-  v_cache_.assign(n, 0);
   if (options_.compact_trits) {
     std::vector<const TernaryMatrix*> ws;
     for (const auto& L : model_.layers)
@@ -499,10 +505,10 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {
-  return k_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * kHeadDim;
+  return k_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * kHeadDim;
 }
 const int8_t* BoardReference::v_rows(int layer, int head) const {
-  return v_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * kHeadDim;
+  return v_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * kHeadDim;
 }
 
 const uint8_t* BoardReference::int4_bank(int layer, int head) const {
@@ -511,11 +517,11 @@ const uint8_t* BoardReference::int4_bank(int layer, int head) const {
 }
 const uint8_t* BoardReference::int4_k_rows(int layer, int head) const {
   const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).k.total();
-  return k4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * st;
+  return k4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * st;
 }
 const uint8_t* BoardReference::int4_v_rows(int layer, int head) const {
   const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).v.total();
-  return v4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * kMaxContext * st;
+  return v4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * st;
 }
 
 void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
@@ -548,8 +554,8 @@ void BoardReference::attention_int4(int l, const float* q, const float* k, const
   for (int hd = 0; hd < heads; ++hd) {
     const size_t lh = size_t(l) * heads + hd;
     const model::KvInt4Bank& bank = banks_[lh];
-    uint8_t* K = &k4_cache_[lh * kMaxContext * st.k.total()];
-    uint8_t* V = &v4_cache_[lh * kMaxContext * st.v.total()];
+    uint8_t* K = &k4_cache_[lh * size_t(options_.context) * st.k.total()];
+    uint8_t* V = &v4_cache_[lh * size_t(options_.context) * st.v.total()];
     model::encode_k_int4(k + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos_) * st.k.total());
     model::encode_v_int4(v + hd * kHeadDim, V + size_t(pos_) * st.v.total());
     for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[hd * kHeadDim + d] * model::float_from_fp16(bank.sk[size_t(d)]);
@@ -565,8 +571,8 @@ void BoardReference::attention_int4(int l, const float* q, const float* k, const
 }
 
 std::vector<float> BoardReference::step(int token, const Probe& probe) {
-  if (pos_ >= kMaxContext)
-    throw Error(fmt::format("context full: the board's KV cache holds {} positions", kMaxContext));
+  if (pos_ >= options_.context)
+    throw Error(fmt::format("context full: the board's KV cache holds {} positions", options_.context));
   const auto& c = model_.config;
   const int heads = c.num_heads;
   stats_ = {};

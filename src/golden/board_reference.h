@@ -122,7 +122,7 @@ using MatmulFn = std::function<void(const model::TernaryMatrix& w, const int8_t*
 // The calibration pass with `batch` positions at a time: the token loop runs layer by layer
 // over a batch, so one matmul call takes all of its positions (a kernel can then reuse each
 // weight row for every position). Each position's arithmetic is that of the one-at-a-time
-// pass, so the scales do not depend on `batch` (BoardReference.CalibrationScalesDoNotDependOnTheBatch).
+// pass, so the scales do not depend on `batch` (Calibration.ScalesDoNotDependOnTheBatch).
 // The overloads above are this with batch 1.
 KvScales calibrate_kv_scales_batched(const model::TernaryModel& m, const std::vector<int>& tokens,
                                      const MatmulFn& matmul, int batch);
@@ -142,6 +142,9 @@ struct BoardReferenceOptions {
   // trits. The sums are the same (CompactTrits' test against ternary_matvec).
   bool compact_trits = true;
   int build_threads = 0;  // threads of the one-time compact layout build (0: `threads`)
+  // Positions the KV caches hold (the run's context limit): 1..kMaxContext, or with
+  // kv.format = int4 1..model::kAttentionInt4MaxT (docs/variants-attention.md 8.8).
+  int context = kMaxContext;
 };
 
 struct TokenStats {

@@ -172,7 +172,10 @@ int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
   // The layout with room for everything, then the KV cache's share of the real CMA.
   MemoryMapConfig room = config;
   room.cma_bytes = config.ddr_bytes - std::min(config.ddr_bytes, config.cma_base);
-  room.kv_positions = model::kKvPositions;
+  // The unit's T range (512; the INT4 unit's 2048) and the model's positions cap it.
+  const int cap = std::min(model::attention_max_t(config.kv_format == model::KvFormat::Int4),
+                           std::max(1, model.max_position_embeddings));
+  room.kv_positions = cap;
   const MemoryMap full(model, room);
   uint64_t kv = 0;
   for (const auto& r : full.regions())
@@ -180,7 +183,7 @@ int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
   const uint64_t others = full.used_bytes() - kv;
   if (others >= config.cma_bytes) return 0;
   const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_heads);
-  int limit = model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, model::kKvPositions);
+  int limit = model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, cap);
   // Page alignment of the buffers behind the cache can cost a little: the largest that fits.
   for (; limit > 0; --limit) {
     config.kv_positions = limit;

@@ -32,7 +32,7 @@ struct MemoryMapConfig {
   uint64_t cma_base = 0x08000000;     // where the contiguous region starts (model)
   uint64_t cma_bytes = 192ull << 20;  // its size; see configs/pynq-z2.toml and docs/memory.md
   uint64_t max_transfer_bytes = (1u << 23) - 1;  // DMA length register limit
-  int kv_positions = 512;             // the board's KV area per (layer, head)
+  int kv_positions = 512;             // the KV area per (layer, head), in positions (the board's 512)
   bool int8_lm_head = false;          // an INT8 lm_head (n bytes per row): refused on the board
   bool kv_interleaved = false;        // the online-softmax unit's layout: per (layer, head) one
                                       // area of 512 rows x 192 bytes, row t = K_t then V_t
@@ -132,9 +132,11 @@ class MemoryMap {
   int descriptor_capacity_ = 0, heads_per_lane_ = 0;
 };
 
-// The context the KV cache can hold: the largest T <= 512 (the attention unit's T range) whose
-// KV areas (in the config's kv.format, model::KvStorage) fit the CMA beside everything else;
-// 0 when even one position does not fit. A MemoryMap with kv_positions = this fits.
+// The context the KV cache can hold: the largest T within the attention unit's T range (512;
+// 2048 for the INT4 unit, docs/variants-attention.md 8.8) and the model's
+// max_position_embeddings whose KV areas (in the config's kv.format, model::KvStorage) fit
+// the CMA beside everything else; 0 when even one position does not fit. A MemoryMap with
+// kv_positions = this fits.
 int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config);
 
 }  // namespace bitsim::host

@@ -76,7 +76,7 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
       walker_(options.walker, options.pl_period_ps),
       driver_(platform, map, options.walker.pl() ? walker_driver(options.walker, options.pl_period_ps, driver) : driver),
       options_(options),
-      rope_(kHeadDim, model.config.rope_theta, model::kKvPositions) {
+      rope_(kHeadDim, model.config.rope_theta, std::max(1, map.config().kv_positions)) {
   if (model.config.head_dim() != kHeadDim)
     throw Error(fmt::format("model {}: head_dim {} but the attention unit needs {}", model.source,
                             model.config.head_dim(), kHeadDim));
@@ -179,8 +179,8 @@ void TokenLoop::write_kv_banks() {
 }
 
 void TokenLoop::set_position(int pos) {
-  if (pos < 0 || pos >= model::kKvPositions)
-    throw Error(fmt::format("position {} is outside the KV cache (0..{})", pos, model::kKvPositions - 1));
+  if (pos < 0 || pos >= map_.config().kv_positions)
+    throw Error(fmt::format("position {} is outside the KV cache (0..{})", pos, map_.config().kv_positions - 1));
   pos_ = pos;
 }
 
@@ -316,8 +316,8 @@ std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden:
 
 void TokenLoop::check_step(int token) const {
   const int vocab = model_.config.vocab_size;
-  if (pos_ >= model::kKvPositions)
-    throw Error(fmt::format("context full: the board's KV cache holds {} positions", model::kKvPositions));
+  if (pos_ >= map_.config().kv_positions)
+    throw Error(fmt::format("context full: the board's KV cache holds {} positions", map_.config().kv_positions));
   if (token < 0 || token >= vocab)
     throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, vocab - 1));
 }

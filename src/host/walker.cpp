@@ -75,7 +75,8 @@ constexpr OpCost kOps[] = {
 };
 }  // namespace
 
-WalkerResources walker_resources(const WalkerConfig& c, const model::ModelConfig& m) {
+WalkerResources walker_resources(const WalkerConfig& c, const model::ModelConfig& m, int positions) {
+  if (positions < 1) throw Error(fmt::format("walker resources: a context of {} positions", positions));
   WalkerResources r;
   for (const OpCost& op : kOps) {
     const double lanes = c.epc[size_t(op.step)];
@@ -89,7 +90,7 @@ WalkerResources walker_resources(const WalkerConfig& c, const model::ModelConfig
     if (op.step == CpuStep::Rope) {
       // The RoPE table: cos and sin for every position of the KV cache and every pair of a
       // head (num::RopeTable), as floats.
-      const uint64_t bytes = uint64_t(model::kKvPositions) * uint64_t(model::kHeadDim / 2) * 2 * 4;
+      const uint64_t bytes = uint64_t(positions) * uint64_t(model::kHeadDim / 2) * 2 * 4;
       row.bram36 = int((bytes + kBramBytes - 1) / kBramBytes);
     }
     r.rows.push_back(row);

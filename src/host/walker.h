@@ -112,6 +112,9 @@ struct WalkerResources {
   static constexpr double kBoardLutShare = 0.34;
   static constexpr int kBoardDsp = 17;
 };
-WalkerResources walker_resources(const WalkerConfig& config, const model::ModelConfig& model);
+// `positions`: the context the walker serves (its RoPE table holds cos and sin for each
+// position; the run's KV context limit, docs/variants-attention.md 8.8).
+WalkerResources walker_resources(const WalkerConfig& config, const model::ModelConfig& model,
+                                 int positions = model::kKvPositions);
 
 }  // namespace bitsim::host

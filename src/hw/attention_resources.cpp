@@ -46,6 +46,9 @@ int online_interp_lut() {
 // The running maximum M: the compare s_t > M (32 bits) and the two subtractions M - s_t,
 // s_t - M (32 each) whose non-negative one feeds the m multiplier.
 constexpr int kOnlineMaxLut = 3 * 32 * kAddLutPerBit;
+// The INT4 unit's accumulator and sum widths for T <= 2048 (variants-attention.md 8.8):
+// |acc_d| <= 8 * 2^47 * 2048 = 2^61 (62 bits signed), sum <= 32767 * 2048 < 2^26.
+constexpr int kInt4AccBits = 62, kInt4SumBits = 26;
 
 AttentionResourceRow dsp_row(const std::string& name, int a, int b, int per_lane, int lut = -1) {
   const int n = per_lane > 0 ? per_lane * model::kLanes : 1;
@@ -122,12 +125,13 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
     // w x v with v a signed nibble: shift-adds in LUTs (two adders and a conditional
     // negation, 51 bits each), not 2 DSP48E1 for a 4-bit operand; 16 per clock per lane.
     r.rows.push_back(lut_row("V products w x v (48 x 4)", 16, 3 * 51 * kAddLutPerBit));
-    // The 96 accumulators of 60 bits per lane (flip-flops, rotated 16 at a time: no read
-    // mux); 16 adds of 60 bits per clock (the rescaled acc plus w x v).
-    r.rows.push_back(lut_row("60-bit accumulate", 16, 60 * kAddLutPerBit));
-    r.rows.push_back(dsp_row("rescale of acc (acc x alpha)", 60, 15, 16, 0));
-    r.rows.push_back(dsp_row("rescale of sum", 24, 15, 1, model::kLanes * 24 * kAddLutPerBit));
-    r.rows.push_back(dsp_row("normalizer (acc x r)", 60, 31, 1, model::kLanes * divider_lut(1, 24)));
+    // Sized for its T range of 1..2048 (docs/variants-attention.md 8.8): the 96 accumulators
+    // of 62 bits per lane (flip-flops, rotated 16 at a time: no read mux), 16 adds of 62 bits
+    // per clock (the rescaled acc plus w x v); the sum, its rescale and the divisor 26 bits.
+    r.rows.push_back(lut_row("62-bit accumulate", 16, kInt4AccBits * kAddLutPerBit));
+    r.rows.push_back(dsp_row("rescale of acc (acc x alpha)", kInt4AccBits, 15, 16, 0));
+    r.rows.push_back(dsp_row("rescale of sum", kInt4SumBits, 15, 1, model::kLanes * kInt4SumBits * kAddLutPerBit));
+    r.rows.push_back(dsp_row("normalizer (acc x r)", kInt4AccBits, 31, 1, model::kLanes * divider_lut(1, kInt4SumBits)));
   }
   r.lut_complete = true;
   for (const auto& row : r.rows) {

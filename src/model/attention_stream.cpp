@@ -72,7 +72,7 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   if ((flags & kFlagsReserved) != 0 || ((beat1 >> kReservedAt) & 3) != 0 || (beat1 >> (kOutliersAt + 4)) != 0 ||
       outliers > uint32_t(kKvMaxOutlierChannels) || (outliers != 0 && !(flags & kAttentionFlagInt4)))
     return AttentionError::ReservedBits;
-  if (T < 1 || T > uint32_t(kAttentionMaxT)) return AttentionError::BadLength;
+  if (T < 1 || T > uint32_t(attention_max_t((flags & kAttentionFlagInt4) != 0))) return AttentionError::BadLength;
   if (((beat1 >> kMBits) & ((1u << (kShiftAt - kMBits)) - 1)) != 0) return AttentionError::MultiplierTooWide;
   h->T = T;
   h->m = uint32_t(beat1) & kAttentionMaxM;

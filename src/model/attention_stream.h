@@ -7,7 +7,7 @@
 //   header := 2 beats (16 bytes, little-endian)
 //     beat 0: bits 15:0 magic 0xA77E, 23:16 version 1, 31:24 flags (bit 0: last head of the
 //             transfer; bit 1: legacy shift mode; bit 2: online-softmax unit; bit 3: INT4
-//             KV rows; bits 7:4 reserved, 0), 63:32 T (1..512)
+//             KV rows; bits 7:4 reserved, 0), 63:32 T (1..512; with bit 3 1..2048)
 //     beat 1: bits 17:0 m (< 2^18), 23:18 reserved 0 (m too wide), 29:24 S (0..63),
 //             31:30 reserved 0, 35:32 INT4 outlier lanes n (0..8; 0 without bit 3),
 //             63:36 reserved 0
@@ -48,7 +48,13 @@ constexpr const char* kAttentionVariantNames[] = {"two-phase", "online-softmax"}
 // "two-phase" / "online-softmax" -> the variant; bitsim::Error naming the key otherwise.
 AttentionVariant attention_variant_of(const std::string& name);
 constexpr int kAttentionRowBeats = kHeadDim / kBeatBytes;  // q, K and V rows: 12 beats
-constexpr int kAttentionMaxT = kKvPositions;               // T range 1..512
+constexpr int kAttentionMaxT = kKvPositions;               // T range 1..512 (board, int8 online)
+// The INT4 unit's T range 1..2048 (docs/variants-attention.md 8.8: its 62-bit accumulators
+// and 26-bit sum are sized for it).
+constexpr int kAttentionInt4MaxT = 2048;
+// The T range's end of the unit a header is for: INT4 rows (flags bit 3) kAttentionInt4MaxT,
+// any other kAttentionMaxT.
+constexpr int attention_max_t(bool int4) { return int4 ? kAttentionInt4MaxT : kAttentionMaxT; }
 constexpr uint32_t kAttentionMaxM = (1u << 18) - 1;
 constexpr uint32_t kAttentionMaxShift = 63;
 // The bytes the host writes per head: header + q.
@@ -72,7 +78,7 @@ uint64_t attention_head_bytes(const AttentionHeadHeader& h);
 // m (bits 17:0, wider values spill into 23:18) | shift << 24 (wider values spill into the
 // reserved bits).
 struct AttentionHeadHeader {
-  uint32_t T = 1;       // context length, 1..512
+  uint32_t T = 1;       // context length, 1..attention_max_t(int4)
   uint32_t m = 0;       // multiplier, < 2^18
   uint32_t shift = 24;  // S, 0..63
   bool legacy = false;  // legacy shift mode: z = (s_max - s_t) >> 8

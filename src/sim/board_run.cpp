@@ -98,8 +98,8 @@ void check_request(const BoardRunRequest& req) {
   if (!req.layers_csv_file.empty()) io::check_output_file(req.layers_csv_file, "layers CSV file");
 }
 
-// The prompt's token ids (BOS first), checked against the KV capacity: `limit` positions (the
-// unit's 512, or fewer when the cache in its kv.format does not fit the CMA at 512).
+// The prompt's token ids (BOS first), checked against the KV capacity: `limit` positions
+// (host::kv_context_limit: the unit's T range, the model's positions, the CMA).
 std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos, int limit,
                             const std::string& why) {
   std::vector<int> ids{bos};
@@ -187,7 +187,7 @@ class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
              const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
-             Clock::time_point start, int capacity = golden::kMaxContext)
+             Clock::time_point start, int capacity)
       : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), start_(start),
         capacity_(capacity), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
 
@@ -304,18 +304,20 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
   res.model = source->describe();
   res.shape = mc.shape_string();
-  if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc);
   res.attention = hw::attention_resources(cfg.board.attention);
   res.tokenizer = tokenizer->describe();
   res.synthetic_tokenizer = tokenizer->is_synthetic();
-  // The context the KV cache holds in its format (docs/variants-attention.md 8.5): the unit's
-  // 512, or fewer when 512 positions do not fit the CMA (none: the memory map's refusal).
+  // The context the KV cache holds in its format (docs/variants-attention.md 8.5, 8.8): the
+  // unit's T range (512; the INT4 unit's 2048) and the model's positions, or fewer when they
+  // do not fit the CMA (none: the memory map's refusal).
   const int capacity = host::kv_context_limit(mc, cfg.memory);
   if (capacity < 1) (void)host::MemoryMap(mc, cfg.memory);  // names the sizes that do not fit
   cfg.memory.kv_positions = capacity;
   res.kv_capacity = capacity;
+  if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
+  const int unit_t = model::attention_max_t(cfg.memory.kv_format == model::KvFormat::Int4);
   const std::string why =
-      capacity < golden::kMaxContext
+      capacity < std::min(unit_t, mc.max_position_embeddings)
           ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
                         cfg.board.attention.kv_format, capacity, req.params.to_string("cma.mib"))
           : std::string();
@@ -341,6 +343,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
     golden::BoardReferenceOptions go{rr.legacy_attention, golden_threads, cfg.board.attention.kind(),
                                      cfg.board.attention.kv(), cfg.board.attention.kv_outlier_channels};
     go.build_threads = rr.threads;  // built before the first token: every thread
+    go.context = capacity;
     ref = std::make_unique<golden::BoardReference>(l.model, l.scales, go);
   }
   SimulationOptions so(req.fidelity, board_threads, rr.legacy_attention);

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "host/memory_map.h"
 #include "host/platform.h"
 #include "model/board_shape.h"
 #include "model/error.h"
@@ -47,8 +48,15 @@ ValidationRow row(const std::string& scenario, int T, const std::string& figure,
 
 std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, int count,
                                         std::vector<host::TransferRecord>* transfers) {
-  const SimConfig cfg = make_sim_config(p);
+  SimConfig cfg = make_sim_config(p);
   const auto& m = shape_model();
+  // The KV areas hold the config's context limit, as in bitsim run (host::kv_context_limit).
+  const int capacity = host::kv_context_limit(m.config, cfg.memory);
+  if (capacity > 0) cfg.memory.kv_positions = capacity;
+  if (first_context < 1 || first_context + count - 1 > cfg.memory.kv_positions)
+    throw Error(fmt::format("context {}..{}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
+                            first_context, first_context + count - 1, cfg.memory.kv_positions,
+                            p.to_string("kv.format"), p.to_string("cma.mib")));
   const std::vector<int> toks(size_t(count), m.config.bos_token_id);
   SimulateOptions o;
   o.fidelity = Fidelity::kTimingOnly;

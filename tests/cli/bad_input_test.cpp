@@ -255,7 +255,7 @@ TEST(BadInput, MessagesNameTheThingAtFault) {
   expect_refused(topk, {"--top-k", "'-1'", "0..2147483647"});
   EXPECT_LT(topk.err.size(), 200u) << topk.err;  // no 309-digit bound
 
-  expect_refused(bitsim(kTiny + "--tokens abc"), {"--tokens", "'abc' is not a decimal integer", "0..511"});
+  expect_refused(bitsim(kTiny + "--tokens abc"), {"--tokens", "'abc' is not a decimal integer", "0..2047"});
   expect_refused(bitsim("sweep --quiet --check-model '' --tokens 1 --grid clock_mhz=100,5000"),
                  {"--grid clock.mhz", "5000", "out of range"});
   const Result cma = bitsim("run --model synthetic:bitnet-large --prompt hi --tokens 1 --set cma.mib=1 --quiet");

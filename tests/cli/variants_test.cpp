@@ -234,6 +234,29 @@ TEST(Variants, Int4KvReadsFewerBytesAndIsRefusedWithTheTwoPhaseUnit) {
   EXPECT_NE(r.err.find("attention.variant"), std::string::npos) << r.err;
 }
 
+TEST(Variants, Int4KvHoldsAContextPast512AndNamesItsCapacity) {
+  // docs/variants-attention.md 8.8: the INT4 unit takes T up to 2048; tiny's small cache
+  // holds all 2048, bitnet-large's 1,319 in the shipped CMA; int8 stays at 512.
+  const auto r = run_json("--model synthetic:tiny --tokens 520 --set attention.variant=online-softmax "
+                          "--set kv.format=int4");
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["summary"]["kv_capacity"], 2048);
+  EXPECT_EQ(r["summary"]["logits_equal"], true);
+  EXPECT_EQ(r["summary"]["logits_checked"], r["tokens"].size());
+  EXPECT_GT(r["tokens"].back()["context"].get<int>(), 520);
+  EXPECT_EQ(r["tokens"].back()["logits_equal"], true);
+  const Result big = bitsim("run --model synthetic:bitnet-large --prompt x --tokens 1400 --timing-only "
+                            "--set attention.variant=online-softmax --set kv.format=int4");
+  EXPECT_EQ(big.code, 2);
+  EXPECT_NE(big.err.find("KV cache of 1319"), std::string::npos) << big.err;
+  const Result i8 = bitsim("run --model synthetic:tiny --prompt x --tokens 600 --set attention.variant=online-softmax");
+  EXPECT_EQ(i8.code, 2);
+  EXPECT_NE(i8.err.find("KV cache of 512"), std::string::npos) << i8.err;
+  const Result over = bitsim("run --model synthetic:tiny --prompt x --tokens 2048");
+  EXPECT_EQ(over.code, 2);
+  EXPECT_NE(over.err.find("--tokens"), std::string::npos) << over.err;
+}
+
 TEST(Variants, OnlineSoftmaxAndAllThreePresetsRunWithLogitsEqual) {
   for (const char* preset : {"online-softmax.toml", "all-three.toml"}) {
     const auto j = run_json("--model synthetic:tiny --tokens 2 --config " +
@@ -262,8 +285,8 @@ TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
                              (fs::path(BITSIM_SOURCE_DIR) / "configs" / "all-three.toml").string());
   ASSERT_FALSE(int4.is_null());
   const auto& r = int4["summary"]["attention_resources"];
-  EXPECT_EQ(r["dsp"], 148);
-  EXPECT_EQ(r["lut"], 9704);
+  EXPECT_EQ(r["dsp"], 150);
+  EXPECT_EQ(r["lut"], 9776);
   int dsp = 0, lut = 0;
   for (const auto& op : r["operators"]) {
     dsp += op["dsp"].get<int>();
@@ -275,10 +298,10 @@ TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
   const Result t = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --config " +
                           (fs::path(BITSIM_SOURCE_DIR) / "configs" / "all-three.toml").string());
   ASSERT_EQ(t.code, 0) << t.err;
-  EXPECT_NE(t.out.find("attention unit        148 DSP48E1, 0 BRAM36, 9704 LUT (model"),
+  EXPECT_NE(t.out.find("attention unit        150 DSP48E1, 0 BRAM36, 9776 LUT (model"),
             std::string::npos) << t.out;
   const int walker_dsp = int4["summary"]["walker_resources"]["dsp"].get<int>();
-  EXPECT_NE(t.out.find(fmt::format("with the board      {} DSP", walker_dsp + 148)), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find(fmt::format("with the board      {} DSP", walker_dsp + 150)), std::string::npos) << t.out;
 }
 
 }  // namespace

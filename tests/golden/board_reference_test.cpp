@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -403,6 +404,38 @@ TEST(BoardReference, RejectsTokenOutsideVocabulary) {
   }
 }
 
+TEST(BoardReference, Int4HoldsAContextPast512AndRefusesAfterIt) {
+  // docs/variants-attention.md 8.8: with kv.format = int4 the caches hold `context` positions
+  // (up to 2048); the size of the cache changes no logit; other units stop at 512.
+  BoardReferenceOptions int4{.attention_variant = model::AttentionVariant::OnlineSoftmax};
+  int4.kv_format = model::KvFormat::Int4;
+  BoardReferenceOptions wide = int4;
+  wide.context = 600;
+  BoardReference a(tiny(), tiny_scales(), int4), b(tiny(), tiny_scales(), wide);
+  for (int i = 0; i < 24; ++i) {
+    const auto x = a.step(3 + i), y = b.step(3 + i);
+    ASSERT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float))) << "token " << i;
+  }
+  for (int i = 24; i < 600; ++i) b.step(3 + (i * 7) % 500);
+  EXPECT_EQ(b.position(), 600);
+  try {
+    b.step(5);
+    FAIL() << "no error past the context";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("600 positions"), std::string::npos) << e.what();
+  }
+  BoardReferenceOptions bad = int4;
+  bad.context = 2049;
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+  bad = BoardReferenceOptions{};
+  bad.context = 513;  // the two-phase unit
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+  bad.attention_variant = model::AttentionVariant::OnlineSoftmax;  // int8 rows
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+  bad.context = 0;
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+}
+
 // ---- The INT4 KV codec (docs/variants-attention.md section 8.3) --------------------------
 
 // Rows as stored: a bank with every sk_d = 1.0 (0x3C00), K rows of n = 0 or 1 lanes, V rows of
@@ -462,6 +495,26 @@ TEST(AttentionHeadInt4, GrowingMaximumRescalesWorkedByHand) {
                               &sum);
   EXPECT_EQ(sum, 63548u);
   for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 133120) << d;
+}
+
+TEST(AttentionHeadInt4, TheLargestAccumulatorAt2048RowsFits62Bits) {
+  // 8.8's bound: every row at the same score (p = 32767), the largest V scale (fp16 65504,
+  // 0x7BFF) and nibbles -8: w = 32767 * 65504 * 2^16 < 2^47 a row, acc_d = -8 w T with
+  // T = 2048 is just inside -2^61 (62 bits signed), and the mean (-8 * 65504) saturates.
+  constexpr int T = 2048;
+  Int4Head h(T, 0);
+  for (int t = 0; t < T; ++t) h.v_all(t, -8, 0x7BFF);
+  int8_t q[kHeadDim] = {};
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, 0, AttentionParams{1u << 12, 16, false}, o, &sum);
+  EXPECT_EQ(sum, uint32_t(T) * 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], INT32_MIN) << d;
+  const int64_t w = int64_t(32767) * 65504 * 65536;
+  EXPECT_LT(w, int64_t(1) << 47);
+  EXPECT_GE(-8 * w * T, -(int64_t(1) << 61));
+  EXPECT_GE(-8 * w * 512, -(int64_t(1) << 59));  // 512 rows: the 60 bits of T <= 512
+  EXPECT_LT(-8 * w * 513, -(int64_t(1) << 59));  // 513: past them
 }
 
 TEST(AttentionHeadInt4, OutlierLaneEntersTheScoreWorkedByHand) {

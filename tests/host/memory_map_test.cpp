@@ -100,15 +100,30 @@ TEST(MemoryMap, KvContextLimitFollowsTheFormat) {
   MemoryMapConfig i8, i4;
   i8.kv_interleaved = i4.kv_interleaved = true;
   i4.kv_format = model::KvFormat::Int4;
-  // The shipped 192 MiB: both formats hold the unit's 512.
+  // The shipped 192 MiB: int8 holds the unit's 512 (715 would fit); the INT4 unit takes T up
+  // to 2048 (docs/variants-attention.md 8.8), so int4 holds what fits: 1,319 positions, 1,143
+  // with 8 outlier lanes; tiny's cache is small, so the unit's 2048 (its max_position_embeddings).
   EXPECT_EQ(kv_context_limit(bl, i8), 512);
-  EXPECT_EQ(kv_context_limit(bl, i4), 512);
-  // 170 MiB: int8 rows (73,728 bytes a position at 384 layer-heads) fit fewer; int4 still 512.
+  EXPECT_EQ(kv_context_limit(bl, i4), 1319);
+  MemoryMapConfig lanes = i4;
+  lanes.kv_outlier_channels = 8;
+  EXPECT_EQ(kv_context_limit(bl, lanes), 1143);
+  EXPECT_EQ(kv_context_limit(model::ModelConfig::tiny(), i4), 2048);
+  EXPECT_EQ(kv_context_limit(model::ModelConfig::tiny(), i8), 512);
+  model::ModelConfig short_model = model::ModelConfig::tiny();
+  short_model.max_position_embeddings = 700;  // the model's positions cap it too
+  EXPECT_EQ(kv_context_limit(short_model, i4), 700);
+  MemoryMapConfig at4 = i4;
+  at4.kv_positions = 1319;
+  EXPECT_LE(MemoryMap(bl, at4).used_bytes(), at4.cma_bytes);
+  at4.kv_positions = 1320;
+  EXPECT_THROW(MemoryMap(bl, at4), Error);  // the largest that fits
+  // 170 MiB: int8 rows (73,728 bytes a position at 384 layer-heads) fit fewer than 512.
   i8.cma_bytes = i4.cma_bytes = 170ull << 20;
   const int t8 = kv_context_limit(bl, i8);
   EXPECT_GT(t8, 0);
   EXPECT_LT(t8, 512);
-  EXPECT_EQ(kv_context_limit(bl, i4), 512);
+  EXPECT_GT(kv_context_limit(bl, i4), 512);
   MemoryMapConfig at = i8;
   at.kv_positions = t8;
   const MemoryMap fits(bl, at);

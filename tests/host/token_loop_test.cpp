@@ -327,6 +327,41 @@ TEST(TokenLoop, SetPositionMovesTheContext) {
   EXPECT_THROW(r.loop.step(5, nullptr), Error);  // the context is full
 }
 
+TEST(TokenLoop, Int4ContextPast512EqualsItsGoldenAndEndsAtTheMapsPositions) {
+  // docs/variants-attention.md 8.8: the KV areas of 700 positions (the INT4 unit's T range
+  // goes to 2048); every token's logits are the golden's, and the context ends at the
+  // memory map's positions.
+  hw::BoardConfig bc = online_board();
+  bc.attention.kv_format = "int4";
+  std::mt19937 g(13);
+  const model::TernaryModel m = testing::random_model(g, 2, 160, 2, 400);
+  const golden::KvScales scales = testing::fixed_scales(m);
+  MemoryMapConfig mc = memory_of(bc);
+  mc.kv_positions = 700;
+  const MemoryMap map(m.config, mc);
+  hw::FastBoard board(bc, hw::FastBoardOptions{false, 1});
+  FastPlatform platform(board);
+  TokenLoop loop(platform, map, m, scales, {}, {}, options_of(bc));
+  loop.load_weights();
+  loop.init();
+  golden::BoardReferenceOptions go{.attention_variant = model::AttentionVariant::OnlineSoftmax,
+                                   .kv_format = model::KvFormat::Int4};
+  go.context = 700;
+  golden::BoardReference ref(m, scales, go);
+  TokenTiming t511, t699;
+  for (int i = 0; i < 700; ++i) {
+    const int token = 1 + (i * 37) % 399;
+    const std::vector<float> got = loop.step(token, i == 511 ? &t511 : i == 699 ? &t699 : nullptr);
+    const std::vector<float> want = ref.step(token);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+  }
+  EXPECT_GT(t699.attention_bytes, t511.attention_bytes);  // T = 700 rows against 512
+  EXPECT_THROW(loop.step(5, nullptr), Error);  // the context is full
+  EXPECT_THROW(loop.set_position(700), Error);
+  loop.set_position(699);
+  EXPECT_EQ(loop.position(), 699);
+}
+
 TEST(TokenLoop, RefusesATokenOutsideTheVocabulary) {
   Rig r(9);
   EXPECT_THROW(r.loop.step(-1, nullptr), Error);

@@ -56,6 +56,13 @@ TEST(Walker, ResourcesSumTheStatedCosts) {
     if (r.name == "rope") EXPECT_EQ(r.bram36, 48);
     if (r.name == "activation buffers") EXPECT_EQ(r.bram36, 28);
   }
+  // The RoPE table covers the context the walker serves (docs/variants-attention.md 8.8):
+  // 1,319 positions x 384 bytes = 506,496 bytes = 124 BRAM36.
+  const WalkerResources wide = walker_resources(c, m, 1319);
+  for (const auto& r : wide.rows)
+    if (r.name == "rope") EXPECT_EQ(r.bram36, 124);
+  EXPECT_EQ(wide.bram36, one.bram36 + 124 - 48);
+  EXPECT_THROW(walker_resources(c, m, 0), Error);
   // Two lanes of the residual: twice the lane, the control once.
   c.epc[size_t(CpuStep::Residual)] = 2;
   const WalkerResources two = walker_resources(c, m);

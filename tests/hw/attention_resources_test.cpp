@@ -72,22 +72,27 @@ TEST(AttentionResources, TheOnlineUnitIs60Dsp) {
 
 TEST(AttentionResources, TheInt4UnitByHand) {
   const auto r = attention_resources(unit("online-softmax", "int4"));
+  // Sized for T <= 2048 (docs/variants-attention.md 8.8: acc 62 bits, sum 26).
   // DSP: 2 lanes x 16 q.K, m, interpolation, 2 outlier products, 2 V weights, 2 x 16
-  // rescales of 3, 2 sum rescales, 2 normalizers of 6.
+  // rescales of 3 (62 x 15), 2 sum rescales of 2 (26 x 15), 2 normalizers of 6 (62 x 31).
   EXPECT_EQ(row(r, "q.K multipliers (nibbles)").dsp, 32);
   EXPECT_EQ(row(r, "rescale of acc (acc x alpha)").dsp, 96);
   EXPECT_EQ(row(r, "normalizer (acc x r)").dsp, 12);
-  EXPECT_EQ(r.dsp, 32 + 1 + 1 + 2 + 2 + 96 + 2 + 12);
+  EXPECT_EQ(row(r, "rescale of sum").dsp, 4);
+  EXPECT_EQ(r.dsp, 32 + 1 + 1 + 2 + 2 + 96 + 4 + 12);
   // LUT, per lane: q select 128 x 2; outlier lane 2 x 15 + 6 + 3 x 33 + 2 x 24 + 13 x 25 + 33
   // + 38 + 25 + 16 = 620; V weight 15 + 3 x 48 + 48 = 207; 16 V products of 3 x 51; 16
-  // accumulators of 60. Two lanes.
+  // accumulators of 62. Two lanes.
   EXPECT_EQ(row(r, "q operand select").lut, 2 * 256);
   EXPECT_EQ(row(r, "outlier lane -> 12-bit K").lut, 2 * 620);
   EXPECT_EQ(row(r, "V weight p x M").lut, 2 * 207);
   EXPECT_EQ(row(r, "V products w x v (48 x 4)").lut, 2 * 16 * 153);
-  EXPECT_EQ(row(r, "60-bit accumulate").lut, 2 * 16 * 60);
-  // The int8 unit's maximum, exponent, p select, sum and divider as well (722).
-  EXPECT_EQ(r.lut, 512 + 1240 + 414 + 4896 + 1920 + 192 + 147 + 255 + 30 + 48 + 50);
+  EXPECT_EQ(row(r, "62-bit accumulate").lut, 2 * 16 * 62);
+  // The int8 unit's maximum, exponent and p select (624), the sum's 26-bit add and the
+  // divider's 27-bit subtract, two lanes.
+  EXPECT_EQ(row(r, "rescale of sum").lut, 2 * 26);
+  EXPECT_EQ(row(r, "normalizer (acc x r)").lut, 2 * 27);
+  EXPECT_EQ(r.lut, 512 + 1240 + 414 + 4896 + 1984 + 192 + 147 + 255 + 30 + 52 + 54);
   EXPECT_EQ(r.bram36, 0);
   EXPECT_TRUE(r.lut_complete);
   EXPECT_EQ(row(r, "m multiplier").lut, 147);

@@ -784,6 +784,26 @@ TEST(AttentionUnitInt4, ContextLengthsAndOutlierCountsBothLanesEqualGolden) {
   }
 }
 
+TEST(AttentionUnitInt4, ContextsPast512EqualGolden) {
+  // The INT4 unit's T range goes to 2048 (docs/variants-attention.md 8.8): heads at T = 513,
+  // 1319 (bitnet-large's context in the shipped CMA) and 2048 against golden on both lanes.
+  bitsim::hw::FreshSimContext ctx;
+  Bench b(int4_config());
+  std::mt19937 rng(20261203);
+  std::vector<int4_test::Int4Head> h0, h1;
+  h0.push_back(int4_test::random_int4_head(513, 0, rng));
+  h0.push_back(int4_test::random_int4_head(2048, 8, rng));
+  h1.push_back(int4_test::random_int4_head(1319, 3, rng));
+  b.src[0]->append(int4_transfer(h0));
+  b.src[1]->append(int4_transfer(h1));
+  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  expect_beats_eq(b.sink[0]->beats, int4_expected(h0));
+  expect_beats_eq(b.sink[1]->beats, int4_expected(h1));
+  EXPECT_EQ(b.unit.stats(0).rows, 2u * (513 + 2048));
+  EXPECT_EQ(b.unit.stats(1).rows, 2u * 1319);
+  EXPECT_EQ(b.unit.stats(0).errors + b.unit.stats(1).errors, 0u);
+}
+
 TEST(AttentionUnitInt4, CyclesHandWorkedRowsAndTail) {
   // One head of N = 2 + 12 + 24 + 13 T beats (n = 0: K rows 6 beats, V rows 7) or
   // 2 + 12 + 25 + 15 T (n = 8: K rows 8 beats, the bank 25): its last V beat is taken at
@@ -824,6 +844,10 @@ TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
        [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 32)) | (9ull << 32); }},
       {"an outlier channel 96", int4_config(), AttentionError::ReservedBits,
        [](auto& s) { s[14 + 24].data = (s[14 + 24].data & ~0xFFull) | 96; }},
+      {"T = 2049, past the INT4 unit's range", int4_config(), AttentionError::BadLength,
+       [](auto& s) { s[0].data = (s[0].data & 0xFFFF'FFFFull) | (2049ull << 32); }},
+      {"T = 513 to the int8 online unit", online_config(), AttentionError::BadLength,
+       [](auto& s) { s[0].data = (s[0].data & ~(1ull << 27) & 0xFFFF'FFFFull) | (513ull << 32); s[1].data &= ~(0xFull << 32); }},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);

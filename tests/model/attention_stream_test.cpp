@@ -107,6 +107,16 @@ TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
   // T outside 1..512, before m.
   EXPECT_EQ(parse(good[0] & 0xFFFF'FFFF, good[1]), AttentionError::BadLength);
   EXPECT_EQ(parse((good[0] & 0xFFFF'FFFF) | (513ull << 32), good[1] | (1ull << 18)), AttentionError::BadLength);
+  // The INT4 unit's T range is 1..2048 (docs/variants-attention.md 8.8); any other unit's 1..512.
+  const uint64_t int4 = good[0] | (1ull << 26) | (1ull << 27);
+  EXPECT_EQ(parse((int4 & 0xFFFF'FFFF) | (513ull << 32), good[1]), AttentionError::None);
+  EXPECT_EQ(h.T, 513u);
+  EXPECT_EQ(parse((int4 & 0xFFFF'FFFF) | (2048ull << 32), good[1]), AttentionError::None);
+  EXPECT_EQ(h.T, 2048u);
+  EXPECT_EQ(parse((int4 & 0xFFFF'FFFF) | (2049ull << 32), good[1]), AttentionError::BadLength);
+  EXPECT_EQ(parse(((good[0] | (1ull << 26)) & 0xFFFF'FFFF) | (513ull << 32), good[1]), AttentionError::BadLength);
+  EXPECT_EQ(attention_max_t(false), 512);
+  EXPECT_EQ(attention_max_t(true), 2048);
   // m wider than 18 bits: beat 1 bits 23:18.
   EXPECT_EQ(parse(good[0], good[1] | (1ull << 18)), AttentionError::MultiplierTooWide);
   EXPECT_EQ(parse(good[0], good[1] | (1ull << 23)), AttentionError::MultiplierTooWide);

@@ -151,6 +151,30 @@ TEST(Fidelity, LongContextAndStartPosition) {
               "start at 300");
 }
 
+TEST(Fidelity, Int4ContextPast512) {
+  // docs/variants-attention.md 8.8: the INT4 unit's heads at T = 601..603 and 1317..1319 (the
+  // KV areas sized for 1,319 positions), functional in both fidelities: the same times and
+  // the same logits.
+  std::mt19937 g(8);
+  const auto m = random_model(g, 2, 256, 1, 300);
+  ParamSet p = board_params();
+  p.set("attention.variant=online-softmax", "test");
+  p.set("kv.format=int4", "test");
+  SimConfig cfg = make_sim_config(p);
+  cfg.memory.kv_positions = 1319;
+  const auto s = scales_for(m);
+  for (int start : {600, 1316}) {
+    const auto cyc = simulate_tokens(cfg, m, s, {5, 6, 7}, {.fidelity = Fidelity::kCycle, .start_position = start});
+    const auto fast = simulate_tokens(cfg, m, s, {5, 6, 7}, {.fidelity = Fidelity::kFast, .start_position = start});
+    expect_same(cyc, fast, "int4 from " + std::to_string(start));
+    for (size_t i = 0; i < cyc.size(); ++i) {
+      ASSERT_FALSE(fast[i].logits.empty());
+      EXPECT_EQ(0, std::memcmp(cyc[i].logits.data(), fast[i].logits.data(), fast[i].logits.size() * 4)) << i;
+    }
+  }
+  EXPECT_THROW(simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = Fidelity::kFast, .start_position = 1318}), Error);
+}
+
 TEST(Fidelity, BitnetLargeTwoTokensIdentical) {
   model::SyntheticSource src(model::Shape::BitnetLarge, 0x5EED);
   const auto m = model::load_ternary_model(src, 2);
