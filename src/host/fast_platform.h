@@ -27,6 +27,7 @@ class FastPlatform : public Platform {
   uint64_t pl_bytes_read() const override { return board_.bytes_read(); }
   bool dma_has_sg(int id) const override { return board_.dma_has_sg(id); }
   const std::vector<TransferRecord>& transfers() const override { return log_; }
+  uint64_t quiet_until_ps() const override { return board_.quiet_until_ps(); }
 
  private:
   hw::FastBoard& board_;

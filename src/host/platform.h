@@ -31,6 +31,9 @@ class Platform {
   virtual bool dma_has_sg(int id) const = 0;
   // Every completed transfer so far, in the order the host saw them complete.
   virtual const std::vector<TransferRecord>& transfers() const = 0;
+  // A time before which register reads return what they return now, where the platform
+  // knows one (the fast board: its next event); 0 = not known (the clocked board: poll).
+  virtual uint64_t quiet_until_ps() const { return 0; }
 };
 
 }  // namespace bitsim::host

@@ -52,6 +52,16 @@ class FastBoard {
   // A register access by the CPU at time t (ps). Reads see the state after every clock
   // edge strictly before t, as the clocked board's do.
   uint32_t read32(uint64_t addr, uint64_t t_ps);
+
+  // Register reads at access times before this one see what a read sees now: the in-flight
+  // batch is a settled record (a reusable shape, not a general run still under way) and
+  // none of its changes, transfer completions or its end falls before it. 0 when that is
+  // not known. The host's poll loops use it to count the polls that would read the same
+  // status without making them (FastPolls tests).
+  uint64_t quiet_until_ps() const {
+    if (!batch_open_ || collecting_ || general_ || known_until_ps_ != UINT64_MAX) return 0;
+    return next_event_ps_;
+  }
   void write32(uint64_t addr, uint32_t value, uint64_t t_ps);
   // The CPU's own loads and stores to DDR at time t. While a batch is in flight, a load of
   // bytes the batch writes sees them as the clocked board would at t, and a store becomes

@@ -362,6 +362,58 @@ TEST(TokenLoop, Int4ContextPast512EqualsItsGoldenAndEndsAtTheMapsPositions) {
   EXPECT_EQ(loop.position(), 699);
 }
 
+// The fast platform without its quiet-time hint: every poll is made.
+class PollEveryTime : public Platform {
+ public:
+  explicit PollEveryTime(FastPlatform& p) : p_(p) {}
+  uint32_t read32(uint64_t a, uint64_t ps) override { return p_.read32(a, ps); }
+  void write32(uint64_t a, uint32_t v, uint64_t ps) override { p_.write32(a, v, ps); }
+  void spend(uint64_t ps) override { p_.spend(ps); }
+  uint64_t now_ps() const override { return p_.now_ps(); }
+  void mem_read(uint64_t a, void* d, size_t n) override { p_.mem_read(a, d, n); }
+  void mem_write(uint64_t a, const void* s, size_t n) override { p_.mem_write(a, s, n); }
+  uint64_t pl_bytes_read() const override { return p_.pl_bytes_read(); }
+  bool dma_has_sg(int id) const override { return p_.dma_has_sg(id); }
+  const std::vector<TransferRecord>& transfers() const override { return p_.transfers(); }
+
+ private:
+  FastPlatform& p_;
+};
+
+TEST(TokenLoop, PollsSkippedWhileTheFastBoardIsQuietAreCountedExactly) {
+  // DmaDriver::wait_idle counts the polls the fast board says would read the same status
+  // (FastBoard::quiet_until_ps) instead of making them: the same times, poll counts,
+  // transfers and logits as making every poll, on both attention units.
+  for (const hw::BoardConfig& bc : {hw::BoardConfig{}, online_board()}) {
+    std::mt19937 g(21);
+    const model::TernaryModel m = testing::random_model(g, 3, 200, 2, 400);
+    const golden::KvScales scales = testing::fixed_scales(m);
+    const MemoryMap map(m.config, memory_of(bc));
+    hw::FastBoard b1(bc, hw::FastBoardOptions{false, 1}), b2(bc, hw::FastBoardOptions{false, 1});
+    FastPlatform skipping(b1), f2(b2);
+    PollEveryTime polling(f2);
+    TokenLoop a(skipping, map, m, scales, {}, {}, options_of(bc)), b(polling, map, m, scales, {}, {}, options_of(bc));
+    for (TokenLoop* l : {&a, &b}) {
+      l->load_weights();
+      l->init();
+    }
+    for (int i = 0; i < 12; ++i) {
+      TokenTiming ta, tb;
+      const int token = 1 + (i * 53) % 399;
+      const std::vector<float> la = a.step(token, &ta), lb = b.step(token, &tb);
+      ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4)) << "token " << i;
+      EXPECT_EQ(ta.total_ps(), tb.total_ps()) << "token " << i;
+      EXPECT_EQ(ta.matmul_ps, tb.matmul_ps) << "token " << i;
+      EXPECT_EQ(ta.attention_ps, tb.attention_ps) << "token " << i;
+      EXPECT_EQ(ta.fixed_call_ps, tb.fixed_call_ps) << "token " << i;
+    }
+    EXPECT_EQ(skipping.now_ps(), polling.now_ps());
+    EXPECT_EQ(a.driver().stats().polls, b.driver().stats().polls);
+    EXPECT_GT(a.driver().stats().polls, 1000u);  // the waits poll many times
+    EXPECT_TRUE(skipping.transfers() == polling.transfers());
+  }
+}
+
 TEST(TokenLoop, RefusesATokenOutsideTheVocabulary) {
   Rig r(9);
   EXPECT_THROW(r.loop.step(-1, nullptr), Error);
