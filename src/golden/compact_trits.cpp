@@ -47,7 +47,11 @@ int CompactTrits::trit(int r, int j) const {
 // byte position then keeps its own 32-bit running sum over the row's blocks (lane[k]), and
 // the lanes are added once at the row's end. It is the same integer sum in another order,
 // written so that the compiler keeps it in vector registers.
+// Clang 14 emits the clones of a member function but not its dispatcher, so a clang build
+// (the fuzz preset) failed to link; there the loop is compiled once, for the default target.
+#if !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
+#endif
 void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const {
   // x padded with zeros to whole blocks (the padding columns' trits are 0 as well), widened
   // to int16 once for all the rows.
