@@ -549,9 +549,8 @@ void print_run(const sim::BoardRunResult& r) {
              r.scales_cached ? " (start-up cache)" : "", r.tokens.empty() ? 0.0 : wall_tok / r.tokens.size(), r.wall_s);
   if (r.stopped_at_capacity)
     fmt::print("  stopped at the board's KV capacity of {} positions ({})\n", r.kv_capacity,
-               r.kv_capacity < golden::kMaxContext ? "what its KV format fits in the CMA"
-               : r.kv_capacity > golden::kMaxContext ? "what the INT4 cache fits in the CMA, within the unit's T range"
-                                                     : "the unit's T range");
+               r.kv_capacity < r.kv_capacity_cap ? "what its KV format fits in the CMA"
+                                                 : "the unit's T range or the model's positions");
   if (r.fidelity != sim::Fidelity::kCycle)
     fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache ({} shapes from the start-up "
                "cache), {} run once on the clocked board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits,

@@ -168,13 +168,16 @@ uint64_t MemoryMap::head_buffer(int lane, int slot) const {
   return heads_base_ + (uint64_t(lane) * heads_per_lane_ + slot) * kHeadBufferBytes;
 }
 
+int kv_context_cap(const model::ModelConfig& model, const MemoryMapConfig& config) {
+  return std::min(model::attention_max_t(config.kv_format == model::KvFormat::Int4),
+                  std::max(1, model.max_position_embeddings));
+}
+
 int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
   // The layout with room for everything, then the KV cache's share of the real CMA.
   MemoryMapConfig room = config;
   room.cma_bytes = config.ddr_bytes - std::min(config.ddr_bytes, config.cma_base);
-  // The unit's T range (512; the INT4 unit's 2048) and the model's positions cap it.
-  const int cap = std::min(model::attention_max_t(config.kv_format == model::KvFormat::Int4),
-                           std::max(1, model.max_position_embeddings));
+  const int cap = kv_context_cap(model, config);
   room.kv_positions = cap;
   const MemoryMap full(model, room);
   uint64_t kv = 0;

@@ -138,5 +138,8 @@ class MemoryMap {
 // the CMA beside everything else; 0 when even one position does not fit. A MemoryMap with
 // kv_positions = this fits.
 int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config);
+// What bounds that context besides the CMA: the unit's T range (model::attention_max_t of
+// the config's kv.format) and the model's max_position_embeddings.
+int kv_context_cap(const model::ModelConfig& model, const MemoryMapConfig& config);
 
 }  // namespace bitsim::host

@@ -57,7 +57,8 @@ class FastBoard {
   // batch is a settled record (a reusable shape, not a general run still under way) and
   // none of its changes, transfer completions or its end falls before it. 0 when that is
   // not known. The host's poll loops use it to count the polls that would read the same
-  // status without making them (FastPolls tests).
+  // status without making them
+  // (TokenLoop.PollsSkippedWhileTheFastBoardIsQuietAreCountedExactly).
   uint64_t quiet_until_ps() const {
     if (!batch_open_ || collecting_ || general_ || known_until_ps_ != UINT64_MAX) return 0;
     return next_event_ps_;

@@ -757,25 +757,16 @@ void DecodedRows::matmul(const int8_t* x, int count, int32_t* acc, Workers& work
   if (count < 0) throw Error(fmt::format("DecodedRows::matmul: {} vectors", count));
   if (count == 0 || rows_ == 0) return;
   const int blocks = blocks_for(n_);
-  const size_t padded = size_t(blocks) * kBlockElems;
-  // Every x zero-padded to whole blocks (64-byte aligned rows) with its sum.
-  std::vector<int8_t> xs(size_t(count) * padded + 63);
-  std::vector<int32_t> sums(size_t(count), 0);
-  int8_t* xp = xs.data() + (64 - reinterpret_cast<uintptr_t>(xs.data()) % 64) % 64;
-  for (int i = 0; i < count; ++i) {
-    const int8_t* xi = x + size_t(i) * size_t(n_);
-    int8_t* dst = xp + size_t(i) * padded;
-    std::memcpy(dst, xi, size_t(n_));
-    std::memset(dst + n_, 0, padded - size_t(n_));
-    for (int j = 0; j < n_; ++j) sums[size_t(i)] += xi[j];
-  }
+  std::vector<PaddedX> xs;
+  xs.reserve(size_t(count));
+  for (int i = 0; i < count; ++i) xs.emplace_back(x + size_t(i) * size_t(n_), n_, blocks);
   const MatvecFn fn = matvec_fn(kernel);
   constexpr int kRowsPerTask = 64;
   const int tasks = (rows_ + kRowsPerTask - 1) / kRowsPerTask;
   workers.run(tasks, [&](int task) {
     const int b = task * kRowsPerTask, e = std::min(rows_, b + kRowsPerTask);
     for (int i = 0; i < count; ++i)
-      fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xp + size_t(i) * padded, sums[size_t(i)],
+      fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xs[size_t(i)].v, xs[size_t(i)].sum,
          acc + size_t(i) * size_t(rows_) + size_t(b));
   });
 }

@@ -314,10 +314,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (capacity < 1) (void)host::MemoryMap(mc, cfg.memory);  // names the sizes that do not fit
   cfg.memory.kv_positions = capacity;
   res.kv_capacity = capacity;
+  res.kv_capacity_cap = host::kv_context_cap(mc, cfg.memory);
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
-  const int unit_t = model::attention_max_t(cfg.memory.kv_format == model::KvFormat::Int4);
   const std::string why =
-      capacity < std::min(unit_t, mc.max_position_embeddings)
+      capacity < res.kv_capacity_cap
           ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
                         cfg.board.attention.kv_format, capacity, req.params.to_string("cma.mib"))
           : std::string();

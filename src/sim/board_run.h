@@ -85,7 +85,8 @@ struct BoardRunResult {
   bool all_equal = true;
   std::string mismatch;           // where the first mismatch diverged; empty if none
   bool stopped_at_capacity = false;
-  int kv_capacity = 0;              // positions the KV cache holds in its kv.format and the CMA (<= 512)
+  int kv_capacity = 0;              // positions the KV cache holds in its kv.format and the CMA
+  int kv_capacity_cap = 0;          // its bound besides the CMA: the unit's T range, the model's positions
   double wall_gb_s = 0;           // the configured DDR wall
   std::map<std::string, std::string> config;
   std::vector<host::TransferRecord> transfers;  // with BoardRunRequest::keep_transfers

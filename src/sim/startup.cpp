@@ -134,7 +134,7 @@ std::optional<model::TernaryModel> cached_model(const model::TensorSource& sourc
 }  // namespace
 
 model::TernaryModel load_model(const model::TensorSource& source, const std::string& id, int threads,
-                               CacheStore* store, bool* cached) {
+                               CacheStore* store, bool* cached, BackgroundStore* background) {
   if (cached) *cached = false;
   if (!store || id.empty()) return model::load_ternary_model(source, threads);
   const std::string key = model_key(id);
@@ -143,7 +143,8 @@ model::TernaryModel load_model(const model::TensorSource& source, const std::str
     return std::move(*m);
   }
   model::TernaryModel m = model::load_ternary_model(source, threads);
-  store->put("model", key, model::model_image(m).parts);
+  if (background) *background = BackgroundStore(*store, "model", key, model::model_image(m));
+  else store->put("model", key, model::model_image(m).parts);
   return m;
 }
 
@@ -186,12 +187,8 @@ PreparedModel prepare_model(const model::TensorSource& source, const std::vector
   say(fmt::format("loading {} ...", source.describe()));
   auto t0 = Clock::now();
   const std::string id = store ? model_identity(source, store) : std::string();
-  std::optional<model::TernaryModel> hit;
-  if (store && !id.empty()) hit = cached_model(source, model_key(id), *store);
-  p.times.model_cached = hit.has_value();
-  p.model = hit ? std::move(*hit) : model::load_ternary_model(source, threads);
   // A model built here is stored on a helper thread while the calibration runs.
-  if (store && !id.empty() && !hit) p.model_store = BackgroundStore(*store, "model", model_key(id), model::model_image(p.model));
+  p.model = load_model(source, id, threads, store, &p.times.model_cached, &p.model_store);
   p.times.load_s = seconds_since(t0);
   if (p.times.model_cached) say(fmt::format("  the ternary model from the start-up cache ({:.2f} s)", p.times.load_s));
   say(fmt::format("calibrating K/V scales ({} tokens of the calibration text) ...", calibration_tokens.size()));

@@ -41,11 +41,13 @@ struct StartupTimes {
   bool model_cached = false, scales_cached = false;  // taken from the cache
 };
 
-// The ternary model of `source`: from the cache on a hit, else loaded (and stored; with
-// `background`, on a helper thread that *background joins, the model kept alive meanwhile).
+class BackgroundStore;
+// The ternary model of `source`: from the cache on a hit, else loaded and stored: at once,
+// or with `background` on a helper thread that *background holds (its image views the
+// returned model's arrays, which a move keeps in place: keep the model until it is joined).
 // `identity` is model_identity(source); empty: not cached.
 model::TernaryModel load_model(const model::TensorSource& source, const std::string& identity, int threads,
-                               CacheStore* store, bool* cached = nullptr);
+                               CacheStore* store, bool* cached = nullptr, BackgroundStore* background = nullptr);
 
 // The K/V scales of `m` over `tokens`: from the cache on a hit, else computed by the
 // calibration pass on the fast kernels (calibrate_kv_scales_fast, sim/fast_matvec.h: bit for

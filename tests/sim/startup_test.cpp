@@ -62,6 +62,14 @@ bool same_model(const model::TernaryModel& a, const model::TernaryModel& b) {
   return true;
 }
 
+// The model entries (model-KEY.bin) in a cache folder.
+std::vector<fs::path> model_entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("model-", 0) == 0 && e.path().extension() == ".bin") out.push_back(e.path());
+  return out;
+}
+
 }  // namespace
 
 TEST(Startup, ACachedStartUpGivesBitIdenticalLogitsAndIdenticalCycleCounts) {
@@ -119,13 +127,9 @@ TEST(Startup, TheModelEntryIsWrittenBesideTheCalibrationAndComplete) {
     EXPECT_TRUE(same_model(first.model, plain.model));
     EXPECT_TRUE(same_bits(first.scales.k, plain.scales.k));
   }  // the destructor joins the write
-  size_t model_entries = 0;
-  for (const auto& e : fs::directory_iterator(d.path)) {
-    const std::string name = e.path().filename().string();
-    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
-    model_entries += name.rfind("model-", 0) == 0 && e.path().extension() == ".bin";
-  }
-  EXPECT_EQ(model_entries, 1u);
+  for (const auto& e : fs::directory_iterator(d.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_EQ(model_entries(d.path).size(), 1u);
   const PreparedModel again = prepare_model(src, calib, 2, store.get());
   EXPECT_TRUE(again.times.model_cached);
   EXPECT_TRUE(again.times.scales_cached);
@@ -142,10 +146,9 @@ TEST(Startup, ADamagedModelEntryIsRebuiltNotUsed) {
   const PreparedModel plain = prepare_model(src, calib, 2, nullptr);
   prepare_model(src, calib, 2, store.get());
   // Damage one trit byte in the middle of the stored model image.
-  fs::path entry;
-  for (const auto& e : fs::directory_iterator(d.path))
-    if (e.path().filename().string().rfind("model-", 0) == 0 && e.path().extension() == ".bin") entry = e.path();
-  ASSERT_FALSE(entry.empty());
+  const std::vector<fs::path> entries = model_entries(d.path);
+  ASSERT_EQ(entries.size(), 1u);
+  const fs::path entry = entries[0];
   {
     std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
     const auto at = std::streamoff(fs::file_size(entry) / 2);
