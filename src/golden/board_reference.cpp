@@ -528,18 +528,9 @@ void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* ac
   if (matvec_fn_) return matvec_fn_(w, x, acc);
   const auto it = compact_.find(&w);
   if (it == compact_.end()) return parallel_matvec(w, x, acc, options_.threads);
-  // Rows split over the threads, as parallel_matvec does.
+  // Rows in chunks over the threads, and over any thread that lends itself meanwhile.
   const CompactTrits& c = it->second;
-  const int threads = std::max(1, options_.threads);
-  if (threads == 1 || c.rows() < 256) return c.matvec(x, 0, c.rows(), acc);
-  const int chunk = (c.rows() + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) {
-    const int b = i * chunk, e = std::min(c.rows(), b + chunk);
-    if (b < e) pool.emplace_back([&, b, e] { c.matvec(x, b, e, acc + b); });
-  }
-  c.matvec(x, 0, std::min(c.rows(), chunk), acc);
-  for (auto& t : pool) t.join();
+  shared_rows_.run(c.rows(), options_.threads, [&](int b, int e) { c.matvec(x, b, e, acc + b); });
 }
 
 // The INT4 KV codec (docs/variants-attention.md 8.2): the rows encoded as stored, K's channel

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "golden/compact_trits.h"
+#include "golden/shared_rows.h"
 #include "model/attention_stream.h"
 #include "model/board_shape.h"
 #include "model/kv_format.h"
@@ -166,6 +167,9 @@ class BoardReference {
   // Replaces the plain-loop matvec with a kernel proven equal to ternary_matvec (integer
   // sums: equal means bit-identical logits), e.g. hw::fast::DecodedRows. Empty: the loop.
   void set_matvec(MatvecFn fn) { matvec_fn_ = std::move(fn); }
+  // The compact-layout matvecs' rows (golden/shared_rows.h): a thread whose own work is done
+  // takes rows of a step running on another thread with help(), between open() and close().
+  SharedRows& shared_rows() const { return shared_rows_; }
   const KvScales& scales() const { return scales_; }
   const TokenStats& last_stats() const { return stats_; }
   const model::TernaryModel& model() const { return model_; }
@@ -186,6 +190,7 @@ class BoardReference {
   KvScales scales_;
   BoardReferenceOptions options_;
   MatvecFn matvec_fn_;
+  mutable SharedRows shared_rows_;
   num::RopeTable rope_;
   std::vector<int8_t> k_cache_, v_cache_;
   std::vector<model::KvInt4Bank> banks_;           // int4: per (layer, head)

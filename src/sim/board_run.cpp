@@ -157,13 +157,21 @@ class GoldenStep {
   GoldenStep& operator=(const GoldenStep&) = delete;
   ~GoldenStep() { join(); }
   void start(golden::BoardReference& ref, int token, std::vector<Recorded>& steps) {
+    ref_ = &ref;
+    ref.shared_rows().open();
     thread_ = std::thread([this, &ref, token, &steps] {
       try {
         logits_ = ref.step(token, recorder(steps));
       } catch (...) {
         error_ = std::current_exception();
       }
+      ref.shared_rows().close();
     });
+  }
+  // For the board's thread once its step is done: takes rows of the golden step's matvecs
+  // on its core until the step is done (golden/shared_rows.h). The logits do not depend on it.
+  void help() {
+    if (ref_ != nullptr) ref_->shared_rows().help();
   }
   void join() {
     if (thread_.joinable()) thread_.join();
@@ -177,6 +185,7 @@ class GoldenStep {
 
  private:
   std::thread thread_;
+  golden::BoardReference* ref_ = nullptr;
   std::vector<float> logits_;
   std::exception_ptr error_;
 };
@@ -227,7 +236,10 @@ class Generation {
       throw;
     }
     TokenRecord rec;
-    if (req_.check) rec.logits_equal = check(step, gold.result(), logits);
+    if (req_.check) {
+      gold.help();
+      rec.logits_equal = check(step, gold.result(), logits);
+    }
     rec.index = step;
     rec.context = loop.position();
     rec.token_id = token;

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "model/error.h"
 #include "model/kv_format.h"
@@ -342,6 +344,29 @@ TEST(BoardReference, CompactTritsGiveTheInt8TritsLogitsBitForBit) {
     for (size_t i = 0; i < plain.size(); ++i)
       EXPECT_EQ(0, std::memcmp(plain[i].data(), compact[i].data(), plain[i].size() * sizeof(float)))
           << "token " << i << ", " << threads << " thread(s)";
+  }
+}
+
+TEST(BoardReference, AHelperThreadChangesNoLogit) {
+  // As in a checked run (sim/board_run.cpp): another thread lends itself to each step's
+  // matvecs (SharedRows::help) while the step runs on this one; the logits are those of
+  // the reference alone, bit for bit.
+  const std::vector<int> toks{1, 87, 104, 101, 32, 99, 97, 112, 44, 32, 116, 104};
+  const auto alone = run_tokens(toks, {.threads = 1});
+  for (int threads : {1, 2}) {
+    BoardReference ref(tiny(), tiny_scales(), {.threads = threads});
+    int helped = 0;
+    for (size_t i = 0; i < toks.size(); ++i) {
+      ref.shared_rows().open();
+      std::thread helper([&] { helped += ref.shared_rows().help(); });
+      const std::vector<float> logits = ref.step(toks[i]);
+      ref.shared_rows().close();
+      helper.join();
+      ASSERT_EQ(logits.size(), alone[i].size());
+      EXPECT_EQ(0, std::memcmp(logits.data(), alone[i].data(), logits.size() * sizeof(float)))
+          << "token " << i << ", " << threads << " thread(s)";
+    }
+    RecordProperty("helped_chunks_threads_" + std::to_string(threads), helped);
   }
 }
 
