@@ -2,7 +2,8 @@
 // first 16 bytes are a head header (parse_attention_header); when it is valid and the input
 // holds the head (q, then T rows of K and of V), the fast fidelity's kernel
 // (hw::fast::attention_head, every kernel this CPU runs) must equal the golden reference
-// (golden::attention_head), and the header must re-encode to the same bytes.
+// (golden::attention_head), and the header must re-encode to the same bytes. T's range is
+// the unit's: 1..512, or 1..2048 with the INT4 flag (model::attention_max_t).
 #include <cstring>
 #include <vector>
 
@@ -25,12 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)m::attention_error_name(e);
     if (e0 != m::AttentionError::None && e != e0) bitsim::fuzz::fail("beat 0 check and header parse disagree");
     if (e != m::AttentionError::None) return;
-    if (h.T < 1 || h.T > uint32_t(m::kAttentionMaxT) || h.m > m::kAttentionMaxM || h.shift > 63)
+    if (h.T < 1 || h.T > uint32_t(m::attention_max_t(h.int4)) || h.m > m::kAttentionMaxM || h.shift > 63)
       bitsim::fuzz::fail("a header outside its ranges parsed ok");
     uint8_t again[16];
     m::write_attention_header(h, again);
     if (std::memcmp(again, data, 16) != 0) bitsim::fuzz::fail("a valid header does not re-encode to its bytes");
-    if (size < m::attention_head_bytes(int(h.T))) return;
+    // The kernels below read int8 rows: an INT4 head's rows are in another format (its
+    // kernels are compared with golden by FastKernels.Int4AttentionEqualsGolden).
+    if (h.int4 || size < m::attention_head_bytes(int(h.T))) return;
     const auto* q = reinterpret_cast<const int8_t*>(data + 16);
     const int8_t* K = q + m::kHeadDim;
     const int8_t* V = K + size_t(h.T) * m::kHeadDim;
