@@ -173,21 +173,11 @@ void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8
   model::kv_normalize(acc, *sum, kHeadDim, o);
 }
 
-// Rows split over `threads` host threads; each row's sum is the same plain loop.
+// Rows in chunks over `threads` host threads (golden/shared_rows.h); each row's sum is the
+// same plain loop.
 void parallel_matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads) {
-  threads = std::max(1, threads);
-  if (threads == 1 || w.rows < 256) {
-    ternary_matvec(w, 0, w.rows, x, acc);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int chunk = (w.rows + threads - 1) / threads;
-  for (int i = 1; i < threads; ++i) {
-    const int b = i * chunk, e = std::min(w.rows, b + chunk);
-    if (b < e) pool.emplace_back([&, b, e] { ternary_matvec(w, b, e, x, acc + b); });
-  }
-  ternary_matvec(w, 0, std::min(w.rows, chunk), x, acc);
-  for (auto& t : pool) t.join();
+  SharedRows rows;
+  rows.run(w.rows, threads, [&](int b, int e) { ternary_matvec(w, b, e, x, acc + b); });
 }
 
 // ---- Calibration ---------------------------------------------------------------------

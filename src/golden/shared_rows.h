@@ -10,7 +10,7 @@
 // (extra threads on a busy core make every matvec wait for a descheduled chunk).
 //
 // The arithmetic does not move: every row's sum is the same plain loop on whichever thread
-// takes its chunk, and each row is written once (SharedRows.EveryRowOnceWithHelpers). The
+// takes its chunk, and each row is written once (SharedRows.EveryRowOnceWithAHelper). The
 // result never depends on who helped.
 #include <atomic>
 #include <condition_variable>
