@@ -54,8 +54,10 @@ struct Outcome {
 
 // Resets and runs mm0 at t, then one matmul transfer (DA, S2MM_LENGTH, SA, MM2S_LENGTH),
 // polls S2MM then MM2S until idle, and acknowledges both IOCs. Every access at a time
-// relative to t, so that two calls whose t differ by whole clock periods are alike.
-Outcome run_matmul(FastBoard& b, uint64_t t, const Stream& s, uint64_t stream_addr, uint64_t result_addr) {
+// relative to t, so that two calls whose t differ by whole clock periods are alike. `gap`
+// (ps) delays the stream's writes (SA, MM2S_LENGTH) after the result channel has started.
+Outcome run_matmul(FastBoard& b, uint64_t t, const Stream& s, uint64_t stream_addr, uint64_t result_addr,
+                   uint64_t gap = 0) {
   b.memory().write(stream_addr, s.bytes.data(), s.bytes.size());
   Outcome o;
   for (uint32_t base : {0u, R::kS2mmOffset}) {
@@ -66,6 +68,7 @@ Outcome run_matmul(FastBoard& b, uint64_t t, const Stream& s, uint64_t stream_ad
   }
   b.write32(kMm0 + R::kS2mmDa, uint32_t(result_addr), t);
   b.write32(kMm0 + R::kS2mmLength, s.result_bytes, t += kAccess);
+  t += gap;
   b.write32(kMm0 + R::kMm2sSa, uint32_t(stream_addr), t += kAccess);
   b.write32(kMm0 + R::kMm2sLength, uint32_t(s.bytes.size()), t += kAccess);
   for (uint32_t sr : {R::kS2mmDmasr, R::kMm2sDmasr}) {
@@ -118,6 +121,32 @@ TEST(FastBoard, ASecondBatchOfTheSameShapeIsACacheHitWithTheSameTiming) {
   // The results are the second stream's, computed, not the first batch's replayed.
   EXPECT_EQ(results(b, 0x0070'5040, 37), s2.want);
   EXPECT_NE(s1.want, s2.want);
+}
+
+TEST(FastBoard, AWriteAtAnotherEdgeOfTheBatchIsANewShape) {
+  // The same writes with the same values, but the stream starts 50 periods after the result
+  // channel instead of right after it: the key holds each write's edge within the batch, so
+  // this is a new shape with its own timing, not the first batch's timing reused.
+  FastBoard b(BoardConfig{}, FastBoardOptions{false, 1});
+  const uint64_t P = b.period_ps();
+  const Stream s1 = make_stream(37, 300, 5), s2 = make_stream(37, 300, 6);
+  const Outcome o1 = run_matmul(b, 1'000'000, s1, 0x0010'0238, 0x0020'0040);
+  const uint64_t t2 = (o1.end_ps / P + 1000) * P + 1'000'000 % P;
+  const Outcome o2 = run_matmul(b, t2, s2, 0x0061'3238, 0x0070'5040, 50 * P);
+  EXPECT_EQ(b.stats().batches, 2u);
+  EXPECT_EQ(b.stats().cache_hits, 0u);
+  EXPECT_EQ(b.stats().oracle_runs, 2u);
+  ASSERT_EQ(o2.done.size(), 2u);
+  EXPECT_NE(durations(o1), durations(o2));
+  // Its edges are those of a board that never saw the first batch.
+  FastBoard fresh(BoardConfig{}, FastBoardOptions{false, 1});
+  const Outcome o3 = run_matmul(fresh, t2, s2, 0x0061'3238, 0x0070'5040, 50 * P);
+  ASSERT_EQ(o3.done.size(), o2.done.size());
+  for (size_t i = 0; i < o2.done.size(); ++i) {
+    EXPECT_EQ(o2.done[i].start, o3.done[i].start);
+    EXPECT_EQ(o2.done[i].completion, o3.done[i].completion);
+  }
+  EXPECT_EQ(results(b, 0x0070'5040, 37), s2.want);
 }
 
 TEST(FastBoard, AStreamHeaderThatDiffersIsANewShape) {
