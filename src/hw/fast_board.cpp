@@ -140,6 +140,16 @@ void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
 void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
   const int c = off >= R::kS2mmOffset ? 1 : 0;
   Channel& ch = ch_[d][c];
+  // A reset or a stop while the batch is still being collected: a channel the batch started
+  // is kStarting here, but on the clocked board it began at its start edge and may have
+  // moved data since. Resolve the batch first, so that the write meets the channel as the
+  // clocked board has it and the batch runs as a whole with the write in it (before, a
+  // reset dropped the started transfer as if it had never begun).
+  if (collecting_) {
+    DmaChannelRegisters trial = ch.regs;
+    const DmaWriteEffect would = trial.write(off - (c ? R::kS2mmOffset : 0), v);
+    if (would == DmaWriteEffect::kReset || would == DmaWriteEffect::kHalt) resolve();
+  }
   DmaChannelRegisters after = ch.regs;
   const DmaWriteEffect effect = after.write(off - (c ? R::kS2mmOffset : 0), v);
   if (effect == DmaWriteEffect::kStart && !batch_open_) {

@@ -6,8 +6,12 @@
 // four DMA windows and the two engine register files, values raw or pointing at the
 // streams and rings. The clocked board's reads are the expected values; the fast board must
 // read the same. bitsim::Error (an access the board rejects) is accepted from both alike.
+// With BITSIM_FUZZ_PROGRAM=FILE set, the program is also written to FILE (an MMIO program,
+// docs/mmio-record.md) with the clocked board's answers: `tools/fuzz fuzz_mmio_replay --repro
+// INPUT` then `bitsim replay FILE --fidelity fast` shows a finding in the ordinary build.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "fuzz_common.h"
@@ -100,6 +104,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (op.kind == host::MmioOp::Kind::kRead) op.value = cycle.read_values.at(r++);
       if (op.kind == host::MmioOp::Kind::kMemRead) op.digest = cycle.digests.at(m++);
     }
+    // For a finding: the program with the clocked board's answers, as a file that
+    // `bitsim replay FILE --fidelity fast` runs again outside the fuzzer.
+    if (const char* out = std::getenv("BITSIM_FUZZ_PROGRAM")) host::save_program(p, out);
   }
   host::ReplayResult fast;
   try {

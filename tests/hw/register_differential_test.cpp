@@ -8,6 +8,7 @@
 
 #include "host/mmio_program.h"
 #include "hw/board.h"
+#include "hw/engine_regs.h"
 #include "sim/replay.h"
 #include "sim/simulation.h"
 #include "support/mmio_programs.h"
@@ -73,6 +74,38 @@ TEST(RegisterDifferential, RunStopAndHaltOnAnIdleChannelReadTheSame) {
   EXPECT_EQ(cycle.read_values[2], uint32_t(R::kSrHalted));
   EXPECT_EQ(cycle.read_values[3], uint32_t(R::kSrHalted));  // the start was ignored
   EXPECT_EQ(cycle.read_values[4], 64u);                     // LENGTH holds what was written
+}
+
+TEST(RegisterDifferential, AResetOrStopAfterTheStartBeforeAnyReadReadsTheSame) {
+  // Found by fuzz_mmio_replay: a transfer started, then the channel reset (or stopped) with
+  // no read in between, while the fast board was still collecting the batch. The transfer
+  // had begun on the clocked board (here 1,904 bytes of zeros into matmul lane 0: a header
+  // error and its zero beat); the fast board dropped it as if it had never begun and read
+  // BEATS_OUT 0 where the clocked board read 1.
+  const uint64_t mm0 = hw::board_map::kDmaBase[0];
+  const uint64_t lane0 = hw::board_map::kMatmulRegs;
+  using K = host::MmioOp::Kind;
+  for (const uint32_t dmacr : {uint32_t(R::kCrReset), 0u})
+    for (const uint64_t after : {300'000ull, 2'000'000ull, 6'500'000ull}) {
+      SCOPED_TRACE(::testing::Message() << (dmacr ? "reset" : "stop") << " " << after << " ps after the start");
+      host::MmioProgram p;
+      uint64_t t = 1'000'000;
+      p.ops.push_back(reg(K::kWrite, t, mm0 + R::kMm2sDmacr, R::kCrRunStop));
+      p.ops.push_back(reg(K::kWrite, t += 1'000'000, mm0 + R::kMm2sLength, 1904));
+      p.ops.push_back(reg(K::kWrite, t += after, mm0 + R::kMm2sDmacr, dmacr));
+      for (int i = 0; i < 3; ++i)
+        for (const uint64_t a : {lane0 + hw::engine_reg::kBeatsIn, lane0 + hw::engine_reg::kBeatsOut,
+                                 lane0 + hw::engine_reg::kStatus, mm0 + R::kMm2sDmasr})
+          p.ops.push_back(reg(K::kRead, t += 1'000'000, a));
+      host::ReplayResult cycle;
+      const auto diffs = fast_against_cycle(p, hw::BoardConfig{}, &cycle);
+      EXPECT_TRUE(diffs.empty()) << ::testing::PrintToString(diffs);
+      // The transfer did begin on the clocked board: the lane took beats of it (the first
+      // read is BEATS_IN), and 6.5 us after the start it had pushed its error beat (BEATS_OUT).
+      ASSERT_EQ(cycle.read_values.size(), 12u);
+      if (after >= 2'000'000) EXPECT_GT(cycle.read_values[0], 0u);
+      if (after >= 6'000'000) EXPECT_EQ(cycle.read_values[1], 1u);
+    }
 }
 
 class GeneratedPrograms : public ::testing::TestWithParam<int> {};
