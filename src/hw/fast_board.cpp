@@ -628,7 +628,12 @@ void FastBoard::apply(const Cached& entry) {
       const ChannelTimeline& t = entry.channels[d][c];
       ch.pending.clear();
       ch.next = 0;
-      // The clocked board's state at the latest access, then what is still to come.
+      // The clocked board's state at the latest access, then what is still to come. A batch
+      // run as a whole records every change of every channel from the registers it opened
+      // with, its writes' included, so the state now is the last change up to now or else
+      // those registers. (A write whose effect the clocked board undoes within the access,
+      // as a reset of a channel with nothing on the bus, records no change at all.)
+      if (general_) ch.regs = open_regs_[d][c];
       const uint64_t shift = (batch_first_ - kOracleFirstEdge) * period_;
       for (const Change& change : t.changes) {
         if (change.time_ps + shift > advanced_ps_) ch.pending.emplace_back(change.time_ps + shift, absolute(ch, change.regs));
