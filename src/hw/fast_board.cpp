@@ -140,18 +140,19 @@ void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
 void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
   const int c = off >= R::kS2mmOffset ? 1 : 0;
   Channel& ch = ch_[d][c];
+  const uint32_t rel = off - (c ? R::kS2mmOffset : 0);
+  DmaChannelRegisters after = ch.regs;
+  DmaWriteEffect effect = after.write(rel, v);
   // A reset or a stop while the batch is still being collected: a channel the batch started
   // is kStarting here, but on the clocked board it began at its start edge and may have
   // moved data since. Resolve the batch first, so that the write meets the channel as the
   // clocked board has it and the batch runs as a whole with the write in it (before, a
   // reset dropped the started transfer as if it had never begun).
-  if (collecting_) {
-    DmaChannelRegisters trial = ch.regs;
-    const DmaWriteEffect would = trial.write(off - (c ? R::kS2mmOffset : 0), v);
-    if (would == DmaWriteEffect::kReset || would == DmaWriteEffect::kHalt) resolve();
+  if (collecting_ && (effect == DmaWriteEffect::kReset || effect == DmaWriteEffect::kHalt)) {
+    resolve();
+    after = ch.regs;
+    effect = after.write(rel, v);
   }
-  DmaChannelRegisters after = ch.regs;
-  const DmaWriteEffect effect = after.write(off - (c ? R::kS2mmOffset : 0), v);
   if (effect == DmaWriteEffect::kStart && !batch_open_) {
     for (int dd = 0; dd < 4; ++dd)
       for (int cc = 0; cc < 2; ++cc) open_regs_[dd][cc] = ch_[dd][cc].regs;
