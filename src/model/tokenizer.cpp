@@ -201,23 +201,33 @@ std::string StreamDecoder::window(size_t begin, size_t end) const {
   return tok_.decode(std::vector<int>(ids_.begin() + std::ptrdiff_t(begin), ids_.begin() + std::ptrdiff_t(end)));
 }
 
+const std::string& StreamDecoder::shown() {
+  if (!shown_) shown_ = window(prefix_, read_);
+  return *shown_;
+}
+
+void StreamDecoder::advance() {
+  prefix_ = read_;
+  read_ = ids_.size();
+  shown_.reset();
+}
+
 std::string StreamDecoder::push(int id) {
   ids_.push_back(id);
-  const std::string before = window(prefix_, read_);
+  const std::string& before = shown();
   const std::string now = window(prefix_, ids_.size());
   if (now.size() <= before.size() || ends_held(now)) return "";
   std::string out = now.substr(before.size());
-  prefix_ = read_;
-  read_ = ids_.size();
+  advance();
   return out;
 }
 
 std::string StreamDecoder::flush() {
-  const std::string before = window(prefix_, read_);
+  const std::string& before = shown();
   const std::string now = window(prefix_, ids_.size());
-  prefix_ = read_;
-  read_ = ids_.size();
-  return now.size() > before.size() ? now.substr(before.size()) : std::string();
+  std::string out = now.size() > before.size() ? now.substr(before.size()) : std::string();
+  advance();
+  return out;
 }
 
 }  // namespace bitsim::model

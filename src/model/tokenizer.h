@@ -78,9 +78,14 @@ class StreamDecoder {
 
  private:
   std::string window(size_t begin, size_t end) const;
+  // The text of ids[prefix..read), decoded once per (prefix, read): a push that is held
+  // back leaves both offsets alone, so the next push needs no second decode of it.
+  const std::string& shown();
+  void advance();  // prefix = read, read = end
   const Tokenizer& tok_;
   std::vector<int> ids_;
   size_t prefix_ = 0, read_ = 0;
+  std::optional<std::string> shown_;
 };
 
 }  // namespace bitsim::model

@@ -107,6 +107,43 @@ TEST(ByteTokenizer, StreamDecoderHoldsPartialUtf8) {
   EXPECT_EQ(stream_all(*tok, tok->encode(kMixed)), kMixed);
 }
 
+// The real byte-level tokenizer, counting the windows the stream decoder asks it for.
+class CountingTokenizer final : public Tokenizer {
+ public:
+  explicit CountingTokenizer(const Tokenizer& inner) : inner_(inner) {}
+  std::vector<int> encode(const std::string& text) const override { return inner_.encode(text); }
+  std::string decode(const std::vector<int>& ids) const override {
+    ++decodes;
+    return inner_.decode(ids);
+  }
+  std::string piece(int id) const override { return inner_.piece(id); }
+  int vocab_size() const override { return inner_.vocab_size(); }
+  std::string describe() const override { return inner_.describe(); }
+  bool is_synthetic() const override { return inner_.is_synthetic(); }
+  mutable int decodes = 0;
+
+ private:
+  const Tokenizer& inner_;
+};
+
+TEST(ByteTokenizer, StreamDecoderDecodesTheShownTextOncePerStep) {
+  const auto bytes = make_byte_tokenizer(259);
+  const CountingTokenizer tok(*bytes);
+  StreamDecoder sd(tok);
+  EXPECT_EQ(sd.push(3 + 'A'), "A");
+  EXPECT_EQ(tok.decodes, 2);  // the shown text (empty), then the window with 'A'
+  EXPECT_EQ(sd.push(3 + 0xF0), "");
+  EXPECT_EQ(tok.decodes, 4);
+  // Held: the offsets stay, so the shown text is not decoded again, only the new window.
+  EXPECT_EQ(sd.push(3 + 0x9F), "");
+  EXPECT_EQ(sd.push(3 + 0x99), "");
+  EXPECT_EQ(tok.decodes, 6);
+  EXPECT_EQ(sd.push(3 + 0x82), "\xF0\x9F\x99\x82");
+  EXPECT_EQ(tok.decodes, 7);
+  EXPECT_EQ(sd.flush(), "");
+  EXPECT_EQ(tok.decodes, 9);
+}
+
 // A tiny SentencePiece model (BPE, byte fallback, LLaMA's special ids) trained in memory, so
 // the SentencePiece path is tested even where the shared LLaMA-2 tokenizer is absent.
 struct SentenceList : sentencepiece::SentenceIterator {
