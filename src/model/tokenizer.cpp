@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <system_error>
 
 #include "model/error.h"
@@ -161,10 +162,9 @@ size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
-bool ends_held(const std::string& s) {
+bool ends_in_replacement(const std::string& s) {
   static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
-  if (s.size() >= 3 && s.compare(s.size() - 3, 3, kReplacement) == 0) return true;
-  return incomplete_utf8_tail(s) != 0;
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, kReplacement) == 0;
 }
 
 }  // namespace
@@ -212,11 +212,22 @@ void StreamDecoder::advance() {
   shown_.reset();
 }
 
+bool StreamDecoder::held(const std::string& now) const {
+  if (incomplete_utf8_tail(now) != 0) return true;
+  if (!ends_in_replacement(now)) return false;
+  // The raw bytes of the window's last ids (piece() gives a byte-fallback id as its byte; an
+  // incomplete sequence is at most 3 bytes, all pushed since the last text was shown).
+  std::string raw;
+  for (size_t i = ids_.size() - std::min<size_t>(3, ids_.size() - prefix_); i < ids_.size(); ++i)
+    raw += tok_.piece(ids_[i]);
+  return incomplete_utf8_tail(raw) != 0;
+}
+
 std::string StreamDecoder::push(int id) {
   ids_.push_back(id);
   const std::string& before = shown();
   const std::string now = window(prefix_, ids_.size());
-  if (now.size() <= before.size() || ends_held(now)) return "";
+  if (now.size() <= before.size() || held(now)) return "";
   std::string out = now.substr(before.size());
   advance();
   return out;

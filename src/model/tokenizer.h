@@ -63,8 +63,12 @@ std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem:
 // decode, so decode({▁Paris}) is "Paris" but the difference between decode({▁is, ▁Paris})
 // and decode({▁is}) is " Paris". Text is held back (push returns "" and the offsets stay)
 // while the window's text ends in an incomplete UTF-8 sequence (byte tokenizer) or in
-// U+FFFD (what SentencePiece makes of an incomplete byte-fallback sequence), so a
-// multi-byte character split across byte-fallback ids is printed whole, once complete.
+// U+FFFD (what SentencePiece makes of an incomplete byte-fallback sequence) while the raw
+// bytes of its last ids are the start of a sequence that more bytes can complete, so a
+// multi-byte character split across byte-fallback ids is printed whole, once complete. A
+// U+FFFD that no later byte can change (a stray continuation byte, a byte never valid in
+// UTF-8) is printed at once: a run of such bytes does not hold the stream back, nor make
+// every push decode a longer window.
 //
 // context: ids already shown (the prompt); they are decoded, never returned. Without it the
 // first generated piece loses its leading space, exactly as decode() of the ids alone does.
@@ -82,6 +86,8 @@ class StreamDecoder {
   // back leaves both offsets alone, so the next push needs no second decode of it.
   const std::string& shown();
   void advance();  // prefix = read, read = end
+  // Whether the window's text `now` is held back (see above).
+  bool held(const std::string& now) const;
   const Tokenizer& tok_;
   std::vector<int> ids_;
   size_t prefix_ = 0, read_ = 0;

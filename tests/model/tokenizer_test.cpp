@@ -201,6 +201,32 @@ TEST(TinySentencePiece, RoundTripStreamingAndOutOfRangeIds) {
   EXPECT_THROW(select_tokenizer(std::nullopt, dir.path, 299), bitsim::Error);
 }
 
+// Byte-fallback ids that no later byte can make valid UTF-8 decode to U+FFFD and are shown
+// at once; a sequence that more bytes can complete is held until it is.
+TEST(TinySentencePiece, StreamDecoderShowsBytesNoLaterByteCanComplete) {
+  TempDir dir;
+  const auto tok = load_sentencepiece(train_tiny_model(dir.path));
+  const auto byte = [](int b) { return 3 + b; };  // <0xAB> is id 3 + 0xAB
+  const std::string fffd = "\xEF\xBF\xBD";
+  StreamDecoder sd(*tok);
+  EXPECT_EQ(sd.push(byte('a')), "a");
+  EXPECT_EQ(sd.push(byte(0x80)), fffd);  // a stray continuation byte
+  EXPECT_EQ(sd.push(byte(0xFF)), fffd);  // never valid in UTF-8
+  EXPECT_EQ(sd.push(byte(0xF0)), "");    // the start of a 4-byte sequence: held
+  EXPECT_EQ(sd.push(byte(0x9F)), "");
+  EXPECT_EQ(sd.push(byte(0x99)), "");
+  EXPECT_EQ(sd.push(byte(0x82)), "\xF0\x9F\x99\x82");
+  EXPECT_EQ(sd.push(byte(0xE6)), "");    // cut short by 'b': what it decodes to, at once
+  const std::string cut = sd.push(byte('b'));
+  EXPECT_EQ(cut, tok->decode({byte(0xE6), byte('b')}));
+  EXPECT_EQ(sd.flush(), "");
+  // Whatever the bytes, the stream is decode() of them all, in chunks.
+  std::vector<int> ids;
+  for (int b : {0x80, 0x80, 0xC3, 0xE6, 0x80, 0x41, 0xF5, 0xE6, 0x80, 0x80, 0xC0, 0xAF, 0xF0, 0x9F})
+    ids.push_back(byte(b));
+  EXPECT_EQ(stream_all(*tok, ids), tok->decode(ids));
+}
+
 TEST(SentencePiece, KnownEncodingsAndDecode) {
   REQUIRE_SHARED_TOKENIZER();
   const auto tok = load_sentencepiece(shared_tokenizer());
