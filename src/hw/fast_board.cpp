@@ -512,7 +512,8 @@ DmaChannelRegisters FastBoard::absolute(const Channel& c, const RelativeRegs& r)
 
 // The batch for the clocked board: the registers when it opened, its actions shifted so that
 // the first start's edge is kOracleFirstEdge, and the DDR it reads: the chains' buffers and
-// descriptors (a reusable shape), or every page of the DDR as it was when the batch opened.
+// descriptors (a reusable shape), or all of the DDR as it was when the batch opened (its
+// blocks that are not all zero: the clocked board's DDR starts as zeros).
 OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* segs,
                                     const std::vector<std::pair<int, int>>& started) const {
   OracleBatch batch;
@@ -529,7 +530,7 @@ OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* seg
     batch.memory.push_back(std::move(r));
   };
   if (!segs) {
-    memory_.for_each_page([&](uint64_t addr, size_t n) { add(addr, n); });
+    memory_.for_each_nonzero_extent([&](uint64_t addr, size_t n) { add(addr, n); });
     return batch;
   }
   for (size_t i = 0; i < started.size(); ++i)

@@ -1,6 +1,7 @@
 #include "hw/paged_memory.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -70,6 +71,23 @@ void PagedMemory::write(uint64_t addr, const void* src, size_t n) {
 
 size_t PagedMemory::allocated_pages() const {
   return size_t(std::count(written_.begin(), written_.end(), uint8_t(1)));
+}
+
+void PagedMemory::for_each_nonzero_extent(const std::function<void(uint64_t, size_t)>& f) const {
+  static constexpr size_t kBlock = 4096;
+  static constexpr std::array<uint8_t, kBlock> kZero{};
+  for_each_page([&](uint64_t base, size_t n) {
+    const uint8_t* p = page(base / kPageBytes);
+    size_t run = 0;
+    bool open = false;
+    for (size_t off = 0; off < n; off += kBlock) {
+      const bool nonzero = std::memcmp(p + off, kZero.data(), std::min(kBlock, n - off)) != 0;
+      if (nonzero && !open) run = off;
+      if (!nonzero && open) f(base + run, off - run);
+      open = nonzero;
+    }
+    if (open) f(base + run, n - run);
+  });
 }
 
 }  // namespace bitsim::hw

@@ -46,6 +46,9 @@ class PagedMemory {
     for (size_t i = 0; i < written_.size(); ++i)
       if (written_[i]) f(uint64_t(i) * kPageBytes, size_t(std::min<uint64_t>(kPageBytes, size_ - uint64_t(i) * kPageBytes)));
   }
+  // Calls f(address, bytes) for every run of 4 KiB blocks holding a byte other than zero, in
+  // the pages ever written: what a copy of this memory into a zeroed one has to write.
+  void for_each_nonzero_extent(const std::function<void(uint64_t, size_t)>& f) const;
 
  private:
   void check(uint64_t addr, size_t n, const char* what) const;

@@ -94,6 +94,38 @@ class PortDriver : public sc_core::sc_module {
   int outstanding_ = 0;
 };
 
+// The extents a copy into a zeroed memory has to write: runs of 4 KiB blocks not all zero,
+// and nothing of a page that was written with zeros only.
+TEST(PagedMemory, NonzeroExtentsAreTheBlocksACopyMustWrite) {
+  PagedMemory mem(4 * PagedMemory::kPageBytes);
+  const uint64_t page = PagedMemory::kPageBytes;
+  const std::vector<uint8_t> zeros(5000, 0);
+  mem.write(2 * page + 100, zeros.data(), zeros.size());          // written, but all zero
+  const uint8_t one = 1;
+  mem.write(10, &one, 1);                                         // block 0 of page 0
+  mem.write(4096 * 3 + 4095, &one, 1);                            // blocks 3 and 4 as one run:
+  mem.write(4096 * 4, &one, 1);                                   //   both hold a non-zero byte
+  mem.write(page - 1, &one, 1);                                   // the page's last byte
+  const std::vector<uint8_t> across(9000, 7);
+  mem.write(3 * page - 4000, across.data(), across.size());       // across pages 2 and 3
+  std::vector<std::pair<uint64_t, size_t>> got;
+  mem.for_each_nonzero_extent([&](uint64_t a, size_t n) { got.emplace_back(a, n); });
+  const std::vector<std::pair<uint64_t, size_t>> want = {
+      {0, 4096}, {4096 * 3, 2 * 4096}, {page - 4096, 4096}, {3 * page - 4096, 4096}, {3 * page, 8192}};
+  EXPECT_EQ(got, want);
+  // Copied extent by extent into a zeroed memory, every byte reads the same.
+  PagedMemory copy(mem.size());
+  for (const auto& [a, n] : got) {
+    std::vector<uint8_t> b(n);
+    mem.read(a, b.data(), n);
+    copy.write(a, b.data(), n);
+  }
+  std::vector<uint8_t> x(mem.size()), y(mem.size());
+  mem.read(0, x.data(), x.size());
+  copy.read(0, y.data(), y.size());
+  EXPECT_TRUE(x == y);
+}
+
 TEST(Ddr, BackdoorAllocatesLazily) {
   FreshSimContext ctx;
   Clock clock("clock", ClockConfig{});
