@@ -70,7 +70,7 @@ uint64_t engine_base(int e) { return e ? board_map::kAttentionRegs : board_map::
 
 bool FastBoard::batch_in_flight() const {
   if (!batch_open_) return false;
-  if (collecting_ || known_until_ps_ != UINT64_MAX || advanced_ps_ <= batch_end_edge_ * period_) return true;
+  if (collecting_ || general_ || advanced_ps_ <= batch_end_edge_ * period_) return true;
   for (const auto& d : ch_)
     for (const auto& c : d)
       if (c.next < c.pending.size()) return true;
@@ -82,7 +82,7 @@ bool FastBoard::batch_in_flight() const {
 void FastBoard::advance(uint64_t t_ps) {
   advanced_ps_ = std::max(advanced_ps_, t_ps);
   if (!batch_open_) return;  // a closed batch has nothing left to apply or report
-  if (!collecting_ && t_ps > known_until_ps_) run_general(t_ps);
+  if (general_) return;      // the live run answers every read (and reports at them)
   if (t_ps < next_event_ps_) return;  // polls between two changes cost nothing
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
@@ -114,9 +114,17 @@ void FastBoard::close_batch() {
   batch_open_ = general_ = false;
   batch_actions_.clear();
   undo_.clear();
+  live_.reset();
 }
 
-void FastBoard::add_action(OracleAction a) { batch_actions_.push_back(std::move(a)); }
+void FastBoard::add_action(OracleAction a) {
+  if (live_) {
+    OracleAction shifted = a;
+    shifted.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
+    live_->add(std::move(shifted));
+  }
+  batch_actions_.push_back(std::move(a));
+}
 
 void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
   advance(t_ps);
@@ -134,7 +142,7 @@ void FastBoard::write32(uint64_t addr, uint32_t v, uint64_t t_ps) {
   // CONTROL.clear has nothing to clear and the other registers read only: nothing changes.
   if (!batch_open_) return;
   add_action({OracleAction::Kind::kWrite, t_ps, addr, v, 0, {}});
-  if (!collecting_) run_general(t_ps);
+  if (!collecting_ && !general_) enter_general();
 }
 
 void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
@@ -153,6 +161,10 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
     after = ch.regs;
     effect = after.write(rel, v);
   }
+  if (general_) {  // the live run has the batch: the write is one more of its actions
+    add_action({OracleAction::Kind::kWrite, t_ps, board_map::kDmaBase[d] + off, v, 0, {}});
+    return;
+  }
   if (effect == DmaWriteEffect::kStart && !batch_open_) {
     for (int dd = 0; dd < 4; ++dd)
       for (int cc = 0; cc < 2; ++cc) open_regs_[dd][cc] = ch_[dd][cc].regs;
@@ -169,7 +181,7 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
                         effect != DmaWriteEffect::kReset;
   ch.regs = after;
   if (batch_open_) add_action({OracleAction::Kind::kWrite, t_ps, board_map::kDmaBase[d] + off, v, 0, {}});
-  if (in_flight && !harmless) run_general(t_ps);
+  if (in_flight && !harmless) enter_general();
 }
 
 uint32_t FastBoard::read_engine(uint64_t addr) const {
@@ -189,24 +201,34 @@ uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
     const int c = off >= R::kS2mmOffset ? 1 : 0;
     const uint32_t rel = off - (c ? R::kS2mmOffset : 0);
     if (off >= 2 * R::kS2mmOffset || !DmaChannelRegisters::is_register(rel)) address_error("read", addr);
-    return ch_[d][c].regs.read(rel);
+    if (!general_) return ch_[d][c].regs.read(rel);
+    const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeRegister, t_ps, addr, 0, 4, {}});
+    uint32_t value;
+    std::memcpy(&value, v.data(), 4);
+    return value;
   }
   const int e = engine_of(addr);
   if (e < 0 || !is_lane_register(uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride))) address_error("read", addr);
   if (!batch_in_flight()) return read_engine(addr);
+  // The run starts from fresh engines: their counters count this batch only, and add to the
+  // counts before it (read now: the probe may close the batch).
+  const uint32_t off = uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride);
+  const uint32_t before = off >= engine_reg::kUnitsDone ? read_engine(addr) : 0;
   // The engines' counters move beat by beat: ask the clocked board.
   const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeRegister, t_ps, addr, 0, 4, {}});
   uint32_t value;
   std::memcpy(&value, v.data(), 4);
-  // The run starts from fresh engines: their counters count this batch only.
-  const uint32_t off = uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride);
-  if (off >= engine_reg::kUnitsDone) value += read_engine(addr);
-  return value;
+  return value + before;
 }
 
 void FastBoard::cpu_read(uint64_t addr, void* dst, size_t n, uint64_t t_ps) {
   if (collecting_) resolve();
   advance(t_ps);
+  if (general_) {  // the live run holds the DDR as the batch has it
+    const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeMemory, t_ps, addr, 0, n, {}});
+    std::memcpy(dst, v.data(), n);
+    return;
+  }
   // Bytes the batch writes are read as the clocked board has them at t: final once their
   // channel's transfer has completed, else from a run of the batch up to t.
   bool overlaps = false;
@@ -224,11 +246,12 @@ void FastBoard::cpu_write(uint64_t addr, const void* src, size_t n, uint64_t t_p
   if (batch_open_) {
     const auto* p = static_cast<const uint8_t*>(src);
     add_action({OracleAction::Kind::kCpuStore, t_ps, addr, 0, n, std::vector<uint8_t>(p, p + n)});
-    // Keep what the store replaces: a later run of the batch starts from the DDR as it was.
+    if (general_) return;  // the live run has it; the DDR here gets it when the batch closes
+    // Keep what the store replaces: a run of the batch starts from the DDR as it was.
     undo_.push_back({addr, std::vector<uint8_t>(n), -1});
     memory_.read(addr, undo_.back().old.data(), n);
     memory_.write(addr, src, n);
-    if (!collecting_) run_general(t_ps);
+    if (!collecting_) enter_general();
     return;
   }
   memory_.write(addr, src, n);
@@ -553,9 +576,9 @@ FastBoard::Cached FastBoard::record(const OracleResult& res) const {
       const Channel& ch = ch_[d][c];
       ChannelTimeline& t = entry.channels[d][c];
       // A reusable shape's writes are replayed by the fast board itself (they are all before
-      // the batch resolves); a batch run as a whole keeps what its writes did.
+      // the batch resolves).
       for (const auto& change : res.channels[d][c].changes)
-        if (general_ || !change.at_write) t.changes.push_back({change.time_ps, relative(ch, change.regs)});
+        if (!change.at_write) t.changes.push_back({change.time_ps, relative(ch, change.regs)});
       t.transfers = res.channels[d][c].transfers;
       for (const auto& g : ch.chain)
         if (g.desc) t.desc_status.push_back(rd32(memory_, g.desc + R::kDescStatus));
@@ -630,12 +653,7 @@ void FastBoard::apply(const Cached& entry) {
       const ChannelTimeline& t = entry.channels[d][c];
       ch.pending.clear();
       ch.next = 0;
-      // The clocked board's state at the latest access, then what is still to come. A batch
-      // run as a whole records every change of every channel from the registers it opened
-      // with, its writes' included, so the state now is the last change up to now or else
-      // those registers. (A write whose effect the clocked board undoes within the access,
-      // as a reset of a channel with nothing on the bus, records no change at all.)
-      if (general_) ch.regs = open_regs_[d][c];
+      // The clocked board's state at the latest access, then what is still to come.
       const uint64_t shift = (batch_first_ - kOracleFirstEdge) * period_;
       for (const Change& change : t.changes) {
         if (change.time_ps + shift > advanced_ps_) ch.pending.emplace_back(change.time_ps + shift, absolute(ch, change.regs));
@@ -660,30 +678,13 @@ void FastBoard::apply(const Cached& entry) {
     }
 }
 
-// Runs the whole batch so far on the clocked board (its actions up to now, then until it is
-// quiet or the horizon), and puts the outcome in flight.
-// (The DDR it starts from is the DDR when the batch opened: the results of an earlier run
-// are undone, and the CPU's stores during the batch go in again at their times.)
-void FastBoard::run_general(uint64_t horizon_ps) {
-  general_ = true;
-  undo_outputs();
-  OracleBatch batch = oracle_batch(nullptr, {});
-  const uint64_t horizon_edge = horizon_ps / period_ + 1;
-  batch.horizon_edges = std::max<uint64_t>(horizon_edge > batch_first_ ? 2 * (horizon_edge - batch_first_) : 1,
-                                           kGeneralHorizonEdges);
+// The live run of the batch: the clocked board from the batch's opening (every channel's
+// registers and the DDR as they were then: the batch's writes so far, results and CPU
+// stores, are undone for the copy, and the stores go in again as actions at their times),
+// with every action so far. Made at the first need and kept until the batch closes.
+LiveOracle& FastBoard::live() {
+  if (live_) return *live_;
   const auto t0 = std::chrono::steady_clock::now();
-  const OracleResult res = run_timing_oracle(config_, batch);
-  stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ++stats_.oracle_runs;
-  stats_.oracle_cycles += res.cycles;
-  for (const auto& w : res.writes) write_output(w.addr, w.bytes.data(), w.bytes.size());
-  bytes_read_ = bytes_read_before_batch_ + res.bytes_read;
-  apply(record(res));
-  known_until_ps_ = res.settled ? UINT64_MAX : (batch_first_ + res.end_edge) * period_;
-}
-
-// A register or DDR value at a time inside the batch, from a run of the batch up to then.
-std::vector<uint8_t> FastBoard::probe(OracleAction a) {
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> redo;
   for (const Undo& u : undo_) {
     redo.emplace_back(u.addr, std::vector<uint8_t>(u.old.size()));
@@ -692,11 +693,82 @@ std::vector<uint8_t> FastBoard::probe(OracleAction a) {
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->addr, it->old.data(), it->old.size());
   OracleBatch batch = oracle_batch(nullptr, {});
   for (const auto& [addr, bytes] : redo) memory_.write(addr, bytes.data(), bytes.size());
-  a.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
-  batch.actions.push_back(std::move(a));
+  live_ = std::make_unique<LiveOracle>(config_, std::move(batch));
+  for (auto& dma : live_reported_)
+    for (size_t& n : dma) n = 0;
   ++stats_.oracle_runs;
-  OracleResult res = run_timing_oracle(config_, batch);
-  return std::move(res.probes.back());
+  stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return *live_;
+}
+
+// The batch is not a reusable shape (or a write or store came that can change it): from now
+// on it runs live on the clocked board, which answers every read until it is quiet.
+void FastBoard::enter_general() {
+  general_ = true;
+  general_from_ps_ = advanced_ps_;  // transfers completed before were reported already
+  undo_outputs();                   // the DDR here as the batch opened; the live run has the rest
+  for (auto& dma : ch_)
+    for (Channel& ch : dma) {
+      ch.pending.clear();
+      ch.next = 0;
+      ch.transfers.clear();
+      ch.reported = 0;
+    }
+  next_event_ps_ = 0;
+  live();
+}
+
+// A register or DDR value at a time inside the batch, from the live run.
+std::vector<uint8_t> FastBoard::probe(OracleAction a) {
+  const uint64_t t_ps = a.time_ps;
+  LiveOracle& l = live();
+  a.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint8_t> v = l.probe(std::move(a));
+  stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (general_) after_live_probe(t_ps);
+  return v;
+}
+
+// After a probe of a general batch at t: the transfers the live run completed before t are
+// reported, and a quiet board closes the batch. Not at an edge's time: the run has evaluated
+// that edge already, and a read at that time must not see it, so the batch stays open to the
+// next probe.
+void FastBoard::after_live_probe(uint64_t t_ps) {
+  LiveOracle& l = *live_;
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) {
+      const auto& transfers = l.channel(d, c).transfers;
+      size_t& k = live_reported_[d][c];
+      for (; k < transfers.size(); ++k) {
+        const uint64_t start = batch_first_ + transfers[k].first, completion = batch_first_ + transfers[k].second;
+        if (completion * period_ >= t_ps) break;
+        if (completion * period_ >= general_from_ps_) completed_.push_back({d, c, start, completion});
+      }
+    }
+  bytes_read_ = bytes_read_before_batch_ + l.bytes_read();
+  if (t_ps % period_ != 0 && l.quiet()) close_general();
+}
+
+// A general batch is over: the fast board goes on from the live run's registers, engines
+// and DDR.
+void FastBoard::close_general() {
+  LiveOracle& l = *live_;
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) ch_[d][c].regs = l.registers(d, c);
+  for (const MemoryRegion& w : l.writes()) memory_.write(w.addr, w.bytes.data(), w.bytes.size());
+  for (int e = 0; e < 2; ++e)
+    for (int lane = 0; lane < 2; ++lane) {
+      // Status and error: the run's own; counters: the run's counts added.
+      const LaneRegisterView& was = engines_[e][lane];
+      LaneRegisterView& r = pending_engines_[e][lane] = l.lane(e, lane);
+      r.units_done += was.units_done;
+      r.rows_done += was.rows_done;
+      r.beats_in += was.beats_in;
+      r.beats_out += was.beats_out;
+    }
+  stats_.oracle_cycles += l.cycles();
+  close_batch();
 }
 
 // The channels whose start waits for its edge; the batch's first edge; every channel's
@@ -759,7 +831,6 @@ void FastBoard::replay_cached(const Cached& entry, const std::vector<std::pair<i
 
 void FastBoard::resolve() {
   collecting_ = false;
-  known_until_ps_ = UINT64_MAX;
   ++stats_.batches;
   const std::vector<std::pair<int, int>> started = started_channels();
   if (started.empty()) {  // the starts were stopped before they began
@@ -773,7 +844,7 @@ void FastBoard::resolve() {
   if (ok) ok = compute(segs, started, key);
   bytes_read_before_batch_ = bytes_read_;
   if (!ok) {
-    run_general(advanced_ps_);
+    enter_general();
   } else if (auto it = cache_.find(key); it != cache_.end()) {
     replay_cached(it->second, started);
   } else {

@@ -54,13 +54,13 @@ class FastBoard {
   uint32_t read32(uint64_t addr, uint64_t t_ps);
 
   // Register reads at access times before this one see what a read sees now: the in-flight
-  // batch is a settled record (a reusable shape, not a general run still under way) and
+  // batch is a settled record (a reusable shape, not a batch run live on the clocked board) and
   // none of its changes, transfer completions or its end falls before it. 0 when that is
   // not known. The host's poll loops use it to count the polls that would read the same
   // status without making them
   // (TokenLoop.PollsSkippedWhileTheFastBoardIsQuietAreCountedExactly).
   uint64_t quiet_until_ps() const {
-    if (!batch_open_ || collecting_ || general_ || known_until_ps_ != UINT64_MAX) return 0;
+    if (!batch_open_ || collecting_ || general_) return 0;
     return next_event_ps_;
   }
   void write32(uint64_t addr, uint32_t value, uint64_t t_ps);
@@ -157,7 +157,10 @@ class FastBoard {
   std::vector<std::pair<int, int>> started_channels();
   bool walk_chains(const std::vector<std::pair<int, int>>& started, std::vector<std::vector<Segment>>& segs);
   void replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started);
-  void run_general(uint64_t horizon_ps);
+  LiveOracle& live();
+  void enter_general();
+  void after_live_probe(uint64_t t_ps);
+  void close_general();
   std::vector<uint8_t> probe(OracleAction a);
   void undo_outputs();
   void write_output(uint64_t addr, const void* src, size_t n, int owner = -1);
@@ -188,20 +191,21 @@ class FastBoard {
   std::vector<OracleAction> batch_actions_;
   bool collecting_ = false;   // starts written, not resolved yet
   bool batch_open_ = false;   // from the first start until the batch is over
-  bool general_ = false;      // not a reusable shape: the whole batch runs on the clocked board
+  bool general_ = false;      // not a reusable shape: the batch runs live on the clocked board
   uint64_t batch_first_ = 0;  // the first start's effective edge
   uint64_t batch_end_edge_ = 0;             // absolute edge from which every channel is quiet
-  uint64_t known_until_ps_ = UINT64_MAX;    // a general batch's run ended here without settling
+  uint64_t general_from_ps_ = 0;            // the latest access time when the batch became general
   uint64_t advanced_ps_ = 0;                // the latest access time
   uint64_t next_event_ps_ = 0;              // no change of the batch shows before this time
   uint64_t bytes_read_before_batch_ = 0;
-  // A batch run as a whole is run at least this far, and twice as far as it was last asked.
-  static constexpr uint64_t kGeneralHorizonEdges = 100'000;
+  // The batch on the clocked board, run a step at a time (general batches, and reads inside
+  // a batch that only the clocked board can answer); reset when the batch closes.
+  std::unique_ptr<LiveOracle> live_;
+  size_t live_reported_[4][2] = {};  // transfers of the live run looked at so far
   std::vector<Undo> undo_;  // DDR bytes the batch's writes replaced
   DmaChannelRegisters open_regs_[4][2];     // every channel's registers when the batch opened
   LaneRegisterView engines_[2][2];          // the engines' registers on a quiet board
   LaneRegisterView pending_engines_[2][2];  // after the in-flight batch
-  bool engine_pending_ = false;
   uint64_t bytes_read_ = 0;
   std::unordered_map<std::string, Cached> cache_;
   size_t imported_ = 0;  // entries import_timing added

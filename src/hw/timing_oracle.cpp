@@ -20,17 +20,31 @@ namespace {
 
 namespace R = dma_reg;
 
-// The oracle's PS: writes the registers at their times, then waits until the board is quiet.
+// The oracle's PS: performs the actions at their times, then waits until the board is
+// quiet. Live (LiveOracle): the actions grow while the simulation is paused; the PS pauses
+// whenever it has performed them all (so after each probe, which the host adds last) and
+// never settles.
 class OraclePs : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(OraclePs);
-  OraclePs(sc_core::sc_module_name name, Board& board, const OracleBatch& batch, uint64_t max_cycles,
-           OracleResult& result)
-      : sc_core::sc_module(name), bus("bus"), board_(board), batch_(batch), max_cycles_(max_cycles), result_(result) {
+  OraclePs(sc_core::sc_module_name name, Board& board, const std::vector<OracleAction>& actions, uint64_t max_cycles,
+           OracleResult& result, bool live)
+      : sc_core::sc_module(name),
+        bus("bus"),
+        board_(board),
+        actions_(actions),
+        max_cycles_(max_cycles),
+        result_(result),
+        live_(live),
+        watchdog_(board) {
     SC_THREAD(run);
   }
   tlm_utils::simple_initiator_socket<OraclePs> bus;
   std::exception_ptr failure;
+  size_t performed() const { return next_; }
+  uint64_t bytes_read_at_start() const { return bytes_read_at_start_; }
+  // Live: end the thread at the next resume.
+  void finish() { finish_ = true; }
 
  private:
   uint32_t access(bool write, uint64_t addr, uint32_t v) {
@@ -74,6 +88,8 @@ class OraclePs : public sc_core::sc_module {
       case OracleAction::Kind::kProbeRegister: {
         const uint32_t v = access(false, a.addr, 0);
         result_.probes.emplace_back(reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
+        // As the cycle fidelity's PS at a status poll: a poll that can never end is an error.
+        if (live_) watchdog_.check(board_.clock().cycle());
         return true;
       }
       case OracleAction::Kind::kProbeMemory:
@@ -84,20 +100,17 @@ class OraclePs : public sc_core::sc_module {
     return false;
   }
 
-  // Waits until every channel is quiet and the DDR has settled (true), or the horizon (false).
-  bool settle(uint64_t period) {
-    const uint64_t limit = kOracleFirstEdge + (batch_.horizon_edges ? batch_.horizon_edges : max_cycles_);
+  // Waits until every channel is quiet and the DDR has settled.
+  void settle(uint64_t period) {
+    const uint64_t limit = kOracleFirstEdge + max_cycles_;
     ProgressWatchdog watchdog(board_);  // a batch that can never settle is an error naming its channels
     do {
       wait(sc_core::sc_time::from_value(64 * period));
       watchdog.check(board_.clock().cycle());
-      if (board_.clock().cycle() > limit) {
-        if (batch_.horizon_edges) return false;
+      if (board_.clock().cycle() > limit)
         throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
-      }
     } while (!quiet());
     wait(sc_core::sc_time::from_value(64 * period));
-    return true;
   }
 
   void run() {
@@ -105,16 +118,27 @@ class OraclePs : public sc_core::sc_module {
       const uint64_t period = board_.clock().period().value();
       for (const auto& p : board_.ddr().stats().ports) bytes_read_at_start_ += p.bytes_read;
       bool probes = false;
-      for (const OracleAction& a : batch_.actions) {
-        const uint64_t now = sc_core::sc_time_stamp().value();
-        if (a.time_ps > now) wait(sc_core::sc_time::from_value(a.time_ps - now));
-        probes |= perform(a);
+      for (;;) {
+        if (next_ == actions_.size()) {
+          if (!live_ || finish_) break;
+          sc_core::sc_pause();  // the host adds actions; the next delta cycle goes on with them
+          wait(sc_core::SC_ZERO_TIME);
+          continue;
+        }
+        // (No reference into actions_ across a wait: the host appends to it while paused.)
+        const uint64_t due = actions_[next_].time_ps, now = sc_core::sc_time_stamp().value();
+        if (due > now) wait(sc_core::sc_time::from_value(due - now));
+        probes |= perform(actions_[next_++]);
       }
-      result_.settled = !probes && settle(period);
+      if (live_) {
+        sc_core::sc_stop();
+        return;
+      }
+      result_.settled = !probes;
+      if (!probes) settle(period);
       uint64_t last_active = 0;
       for (int d = 0; d < 4; ++d) last_active = std::max(last_active, board_.dma(DmaId(d)).last_active_cycle());
       result_.quiet_edge = last_active + 1 > kOracleFirstEdge ? last_active + 1 - kOracleFirstEdge : 0;
-      result_.end_edge = board_.clock().cycle() - kOracleFirstEdge;
       uint64_t bytes = 0;
       for (const auto& p : board_.ddr().stats().ports) bytes += p.bytes_read;
       result_.bytes_read = bytes - bytes_read_at_start_;
@@ -129,9 +153,13 @@ class OraclePs : public sc_core::sc_module {
   }
 
   Board& board_;
-  const OracleBatch& batch_;
+  const std::vector<OracleAction>& actions_;
   uint64_t max_cycles_;
   OracleResult& result_;
+  bool live_;
+  ProgressWatchdog watchdog_;  // live: checked at every register probe
+  size_t next_ = 0;
+  bool finish_ = false;
   uint64_t bytes_read_at_start_ = 0;
 };
 
@@ -199,12 +227,163 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
     auto& end = written[a];
     end = std::max<uint64_t>(end, a + n);
   });
-  OraclePs ps("oracle_ps", board, batch, max_cycles, result);
+  OraclePs ps("oracle_ps", board, batch.actions, max_cycles, result, false);
   ps.bus.bind(board.ps_bus);
   start_simulation();
   if (ps.failure) std::rethrow_exception(ps.failure);
   result.writes = written_regions(board, written);
   return result;
 }
+
+// ---- LiveOracle --------------------------------------------------------------------------
+
+// One run of the batch: its own SystemC context (made current only while the run is being
+// built, resumed or taken apart: between steps the caller's context is current again), the
+// board loaded with the opening, and the PS.
+struct LiveOracle::Run {
+  // Makes the run's context current for the scope, then the one before again.
+  class Current {
+   public:
+    explicit Current(sc_core::sc_simcontext* c) : previous_(sc_core::sc_curr_simcontext) { make(c); }
+    ~Current() { make(previous_); }
+    Current(const Current&) = delete;
+    Current& operator=(const Current&) = delete;
+
+   private:
+    static void make(sc_core::sc_simcontext* c) {
+      sc_core::sc_curr_simcontext = c;
+      sc_core::sc_default_global_context = c;
+    }
+    sc_core::sc_simcontext* previous_;
+  };
+
+  Run(const BoardConfig& config, const OracleBatch& opening) : context(new sc_core::sc_simcontext) {
+    Current current(context);
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    board = std::make_unique<Board>("board", config);
+    for (const auto& r : opening.memory) board->ddr().write(r.addr, r.bytes.data(), r.bytes.size());
+    for (int d = 0; d < 4; ++d)
+      for (int c = 0; c < 2; ++c) board->dma(DmaId(d)).restore_registers(DmaChannel(c), opening.initial[d][c]);
+    observe_registers(*board, result);
+    board->ddr().set_write_listener([this](uint64_t a, size_t n) {
+      auto& end = written[a];
+      end = std::max<uint64_t>(end, a + n);
+    });
+    ps = std::make_unique<OraclePs>("oracle_ps", *board, opening.actions, uint64_t(1) << 28, result, true);
+    ps->bus.bind(board->ps_bus);
+  }
+  ~Run() {
+    {
+      Current current(context);
+      // End the PS's thread (it is waiting for actions) before the modules go away.
+      if (!stopped && sc_core::sc_get_status() == sc_core::SC_PAUSED) {
+        ps->finish();
+        try {
+          start_simulation();
+        } catch (...) {  // ending a run that failed: its error was thrown already
+        }
+      }
+      ps.reset();
+      board.reset();
+    }
+    delete context;
+    if (sc_core::sc_curr_simcontext == context) {
+      sc_core::sc_curr_simcontext = nullptr;
+      sc_core::sc_default_global_context = nullptr;
+    }
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  // Runs until the PS has performed every action it has (it then pauses).
+  void resume() {
+    if (stopped) throw Error("timing oracle: the live run already ended with an error");
+    Current current(context);
+    try {
+      start_simulation();
+    } catch (...) {
+      stopped = true;
+      throw;
+    }
+    if (ps->failure) {
+      stopped = true;
+      std::rethrow_exception(ps->failure);
+    }
+    paused_ps = sc_core::sc_time_stamp().value();
+    started = true;
+  }
+
+  sc_core::sc_simcontext* context;
+  std::unique_ptr<Board> board;
+  std::unique_ptr<OraclePs> ps;
+  OracleResult result;
+  std::map<uint64_t, uint64_t> written;  // begin -> end of every range written since the opening
+  uint64_t paused_ps = 0;
+  bool started = false, stopped = false;
+};
+
+LiveOracle::LiveOracle(const BoardConfig& config, OracleBatch opening)
+    : config_(config), opening_(std::move(opening)) {
+  start();
+}
+
+LiveOracle::~LiveOracle() = default;
+
+void LiveOracle::start() {
+  run_.reset();
+  run_ = std::make_unique<Run>(config_, opening_);
+}
+
+void LiveOracle::add(OracleAction a) { opening_.actions.push_back(std::move(a)); }
+
+std::vector<uint8_t> LiveOracle::probe(OracleAction a) {
+  opening_.actions.push_back(std::move(a));
+  // An action at the time of the pause, when that time is an edge, or before it: a whole run.
+  const Run& r = *run_;
+  if (r.started) {
+    const uint64_t first = opening_.actions[r.ps->performed()].time_ps;
+    const uint64_t period = clock_period_ps(config_.clock.mhz);
+    if (first < r.paused_ps || (first == r.paused_ps && r.paused_ps % period == 0)) {
+      ++restarts_;
+      start();
+    }
+  }
+  run_->resume();
+  return run_->result.probes.back();
+}
+
+bool LiveOracle::quiet() const {
+  Board& b = *run_->board;
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c)
+      if (b.dma(DmaId(d)).active(DmaChannel(c))) return false;
+  for (int lane = 0; lane < 2; ++lane)
+    for (const LaneRegisterView& v : {b.matmul().registers(lane), b.attention().registers(lane)})
+      if (v.busy || v.error) return false;
+  return true;
+}
+
+DmaChannelRegisters LiveOracle::registers(int dma, int channel) const {
+  return run_->board->dma(DmaId(dma)).registers(DmaChannel(channel));
+}
+
+LaneRegisterView LiveOracle::lane(int engine, int lane) const {
+  return engine ? run_->board->attention().registers(lane) : run_->board->matmul().registers(lane);
+}
+
+const OracleChannelResult& LiveOracle::channel(int dma, int channel) const { return run_->result.channels[dma][channel]; }
+
+uint64_t LiveOracle::bytes_read() const {
+  uint64_t bytes = 0;
+  for (const auto& p : run_->board->ddr().stats().ports) bytes += p.bytes_read;
+  return bytes - run_->ps->bytes_read_at_start();
+}
+
+uint64_t LiveOracle::cycles() const {
+  const uint64_t c = run_->board->clock().cycle();
+  return c > kOracleFirstEdge ? c - kOracleFirstEdge : 0;
+}
+
+std::vector<MemoryRegion> LiveOracle::writes() const { return written_regions(*run_->board, run_->written); }
 
 }  // namespace bitsim::hw

@@ -15,6 +15,7 @@
 // start offsets, the buffers' page offsets and lengths, and the stream headers' shapes:
 // exactly what the fast fidelity's cache key holds.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "hw/board.h"
@@ -64,8 +65,7 @@ struct OracleResult {
   std::vector<MemoryRegion> writes;  // every byte range the PL wrote, with its final contents
   LaneRegisterView engines[2][2];  // [matmul, attention][lane] after the batch
   uint64_t quiet_edge = 0;  // first edge (relative) from which every channel is quiet, when settled
-  bool settled = true;
-  uint64_t end_edge = 0;  // the run's last edge (relative)  // every channel quiet at the end (false: the horizon or a probe ended the run)
+  bool settled = true;      // every channel quiet at the end (false: a probe ended the run)
   std::vector<std::vector<uint8_t>> probes;  // the probes' values, in program order
 };
 
@@ -73,14 +73,64 @@ struct OracleBatch {
   DmaChannelRegisters initial[4][2];  // every channel's register file when the batch opens
   std::vector<MemoryRegion> memory;   // every region the batch reads (streams, descriptors, buffers)
   std::vector<OracleAction> actions;  // in program order; the first is the first start
-  // Run until every channel is quiet, or at most to this edge (relative to the first start)
-  // if not 0. A batch with probes ends at its last action.
-  uint64_t horizon_edges = 0;
+  // A batch without probes runs until every channel is quiet; a batch with probes ends at its
+  // last action.
 };
 
 // Runs the batch until every DMA channel is quiet again (or as OracleBatch says). Throws bitsim::Error if
 // it does not settle within `max_cycles`.
 OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& batch,
                                uint64_t max_cycles = uint64_t(1) << 28);
+
+// LiveOracle: the same clocked board and PS, run a step at a time, for a batch whose later
+// accesses are not known yet (the fast board's batches that are not a reusable shape, and
+// its reads inside a batch). The actions are those of run_timing_oracle, performed the same
+// way; the run pauses (sc_pause) after each probe, so that the caller reads the value and
+// the board, and continues from there with the next actions: a batch of N accesses costs one
+// run of the board, not one per access.
+//
+// Exactness: a probe at time t sees what it would see in a whole run of the batch. The one
+// case a pause could change is an action at the very time of the pause when that time is a
+// clock edge (the modules evaluate that edge after the PS in the same delta cycle, so an
+// action after the pause would meet the edge already evaluated, where a whole run performs
+// it before): the run then starts again from the opening with every action so far
+// (restarts()), which is a whole run.
+class LiveOracle {
+ public:
+  // `opening`: every channel's registers and the DDR when the batch opened, and its actions
+  // so far (oracle time, as in OracleBatch).
+  LiveOracle(const BoardConfig& config, OracleBatch opening);
+  ~LiveOracle();
+  LiveOracle(const LiveOracle&) = delete;
+  LiveOracle& operator=(const LiveOracle&) = delete;
+
+  // A register write or a CPU store, at or after the time of every action before it. It is
+  // performed when a later probe runs the board to it.
+  void add(OracleAction a);
+  // Runs the board to the probe (kProbeRegister or kProbeMemory), performs it and returns its
+  // value. A register probe checks the progress watchdog (hw/progress_watchdog.h) as a
+  // status poll of the cycle fidelity does. Throws what the board throws.
+  std::vector<uint8_t> probe(OracleAction a);
+
+  // The board at the last probe.
+  bool quiet() const;  // every DMA channel quiet, no engine lane busy or holding an error
+  DmaChannelRegisters registers(int dma, int channel) const;
+  LaneRegisterView lane(int engine, int lane) const;  // [matmul, attention][lane]
+  // Every register change and transfer so far (edges relative to the first start).
+  const OracleChannelResult& channel(int dma, int channel) const;
+  uint64_t bytes_read() const;  // by the PL since the opening
+  uint64_t cycles() const;      // simulated from the first start to the last probe
+  // Every byte range written since the opening (by the PL or a CPU store), with its contents.
+  std::vector<MemoryRegion> writes() const;
+  uint64_t restarts() const { return restarts_; }
+
+ private:
+  struct Run;
+  void start();
+  BoardConfig config_;
+  OracleBatch opening_;  // actions: every action so far, probes included
+  std::unique_ptr<Run> run_;
+  uint64_t restarts_ = 0;
+};
 
 }  // namespace bitsim::hw

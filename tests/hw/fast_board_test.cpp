@@ -266,6 +266,55 @@ TEST(FastBoard, EngineCountersAddUpOverBatches) {
   EXPECT_EQ(b.stats().cache_hits, 2u);
 }
 
+TEST(FastBoard, AGeneralBatchRunsOnceOnTheClockedBoardHoweverManyReads) {
+  // A batch made general by a write during it (to the engine's CONTROL: only the clocked
+  // board can place it) and then polled: the
+  // engine's counters and both status registers every 8 periods and a load of the results,
+  // until both channels are idle. The clocked board runs once for the shape and once, live,
+  // for the general batch: not once per read. Its counters move as the clocked board's do,
+  // and the results are the engine's.
+  FastBoard b(BoardConfig{}, FastBoardOptions{false, 1});
+  const uint64_t P = b.period_ps();
+  const Stream s = make_stream(48, 256, 11);
+  const uint64_t lane0 = board_map::kMatmulRegs;
+  const uint64_t stream_addr = 0x0010'0000, result_addr = 0x0020'0000;
+  b.memory().write(stream_addr, s.bytes.data(), s.bytes.size());
+  uint64_t t = 1'000'000;
+  for (uint32_t base : {0u, R::kS2mmOffset}) b.write32(kMm0 + base + R::kMm2sDmacr, R::kCrRunStop, t += kAccess);
+  b.write32(kMm0 + R::kS2mmDa, uint32_t(result_addr), t += kAccess);
+  b.write32(kMm0 + R::kS2mmLength, s.result_bytes, t += kAccess);
+  b.write32(kMm0 + R::kMm2sSa, uint32_t(stream_addr), t += kAccess);
+  b.write32(kMm0 + R::kMm2sLength, uint32_t(s.bytes.size()), t += kAccess);
+  EXPECT_NE(b.read32(kMm0 + R::kMm2sDmasr, t += kAccess) & R::kSrIdle, R::kSrIdle);  // resolves: a reusable shape
+  EXPECT_EQ(b.stats().oracle_runs, 1u);
+  b.write32(lane0 + engine_reg::kControl, 0, t += 3);  // clears nothing, but only the clocked board knows
+  uint32_t beats_in = 0, polls = 0;
+  std::vector<int32_t> got(48);
+  for (;;) {
+    t += 8 * P + 3;
+    const uint32_t in = b.read32(lane0 + engine_reg::kBeatsIn, t);
+    EXPECT_GE(in, beats_in);
+    beats_in = in;
+    b.cpu_read(result_addr, got.data(), got.size() * 4, t + 1);
+    const uint32_t mm2s = b.read32(kMm0 + R::kMm2sDmasr, t + 2), s2mm = b.read32(kMm0 + R::kS2mmDmasr, t + 3);
+    ++polls;
+    if ((mm2s & s2mm & R::kSrIdle) || polls > 10'000) break;
+  }
+  EXPECT_GT(polls, 20u);
+  const uint32_t beats = uint32_t(s.bytes.size() / 8);  // the whole stream, 8 bytes a beat
+  EXPECT_EQ(beats_in, beats);
+  b.cpu_read(result_addr, got.data(), got.size() * 4, t + 4);
+  EXPECT_EQ(got, s.want);
+  EXPECT_EQ(b.stats().oracle_runs, 2u);
+  // The batch closes at a quiet read off an edge; then the board answers on its own.
+  t = (t / P + 100) * P + 5;
+  EXPECT_EQ(b.read32(lane0 + engine_reg::kBeatsIn, t), beats);
+  EXPECT_EQ(results(b, result_addr, 48), s.want);
+  EXPECT_EQ(b.read32(lane0 + engine_reg::kUnitsDone, t + kAccess), 1u);
+  EXPECT_EQ(b.stats().oracle_runs, 2u);
+  EXPECT_EQ(b.take_completed().size(), 2u);  // both transfers, each reported once
+}
+
 TEST(FastBoard, UnmappedRegisterIsAnError) {
   FastBoard b(BoardConfig{});
   EXPECT_THROW(b.read32(kMm0 + 0x2C, 0), Error);         // between MM2S_LENGTH and S2MM_DMACR

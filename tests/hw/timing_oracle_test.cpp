@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -201,13 +202,74 @@ TEST(TimingOracle, ABatchThatCannotSettleIsAnErrorOrStopsAtTheHorizon) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("did not settle within 20000 cycles"), std::string::npos) << e.what();
   }
-  b.horizon_edges = 5'000;
-  const OracleResult r = run_timing_oracle(BoardConfig{}, b);
-  EXPECT_FALSE(r.settled);
-  EXPECT_GE(r.end_edge, 5'000u);
-  EXPECT_TRUE(r.channels[0][1].transfers.empty());
-  ASSERT_FALSE(r.channels[0][1].changes.empty());
-  EXPECT_EQ(r.channels[0][1].changes.back().regs.state(), DmaState::kBusy);
+}
+
+// Runs `batch` live: its actions up to the first probe given to the LiveOracle's constructor,
+// then each later action added and each probe asked for on its own.
+struct LiveRun {
+  std::unique_ptr<LiveOracle> oracle;
+  std::vector<std::vector<uint8_t>> values;  // the probes', in order
+};
+LiveRun probe_live(const OracleBatch& batch) {
+  auto is_probe = [](const OracleAction& a) {
+    return a.kind == OracleAction::Kind::kProbeRegister || a.kind == OracleAction::Kind::kProbeMemory;
+  };
+  OracleBatch opening = batch;
+  opening.actions.clear();
+  size_t i = 0;
+  while (i < batch.actions.size() && !is_probe(batch.actions[i])) opening.actions.push_back(batch.actions[i++]);
+  LiveRun run{std::make_unique<LiveOracle>(BoardConfig{}, opening), {}};
+  for (; i < batch.actions.size(); ++i) {
+    if (is_probe(batch.actions[i])) run.values.push_back(run.oracle->probe(batch.actions[i]));
+    else run.oracle->add(batch.actions[i]);
+  }
+  return run;
+}
+
+TEST(TimingOracle, ALiveRunReadsWhatAWholeRunReads) {
+  // The matmul batch with reads all along it (a poll of both status registers every 40
+  // periods, at a picosecond off the edges and on them, and DDR loads of the results as they
+  // come), a write of MM2S_SA between two of them; then, at one edge's time, a DDR load and
+  // a register write at that same time (the case a pause would change: the live run starts
+  // again from the opening), and more polls.
+  const MatmulShape s = make_shape(40, 200, 9);
+  OracleBatch batch = matmul_batch(s, 0x0010'0100, 0x0020'0000);
+  const uint64_t mm0 = board_map::kDmaBase[0];
+  uint64_t t = batch.actions.back().time_ps;
+  for (int i = 0; i < 60; ++i) {
+    t += 40 * kPeriod + (i % 3 == 0 ? 0 : 1 + 997 * uint64_t(i));
+    batch.actions.push_back(probe_reg(t, mm0 + (i % 2 ? R::kS2mmDmasr : R::kMm2sDmasr)));
+    if (i % 7 == 3) batch.actions.push_back({OracleAction::Kind::kProbeMemory, t, 0x0020'0000, 0, 160, {}});
+    if (i == 20) batch.actions.push_back({OracleAction::Kind::kWrite, t + 1, mm0 + R::kMm2sSa, 0x0040'0000, 0, {}});
+  }
+  t = (t / kPeriod + 5) * kPeriod;  // an edge
+  batch.actions.push_back({OracleAction::Kind::kProbeMemory, t, 0x0020'0000, 0, 160, {}});
+  batch.actions.push_back({OracleAction::Kind::kWrite, t, mm0 + R::kMm2sSa, 0x0050'0000, 0, {}});
+  batch.actions.push_back(probe_reg(t + kPeriod + 3, mm0 + R::kMm2sSa));
+  batch.actions.push_back(probe_reg(t + 2 * kPeriod, mm0 + R::kS2mmLength));
+
+  const OracleResult whole = run_timing_oracle(BoardConfig{}, batch);
+  const LiveRun run = probe_live(batch);
+  const std::vector<std::vector<uint8_t>>& values = run.values;
+  const LiveOracle* live = run.oracle.get();
+  ASSERT_EQ(values.size(), whole.probes.size());
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], whole.probes[i]) << "probe " << i;
+  EXPECT_EQ(live->restarts(), 1u);  // the store-and-write at the edge's time, once
+  // The transfers completed, and their edges are the whole run's.
+  for (int c = 0; c < 2; ++c) {
+    ASSERT_EQ(live->channel(0, c).transfers.size(), 1u) << c;
+    EXPECT_EQ(live->channel(0, c).transfers, whole.channels[0][c].transfers) << c;
+  }
+  EXPECT_TRUE(live->quiet());
+  EXPECT_EQ(live->registers(0, 0).addr(), 0x0050'0000u);
+  EXPECT_EQ(live->bytes_read(), whole.bytes_read);
+  // The results in DDR are the engine's (the same as a whole run wrote).
+  const std::vector<MemoryRegion> w = live->writes();
+  ASSERT_EQ(w.size(), whole.writes.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    EXPECT_EQ(w[i].addr, whole.writes[i].addr);
+    EXPECT_EQ(w[i].bytes, whole.writes[i].bytes);
+  }
 }
 
 }  // namespace
