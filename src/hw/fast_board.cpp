@@ -154,7 +154,7 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
   // A reset or a stop while the batch is still being collected: a channel the batch started
   // is kStarting here, but on the clocked board it began at its start edge and may have
   // moved data since. Resolve the batch first, so that the write meets the channel as the
-  // clocked board has it and the batch runs as a whole with the write in it (before, a
+  // clocked board has it and the batch runs live with the write in it (before, a
   // reset dropped the started transfer as if it had never begun).
   if (collecting_ && (effect == DmaWriteEffect::kReset || effect == DmaWriteEffect::kHalt)) {
     resolve();
@@ -176,7 +176,7 @@ void FastBoard::write_dma(int d, uint32_t off, uint32_t v, uint64_t t_ps) {
   if (effect == DmaWriteEffect::kReset && !batch_open_) after.drain_complete();  // nothing of it is on the bus
   const bool in_flight = batch_open_ && !collecting_;
   // A write to a channel whose part of the batch is over, that starts nothing, cannot change
-  // the batch; any other write during it makes it a batch of its own, run as a whole.
+  // the batch; any other write during it makes the batch general (run live on the clocked board).
   const bool harmless = ch.next >= ch.pending.size() && effect != DmaWriteEffect::kStart &&
                         effect != DmaWriteEffect::kReset;
   ch.regs = after;

@@ -14,7 +14,10 @@
 // edge, with addresses said relative to the batch, the descriptor status words and the
 // DDR byte counts. The cycle counts are therefore the clocked model's, exactly; the equality test
 // (tests/sim/fidelity_test.cpp) checks it on many shapes. A malformed stream is never
-// cached: its batch runs on the clocked board, results and error registers included.
+// cached: its batch runs on the clocked board, results and error registers included. A
+// batch that is not a reusable shape (a malformed stream, a reset or stop while transfers
+// run, an engine write, a CPU store, ...) runs live on the clocked board (LiveOracle): one
+// run that pauses at each of the batch's reads and continues with the accesses since.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -273,24 +273,20 @@ struct LiveOracle::Run {
     ps->bus.bind(board->ps_bus);
   }
   ~Run() {
-    {
-      Current current(context);
-      // End the PS's thread (it is waiting for actions) before the modules go away.
-      if (!stopped && sc_core::sc_get_status() == sc_core::SC_PAUSED) {
-        ps->finish();
-        try {
-          start_simulation();
-        } catch (...) {  // ending a run that failed: its error was thrown already
-        }
+    Current current(context);
+    // End the PS's thread (it is waiting for actions) before the modules go away.
+    if (!stopped && sc_core::sc_get_status() == sc_core::SC_PAUSED) {
+      ps->finish();
+      try {
+        start_simulation();
+      } catch (...) {  // ending a run that failed: its error was thrown already
       }
-      ps.reset();
-      board.reset();
     }
+    ps.reset();
+    board.reset();
+    // While it is current: SystemC's clean-up asks for the current context, and would make
+    // a new one (never freed) if there were none.
     delete context;
-    if (sc_core::sc_curr_simcontext == context) {
-      sc_core::sc_curr_simcontext = nullptr;
-      sc_core::sc_default_global_context = nullptr;
-    }
   }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
