@@ -258,6 +258,19 @@ struct LiveOracle::Run {
   };
 
   Run(const BoardConfig& config, const OracleBatch& opening) : context(new sc_core::sc_simcontext) {
+    try {
+      build(config, opening);
+    } catch (...) {
+      {
+        Current current(context);
+        ps.reset();
+        board.reset();
+        delete context;
+      }
+      throw;
+    }
+  }
+  void build(const BoardConfig& config, const OracleBatch& opening) {
     Current current(context);
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
     board = std::make_unique<Board>("board", config);
