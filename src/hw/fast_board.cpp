@@ -27,6 +27,16 @@ uint32_t rd32(const FastMemory& m, uint64_t a) {
   m.read(a, &v, 4);
   return v;
 }
+// An engine lane's registers after a batch, from `was` (before it) and `run` (the clocked
+// board's run of the batch, which starts from fresh engines): status and error are the
+// run's own, the counters the run's counts added to those before.
+LaneRegisterView after_batch(const LaneRegisterView& was, LaneRegisterView run) {
+  run.units_done += was.units_done;
+  run.rows_done += was.rows_done;
+  run.beats_in += was.beats_in;
+  run.beats_out += was.beats_out;
+  return run;
+}
 }  // namespace
 
 FastBoard::FastBoard(const BoardConfig& config, FastBoardOptions options)
@@ -667,15 +677,7 @@ void FastBoard::apply(const Cached& entry) {
   batch_end_edge_ = batch_first_ + entry.end_edge;
   next_event_ps_ = 0;  // the next access looks at the new record
   for (int e = 0; e < 2; ++e)
-    for (int lane = 0; lane < 2; ++lane) {
-      // Status and error: the batch's own; counters: the batch's counts added.
-      const LaneRegisterView& was = engines_[e][lane];
-      LaneRegisterView& r = pending_engines_[e][lane] = entry.engines[e][lane];
-      r.units_done += was.units_done;
-      r.rows_done += was.rows_done;
-      r.beats_in += was.beats_in;
-      r.beats_out += was.beats_out;
-    }
+    for (int lane = 0; lane < 2; ++lane) pending_engines_[e][lane] = after_batch(engines_[e][lane], entry.engines[e][lane]);
 }
 
 // The live run of the batch: the clocked board from the batch's opening (every channel's
@@ -758,15 +760,7 @@ void FastBoard::close_general() {
     for (int c = 0; c < 2; ++c) ch_[d][c].regs = l.registers(d, c);
   for (const MemoryRegion& w : l.writes()) memory_.write(w.addr, w.bytes.data(), w.bytes.size());
   for (int e = 0; e < 2; ++e)
-    for (int lane = 0; lane < 2; ++lane) {
-      // Status and error: the run's own; counters: the run's counts added.
-      const LaneRegisterView& was = engines_[e][lane];
-      LaneRegisterView& r = pending_engines_[e][lane] = l.lane(e, lane);
-      r.units_done += was.units_done;
-      r.rows_done += was.rows_done;
-      r.beats_in += was.beats_in;
-      r.beats_out += was.beats_out;
-    }
+    for (int lane = 0; lane < 2; ++lane) pending_engines_[e][lane] = after_batch(engines_[e][lane], l.lane(e, lane));
   stats_.oracle_cycles += l.cycles();
   close_batch();
 }

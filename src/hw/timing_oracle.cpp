@@ -20,6 +20,19 @@ namespace {
 
 namespace R = dma_reg;
 
+// Every DMA channel quiet and no engine lane busy or holding an error (a lane still holding
+// input, results or an error carries the batch into the next one: the fast board then keeps
+// the batch open until it is quiet).
+bool board_quiet(Board& board) {
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c)
+      if (board.dma(DmaId(d)).active(DmaChannel(c))) return false;
+  for (int lane = 0; lane < 2; ++lane)
+    for (const LaneRegisterView& v : {board.matmul().registers(lane), board.attention().registers(lane)})
+      if (v.busy || v.error) return false;
+  return true;
+}
+
 // The oracle's PS: performs the actions at their times, then waits until the board is
 // quiet. Live (LiveOracle): the actions grow while the simulation is paused; the PS pauses
 // whenever it has performed them all (so after each probe, which the host adds last) and
@@ -61,21 +74,6 @@ class OraclePs : public sc_core::sc_module {
     return v;
   }
 
-  // Every DMA channel quiet and no engine lane busy or holding an error (a lane still holding
-  // input, results or an error carries the batch into the next one: the fast board then
-  // keeps the batch open until it is quiet).
-  bool quiet() {
-    for (int d = 0; d < 4; ++d)
-      for (int c = 0; c < 2; ++c)
-        if (board_.dma(DmaId(d)).active(DmaChannel(c))) return false;
-    for (uint64_t base : {board_map::kMatmulRegs, board_map::kAttentionRegs})
-      for (int lane = 0; lane < 2; ++lane)
-        if (access(false, base + uint64_t(lane) * engine_reg::kLaneStride + engine_reg::kStatus, 0) &
-            (engine_reg::kStatusBusy | engine_reg::kStatusError))
-          return false;
-    return true;
-  }
-
   // Performs one action; true for a probe.
   bool perform(const OracleAction& a) {
     switch (a.kind) {
@@ -109,7 +107,7 @@ class OraclePs : public sc_core::sc_module {
       watchdog.check(board_.clock().cycle());
       if (board_.clock().cycle() > limit)
         throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
-    } while (!quiet());
+    } while (!board_quiet(board_));
     wait(sc_core::sc_time::from_value(64 * period));
   }
 
@@ -361,16 +359,7 @@ std::vector<uint8_t> LiveOracle::probe(OracleAction a) {
   return run_->result.probes.back();
 }
 
-bool LiveOracle::quiet() const {
-  Board& b = *run_->board;
-  for (int d = 0; d < 4; ++d)
-    for (int c = 0; c < 2; ++c)
-      if (b.dma(DmaId(d)).active(DmaChannel(c))) return false;
-  for (int lane = 0; lane < 2; ++lane)
-    for (const LaneRegisterView& v : {b.matmul().registers(lane), b.attention().registers(lane)})
-      if (v.busy || v.error) return false;
-  return true;
-}
+bool LiveOracle::quiet() const { return board_quiet(*run_->board); }
 
 DmaChannelRegisters LiveOracle::registers(int dma, int channel) const {
   return run_->board->dma(DmaId(dma)).registers(DmaChannel(channel));
