@@ -275,6 +275,9 @@ std::vector<FastBoard::Segment> FastBoard::chain(const DmaChannelRegisters& r) c
   }
   uint64_t d = r.next_desc();
   for (int k = 0; k < 65536; ++k) {
+    // A descriptor outside the DDR: the clocked board's fetch fails (a decode error), and
+    // only it says what follows.
+    if (d > memory_.size() || memory_.size() - d < R::kDescBytes) return {};
     uint32_t w[16];
     memory_.read(d, w, sizeof w);
     segs.push_back({w[R::kDescBufferAddress / 4], w[R::kDescControl / 4] & R::kCtrlLengthMask, d});
@@ -799,6 +802,10 @@ bool FastBoard::walk_chains(const std::vector<std::pair<int, int>>& started, std
       if (g.desc) ch.chain_next.push_back(rd32(memory_, g.desc + R::kDescNxtdesc) & ~(R::kDescAlign - 1));
     segs.push_back(ch.chain);
     if (ch.chain.empty()) ok = false;
+    // A buffer outside the DDR: the clocked board's transfer fails (a decode error); the fast
+    // kernels neither read nor write outside it.
+    for (const auto& g : ch.chain)
+      if (g.addr > memory_.size() || g.bytes > memory_.size() - g.addr) ok = false;
   }
   for (const OracleAction& a : batch_actions_) {
     const uint32_t off = uint32_t(a.addr & 0xFF) % R::kS2mmOffset;

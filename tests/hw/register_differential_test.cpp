@@ -133,6 +133,38 @@ TEST(RegisterDifferential, AResetOfAQuietChannelDuringABatchReadsTheSame) {
   }
 }
 
+TEST(RegisterDifferential, AChainOrBufferOutsideTheDdrReadsTheSame) {
+  // Found by fuzz_mmio_replay: an SG channel started with CURDESC 0xFFFFFFC0, outside the
+  // 512 MiB DDR. The clocked board's descriptor fetch fails and the channel reports it; the
+  // fast board read the descriptor from its own DDR to learn the batch's shape and stopped
+  // the program with "ddr: read ... is outside the DDR". The same for a simple-mode buffer
+  // at the DDR's end.
+  const uint64_t att1 = hw::board_map::kDmaBase[3], mm0 = hw::board_map::kDmaBase[0];
+  using K = host::MmioOp::Kind;
+  for (const bool sg : {true, false}) {
+    SCOPED_TRACE(sg ? "descriptor outside" : "buffer outside");
+    host::MmioProgram p;
+    uint64_t t = 1'000'000;
+    const uint64_t dma = sg ? att1 : mm0;
+    if (sg) p.ops.push_back(reg(K::kWrite, t, dma + R::kMm2sCurdesc, 0xFFFF'FFFFu));
+    p.ops.push_back(reg(K::kWrite, t += 1'000'000, dma + R::kMm2sDmacr, R::kCrRunStop));
+    if (sg) {
+      p.ops.push_back(reg(K::kWrite, t += 1'000'000, dma + R::kMm2sTaildesc, 0x1000));
+    } else {
+      p.ops.push_back(reg(K::kWrite, t += 1'000'000, dma + R::kMm2sSa, 0x1FFF'FFC0u));
+      p.ops.push_back(reg(K::kWrite, t += 1'000'000, dma + R::kMm2sLength, 0x100));
+    }
+    for (int i = 0; i < 4; ++i)
+      for (const uint64_t a : {dma + R::kMm2sDmasr, dma + R::kMm2sCurdesc})
+        p.ops.push_back(reg(K::kRead, t += 1'000'000, a));
+    host::ReplayResult cycle;
+    const auto diffs = fast_against_cycle(p, hw::BoardConfig{}, &cycle);
+    EXPECT_TRUE(diffs.empty()) << ::testing::PrintToString(diffs);
+    ASSERT_EQ(cycle.read_values.size(), 8u);
+    EXPECT_NE(cycle.read_values[6] & R::kSrErrors, 0u);  // the transfer failed with an error
+  }
+}
+
 class GeneratedPrograms : public ::testing::TestWithParam<int> {};
 
 TEST_P(GeneratedPrograms, EveryReadEqualOnBothFidelities) {
