@@ -130,7 +130,7 @@ void FastBoard::close_batch() {
 void FastBoard::add_action(OracleAction a) {
   if (live_) {
     OracleAction shifted = a;
-    shifted.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
+    shifted.time_ps -= oracle_shift_ps();
     live_->add(std::move(shifted));
   }
   batch_actions_.push_back(std::move(a));
@@ -211,11 +211,7 @@ uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
     const int c = off >= R::kS2mmOffset ? 1 : 0;
     const uint32_t rel = off - (c ? R::kS2mmOffset : 0);
     if (off >= 2 * R::kS2mmOffset || !DmaChannelRegisters::is_register(rel)) address_error("read", addr);
-    if (!general_) return ch_[d][c].regs.read(rel);
-    const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeRegister, t_ps, addr, 0, 4, {}});
-    uint32_t value;
-    std::memcpy(&value, v.data(), 4);
-    return value;
+    return general_ ? probe_register(addr, t_ps) : ch_[d][c].regs.read(rel);
   }
   const int e = engine_of(addr);
   if (e < 0 || !is_lane_register(uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride))) address_error("read", addr);
@@ -225,10 +221,7 @@ uint32_t FastBoard::read32(uint64_t addr, uint64_t t_ps) {
   const uint32_t off = uint32_t((addr - engine_base(e)) % engine_reg::kLaneStride);
   const uint32_t before = off >= engine_reg::kUnitsDone ? read_engine(addr) : 0;
   // The engines' counters move beat by beat: ask the clocked board.
-  const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeRegister, t_ps, addr, 0, 4, {}});
-  uint32_t value;
-  std::memcpy(&value, v.data(), 4);
-  return value + before;
+  return probe_register(addr, t_ps) + before;
 }
 
 void FastBoard::cpu_read(uint64_t addr, void* dst, size_t n, uint64_t t_ps) {
@@ -555,7 +548,7 @@ OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* seg
   OracleBatch batch;
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) batch.initial[d][c] = open_regs_[d][c];
-  const uint64_t shift = (batch_first_ - kOracleFirstEdge) * period_;
+  const uint64_t shift = oracle_shift_ps();
   for (OracleAction a : batch_actions_) {
     a.time_ps -= shift;
     batch.actions.push_back(std::move(a));
@@ -572,8 +565,7 @@ OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* seg
   for (size_t i = 0; i < started.size(); ++i)
     for (const auto& g : (*segs)[i]) {
       if (g.desc) add(g.desc, 64);
-      if (started[i].second == 0 && g.bytes && g.addr < memory_.size() && g.bytes <= memory_.size() - g.addr)
-        add(g.addr, g.bytes);
+      if (started[i].second == 0 && g.bytes) add(g.addr, g.bytes);  // inside the DDR (walk_chains)
     }
   return batch;
 }
@@ -667,7 +659,7 @@ void FastBoard::apply(const Cached& entry) {
       ch.pending.clear();
       ch.next = 0;
       // The clocked board's state at the latest access, then what is still to come.
-      const uint64_t shift = (batch_first_ - kOracleFirstEdge) * period_;
+      const uint64_t shift = oracle_shift_ps();
       for (const Change& change : t.changes) {
         if (change.time_ps + shift > advanced_ps_) ch.pending.emplace_back(change.time_ps + shift, absolute(ch, change.regs));
         else ch.regs = absolute(ch, change.regs);
@@ -727,12 +719,19 @@ void FastBoard::enter_general() {
 std::vector<uint8_t> FastBoard::probe(OracleAction a) {
   const uint64_t t_ps = a.time_ps;
   LiveOracle& l = live();
-  a.time_ps -= (batch_first_ - kOracleFirstEdge) * period_;
+  a.time_ps -= oracle_shift_ps();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<uint8_t> v = l.probe(std::move(a));
   stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (general_) after_live_probe(t_ps);
   return v;
+}
+
+uint32_t FastBoard::probe_register(uint64_t addr, uint64_t t_ps) {
+  const std::vector<uint8_t> v = probe({OracleAction::Kind::kProbeRegister, t_ps, addr, 0, 4, {}});
+  uint32_t value;
+  std::memcpy(&value, v.data(), 4);
+  return value;
 }
 
 // After a probe of a general batch at t: the transfers the live run completed before t are

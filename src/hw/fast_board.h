@@ -165,6 +165,9 @@ class FastBoard {
   void after_live_probe(uint64_t t_ps);
   void close_general();
   std::vector<uint8_t> probe(OracleAction a);
+  uint32_t probe_register(uint64_t addr, uint64_t t_ps);
+  // Absolute time minus the oracle's time of the batch (its first start at kOracleFirstEdge).
+  uint64_t oracle_shift_ps() const { return (batch_first_ - kOracleFirstEdge) * period_; }
   void undo_outputs();
   void write_output(uint64_t addr, const void* src, size_t n, int owner = -1);
   int owner_of(uint64_t addr, size_t n, const std::vector<std::pair<int, int>>& started) const;

@@ -356,7 +356,10 @@ std::vector<uint8_t> LiveOracle::probe(OracleAction a) {
     }
   }
   run_->resume();
-  return run_->result.probes.back();
+  // Handed over, not kept: a long batch probes many times.
+  std::vector<uint8_t> v = std::move(run_->result.probes.back());
+  run_->result.probes.pop_back();
+  return v;
 }
 
 bool LiveOracle::quiet() const { return board_quiet(*run_->board); }
