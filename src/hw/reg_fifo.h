@@ -48,10 +48,10 @@ class RegFifoBase : public sc_core::sc_prim_channel {
     publish_valid();
   }
 
-  // Notified in the update phase when an empty FIFO received an item / a full FIFO freed a
-  // slot (the only states a module sleeps in).
+  // Notified in the update phase when an empty FIFO received an item (the state a consumer
+  // sleeps in). No module sleeps on a full FIFO, so a FIFO has no event for a freed slot:
+  // one SystemC event fewer per FIFO to build and name with every board.
   const sc_core::sc_event& written_event() const { return written_; }
-  const sc_core::sc_event& read_event() const { return read_; }
 
  protected:
   RegFifoBase(const char* name, int depth) : sc_core::sc_prim_channel(name), depth_(depth) {
@@ -81,15 +81,14 @@ class RegFifoBase : public sc_core::sc_prim_channel {
 
  private:
   void update() override {
-    // Events fire only on the transitions a sleeping module can be waiting for: empty ->
-    // not empty (a consumer sleeps only on an empty FIFO) and full -> not full (a producer
-    // sleeps only on a full one). Most beats fire none, which keeps the kernel cheap.
+    // The event fires only on the transition a sleeping module can be waiting for: empty ->
+    // not empty (a consumer sleeps only on an empty FIFO). Most beats fire none, which keeps
+    // the kernel cheap.
     const int before = count_;
     if (popped_) {
       if (++head_ == depth_) head_ = 0;
       --count_;
       popped_ = false;
-      if (before == depth_) read_.notify(sc_core::SC_ZERO_TIME);
     }
     if (pushed_) {  // the item is already in its slot (push)
       ++count_;
@@ -113,7 +112,7 @@ class RegFifoBase : public sc_core::sc_prim_channel {
   uint64_t transfers_ = 0;
   uint64_t* watch_ = nullptr;  // watch_valid
   uint64_t watch_bit_ = 0;
-  sc_core::sc_event written_, read_;
+  sc_core::sc_event written_;
 };
 
 template <typename T>
