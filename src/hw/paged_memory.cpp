@@ -73,15 +73,34 @@ size_t PagedMemory::allocated_pages() const {
   return size_t(std::count(written_.begin(), written_.end(), uint8_t(1)));
 }
 
+namespace {
+
+// True when any of the n bytes at p is not zero. Words of 64 bytes at a time, stopping at the
+// first that is not zero: as fast as a memcmp against a zero block once vectorised, and it
+// does not go through memcmp, which the fuzz build's libFuzzer hook records at every call
+// that finds a difference (about 7% of fuzz_mmio_replay's time went there).
+bool any_nonzero(const uint8_t* p, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    uint64_t w[8];
+    std::memcpy(w, p + i, 64);
+    if ((w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0) return true;
+  }
+  uint8_t acc = 0;
+  for (; i < n; ++i) acc |= p[i];
+  return acc != 0;
+}
+
+}  // namespace
+
 void PagedMemory::for_each_nonzero_extent(const std::function<void(uint64_t, size_t)>& f) const {
   static constexpr size_t kBlock = 4096;
-  static constexpr std::array<uint8_t, kBlock> kZero{};
   for_each_page([&](uint64_t base, size_t n) {
     const uint8_t* p = page(base / kPageBytes);
     size_t run = 0;
     bool open = false;
     for (size_t off = 0; off < n; off += kBlock) {
-      const bool nonzero = std::memcmp(p + off, kZero.data(), std::min(kBlock, n - off)) != 0;
+      const bool nonzero = any_nonzero(p + off, std::min(kBlock, n - off));
       if (nonzero && !open) run = off;
       if (!nonzero && open) f(base + run, off - run);
       open = nonzero;
