@@ -29,7 +29,7 @@ EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const st
 
 // ---- AttentionUnit -------------------------------------------------------------------------
 
-AttentionUnit::AttentionUnit(sc_core::sc_module_name name, const Clock& clock, const AttentionUnitConfig& config)
+AttentionUnit::AttentionUnit(sc_core::sc_module_name name, Clock& clock, const AttentionUnitConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
                   [kind = config.kind(), int4 = config.int4()] { return std::make_unique<AttentionDatapath>(kind, int4); }),
       config_(config) {}

@@ -144,7 +144,7 @@ class AttentionDatapath final : public LaneDatapath {
 class AttentionUnit : public EngineLanes {
  public:
   // Throws std::invalid_argument for a drain outside 0..1024 (and as EngineLanes).
-  AttentionUnit(sc_core::sc_module_name name, const Clock& clock, const AttentionUnitConfig& config);
+  AttentionUnit(sc_core::sc_module_name name, Clock& clock, const AttentionUnitConfig& config);
   const AttentionUnitConfig& config() const { return config_; }
   // Uses of the shared m multiplier by a lane (V rows outside legacy mode).
   uint64_t multiplies(int lane) const;

@@ -17,7 +17,7 @@ constexpr uint64_t kBeatBytes = 8;
 constexpr uint64_t kBoundary = 4096;
 }  // namespace
 
-AxiDma::AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaConfig& config)
+AxiDma::AxiDma(sc_core::sc_module_name name, Clock& clock, const AxiDmaConfig& config)
     : sc_core::sc_module(name),
       ctrl("ctrl"),
       m_axi_mm2s("m_axi_mm2s"),
@@ -46,7 +46,7 @@ AxiDma::AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaCon
   ctrl.register_b_transport(this, &AxiDma::b_transport);
 
   SC_METHOD(tick);
-  sensitive << clock_.posedge();
+  sensitive << clock_.listen();
   dont_initialize();
 }
 
@@ -210,6 +210,7 @@ void AxiDma::drop_transfer(Channel& c) {
 void AxiDma::tick() {
   if (sleeping_) {  // woken by a register write or a stream beat: act from the next edge on
     sleeping_ = false;
+    clock_.wake();
     return;
   }
   if (clock_.stop_requested()) return;
@@ -243,10 +244,12 @@ void AxiDma::tick() {
     // (docs/hw-timing.md, "idle board").
     sg_read_rr_ = sg_write_rr_ = 0;
     sleeping_ = true;
+    clock_.sleep();
     next_trigger(idle_list_);
   } else if (s2mm_in && s.step == Step::kData && !s.aborted && !s.ended && now >= s.action_cycle &&
              s.s2mm_fifo.empty() && s.w_owed == 0 && s.b_owed == 0 && s.sg_outstanding == 0 && !s2mm_in->valid()) {
     sleeping_ = true;
+    clock_.sleep();
     next_trigger(s2mm_wait_list_);
   }
 }

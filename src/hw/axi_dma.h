@@ -128,7 +128,7 @@ class AxiDma : public sc_core::sc_module {
   sc_core::sc_signal<bool> s2mm_introut;
 
   SC_HAS_PROCESS(AxiDma);
-  AxiDma(sc_core::sc_module_name name, const Clock& clock, const AxiDmaConfig& config);
+  AxiDma(sc_core::sc_module_name name, Clock& clock, const AxiDmaConfig& config);
 
   const AxiDmaConfig& config() const { return config_; }
   uint32_t max_length() const { return max_length_; }  // 2^length_bits - 1 bytes
@@ -244,7 +244,7 @@ class AxiDma : public sc_core::sc_module {
   void request_issued(Channel& c, uint32_t beats);
   AxiDmaChannelStats& stats_of(const Channel& c) { return c.s2mm ? stats_.s2mm : stats_.mm2s; }
 
-  const Clock& clock_;
+  Clock& clock_;
   AxiDmaConfig config_;
   uint32_t max_length_ = 0;
   Channel ch_[2];

@@ -23,7 +23,7 @@ uint64_t ns_to_cycles(double ns, uint64_t period_ps) {
 }
 }  // namespace
 
-Ddr::Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& config)
+Ddr::Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
     : sc_core::sc_module(name), clock_(clock), config_(config) {
   const std::string me = this->name();
   config_.validate(me);
@@ -47,7 +47,7 @@ Ddr::Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& conf
   mem_ = PagedMemory(config_.size_bytes, this->name());
 
   SC_METHOD(tick);
-  sensitive << clock_.posedge();
+  sensitive << clock_.listen();
   dont_initialize();
 }
 
@@ -211,6 +211,7 @@ uint64_t Ddr::state_fingerprint(uint64_t cycle) const {
 void Ddr::tick() {
   if (sleeping_) {  // woken by a request: act from the next rising edge on
     sleeping_ = false;
+    clock_.wake();
     return;
   }
   if (clock_.stop_requested()) return;
@@ -267,6 +268,7 @@ void Ddr::tick() {
     // then sees the same arbitration, whatever ran before (docs/hw-timing.md).
     rr_start_ = 0;
     sleeping_ = true;
+    clock_.sleep();
     next_trigger(wake_);
   }
 }

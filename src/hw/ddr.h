@@ -162,7 +162,7 @@ class Ddr : public sc_core::sc_module {
   static constexpr uint64_t kPageBytes = PagedMemory::kPageBytes;  // lazy allocation unit
 
   SC_HAS_PROCESS(Ddr);
-  Ddr(sc_core::sc_module_name name, const Clock& clock, const DdrConfig& config);
+  Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
 
   // The channels of port i (0 <= i < config.ports), for the HP port that drives it.
   DdrPortLink& port(int i);
@@ -230,7 +230,7 @@ class Ddr : public sc_core::sc_module {
   inline bool move_write(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);
   void note_busy(DdrPortStats& s, uint64_t now);
 
-  const Clock& clock_;
+  Clock& clock_;
   DdrConfig config_;
   uint64_t read_latency_ = 0, write_latency_ = 0;  // cycles
   // The wall bucket, in units of 1e-12 byte: each edge adds wall_bytes_per_s x period_ps,

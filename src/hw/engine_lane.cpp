@@ -150,7 +150,7 @@ void EngineLane::push_result(uint64_t c) {
 
 // ---- EngineLanes ---------------------------------------------------------------------------
 
-EngineLanes::EngineLanes(sc_core::sc_module_name name, const Clock& clock, const EngineLaneConfig& config,
+EngineLanes::EngineLanes(sc_core::sc_module_name name, Clock& clock, const EngineLaneConfig& config,
                          const DatapathFactory& datapath)
     : sc_core::sc_module(name), ctrl("ctrl"), clock_(clock), config_(config) {
   const std::string me = this->name();
@@ -169,7 +169,7 @@ EngineLanes::EngineLanes(sc_core::sc_module_name name, const Clock& clock, const
   ctrl.register_transport_dbg(this, &EngineLanes::transport_dbg);
 
   SC_METHOD(on_clock);
-  sensitive << clock_.posedge();
+  sensitive << clock_.listen();
   dont_initialize();
 }
 
@@ -194,6 +194,7 @@ void EngineLanes::on_clock() {
     // Woken by an event between edges: act from the next rising edge, exactly as if the
     // module had been polling (docs/hw-timing.md, Clock and channels).
     sleeping_ = false;
+    clock_.wake();
     next_trigger();
     return;
   }
@@ -203,6 +204,7 @@ void EngineLanes::on_clock() {
   for (EngineLane& l : lanes_) active |= l.step(c);
   if (!active) {
     sleeping_ = true;
+    clock_.sleep();
     next_trigger(wake_list_);
   }
 }

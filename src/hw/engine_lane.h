@@ -184,7 +184,7 @@ class EngineLanes : public sc_core::sc_module {
   SC_HAS_PROCESS(EngineLanes);
   using DatapathFactory = std::function<std::unique_ptr<LaneDatapath>()>;
   // Throws std::invalid_argument for a FIFO depth < 1 or a reg_base not 0x100-aligned.
-  EngineLanes(sc_core::sc_module_name name, const Clock& clock, const EngineLaneConfig& config,
+  EngineLanes(sc_core::sc_module_name name, Clock& clock, const EngineLaneConfig& config,
               const DatapathFactory& datapath);
 
   AxiStream& in(int lane);   // input stream of a lane (the MM2S pushes)
@@ -216,7 +216,7 @@ class EngineLanes : public sc_core::sc_module {
   const EngineLane& lane_ref(int lane) const;
   EngineLane& lane_ref(int lane);
 
-  const Clock& clock_;
+  Clock& clock_;
   EngineLaneConfig config_;
   std::vector<EngineLane> lanes_;
   bool sleeping_ = false;

@@ -17,7 +17,7 @@ constexpr uint64_t kBoundary = 4096;  // AXI: a burst never crosses a 4 KB bound
 constexpr size_t kMaxMasters = 64;    // one bit each in the request masks
 }  // namespace
 
-HpPort::HpPort(sc_core::sc_module_name name, const Clock& clock, const HpPortConfig& config, DdrPortLink& ddr)
+HpPort::HpPort(sc_core::sc_module_name name, Clock& clock, const HpPortConfig& config, DdrPortLink& ddr)
     : sc_core::sc_module(name), clock_(clock), config_(config), ddr_(ddr) {
   const std::string me = this->name();
   config_.validate(me);
@@ -28,7 +28,7 @@ HpPort::HpPort(sc_core::sc_module_name name, const Clock& clock, const HpPortCon
   stats_.write_burst_beats.assign(size_t(config_.max_burst_beats) + 1, 0);
 
   SC_METHOD(tick);
-  sensitive << clock_.posedge();
+  sensitive << clock_.listen();
   dont_initialize();
 }
 
@@ -208,11 +208,13 @@ bool HpPort::idle() const {
 void HpPort::tick() {
   if (sleeping_) {  // woken by a master request: act from the next rising edge on
     sleeping_ = false;
+    clock_.wake();
     return;
   }
   if (clock_.stop_requested()) return;
   if (masters_.empty()) {
     sleeping_ = true;
+    clock_.sleep();
     next_trigger(wake_);
     return;
   }
@@ -229,6 +231,7 @@ void HpPort::tick() {
     // then sees the same arbitration, whatever ran before (docs/hw-timing.md).
     rd_rr_ = wr_rr_ = 0;
     sleeping_ = true;
+    clock_.sleep();
     next_trigger(wake_);
   }
 }

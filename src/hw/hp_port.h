@@ -58,7 +58,7 @@ class HpPort : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(HpPort);
   // `ddr` is the DDR side of this port (Ddr::port(i)); the DdrPortLink must outlive the port.
-  HpPort(sc_core::sc_module_name name, const Clock& clock, const HpPortConfig& config, DdrPortLink& ddr);
+  HpPort(sc_core::sc_module_name name, Clock& clock, const HpPortConfig& config, DdrPortLink& ddr);
 
   // Attach a master before the simulation starts (throws bitsim::Error afterwards). The
   // link must outlive the port. Masters are served in round-robin order of attachment.
@@ -103,7 +103,7 @@ class HpPort : public sc_core::sc_module {
   inline void forward_write_data();
   bool idle() const;
 
-  const Clock& clock_;
+  Clock& clock_;
   HpPortConfig config_;
   DdrPortLink& ddr_;
   std::vector<Master> masters_;

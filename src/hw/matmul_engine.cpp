@@ -32,7 +32,7 @@ EngineLaneConfig checked_lane_config(const MatmulEngineConfig& config, const std
 
 // ---- MatmulEngine --------------------------------------------------------------------------
 
-MatmulEngine::MatmulEngine(sc_core::sc_module_name name, const Clock& clock, const MatmulEngineConfig& config)
+MatmulEngine::MatmulEngine(sc_core::sc_module_name name, Clock& clock, const MatmulEngineConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
                   [L = config.per_call() ? config.per_call_row_trits : 0] {
                     return std::make_unique<MatmulDatapath>(L);

@@ -122,7 +122,7 @@ class MatmulDatapath final : public LaneDatapath {
 class MatmulEngine : public EngineLanes {
  public:
   // Throws std::invalid_argument for a pipeline_depth outside 0..1024 (and as EngineLanes).
-  MatmulEngine(sc_core::sc_module_name name, const Clock& clock, const MatmulEngineConfig& config);
+  MatmulEngine(sc_core::sc_module_name name, Clock& clock, const MatmulEngineConfig& config);
   const MatmulEngineConfig& config() const { return config_; }
 
  private:

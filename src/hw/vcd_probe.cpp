@@ -45,7 +45,7 @@ VcdProbe::VcdProbe(sc_core::sc_module_name name, Board& board, const VcdConfig& 
   sc_core::sc_trace(file_, clk_, "clk_edge_parity");
   sc_core::sc_trace(file_, cycle_, "cycle");
   SC_METHOD(sample);
-  sensitive << board.clock().posedge();
+  sensitive << board.clock().listen();
   dont_initialize();
 }
 

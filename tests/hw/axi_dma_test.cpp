@@ -66,9 +66,9 @@ class RegMaster : public sc_core::sc_module {
 class StreamSink : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(StreamSink);
-  StreamSink(sc_core::sc_module_name n, const Clock& clock, AxiStream& in) : sc_module(n), clock_(clock), in_(in) {
+  StreamSink(sc_core::sc_module_name n, Clock& clock, AxiStream& in) : sc_module(n), clock_(clock), in_(in) {
     SC_METHOD(tick);
-    sensitive << clock.posedge();
+    sensitive << clock.listen();
     dont_initialize();
   }
   std::function<bool(uint64_t)> ready;
@@ -86,7 +86,7 @@ class StreamSink : public sc_core::sc_module {
     data.push_back(b.data);
     if (record_cycles) cycles.push_back(now);
   }
-  const Clock& clock_;
+  Clock& clock_;
   AxiStream& in_;
 };
 
@@ -95,10 +95,10 @@ class StreamSink : public sc_core::sc_module {
 class StreamSource : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(StreamSource);
-  StreamSource(sc_core::sc_module_name n, const Clock& clock, AxiStream& out)
+  StreamSource(sc_core::sc_module_name n, Clock& clock, AxiStream& out)
       : sc_module(n), clock_(clock), out_(out) {
     SC_METHOD(tick);
-    sensitive << clock.posedge();
+    sensitive << clock.listen();
     dont_initialize();
   }
   void packet(const std::vector<uint64_t>& words) {
@@ -116,7 +116,7 @@ class StreamSource : public sc_core::sc_module {
       cycles.push_back(clock_.cycle());
     }
   }
-  const Clock& clock_;
+  Clock& clock_;
   AxiStream& out_;
 };
 

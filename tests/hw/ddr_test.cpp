@@ -19,7 +19,7 @@ namespace {
 
 // Runs the simulation in chunks until pred() holds; fails the test after max_cycles.
 template <typename Pred>
-bool run_until(const Clock& clock, Pred pred, uint64_t max_cycles) {
+bool run_until(Clock& clock, Pred pred, uint64_t max_cycles) {
   for (uint64_t run = 0; !pred(); run += 64) {
     if (run >= max_cycles) {
       ADD_FAILURE() << "condition not reached within " << max_cycles << " cycles";
@@ -36,9 +36,9 @@ bool run_until(const Clock& clock, Pred pred, uint64_t max_cycles) {
 class PortDriver : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(PortDriver);
-  PortDriver(sc_core::sc_module_name n, const Clock& clock, DdrPortLink& link) : sc_module(n), clock_(clock), l_(link) {
+  PortDriver(sc_core::sc_module_name n, Clock& clock, DdrPortLink& link) : sc_module(n), clock_(clock), l_(link) {
     SC_METHOD(tick);
-    sensitive << clock.posedge();
+    sensitive << clock.listen();
     dont_initialize();
   }
   // Streaming mode: `stream_bursts` sequential read bursts of 16 beats from stream_addr.
@@ -89,7 +89,7 @@ class PortDriver : public sc_core::sc_module {
       w_cycles.push_back(now);
     }
   }
-  const Clock& clock_;
+  Clock& clock_;
   DdrPortLink& l_;
   int outstanding_ = 0;
 };

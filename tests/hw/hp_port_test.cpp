@@ -15,7 +15,7 @@ namespace bitsim::hw {
 namespace {
 
 template <typename Pred>
-bool run_until(const Clock& clock, Pred pred, uint64_t max_cycles) {
+bool run_until(Clock& clock, Pred pred, uint64_t max_cycles) {
   for (uint64_t run = 0; !pred(); run += 64) {
     if (run >= max_cycles) {
       ADD_FAILURE() << "condition not reached within " << max_cycles << " cycles";
@@ -31,9 +31,9 @@ bool run_until(const Clock& clock, Pred pred, uint64_t max_cycles) {
 class TestMaster : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(TestMaster);
-  TestMaster(sc_core::sc_module_name n, const Clock& clock) : sc_module(n), link(std::string(n)), clock_(clock) {
+  TestMaster(sc_core::sc_module_name n, Clock& clock) : sc_module(n), link(std::string(n)), clock_(clock) {
     SC_METHOD(tick);
-    sensitive << clock.posedge();
+    sensitive << clock.listen();
     dont_initialize();
   }
   AxiMmLink link;
@@ -80,7 +80,7 @@ class TestMaster : public sc_core::sc_module {
       wdata.pop_front();
     }
   }
-  const Clock& clock_;
+  Clock& clock_;
 };
 
 struct Bench {

@@ -23,9 +23,9 @@ namespace bitsim::hw::test_bench {
 class Source : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Source);
-  Source(sc_core::sc_module_name n, const Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
+  Source(sc_core::sc_module_name n, Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
     SC_METHOD(tick);
-    sensitive << clk.posedge();
+    sensitive << clk.listen();
     dont_initialize();
   }
   void append(const std::vector<StreamBeat>& b) { beats.insert(beats.end(), b.begin(), b.end()); }
@@ -42,7 +42,7 @@ class Source : public sc_core::sc_module {
       push_cycle.push_back(clk_.cycle());
     }
   }
-  const Clock& clk_;
+  Clock& clk_;
   AxiStream& fifo_;
 };
 
@@ -50,9 +50,9 @@ class Source : public sc_core::sc_module {
 class Sink : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Sink);
-  Sink(sc_core::sc_module_name n, const Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
+  Sink(sc_core::sc_module_name n, Clock& clk, AxiStream& fifo) : sc_module(n), clk_(clk), fifo_(fifo) {
     SC_METHOD(tick);
-    sensitive << clk.posedge();
+    sensitive << clk.listen();
     dont_initialize();
   }
   std::vector<StreamBeat> beats;
@@ -68,7 +68,7 @@ class Sink : public sc_core::sc_module {
       if (beats.back().last) ++tlasts;
     }
   }
-  const Clock& clk_;
+  Clock& clk_;
   AxiStream& fifo_;
 };
 
