@@ -16,8 +16,10 @@ Clock::Clock(sc_core::sc_module_name name, const ClockConfig& config)
 }
 
 void Clock::tick() {
-  // Edges come at multiples of the period from time 0 (cycle 0), gated or not.
-  cycle_ = simcontext()->time_stamp().value() / period_ps_;
+  // Edges come at multiples of the period from time 0 (cycle 0), gated or not: every tick
+  // is the edge after the last one counted (a restart sets cycle_ to the edge before it).
+  if (started_) ++cycle_;
+  started_ = true;
   if (listening_ == 0) {
     // Nobody listens: this edge changes nothing, and neither would the next ones until a
     // wake(). Stop; wake() starts the clock again at the edge after it.

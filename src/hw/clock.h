@@ -60,7 +60,8 @@ class Clock : public sc_core::sc_module {
   // (The time of the clock's own simulation context: cycle() is also read after the run,
   // when another context, or none, is current.)
   uint64_t cycle() const { return stopped_ ? simcontext()->time_stamp().value() / period_ps_ : cycle_; }
-  // Edges evaluated and edges skipped while nobody listened, for the speed figures.
+  // Edges up to now at which nobody listened (the clock notified nothing): what the gating
+  // saved (the Clock.* tests check it).
   uint64_t edges_skipped() const { return cycle() + 1 - edges_run_; }
   const sc_core::sc_time& period() const { return period_; }
   // True at an edge whose time step stopped the simulation (sc_stop by the PS before the
@@ -76,6 +77,7 @@ class Clock : public sc_core::sc_module {
   sc_core::sc_event next_edge_;  // timed, one period ahead: cheaper than next_trigger(period)
   uint64_t period_ps_ = 0;
   uint64_t cycle_ = 0;
+  bool started_ = false;
   uint64_t edges_run_ = 0;
   uint64_t listening_ = 0;  // listeners awake
   bool stopped_ = false;
