@@ -101,7 +101,7 @@ void Ddr::bus_read_beat(uint64_t addr, uint64_t& data) const {
 
 void Ddr::bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe) {
   if (strobe == 0) return;
-  uint8_t* dst = mem_.page_for_write(addr / kPageBytes) + addr % kPageBytes;
+  uint8_t* dst = mem_.span_for_write(addr, kBeatBytes);
   if (strobe == 0xFF) {
     std::memcpy(dst, &data, kBeatBytes);
     return;

@@ -14,7 +14,22 @@ PagedMemory::PagedMemory(uint64_t size_bytes, std::string name)
     : size_(size_bytes),
       name_(std::move(name)),
       memory_(size_t(size_bytes), name_.c_str(), model::HugeMemory::Pages::kOnDemand),
-      written_(size_t((size_bytes + kPageBytes - 1) / kPageBytes), 0) {}
+      written_(size_t((size_bytes + kPageBytes - 1) / kPageBytes), 0),
+      blocks_(size_t((size_bytes + kBlockBytes * 64 - 1) / (kBlockBytes * 64)), 0) {}
+
+void PagedMemory::mark_blocks(uint64_t addr, size_t n) {
+  if (n == 0) return;
+  for (uint64_t b = addr / kBlockBytes, last = (addr + n - 1) / kBlockBytes; b <= last; ++b)
+    blocks_[size_t(b / 64)] |= uint64_t(1) << (b % 64);
+}
+
+uint8_t* PagedMemory::span_for_write(uint64_t addr, size_t n) {
+  if (addr > size_ || n > size_ - addr || n == 0) return nullptr;
+  const uint64_t off = addr % kPageBytes;
+  if (off + n > kPageBytes) return nullptr;
+  mark_blocks(addr, n);
+  return page_for_write(addr / kPageBytes) + off;
+}
 
 void PagedMemory::check(uint64_t addr, size_t n, const char* what) const {
   if (addr > size_ || n > size_ - addr)
@@ -62,6 +77,7 @@ void PagedMemory::write(uint64_t addr, const void* src, size_t n) {
     const uint64_t index = addr / kPageBytes, off = addr % kPageBytes;
     const size_t chunk = size_t(std::min<uint64_t>(n, kPageBytes - off));
     std::memcpy(page_for_write(index) + off, in, chunk);
+    mark_blocks(addr, chunk);
     in += chunk;
     addr += chunk;
     n -= chunk;
@@ -94,19 +110,20 @@ bool any_nonzero(const uint8_t* p, size_t n) {
 }  // namespace
 
 void PagedMemory::for_each_nonzero_extent(const std::function<void(uint64_t, size_t)>& f) const {
-  static constexpr size_t kBlock = 4096;
-  for_each_page([&](uint64_t base, size_t n) {
-    const uint8_t* p = page(base / kPageBytes);
-    size_t run = 0;
-    bool open = false;
-    for (size_t off = 0; off < n; off += kBlock) {
-      const bool nonzero = any_nonzero(p + off, std::min(kBlock, n - off));
-      if (nonzero && !open) run = off;
-      if (!nonzero && open) f(base + run, off - run);
-      open = nonzero;
+  uint64_t run = 0, end = 0;  // the open run [run, end); end == 0: none
+  for (size_t w = 0; w < blocks_.size(); ++w)
+    for (uint64_t bits = blocks_[w]; bits != 0; bits &= bits - 1) {
+      const uint64_t addr = (uint64_t(w) * 64 + uint64_t(__builtin_ctzll(bits))) * kBlockBytes;
+      const size_t n = size_t(std::min<uint64_t>(kBlockBytes, size_ - addr));
+      if (!any_nonzero(page(addr / kPageBytes) + addr % kPageBytes, n)) continue;
+      if (end != 0 && (end != addr || addr % kPageBytes == 0)) {
+        f(run, size_t(end - run));
+        end = 0;
+      }
+      if (end == 0) run = addr;
+      end = addr + n;
     }
-    if (open) f(base + run, n - run);
-  });
+  if (end != 0) f(run, size_t(end - run));
 }
 
 }  // namespace bitsim::hw

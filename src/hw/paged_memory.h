@@ -3,8 +3,9 @@
 // fast board's memory): one zero-filled mapping of the whole size (model::HugeMemory, in
 // 2 MB huge pages where the kernel allows), of which the host only backs what is touched;
 // its 1 MiB pages are marked when first written (an untouched page reads as zero and costs
-// no memory), accesses checked against the size (bitsim::Error naming the range), and a
-// write listener that hears every write.
+// no memory), and so are its 4 KiB blocks (for_each_nonzero_extent looks at those only),
+// accesses checked against the size (bitsim::Error naming the range), and a write listener
+// that hears every write.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -19,6 +20,7 @@ namespace bitsim::hw {
 class PagedMemory {
  public:
   static constexpr uint64_t kPageBytes = 1ull << 20;
+  static constexpr uint64_t kBlockBytes = 4096;  // the unit of for_each_nonzero_extent
   // A write of at least this many bytes advises huge pages where it lands (model/huge_memory.h).
   static constexpr size_t kDenseWriteBytes = size_t(64) << 10;
 
@@ -37,8 +39,10 @@ class PagedMemory {
   const uint8_t* page(uint64_t index) const {
     return written_[size_t(index)] ? memory_.data() + index * kPageBytes : nullptr;
   }
-  // Page `index`, allocated (zero-filled) if it was never written.
-  uint8_t* page_for_write(uint64_t index) const;
+  // The n bytes at addr, for the caller to write, if they lie in one page (allocated,
+  // zero-filled, if it was never written; their blocks are marked written), else nullptr.
+  // No listener hears it: the caller calls notify() when its write is whole.
+  uint8_t* span_for_write(uint64_t addr, size_t n);
   size_t allocated_pages() const;
   // Calls f(address, bytes) for every page that was ever written.
   template <class F>
@@ -46,16 +50,21 @@ class PagedMemory {
     for (size_t i = 0; i < written_.size(); ++i)
       if (written_[i]) f(uint64_t(i) * kPageBytes, size_t(std::min<uint64_t>(kPageBytes, size_ - uint64_t(i) * kPageBytes)));
   }
-  // Calls f(address, bytes) for every run of 4 KiB blocks holding a byte other than zero, in
-  // the pages ever written: what a copy of this memory into a zeroed one has to write.
+  // Calls f(address, bytes) for every run of 4 KiB blocks holding a byte other than zero
+  // (runs end at page boundaries), in address order: what a copy of this memory into a
+  // zeroed one has to write. Only blocks ever written are looked at (the others are zero),
+  // so its cost follows what was written, not the pages it touched.
   void for_each_nonzero_extent(const std::function<void(uint64_t, size_t)>& f) const;
 
  private:
   void check(uint64_t addr, size_t n, const char* what) const;
+  uint8_t* page_for_write(uint64_t index) const;
+  void mark_blocks(uint64_t addr, size_t n);
   uint64_t size_;
   std::string name_;
   mutable model::HugeMemory memory_;       // size_ bytes, zero until written
   mutable std::vector<uint8_t> written_;   // per page: ever written (span() marks the page it points into)
+  std::vector<uint64_t> blocks_;           // per 4 KiB block, a bit: ever written
   std::function<void(uint64_t, size_t)> listener_;
 };
 

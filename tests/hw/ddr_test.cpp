@@ -126,6 +126,30 @@ TEST(PagedMemory, NonzeroExtentsAreTheBlocksACopyMustWrite) {
   EXPECT_TRUE(x == y);
 }
 
+// Bytes written through span_for_write (the clocked DDR's beats) count as written as those
+// of write() do; a memory whose size is not a whole block ends its last extent at its end.
+TEST(PagedMemory, NonzeroExtentsSeeSpanWritesAndAShortLastBlock) {
+  PagedMemory mem(PagedMemory::kPageBytes + 5000);
+  const uint64_t page = PagedMemory::kPageBytes;
+  EXPECT_EQ(mem.span_for_write(page - 4, 8), nullptr);            // across a page: refused
+  EXPECT_EQ(mem.span_for_write(page + 4996, 8), nullptr);         // past the end: refused
+  uint8_t* beat = mem.span_for_write(8192, 8);
+  ASSERT_NE(beat, nullptr);
+  beat[7] = 5;
+  uint8_t* zero_beat = mem.span_for_write(3 * 4096, 8);           // written with zeros only
+  ASSERT_NE(zero_beat, nullptr);
+  zero_beat[0] = 0;
+  const uint8_t one = 1;
+  mem.write(page + 4999, &one, 1);                                // the last byte of the memory
+  std::vector<std::pair<uint64_t, size_t>> got;
+  mem.for_each_nonzero_extent([&](uint64_t a, size_t n) { got.emplace_back(a, n); });
+  const std::vector<std::pair<uint64_t, size_t>> want = {{8192, 4096}, {page + 4096, 904}};
+  EXPECT_EQ(got, want);
+  uint8_t b = 0;
+  mem.read(8199, &b, 1);
+  EXPECT_EQ(b, 5);
+}
+
 TEST(Ddr, BackdoorAllocatesLazily) {
   FreshSimContext ctx;
   Clock clock("clock", ClockConfig{});
