@@ -37,8 +37,8 @@
 #include "hw/attention_unit.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
-#include "hw/sim_start.h"
-#include "model/error.h"
+#include "hw/sc_kernel.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 // libsystemc requires the symbol; this binary never calls it.

@@ -19,7 +19,7 @@
 #include "golden/board_reference.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
-#include "sim/bench.h"
+#include "study/bench.h"
 #include "sim/board_config.h"
 
 // libsystemc requires the symbol; main() below is Google Benchmark's.

@@ -12,10 +12,10 @@
 
 #include "bitsim/version.h"
 
-#include "model/error.h"
-#include "model/file_io.h"
-#include "sim/campaign.h"
-#include "sim/provenance.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "study/campaign.h"
+#include "study/provenance.h"
 
 namespace bitsim::cli {
 

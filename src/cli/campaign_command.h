@@ -1,6 +1,6 @@
 #pragma once
 // `bitsim sweep --out DIR [--shard K/N] [--resume]`, `bitsim sweep --slurm-script FILE` and
-// `bitsim sweep merge DIR`: the campaign side of the sweep command (sim/campaign.h,
+// `bitsim sweep merge DIR`: the campaign side of the sweep command (study/campaign.h,
 // docs/campaigns.md). commands.cpp registers these options on its `sweep` subcommand.
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "sim/params.h"
-#include "sim/sweep.h"
+#include "study/sweep.h"
 
 namespace bitsim::cli {
 

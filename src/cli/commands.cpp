@@ -28,9 +28,9 @@
 
 #include "bitsim/version.h"
 #include "cli/options.h"
-#include "model/file_io.h"
-#include "model/stop_signal.h"
-#include "model/error.h"
+#include "base/file_io.h"
+#include "base/stop_signal.h"
+#include "base/error.h"
 #include "host/mmio_program.h"
 #include "model/model_loader.h"
 #include "model/kv_format.h"
@@ -39,13 +39,13 @@
 #include "model/synthetic.h"
 #include "golden/board_reference.h"
 #include "sim/board_config.h"
-#include "sim/board_figures.h"
+#include "study/board_figures.h"
 #include "sim/board_run.h"
-#include "sim/calibrate.h"
+#include "study/calibrate.h"
 #include "sim/simulation.h"
 #include "sim/replay.h"
-#include "sim/sweep.h"
-#include "sim/bench.h"
+#include "study/sweep.h"
+#include "study/bench.h"
 
 namespace bitsim::cli {
 
@@ -819,7 +819,7 @@ int main(int argc, char** argv) {
   const auto regressc = add_regress_command(app);
   CacheCommand cachec(app);
 
-  install_stop_handlers();  // SIGINT / SIGTERM stop the command cleanly (model/stop_signal.h)
+  install_stop_handlers();  // SIGINT / SIGTERM stop the command cleanly (base/stop_signal.h)
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,9 +7,9 @@
 #include <limits>
 
 #include "cli/options.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
-#include "sim/eval.h"
+#include "study/eval.h"
 
 namespace bitsim::cli {
 

@@ -1,6 +1,6 @@
 #pragma once
 // `bitsim eval`: perplexity of a text under the model's, the board's and the variants'
-// arithmetics (sim/eval.h). add_eval_command registers the subcommand; run() executes it
+// arithmetics (study/eval.h). add_eval_command registers the subcommand; run() executes it
 // when it was parsed.
 #include <memory>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Number options of the bitsim command: CLI11 validators that read the text with the one
-// strict parser (model/parse_number.h: decimal, the whole text, the range; no octal, no
+// strict parser (base/parse_number.h: decimal, the whole text, the range; no octal, no
 // wrap, no saturation, no nan) and hand CLI11 the canonical decimal, so that CLI11's own
 // conversion never sees a text it could read differently.
 #include <cstdint>
@@ -9,8 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "model/error.h"
-#include "model/parse_number.h"
+#include "base/error.h"
+#include "base/parse_number.h"
 
 namespace bitsim::cli {
 

@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "sim/board_config.h"
-#include "sim/regress.h"
+#include "study/regress.h"
 
 namespace bitsim::cli {
 

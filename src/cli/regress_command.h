@@ -1,5 +1,5 @@
 #pragma once
-// `bitsim regress`: the regression suite against its checked-in baselines (sim/regress.h,
+// `bitsim regress`: the regression suite against its checked-in baselines (study/regress.h,
 // docs/regress.md). add_regress_command registers the subcommand; run() executes it when it
 // was parsed.
 #include <memory>

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/kv_format.h"
-#include "model/stop_signal.h"
+#include "base/stop_signal.h"
 
 namespace bitsim::golden {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/huge_memory.h"
+#include "base/huge_memory.h"
 #include "model/ternary.h"
 
 namespace bitsim::golden {

@@ -8,8 +8,8 @@
 #include "hw/axi_dma.h"
 #include "hw/board.h"
 #include "hw/engine_regs.h"
-#include "model/error.h"
-#include "model/stop_signal.h"
+#include "base/error.h"
+#include "base/stop_signal.h"
 #include "model/attention_stream.h"
 #include "model/packed_image.h"
 

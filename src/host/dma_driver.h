@@ -18,7 +18,7 @@
 #include "host/memory_map.h"
 #include "host/platform.h"
 #include "hw/config_field.h"
-#include "model/error.h"
+#include "base/error.h"
 
 #include <fmt/format.h>
 
@@ -60,7 +60,7 @@ struct DriverConfig {
     const bool py = c.profile == "python";
     const std::string t = "driver." + std::string(py ? "python" : "c") + ".";
     // The python profile's figures come from BOARD.md; of the C driver's, `bitsim calibrate`
-    // fits the cost per call and per byte of cache maintenance (sim/calibrate.h).
+    // fits the cost per call and per byte of cache maintenance (study/calibrate.h).
     const Evidence fitted = py ? Evidence::kBoard : Evidence::kCalibrated;
     const Evidence chosen = py ? Evidence::kBoard : Evidence::kSimulated;
     v(c.reg_access_ns, FieldInfo{t + "reg_access_ns", 0, 1e6, "ns", chosen,

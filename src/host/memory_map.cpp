@@ -7,7 +7,7 @@
 
 #include "hw/axi_dma.h"
 #include "model/attention_stream.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {

@@ -12,8 +12,8 @@
 #include "hw/axi_dma.h"
 #include "hw/board.h"
 #include "hw/engine_regs.h"
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace bitsim::host {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "model/attention_stream.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "numerics/numerics.h"
 
 namespace bitsim::hw {

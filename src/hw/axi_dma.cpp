@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "hw/fingerprint.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::hw {
 

@@ -9,7 +9,7 @@
 
 #include "hw/attention_unit.h"
 #include "hw/engine_regs.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {

@@ -19,7 +19,7 @@
 #define BITSIM_FAST_X86 0
 #endif
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 #include "numerics/numerics.h"
 

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/huge_memory.h"
+#include "base/huge_memory.h"
 
 namespace bitsim::hw::fast {
 

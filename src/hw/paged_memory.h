@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/huge_memory.h"
+#include "base/huge_memory.h"
 
 namespace bitsim::hw {
 
@@ -21,7 +21,7 @@ class PagedMemory {
  public:
   static constexpr uint64_t kPageBytes = 1ull << 20;
   static constexpr uint64_t kBlockBytes = 4096;  // the unit of for_each_nonzero_extent
-  // A write of at least this many bytes advises huge pages where it lands (model/huge_memory.h).
+  // A write of at least this many bytes advises huge pages where it lands (base/huge_memory.h).
   static constexpr size_t kDenseWriteBytes = size_t(64) << 10;
 
   explicit PagedMemory(uint64_t size_bytes = 0, std::string name = "ddr");

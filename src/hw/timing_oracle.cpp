@@ -11,8 +11,8 @@
 #include "hw/engine_regs.h"
 #include "hw/sim_context.h"
 #include "hw/progress_watchdog.h"
-#include "hw/sim_start.h"
-#include "model/error.h"
+#include "hw/sc_kernel.h"
+#include "base/error.h"
 
 namespace bitsim::hw {
 

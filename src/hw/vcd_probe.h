@@ -14,12 +14,12 @@
 #include <systemc>
 
 #include "hw/board.h"
-#include "model/file_io.h"
+#include "base/file_io.h"
 
 namespace bitsim::hw {
 
 struct VcdConfig {
-  std::string path;          // the .vcd file, written through a temporary file (model/file_io.h)
+  std::string path;          // the .vcd file, written through a temporary file (base/file_io.h)
   uint64_t start = 0;        // first traced cycle
   uint64_t end = 20000;      // first cycle after the window
 };

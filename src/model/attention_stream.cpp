@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 

@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
-#include "model/stop_signal.h"
-#include "model/file_io.h"
-#include "model/parse_number.h"
+#include "base/error.h"
+#include "base/stop_signal.h"
+#include "base/file_io.h"
+#include "base/parse_number.h"
 #include "model/synthetic.h"
 
 namespace bitsim::model {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 namespace {

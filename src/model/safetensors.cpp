@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; bitsim reads it in place");
@@ -429,7 +429,7 @@ SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& path, std::vec
   }
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  // Written to a temporary file renamed into place by finish() (model/file_io.h).
+  // Written to a temporary file renamed into place by finish() (base/file_io.h).
   tmp_ = std::make_unique<io::OutputFile>(path, "safetensors file");
   out_.open(tmp_->temp_path(), std::ios::binary | std::ios::trunc);
   if (!out_) throw Error(fmt::format("{}: cannot create file: {}", file, std::strerror(errno)));

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/file_io.h"
+#include "base/file_io.h"
 
 namespace bitsim::model {
 

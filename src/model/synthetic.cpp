@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "model/safetensors.h"
 
 namespace bitsim::model {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "numerics/numerics.h"
 
 namespace bitsim::model {

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/buffer.h"
+#include "base/buffer.h"
 
 namespace bitsim::model {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <system_error>
 
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace bitsim::model {
 namespace {

@@ -78,7 +78,7 @@ ParamSet board_params() {
   const host::CpuModelConfig cpu;
   hw::BoardConfig::visit(board, add);
   visit_memory(memory, add);
-  // What is known about closing timing (BOARD.md), for the sweeps (sim/sweep.h).
+  // What is known about closing timing (BOARD.md), for the sweeps (study/sweep.h).
   s.push_back(fixed_real("timing.pass_mhz", 125.0, "MHz",
                          "highest PL clock known to close timing on the board (BOARD.md: 125 MHz passed)"));
   s.push_back(fixed_real("timing.fail_mhz", 142.86, "MHz",

@@ -14,9 +14,9 @@
 #include "host/memory_map.h"
 #include "host/token_loop.h"
 #include "hw/clock.h"
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/stop_signal.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/stop_signal.h"
 #include "model/tokenizer.h"
 #include "sim/board_config.h"
 #include "sim/sampler.h"
@@ -91,7 +91,7 @@ void check_request(const BoardRunRequest& req) {
     throw Error("timing-only: the engines skip the arithmetic, so the golden check must be off");
   if (!req.vcd_file.empty() && req.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", req.vcd_file));
-  // Outputs are refused now rather than after the run (model/file_io.h).
+  // Outputs are refused now rather than after the run (base/file_io.h).
   if (!req.vcd_file.empty()) io::check_output_file(req.vcd_file, "vcd file");
   if (!req.trace_file.empty()) io::check_output_file(req.trace_file, "trace file");
   if (!req.record_mmio_file.empty()) io::check_output_file(req.record_mmio_file, "mmio record file");

@@ -15,9 +15,9 @@
 
 #include <fmt/format.h>
 
-#include "model/content_hash.h"
-#include "model/stop_signal.h"
-#include "model/error.h"
+#include "base/content_hash.h"
+#include "base/stop_signal.h"
+#include "base/error.h"
 
 namespace bitsim::sim {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::sim {

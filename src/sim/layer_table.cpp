@@ -1,11 +1,10 @@
 #include "sim/layer_table.h"
 
-#include "model/file_io.h"
+#include "base/file_io.h"
 
 #include <fmt/format.h>
 
 #include "host/cpu_model.h"
-#include "sim/provenance.h"
 
 namespace bitsim::sim {
 

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/parse_number.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/parse_number.h"
 
 namespace bitsim::sim {
 

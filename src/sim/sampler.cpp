@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "numerics/numerics.h"
 
 namespace bitsim::sim {

@@ -7,9 +7,9 @@
 #include "host/ps.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
-#include "hw/sim_start.h"
+#include "hw/sc_kernel.h"
 #include "hw/vcd_probe.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::sim {
 

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "model/content_hash.h"
-#include "model/error.h"
+#include "base/content_hash.h"
+#include "base/error.h"
 #include "model/model_file.h"
 #include "model/synthetic.h"
 #include "sim/fast_matvec.h"

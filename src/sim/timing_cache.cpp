@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <type_traits>
 
-#include "model/content_hash.h"
-#include "model/error.h"
+#include "base/content_hash.h"
+#include "base/error.h"
 #include "sim/startup.h"
 
 namespace bitsim::sim {

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace bitsim::sim {
 
@@ -271,7 +271,7 @@ void TraceWriter::write(std::ostream& out) const {
 
 void TraceWriter::write_file(const std::filesystem::path& path) const {
   // Through a temporary file renamed into place: two runs writing the same trace leave one
-  // whole document, never a mix (model/file_io.h).
+  // whole document, never a mix (base/file_io.h).
   std::ostringstream text;
   write(text);
   io::write_file(path, text.str(), "trace file");

@@ -13,7 +13,7 @@
 
 #include <unistd.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::fuzz {
 

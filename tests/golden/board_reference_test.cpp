@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/kv_format.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"

@@ -19,9 +19,9 @@
 #include "hw/board.h"
 #include "hw/fast_board.h"
 #include "hw/sim_context.h"
-#include "hw/sim_start.h"
+#include "hw/sc_kernel.h"
 #include "model/attention_stream.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 #include "support/random_model.h"
 

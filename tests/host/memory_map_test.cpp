@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {

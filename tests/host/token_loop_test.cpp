@@ -13,7 +13,7 @@
 #include "golden/board_reference.h"
 #include "host/fast_platform.h"
 #include "hw/fast_board.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "numerics/numerics.h"
 #include "support/random_model.h"
 

@@ -19,7 +19,7 @@
 
 #include "hw/hp_port.h"
 #include "hw/sim_context.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::hw {
 namespace {

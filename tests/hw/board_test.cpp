@@ -32,8 +32,8 @@
 #include "hw/engine_regs.h"
 #include "hw/progress_watchdog.h"
 #include "hw/sim_context.h"
-#include "hw/sim_start.h"
-#include "model/error.h"
+#include "hw/sc_kernel.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 // The driver programs the board either directly (DmaDriver(Ps&, Board&, ...)) or through the

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hw/sim_context.h"
-#include "hw/sim_start.h"
+#include "hw/sc_kernel.h"
 
 namespace bitsim::hw {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "golden/board_reference.h"
 #include "hw/engine_regs.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "golden/board_reference.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/packed_image.h"
 #include "numerics/numerics.h"
 

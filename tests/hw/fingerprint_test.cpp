@@ -10,7 +10,7 @@
 #include "host/ps.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
-#include "hw/sim_start.h"
+#include "hw/sc_kernel.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {

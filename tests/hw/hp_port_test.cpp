@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hw/sim_context.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::hw {
 namespace {

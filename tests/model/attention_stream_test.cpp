@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 namespace {

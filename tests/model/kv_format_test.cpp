@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 namespace {

@@ -1,4 +1,4 @@
-// The ternary model image (model/model_file.h) and Buffer views (model/buffer.h): a model
+// The ternary model image (model/model_file.h) and Buffer views (base/buffer.h): a model
 // written as an image and read back in place equals the original array for array, and an
 // image of another shape or a damaged table is refused with an Error.
 #include "model/model_file.h"
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <memory>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/synthetic.h"
 
 using namespace bitsim::model;

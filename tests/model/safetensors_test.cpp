@@ -15,7 +15,7 @@
 
 #include <sys/stat.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 namespace {

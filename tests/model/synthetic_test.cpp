@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/safetensors.h"
 #include "model/tensor_source.h"
 

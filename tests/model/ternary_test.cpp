@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "numerics/numerics.h"
 #include <algorithm>
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 namespace {

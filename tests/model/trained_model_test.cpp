@@ -14,7 +14,7 @@
 #include "model/tokenizer.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
-#include "sim/eval.h"
+#include "study/eval.h"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 #include "host/cpu_model.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/sampler.h"
 
 namespace bitsim::sim {
@@ -164,7 +164,7 @@ TEST(BoardConfig, HostConfigsValidateWithTheKeyTableRanges) {
 
 TEST(BoardConfig, CalibratedMeansFittedByCalibrate) {
   // `bitsim calibrate` fits the DDR read latency, the C driver's cost per call and per byte
-  // of cache maintenance, and one factor on every cpu.* coefficient (sim/calibrate.h).
+  // of cache maintenance, and one factor on every cpu.* coefficient (study/calibrate.h).
   const ParamSet all = board_params();
   for (const auto& s : all.specs()) {
     const bool fitted = s.key == "ddr.read_latency_ns" || s.key == "driver.c.call_overhead_ns" ||

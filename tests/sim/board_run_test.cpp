@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
 
 namespace bitsim::sim {

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "model/error.h"
+#include "base/error.h"
 
 using namespace bitsim::sim;
 namespace fs = std::filesystem;

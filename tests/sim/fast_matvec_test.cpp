@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "support/random_model.h"

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::sim {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/model_loader.h"
 
 namespace bitsim::sim {

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "sim/board_config.h"

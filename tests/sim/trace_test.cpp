@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
 

@@ -1,4 +1,4 @@
-#include "model/file_io.h"
+#include "base/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::io {
 

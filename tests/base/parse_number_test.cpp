@@ -1,6 +1,6 @@
-// The one strict number parser (model/parse_number.h): decimal only, the whole text, the
+// The one strict number parser (base/parse_number.h): decimal only, the whole text, the
 // range; no octal, no wrap, no saturation, no nan.
-#include "model/parse_number.h"
+#include "base/parse_number.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/eval.h"
+#include "study/eval.h"
 
 #include <algorithm>
 #include <array>
@@ -16,8 +16,8 @@
 #include "golden/board_reference.h"
 #include "golden/float_reference.h"
 #include "hw/fast_kernels.h"
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
 #include "model/tokenizer.h"

@@ -1,4 +1,4 @@
-#include "sim/campaign.h"
+#include "study/campaign.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +18,8 @@
 
 #include "bitsim/version.h"
 #include "host/mmio_program.h"
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace bitsim::sim {
 

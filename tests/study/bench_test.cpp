@@ -4,7 +4,7 @@
 // process runner, and the premise of the speed-up figure (both fidelities simulate the same
 // time per token). The measured values are not checked against the goals: they depend on
 // the host.
-#include "sim/bench.h"
+#include "study/bench.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include <regex>
 #include <algorithm>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::sim {
 namespace {

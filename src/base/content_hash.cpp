@@ -1,4 +1,4 @@
-#include "model/content_hash.h"
+#include "base/content_hash.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // ContentHash: the same bytes give the same digest however they are split, and any change
 // of a byte, of the length or of the order changes it.
-#include "model/content_hash.h"
+#include "base/content_hash.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Campaigns: shards of a sweep into a directory, resume, merge with its completeness and
-// provenance checks (sim/campaign.h), through the library and through the bitsim command.
-#include "sim/campaign.h"
+// provenance checks (study/campaign.h), through the library and through the bitsim command.
+#include "study/campaign.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
 #include "support/run_bitsim.h"
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/params.h"
-#include "sim/provenance.h"
+#include "study/provenance.h"
 
 namespace bitsim::sim {
 
@@ -58,7 +58,7 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec);
 // What is known about closing timing at this point's clock and DMA length width (BOARD.md).
 std::string timing_closure(const ParamSet& point);
 
-// On SIGINT / SIGTERM (model/stop_signal.h) the workers are killed and reaped and the
+// On SIGINT / SIGTERM (base/stop_signal.h) the workers are killed and reaped and the
 // result returned with stopped_by set: the points done so far, marked partial.
 SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
                       const std::function<void(int done, int total)>& progress = {},

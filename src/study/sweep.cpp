@@ -1,4 +1,4 @@
-#include "sim/sweep.h"
+#include "study/sweep.h"
 
 #include "model/attention_stream.h"
 
@@ -16,11 +16,11 @@
 #include <fmt/format.h>
 
 #include "model/board_shape.h"
-#include "model/error.h"
-#include "model/stop_signal.h"
+#include "base/error.h"
+#include "base/stop_signal.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
-#include "sim/calibrate.h"
+#include "study/calibrate.h"
 
 namespace bitsim::sim {
 
@@ -84,7 +84,7 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   r.dma_calls = m.dma_calls;
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
-  // measure_window simulates the bitnet-large shape, timing-only (sim/calibrate.h).
+  // measure_window simulates the bitnet-large shape, timing-only (study/calibrate.h).
   r.prov = meter.finish(p, fidelity_name(Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
   return r;
 }

@@ -1,4 +1,4 @@
-#include "model/parse_number.h"
+#include "base/parse_number.h"
 
 #include <cctype>
 #include <cerrno>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim {
 

@@ -1,7 +1,7 @@
-#include "sim/bench.h"
+#include "study/bench.h"
 #include "sim/fast_matvec.h"
 
-#include "sim/board_figures.h"
+#include "study/board_figures.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -20,16 +20,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/stop_signal.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/stop_signal.h"
 #include "model/tokenizer.h"
 #include "sim/board_run.h"
 #include "sim/cache_store.h"
-#include "sim/calibrate.h"
+#include "study/calibrate.h"
 #include "sim/startup.h"
 #include "sim/simulation.h"
-#include "sim/sweep.h"
+#include "study/sweep.h"
 
 namespace bitsim::sim {
 

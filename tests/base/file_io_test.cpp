@@ -1,6 +1,6 @@
-// The file rules (model/file_io.h): inputs must be regular files, outputs are checked before
+// The file rules (base/file_io.h): inputs must be regular files, outputs are checked before
 // the work, written through a temporary file renamed into place, and write errors are errors.
-#include "model/file_io.h"
+#include "base/file_io.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <iterator>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::io {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/provenance.h"
+#include "study/provenance.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "bitsim/version.h"
 #include "host/mmio_program.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::sim {
 

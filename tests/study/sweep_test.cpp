@@ -1,11 +1,11 @@
 // Sweeps: grids over config keys, timing-only points, timing closure, CSV and worker
 // processes.
-#include "sim/sweep.h"
+#include "study/sweep.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
 
 namespace bitsim::sim {

@@ -1,4 +1,4 @@
-#include "model/stop_signal.h"
+#include "base/stop_signal.h"
 
 #include <csignal>
 

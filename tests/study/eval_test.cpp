@@ -1,6 +1,6 @@
 // bitsim eval: perplexity under the model's, the board's and the variants' arithmetics.
 #include "support/run_bitsim.h"
-#include "sim/eval.h"
+#include "study/eval.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 
 #include "golden/board_reference.h"
 #include "golden/float_reference.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
 

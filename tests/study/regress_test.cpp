@@ -1,6 +1,6 @@
 // bitsim regress: the suite file, the figures of a scenario, the comparison with a baseline,
 // the baseline file, JUnit XML, and the command against the checked-in baselines.
-#include "sim/regress.h"
+#include "study/regress.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <regex>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
 #include "support/run_bitsim.h"
 

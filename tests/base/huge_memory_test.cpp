@@ -1,5 +1,5 @@
-// HugeMemory (model/huge_memory.h): a zero-filled anonymous mapping for the big arrays.
-#include "model/huge_memory.h"
+// HugeMemory (base/huge_memory.h): a zero-filled anonymous mapping for the big arrays.
+#include "base/huge_memory.h"
 
 #include <gtest/gtest.h>
 

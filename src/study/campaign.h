@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/params.h"
-#include "sim/sweep.h"
+#include "study/sweep.h"
 
 namespace bitsim::sim {
 

@@ -1,8 +1,8 @@
-// start_simulation (hw/sim_start.h): sc_start for simulations with an SC_THREAD. It runs the
+// start_simulation (hw/sc_kernel.h): sc_start for simulations with an SC_THREAD. It runs the
 // kernel as sc_start does, and in an AddressSanitizer build it leaves ASan knowing the
 // caller's real stack after threads ran and returned: LeakSanitizer can then check the
 // process (before, its scan of the ended thread's freed stack was a fatal error).
-#include "hw/sim_start.h"
+#include "hw/sc_kernel.h"
 
 #include <gtest/gtest.h>
 
@@ -59,7 +59,7 @@ void quiet_kernel() {
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
 }
 
-TEST(SimStart, RunsTheThreadUntilItStopsTheKernel) {
+TEST(ScKernel, RunsTheThreadUntilItStopsTheKernel) {
   FreshSimContext context;
   quiet_kernel();
   Stepper s("s", 7, true);
@@ -68,7 +68,7 @@ TEST(SimStart, RunsTheThreadUntilItStopsTheKernel) {
   EXPECT_EQ(sc_core::sc_time_stamp(), sc_core::sc_time(7, sc_core::SC_NS));
 }
 
-TEST(SimStart, ADurationEndsTheRunAtThatTime) {
+TEST(ScKernel, ADurationEndsTheRunAtThatTime) {
   FreshSimContext context;
   quiet_kernel();
   Stepper s("s", 100, false);
@@ -103,7 +103,7 @@ bool asan_knows_this_stack() {
 }
 #endif
 
-TEST(SimStart, AfterThreadsRanAndReturnedAsanKnowsTheCallersStack) {
+TEST(ScKernel, AfterThreadsRanAndReturnedAsanKnowsTheCallersStack) {
 #if !defined(BITSIM_TEST_ASAN)
   GTEST_SKIP() << "an AddressSanitizer build checks this (tools/sanitize)";
 #else
@@ -120,7 +120,7 @@ TEST(SimStart, AfterThreadsRanAndReturnedAsanKnowsTheCallersStack) {
 #endif
 }
 
-TEST(SimStart, LeakSanitizerChecksTheProcessAfterThreadsRanAndReturned) {
+TEST(ScKernel, LeakSanitizerChecksTheProcessAfterThreadsRanAndReturned) {
 #if !defined(BITSIM_TEST_ASAN)
   GTEST_SKIP() << "an AddressSanitizer build checks this (tools/sanitize)";
 #else

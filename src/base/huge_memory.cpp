@@ -1,4 +1,4 @@
-#include "model/huge_memory.h"
+#include "base/huge_memory.h"
 
 #include <sys/mman.h>
 
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace bitsim::model {
 

@@ -1,6 +1,6 @@
 // The simulator against the real board: `bitsim validate` with the shipped calibrated
 // config puts every board figure of BOARD.md within 2%.
-#include "sim/calibrate.h"
+#include "study/calibrate.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-#include "sim/calibrate.h"
+#include "study/calibrate.h"
 
-#include "sim/board_figures.h"
+#include "study/board_figures.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 #include "host/memory_map.h"
 #include "host/platform.h"
 #include "model/board_shape.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
 

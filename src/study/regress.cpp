@@ -1,4 +1,4 @@
-#include "sim/regress.h"
+#include "study/regress.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -12,11 +12,11 @@
 #include <toml++/toml.h>
 
 #include "host/mmio_program.h"
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "sim/board_run.h"
-#include "sim/calibrate.h"
-#include "sim/sweep.h"
+#include "study/calibrate.h"
+#include "study/sweep.h"
 
 namespace bitsim::sim {
 

@@ -1,4 +1,4 @@
-#include "hw/sim_start.h"
+#include "hw/sc_kernel.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BITSIM_ASAN 1
