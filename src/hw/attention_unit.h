@@ -30,6 +30,7 @@
 
 #include "hw/clock.h"
 #include "hw/engine_lane.h"
+#include "hw/fast_engine.h"
 #include "model/attention_stream.h"
 #include "model/kv_format.h"
 
@@ -138,6 +139,22 @@ class AttentionDatapath final : public LaneDatapath {
   model::KvInt4Bank bank_;
   std::array<uint8_t, 64> row_{};
   std::array<int64_t, model::kHeadDim> acc64_{};
+};
+
+// The attention unit in fast fidelity (hw/fast_engine.h): the chain's buffers as one stream,
+// walked head by head with model::next_head; each head's scores, weights and weighted sum by
+// the fast kernels of the unit's variant. A header for another variant is the clocked
+// unit's error (the batch runs on the clocked board). Key: "h{T},{flags},{outliers};" per head.
+class AttentionFastEngine final : public FastEngine {
+ public:
+  explicit AttentionFastEngine(const AttentionUnitConfig& config) : config_(config) {}
+  bool compute(FastEngineContext& ctx, const std::vector<FastBuffer>& stream, std::string& key,
+               std::vector<uint8_t>& results) const override;
+
+ private:
+  // One head at s (its layout h) into the result bytes at `out` (kAttentionResultBytes).
+  bool head(const uint8_t* s, const model::HeadLayout& h, uint8_t* out, bool timing_only) const;
+  AttentionUnitConfig config_;
 };
 
 // The attention unit: the engine lanes with an AttentionDatapath per lane.

@@ -14,7 +14,6 @@ using namespace dma_reg;
 
 namespace {
 constexpr uint64_t kBeatBytes = 8;
-constexpr uint64_t kBoundary = 4096;
 }  // namespace
 
 AxiDma::AxiDma(sc_core::sc_module_name name, Clock& clock, const AxiDmaConfig& config)
@@ -112,7 +111,7 @@ void AxiDma::request_issued(Channel& c, uint32_t beats) {
 }
 
 uint32_t AxiDma::request_beats(uint64_t addr, uint32_t left) const {
-  const uint64_t to_boundary = (kBoundary - addr % kBoundary) / kBeatBytes;
+  const uint64_t to_boundary = (kAxiBoundaryBytes - axi_boundary_offset(addr)) / kBeatBytes;
   return uint32_t(std::min<uint64_t>({uint64_t(config_.max_burst_beats), uint64_t(left), to_boundary}));
 }
 

@@ -13,6 +13,13 @@
 
 namespace bitsim::hw {
 
+// AXI: a burst never crosses a 4 KB boundary (the DMA's DataMover and the HP port split their
+// bursts there). Of a buffer's address, a transfer's timing on the wall depends only on its
+// offset within that boundary: the fast fidelity's batch key holds this offset and, from the
+// memory model, whatever else of the address that model's timing depends on (hw/memory.h).
+constexpr uint64_t kAxiBoundaryBytes = 4096;
+constexpr uint64_t axi_boundary_offset(uint64_t addr) { return addr % kAxiBoundaryBytes; }
+
 struct MemRequest {
   uint64_t addr = 0;
   uint32_t bytes = 0;  // multiple of 8

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "hw/fingerprint.h"
+#include "base/error.h"
 
 namespace bitsim::hw {
 
@@ -23,21 +24,17 @@ Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
   ac.reg_base = board_map::kAttentionRegs;
   attention_ = std::make_unique<AttentionUnit>("attention", *clock_, ac);
 
+  EngineLanes* engines[board_map::kEngineCount] = {matmul_.get(), attention_.get()};
   for (int i = 0; i < 2 * kLanes; ++i) {
     AxiDmaConfig dc = config_.dma;
     dc.base_address = board_map::kDmaBase[i];
-    const bool is_matmul = i < kLanes;
-    dc.has_sg = is_matmul ? config_.matmul_dma_sg : config_.attention_dma_sg;
+    const int e = board_map::engine_of_dma(i);
+    dc.has_sg = e == 0 ? config_.matmul_dma_sg : config_.attention_dma_sg;
     dma_[i] = std::make_unique<AxiDma>(board_map::kDmaName[i], *clock_, dc);
     AxiDma& d = *dma_[i];
-    const int lane = i % kLanes;  // mm0/at0 -> lane 0 on HP0; mm1/at1 -> lane 1 on HP2
-    if (is_matmul) {
-      d.mm2s_out = &matmul_->in(lane);
-      d.s2mm_in = &matmul_->out(lane);
-    } else {
-      d.mm2s_out = &attention_->in(lane);
-      d.s2mm_in = &attention_->out(lane);
-    }
+    const int lane = board_map::kEngines[e].dma[1] == i ? 1 : 0;  // mm0/at0 -> lane 0 on HP0; mm1/at1 -> lane 1 on HP2
+    d.mm2s_out = &engines[e]->in(lane);
+    d.s2mm_in = &engines[e]->out(lane);
     HpPort& port = *hp_[config_.hp_ports == 1 ? 0 : lane];  // board.hp_ports = 1: all on HP0
     port.attach(d.m_axi_mm2s);
     port.attach(d.m_axi_s2mm);
@@ -85,6 +82,15 @@ std::vector<std::pair<std::string, uint64_t>> Board::state_fingerprints(uint64_t
   out.emplace_back("matmul", matmul_->state_fingerprint());
   out.emplace_back("attention", attention_->state_fingerprint());
   return out;
+}
+
+// The fast face of each engine of board_map::kEngines.
+std::unique_ptr<FastEngine> make_fast_engine(int engine, const BoardConfig& config) {
+  switch (engine) {
+    case 0: return std::make_unique<MatmulFastEngine>(config.matmul);
+    case 1: return std::make_unique<AttentionFastEngine>(config.attention);
+    default: throw Error(fmt::format("make_fast_engine: engine {} is not in the board's map", engine));
+  }
 }
 
 }  // namespace bitsim::hw

@@ -34,6 +34,23 @@ constexpr const char* kDmaName[4] = {"mm0", "mm1", "at0", "at1"};
 constexpr uint64_t kMatmulRegs = 0x43C0'0000;
 constexpr uint64_t kAttentionRegs = 0x43C1'0000;
 constexpr uint64_t kWindow = 0x1'0000;  // 64 KB per peripheral
+
+// The board's engines (its circuits), by engine index: the register window and the DMAs that
+// feed lane 0 and lane 1. Board wires the clocked engines and FastBoard its fast engines
+// (make_fast_engine) from this table; a new circuit is one more row.
+struct EngineSlot {
+  const char* name;
+  uint64_t regs;  // register window (two lanes of engine_reg::kLaneStride)
+  int dma[2];     // the DMA of lane 0 and of lane 1 (MM2S feeds the engine, S2MM takes its results)
+};
+constexpr int kEngineCount = 2;
+constexpr EngineSlot kEngines[kEngineCount] = {{"matmul", kMatmulRegs, {0, 1}}, {"attention", kAttentionRegs, {2, 3}}};
+// The engine DMA d feeds, or -1.
+constexpr int engine_of_dma(int d) {
+  for (int e = 0; e < kEngineCount; ++e)
+    if (kEngines[e].dma[0] == d || kEngines[e].dma[1] == d) return e;
+  return -1;
+}
 }  // namespace board_map
 
 enum class DmaId { Mm0 = 0, Mm1 = 1, At0 = 2, At1 = 3 };

@@ -21,7 +21,6 @@ namespace R = dma_reg;
 // ---- FastBoard ---------------------------------------------------------------------------
 
 namespace {
-uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 uint32_t rd32(const FastMemory& m, uint64_t a) {
   uint32_t v;
   m.read(a, &v, 4);
@@ -47,6 +46,7 @@ FastBoard::FastBoard(const BoardConfig& config, FastBoardOptions options)
       workers_(std::max(1, options.threads)) {
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) ch_[d][c].regs = DmaChannelRegisters(c == 1, dma_has_sg(d));
+  for (int e = 0; e < board_map::kEngineCount; ++e) fast_engines_[e] = make_fast_engine(e, config_);
   // Decoded weights are keyed by their DDR address: any write into them drops the entry.
   memory_.set_write_listener([this](uint64_t a, size_t n) {
     // Entries are disjoint and sorted by address: walk back from the first one past the
@@ -71,11 +71,11 @@ int dma_of(uint64_t addr) {
   return -1;
 }
 int engine_of(uint64_t addr) {
-  if (addr >= board_map::kMatmulRegs && addr < board_map::kMatmulRegs + 2 * engine_reg::kLaneStride) return 0;
-  if (addr >= board_map::kAttentionRegs && addr < board_map::kAttentionRegs + 2 * engine_reg::kLaneStride) return 1;
+  for (int e = 0; e < board_map::kEngineCount; ++e)
+    if (addr >= board_map::kEngines[e].regs && addr < board_map::kEngines[e].regs + 2 * engine_reg::kLaneStride) return e;
   return -1;
 }
-uint64_t engine_base(int e) { return e ? board_map::kAttentionRegs : board_map::kMatmulRegs; }
+uint64_t engine_base(int e) { return board_map::kEngines[e].regs; }
 }  // namespace
 
 bool FastBoard::batch_in_flight() const {
@@ -305,10 +305,11 @@ const fast::DecodedRows* FastBoard::decoded(uint64_t addr, int rows, int n) {
   return slot.rows_.get();
 }
 
-// The engines' functional pass over the batch: parses every MM2S stream, computes the
-// results into outputs_ (unless timing-only) and appends the stream shapes to the key.
-// Returns false for anything the fast path does not model exactly (a malformed stream, a
-// missing partner channel): the batch then runs on the clocked board.
+// The engines' functional pass over the batch: each started MM2S stream goes to the engine
+// the board's map assigns its DMA (board_map::kEngines), which appends the stream's shape to
+// the key and computes the results (unless timing-only) into outputs_, at the partner S2MM's
+// buffers. Returns false for anything the fast path does not model exactly (a malformed
+// stream, a missing partner channel): the batch then runs on the clocked board.
 bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
                         const std::vector<std::pair<int, int>>& started, std::string& key) {
   outputs_.clear();
@@ -317,6 +318,8 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
       if (started[i].first == d && started[i].second == c) return int(i);
     return -1;
   };
+  FastEngineContext ctx{memory_, workers_, options_.timing_only,
+                        [this](uint64_t addr, int rows, int n) { return decoded(addr, rows, n); }};
   for (size_t si = 0; si < started.size(); ++si) {
     const int d = started[si].first;
     if (started[si].second != 0) {
@@ -325,132 +328,28 @@ bool FastBoard::compute(const std::vector<std::vector<Segment>>& segs,
     }
     const int s2 = index_of(d, 1);
     if (s2 < 0) return false;
-    const bool matmul = d < 2;
-    const auto& in = segs[si];
+    std::vector<FastBuffer> in;
+    for (const Segment& g : segs[si]) in.push_back(FastBuffer{g.addr, g.bytes});
     std::vector<uint8_t> results;
-    if (matmul && config_.matmul.per_call()) {
-      // The per-call format: x of L, then whole fixed rows of L (docs/variants-host.md).
-      if (in.size() != 1) return false;
-      const int L = config_.matmul.per_call_row_trits;
-      const int rows = model::per_call_rows(in[0].bytes, L);
-      if (rows < 1) return false;
-      key += fmt::format("p{},{};", rows, L);
-      results.resize(pad8(uint64_t(rows) * 4), 0);
-      if (!options_.timing_only) {
-        const fast::DecodedRows* w = decoded(in[0].addr + model::packed_x_bytes(L), rows, L);
-        if (!w) return false;  // an invalid trit byte
-        std::vector<int8_t> x(static_cast<size_t>(L));
-        memory_.read(in[0].addr, x.data(), size_t(L));
-        w->matvec(x.data(), reinterpret_cast<int32_t*>(results.data()), workers_);
-      }
-    } else if (matmul) {
-      if (in.size() != 1) return false;
-      uint64_t pos = in[0].addr;
-      const uint64_t end = pos + in[0].bytes;
-      bool last = false;
-      std::vector<int8_t> x;
-      while (!last) {
-        if (pos + 16 > end) return false;
-        uint8_t hdr[16];
-        memory_.read(pos, hdr, 16);
-        model::GroupHeader h;
-        if (model::parse_group_header(hdr, &h) != model::StreamError::None) return false;
-        const uint64_t rows_at = pos + 16 + pad8(h.n);
-        const uint64_t total = 16 + pad8(h.n) + uint64_t(h.rows) * model::packed_row_bytes(int(h.n));
-        if (pos + total > end) return false;
-        key += fmt::format("g{},{},{};", h.rows, h.n, int(h.last));
-        const size_t res_bytes = pad8(uint64_t(h.rows) * 4);
-        const size_t at = results.size();
-        results.resize(at + res_bytes, 0);
-        if (!options_.timing_only) {
-          const fast::DecodedRows* w = decoded(rows_at, int(h.rows), int(h.n));
-          if (!w) return false;  // an invalid trit byte
-          x.resize(h.n);
-          memory_.read(pos + 16, x.data(), h.n);
-          w->matvec(x.data(), reinterpret_cast<int32_t*>(results.data() + at), workers_);
-        }
-        last = h.last;
-        pos += total;
-      }
-      if (pos != end) return false;
-    } else {
-      const bool online_unit = config_.attention.kind() == model::AttentionVariant::OnlineSoftmax;
-      const bool int4_unit = online_unit && config_.attention.int4();
-      // Concatenate the chain's buffers into the stream the unit sees.
-      std::vector<uint8_t> s;
-      size_t total = 0;
-      for (const auto& g : in) total += g.bytes;
-      s.resize(total);
-      size_t o = 0;
-      for (const auto& g : in) {
-        memory_.read(g.addr, s.data() + o, g.bytes);
-        o += g.bytes;
-      }
-      size_t p = 0;
-      bool last = false;
-      while (!last) {
-        if (p + model::kHeaderBytes > s.size()) return false;
-        uint64_t b0, b1;
-        std::memcpy(&b0, s.data() + p, 8);
-        std::memcpy(&b1, s.data() + p + 8, 8);
-        model::AttentionHeadHeader h;
-        if (model::parse_attention_header(b0, b1, &h) != model::AttentionError::None) return false;
-        // A header for the other variant: the clocked unit's error.
-        if (h.online != online_unit || (h.online && h.legacy) || h.int4 != int4_unit) return false;
-        const size_t head = model::attention_head_bytes(h);
-        if (p + head > s.size()) return false;
-        key += fmt::format("h{},{},{};", h.T,
-                           (h.last ? model::kAttentionFlagLast : 0u) | (h.legacy ? model::kAttentionFlagLegacy : 0u) |
-                               (h.online ? model::kAttentionFlagOnline : 0u) | (h.int4 ? model::kAttentionFlagInt4 : 0u),
-                           h.outliers);
-        // INT4: the bank's outlier list must be channels (else the clocked unit's error).
-        model::KvInt4Bank bank;
-        if (h.int4) {
-          try {
-            bank = model::read_kv_bank(s.data() + p + model::kAttentionHeaderQBytes, int(h.outliers));
-          } catch (const Error&) {
-            return false;
-          }
-        }
-        const size_t at = results.size();
-        results.resize(at + model::kAttentionResultBytes, 0);
-        if (!options_.timing_only) {
-          const int8_t* q = reinterpret_cast<const int8_t*>(s.data() + p + model::kHeaderBytes);
-          const int8_t* K = q + model::kHeadDim;
-          uint32_t sum = 0;
-          int32_t* acc = reinterpret_cast<int32_t*>(results.data() + at);
-          if (h.int4) {  // the bank, then the INT4 rows interleaved
-            const size_t bank_bytes = model::kv_storage(model::KvFormat::Int4, int(h.outliers)).bank;
-            fast::attention_head_int4(q, bank, s.data() + p + model::kAttentionHeaderQBytes + bank_bytes, int(h.T),
-                                      h.m, int(h.shift), acc, &sum);
-          } else if (h.online) {  // rows interleaved: K_t V_t
-            fast::attention_head_online(q, K, K + model::kHeadDim, int(h.T), 2 * size_t(model::kHeadDim), h.m,
-                                        int(h.shift), acc, &sum);
-          } else {
-            const int8_t* V = K + size_t(h.T) * model::kHeadDim;
-            fast::attention_head(q, K, V, int(h.T), h.m, int(h.shift), h.legacy, acc, &sum);
-          }
-          std::memcpy(results.data() + at + model::kAttentionSumWord * 4, &sum, 4);
-        }
-        last = h.last;
-        p += head;
-      }
-      if (p != s.size()) return false;
-    }
-    // Where the S2MM puts them: its buffers, in order.
-    const auto& out = segs[size_t(s2)];
-    size_t cap = 0;
-    for (const auto& g : out) cap += g.bytes;
-    if (cap < results.size()) return false;
-    if (!options_.timing_only) {
-      size_t o = 0;
-      for (const auto& g : out) {
-        if (o >= results.size()) break;
-        const size_t k = std::min<size_t>(g.bytes, results.size() - o);
-        outputs_.emplace_back(g.addr, std::vector<uint8_t>(results.begin() + long(o), results.begin() + long(o + k)));
-        o += k;
-      }
-    }
+    if (!fast_engines_[board_map::engine_of_dma(d)]->compute(ctx, in, key, results)) return false;
+    if (!place_results(segs[size_t(s2)], results)) return false;
+  }
+  return true;
+}
+
+// The results of one stream, where its S2MM puts them: its buffers, in order. False when
+// they do not hold them all.
+bool FastBoard::place_results(const std::vector<Segment>& out, const std::vector<uint8_t>& results) {
+  size_t cap = 0;
+  for (const auto& g : out) cap += g.bytes;
+  if (cap < results.size()) return false;
+  if (options_.timing_only) return true;
+  size_t o = 0;
+  for (const auto& g : out) {
+    if (o >= results.size()) break;
+    const size_t k = std::min<size_t>(g.bytes, results.size() - o);
+    outputs_.emplace_back(g.addr, std::vector<uint8_t>(results.begin() + long(o), results.begin() + long(o + k)));
+    o += k;
   }
   return true;
 }
@@ -466,7 +365,7 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
     // A buffer address matters by its page offset; a descriptor address not at all (the
     // chain's shape below holds what matters); other values as they are.
     const uint32_t off = uint32_t(w.addr & 0xFF) % R::kS2mmOffset;
-    const uint32_t value = off == R::kMm2sSa                                   ? w.value & 0xFFF
+    const uint32_t value = off == R::kMm2sSa                                   ? uint32_t(axi_boundary_offset(w.value))
                            : off == R::kMm2sCurdesc || off == R::kMm2sTaildesc ? 0
                                                                                : w.value;
     key += fmt::format("w{:x},{},{},{:x};", w.addr & 0xFFFFF, int64_t(before) - int64_t(batch_first_),
@@ -485,7 +384,7 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
       key += fmt::format("{}{},", int(s.kind), s.kind == Symbol::kLiteral ? 0 : s.value);
     }
     for (const auto& g : ch.chain) {
-      key += fmt::format("{:x},{:x}", g.addr & 4095, g.bytes);
+      key += fmt::format("{:x},{:x}", axi_boundary_offset(g.addr), g.bytes);
       if (g.desc) {
         uint32_t w[16];
         memory_.read(g.desc, w, sizeof w);

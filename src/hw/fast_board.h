@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "hw/board.h"
+#include "hw/fast_engine.h"
 #include "hw/fast_kernels.h"
 #include "hw/paged_memory.h"
 #include "hw/timing_oracle.h"
@@ -76,7 +77,9 @@ class FastBoard {
   // DDR contents without timing (loading images, tests).
   FastMemory& memory() { return memory_; }
   uint64_t bytes_read() const { return bytes_read_; }
-  bool dma_has_sg(int id) const { return id >= 2 ? config_.attention_dma_sg : config_.matmul_dma_sg; }
+  bool dma_has_sg(int id) const {
+    return board_map::engine_of_dma(id) == 0 ? config_.matmul_dma_sg : config_.attention_dma_sg;
+  }
   const FastBoardStats& stats() const { return stats_; }
   uint64_t period_ps() const { return period_; }
   // Transfers that completed (became visible) since the last call, in order.
@@ -177,6 +180,7 @@ class FastBoard {
   std::vector<Segment> chain(const DmaChannelRegisters& r) const;
   bool compute(const std::vector<std::vector<Segment>>& segs,
                const std::vector<std::pair<int, int>>& started, std::string& key);
+  bool place_results(const std::vector<Segment>& out, const std::vector<uint8_t>& results);
   OracleBatch oracle_batch(const std::vector<std::vector<Segment>>* segs,
                            const std::vector<std::pair<int, int>>& started) const;
   Cached run_oracle(const std::vector<std::vector<Segment>>& segs, const std::vector<std::pair<int, int>>& started,
@@ -222,6 +226,7 @@ class FastBoard {
   };
   std::map<uint64_t, Decoded> decoded_;  // by rows address
   fast::Workers workers_;
+  std::unique_ptr<FastEngine> fast_engines_[board_map::kEngineCount];  // by engine index (board_map::kEngines)
   FastBoardStats stats_;
   // Outputs the functional pass computed, written when the batch is accepted.
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> outputs_;

@@ -13,7 +13,6 @@ namespace bitsim::hw {
 
 namespace {
 constexpr uint64_t kBeatBytes = 8;
-constexpr uint64_t kBoundary = 4096;  // AXI: a burst never crosses a 4 KB boundary
 constexpr size_t kMaxMasters = 64;    // one bit each in the request masks
 }  // namespace
 
@@ -62,7 +61,7 @@ size_t HpPort::first_master(uint64_t candidates, size_t start) const {
 }
 
 uint32_t HpPort::burst_beats(uint64_t addr, uint32_t left) const {
-  const uint64_t to_boundary = (kBoundary - addr % kBoundary) / kBeatBytes;
+  const uint64_t to_boundary = (kAxiBoundaryBytes - axi_boundary_offset(addr)) / kBeatBytes;
   return uint32_t(std::min<uint64_t>({uint64_t(config_.max_burst_beats), uint64_t(left), to_boundary}));
 }
 

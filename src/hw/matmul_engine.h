@@ -27,6 +27,7 @@
 
 #include "hw/clock.h"
 #include "hw/engine_lane.h"
+#include "hw/fast_engine.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {
@@ -116,6 +117,21 @@ class MatmulDatapath final : public LaneDatapath {
   // Packed byte -> its 5 trits (-1, 0, 1) and 3 zeros, from model/packed_image's decode
   // table; bytes >= 243 are rejected before their (zero) entries could count.
   alignas(16) int16_t trits_[256][8];
+};
+
+// The matmul engine in fast fidelity (hw/fast_engine.h): the group stream (or the per-call
+// format) walked with model::next_group, each group's rows times x by the fast kernels.
+// Key: "g{rows},{n},{last};" per group, or "p{rows},{L};" for a per-call transfer.
+class MatmulFastEngine final : public FastEngine {
+ public:
+  explicit MatmulFastEngine(const MatmulEngineConfig& config) : config_(config) {}
+  bool compute(FastEngineContext& ctx, const std::vector<FastBuffer>& stream, std::string& key,
+               std::vector<uint8_t>& results) const override;
+
+ private:
+  bool per_call(FastEngineContext& ctx, const FastBuffer& in, std::string& key, std::vector<uint8_t>& results) const;
+  bool groups(FastEngineContext& ctx, const FastBuffer& in, std::string& key, std::vector<uint8_t>& results) const;
+  MatmulEngineConfig config_;
 };
 
 // The matmul engine: the engine lanes with a MatmulDatapath per lane.

@@ -23,7 +23,7 @@ void ProgressWatchdog::check(uint64_t cycle) {
     for (int c = 0; c < 2; ++c)
       if (board_.dma(DmaId(d)).active(DmaChannel(c))) {
         busy.push_back(fmt::format("{} {}", board_map::kDmaName[d], c ? "S2MM" : "MM2S"));
-        (d < 2 ? matmul : attention) = true;
+        (board_map::engine_of_dma(d) == 0 ? matmul : attention) = true;
         (c ? s2mm : mm2s) = true;
       }
   const uint64_t p = progress();

@@ -87,4 +87,15 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   return AttentionError::None;
 }
 
+AttentionError next_head(const uint8_t* in16, uint64_t left, HeadLayout* h) {
+  if (left < uint64_t(kHeaderBytes)) return AttentionError::Truncated;
+  uint64_t b0, b1;
+  std::memcpy(&b0, in16, 8);
+  std::memcpy(&b1, in16 + 8, 8);
+  const AttentionError e = parse_attention_header(b0, b1, &h->header);
+  if (e != AttentionError::None) return e;
+  h->bytes = attention_head_bytes(h->header);
+  return h->bytes > left ? AttentionError::Truncated : AttentionError::None;
+}
+
 }  // namespace bitsim::model

@@ -113,4 +113,16 @@ const char* attention_error_name(AttentionError e);
 AttentionError check_attention_beat0(uint64_t beat0);
 AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionHeadHeader* h);
 
+// One head of an attention stream as the unit walks it: the header, then the head's
+// attention_head_bytes(header) bytes in all. The one walker of the attention stream: the fast
+// fidelity's attention engine and fuzz_attention_stream use it.
+struct HeadLayout {
+  AttentionHeadHeader header;
+  uint64_t bytes = 0;  // the whole head: header, q and rows (and the INT4 bank)
+};
+// Parses the header of the head that starts `left` bytes before the end of its stream (in16:
+// its first 16 bytes, not read when left < 16). Truncated when the header or the head does not
+// fit in `left`; the header's own errors as parse_attention_header gives them.
+AttentionError next_head(const uint8_t* in16, uint64_t left, HeadLayout* h);
+
 }  // namespace bitsim::model

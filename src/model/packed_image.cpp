@@ -353,6 +353,16 @@ int per_call_rows(uint64_t bytes, int L) {
   return int((bytes - xb) / rb);
 }
 
+StreamError next_group(const uint8_t* in16, uint64_t left, GroupLayout* g) {
+  if (left < 16) return StreamError::Truncated;
+  const StreamError e = parse_group_header(in16, &g->header);
+  if (e != StreamError::None) return e;
+  g->x_offset = 16;
+  g->rows_offset = 16 + packed_x_bytes(int(g->header.n));
+  g->bytes = g->rows_offset + uint64_t(g->header.rows) * packed_row_bytes(int(g->header.n));
+  return g->bytes > left ? StreamError::Truncated : StreamError::None;
+}
+
 std::string DecodeResult::message() const {
   if (error == StreamError::None) return "ok";
   std::string where = fmt::format("group {}", group);

@@ -85,6 +85,20 @@ const char* stream_error_name(StreamError e);
 // n, R. *h is filled whenever the magic and version are right.
 StreamError parse_group_header(const uint8_t* in16, GroupHeader* h);
 
+// One group of a matmul stream as the engine walks it: the header at the group's first byte,
+// x at +16, the packed rows after x's padding, the next group at +bytes. The one walker of
+// the group stream: the fast fidelity's matmul engine and fuzz_matmul_stream use it.
+struct GroupLayout {
+  GroupHeader header;
+  uint64_t x_offset = 0;     // from the group's first byte
+  uint64_t rows_offset = 0;  // from the group's first byte
+  uint64_t bytes = 0;        // the whole group: header, x and rows
+};
+// Parses the header of the group that starts `left` bytes before the end of its stream (in16:
+// its first 16 bytes, not read when left < 16). Truncated when the header or the group does
+// not fit in `left`; the header's own errors as parse_group_header gives them.
+StreamError next_group(const uint8_t* in16, uint64_t left, GroupLayout* g);
+
 // The packed weight image of rows [row_begin, row_end) of m: the packed rows concatenated,
 // each packed_row_bytes(m.cols) bytes (no header, no x). Throws bitsim::Error on a bad
 // range or a matrix wider than 4096.

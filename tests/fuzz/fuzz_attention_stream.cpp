@@ -3,7 +3,9 @@
 // holds the head (q, then T rows of K and of V), the fast fidelity's kernel
 // (hw::fast::attention_head, every kernel this CPU runs) must equal the golden reference
 // (golden::attention_head), and the header must re-encode to the same bytes. T's range is
-// the unit's: 1..512, or 1..2048 with the INT4 flag (model::attention_max_t).
+// the unit's: 1..512, or 1..2048 with the INT4 flag (model::attention_max_t). The head walker
+// the fast fidelity's attention engine runs (model::next_head) must agree with the header
+// parse and with attention_head_bytes.
 #include <cstring>
 #include <vector>
 
@@ -24,6 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     m::AttentionHeadHeader h;
     const m::AttentionError e = m::parse_attention_header(beat0, beat1, &h);
     (void)m::attention_error_name(e);
+    m::HeadLayout lay;
+    const m::AttentionError we = m::next_head(data, size, &lay);
+    if (e != m::AttentionError::None ? we != e
+                                     : (lay.bytes != m::attention_head_bytes(h) ||
+                                        we != (lay.bytes > size ? m::AttentionError::Truncated : m::AttentionError::None)))
+      bitsim::fuzz::fail("next_head disagrees with parse_attention_header");
     if (e0 != m::AttentionError::None && e != e0) bitsim::fuzz::fail("beat 0 check and header parse disagree");
     if (e != m::AttentionError::None) return;
     if (h.T < 1 || h.T > uint32_t(m::attention_max_t(h.int4)) || h.m > m::kAttentionMaxM || h.shift > 63)

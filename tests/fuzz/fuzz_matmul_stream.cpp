@@ -2,7 +2,9 @@
 // header and the packed image). Arbitrary bytes through decode_stream. A stream that
 // decodes must be rebuilt byte for byte by build_stream (the format is canonical), and the
 // fast fidelity's kernel on its packed rows (hw::fast::matvec_packed, every kernel this CPU
-// runs) must equal the golden reference (golden::ternary_matvec) on the decoded trits.
+// runs) must equal the golden reference (golden::ternary_matvec) on the decoded trits. The
+// group walker the fast fidelity's matmul engine runs (model::next_group) must find the same
+// groups, at the same offsets, as decode_stream.
 #include <cstring>
 #include <vector>
 
@@ -34,8 +36,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       mats[g].scale = 1;
       mats[g].trits = dg.trits;
       specs.push_back({dg.x.data(), dg.n, &mats[g], 0, dg.rows});
+      m::GroupLayout lay;
+      if (m::next_group(data + offset, size - offset, &lay) != m::StreamError::None || lay.header.n != uint32_t(dg.n) ||
+          lay.header.rows != uint32_t(dg.rows) || lay.header.last != dg.last)
+        bitsim::fuzz::fail("next_group disagrees with decode_stream on a group that decoded ok");
       // The fast kernels on the packed rows as they sit in the stream.
-      const uint8_t* rows = data + offset + 16 + m::packed_x_bytes(dg.n);
+      const uint8_t* rows = data + offset + lay.rows_offset;
       std::vector<int32_t> want(size_t(dg.rows)), got(size_t(dg.rows));
       bitsim::golden::ternary_matvec(mats[g], 0, dg.rows, dg.x.data(), want.data());
       for (fast::Kernel k : {fast::Kernel::Portable, fast::Kernel::Avx2, fast::Kernel::Avx512}) {
@@ -44,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fast::matvec_packed(rows, dg.rows, dg.n, dg.x.data(), got.data(), k);
         if (got != want) bitsim::fuzz::fail("fast matvec_packed differs from golden ternary_matvec");
       }
-      offset += 16 + m::packed_x_bytes(dg.n) + size_t(dg.rows) * m::packed_row_bytes(dg.n);
+      offset += lay.bytes;
     }
     const std::vector<uint8_t> rebuilt = m::build_stream(specs);
     if (rebuilt.size() != size || std::memcmp(rebuilt.data(), data, size) != 0)
