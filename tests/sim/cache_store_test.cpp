@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
 #include <unistd.h>
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using bitsim::test::flip_byte;
 using bitsim::test::TempDir;
 
 CacheSettings settings(const fs::path& dir, double max_gb = 1.0) {
@@ -48,16 +50,6 @@ struct Warnings {
     return [this](const std::string& m) { list.push_back(m); };
   }
 };
-
-void flip_byte(const fs::path& file, size_t offset) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(std::streamoff(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c = char(c ^ 0x10);
-  f.seekp(std::streamoff(offset));
-  f.write(&c, 1);
-}
 
 }  // namespace
 
@@ -103,7 +95,7 @@ TEST(CacheStore, ACorruptPayloadIsWarnedOnceDeletedAndAMiss) {
   auto store = CacheStore::open(settings(d.path), w.fn());
   ASSERT_TRUE(store->put("kvscales", "abc", payload(3000, 2)));
   const fs::path file = store->entry_path("kvscales", "abc");
-  flip_byte(file, 128 + 1234);
+  flip_byte(file, 128 + 1234, 0x10);
   EXPECT_FALSE(store->get("kvscales", "abc"));
   ASSERT_EQ(w.list.size(), 1u);
   EXPECT_NE(w.list[0].find("corrupt payload"), std::string::npos) << w.list[0];
@@ -121,7 +113,7 @@ TEST(CacheStore, ACorruptHeaderIsWarnedDeletedAndAMiss) {
   Warnings w;
   auto store = CacheStore::open(settings(d.path), w.fn());
   ASSERT_TRUE(store->put("model", "h", payload(100, 3)));
-  flip_byte(store->entry_path("model", "h"), 20);  // inside payload_bytes / the hash
+  flip_byte(store->entry_path("model", "h"), 20, 0x10);  // inside payload_bytes / the hash
   EXPECT_FALSE(store->get("model", "h"));
   ASSERT_EQ(w.list.size(), 1u);
   EXPECT_NE(w.list[0].find("corrupt header"), std::string::npos) << w.list[0];

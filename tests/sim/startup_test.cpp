@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
 #include <unistd.h>
@@ -149,16 +150,7 @@ TEST(Startup, ADamagedModelEntryIsRebuiltNotUsed) {
   const std::vector<fs::path> entries = model_entries(d.path);
   ASSERT_EQ(entries.size(), 1u);
   const fs::path entry = entries[0];
-  {
-    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = std::streamoff(fs::file_size(entry) / 2);
-    f.seekg(at);
-    char c = 0;
-    f.read(&c, 1);
-    c = char(c == 0 ? 1 : 0);
-    f.seekp(at);
-    f.write(&c, 1);
-  }
+  test::edit_byte(entry, fs::file_size(entry) / 2, [](char c) { return char(c == 0 ? 1 : 0); });
   PreparedModel again = prepare_model(src, calib, 2, store.get());
   again.model_store.wait();
   EXPECT_FALSE(again.times.model_cached);  // rebuilt
@@ -187,16 +179,7 @@ TEST(Startup, AModelsIdentityFollowsItsContent) {
   EXPECT_EQ(model_identity(model::CheckpointSource(folder), nullptr), id);      // the same without the memo
   // A changed byte of the weights (same size) is another model.
   const fs::path st = folder / "model.safetensors";
-  {
-    std::fstream f(st, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = std::streamoff(fs::file_size(st) - 3);
-    f.seekg(at);
-    char c = 0;
-    f.read(&c, 1);
-    c = char(c ^ 0x40);
-    f.seekp(at);
-    f.write(&c, 1);
-  }
+  test::flip_byte(st, fs::file_size(st) - 3, 0x40);
   fs::last_write_time(st, fs::last_write_time(st) + std::chrono::seconds(1));
   EXPECT_NE(model_identity(model::CheckpointSource(folder), store.get()), id);
 }
