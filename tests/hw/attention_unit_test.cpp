@@ -35,32 +35,8 @@ using test_bench::RegMaster;
 using test_bench::Sink;
 using test_bench::Source;
 
-struct Bench {
-  explicit Bench(const AttentionUnitConfig& cfg = {})
-      : clock("clock", ClockConfig{}), unit("attention", clock, cfg), regs("regs") {
-    for (int l = 0; l < kLanes; ++l) {
-      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, unit.in(l)));
-      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, unit.out(l)));
-    }
-    regs.sock.bind(unit.ctrl);
-  }
-  bool run(const std::function<bool()>& done, uint64_t max_cycles = 4'000'000) {
-    while (!done()) {
-      if (clock.cycle() >= max_cycles) return false;
-      sc_core::sc_start(clock.period() * 1000.0);
-    }
-    return true;
-  }
-  bool run_tlasts(int lane, int count, uint64_t max_cycles = 4'000'000) {
-    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
-  }
-  uint32_t reg(int lane, uint32_t off) { return regs.read(unit.config().reg_base + lane * 0x100 + off); }
-
-  Clock clock;
-  AttentionUnit unit;
-  RegMaster regs;
-  std::vector<std::unique_ptr<Source>> src;
-  std::vector<std::unique_ptr<Sink>> sink;
+struct Bench : test_bench::EngineBench<AttentionUnit, AttentionUnitConfig, 4'000'000> {
+  explicit Bench(const AttentionUnitConfig& cfg = {}) : EngineBench("attention", cfg) {}
 };
 
 // ---- Heads -----------------------------------------------------------------------------
@@ -169,7 +145,7 @@ TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
   expect_beats_eq(b.sink[0]->beats, expected_beats(h0));
   expect_beats_eq(b.sink[1]->beats, expected_beats(h1));
   for (int l = 0; l < 2; ++l) {
-    const auto& s = b.unit.stats(l);
+    const auto& s = b.engine.stats(l);
     EXPECT_EQ(s.units, 6u);
     EXPECT_EQ(s.rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
     EXPECT_EQ(s.beats_in, b.src[size_t(l)]->beats.size());
@@ -181,8 +157,8 @@ TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
     EXPECT_EQ(b.reg(l, engine_reg::kUnitsDone), 6u);
     EXPECT_EQ(b.reg(l, engine_reg::kBeatsOut), 6u * 49);
   }
-  EXPECT_EQ(b.unit.multiplies(0), 1u + 2 + 7 + 64 + 511 + 512);
-  EXPECT_EQ(b.unit.multiplies(1), 0u);  // legacy mode uses the shift
+  EXPECT_EQ(b.engine.multiplies(0), 1u + 2 + 7 + 64 + 511 + 512);
+  EXPECT_EQ(b.engine.multiplies(1), 0u);  // legacy mode uses the shift
 }
 
 TEST(AttentionUnit, ManyRandomHeadsAndTransfers) {
@@ -261,7 +237,7 @@ TEST(AttentionUnit, BackPressureChangesOnlyTiming) {
     ASSERT_TRUE(b.run_tlasts(0, 1));
     expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
     EXPECT_GT(b.sink[0]->pop_cycle.back(), free_end);
-    EXPECT_GT(b.unit.stats(0).stall_cycles, 0u);
+    EXPECT_GT(b.engine.stats(0).stall_cycles, 0u);
   }
 }
 
@@ -291,7 +267,7 @@ TEST(AttentionUnit, CyclesSingleHeadHandWorked) {
       EXPECT_EQ(b.sink[0]->pop_cycle.back(), 91u);
     }
     // Busy: edges 1 .. N + drain + 48 (the TLAST push).
-    EXPECT_EQ(b.unit.stats(0).busy_cycles, N + drain + 48);
+    EXPECT_EQ(b.engine.stats(0).busy_cycles, N + drain + 48);
   }
 }
 
@@ -318,7 +294,7 @@ TEST(AttentionUnit, CyclesTwoHeadsResultBank) {
         EXPECT_EQ(b.sink[0]->pop_cycle[j], N1 + dr + j + 1) << j;
         EXPECT_EQ(b.sink[0]->pop_cycle[49 + j], end2 + dr + j + 1) << j;
       }
-      EXPECT_EQ(b.unit.stats(0).stall_cycles, end2 - (N1 + N2));
+      EXPECT_EQ(b.engine.stats(0).stall_cycles, end2 - (N1 + N2));
     }
   }
 }
@@ -338,7 +314,7 @@ TEST(AttentionUnit, CyclesWithInputGapsAndSleep) {
   for (int h = 0; h < 2; ++h)
     for (uint64_t j = 0; j < 49; ++j)
       EXPECT_EQ(b.sink[0]->pop_cycle[size_t(49 * h) + j], b.src[0]->push_cycle[last_v[h]] + 1 + 4 + j + 1);
-  EXPECT_EQ(b.unit.stats(0).stall_cycles, 0u);
+  EXPECT_EQ(b.engine.stats(0).stall_cycles, 0u);
 }
 
 TEST(AttentionUnit, FullOutputFifoStopsInput) {
@@ -355,9 +331,9 @@ TEST(AttentionUnit, FullOutputFifoStopsInput) {
   bool open = false;
   b.sink[0]->ready = [&](uint64_t) { return open; };
   sc_core::sc_start(b.clock.period() * 400.0);
-  EXPECT_EQ(b.unit.stats(0).beats_in, 45u);
-  EXPECT_EQ(b.unit.stats(0).beats_out, 4u);
-  EXPECT_TRUE(b.unit.busy(0));
+  EXPECT_EQ(b.engine.stats(0).beats_in, 45u);
+  EXPECT_EQ(b.engine.stats(0).beats_out, 4u);
+  EXPECT_TRUE(b.engine.busy(0));
   open = true;
   ASSERT_TRUE(b.run_tlasts(0, 1));
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
@@ -409,23 +385,11 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
     Bench b;
     auto beats = good;
     if (bc.corrupt) bc.corrupt(beats);
-    if (bc.cut_at) {
-      beats.resize(bc.cut_at);
-      beats.back().last = true;
-    }
-    if (bc.drop_tlast) {
-      beats.back().last = false;
-      for (int i = 0; i < 7; ++i) beats.push_back({0x5555, i == 6});
-    }
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    beats = test_bench::malformed(beats, bc.cut_at, bc.drop_tlast, 7, 0x5555);
+    ASSERT_TRUE(b.run_one_transfer(beats)) << "hang";
     sc_core::sc_start(b.clock.period() * 100.0);
-    EXPECT_TRUE(b.src[0]->done());
+    ASSERT_NO_FATAL_FAILURE(test_bench::expect_discarded_to_tlast(*b.src[0], *b.sink[0]));
     const auto& out = b.sink[0]->beats;
-    ASSERT_FALSE(out.empty());
-    EXPECT_EQ(out.back().data, 0u);
-    EXPECT_TRUE(out.back().last);
-    EXPECT_EQ(b.sink[0]->tlasts, 1);
     // The heads completed before the error leave their results first, then the zero beat.
     const size_t done = bc.code == AttentionError::TrailingData ? 3 : size_t(bc.head);
     ASSERT_EQ(out.size(), 49 * done + 1);
@@ -435,12 +399,12 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
       want.push_back({0, true});
       expect_beats_eq(out, want);
     }
-    const EngineLaneError e = b.unit.error(0);
+    const EngineLaneError e = b.engine.error(0);
     EXPECT_EQ(AttentionError(e.code), bc.code) << attention_error_name(AttentionError(e.code));
     EXPECT_EQ(e.unit, bc.head);
     EXPECT_EQ(e.row, bc.row);
-    EXPECT_TRUE(b.unit.stopped(0));
-    EXPECT_EQ(b.unit.stats(0).errors, 1u);
+    EXPECT_TRUE(b.engine.stopped(0));
+    EXPECT_EQ(b.engine.stats(0).errors, 1u);
     EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusError | engine_reg::kStatusStopped);
     EXPECT_EQ(b.reg(0, engine_reg::kErrorCode), uint32_t(bc.code));
     EXPECT_EQ(b.reg(0, engine_reg::kErrorUnit), uint32_t(bc.head));
@@ -449,8 +413,8 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
     // Stopped until cleared; then a good transfer runs.
     b.src[0]->append(good);
     sc_core::sc_start(b.clock.period() * 200.0);
-    EXPECT_EQ(b.unit.stats(0).beats_in, beats.size());
-    b.regs.write(b.unit.config().reg_base + engine_reg::kControl, engine_reg::kControlClear);
+    EXPECT_EQ(b.engine.stats(0).beats_in, beats.size());
+    b.regs.write(b.engine.config().reg_base + engine_reg::kControl, engine_reg::kControlClear);
     EXPECT_EQ(b.reg(0, engine_reg::kStatus) & (engine_reg::kStatusError | engine_reg::kStatusStopped), 0u);
     const size_t before = out.size();
     ASSERT_TRUE(b.run_tlasts(0, 2, b.clock.cycle() + 20'000));
@@ -472,8 +436,8 @@ TEST(AttentionUnit, ErrorOnOneLaneLeavesTheOtherRunning) {
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
   ASSERT_EQ(b.sink[1]->pop_cycle.size(), 1u);
   EXPECT_EQ(b.sink[1]->pop_cycle[0], 6u);
-  EXPECT_EQ(AttentionError(b.unit.error(1).code), AttentionError::BadVersion);
-  EXPECT_EQ(AttentionError(b.unit.error(0).code), AttentionError::None);
+  EXPECT_EQ(AttentionError(b.engine.error(1).code), AttentionError::BadVersion);
+  EXPECT_EQ(AttentionError(b.engine.error(0).code), AttentionError::None);
   EXPECT_EQ(b.reg(0, engine_reg::kStatus), 0u);
   EXPECT_EQ(b.reg(1, engine_reg::kErrorCode), uint32_t(AttentionError::BadVersion));
 }
@@ -481,7 +445,7 @@ TEST(AttentionUnit, ErrorOnOneLaneLeavesTheOtherRunning) {
 TEST(AttentionUnit, RegisterDecodeAndConfig) {
   bitsim::hw::FreshSimContext ctx;
   Bench b;
-  const uint64_t base = b.unit.config().reg_base;
+  const uint64_t base = b.engine.config().reg_base;
   uint32_t v = 0;
   EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
   EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x30, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
@@ -594,9 +558,9 @@ TEST(AttentionUnitOnline, AllContextLengthsBothLanesEqualGolden) {
   // The extreme head: every weight 32767, o_d = -128.0 in Q15.16.
   EXPECT_EQ(int32_t(uint32_t(b.sink[1]->beats[6 * 49].data)), -128 * 65536);
   for (int l = 0; l < 2; ++l) {
-    EXPECT_EQ(b.unit.stats(l).units, 7u);
-    EXPECT_EQ(b.unit.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512 + 512));
-    EXPECT_EQ(b.unit.stats(l).errors, 0u);
+    EXPECT_EQ(b.engine.stats(l).units, 7u);
+    EXPECT_EQ(b.engine.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512 + 512));
+    EXPECT_EQ(b.engine.stats(l).errors, 0u);
   }
 }
 
@@ -648,7 +612,7 @@ TEST(AttentionUnitOnline, CyclesHandWorkedNormalizerLatency) {
   ASSERT_TRUE(b.run_tlasts(0, 1));
   expect_beats_eq(b.sink[0]->beats, online_expected(heads));
   EXPECT_EQ(b.sink[0]->pop_cycle[49], 234u + 4 + 143 + 1);
-  EXPECT_EQ(b.unit.stats(0).stall_cycles, 234u - 76);
+  EXPECT_EQ(b.engine.stats(0).stall_cycles, 234u - 76);
 }
 
 TEST(AttentionUnitOnline, VariantMismatchAndRowNumbers) {
@@ -675,13 +639,8 @@ TEST(AttentionUnitOnline, VariantMismatchAndRowNumbers) {
     Bench b(online_config());
     auto beats = good;
     if (c.corrupt) c.corrupt(beats);
-    if (c.cut_at) {
-      beats.resize(c.cut_at);
-      beats.back().last = true;
-    }
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
-    const EngineLaneError e = b.unit.error(0);
+    ASSERT_TRUE(b.run_one_transfer(test_bench::malformed(beats, c.cut_at))) << "hang";
+    const EngineLaneError e = b.engine.error(0);
     EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
     EXPECT_EQ(e.unit, 1);
     EXPECT_EQ(e.row, c.row);
@@ -778,9 +737,9 @@ TEST(AttentionUnitInt4, ContextLengthsAndOutlierCountsBothLanesEqualGolden) {
   expect_beats_eq(b.sink[0]->beats, int4_expected(h0));
   expect_beats_eq(b.sink[1]->beats, int4_expected(h1));
   for (int l = 0; l < 2; ++l) {
-    EXPECT_EQ(b.unit.stats(l).units, 6u);
-    EXPECT_EQ(b.unit.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
-    EXPECT_EQ(b.unit.stats(l).errors, 0u);
+    EXPECT_EQ(b.engine.stats(l).units, 6u);
+    EXPECT_EQ(b.engine.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
+    EXPECT_EQ(b.engine.stats(l).errors, 0u);
   }
 }
 
@@ -799,9 +758,9 @@ TEST(AttentionUnitInt4, ContextsPast512EqualGolden) {
   ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
   expect_beats_eq(b.sink[0]->beats, int4_expected(h0));
   expect_beats_eq(b.sink[1]->beats, int4_expected(h1));
-  EXPECT_EQ(b.unit.stats(0).rows, 2u * (513 + 2048));
-  EXPECT_EQ(b.unit.stats(1).rows, 2u * 1319);
-  EXPECT_EQ(b.unit.stats(0).errors + b.unit.stats(1).errors, 0u);
+  EXPECT_EQ(b.engine.stats(0).rows, 2u * (513 + 2048));
+  EXPECT_EQ(b.engine.stats(1).rows, 2u * 1319);
+  EXPECT_EQ(b.engine.stats(0).errors + b.engine.stats(1).errors, 0u);
 }
 
 TEST(AttentionUnitInt4, CyclesHandWorkedRowsAndTail) {
@@ -855,9 +814,8 @@ TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
     Bench b(c.cfg);
     auto beats = good;
     if (c.corrupt) c.corrupt(beats);
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
-    const EngineLaneError e = b.unit.error(0);
+    ASSERT_TRUE(b.run_one_transfer(beats)) << "hang";
+    const EngineLaneError e = b.engine.error(0);
     EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
     EXPECT_EQ(e.row, -1);
   }

@@ -41,33 +41,8 @@ using test_bench::RegMaster;
 using test_bench::Sink;
 using test_bench::Source;
 
-struct Bench {
-  explicit Bench(const MatmulEngineConfig& cfg = {})
-      : clock("clock", ClockConfig{}), engine("matmul", clock, cfg), regs("regs") {
-    for (int l = 0; l < kLanes; ++l) {
-      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, engine.in(l)));
-      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, engine.out(l)));
-    }
-    regs.sock.bind(engine.ctrl);
-  }
-  // Runs in bounded chunks until done() or the cycle limit; false on the limit.
-  bool run(const std::function<bool()>& done, uint64_t max_cycles = 2'000'000) {
-    while (!done()) {
-      if (clock.cycle() >= max_cycles) return false;
-      sc_core::sc_start(clock.period() * 1000.0);
-    }
-    return true;
-  }
-  bool run_tlasts(int lane, int count, uint64_t max_cycles = 2'000'000) {
-    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
-  }
-  uint64_t reg(int lane, uint32_t off) { return regs.read(engine.config().reg_base + lane * 0x100 + off); }
-
-  Clock clock;
-  MatmulEngine engine;
-  RegMaster regs;
-  std::vector<std::unique_ptr<Source>> src;
-  std::vector<std::unique_ptr<Sink>> sink;
+struct Bench : test_bench::EngineBench<MatmulEngine, MatmulEngineConfig, 2'000'000> {
+  explicit Bench(const MatmulEngineConfig& cfg = {}) : EngineBench("matmul", cfg) {}
 };
 
 // ---- Streams ---------------------------------------------------------------------------
@@ -488,26 +463,13 @@ TEST(MatmulEngine, EveryMalformedStreamGivesItsErrorNotAHang) {
     Bench b;
     auto bytes = good;
     if (bc.corrupt) bc.corrupt(bytes);
-    auto beats = to_beats(bytes);
-    if (bc.cut_at) {
-      beats.resize(bc.cut_at);
-      beats.back().last = true;
-    }
-    if (bc.drop_tlast) {
-      beats.back().last = false;
-      for (int i = 0; i < 5; ++i) beats.push_back({0x1234, i == 4});
-    }
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    const auto beats = test_bench::malformed(to_beats(bytes), bc.cut_at, bc.drop_tlast, 5, 0x1234);
+    ASSERT_TRUE(b.run_one_transfer(beats)) << "hang";
     sc_core::sc_start(b.clock.period() * 50.0);
     // Every beat was taken (discarded up to TLAST), a single zero beat with TLAST ends the
     // output, preceded by the results of the rows done before the error.
-    EXPECT_TRUE(b.src[0]->done());
+    ASSERT_NO_FATAL_FAILURE(test_bench::expect_discarded_to_tlast(*b.src[0], *b.sink[0]));
     const auto& out = b.sink[0]->beats;
-    ASSERT_FALSE(out.empty());
-    EXPECT_EQ(out.back().data, 0u);
-    EXPECT_TRUE(out.back().last);
-    EXPECT_EQ(b.sink[0]->tlasts, 1);
     if (bc.group >= 1) {
       // Group 0 completed: its results are the first beats.
       const auto want0 = expected_beats({groups[0]});

@@ -1,12 +1,15 @@
 #pragma once
 // Test benches shared by the engine tests: a stream source and sink clocked like the
-// modules (one beat per edge at most, with optional back-pressure patterns) and a TLM
-// register master. Test scaffolding only: never a stand-in for a bitsim module.
+// modules (one beat per edge at most, with optional back-pressure patterns), a TLM
+// register master, and an engine with all three on every lane. Test scaffolding only:
+// never a stand-in for a bitsim module.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <systemc>
@@ -14,6 +17,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "hw/clock.h"
+#include "hw/engine_lane.h"
 #include "hw/reg_fifo.h"
 
 namespace bitsim::hw::test_bench {
@@ -100,6 +104,71 @@ class RegMaster : public sc_core::sc_module {
   void write(uint64_t addr, uint32_t v) {
     EXPECT_EQ(access(tlm::TLM_WRITE_COMMAND, addr, &v), tlm::TLM_OK_RESPONSE) << std::hex << addr;
   }
+};
+
+// A malformed copy of a good transfer: cut after `cut_at` beats (TLAST on the last one kept)
+// when cut_at > 0; with `drop_tlast`, the final beat's TLAST cleared and `junk` beats of
+// `filler` appended, TLAST on the last of them.
+inline std::vector<StreamBeat> malformed(std::vector<StreamBeat> beats, size_t cut_at, bool drop_tlast = false,
+                                         int junk = 0, uint64_t filler = 0) {
+  if (cut_at) {
+    beats.resize(cut_at);
+    beats.back().last = true;
+  }
+  if (drop_tlast) {
+    beats.back().last = false;
+    for (int i = 0; i < junk; ++i) beats.push_back({filler, i == junk - 1});
+  }
+  return beats;
+}
+
+// After a malformed transfer: the source's every beat was taken (discarded up to TLAST)
+// and a single zero beat with TLAST ends the sink's output.
+inline void expect_discarded_to_tlast(const Source& src, const Sink& sink) {
+  EXPECT_TRUE(src.done());
+  const auto& out = sink.beats;
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back().data, 0u);
+  EXPECT_TRUE(out.back().last);
+  EXPECT_EQ(sink.tlasts, 1);
+}
+
+// One engine (MatmulEngine, AttentionUnit) on its own clock: a Source and a Sink on each
+// lane and a RegMaster on its register target. A run stops at kMaxCycles unless the test
+// names another bound.
+template <class Engine, class Config, uint64_t kMaxCycles>
+struct EngineBench {
+  EngineBench(const char* name, const Config& cfg)
+      : clock("clock", ClockConfig{}), engine(name, clock, cfg), regs("regs") {
+    for (int l = 0; l < kLanes; ++l) {
+      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, engine.in(l)));
+      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, engine.out(l)));
+    }
+    regs.sock.bind(engine.ctrl);
+  }
+  // Runs in bounded chunks until done() or the cycle limit; false on the limit.
+  bool run(const std::function<bool()>& done, uint64_t max_cycles = kMaxCycles) {
+    while (!done()) {
+      if (clock.cycle() >= max_cycles) return false;
+      sc_core::sc_start(clock.period() * 1000.0);
+    }
+    return true;
+  }
+  bool run_tlasts(int lane, int count, uint64_t max_cycles = kMaxCycles) {
+    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
+  }
+  // Feeds one transfer to lane 0 and runs to its result's TLAST; false on a hang (20,000 edges).
+  bool run_one_transfer(const std::vector<StreamBeat>& beats) {
+    src[0]->append(beats);
+    return run_tlasts(0, 1, 20'000);
+  }
+  uint32_t reg(int lane, uint32_t off) { return regs.read(engine.config().reg_base + lane * 0x100 + off); }
+
+  Clock clock;
+  Engine engine;
+  RegMaster regs;
+  std::vector<std::unique_ptr<Source>> src;
+  std::vector<std::unique_ptr<Sink>> sink;
 };
 
 }  // namespace bitsim::hw::test_bench
