@@ -180,6 +180,15 @@ struct TwoRows {
   }
 };
 
+// attention_head_online on a TwoRows head with S = 16: every output dimension and the sum.
+struct OnlineHead {
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  OnlineHead(const TwoRows& h, uint32_t m) {
+    golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{m, 16, false}, o, &sum);
+  }
+};
+
 TEST(AttentionHeadOnline, SingleRowIsVInQ16) {
   int8_t q[kHeadDim], K[kHeadDim], V[kHeadDim];
   for (int d = 0; d < kHeadDim; ++d) q[d] = int8_t(d - 40), K[d] = int8_t(3 * d - 100), V[d] = int8_t(d * 2 - 96);
@@ -197,11 +206,9 @@ TEST(AttentionHeadOnline, TwoRowsMaximumFirstWorkedByHand) {
   // acc_d = 32767 + 2 * 30782 = 94331, sum = 63549, r = floor(2^46 / 63549) = 1107314736,
   // o_d = (94331 r + 2^29) >> 30 = 97280 (94331 / 63549 * 65536 = 97280.47).
   TwoRows h(10, 9);
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 16, 16, false}, o, &sum);
-  EXPECT_EQ(sum, 63549u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 97280) << d;
+  const OnlineHead online(h, 1u << 16);
+  EXPECT_EQ(online.sum, 63549u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(online.o[d], 97280) << d;
 }
 
 TEST(AttentionHeadOnline, TwoRowsGrowingMaximumRescalesWorkedByHand) {
@@ -210,11 +217,9 @@ TEST(AttentionHeadOnline, TwoRowsGrowingMaximumRescalesWorkedByHand) {
   // + 32767: acc_d = 96315, sum = 63548 (one less than the exact 32767 + 30782: the >> 15
   // rescale's bias). r = floor(2^46 / 63548) = 1107332161, o_d = 99328 (99328.06).
   TwoRows h(9, 10);
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 16, 16, false}, o, &sum);
-  EXPECT_EQ(sum, 63548u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 99328) << d;
+  const OnlineHead online(h, 1u << 16);
+  EXPECT_EQ(online.sum, 63548u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(online.o[d], 99328) << d;
 }
 
 TEST(AttentionHeadOnline, InterpolatesBetweenTableEntriesWorkedByHand) {
@@ -222,13 +227,12 @@ TEST(AttentionHeadOnline, InterpolatesBetweenTableEntriesWorkedByHand) {
   // p_1 = 32767 - ((1985 * 128 + 128) >> 8) = 31774 (the board's unit: EXP[0] = 32767).
   // acc_d = 32767 + 2 * 31774 = 96315, sum = 64541, o_d = 97800 (97799.85).
   TwoRows h(10, 9);
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, o, &sum);
-  EXPECT_EQ(sum, 64541u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 97800) << d;
+  const OnlineHead online(h, 1u << 15);
+  EXPECT_EQ(online.sum, 64541u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(online.o[d], 97800) << d;
   // The two-phase unit drops the fraction: p_1 = EXP[0].
   int32_t acc[kHeadDim];
+  uint32_t sum = 0;
   golden::attention_head(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, acc, &sum);
   EXPECT_EQ(sum, 2u * 32767);
 }
@@ -486,6 +490,16 @@ struct Int4Head {
   }
 };
 
+// attention_head_int4 over T rows of an Int4Head with m = 2^12, S = 16: the output and the sum.
+struct Int4Out {
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  Int4Out(const int8_t* q, const Int4Head& h, int T) {
+    golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, h.n, AttentionParams{1u << 12, 16, false},
+                                o, &sum);
+  }
+};
+
 TEST(AttentionHeadInt4, SingleRowIsTheDequantizedVInQ16) {
   // T = 1: p = 32767; V nibbles 2 with sv = 0.5: w = 32767 * 1024 << 5 = 32767 * 2^15,
   // acc_d = 2 w = 32767 * 2^16, sum = 32767, o_d = 2^16 (2 * 0.5 = 1.0 in Q15.16).
@@ -494,12 +508,9 @@ TEST(AttentionHeadInt4, SingleRowIsTheDequantizedVInQ16) {
   h.v_all(0, 2, 0x3800);
   int8_t q[kHeadDim] = {};
   q[0] = 1;
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 1, 0, AttentionParams{1u << 12, 16, false}, o,
-                              &sum);
-  EXPECT_EQ(sum, 32767u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 65536) << d;
+  const Int4Out out(q, h, 1);
+  EXPECT_EQ(out.sum, 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(out.o[d], 65536) << d;
 }
 
 TEST(AttentionHeadInt4, GrowingMaximumRescalesWorkedByHand) {
@@ -514,12 +525,9 @@ TEST(AttentionHeadInt4, GrowingMaximumRescalesWorkedByHand) {
   h.v_all(1, 3, 0x3C00);
   int8_t q[kHeadDim] = {};
   q[0] = 1;
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false}, o,
-                              &sum);
-  EXPECT_EQ(sum, 63548u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 133120) << d;
+  const Int4Out out(q, h, 2);
+  EXPECT_EQ(out.sum, 63548u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(out.o[d], 133120) << d;
 }
 
 TEST(AttentionHeadInt4, TheLargestAccumulatorAt2048RowsFits62Bits) {
@@ -530,11 +538,9 @@ TEST(AttentionHeadInt4, TheLargestAccumulatorAt2048RowsFits62Bits) {
   Int4Head h(T, 0);
   for (int t = 0; t < T; ++t) h.v_all(t, -8, 0x7BFF);
   int8_t q[kHeadDim] = {};
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, 0, AttentionParams{1u << 12, 16, false}, o, &sum);
-  EXPECT_EQ(sum, uint32_t(T) * 32767u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], INT32_MIN) << d;
+  const Int4Out out(q, h, T);
+  EXPECT_EQ(out.sum, uint32_t(T) * 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(out.o[d], INT32_MIN) << d;
   const int64_t w = int64_t(32767) * 65504 * 65536;
   EXPECT_LT(w, int64_t(1) << 47);
   EXPECT_GE(-8 * w * T, -(int64_t(1) << 61));
@@ -560,16 +566,15 @@ TEST(AttentionHeadInt4, OutlierLaneEntersTheScoreWorkedByHand) {
   h.v_all(1, -1, 0x3C00);
   int8_t q[kHeadDim] = {};
   q[0] = 2, q[1] = 1;
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 2, 1, AttentionParams{1u << 12, 16, false}, o,
-                              &sum);
-  EXPECT_EQ(sum, 63549u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 2047) << d;
+  const Int4Out out(q, h, 2);
+  EXPECT_EQ(out.sum, 63549u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(out.o[d], 2047) << d;
   // The same rows read with n = 0 score the nibble 7 instead: s_0 = 2 * 112 - 32 = 192 > s_1.
   Int4Head plain(2, 0);
   std::vector<uint8_t> k0(plain.K.size());
   for (int t = 0; t < 2; ++t) std::memcpy(&k0[size_t(t) * 48], &h.K[size_t(t) * h.krow], 48);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
   golden::attention_head_int4(q, plain.bank.data(), k0.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false},
                               o, &sum);
   EXPECT_NE(sum, 63549u);
