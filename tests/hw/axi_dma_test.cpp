@@ -20,7 +20,9 @@
 #include "hw/hp_port.h"
 #include "hw/sim_context.h"
 #include "base/error.h"
+#include "support/clocked_module.h"
 #include "support/run_until.h"
+#include "support/tlm_access.h"
 
 namespace bitsim::hw {
 namespace {
@@ -37,17 +39,8 @@ class RegMaster : public sc_core::sc_module {
 
   tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, void* data, unsigned len,
                                   unsigned streaming_width = 0) {
-    tlm::tlm_generic_payload p;
-    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-    p.set_command(cmd);
-    p.set_address(addr);
-    p.set_data_ptr(static_cast<unsigned char*>(data));
-    p.set_data_length(len);
-    p.set_streaming_width(streaming_width ? streaming_width : len);
-    p.set_byte_enable_ptr(nullptr);
-    p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    socket->b_transport(p, delay);
-    return p.get_response_status();
+    return test::tlm_access(socket, cmd, addr, static_cast<unsigned char*>(data), len,
+                            streaming_width ? streaming_width : len);
   }
   uint32_t read(uint32_t offset) {
     uint32_t v = 0;
@@ -64,21 +57,16 @@ class RegMaster : public sc_core::sc_module {
 
 // Takes MM2S beats: always ready, or when `ready(cycle)` says so; records every beat and the
 // edge it was taken (one edge after the DMA pushed it).
-class StreamSink : public sc_core::sc_module {
+class StreamSink : public test::ClockedModule {
  public:
-  SC_HAS_PROCESS(StreamSink);
-  StreamSink(sc_core::sc_module_name n, Clock& clock, AxiStream& in) : sc_module(n), clock_(clock), in_(in) {
-    SC_METHOD(tick);
-    sensitive << clock.listen();
-    dont_initialize();
-  }
+  StreamSink(sc_core::sc_module_name n, Clock& clock, AxiStream& in) : ClockedModule(n, clock), in_(in) {}
   std::function<bool(uint64_t)> ready;
   bool record_cycles = true;
   std::vector<uint64_t> data, cycles;
   std::vector<size_t> tlast_at;  // indices of beats with TLAST
 
  private:
-  void tick() {
+  void tick() override {
     if (!in_.valid()) return;
     const uint64_t now = clock_.cycle();
     if (ready && !ready(now)) return;
@@ -87,21 +75,14 @@ class StreamSink : public sc_core::sc_module {
     data.push_back(b.data);
     if (record_cycles) cycles.push_back(now);
   }
-  Clock& clock_;
   AxiStream& in_;
 };
 
 // Produces S2MM beats: pushes the queued beats from `start_cycle` on, one per edge when the
 // stream has room; records the edge of every push.
-class StreamSource : public sc_core::sc_module {
+class StreamSource : public test::ClockedModule {
  public:
-  SC_HAS_PROCESS(StreamSource);
-  StreamSource(sc_core::sc_module_name n, Clock& clock, AxiStream& out)
-      : sc_module(n), clock_(clock), out_(out) {
-    SC_METHOD(tick);
-    sensitive << clock.listen();
-    dont_initialize();
-  }
+  StreamSource(sc_core::sc_module_name n, Clock& clock, AxiStream& out) : ClockedModule(n, clock), out_(out) {}
   void packet(const std::vector<uint64_t>& words) {
     for (size_t i = 0; i < words.size(); ++i) beats.push_back(StreamBeat{words[i], i + 1 == words.size()});
   }
@@ -111,13 +92,12 @@ class StreamSource : public sc_core::sc_module {
   std::vector<uint64_t> cycles;
 
  private:
-  void tick() {
+  void tick() override {
     if (next < beats.size() && clock_.cycle() >= start_cycle && out_.ready()) {
       out_.push(beats[next++]);
       cycles.push_back(clock_.cycle());
     }
   }
-  Clock& clock_;
   AxiStream& out_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "hw/sim_context.h"
 #include "base/error.h"
+#include "support/clocked_module.h"
 #include "support/run_until.h"
 
 namespace bitsim::hw {
@@ -21,14 +22,9 @@ using test::run_until;
 
 // A PL master for the tests: pushes queued requests (from `start_cycle` on) and write
 // beats, pops every read beat and response at once, and records their edges.
-class TestMaster : public sc_core::sc_module {
+class TestMaster : public test::ClockedModule {
  public:
-  SC_HAS_PROCESS(TestMaster);
-  TestMaster(sc_core::sc_module_name n, Clock& clock) : sc_module(n), link(std::string(n)), clock_(clock) {
-    SC_METHOD(tick);
-    sensitive << clock.listen();
-    dont_initialize();
-  }
+  TestMaster(sc_core::sc_module_name n, Clock& clock) : ClockedModule(n, clock), link(std::string(n)) {}
   AxiMmLink link;
   uint64_t start_cycle = 0;
   std::deque<MemRequest> reads, writes;
@@ -48,7 +44,7 @@ class TestMaster : public sc_core::sc_module {
   }
 
  private:
-  void tick() {
+  void tick() override {
     const uint64_t now = clock_.cycle();
     if (link.r.valid()) {
       rbeats.push_back(link.r.pop());
@@ -73,7 +69,6 @@ class TestMaster : public sc_core::sc_module {
       wdata.pop_front();
     }
   }
-  Clock& clock_;
 };
 
 struct Bench {

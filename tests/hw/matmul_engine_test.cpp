@@ -222,18 +222,11 @@ TEST(MatmulEngine, ManyRandomTransfersBackToBack) {
   bitsim::hw::FreshSimContext ctx;
   Bench b;
   std::mt19937 rng(7);
-  std::vector<StreamBeat> want;
   const int transfers = 12;
-  for (int t = 0; t < transfers; ++t) {
-    std::vector<Group> groups;
-    const int count = 1 + int(rng() % 4);
-    for (int g = 0; g < count; ++g) groups.push_back(random_group(1 + int(rng() % 9), 1 + int(rng() % 700), rng));
-    b.src[0]->append(to_beats(stream_of(groups)));
-    const auto w = expected_beats(groups);
-    want.insert(want.end(), w.begin(), w.end());
-  }
-  ASSERT_TRUE(b.run_tlasts(0, transfers));
-  expect_beats_eq(b.sink[0]->beats, want);
+  auto random = [](std::mt19937& rng) { return random_group(1 + int(rng() % 9), 1 + int(rng() % 700), rng); };
+  auto encode = [](const std::vector<Group>& groups) { return to_beats(stream_of(groups)); };
+  ASSERT_TRUE(b.run_random_transfers(transfers, rng, random, encode, expected_beats));
+  expect_beats_eq(b.sink[0]->beats, b.expected);
   EXPECT_EQ(b.engine.stats(0).transfers, uint64_t(transfers));
 }
 
@@ -249,9 +242,7 @@ TEST(MatmulEngine, BothLanesIndependentAndBackPressureChangesOnlyTiming) {
   {
     bitsim::hw::FreshSimContext ctx;
     Bench b;
-    b.src[0]->append(s0);
-    b.src[1]->append(s1);
-    ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+    ASSERT_TRUE(b.run_both_lanes(s0, s1));
     expect_beats_eq(b.sink[0]->beats, expected_beats(g0));
     expect_beats_eq(b.sink[1]->beats, expected_beats(g1));
     for (int l = 0; l < 2; ++l) {
@@ -405,17 +396,14 @@ TEST(MatmulEngine, FullOutputFifoStopsInput) {
   std::mt19937 rng(4);
   std::vector<Group> g = {random_group(64, 8, rng)};
   b.src[0]->append(to_beats(stream_of(g)));
-  bool open = false;
-  b.sink[0]->ready = [&](uint64_t) { return open; };
-  sc_core::sc_start(b.clock.period() * 500.0);
-  EXPECT_EQ(b.engine.stats(0).beats_in, 11u);
-  EXPECT_EQ(b.engine.stats(0).rows, 8u);
-  EXPECT_EQ(b.engine.stats(0).beats_out, 2u);
-  EXPECT_EQ(b.engine.out(0).size(), 2);
-  EXPECT_TRUE(b.engine.busy(0));
-  EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusBusy);
-  open = true;
-  ASSERT_TRUE(b.run_tlasts(0, 1));
+  ASSERT_TRUE(b.run_with_sink_held(500, [&] {
+    EXPECT_EQ(b.engine.stats(0).beats_in, 11u);
+    EXPECT_EQ(b.engine.stats(0).rows, 8u);
+    EXPECT_EQ(b.engine.stats(0).beats_out, 2u);
+    EXPECT_EQ(b.engine.out(0).size(), 2);
+    EXPECT_TRUE(b.engine.busy(0));
+    EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusBusy);
+  }));
   expect_beats_eq(b.sink[0]->beats, expected_beats(g));
 }
 
@@ -461,8 +449,7 @@ TEST(MatmulEngine, EveryMalformedStreamGivesItsErrorNotAHang) {
     SCOPED_TRACE(bc.what);
     bitsim::hw::FreshSimContext ctx;
     Bench b;
-    auto bytes = good;
-    if (bc.corrupt) bc.corrupt(bytes);
+    const auto bytes = test_bench::changed(good, bc.corrupt);
     const auto beats = test_bench::malformed(to_beats(bytes), bc.cut_at, bc.drop_tlast, 5, 0x1234);
     ASSERT_TRUE(b.run_one_transfer(beats)) << "hang";
     sc_core::sc_start(b.clock.period() * 50.0);
@@ -558,11 +545,11 @@ TEST(MatmulEngine, RegisterDecode) {
   Bench b;
   const uint64_t base = b.engine.config().reg_base;
   uint32_t v = 0;
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base - 4, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x24, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x102, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base, &v, 8), tlm::TLM_BURST_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x200), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, -4), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x24), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x102), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0, 8), tlm::TLM_BURST_ERROR_RESPONSE);
   EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x100 + engine_reg::kErrorUnit, &v), tlm::TLM_OK_RESPONSE);
   EXPECT_EQ(v, engine_reg::kNone);
   v = 0xFFFFFFFF;
