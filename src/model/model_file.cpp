@@ -142,7 +142,8 @@ class ArrayReader {
   Entry entry(size_t count, uint32_t elem) {
     Entry e;
     std::memcpy(&e, image_ + kImageHeaderBytes + next_ * kTableEntryBytes, sizeof e);
-    if (e.count != count || e.elem != elem || e.offset % kAlign || e.offset > bytes_ || e.count * e.elem > bytes_ - e.offset)
+    if (e.count != count || e.elem != elem || e.offset % kAlign || e.offset > bytes_ ||
+        e.count * e.elem > bytes_ - e.offset)
       throw image_error(source_, fmt::format("array {} (offset {}, {} elements of {} bytes) does not fit the shape or "
                                              "the image", next_, e.offset, e.count, e.elem));
     ++next_;
