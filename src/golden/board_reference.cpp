@@ -240,6 +240,107 @@ struct Linear {
   }
 };
 
+// The buffers and steps of the board's token loop over n consecutive positions pos0 ..
+// pos0 + n - 1. Row i of each buffer belongs to position pos0 + i; `width` floats per row.
+class PositionsPass {
+ public:
+  PositionsPass(const TernaryModel& m, const num::RopeTable& rope, int n, int pos0, const MatmulFn& matmul,
+                const AttentionStep& attention, const Probe& probe)
+      : m_(m), rope_(rope), n_(n), pos0_(pos0), H_(m.config.hidden_size), F_(m.config.intermediate_size),
+        attention_(attention), probe_(probe), linear_{matmul, probe, {}} {
+    const size_t N = size_t(n), W = size_t(std::max(H_, F_));
+    for (auto* buf : {&h_, &q_, &k_, &v_, &o_, &d_}) buf->resize(N * H_);
+    for (auto* buf : {&g_, &u_}) buf->resize(N * F_);
+    a_.resize(N * W);
+    xq_.resize(N * W);
+    s_.resize(N);
+  }
+
+  void embed(const int* tokens) {
+    for (int i = 0; i < n_; ++i) {
+      std::copy(m_.embedding(tokens[i]), m_.embedding(tokens[i]) + H_, row(h_, i, H_));
+      emit(probe_, -1, "embedding", row(h_, i, H_), H_);
+    }
+  }
+
+  void layer(int l) {
+    const model::LayerWeights& L = m_.layers[l];
+    const int H = H_, F = F_, n = n_;
+    // 1. input RMSNorm, quantize x.
+    norm_quantize(h_, L.input_norm, H);
+    // 2. q, k, v projections. 3. dequantize, RoPE on q and k (per head).
+    linear_(l, "q_acc", L.q, n, xq_.data(), s_.data(), q_.data());
+    linear_(l, "k_acc", L.k, n, xq_.data(), s_.data(), k_.data());
+    linear_(l, "v_acc", L.v, n, xq_.data(), s_.data(), v_.data());
+    for (int i = 0; i < n; ++i) rope_and_attention(l, i);
+    // 5. inner_attn_ln RMSNorm, quantize. 6. o_proj, dequantize, residual.
+    norm_quantize(o_, L.inner_attn_norm, H);
+    linear_(l, "o_acc", L.o, n, xq_.data(), s_.data(), d_.data());
+    for (int i = 0; i < n; ++i) num::add_inplace(row(h_, i, H), row(d_, i, H), H);
+    // 6. post-attention RMSNorm, quantize. 7. gate and up.
+    norm_quantize(h_, L.post_attn_norm, H);
+    linear_(l, "gate_acc", L.gate, n, xq_.data(), s_.data(), g_.data());
+    linear_(l, "up_acc", L.up, n, xq_.data(), s_.data(), u_.data());
+    // 8. SiLU(gate) * up, ffn_layernorm RMSNorm, quantize.
+    for (int i = 0; i < n; ++i) num::silu_gate(row(g_, i, F), row(u_, i, F), F, row(g_, i, F));
+    norm_quantize(g_, L.ffn_norm, F);
+    // 9. down_proj, dequantize, residual.
+    linear_(l, "down_acc", L.down, n, xq_.data(), s_.data(), d_.data());
+    for (int i = 0; i < n; ++i) {
+      num::add_inplace(row(h_, i, H), row(d_, i, H), H);
+      emit(probe_, l, "residual", row(h_, i, H), H);
+    }
+  }
+
+  // Final RMSNorm, quantize, ternary lm_head, dequantize (the last position).
+  std::vector<float> logits() {
+    const float* last = row(h_, n_ - 1, H_);
+    num::rmsnorm(last, m_.final_norm.data(), H_, m_.config.rms_norm_eps, a_.data());
+    const float sl = num::quantize_activations(a_.data(), H_, xq_.data());
+    std::vector<float> logits(size_t(m_.config.vocab_size));
+    linear_(-1, "lm_head_acc", m_.lm_head, 1, xq_.data(), &sl, logits.data());
+    emit(probe_, -1, "logits", logits.data(), m_.config.vocab_size);
+    return logits;
+  }
+
+ private:
+  template <class T>
+  static T* row(std::vector<T>& buf, int i, int width) { return buf.data() + size_t(i) * size_t(width); }
+
+  // RMSNorm of each position's row of `x` (width floats), then quantize it into xq.
+  void norm_quantize(std::vector<float>& x, const std::vector<float>& weight, int width) {
+    for (int i = 0; i < n_; ++i) {
+      num::rmsnorm(row(x, i, width), weight.data(), width, m_.config.rms_norm_eps, row(a_, i, width));
+      s_[size_t(i)] = num::quantize_activations(row(a_, i, width), width, row(xq_, i, width));
+    }
+  }
+
+  // Position i of layer l: RoPE on its q and k, then its attention.
+  void rope_and_attention(int l, int i) {
+    const int H = H_;
+    for (int hd = 0; hd < m_.config.num_heads; ++hd) {
+      num::rope_apply(row(q_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
+      num::rope_apply(row(k_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
+    }
+    emit(probe_, l, "q_rope", row(q_, i, H), H);
+    emit(probe_, l, "k_rope", row(k_, i, H), H);
+    emit(probe_, l, "v", row(v_, i, H), H);
+    // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
+    attention_(l, pos0_ + i, row(q_, i, H), row(k_, i, H), row(v_, i, H), row(o_, i, H));
+    emit(probe_, l, "attn_out", row(o_, i, H), H);
+  }
+
+  const TernaryModel& m_;
+  const num::RopeTable& rope_;
+  const int n_, pos0_, H_, F_;
+  const AttentionStep& attention_;
+  const Probe& probe_;
+  Linear linear_;
+  std::vector<float> h_, a_, q_, k_, v_, o_, g_, u_, d_;
+  std::vector<int8_t> xq_;
+  std::vector<float> s_;  // each row's activation scale
+};
+
 // The board's token loop over n consecutive positions pos0 .. pos0 + n - 1 (tokens[i] at
 // pos0 + i), run layer by layer: each step of layer l runs for every position, in position
 // order, before the next step. A position's layer l reads only its own earlier steps and, in
@@ -254,78 +355,14 @@ std::vector<float> forward_positions(const TernaryModel& m, const num::RopeTable
                                      const AttentionStep& attention, const Probe& probe,
                                      bool with_logits = true) {
   const auto& c = m.config;
-  const int H = c.hidden_size, F = c.intermediate_size, heads = c.num_heads;
-  const float eps = c.rms_norm_eps;
   for (int i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], c.vocab_size - 1));
-
-  // Row i of each buffer belongs to position pos0 + i; `width` floats per row.
-  const size_t N = size_t(n), W = size_t(std::max(H, F));
-  std::vector<float> h(N * H), a(N * W), q(N * H), k(N * H), v(N * H), o(N * H), g(N * F), u(N * F), d(N * H);
-  std::vector<int8_t> xq(N * W);
-  std::vector<float> s(N);  // each row's activation scale
-  auto row = [](auto& buf, int i, int width) { return buf.data() + size_t(i) * size_t(width); };
-  // RMSNorm of each position's row of `x` (width floats), then quantize it into xq.
-  auto norm_quantize = [&](std::vector<float>& x, const std::vector<float>& weight, int width) {
-    for (int i = 0; i < n; ++i) {
-      num::rmsnorm(row(x, i, width), weight.data(), width, eps, row(a, i, width));
-      s[size_t(i)] = num::quantize_activations(row(a, i, width), width, row(xq, i, width));
-    }
-  };
-  Linear linear{matmul, probe, {}};
-  for (int i = 0; i < n; ++i) {
-    std::copy(m.embedding(tokens[i]), m.embedding(tokens[i]) + H, row(h, i, H));
-    emit(probe, -1, "embedding", row(h, i, H), H);
-  }
-
-  for (int l = 0; l < c.num_layers; ++l) {
-    const model::LayerWeights& L = m.layers[l];
-    // 1. input RMSNorm, quantize x.
-    norm_quantize(h, L.input_norm, H);
-    // 2. q, k, v projections. 3. dequantize, RoPE on q and k (per head).
-    linear(l, "q_acc", L.q, n, xq.data(), s.data(), q.data());
-    linear(l, "k_acc", L.k, n, xq.data(), s.data(), k.data());
-    linear(l, "v_acc", L.v, n, xq.data(), s.data(), v.data());
-    for (int i = 0; i < n; ++i) {
-      for (int hd = 0; hd < heads; ++hd) {
-        num::rope_apply(row(q, i, H) + hd * kHeadDim, pos0 + i, rope);
-        num::rope_apply(row(k, i, H) + hd * kHeadDim, pos0 + i, rope);
-      }
-      emit(probe, l, "q_rope", row(q, i, H), H);
-      emit(probe, l, "k_rope", row(k, i, H), H);
-      emit(probe, l, "v", row(v, i, H), H);
-      // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
-      attention(l, pos0 + i, row(q, i, H), row(k, i, H), row(v, i, H), row(o, i, H));
-      emit(probe, l, "attn_out", row(o, i, H), H);
-    }
-    // 5. inner_attn_ln RMSNorm, quantize. 6. o_proj, dequantize, residual.
-    norm_quantize(o, L.inner_attn_norm, H);
-    linear(l, "o_acc", L.o, n, xq.data(), s.data(), d.data());
-    for (int i = 0; i < n; ++i) num::add_inplace(row(h, i, H), row(d, i, H), H);
-    // 6. post-attention RMSNorm, quantize. 7. gate and up.
-    norm_quantize(h, L.post_attn_norm, H);
-    linear(l, "gate_acc", L.gate, n, xq.data(), s.data(), g.data());
-    linear(l, "up_acc", L.up, n, xq.data(), s.data(), u.data());
-    // 8. SiLU(gate) * up, ffn_layernorm RMSNorm, quantize.
-    for (int i = 0; i < n; ++i) num::silu_gate(row(g, i, F), row(u, i, F), F, row(g, i, F));
-    norm_quantize(g, L.ffn_norm, F);
-    // 9. down_proj, dequantize, residual.
-    linear(l, "down_acc", L.down, n, xq.data(), s.data(), d.data());
-    for (int i = 0; i < n; ++i) {
-      num::add_inplace(row(h, i, H), row(d, i, H), H);
-      emit(probe, l, "residual", row(h, i, H), H);
-    }
-  }
+  PositionsPass pass(m, rope, n, pos0, matmul, attention, probe);
+  pass.embed(tokens);
+  for (int l = 0; l < c.num_layers; ++l) pass.layer(l);
   if (!with_logits) return {};
-  // Final RMSNorm, quantize, ternary lm_head, dequantize (the last position).
-  const float* last = row(h, n - 1, H);
-  num::rmsnorm(last, m.final_norm.data(), H, eps, a.data());
-  const float sl = num::quantize_activations(a.data(), H, xq.data());
-  std::vector<float> logits(size_t(c.vocab_size));
-  linear(-1, "lm_head_acc", m.lm_head, 1, xq.data(), &sl, logits.data());
-  emit(probe, -1, "logits", logits.data(), c.vocab_size);
-  return logits;
+  return pass.logits();
 }
 
 // A matmul that runs `matvec` once per row of x.

@@ -21,6 +21,14 @@ static_assert(kHeadBufferBytes >= model::kAttentionHeaderQBytes);
 static_assert(MemoryMapConfig{}.kv_positions == model::kKvPositions, "the board's KV areas hold 512 positions");
 uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 double mib(uint64_t b) { return double(b) / 1048576.0; }
+
+// The bytes of a group's lane streams over all its calls.
+uint64_t stream_bytes(const MatmulGroup& g) {
+  uint64_t b = 0;
+  for (const auto& c : g.calls)
+    for (const auto& s : c.lane) b += s.bytes;
+  return b;
+}
 }  // namespace
 
 uint64_t MemoryMap::alloc(const std::string& name, uint64_t bytes, uint64_t align) {
@@ -110,10 +118,15 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   kv_base_ = alloc("kv cache", uint64_t(L) * model.num_heads * kv_area_bytes(), 4096);
   const uint64_t kv_end = next_;
 
-  // 3. Per-call buffers.
+  plan_call_buffers();
+  check_cma(weights_end, kv_end);
+}
+
+// 3. Per-call buffers.
+void MemoryMap::plan_call_buffers() {
   if (config_.lanes != 1 && config_.lanes != 2)
     throw Error(fmt::format("host.lanes = {}: the engines have 1 or 2 lanes", config_.lanes));
-  heads_per_lane_ = config_.lanes == 1 ? model.num_heads : (model.num_heads + 1) / 2;
+  heads_per_lane_ = config_.lanes == 1 ? model_.num_heads : (model_.num_heads + 1) / 2;
   heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes, 4096);
   uint64_t mm_result = 0;
   for (const auto& g : groups_)
@@ -127,7 +140,9 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
     descriptors_[lane] = alloc(fmt::format("sg descriptors lane {}", lane),
                                uint64_t(descriptor_capacity_) * hw::dma_reg::kDescBytes, 4096);
   }
+}
 
+void MemoryMap::check_cma(uint64_t weights_end, uint64_t kv_end) const {
   const uint64_t used = next_ - config_.cma_base;
   if (used > config_.cma_bytes) {
     const uint64_t weights = weights_end - config_.cma_base, kv = kv_end - weights_end,
@@ -138,11 +153,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
         "and descriptors {:.2f} MiB; {:.1f} MiB do not fit",
         mib(used), mib(config_.cma_bytes), mib(weights),
         config_.int8_lm_head ? "INT8" : "ternary",
-        mib(groups_.back().calls.empty() ? 0 : [&] {
-          uint64_t b = 0;
-          for (const auto& c : groups_.back().calls) for (const auto& s : c.lane) b += s.bytes;
-          return b;
-        }()),
+        mib(stream_bytes(groups_.back())),
         mib(kv), mib(buffers), mib(used - config_.cma_bytes)));
   }
 }

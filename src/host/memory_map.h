@@ -119,6 +119,9 @@ class MemoryMap {
   uint64_t alloc(const std::string& name, uint64_t bytes, uint64_t align = 64);
   uint64_t kv_area_bytes() const;  // one (layer, head)'s KV area
   MatmulGroup plan_group(const std::string& name, int rows, int n, uint64_t row_bytes, bool int8_rows = false);
+  void plan_call_buffers();  // the attention headers, results and SG descriptors of each lane
+  // The CMA holds everything planned, or an Error naming what takes how much.
+  void check_cma(uint64_t weights_end, uint64_t kv_end) const;
 
   model::ModelConfig model_;
   MemoryMapConfig config_;

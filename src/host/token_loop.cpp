@@ -49,6 +49,64 @@ Stack stack_of(const model::TernaryModel& m, size_t group_index) {
   }
 }
 
+// One lane stream's rows of a matmul group, to be packed at `offset` of the staging buffer.
+struct PackJob {
+  const MatmulGroup* g;
+  const MatmulCall* call;
+  const LaneStream* s;
+  Stack st;
+  size_t offset = 0, bytes = 0;
+};
+
+std::vector<PackJob> pack_jobs(const MemoryMap& map, const model::TernaryModel& m) {
+  const auto& groups = map.groups();
+  std::vector<PackJob> jobs;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const MatmulGroup& g = groups[gi];
+    const Stack st = stack_of(m, gi);
+    // A shape-only model (no trits: timing-only runs) leaves the rows as DDR zeros,
+    // which decode as valid trits; the timing does not depend on them.
+    if (st.parts.front()->trits.empty()) continue;
+    const size_t row_bytes = model::packed_row_bytes(g.row_trits);
+    for (const MatmulCall& call : g.calls)
+      for (const LaneStream& s : call.lane)
+        if (s.rows > 0) jobs.push_back({&g, &call, &s, st, 0, size_t(s.rows) * row_bytes});  // rows 0: host.lanes = 1
+  }
+  return jobs;
+}
+
+void pack(const PackJob& j, uint8_t* out) {
+  const size_t row_bytes = model::packed_row_bytes(j.g->row_trits);
+  for (int r = 0; r < j.s->rows; ++r, out += row_bytes) {
+    if (j.g->per_call) model::pack_row_segment(j.st.row(j.s->row_begin + r), j.g->n, j.call->segment, j.g->row_trits, out);
+    else model::pack_row(j.st.row(j.s->row_begin + r), j.g->n, out);
+  }
+}
+
+// Packs jobs [first, last) into `scratch` on up to `n_threads` threads (this one among
+// them); rethrows the first failure once all have stopped.
+void pack_in_parallel(const std::vector<PackJob>& jobs, size_t first, size_t last, uint8_t* scratch, int n_threads) {
+  std::atomic<size_t> next{first};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < last;) {
+      try {
+        pack(jobs[k], scratch + jobs[k].offset);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = last;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < n_threads && i < int(last - first); ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
 // host.walker = pl: the walker programs the same DMAs through the same registers, at its own
 // cost: call_cycles per call, reg_access_cycles per access, no cache maintenance.
 DriverConfig walker_driver(const WalkerConfig& w, uint64_t period_ps, const DriverConfig& host) {
@@ -104,35 +162,8 @@ void TokenLoop::load_weights(int threads) {
   // Every lane stream's rows are packed by `threads` host threads into a staging buffer, a
   // chunk of streams at a time, then written into DDR in order by this thread (the
   // platform's memory and its listeners see one writer). The bytes do not depend on threads.
-  struct Job {
-    const MatmulGroup* g;
-    const MatmulCall* call;
-    const LaneStream* s;
-    Stack st;
-    size_t offset = 0, bytes = 0;
-  };
-  const auto& groups = map_.groups();
-  std::vector<Job> jobs;
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const MatmulGroup& g = groups[gi];
-    const Stack st = stack_of(model_, gi);
-    // A shape-only model (no trits: timing-only runs) leaves the rows as DDR zeros,
-    // which decode as valid trits; the timing does not depend on them.
-    if (st.parts.front()->trits.empty()) continue;
-    const size_t row_bytes = model::packed_row_bytes(g.row_trits);
-    for (const MatmulCall& call : g.calls)
-      for (const LaneStream& s : call.lane)
-        if (s.rows > 0) jobs.push_back({&g, &call, &s, st, 0, size_t(s.rows) * row_bytes});  // rows 0: host.lanes = 1
-  }
-  auto pack = [](const Job& j, uint8_t* out) {
-    const size_t row_bytes = model::packed_row_bytes(j.g->row_trits);
-    for (int r = 0; r < j.s->rows; ++r, out += row_bytes) {
-      if (j.g->per_call) model::pack_row_segment(j.st.row(j.s->row_begin + r), j.g->n, j.call->segment, j.g->row_trits, out);
-      else model::pack_row(j.st.row(j.s->row_begin + r), j.g->n, out);
-    }
-  };
+  std::vector<PackJob> jobs = pack_jobs(map_, model_);
   constexpr size_t kChunkBytes = size_t(16) << 20;
-  const int n_threads = std::max(1, threads);
   for (size_t first = 0; first < jobs.size();) {
     size_t last = first, bytes = 0;
     while (last < jobs.size() && (last == first || bytes + jobs[last].bytes <= kChunkBytes)) {
@@ -140,25 +171,7 @@ void TokenLoop::load_weights(int threads) {
       bytes += jobs[last++].bytes;
     }
     scratch_.resize(bytes);
-    std::atomic<size_t> next{first};
-    std::exception_ptr failure;
-    std::mutex failure_mutex;
-    auto worker = [&] {
-      for (size_t k; (k = next.fetch_add(1)) < last;) {
-        try {
-          pack(jobs[k], scratch_.data() + jobs[k].offset);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          next = last;
-        }
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int i = 1; i < n_threads && i < int(last - first); ++i) pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool) t.join();
-    if (failure) std::rethrow_exception(failure);
+    pack_in_parallel(jobs, first, last, scratch_.data(), std::max(1, threads));
     for (size_t k = first; k < last; ++k) ps_.mem_write(jobs[k].s->rows_addr, scratch_.data() + jobs[k].offset, jobs[k].bytes);
     first = last;
   }

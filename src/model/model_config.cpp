@@ -68,6 +68,64 @@ void require(const nlohmann::json& j, const char* key, const std::string& source
   if (!j.contains(key)) fail(source, key, "missing (required)");
 }
 
+// Bounded before anything is allocated by the shape: every packed ternary weight must lie
+// below 4 GiB, the reach of the AXI DMA's 32-bit addresses (the board's DDR is 512 MB).
+void check_dma_reach(const ModelConfig& c, const std::string& source) {
+  for (const auto& [key, value] : {std::pair<const char*, int>{"hidden_size", c.hidden_size},
+                                   std::pair<const char*, int>{"intermediate_size", c.intermediate_size}})
+    if (value > kMaxRowLength)
+      fail(source, key,
+           fmt::format("{} is over {}, the longest row the matmul engine takes (CIRCUITS.md 2)", value, kMaxRowLength));
+  constexpr uint64_t kReach = uint64_t(1) << 32;
+  const ImageSize img = packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  if (img.layer_bytes > kReach)
+    fail(source,
+         img.layer_bytes / 4 > uint64_t(c.hidden_size) * uint64_t(c.hidden_size) ? "intermediate_size" : "hidden_size",
+         fmt::format("one layer of hidden {} and FFN {} needs {:.1f} GiB of packed ternary weights, over the 4 GiB "
+                     "that the DMA's 32-bit addresses reach",
+                     c.hidden_size, c.intermediate_size, img.layer_bytes / gib));
+  if (img.lm_head_bytes > kReach)
+    fail(source, "vocab_size",
+         fmt::format("{} rows of hidden {} need {:.1f} GiB of packed ternary weights, over the 4 GiB that the "
+                     "DMA's 32-bit addresses reach",
+                     c.vocab_size, c.hidden_size, img.lm_head_bytes / gib));
+  if (img.total_bytes > kReach)
+    fail(source, "num_hidden_layers",
+         fmt::format("{} layers of {:.2f} MiB packed ternary weights each need {:.1f} GiB, over the 4 GiB that the "
+                     "DMA's 32-bit addresses reach (at most {} layers of this shape)",
+                     c.num_layers, img.layer_bytes / (1024.0 * 1024.0), img.total_bytes / gib,
+                     (kReach - img.lm_head_bytes) / img.layer_bytes));
+}
+
+// The heads the board's attention unit takes.
+void check_heads(const ModelConfig& c, const std::string& source) {
+  if (c.hidden_size % c.num_heads != 0)
+    fail(source, "num_attention_heads",
+         fmt::format("hidden_size {} is not a multiple of num_attention_heads {}", c.hidden_size, c.num_heads));
+  if (c.head_dim() != ModelConfig::kBoardHeadDim)
+    fail(source, "num_attention_heads",
+         fmt::format("head_dim = hidden_size / num_attention_heads = {} / {} = {}, but the board's "
+                     "attention unit is built for head_dim {}",
+                     c.hidden_size, c.num_heads, c.head_dim(), ModelConfig::kBoardHeadDim));
+  if (c.num_kv_heads != c.num_heads)
+    fail(source, "num_key_value_heads",
+         fmt::format("{} differs from num_attention_heads {}: the board has no grouped-query sharing",
+                     c.num_kv_heads, c.num_heads));
+}
+
+void check_norm_rope_and_tying(const ModelConfig& c, const std::string& source) {
+  // (0, 1) written so that NaN fails too.
+  if (!(c.rms_norm_eps > 0.0f && c.rms_norm_eps < 1.0f))
+    fail(source, "rms_norm_eps", fmt::format("must be in (0, 1), found {}", c.rms_norm_eps));
+  if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
+    fail(source, "rope_theta", fmt::format("must be positive and finite, found {}", c.rope_theta));
+  if (!c.tie_word_embeddings)
+    fail(source, "tie_word_embeddings",
+         "must be true: bitsim uses embed_tokens as lm_head (the checkpoint has no separate "
+         "lm_head.weight, and the board ternarizes that shared matrix)");
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::bitnet_large() {
@@ -198,46 +256,8 @@ void ModelConfig::validate(const std::string& source) const {
   for (const auto& [key, value] : sizes)
     if (value <= 0) fail(source, key, fmt::format("must be positive, found {}", value));
 
-  // Bounded before anything is allocated by the shape: every packed ternary weight must lie
-  // below 4 GiB, the reach of the AXI DMA's 32-bit addresses (the board's DDR is 512 MB).
-  for (const auto& [key, value] : {std::pair<const char*, int>{"hidden_size", hidden_size},
-                                   std::pair<const char*, int>{"intermediate_size", intermediate_size}})
-    if (value > kMaxRowLength)
-      fail(source, key,
-           fmt::format("{} is over {}, the longest row the matmul engine takes (CIRCUITS.md 2)", value, kMaxRowLength));
-  {
-    constexpr uint64_t kReach = uint64_t(1) << 32;
-    const ImageSize img = packed_image_size(hidden_size, intermediate_size, num_layers, vocab_size);
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    if (img.layer_bytes > kReach)
-      fail(source, img.layer_bytes / 4 > uint64_t(hidden_size) * uint64_t(hidden_size) ? "intermediate_size" : "hidden_size",
-           fmt::format("one layer of hidden {} and FFN {} needs {:.1f} GiB of packed ternary weights, over the 4 GiB "
-                       "that the DMA's 32-bit addresses reach",
-                       hidden_size, intermediate_size, img.layer_bytes / gib));
-    if (img.lm_head_bytes > kReach)
-      fail(source, "vocab_size",
-           fmt::format("{} rows of hidden {} need {:.1f} GiB of packed ternary weights, over the 4 GiB that the "
-                       "DMA's 32-bit addresses reach",
-                       vocab_size, hidden_size, img.lm_head_bytes / gib));
-    if (img.total_bytes > kReach)
-      fail(source, "num_hidden_layers",
-           fmt::format("{} layers of {:.2f} MiB packed ternary weights each need {:.1f} GiB, over the 4 GiB that the "
-                       "DMA's 32-bit addresses reach (at most {} layers of this shape)",
-                       num_layers, img.layer_bytes / (1024.0 * 1024.0), img.total_bytes / gib,
-                       (kReach - img.lm_head_bytes) / img.layer_bytes));
-  }
-  if (hidden_size % num_heads != 0)
-    fail(source, "num_attention_heads",
-         fmt::format("hidden_size {} is not a multiple of num_attention_heads {}", hidden_size, num_heads));
-  if (head_dim() != kBoardHeadDim)
-    fail(source, "num_attention_heads",
-         fmt::format("head_dim = hidden_size / num_attention_heads = {} / {} = {}, but the board's "
-                     "attention unit is built for head_dim {}",
-                     hidden_size, num_heads, head_dim(), kBoardHeadDim));
-  if (num_kv_heads != num_heads)
-    fail(source, "num_key_value_heads",
-         fmt::format("{} differs from num_attention_heads {}: the board has no grouped-query sharing",
-                     num_kv_heads, num_heads));
+  check_dma_reach(*this, source);
+  check_heads(*this, source);
 
   const std::pair<const char*, int> ids[] = {
       {"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id}, {"pad_token_id", pad_token_id}};
@@ -247,15 +267,7 @@ void ModelConfig::validate(const std::string& source) const {
       fail(source, key, fmt::format("token id {} is outside the vocabulary [0, vocab_size {})", id, vocab_size));
   }
 
-  // (0, 1) written so that NaN fails too.
-  if (!(rms_norm_eps > 0.0f && rms_norm_eps < 1.0f))
-    fail(source, "rms_norm_eps", fmt::format("must be in (0, 1), found {}", rms_norm_eps));
-  if (!(rope_theta > 0.0f) || !std::isfinite(rope_theta))
-    fail(source, "rope_theta", fmt::format("must be positive and finite, found {}", rope_theta));
-  if (!tie_word_embeddings)
-    fail(source, "tie_word_embeddings",
-         "must be true: bitsim uses embed_tokens as lm_head (the checkpoint has no separate "
-         "lm_head.weight, and the board ternarizes that shared matrix)");
+  check_norm_rope_and_tying(*this, source);
 }
 
 std::string ModelConfig::shape_string() const {

@@ -86,9 +86,15 @@ ModelImage model_image(const TernaryModel& m) {
   return img;
 }
 
-TernaryModel model_from_image(const ModelConfig& c, const std::string& source, std::shared_ptr<void> keep,
-                              uint8_t* image, size_t bytes) {
-  auto bad = [&](const std::string& what) { return Error(fmt::format("cached model image of {}: {}", source, what)); };
+namespace {
+
+Error image_error(const std::string& source, const std::string& what) {
+  return Error(fmt::format("cached model image of {}: {}", source, what));
+}
+
+// The image's header and table size against the model's shape; the number of arrays.
+size_t check_header(const ModelConfig& c, const std::string& source, const uint8_t* image, size_t bytes) {
+  auto bad = [&](const std::string& what) { return image_error(source, what); };
   if (bytes < kImageHeaderBytes) throw bad(fmt::format("{} bytes, shorter than its header", bytes));
   if (reinterpret_cast<uintptr_t>(image) % kAlign) throw bad("not 64-byte aligned in memory");
   Header h;
@@ -102,55 +108,81 @@ TernaryModel model_from_image(const ModelConfig& c, const std::string& source, s
   const size_t arrays = 3 + size_t(c.num_layers) * 11;
   if (h.arrays != arrays) throw bad(fmt::format("{} arrays, expected {}", h.arrays, arrays));
   if (kImageHeaderBytes + arrays * kTableEntryBytes > bytes) throw bad("truncated table");
+  return arrays;
+}
 
-  TernaryModel m;
-  m.config = c;
-  m.source = source;
-  m.layers.resize(size_t(c.num_layers));
-  const size_t H = size_t(c.hidden_size), F = size_t(c.intermediate_size), V = size_t(c.vocab_size);
-  size_t next = 0;
-  auto entry = [&](size_t count, uint32_t elem) {
-    Entry e;
-    std::memcpy(&e, image + kImageHeaderBytes + next * kTableEntryBytes, sizeof e);
-    if (e.count != count || e.elem != elem || e.offset % kAlign || e.offset > bytes || e.count * e.elem > bytes - e.offset)
-      throw bad(fmt::format("array {} (offset {}, {} elements of {} bytes) does not fit the shape or the image", next,
-                            e.offset, e.count, e.elem));
-    ++next;
-    return e;
-  };
-  auto floats = [&](size_t n) {
+// The image's arrays in table order, each checked against the shape the caller expects:
+// views into the image (which `keep` keeps mapped) or, for the norms, copies.
+class ArrayReader {
+ public:
+  ArrayReader(const std::string& source, std::shared_ptr<void> keep, uint8_t* image, size_t bytes)
+      : source_(source), keep_(std::move(keep)), image_(image), bytes_(bytes) {}
+
+  std::vector<float> floats(size_t n) {
     const Entry e = entry(n, 4);
     std::vector<float> v(n);
-    std::memcpy(v.data(), image + e.offset, n * 4);
+    std::memcpy(v.data(), image_ + e.offset, n * 4);
     return v;
-  };
-  auto ternary = [&](int rows, int cols) {
+  }
+  Buffer<float> float_view(size_t n) {
+    const Entry e = entry(n, 4);
+    return Buffer<float>::view(keep_, reinterpret_cast<float*>(image_ + e.offset), e.count);
+  }
+  TernaryMatrix ternary(int rows, int cols) {
     const Entry e = entry(size_t(rows) * size_t(cols), 1);
     TernaryMatrix t;
     t.rows = rows;
     t.cols = cols;
     t.scale = e.scale;
-    t.trits = Buffer<int8_t>::view(keep, reinterpret_cast<int8_t*>(image + e.offset), e.count);
+    t.trits = Buffer<int8_t>::view(keep_, reinterpret_cast<int8_t*>(image_ + e.offset), e.count);
     return t;
-  };
-  {
-    const Entry e = entry(V * H, 4);
-    m.embed = Buffer<float>::view(keep, reinterpret_cast<float*>(image + e.offset), e.count);
   }
-  m.final_norm = floats(H);
-  m.lm_head = ternary(c.vocab_size, c.hidden_size);
+
+ private:
+  Entry entry(size_t count, uint32_t elem) {
+    Entry e;
+    std::memcpy(&e, image_ + kImageHeaderBytes + next_ * kTableEntryBytes, sizeof e);
+    if (e.count != count || e.elem != elem || e.offset % kAlign || e.offset > bytes_ ||
+        e.count * e.elem > bytes_ - e.offset)
+      throw image_error(source_, fmt::format("array {} (offset {}, {} elements of {} bytes) does not fit the shape or "
+                                             "the image", next_, e.offset, e.count, e.elem));
+    ++next_;
+    return e;
+  }
+
+  const std::string& source_;
+  std::shared_ptr<void> keep_;
+  uint8_t* image_;
+  size_t bytes_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+TernaryModel model_from_image(const ModelConfig& c, const std::string& source, std::shared_ptr<void> keep,
+                              uint8_t* image, size_t bytes) {
+  check_header(c, source, image, bytes);
+  TernaryModel m;
+  m.config = c;
+  m.source = source;
+  m.layers.resize(size_t(c.num_layers));
+  const size_t H = size_t(c.hidden_size), F = size_t(c.intermediate_size), V = size_t(c.vocab_size);
+  ArrayReader read(source, std::move(keep), image, bytes);
+  m.embed = read.float_view(V * H);
+  m.final_norm = read.floats(H);
+  m.lm_head = read.ternary(c.vocab_size, c.hidden_size);
   for (LayerWeights& L : m.layers) {
-    L.input_norm = floats(H);
-    L.inner_attn_norm = floats(H);
-    L.post_attn_norm = floats(H);
-    L.ffn_norm = floats(F);
-    L.q = ternary(c.hidden_size, c.hidden_size);
-    L.k = ternary(c.hidden_size, c.hidden_size);
-    L.v = ternary(c.hidden_size, c.hidden_size);
-    L.o = ternary(c.hidden_size, c.hidden_size);
-    L.gate = ternary(c.intermediate_size, c.hidden_size);
-    L.up = ternary(c.intermediate_size, c.hidden_size);
-    L.down = ternary(c.hidden_size, c.intermediate_size);
+    L.input_norm = read.floats(H);
+    L.inner_attn_norm = read.floats(H);
+    L.post_attn_norm = read.floats(H);
+    L.ffn_norm = read.floats(F);
+    L.q = read.ternary(c.hidden_size, c.hidden_size);
+    L.k = read.ternary(c.hidden_size, c.hidden_size);
+    L.v = read.ternary(c.hidden_size, c.hidden_size);
+    L.o = read.ternary(c.hidden_size, c.hidden_size);
+    L.gate = read.ternary(c.intermediate_size, c.hidden_size);
+    L.up = read.ternary(c.intermediate_size, c.hidden_size);
+    L.down = read.ternary(c.hidden_size, c.intermediate_size);
   }
   return m;
 }

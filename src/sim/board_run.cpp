@@ -296,35 +296,46 @@ PreparedModel load(const RunRequest& rr, std::unique_ptr<model::TensorSource> so
   return p;
 }
 
-}  // namespace
-
-BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
-  auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };
-  const RunRequest& rr = req.run;
-  check_request(req);
-  const auto t_start = Clock::now();
+// The result's facts that the request alone gives.
+BoardRunResult result_of(const BoardRunRequest& req) {
   BoardRunResult res;
   res.fidelity = req.fidelity;
   res.checked = req.check;
   res.config = req.params.flat();
   res.wall_gb_s = req.params.real("ddr.wall_gb_s");
+  return res;
+}
 
-  // Everything that can be refused is refused before anything runs.
-  SimConfig cfg = make_sim_config(req.params);
-  auto source = model::open_model_source(rr.model);
-  const model::ModelConfig mc = source->config();
-  auto tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
-  res.model = source->describe();
+// What a run holds before it loads the model: its config, model source, tokenizer, KV
+// capacity and prompt.
+struct RunPlan {
+  SimConfig cfg;
+  std::unique_ptr<model::TensorSource> source;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  int capacity = 0;
+  std::vector<int> ids;
+};
+
+// Everything that can be refused is refused here, before anything runs; the result gets
+// the model's, the tokenizer's and the KV cache's facts.
+RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
+  const RunRequest& rr = req.run;
+  RunPlan p{make_sim_config(req.params), model::open_model_source(rr.model), nullptr, 0, {}};
+  SimConfig& cfg = p.cfg;
+  const model::ModelConfig mc = p.source->config();
+  p.tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
+  res.model = p.source->describe();
   res.shape = mc.shape_string();
   res.attention = hw::attention_resources(cfg.board.attention);
-  res.tokenizer = tokenizer->describe();
-  res.synthetic_tokenizer = tokenizer->is_synthetic();
+  res.tokenizer = p.tokenizer->describe();
+  res.synthetic_tokenizer = p.tokenizer->is_synthetic();
   // The context the KV cache holds in its format (docs/variants-attention.md 8.5, 8.8): the
   // unit's T range (512; the INT4 unit's 2048) and the model's positions, or fewer when they
   // do not fit the CMA (none: the memory map's refusal).
   const int capacity = host::kv_context_limit(mc, cfg.memory);
   if (capacity < 1) (void)host::MemoryMap(mc, cfg.memory);  // names the sizes that do not fit
   cfg.memory.kv_positions = capacity;
+  p.capacity = capacity;
   res.kv_capacity = capacity;
   res.kv_capacity_cap = host::kv_context_cap(mc, cfg.memory);
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
@@ -333,52 +344,134 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
           ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
                         cfg.board.attention.kv_format, capacity, req.params.to_string("cma.mib"))
           : std::string();
-  const std::vector<int> ids = prompt_ids(rr, *tokenizer, mc.bos_token_id, capacity, why);
-  res.prompt_tokens = int(ids.size());
+  p.ids = prompt_ids(rr, *p.tokenizer, mc.bos_token_id, capacity, why);
+  res.prompt_tokens = int(p.ids.size());
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
   if (rr.legacy_attention && cfg.board.attention.kind() == model::AttentionVariant::OnlineSoftmax)
     throw Error("--legacy-attention: the online-softmax unit (attention.variant) has no legacy shift mode");
   if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
-  std::unique_ptr<TraceWriter> tracer = open_trace(req.trace_file);
-  host::MmioProgram recorded;
-  for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
+  return p;
+}
 
-  const std::unique_ptr<CacheStore> store = CacheStore::open(rr.cache, cb.on_warning);
-  const PreparedModel l = load(rr, std::move(source), *tokenizer, res, store.get(), status);
-  // With the check on, the board and the golden reference run each token at the same time,
-  // so the host threads are split between them: the golden reference, the slower of the two,
-  // gets the larger half (with 2 threads, one core each). The split changes no result.
-  const int golden_threads = req.check ? (rr.threads + 1) / 2 : 0;
-  const int board_threads = req.check ? std::max(1, rr.threads - golden_threads) : rr.threads;
-  std::unique_ptr<golden::BoardReference> ref;
-  if (req.check) {
-    golden::BoardReferenceOptions go{rr.legacy_attention, golden_threads, cfg.board.attention.kind(),
-                                     cfg.board.attention.kv(), cfg.board.attention.kv_outlier_channels};
-    go.build_threads = rr.threads;  // built before the first token: every thread
-    go.context = capacity;
-    ref = std::make_unique<golden::BoardReference>(l.model, l.scales, go);
-  }
-  SimulationOptions so(req.fidelity, board_threads, rr.legacy_attention);
+// With the check on, the board and the golden reference run each token at the same time,
+// so the host threads are split between them: the golden reference, the slower of the two,
+// gets the larger half (with 2 threads, one core each). The split changes no result.
+struct ThreadSplit {
+  int golden;
+  int board;
+};
+ThreadSplit split_threads(const BoardRunRequest& req) {
+  const int golden_threads = req.check ? (req.run.threads + 1) / 2 : 0;
+  return {golden_threads, req.check ? std::max(1, req.run.threads - golden_threads) : req.run.threads};
+}
+
+// The golden reference that checks each token, when the check is on.
+std::unique_ptr<golden::BoardReference> golden_reference(const BoardRunRequest& req, const RunPlan& plan,
+                                                         const PreparedModel& l, int threads) {
+  if (!req.check) return nullptr;
+  const hw::AttentionUnitConfig& a = plan.cfg.board.attention;
+  golden::BoardReferenceOptions go{req.run.legacy_attention, threads, a.kind(), a.kv(), a.kv_outlier_channels};
+  go.build_threads = req.run.threads;  // built before the first token: every thread
+  go.context = plan.capacity;
+  return std::make_unique<golden::BoardReference>(l.model, l.scales, go);
+}
+
+SimulationOptions simulation_options(const BoardRunRequest& req, int threads, host::MmioProgram* recorded) {
+  SimulationOptions so(req.fidelity, threads, req.run.legacy_attention);
   so.vcd_file = req.vcd_file;
   so.vcd_start = req.vcd_start;
   so.vcd_end = req.vcd_end;
-  if (!req.record_mmio_file.empty()) so.record = &recorded;
-  const auto sim = make_simulation(cfg, l.model, l.scales, so);
-  // The fast board's batch timings from earlier runs of this build and board config.
-  std::string timing_key;
-  if (store && sim->fast_board()) {
-    timing_key = timing_cache_key(cfg.board, executable_identity(store.get()));
-    res.timing_entries_cached = load_timing_cache(*sim->fast_board(), *store, timing_key, cb.on_warning);
+  if (!req.record_mmio_file.empty()) so.record = recorded;
+  return so;
+}
+
+// The fast board's batch timings from earlier runs of this build and board config: loaded
+// when the run starts, saved when it ends or stops.
+class TimingCacheUse {
+ public:
+  TimingCacheUse(Simulation& sim, CacheStore* store, const hw::BoardConfig& board, BoardRunResult& res,
+                 const BoardRunCallbacks& cb)
+      : sim_(sim), store_(store) {
+    if (store && sim.fast_board()) {
+      key_ = timing_cache_key(board, executable_identity(store));
+      res.timing_entries_cached = load_timing_cache(*sim.fast_board(), *store, key_, cb.on_warning);
+    }
   }
-  auto save_timing = [&] {
-    if (!timing_key.empty()) save_timing_cache(*sim->fast_board(), *store, timing_key);
-  };
-  Session session(*sim);
-  Generation generation(req, cb, *tokenizer, ids, ref.get(), session, res, t_start, capacity);
+  void save() const {
+    if (!key_.empty()) save_timing_cache(*sim_.fast_board(), *store_, key_);
+  }
+
+ private:
+  Simulation& sim_;
+  CacheStore* store_;
+  std::string key_;
+};
+
+// The files a run writes beside its result: the trace, the per-layer table, the MMIO program.
+struct RunOutputs {
+  explicit RunOutputs(const BoardRunRequest& req) : tracer(open_trace(req.trace_file)), req_(req) {
+    for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
+  }
+  // The token loop's observer: the layer table (which feeds the trace) or the trace.
+  void observe(Simulation& sim) {
+    if (!req_.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim.platform(), tracer.get());
+    if (layers) sim.loop().set_observer(layers.get());
+    else sim.loop().set_observer(tracer.get());
+  }
+  // SIGINT / SIGTERM: what finished is written (the trace of the tokens that ran) and said.
+  [[noreturn]] void stopped(const Stopped& stop, const BoardRunResult& res, const SimConfig& cfg, Simulation& sim) {
+    std::string written;
+    if (tracer) {
+      write_trace(*tracer, res, cfg, sim, req_.trace_file);
+      written = fmt::format("; the trace of them is in {}", req_.trace_file);
+    }
+    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), written));
+  }
+  void write(const BoardRunResult& res, const SimConfig& cfg, Simulation& sim,
+             const std::function<void(const std::string&)>& status) {
+    if (layers) {
+      status(fmt::format("writing the per-layer table to {} ...", req_.layers_csv_file));
+      layers->write_file(req_.layers_csv_file);
+    }
+    if (tracer) {
+      status(fmt::format("writing the trace to {} ...", req_.trace_file));
+      write_trace(*tracer, res, cfg, sim, req_.trace_file);
+    }
+    if (!req_.record_mmio_file.empty()) {
+      status(fmt::format("writing the MMIO program to {} ...", req_.record_mmio_file));
+      host::save_program(recorded, req_.record_mmio_file);
+    }
+  }
+
+  std::unique_ptr<TraceWriter> tracer;
   std::unique_ptr<LayerTable> layers;
-  if (!req.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim->platform(), tracer.get());
-  if (layers) sim->loop().set_observer(layers.get());
-  else sim->loop().set_observer(tracer.get());
+  host::MmioProgram recorded;
+
+ private:
+  const BoardRunRequest& req_;
+};
+
+}  // namespace
+
+BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
+  auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };
+  const RunRequest& rr = req.run;
+  check_request(req);
+  const auto t_start = Clock::now();
+  BoardRunResult res = result_of(req);
+  RunPlan plan = plan_run(req, res);
+  const SimConfig& cfg = plan.cfg;
+  RunOutputs outputs(req);
+
+  const std::unique_ptr<CacheStore> store = CacheStore::open(rr.cache, cb.on_warning);
+  const PreparedModel l = load(rr, std::move(plan.source), *plan.tokenizer, res, store.get(), status);
+  const ThreadSplit threads = split_threads(req);
+  const std::unique_ptr<golden::BoardReference> ref = golden_reference(req, plan, l, threads.golden);
+  const auto sim = make_simulation(cfg, l.model, l.scales, simulation_options(req, threads.board, &outputs.recorded));
+  const TimingCacheUse timing(*sim, store.get(), cfg.board, res, cb);
+  Session session(*sim);
+  Generation generation(req, cb, *plan.tokenizer, plan.ids, ref.get(), session, res, t_start, plan.capacity);
+  outputs.observe(*sim);
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights(rr.threads);
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
@@ -386,30 +479,13 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   try {
     sim->run(std::ref(generation));
   } catch (const Stopped& stop) {
-    // SIGINT / SIGTERM: what finished is written (the trace of the tokens that ran) and said.
-    save_timing();
-    std::string written;
-    if (tracer) {
-      write_trace(*tracer, res, cfg, *sim, req.trace_file);
-      written = fmt::format("; the trace of them is in {}", req.trace_file);
-    }
-    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), written));
+    timing.save();
+    outputs.stopped(stop, res, cfg, *sim);
   }
   res.fast = sim->fast_stats();
-  save_timing();
+  timing.save();
   if (req.keep_transfers) res.transfers = sim->platform().transfers();
-  if (layers) {
-    status(fmt::format("writing the per-layer table to {} ...", req.layers_csv_file));
-    layers->write_file(req.layers_csv_file);
-  }
-  if (tracer) {
-    status(fmt::format("writing the trace to {} ...", req.trace_file));
-    write_trace(*tracer, res, cfg, *sim, req.trace_file);
-  }
-  if (!req.record_mmio_file.empty()) {
-    status(fmt::format("writing the MMIO program to {} ...", req.record_mmio_file));
-    host::save_program(recorded, req.record_mmio_file);
-  }
+  outputs.write(res, cfg, *sim, status);
   res.generated_text += generation.flush();
   res.wall_s = seconds_since(t_start);
   return res;

@@ -99,6 +99,51 @@ bool replace_file(const fs::path& file, const std::string& text) {
   return !ec;
 }
 
+// A new entry's header, before its payload is known.
+Header entry_header(const std::string& kind, const std::string& key) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kCacheVersion;
+  h.header_bytes = kHeaderBytes;
+  std::memcpy(h.kind, kind.data(), kind.size());
+  std::memcpy(h.key, key.data(), key.size());
+  return h;
+}
+
+// The header's payload size and hash, then its own checksum.
+void seal(Header& h, const model::ContentHash& hash) {
+  h.payload_bytes = hash.total_bytes();
+  const auto d = hash.digest();
+  h.payload_hash[0] = d[0];
+  h.payload_hash[1] = d[1];
+  h.header_checksum = model::checksum64(&h, offsetof(Header, header_checksum));
+}
+
+// Writes the parts (a part without data as zeros) and hashes them; false on a write error.
+// `stopped` when SIGINT / SIGTERM came: the rest is not written.
+bool write_payload(int fd, const std::vector<model::ImagePart>& parts, model::ContentHash& hash, bool& stopped) {
+  bool ok = true;
+  std::vector<uint8_t> zeros;
+  for (const model::ImagePart& p : parts) {
+    if (!ok || stopped) break;
+    if (p.data) {
+      // 64 MB at a time, so that SIGINT / SIGTERM abandons a large entry promptly.
+      const auto* d = static_cast<const uint8_t*>(p.data);
+      for (size_t at = 0; ok && at < p.bytes; at += kWritePiece) {
+        if ((stopped = stop_signal() != 0)) break;
+        const size_t n = std::min(kWritePiece, p.bytes - at);
+        hash.update(d + at, n);
+        ok = write_all(fd, d + at, n);
+      }
+    } else {
+      zeros.assign(p.bytes, 0);
+      hash.update(zeros.data(), zeros.size());
+      ok = write_all(fd, zeros.data(), zeros.size());
+    }
+  }
+  return ok;
+}
+
 bool is_entry_name(const std::string& name) { return name.size() > 4 && name.ends_with(".bin"); }
 
 double parse_positive(const std::string& text, const std::string& what) {
@@ -260,39 +305,13 @@ bool CacheStore::put(const std::string& kind, const std::string& key, const std:
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fail(errno_text());
-  Header h{};
-  std::memcpy(h.magic, kMagic, 8);
-  h.version = kCacheVersion;
-  h.header_bytes = kHeaderBytes;
-  std::memcpy(h.kind, kind.data(), kind.size());
-  std::memcpy(h.key, key.data(), key.size());
+  Header h = entry_header(kind, key);
   model::ContentHash hash;
-  bool ok = write_all(fd, &h, sizeof h);  // placeholder, rewritten below
-  std::vector<uint8_t> zeros;
   bool stopped = false;
-  for (const model::ImagePart& p : parts) {
-    if (!ok || stopped) break;
-    if (p.data) {
-      // 64 MB at a time, so that SIGINT / SIGTERM abandons a large entry promptly.
-      const auto* d = static_cast<const uint8_t*>(p.data);
-      for (size_t at = 0; ok && at < p.bytes; at += kWritePiece) {
-        if ((stopped = stop_signal() != 0)) break;
-        const size_t n = std::min(kWritePiece, p.bytes - at);
-        hash.update(d + at, n);
-        ok = write_all(fd, d + at, n);
-      }
-    } else {
-      zeros.assign(p.bytes, 0);
-      hash.update(zeros.data(), zeros.size());
-      ok = write_all(fd, zeros.data(), zeros.size());
-    }
-  }
+  // The header is a placeholder until the payload is written and hashed.
+  bool ok = write_all(fd, &h, sizeof h) && write_payload(fd, parts, hash, stopped);
   if (ok) {
-    h.payload_bytes = hash.total_bytes();
-    const auto d = hash.digest();
-    h.payload_hash[0] = d[0];
-    h.payload_hash[1] = d[1];
-    h.header_checksum = model::checksum64(&h, offsetof(Header, header_checksum));
+    seal(h, hash);
     ok = ::pwrite(fd, &h, sizeof h, 0) == ssize_t(sizeof h);
   }
   const std::string why = ok ? std::string() : errno_text();

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,34 +12,16 @@
 #include <string>
 
 #include "base/error.h"
+#include "support/error_of.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() / ("bitsim_file_io_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using TempDir = test::MadeTempDir;
+using test::error_of;
 
 bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 

@@ -9,18 +9,12 @@
 #include <string>
 
 #include "base/error.h"
+#include "support/error_of.h"
 
 namespace bitsim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 

@@ -4,13 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "base/error.h"
 #include "model/kv_format.h"
@@ -180,6 +184,19 @@ struct TwoRows {
   }
 };
 
+// attention_head_online on a TwoRows head with S = 16: every output dimension and the sum.
+struct OnlineHead {
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  OnlineHead(const TwoRows& h, uint32_t m) {
+    golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{m, 16, false}, o, &sum);
+  }
+  void expect(uint32_t want_sum, int32_t want_o) const {
+    EXPECT_EQ(sum, want_sum);
+    for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], want_o) << d;
+  }
+};
+
 TEST(AttentionHeadOnline, SingleRowIsVInQ16) {
   int8_t q[kHeadDim], K[kHeadDim], V[kHeadDim];
   for (int d = 0; d < kHeadDim; ++d) q[d] = int8_t(d - 40), K[d] = int8_t(3 * d - 100), V[d] = int8_t(d * 2 - 96);
@@ -197,11 +214,8 @@ TEST(AttentionHeadOnline, TwoRowsMaximumFirstWorkedByHand) {
   // acc_d = 32767 + 2 * 30782 = 94331, sum = 63549, r = floor(2^46 / 63549) = 1107314736,
   // o_d = (94331 r + 2^29) >> 30 = 97280 (94331 / 63549 * 65536 = 97280.47).
   TwoRows h(10, 9);
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 16, 16, false}, o, &sum);
-  EXPECT_EQ(sum, 63549u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 97280) << d;
+  const OnlineHead online(h, 1u << 16);
+  online.expect(63549u, 97280);
 }
 
 TEST(AttentionHeadOnline, TwoRowsGrowingMaximumRescalesWorkedByHand) {
@@ -210,11 +224,8 @@ TEST(AttentionHeadOnline, TwoRowsGrowingMaximumRescalesWorkedByHand) {
   // + 32767: acc_d = 96315, sum = 63548 (one less than the exact 32767 + 30782: the >> 15
   // rescale's bias). r = floor(2^46 / 63548) = 1107332161, o_d = 99328 (99328.06).
   TwoRows h(9, 10);
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 16, 16, false}, o, &sum);
-  EXPECT_EQ(sum, 63548u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 99328) << d;
+  const OnlineHead online(h, 1u << 16);
+  online.expect(63548u, 99328);
 }
 
 TEST(AttentionHeadOnline, InterpolatesBetweenTableEntriesWorkedByHand) {
@@ -222,15 +233,26 @@ TEST(AttentionHeadOnline, InterpolatesBetweenTableEntriesWorkedByHand) {
   // p_1 = 32767 - ((1985 * 128 + 128) >> 8) = 31774 (the board's unit: EXP[0] = 32767).
   // acc_d = 32767 + 2 * 31774 = 96315, sum = 64541, o_d = 97800 (97799.85).
   TwoRows h(10, 9);
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, o, &sum);
-  EXPECT_EQ(sum, 64541u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 97800) << d;
+  const OnlineHead online(h, 1u << 15);
+  online.expect(64541u, 97800);
   // The two-phase unit drops the fraction: p_1 = EXP[0].
   int32_t acc[kHeadDim];
+  uint32_t sum = 0;
   golden::attention_head(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, acc, &sum);
   EXPECT_EQ(sum, 2u * 32767);
+}
+
+// Channel d of the exact softmax-weighted mean of the rows of V (kHeadDim values a row), one
+// row per score in s (nats), whose maximum is smax.
+template <class Rows>
+double softmax_mean(const std::vector<double>& s, double smax, const Rows& V, int d) {
+  double num = 0, den = 0;
+  for (size_t t = 0; t < s.size(); ++t) {
+    const double w = std::exp(s[t] - smax);
+    num += w * V[t * kHeadDim + d];
+    den += w;
+  }
+  return num / den;
 }
 
 TEST(AttentionHeadOnline, CloseToTheExactSoftmaxAndRefusesLegacy) {
@@ -255,15 +277,8 @@ TEST(AttentionHeadOnline, CloseToTheExactSoftmaxAndRefusesLegacy) {
       s[size_t(t)] = double(dot) * p.m / double(1 << 24) / 16.0;  // nats
       smax = std::max(smax, s[size_t(t)]);
     }
-    for (int d = 0; d < kHeadDim; ++d) {
-      double num = 0, den = 0;
-      for (int t = 0; t < T; ++t) {
-        const double w = std::exp(s[size_t(t)] - smax);
-        num += w * V[size_t(t) * kHeadDim + d];
-        den += w;
-      }
-      EXPECT_NEAR(o[d] / 65536.0, num / den, 0.5) << "T " << T << " d " << d;
-    }
+    for (int d = 0; d < kHeadDim; ++d)
+      EXPECT_NEAR(o[d] / 65536.0, softmax_mean(s, smax, V, d), 0.5) << "T " << T << " d " << d;
   }
   int8_t z[kHeadDim] = {};
   int32_t o[kHeadDim];
@@ -486,20 +501,35 @@ struct Int4Head {
   }
 };
 
+// A query whose first channels are `head`, the rest 0.
+std::array<int8_t, kHeadDim> query(std::initializer_list<int> head) {
+  std::array<int8_t, kHeadDim> q{};
+  std::copy(head.begin(), head.end(), q.begin());
+  return q;
+}
+
+// attention_head_int4 over T rows of an Int4Head with m = 2^12, S = 16: the output and the sum.
+struct Int4Out {
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  Int4Out(const int8_t* q, const Int4Head& h, int T) {
+    golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, h.n, AttentionParams{1u << 12, 16, false},
+                                o, &sum);
+  }
+  void expect(uint32_t want_sum, int32_t want_o) const {
+    EXPECT_EQ(sum, want_sum);
+    for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], want_o) << d;
+  }
+};
+
 TEST(AttentionHeadInt4, SingleRowIsTheDequantizedVInQ16) {
   // T = 1: p = 32767; V nibbles 2 with sv = 0.5: w = 32767 * 1024 << 5 = 32767 * 2^15,
   // acc_d = 2 w = 32767 * 2^16, sum = 32767, o_d = 2^16 (2 * 0.5 = 1.0 in Q15.16).
   Int4Head h(1, 0);
   h.k(0, 0, 3);
   h.v_all(0, 2, 0x3800);
-  int8_t q[kHeadDim] = {};
-  q[0] = 1;
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 1, 0, AttentionParams{1u << 12, 16, false}, o,
-                              &sum);
-  EXPECT_EQ(sum, 32767u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 65536) << d;
+  const Int4Out out(query({1}).data(), h, 1);
+  out.expect(32767u, 65536);
 }
 
 TEST(AttentionHeadInt4, GrowingMaximumRescalesWorkedByHand) {
@@ -512,14 +542,8 @@ TEST(AttentionHeadInt4, GrowingMaximumRescalesWorkedByHand) {
   h.k(1, 0, 1);
   h.v_all(0, 1, 0x3C00);
   h.v_all(1, 3, 0x3C00);
-  int8_t q[kHeadDim] = {};
-  q[0] = 1;
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false}, o,
-                              &sum);
-  EXPECT_EQ(sum, 63548u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 133120) << d;
+  const Int4Out out(query({1}).data(), h, 2);
+  out.expect(63548u, 133120);
 }
 
 TEST(AttentionHeadInt4, TheLargestAccumulatorAt2048RowsFits62Bits) {
@@ -529,12 +553,8 @@ TEST(AttentionHeadInt4, TheLargestAccumulatorAt2048RowsFits62Bits) {
   constexpr int T = 2048;
   Int4Head h(T, 0);
   for (int t = 0; t < T; ++t) h.v_all(t, -8, 0x7BFF);
-  int8_t q[kHeadDim] = {};
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, 0, AttentionParams{1u << 12, 16, false}, o, &sum);
-  EXPECT_EQ(sum, uint32_t(T) * 32767u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], INT32_MIN) << d;
+  const Int4Out out(query({}).data(), h, T);
+  out.expect(uint32_t(T) * 32767u, INT32_MIN);
   const int64_t w = int64_t(32767) * 65504 * 65536;
   EXPECT_LT(w, int64_t(1) << 47);
   EXPECT_GE(-8 * w * T, -(int64_t(1) << 61));
@@ -560,16 +580,14 @@ TEST(AttentionHeadInt4, OutlierLaneEntersTheScoreWorkedByHand) {
   h.v_all(1, -1, 0x3C00);
   int8_t q[kHeadDim] = {};
   q[0] = 2, q[1] = 1;
-  int32_t o[kHeadDim];
-  uint32_t sum = 0;
-  golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), 2, 1, AttentionParams{1u << 12, 16, false}, o,
-                              &sum);
-  EXPECT_EQ(sum, 63549u);
-  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 2047) << d;
+  const Int4Out out(q, h, 2);
+  out.expect(63549u, 2047);
   // The same rows read with n = 0 score the nibble 7 instead: s_0 = 2 * 112 - 32 = 192 > s_1.
   Int4Head plain(2, 0);
   std::vector<uint8_t> k0(plain.K.size());
   for (int t = 0; t < 2; ++t) std::memcpy(&k0[size_t(t) * 48], &h.K[size_t(t) * h.krow], 48);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
   golden::attention_head_int4(q, plain.bank.data(), k0.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false},
                               o, &sum);
   EXPECT_NE(sum, 63549u);
@@ -622,15 +640,8 @@ TEST(AttentionHeadInt4, CloseToTheDecodedSoftmaxAndRefusesLegacy) {
         s[size_t(t)] = dot * p.m / double(1 << 24) / 16.0;
         smax = std::max(smax, s[size_t(t)]);
       }
-      for (int d = 0; d < kHeadDim; ++d) {
-        double num = 0, den = 0;
-        for (int t = 0; t < T; ++t) {
-          const double w = std::exp(s[size_t(t)] - smax);
-          num += w * vd[size_t(t) * kHeadDim + d];
-          den += w;
-        }
-        EXPECT_NEAR(o[d] / 65536.0, num / den, 0.02) << "n " << n << " T " << T << " d " << d;
-      }
+      for (int d = 0; d < kHeadDim; ++d)
+        EXPECT_NEAR(o[d] / 65536.0, softmax_mean(s, smax, vd, d), 0.02) << "n " << n << " T " << T << " d " << d;
     }
   }
   uint8_t bank[192] = {}, K[48] = {}, V[56] = {};
@@ -640,11 +651,10 @@ TEST(AttentionHeadInt4, CloseToTheDecodedSoftmaxAndRefusesLegacy) {
   EXPECT_THROW(golden::attention_head_int4(q, bank, K, V, 1, 0, AttentionParams{1, 24, true}, o, &sum), Error);
 }
 
-TEST(BoardReference, OnlineSoftmaxLogitsCloseToTwoPhase) {
-  const std::vector<int> toks{1, 70, 80, 90, 100};
-  const auto a = run_tokens(toks);
-  const auto b = run_tokens(toks, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
-  const auto c = run_tokens(toks, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
+// How far the logits b of every token are from a: the largest |a - b| and the largest |a|
+// (their range); b must equal its rerun c bit for bit.
+std::pair<double, double> logit_gap(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                                    const std::vector<std::vector<float>>& c) {
   double worst = 0, scale = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(0, std::memcmp(b[i].data(), c[i].data(), b[i].size() * sizeof(float))) << "deterministic, token " << i;
@@ -653,6 +663,15 @@ TEST(BoardReference, OnlineSoftmaxLogitsCloseToTwoPhase) {
       scale = std::max(scale, double(std::fabs(a[i][j])));
     }
   }
+  return {worst, scale};
+}
+
+TEST(BoardReference, OnlineSoftmaxLogitsCloseToTwoPhase) {
+  const std::vector<int> toks{1, 70, 80, 90, 100};
+  const auto a = run_tokens(toks);
+  const auto b = run_tokens(toks, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
+  const auto c = run_tokens(toks, {.attention_variant = model::AttentionVariant::OnlineSoftmax});
+  const auto [worst, scale] = logit_gap(a, b, c);
   // A different arithmetic (interpolated exp, the division on the PL) ...
   EXPECT_NE(0, std::memcmp(a[4].data(), b[4].data(), a[4].size() * sizeof(float)));
   // ... that computes the same attention: logits within 10% of their range.
@@ -669,14 +688,7 @@ TEST(BoardReference, Int4KvLogitsCloseToInt8AndChecksItsKeys) {
   const auto b = run_tokens(toks, int4);
   const auto c = run_tokens(toks, int4);
   const auto d = run_tokens(toks, int4_lanes);
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(0, std::memcmp(b[i].data(), c[i].data(), b[i].size() * sizeof(float))) << "deterministic, token " << i;
-    for (size_t j = 0; j < a[i].size(); ++j) {
-      worst = std::max(worst, double(std::fabs(a[i][j] - b[i][j])));
-      scale = std::max(scale, double(std::fabs(a[i][j])));
-    }
-  }
+  const auto [worst, scale] = logit_gap(a, b, c);
   EXPECT_NE(0, std::memcmp(a[4].data(), b[4].data(), a[4].size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(b[4].data(), d[4].data(), b[4].size() * sizeof(float)));  // the lanes change K
   EXPECT_LT(worst, 0.25 * scale);  // a coarser cache computing the same attention

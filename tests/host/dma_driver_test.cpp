@@ -23,6 +23,7 @@
 #include "model/attention_stream.h"
 #include "base/error.h"
 #include "model/packed_image.h"
+#include "support/error_of.h"
 #include "support/random_model.h"
 
 namespace bitsim::host {
@@ -63,6 +64,14 @@ struct Rig {
       golden::ternary_matvec(w, s.row_begin, s.row_begin + s.rows, x.data(), want[size_t(lane)].data());
     }
     return want;
+  }
+
+  // After init: the first call of layer 0's o projection, written with write_matmul.
+  const MatmulCall& first_o_call() {
+    driver.init();
+    const MatmulGroup& grp = map.o(0);
+    write_matmul(grp.calls[0], grp.n, grp.rows);
+    return grp.calls[0];
   }
 
   // One head of layer 0 at context T on `lane`'s `slot`: header + q, K and V rows in DDR.
@@ -404,36 +413,23 @@ TEST(DmaDriver, SameAccessesAtTheSameTimesOnTheClockedAndTheFastBoard) {
   EXPECT_GT(reads, 8u);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no bitsim::Error)";
-}
+using test::error_of;
 
 TEST(DmaDriver, MisalignedStreamIsADmaErrorNamingTheDmaAndChannel) {
   Rig r(4);
-  r.driver.init();
-  const MatmulGroup& grp = r.map.o(0);
-  MatmulCall call = grp.calls[0];
-  r.write_matmul(call, grp.n, grp.rows);
+  MatmulCall call = r.first_o_call();
   call.lane[1].addr += 4;  // MM2S_SA not on a beat: the DMA raises DMAIntErr
-  const std::string msg = error_of([&] { r.driver.matmul(call, grp.n); });
+  const std::string msg = error_of([&] { r.driver.matmul(call, r.map.o(0).n); });
   EXPECT_NE(msg.find("DMA mm1 MM2S"), std::string::npos) << msg;
   EXPECT_NE(msg.find("DMAIntErr"), std::string::npos) << msg;
 }
 
 TEST(DmaDriver, ShortResultIsAnErrorNamingTheLane) {
   Rig r(4);
-  r.driver.init();
-  const MatmulGroup& grp = r.map.o(0);
-  MatmulCall call = grp.calls[0];
-  r.write_matmul(call, grp.n, grp.rows);
+  MatmulCall call = r.first_o_call();
   const uint64_t real = call.lane[0].result_bytes;
   call.lane[0].result_bytes += 8;  // the driver expects a beat more than the engine sends
-  const std::string msg = error_of([&] { r.driver.matmul(call, grp.n); });
+  const std::string msg = error_of([&] { r.driver.matmul(call, r.map.o(0).n); });
   EXPECT_NE(msg.find("matmul engine lane 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("S2MM received " + std::to_string(real) + " of " + std::to_string(real + 8)), std::string::npos)
       << msg;
@@ -442,17 +438,14 @@ TEST(DmaDriver, ShortResultIsAnErrorNamingTheLane) {
 
 TEST(DmaDriver, MalformedStreamIsAnErrorWithTheEnginesDiagnosis) {
   Rig r(4);
-  r.driver.init();
-  const MatmulGroup& grp = r.map.o(0);
-  const MatmulCall& call = grp.calls[0];
-  r.write_matmul(call, grp.n, grp.rows);
+  const MatmulCall& call = r.first_o_call();
   // Lane 1's header claims n = 0: the engine latches BadLength for group 0 and ends the
   // result stream with one zero beat, short of what S2MM_LENGTH asked.
   uint8_t hdr[16];
   r.fast.mem_read(call.lane[1].addr, hdr, 16);
   std::memset(hdr + 8, 0, 4);
   r.fast.mem_write(call.lane[1].addr, hdr, 16);
-  const std::string msg = error_of([&] { r.driver.matmul(call, grp.n); });
+  const std::string msg = error_of([&] { r.driver.matmul(call, r.map.o(0).n); });
   EXPECT_NE(msg.find("matmul engine lane 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find(model::stream_error_name(model::StreamError::BadLength)), std::string::npos) << msg;
   EXPECT_NE(msg.find("in group 0"), std::string::npos) << msg;

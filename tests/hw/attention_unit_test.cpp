@@ -35,32 +35,8 @@ using test_bench::RegMaster;
 using test_bench::Sink;
 using test_bench::Source;
 
-struct Bench {
-  explicit Bench(const AttentionUnitConfig& cfg = {})
-      : clock("clock", ClockConfig{}), unit("attention", clock, cfg), regs("regs") {
-    for (int l = 0; l < kLanes; ++l) {
-      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, unit.in(l)));
-      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, unit.out(l)));
-    }
-    regs.sock.bind(unit.ctrl);
-  }
-  bool run(const std::function<bool()>& done, uint64_t max_cycles = 4'000'000) {
-    while (!done()) {
-      if (clock.cycle() >= max_cycles) return false;
-      sc_core::sc_start(clock.period() * 1000.0);
-    }
-    return true;
-  }
-  bool run_tlasts(int lane, int count, uint64_t max_cycles = 4'000'000) {
-    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
-  }
-  uint32_t reg(int lane, uint32_t off) { return regs.read(unit.config().reg_base + lane * 0x100 + off); }
-
-  Clock clock;
-  AttentionUnit unit;
-  RegMaster regs;
-  std::vector<std::unique_ptr<Source>> src;
-  std::vector<std::unique_ptr<Sink>> sink;
+struct Bench : test_bench::EngineBench<AttentionUnit, AttentionUnitConfig, 4'000'000> {
+  explicit Bench(const AttentionUnitConfig& cfg = {}) : EngineBench("attention", cfg) {}
 };
 
 // ---- Heads -----------------------------------------------------------------------------
@@ -96,51 +72,74 @@ Head random_head(int T, std::mt19937& rng, bool legacy, int amplitude = 128) {
   return h;
 }
 
-std::vector<StreamBeat> head_beats(const Head& h, bool last) {
+// A head's header with its T, m and S (the flags are the caller's).
+AttentionHeadHeader header_of(int T, const golden::AttentionParams& p, bool last) {
   AttentionHeadHeader hdr;
-  hdr.T = uint32_t(h.T);
-  hdr.m = h.p.m;
-  hdr.shift = uint32_t(h.p.shift);
-  hdr.legacy = h.p.legacy;
+  hdr.T = uint32_t(T);
+  hdr.m = p.m;
+  hdr.shift = uint32_t(p.shift);
   hdr.last = last;
+  return hdr;
+}
+
+std::vector<StreamBeat> header_beats(const AttentionHeadHeader& hdr) {
   const auto hb = encode_attention_header(hdr);
-  std::vector<StreamBeat> beats = {{hb[0], false}, {hb[1], false}};
-  auto rows = [&](const std::vector<int8_t>& v) {
-    for (size_t i = 0; i < v.size(); i += 8) {
-      StreamBeat b;
-      std::memcpy(&b.data, v.data() + i, 8);
-      beats.push_back(b);
-    }
-  };
-  rows(h.q);
-  rows(h.K);
-  rows(h.V);
+  return {{hb[0], false}, {hb[1], false}};
+}
+
+// Appends n bytes (a multiple of 8) as beats.
+void append_bytes(std::vector<StreamBeat>& beats, const void* v, size_t n) {
+  for (size_t i = 0; i < n; i += 8) {
+    StreamBeat b;
+    std::memcpy(&b.data, static_cast<const uint8_t*>(v) + i, 8);
+    beats.push_back(b);
+  }
+}
+
+std::vector<StreamBeat> head_beats(const Head& h, bool last) {
+  AttentionHeadHeader hdr = header_of(h.T, h.p, last);
+  hdr.legacy = h.p.legacy;
+  std::vector<StreamBeat> beats = header_beats(hdr);
+  for (const std::vector<int8_t>* v : {&h.q, &h.K, &h.V}) append_bytes(beats, v->data(), v->size());
   EXPECT_EQ(beats.size(), attention_head_beats(h.T));
   beats.back().last = last;
   return beats;
 }
 
-std::vector<StreamBeat> transfer_beats(const std::vector<Head>& heads) {
+// The heads one after another as one transfer, each as beats_of(head, last) encodes it.
+template <class H, class Encode>
+std::vector<StreamBeat> transfer_of(const std::vector<H>& heads, Encode beats_of) {
   std::vector<StreamBeat> out;
   for (size_t i = 0; i < heads.size(); ++i) {
-    const auto b = head_beats(heads[i], i + 1 == heads.size());
+    const auto b = beats_of(heads[i], i + 1 == heads.size());
     out.insert(out.end(), b.begin(), b.end());
   }
   return out;
 }
 
-std::vector<StreamBeat> expected_beats(const std::vector<Head>& heads) {
+// The unit's result beats for the heads, each head's 96 values and sum as golden(head, o,
+// &sum) computes them: two values a beat, then the sum; TLAST on the last beat.
+template <class H, class Golden>
+std::vector<StreamBeat> results_of(const std::vector<H>& heads, Golden golden) {
   std::vector<StreamBeat> out;
   for (const auto& h : heads) {
-    int32_t acc[D];
+    int32_t o[D];
     uint32_t sum = 0;
-    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, acc, &sum);
+    golden(h, o, &sum);
     for (int i = 0; i < D; i += 2)
-      out.push_back({uint64_t(uint32_t(acc[i])) | (uint64_t(uint32_t(acc[i + 1])) << 32), false});
+      out.push_back({uint64_t(uint32_t(o[i])) | (uint64_t(uint32_t(o[i + 1])) << 32), false});
     out.push_back({uint64_t(sum), false});
   }
   out.back().last = true;
   return out;
+}
+
+std::vector<StreamBeat> transfer_beats(const std::vector<Head>& heads) { return transfer_of(heads, head_beats); }
+
+std::vector<StreamBeat> expected_beats(const std::vector<Head>& heads) {
+  return results_of(heads, [](const Head& h, int32_t* acc, uint32_t* sum) {
+    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, acc, sum);
+  });
 }
 
 void expect_beats_eq(const std::vector<StreamBeat>& got, const std::vector<StreamBeat>& want) {
@@ -163,13 +162,11 @@ TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
     h0.push_back(random_head(T, rng, false));
     h1.push_back(random_head(T, rng, true, T % 2 ? 12 : 128));  // legacy: small and full range
   }
-  b.src[0]->append(transfer_beats(h0));
-  b.src[1]->append(transfer_beats(h1));
-  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  ASSERT_TRUE(b.run_both_lanes(transfer_beats(h0), transfer_beats(h1)));
   expect_beats_eq(b.sink[0]->beats, expected_beats(h0));
   expect_beats_eq(b.sink[1]->beats, expected_beats(h1));
   for (int l = 0; l < 2; ++l) {
-    const auto& s = b.unit.stats(l);
+    const auto& s = b.engine.stats(l);
     EXPECT_EQ(s.units, 6u);
     EXPECT_EQ(s.rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
     EXPECT_EQ(s.beats_in, b.src[size_t(l)]->beats.size());
@@ -181,27 +178,19 @@ TEST(AttentionUnit, AllContextLengthsBothModesBothLanesEqualGolden) {
     EXPECT_EQ(b.reg(l, engine_reg::kUnitsDone), 6u);
     EXPECT_EQ(b.reg(l, engine_reg::kBeatsOut), 6u * 49);
   }
-  EXPECT_EQ(b.unit.multiplies(0), 1u + 2 + 7 + 64 + 511 + 512);
-  EXPECT_EQ(b.unit.multiplies(1), 0u);  // legacy mode uses the shift
+  EXPECT_EQ(b.engine.multiplies(0), 1u + 2 + 7 + 64 + 511 + 512);
+  EXPECT_EQ(b.engine.multiplies(1), 0u);  // legacy mode uses the shift
 }
 
 TEST(AttentionUnit, ManyRandomHeadsAndTransfers) {
   bitsim::hw::FreshSimContext ctx;
   Bench b;
   std::mt19937 rng(17);
-  std::vector<StreamBeat> want;
-  const int transfers = 10;
-  for (int t = 0; t < transfers; ++t) {
-    std::vector<Head> heads;
-    const int count = 1 + int(rng() % 4);
-    for (int i = 0; i < count; ++i)
-      heads.push_back(random_head(1 + int(rng() % 48), rng, rng() % 3 == 0, 1 << (2 + rng() % 6)));
-    b.src[0]->append(transfer_beats(heads));
-    const auto w = expected_beats(heads);
-    want.insert(want.end(), w.begin(), w.end());
-  }
-  ASSERT_TRUE(b.run_tlasts(0, transfers));
-  expect_beats_eq(b.sink[0]->beats, want);
+  auto random = [](std::mt19937& rng) {
+    return random_head(1 + int(rng() % 48), rng, rng() % 3 == 0, 1 << (2 + rng() % 6));
+  };
+  ASSERT_TRUE(b.run_random_transfers(10, rng, random, transfer_beats, expected_beats));
+  expect_beats_eq(b.sink[0]->beats, b.expected);
 }
 
 TEST(AttentionUnit, ExtremeParameters) {
@@ -261,7 +250,7 @@ TEST(AttentionUnit, BackPressureChangesOnlyTiming) {
     ASSERT_TRUE(b.run_tlasts(0, 1));
     expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
     EXPECT_GT(b.sink[0]->pop_cycle.back(), free_end);
-    EXPECT_GT(b.unit.stats(0).stall_cycles, 0u);
+    EXPECT_GT(b.engine.stats(0).stall_cycles, 0u);
   }
 }
 
@@ -291,7 +280,7 @@ TEST(AttentionUnit, CyclesSingleHeadHandWorked) {
       EXPECT_EQ(b.sink[0]->pop_cycle.back(), 91u);
     }
     // Busy: edges 1 .. N + drain + 48 (the TLAST push).
-    EXPECT_EQ(b.unit.stats(0).busy_cycles, N + drain + 48);
+    EXPECT_EQ(b.engine.stats(0).busy_cycles, N + drain + 48);
   }
 }
 
@@ -318,7 +307,7 @@ TEST(AttentionUnit, CyclesTwoHeadsResultBank) {
         EXPECT_EQ(b.sink[0]->pop_cycle[j], N1 + dr + j + 1) << j;
         EXPECT_EQ(b.sink[0]->pop_cycle[49 + j], end2 + dr + j + 1) << j;
       }
-      EXPECT_EQ(b.unit.stats(0).stall_cycles, end2 - (N1 + N2));
+      EXPECT_EQ(b.engine.stats(0).stall_cycles, end2 - (N1 + N2));
     }
   }
 }
@@ -338,7 +327,7 @@ TEST(AttentionUnit, CyclesWithInputGapsAndSleep) {
   for (int h = 0; h < 2; ++h)
     for (uint64_t j = 0; j < 49; ++j)
       EXPECT_EQ(b.sink[0]->pop_cycle[size_t(49 * h) + j], b.src[0]->push_cycle[last_v[h]] + 1 + 4 + j + 1);
-  EXPECT_EQ(b.unit.stats(0).stall_cycles, 0u);
+  EXPECT_EQ(b.engine.stats(0).stall_cycles, 0u);
 }
 
 TEST(AttentionUnit, FullOutputFifoStopsInput) {
@@ -352,14 +341,11 @@ TEST(AttentionUnit, FullOutputFifoStopsInput) {
   std::mt19937 rng(41);
   const std::vector<Head> heads = {random_head(1, rng, false), random_head(2, rng, false)};
   b.src[0]->append(transfer_beats(heads));
-  bool open = false;
-  b.sink[0]->ready = [&](uint64_t) { return open; };
-  sc_core::sc_start(b.clock.period() * 400.0);
-  EXPECT_EQ(b.unit.stats(0).beats_in, 45u);
-  EXPECT_EQ(b.unit.stats(0).beats_out, 4u);
-  EXPECT_TRUE(b.unit.busy(0));
-  open = true;
-  ASSERT_TRUE(b.run_tlasts(0, 1));
+  ASSERT_TRUE(b.run_with_sink_held(400, [&] {
+    EXPECT_EQ(b.engine.stats(0).beats_in, 45u);
+    EXPECT_EQ(b.engine.stats(0).beats_out, 4u);
+    EXPECT_TRUE(b.engine.busy(0));
+  }));
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
 }
 
@@ -407,25 +393,12 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
     SCOPED_TRACE(bc.what);
     bitsim::hw::FreshSimContext ctx;
     Bench b;
-    auto beats = good;
-    if (bc.corrupt) bc.corrupt(beats);
-    if (bc.cut_at) {
-      beats.resize(bc.cut_at);
-      beats.back().last = true;
-    }
-    if (bc.drop_tlast) {
-      beats.back().last = false;
-      for (int i = 0; i < 7; ++i) beats.push_back({0x5555, i == 6});
-    }
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    const auto beats =
+        test_bench::malformed(test_bench::changed(good, bc.corrupt), bc.cut_at, bc.drop_tlast, 7, 0x5555);
+    ASSERT_TRUE(b.run_one_transfer(beats)) << "hang";
     sc_core::sc_start(b.clock.period() * 100.0);
-    EXPECT_TRUE(b.src[0]->done());
+    ASSERT_NO_FATAL_FAILURE(test_bench::expect_discarded_to_tlast(*b.src[0], *b.sink[0]));
     const auto& out = b.sink[0]->beats;
-    ASSERT_FALSE(out.empty());
-    EXPECT_EQ(out.back().data, 0u);
-    EXPECT_TRUE(out.back().last);
-    EXPECT_EQ(b.sink[0]->tlasts, 1);
     // The heads completed before the error leave their results first, then the zero beat.
     const size_t done = bc.code == AttentionError::TrailingData ? 3 : size_t(bc.head);
     ASSERT_EQ(out.size(), 49 * done + 1);
@@ -435,12 +408,12 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
       want.push_back({0, true});
       expect_beats_eq(out, want);
     }
-    const EngineLaneError e = b.unit.error(0);
+    const EngineLaneError e = b.engine.error(0);
     EXPECT_EQ(AttentionError(e.code), bc.code) << attention_error_name(AttentionError(e.code));
     EXPECT_EQ(e.unit, bc.head);
     EXPECT_EQ(e.row, bc.row);
-    EXPECT_TRUE(b.unit.stopped(0));
-    EXPECT_EQ(b.unit.stats(0).errors, 1u);
+    EXPECT_TRUE(b.engine.stopped(0));
+    EXPECT_EQ(b.engine.stats(0).errors, 1u);
     EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusError | engine_reg::kStatusStopped);
     EXPECT_EQ(b.reg(0, engine_reg::kErrorCode), uint32_t(bc.code));
     EXPECT_EQ(b.reg(0, engine_reg::kErrorUnit), uint32_t(bc.head));
@@ -449,8 +422,8 @@ TEST(AttentionUnit, EveryMalformedStreamGivesItsErrorNotAHang) {
     // Stopped until cleared; then a good transfer runs.
     b.src[0]->append(good);
     sc_core::sc_start(b.clock.period() * 200.0);
-    EXPECT_EQ(b.unit.stats(0).beats_in, beats.size());
-    b.regs.write(b.unit.config().reg_base + engine_reg::kControl, engine_reg::kControlClear);
+    EXPECT_EQ(b.engine.stats(0).beats_in, beats.size());
+    b.regs.write(b.engine.config().reg_base + engine_reg::kControl, engine_reg::kControlClear);
     EXPECT_EQ(b.reg(0, engine_reg::kStatus) & (engine_reg::kStatusError | engine_reg::kStatusStopped), 0u);
     const size_t before = out.size();
     ASSERT_TRUE(b.run_tlasts(0, 2, b.clock.cycle() + 20'000));
@@ -472,8 +445,8 @@ TEST(AttentionUnit, ErrorOnOneLaneLeavesTheOtherRunning) {
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
   ASSERT_EQ(b.sink[1]->pop_cycle.size(), 1u);
   EXPECT_EQ(b.sink[1]->pop_cycle[0], 6u);
-  EXPECT_EQ(AttentionError(b.unit.error(1).code), AttentionError::BadVersion);
-  EXPECT_EQ(AttentionError(b.unit.error(0).code), AttentionError::None);
+  EXPECT_EQ(AttentionError(b.engine.error(1).code), AttentionError::BadVersion);
+  EXPECT_EQ(AttentionError(b.engine.error(0).code), AttentionError::None);
   EXPECT_EQ(b.reg(0, engine_reg::kStatus), 0u);
   EXPECT_EQ(b.reg(1, engine_reg::kErrorCode), uint32_t(AttentionError::BadVersion));
 }
@@ -481,11 +454,10 @@ TEST(AttentionUnit, ErrorOnOneLaneLeavesTheOtherRunning) {
 TEST(AttentionUnit, RegisterDecodeAndConfig) {
   bitsim::hw::FreshSimContext ctx;
   Bench b;
-  const uint64_t base = b.unit.config().reg_base;
-  uint32_t v = 0;
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x30, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_WRITE_COMMAND, base + 0x10, &v, 2), tlm::TLM_BURST_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x200), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x30), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_WRITE_COMMAND, 0x10, 2), tlm::TLM_BURST_ERROR_RESPONSE);
+  const uint64_t base = b.engine.config().reg_base;
   EXPECT_EQ(b.reg(1, engine_reg::kErrorRow), engine_reg::kNone);
   EXPECT_EQ(b.reg(1, engine_reg::kStatus), 0u);
   b.regs.write(base + 0x100 + engine_reg::kControl, 1);  // clearing no error: harmless
@@ -520,25 +492,13 @@ AttentionUnitConfig online_config() {
 
 // The online stream of a head: header (flags bit 2), q, then K_t V_t for each row.
 std::vector<StreamBeat> online_head_beats(const Head& h, bool last) {
-  AttentionHeadHeader hdr;
-  hdr.T = uint32_t(h.T);
-  hdr.m = h.p.m;
-  hdr.shift = uint32_t(h.p.shift);
+  AttentionHeadHeader hdr = header_of(h.T, h.p, last);
   hdr.online = true;
-  hdr.last = last;
-  const auto hb = encode_attention_header(hdr);
-  std::vector<StreamBeat> beats = {{hb[0], false}, {hb[1], false}};
-  auto row = [&](const int8_t* v) {
-    for (int i = 0; i < D; i += 8) {
-      StreamBeat b;
-      std::memcpy(&b.data, v + i, 8);
-      beats.push_back(b);
-    }
-  };
-  row(h.q.data());
+  std::vector<StreamBeat> beats = header_beats(hdr);
+  append_bytes(beats, h.q.data(), D);
   for (int t = 0; t < h.T; ++t) {
-    row(h.K.data() + size_t(t) * D);
-    row(h.V.data() + size_t(t) * D);
+    append_bytes(beats, h.K.data() + size_t(t) * D, D);
+    append_bytes(beats, h.V.data() + size_t(t) * D, D);
   }
   EXPECT_EQ(beats.size(), attention_head_beats(h.T));
   beats.back().last = last;
@@ -546,26 +506,13 @@ std::vector<StreamBeat> online_head_beats(const Head& h, bool last) {
 }
 
 std::vector<StreamBeat> online_transfer(const std::vector<Head>& heads) {
-  std::vector<StreamBeat> out;
-  for (size_t i = 0; i < heads.size(); ++i) {
-    const auto b = online_head_beats(heads[i], i + 1 == heads.size());
-    out.insert(out.end(), b.begin(), b.end());
-  }
-  return out;
+  return transfer_of(heads, online_head_beats);
 }
 
 std::vector<StreamBeat> online_expected(const std::vector<Head>& heads) {
-  std::vector<StreamBeat> out;
-  for (const auto& h : heads) {
-    int32_t o[D];
-    uint32_t sum = 0;
-    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, o, &sum);
-    for (int i = 0; i < D; i += 2)
-      out.push_back({uint64_t(uint32_t(o[i])) | (uint64_t(uint32_t(o[i + 1])) << 32), false});
-    out.push_back({uint64_t(sum), false});
-  }
-  out.back().last = true;
-  return out;
+  return results_of(heads, [](const Head& h, int32_t* o, uint32_t* sum) {
+    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, o, sum);
+  });
 }
 
 TEST(AttentionUnitOnline, AllContextLengthsBothLanesEqualGolden) {
@@ -586,17 +533,15 @@ TEST(AttentionUnitOnline, AllContextLengthsBothLanesEqualGolden) {
   std::fill(x.V.begin(), x.V.end(), int8_t(-128));
   x.p.m = kAttentionMaxM;
   h1.push_back(x);
-  b.src[0]->append(online_transfer(h0));
-  b.src[1]->append(online_transfer(h1));
-  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  ASSERT_TRUE(b.run_both_lanes(online_transfer(h0), online_transfer(h1)));
   expect_beats_eq(b.sink[0]->beats, online_expected(h0));
   expect_beats_eq(b.sink[1]->beats, online_expected(h1));
   // The extreme head: every weight 32767, o_d = -128.0 in Q15.16.
   EXPECT_EQ(int32_t(uint32_t(b.sink[1]->beats[6 * 49].data)), -128 * 65536);
   for (int l = 0; l < 2; ++l) {
-    EXPECT_EQ(b.unit.stats(l).units, 7u);
-    EXPECT_EQ(b.unit.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512 + 512));
-    EXPECT_EQ(b.unit.stats(l).errors, 0u);
+    EXPECT_EQ(b.engine.stats(l).units, 7u);
+    EXPECT_EQ(b.engine.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512 + 512));
+    EXPECT_EQ(b.engine.stats(l).errors, 0u);
   }
 }
 
@@ -604,17 +549,9 @@ TEST(AttentionUnitOnline, ManyRandomHeadsAndTransfers) {
   bitsim::hw::FreshSimContext ctx;
   Bench b(online_config());
   std::mt19937 rng(61);
-  std::vector<StreamBeat> want;
-  for (int t = 0; t < 10; ++t) {
-    std::vector<Head> heads;
-    const int count = 1 + int(rng() % 4);
-    for (int i = 0; i < count; ++i) heads.push_back(random_head(1 + int(rng() % 48), rng, false, 1 << (2 + rng() % 6)));
-    b.src[0]->append(online_transfer(heads));
-    const auto w = online_expected(heads);
-    want.insert(want.end(), w.begin(), w.end());
-  }
-  ASSERT_TRUE(b.run_tlasts(0, 10));
-  expect_beats_eq(b.sink[0]->beats, want);
+  auto random = [](std::mt19937& rng) { return random_head(1 + int(rng() % 48), rng, false, 1 << (2 + rng() % 6)); };
+  ASSERT_TRUE(b.run_random_transfers(10, rng, random, online_transfer, online_expected));
+  expect_beats_eq(b.sink[0]->beats, b.expected);
 }
 
 TEST(AttentionUnitOnline, CyclesHandWorkedNormalizerLatency) {
@@ -648,7 +585,7 @@ TEST(AttentionUnitOnline, CyclesHandWorkedNormalizerLatency) {
   ASSERT_TRUE(b.run_tlasts(0, 1));
   expect_beats_eq(b.sink[0]->beats, online_expected(heads));
   EXPECT_EQ(b.sink[0]->pop_cycle[49], 234u + 4 + 143 + 1);
-  EXPECT_EQ(b.unit.stats(0).stall_cycles, 234u - 76);
+  EXPECT_EQ(b.engine.stats(0).stall_cycles, 234u - 76);
 }
 
 TEST(AttentionUnitOnline, VariantMismatchAndRowNumbers) {
@@ -673,15 +610,8 @@ TEST(AttentionUnitOnline, VariantMismatchAndRowNumbers) {
     SCOPED_TRACE(c.what);
     bitsim::hw::FreshSimContext ctx;
     Bench b(online_config());
-    auto beats = good;
-    if (c.corrupt) c.corrupt(beats);
-    if (c.cut_at) {
-      beats.resize(c.cut_at);
-      beats.back().last = true;
-    }
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
-    const EngineLaneError e = b.unit.error(0);
+    ASSERT_TRUE(b.run_one_transfer(test_bench::malformed(test_bench::changed(good, c.corrupt), c.cut_at))) << "hang";
+    const EngineLaneError e = b.engine.error(0);
     EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
     EXPECT_EQ(e.unit, 1);
     EXPECT_EQ(e.row, c.row);
@@ -714,52 +644,27 @@ AttentionUnitConfig int4_config() {
 
 // An INT4 head's stream: header (flags bits 2 and 3, n), q, the bank, then K_t V_t.
 std::vector<StreamBeat> int4_head_beats(const int4_test::Int4Head& h, bool last) {
-  AttentionHeadHeader hdr;
-  hdr.T = uint32_t(h.T);
-  hdr.m = h.p.m;
-  hdr.shift = uint32_t(h.p.shift);
+  AttentionHeadHeader hdr = header_of(h.T, h.p, last);
   hdr.online = hdr.int4 = true;
   hdr.outliers = uint32_t(h.n);
-  hdr.last = last;
-  const auto hb = encode_attention_header(hdr);
-  std::vector<StreamBeat> beats = {{hb[0], false}, {hb[1], false}};
-  auto bytes = [&](const uint8_t* v, size_t n) {
-    for (size_t i = 0; i < n; i += 8) {
-      StreamBeat b;
-      std::memcpy(&b.data, v + i, 8);
-      beats.push_back(b);
-    }
-  };
-  bytes(reinterpret_cast<const uint8_t*>(h.q.data()), D);
-  bytes(h.bank.data(), h.bank.size());
+  std::vector<StreamBeat> beats = header_beats(hdr);
+  append_bytes(beats, h.q.data(), D);
+  append_bytes(beats, h.bank.data(), h.bank.size());
   const auto rows = h.interleaved();
-  bytes(rows.data(), rows.size());
+  append_bytes(beats, rows.data(), rows.size());
   EXPECT_EQ(beats.size() * 8, model::attention_head_bytes(hdr));
   beats.back().last = last;
   return beats;
 }
 
 std::vector<StreamBeat> int4_transfer(const std::vector<int4_test::Int4Head>& heads) {
-  std::vector<StreamBeat> out;
-  for (size_t i = 0; i < heads.size(); ++i) {
-    const auto b = int4_head_beats(heads[i], i + 1 == heads.size());
-    out.insert(out.end(), b.begin(), b.end());
-  }
-  return out;
+  return transfer_of(heads, int4_head_beats);
 }
 
 std::vector<StreamBeat> int4_expected(const std::vector<int4_test::Int4Head>& heads) {
-  std::vector<StreamBeat> out;
-  for (const auto& h : heads) {
-    int32_t o[D];
-    uint32_t sum = 0;
-    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, h.p, o, &sum);
-    for (int i = 0; i < D; i += 2)
-      out.push_back({uint64_t(uint32_t(o[i])) | (uint64_t(uint32_t(o[i + 1])) << 32), false});
-    out.push_back({uint64_t(sum), false});
-  }
-  out.back().last = true;
-  return out;
+  return results_of(heads, [](const int4_test::Int4Head& h, int32_t* o, uint32_t* sum) {
+    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, h.p, o, sum);
+  });
 }
 
 TEST(AttentionUnitInt4, ContextLengthsAndOutlierCountsBothLanesEqualGolden) {
@@ -772,15 +677,13 @@ TEST(AttentionUnitInt4, ContextLengthsAndOutlierCountsBothLanesEqualGolden) {
     h0.push_back(int4_test::random_int4_head(T, n++ % 9, rng));
     h1.push_back(int4_test::random_int4_head(T, (n + 4) % 9, rng));
   }
-  b.src[0]->append(int4_transfer(h0));
-  b.src[1]->append(int4_transfer(h1));
-  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  ASSERT_TRUE(b.run_both_lanes(int4_transfer(h0), int4_transfer(h1)));
   expect_beats_eq(b.sink[0]->beats, int4_expected(h0));
   expect_beats_eq(b.sink[1]->beats, int4_expected(h1));
   for (int l = 0; l < 2; ++l) {
-    EXPECT_EQ(b.unit.stats(l).units, 6u);
-    EXPECT_EQ(b.unit.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
-    EXPECT_EQ(b.unit.stats(l).errors, 0u);
+    EXPECT_EQ(b.engine.stats(l).units, 6u);
+    EXPECT_EQ(b.engine.stats(l).rows, 2u * (1 + 2 + 7 + 64 + 511 + 512));
+    EXPECT_EQ(b.engine.stats(l).errors, 0u);
   }
 }
 
@@ -794,14 +697,12 @@ TEST(AttentionUnitInt4, ContextsPast512EqualGolden) {
   h0.push_back(int4_test::random_int4_head(513, 0, rng));
   h0.push_back(int4_test::random_int4_head(2048, 8, rng));
   h1.push_back(int4_test::random_int4_head(1319, 3, rng));
-  b.src[0]->append(int4_transfer(h0));
-  b.src[1]->append(int4_transfer(h1));
-  ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+  ASSERT_TRUE(b.run_both_lanes(int4_transfer(h0), int4_transfer(h1)));
   expect_beats_eq(b.sink[0]->beats, int4_expected(h0));
   expect_beats_eq(b.sink[1]->beats, int4_expected(h1));
-  EXPECT_EQ(b.unit.stats(0).rows, 2u * (513 + 2048));
-  EXPECT_EQ(b.unit.stats(1).rows, 2u * 1319);
-  EXPECT_EQ(b.unit.stats(0).errors + b.unit.stats(1).errors, 0u);
+  EXPECT_EQ(b.engine.stats(0).rows, 2u * (513 + 2048));
+  EXPECT_EQ(b.engine.stats(1).rows, 2u * 1319);
+  EXPECT_EQ(b.engine.stats(0).errors + b.engine.stats(1).errors, 0u);
 }
 
 TEST(AttentionUnitInt4, CyclesHandWorkedRowsAndTail) {
@@ -853,11 +754,8 @@ TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
     SCOPED_TRACE(c.what);
     bitsim::hw::FreshSimContext ctx;
     Bench b(c.cfg);
-    auto beats = good;
-    if (c.corrupt) c.corrupt(beats);
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
-    const EngineLaneError e = b.unit.error(0);
+    ASSERT_TRUE(b.run_one_transfer(test_bench::changed(good, c.corrupt))) << "hang";
+    const EngineLaneError e = b.engine.error(0);
     EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
     EXPECT_EQ(e.row, -1);
   }

@@ -20,6 +20,9 @@
 #include "hw/hp_port.h"
 #include "hw/sim_context.h"
 #include "base/error.h"
+#include "support/clocked_module.h"
+#include "support/run_until.h"
+#include "support/tlm_access.h"
 
 namespace bitsim::hw {
 namespace {
@@ -36,17 +39,8 @@ class RegMaster : public sc_core::sc_module {
 
   tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, void* data, unsigned len,
                                   unsigned streaming_width = 0) {
-    tlm::tlm_generic_payload p;
-    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-    p.set_command(cmd);
-    p.set_address(addr);
-    p.set_data_ptr(static_cast<unsigned char*>(data));
-    p.set_data_length(len);
-    p.set_streaming_width(streaming_width ? streaming_width : len);
-    p.set_byte_enable_ptr(nullptr);
-    p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    socket->b_transport(p, delay);
-    return p.get_response_status();
+    return test::tlm_access(socket, cmd, addr, static_cast<unsigned char*>(data), len,
+                            streaming_width ? streaming_width : len);
   }
   uint32_t read(uint32_t offset) {
     uint32_t v = 0;
@@ -63,21 +57,16 @@ class RegMaster : public sc_core::sc_module {
 
 // Takes MM2S beats: always ready, or when `ready(cycle)` says so; records every beat and the
 // edge it was taken (one edge after the DMA pushed it).
-class StreamSink : public sc_core::sc_module {
+class StreamSink : public test::ClockedModule {
  public:
-  SC_HAS_PROCESS(StreamSink);
-  StreamSink(sc_core::sc_module_name n, Clock& clock, AxiStream& in) : sc_module(n), clock_(clock), in_(in) {
-    SC_METHOD(tick);
-    sensitive << clock.listen();
-    dont_initialize();
-  }
+  StreamSink(sc_core::sc_module_name n, Clock& clock, AxiStream& in) : ClockedModule(n, clock), in_(in) {}
   std::function<bool(uint64_t)> ready;
   bool record_cycles = true;
   std::vector<uint64_t> data, cycles;
   std::vector<size_t> tlast_at;  // indices of beats with TLAST
 
  private:
-  void tick() {
+  void tick() override {
     if (!in_.valid()) return;
     const uint64_t now = clock_.cycle();
     if (ready && !ready(now)) return;
@@ -86,21 +75,14 @@ class StreamSink : public sc_core::sc_module {
     data.push_back(b.data);
     if (record_cycles) cycles.push_back(now);
   }
-  Clock& clock_;
   AxiStream& in_;
 };
 
 // Produces S2MM beats: pushes the queued beats from `start_cycle` on, one per edge when the
 // stream has room; records the edge of every push.
-class StreamSource : public sc_core::sc_module {
+class StreamSource : public test::ClockedModule {
  public:
-  SC_HAS_PROCESS(StreamSource);
-  StreamSource(sc_core::sc_module_name n, Clock& clock, AxiStream& out)
-      : sc_module(n), clock_(clock), out_(out) {
-    SC_METHOD(tick);
-    sensitive << clock.listen();
-    dont_initialize();
-  }
+  StreamSource(sc_core::sc_module_name n, Clock& clock, AxiStream& out) : ClockedModule(n, clock), out_(out) {}
   void packet(const std::vector<uint64_t>& words) {
     for (size_t i = 0; i < words.size(); ++i) beats.push_back(StreamBeat{words[i], i + 1 == words.size()});
   }
@@ -110,13 +92,12 @@ class StreamSource : public sc_core::sc_module {
   std::vector<uint64_t> cycles;
 
  private:
-  void tick() {
+  void tick() override {
     if (next < beats.size() && clock_.cycle() >= start_cycle && out_.ready()) {
       out_.push(beats[next++]);
       cycles.push_back(clock_.cycle());
     }
   }
-  Clock& clock_;
   AxiStream& out_;
 };
 
@@ -157,19 +138,18 @@ struct Bench {
   // Runs in chunks until pred() holds; fails the test after max_cycles.
   template <typename Pred>
   bool run_until(Pred pred, uint64_t max_cycles) {
-    for (uint64_t run = 0; !pred(); run += 64) {
-      if (run >= max_cycles) {
-        ADD_FAILURE() << "condition not reached within " << max_cycles << " cycles";
-        return false;
-      }
-      sc_core::sc_start(clock.period() * 64.0);
-    }
-    return true;
+    return test::run_until(clock, pred, max_cycles);
   }
   void run_cycles(uint64_t n) { sc_core::sc_start(clock.period() * double(n)); }
   // The edge at which a register write issued now takes effect.
   uint64_t write_edge() const { return sc_core::sc_time_stamp().value() / clock.period().value() + 1; }
   bool idle(uint32_t sr_offset) { return (cpu.read(sr_offset) & kSrIdle) != 0; }
+  // A simple-mode MM2S transfer: run, source address, length (the start).
+  void start_mm2s(uint32_t src, uint32_t length) {
+    cpu.write(kMm2sDmacr, kCrRunStop);
+    cpu.write(kMm2sSa, src);
+    cpu.write(kMm2sLength, length);
+  }
 
   Clock clock;
   Ddr ddr;
@@ -343,9 +323,7 @@ TEST(AxiDma, SimpleMm2sUnderBackPressure) {
   const auto words = random_words(n, 3);
   put_words(b.ddr, 0x20000, words);
   b.sink.ready = [](uint64_t c) { return c % 3 == 0; };
-  b.cpu.write(kMm2sDmacr, kCrRunStop);
-  b.cpu.write(kMm2sSa, 0x20000);
-  b.cpu.write(kMm2sLength, uint32_t(n * 8));
+  b.start_mm2s(0x20000, uint32_t(n * 8));
   ASSERT_TRUE(b.run_until([&] { return b.idle(kMm2sDmasr); }, 5000));
   EXPECT_EQ(b.sink.data, words);
   EXPECT_GE(b.sink.cycles.back() - b.sink.cycles.front(), 3 * (n - 1));
@@ -492,9 +470,7 @@ TEST(AxiDma, LengthAtTheLimitIsAccepted) {
   EXPECT_EQ(b.dma.max_length(), 4095u);
   const auto words = random_words(511, 9);
   put_words(b.ddr, 0x4000, words);
-  b.cpu.write(kMm2sDmacr, kCrRunStop);
-  b.cpu.write(kMm2sSa, 0x4000);
-  b.cpu.write(kMm2sLength, 4088);
+  b.start_mm2s(0x4000, 4088);
   ASSERT_TRUE(b.run_until([&] { return b.idle(kMm2sDmasr); }, 5000));
   EXPECT_EQ(b.sink.data, words);
 }
@@ -513,9 +489,7 @@ TEST(AxiDma, ReadRequestsSplitAtFourKilobyteBoundariesOnly) {
     Bench b(cfg);
     const auto words = random_words(256, src);
     put_words(b.ddr, src, words);
-    b.cpu.write(kMm2sDmacr, kCrRunStop);
-    b.cpu.write(kMm2sSa, uint32_t(src));
-    b.cpu.write(kMm2sLength, 2048);
+    b.start_mm2s(uint32_t(src), 2048);
     ASSERT_TRUE(b.run_until([&] { return b.idle(kMm2sDmasr); }, 20000));
     EXPECT_EQ(b.hp.stats().read_requests, requests) << "2 KB from " << std::hex << src;
     EXPECT_EQ(b.sink.data, words);
@@ -529,9 +503,7 @@ TEST(AxiDma, ResetDuringTransferDrainsAndRecovers) {
   Bench b;
   put_words(b.ddr, 0x10000, random_words(4000, 10));
   b.sink.ready = [](uint64_t c) { return c % 4 == 0; };
-  b.cpu.write(kMm2sDmacr, kCrRunStop);
-  b.cpu.write(kMm2sSa, 0x10000);
-  b.cpu.write(kMm2sLength, 4000 * 8);
+  b.start_mm2s(0x10000, 4000 * 8);
   b.run_cycles(60);
   b.cpu.write(kMm2sDmacr, kCrReset);
   EXPECT_EQ(b.cpu.read(kMm2sDmasr), kSrHalted);
@@ -543,9 +515,7 @@ TEST(AxiDma, ResetDuringTransferDrainsAndRecovers) {
   b.sink.ready = nullptr;
   const auto words = random_words(20, 11);
   put_words(b.ddr, 0x90000, words);
-  b.cpu.write(kMm2sDmacr, kCrRunStop);
-  b.cpu.write(kMm2sSa, 0x90000);
-  b.cpu.write(kMm2sLength, 160);
+  b.start_mm2s(0x90000, 160);
   ASSERT_TRUE(b.run_until([&] { return b.idle(kMm2sDmasr); }, 2000));
   ASSERT_EQ(b.sink.data.size(), before + 20);
   EXPECT_EQ(std::vector<uint64_t>(b.sink.data.begin() + long(before), b.sink.data.end()), words);
@@ -769,6 +739,11 @@ struct SgErrorBench {
     EXPECT_TRUE(b.run_until([&] { return (b.cpu.read(kMm2sDmasr) & kSrHalted) != 0; }, 5000));
     b.run_cycles(200);  // the errored descriptor's status write-back
   }
+  // A chain of one descriptor at kDescBase (a ring of itself), then start.
+  void start_one(uint64_t buffer, uint32_t control, uint32_t status = 0) {
+    put_descriptor(b.ddr, kDescBase, kDescBase, buffer, control, status);
+    start(kDescBase, kDescBase);
+  }
   Bench b;
 };
 
@@ -806,8 +781,7 @@ TEST(AxiDma, SgDescriptorFetchOutsideDdrIsSgDecErr) {
 TEST(AxiDma, SgBufferOutsideDdrIsDmaDecErrWithStatus) {
   FreshSimContext ctx;
   SgErrorBench e;
-  put_descriptor(e.b.ddr, kDescBase, kDescBase, 0x2800'0000, 128 | kCtrlSof | kCtrlEof);
-  e.start(kDescBase, kDescBase);
+  e.start_one(0x2800'0000, 128 | kCtrlSof | kCtrlEof);
   EXPECT_EQ(e.b.cpu.read(kMm2sDmasr), kSrSgIncld | kSrHalted | kSrDmaDecErr | kSrErrIrq);
   EXPECT_EQ(descriptor_status(e.b.ddr, kDescBase), kStsDecErr);  // decode error, no Cmplt, 0 bytes
   EXPECT_TRUE(e.b.sink.data.empty());
@@ -817,8 +791,7 @@ TEST(AxiDma, SgBufferOutsideDdrIsDmaDecErrWithStatus) {
 TEST(AxiDma, SgMisalignedBufferIsDmaIntErr) {
   FreshSimContext ctx;
   SgErrorBench e;
-  put_descriptor(e.b.ddr, kDescBase, kDescBase, 0x0040'0004, 64 | kCtrlSof | kCtrlEof);
-  e.start(kDescBase, kDescBase);
+  e.start_one(0x0040'0004, 64 | kCtrlSof | kCtrlEof);
   EXPECT_EQ(e.b.cpu.read(kMm2sDmasr), kSrSgIncld | kSrHalted | kSrDmaIntErr | kSrErrIrq);
   EXPECT_EQ(descriptor_status(e.b.ddr, kDescBase), kStsIntErr);
 }
@@ -826,16 +799,14 @@ TEST(AxiDma, SgMisalignedBufferIsDmaIntErr) {
 TEST(AxiDma, SgZeroLengthIsDmaIntErr) {
   FreshSimContext ctx;
   SgErrorBench e;
-  put_descriptor(e.b.ddr, kDescBase, kDescBase, 0x0040'0000, kCtrlSof | kCtrlEof);
-  e.start(kDescBase, kDescBase);
+  e.start_one(0x0040'0000, kCtrlSof | kCtrlEof);
   EXPECT_EQ(e.b.cpu.read(kMm2sDmasr), kSrSgIncld | kSrHalted | kSrDmaIntErr | kSrErrIrq);
 }
 
 TEST(AxiDma, SgAlreadyCompletedDescriptorIsSgIntErr) {
   FreshSimContext ctx;
   SgErrorBench e;
-  put_descriptor(e.b.ddr, kDescBase, kDescBase, 0x0040'0000, 64 | kCtrlSof | kCtrlEof, kStsCmplt | 64);
-  e.start(kDescBase, kDescBase);
+  e.start_one(0x0040'0000, 64 | kCtrlSof | kCtrlEof, kStsCmplt | 64);
   EXPECT_EQ(e.b.cpu.read(kMm2sDmasr), kSrSgIncld | kSrHalted | kSrSgIntErr | kSrErrIrq);
   EXPECT_TRUE(e.b.sink.data.empty());
 }

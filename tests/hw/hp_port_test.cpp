@@ -6,36 +6,25 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "hw/sim_context.h"
 #include "base/error.h"
+#include "support/clocked_module.h"
+#include "support/run_until.h"
 
 namespace bitsim::hw {
 namespace {
 
-template <typename Pred>
-bool run_until(Clock& clock, Pred pred, uint64_t max_cycles) {
-  for (uint64_t run = 0; !pred(); run += 64) {
-    if (run >= max_cycles) {
-      ADD_FAILURE() << "condition not reached within " << max_cycles << " cycles";
-      return false;
-    }
-    sc_core::sc_start(clock.period() * 64.0);
-  }
-  return true;
-}
+using test::run_until;
 
 // A PL master for the tests: pushes queued requests (from `start_cycle` on) and write
 // beats, pops every read beat and response at once, and records their edges.
-class TestMaster : public sc_core::sc_module {
+class TestMaster : public test::ClockedModule {
  public:
-  SC_HAS_PROCESS(TestMaster);
-  TestMaster(sc_core::sc_module_name n, Clock& clock) : sc_module(n), link(std::string(n)), clock_(clock) {
-    SC_METHOD(tick);
-    sensitive << clock.listen();
-    dont_initialize();
-  }
+  TestMaster(sc_core::sc_module_name n, Clock& clock) : ClockedModule(n, clock), link(std::string(n)) {}
   AxiMmLink link;
   uint64_t start_cycle = 0;
   std::deque<MemRequest> reads, writes;
@@ -55,7 +44,7 @@ class TestMaster : public sc_core::sc_module {
   }
 
  private:
-  void tick() {
+  void tick() override {
     const uint64_t now = clock_.cycle();
     if (link.r.valid()) {
       rbeats.push_back(link.r.pop());
@@ -80,7 +69,6 @@ class TestMaster : public sc_core::sc_module {
       wdata.pop_front();
     }
   }
-  Clock& clock_;
 };
 
 struct Bench {
@@ -90,6 +78,19 @@ struct Bench {
   Ddr ddr;
   HpPort hp;
 };
+
+// The bench with one test master attached.
+struct MasterBench : Bench {
+  explicit MasterBench(const DdrConfig& dc = {}, const HpPortConfig& hc = {}) : Bench(dc, hc), m("m", clock) {
+    hp.attach(m.link);
+  }
+  TestMaster m;
+};
+
+// histogram[n] (bursts of n beats) for each n listed.
+void expect_bursts(const std::vector<uint64_t>& histogram, std::initializer_list<std::pair<int, uint64_t>> want) {
+  for (const auto& [beats, count] : want) EXPECT_EQ(histogram[size_t(beats)], count) << beats << "-beat bursts";
+}
 
 void fill(Ddr& ddr, uint64_t addr, size_t beats) {
   for (size_t i = 0; i < beats; ++i) ddr.write64(addr + 8 * i, addr + 8 * i);  // each beat holds its address
@@ -107,9 +108,8 @@ void expect_request(const TestMaster& m, size_t first, uint64_t addr, size_t bea
 
 TEST(HpPort, SplitsAtSixteenBeats) {
   FreshSimContext ctx;
-  Bench b;
-  TestMaster m("m", b.clock);
-  b.hp.attach(m.link);
+  MasterBench b;
+  TestMaster& m = b.m;
   fill(b.ddr, 0x10000, 200);
   m.reads.push_back(MemRequest{0x10000, 200 * 8});
   ASSERT_TRUE(run_until(b.clock, [&] { return m.rbeats.size() == 200; }, 5000));
@@ -117,16 +117,14 @@ TEST(HpPort, SplitsAtSixteenBeats) {
   const HpPortStats& s = b.hp.stats();
   EXPECT_EQ(s.read_requests, 1u);
   EXPECT_EQ(s.read_bursts, 13u);  // 12 x 16 + 8
-  EXPECT_EQ(s.read_burst_beats[16], 12u);
-  EXPECT_EQ(s.read_burst_beats[8], 1u);
+  expect_bursts(s.read_burst_beats, {{16, 12}, {8, 1}});
   EXPECT_EQ(s.read_beats, 200u);
 }
 
 TEST(HpPort, SplitsAtFourKilobyteBoundaries) {
   FreshSimContext ctx;
-  Bench b;
-  TestMaster m("m", b.clock);
-  b.hp.attach(m.link);
+  MasterBench b;
+  TestMaster& m = b.m;
   fill(b.ddr, 0x0FC0, 16);
   fill(b.ddr, 0x1FF8, 20);
   m.reads.push_back(MemRequest{0x0FC0, 128});     // 8 beats up to 0x1000, then 8
@@ -136,10 +134,7 @@ TEST(HpPort, SplitsAtFourKilobyteBoundaries) {
   expect_request(m, 16, 0x1FF8, 20);
   const HpPortStats& s = b.hp.stats();
   EXPECT_EQ(s.read_bursts, 5u);
-  EXPECT_EQ(s.read_burst_beats[8], 2u);
-  EXPECT_EQ(s.read_burst_beats[1], 1u);
-  EXPECT_EQ(s.read_burst_beats[16], 1u);
-  EXPECT_EQ(s.read_burst_beats[3], 1u);
+  expect_bursts(s.read_burst_beats, {{8, 2}, {1, 1}, {16, 1}, {3, 1}});
 }
 
 // A request pushed at edge m0: the port takes it and issues the burst at m0+1, the DDR
@@ -147,10 +142,9 @@ TEST(HpPort, SplitsAtFourKilobyteBoundaries) {
 // m0+3+read_latency, and the master sees it at m0+4+read_latency.
 TEST(HpPort, ReadLatencyHandWorked) {
   FreshSimContext ctx;
-  Bench b;
-  TestMaster m("m", b.clock);
+  MasterBench b;
+  TestMaster& m = b.m;
   m.start_cycle = 5;
-  b.hp.attach(m.link);
   fill(b.ddr, 0x2000, 4);
   m.reads.push_back(MemRequest{0x2000, 32});
   ASSERT_TRUE(run_until(b.clock, [&] { return m.rbeats.size() == 4; }, 1000));
@@ -170,9 +164,8 @@ TEST(HpPort, OutstandingLimitShapesThroughput) {
   dc.read_latency_ns = 8000;  // 1000 cycles at 125 MHz
   HpPortConfig hc;
   hc.max_outstanding_reads = 4;
-  Bench b(dc, hc);
-  TestMaster m("m", b.clock);
-  b.hp.attach(m.link);
+  MasterBench b(dc, hc);
+  TestMaster& m = b.m;
   const uint64_t rounds = 8, beats = rounds * 4 * 16;
   fill(b.ddr, 0x40000, beats);
   m.reads.push_back(MemRequest{0x40000, uint32_t(beats * 8)});
@@ -214,9 +207,8 @@ TEST(HpPort, MastersShareRoundRobin) {
 
 TEST(HpPort, WritesSplitAndAnswerOncePerRequest) {
   FreshSimContext ctx;
-  Bench b;
-  TestMaster m("m", b.clock);
-  b.hp.attach(m.link);
+  MasterBench b;
+  TestMaster& m = b.m;
   std::vector<uint64_t> a(40), c(3);
   for (size_t i = 0; i < a.size(); ++i) a[i] = 0xA000 + i;
   for (size_t i = 0; i < c.size(); ++i) c[i] = 0xC000 + i;
@@ -230,17 +222,14 @@ TEST(HpPort, WritesSplitAndAnswerOncePerRequest) {
   const HpPortStats& s = b.hp.stats();
   EXPECT_EQ(s.write_requests, 2u);
   EXPECT_EQ(s.write_bursts, 4u);
-  EXPECT_EQ(s.write_burst_beats[16], 2u);
-  EXPECT_EQ(s.write_burst_beats[8], 1u);
-  EXPECT_EQ(s.write_burst_beats[3], 1u);
+  expect_bursts(s.write_burst_beats, {{16, 2}, {8, 1}, {3, 1}});
   EXPECT_EQ(s.write_beats, 43u);
 }
 
 TEST(HpPort, DecerrReachesTheMaster) {
   FreshSimContext ctx;
-  Bench b;
-  TestMaster m("m", b.clock);
-  b.hp.attach(m.link);
+  MasterBench b;
+  TestMaster& m = b.m;
   m.reads.push_back(MemRequest{0x2000'0000, 24});
   m.write_request(0x1FFF'FFF0, {1, 2, 3, 4});  // second burst half outside: the request answers DECERR
   ASSERT_TRUE(run_until(b.clock, [&] { return m.rbeats.size() == 3 && m.bresps.size() == 1; }, 2000));

@@ -41,33 +41,8 @@ using test_bench::RegMaster;
 using test_bench::Sink;
 using test_bench::Source;
 
-struct Bench {
-  explicit Bench(const MatmulEngineConfig& cfg = {})
-      : clock("clock", ClockConfig{}), engine("matmul", clock, cfg), regs("regs") {
-    for (int l = 0; l < kLanes; ++l) {
-      src.push_back(std::make_unique<Source>(("src" + std::to_string(l)).c_str(), clock, engine.in(l)));
-      sink.push_back(std::make_unique<Sink>(("sink" + std::to_string(l)).c_str(), clock, engine.out(l)));
-    }
-    regs.sock.bind(engine.ctrl);
-  }
-  // Runs in bounded chunks until done() or the cycle limit; false on the limit.
-  bool run(const std::function<bool()>& done, uint64_t max_cycles = 2'000'000) {
-    while (!done()) {
-      if (clock.cycle() >= max_cycles) return false;
-      sc_core::sc_start(clock.period() * 1000.0);
-    }
-    return true;
-  }
-  bool run_tlasts(int lane, int count, uint64_t max_cycles = 2'000'000) {
-    return run([&] { return sink[size_t(lane)]->tlasts >= count; }, max_cycles);
-  }
-  uint64_t reg(int lane, uint32_t off) { return regs.read(engine.config().reg_base + lane * 0x100 + off); }
-
-  Clock clock;
-  MatmulEngine engine;
-  RegMaster regs;
-  std::vector<std::unique_ptr<Source>> src;
-  std::vector<std::unique_ptr<Sink>> sink;
+struct Bench : test_bench::EngineBench<MatmulEngine, MatmulEngineConfig, 2'000'000> {
+  explicit Bench(const MatmulEngineConfig& cfg = {}) : EngineBench("matmul", cfg) {}
 };
 
 // ---- Streams ---------------------------------------------------------------------------
@@ -247,18 +222,11 @@ TEST(MatmulEngine, ManyRandomTransfersBackToBack) {
   bitsim::hw::FreshSimContext ctx;
   Bench b;
   std::mt19937 rng(7);
-  std::vector<StreamBeat> want;
   const int transfers = 12;
-  for (int t = 0; t < transfers; ++t) {
-    std::vector<Group> groups;
-    const int count = 1 + int(rng() % 4);
-    for (int g = 0; g < count; ++g) groups.push_back(random_group(1 + int(rng() % 9), 1 + int(rng() % 700), rng));
-    b.src[0]->append(to_beats(stream_of(groups)));
-    const auto w = expected_beats(groups);
-    want.insert(want.end(), w.begin(), w.end());
-  }
-  ASSERT_TRUE(b.run_tlasts(0, transfers));
-  expect_beats_eq(b.sink[0]->beats, want);
+  auto random = [](std::mt19937& rng) { return random_group(1 + int(rng() % 9), 1 + int(rng() % 700), rng); };
+  auto encode = [](const std::vector<Group>& groups) { return to_beats(stream_of(groups)); };
+  ASSERT_TRUE(b.run_random_transfers(transfers, rng, random, encode, expected_beats));
+  expect_beats_eq(b.sink[0]->beats, b.expected);
   EXPECT_EQ(b.engine.stats(0).transfers, uint64_t(transfers));
 }
 
@@ -274,9 +242,7 @@ TEST(MatmulEngine, BothLanesIndependentAndBackPressureChangesOnlyTiming) {
   {
     bitsim::hw::FreshSimContext ctx;
     Bench b;
-    b.src[0]->append(s0);
-    b.src[1]->append(s1);
-    ASSERT_TRUE(b.run([&] { return b.sink[0]->tlasts == 1 && b.sink[1]->tlasts == 1; }));
+    ASSERT_TRUE(b.run_both_lanes(s0, s1));
     expect_beats_eq(b.sink[0]->beats, expected_beats(g0));
     expect_beats_eq(b.sink[1]->beats, expected_beats(g1));
     for (int l = 0; l < 2; ++l) {
@@ -430,17 +396,14 @@ TEST(MatmulEngine, FullOutputFifoStopsInput) {
   std::mt19937 rng(4);
   std::vector<Group> g = {random_group(64, 8, rng)};
   b.src[0]->append(to_beats(stream_of(g)));
-  bool open = false;
-  b.sink[0]->ready = [&](uint64_t) { return open; };
-  sc_core::sc_start(b.clock.period() * 500.0);
-  EXPECT_EQ(b.engine.stats(0).beats_in, 11u);
-  EXPECT_EQ(b.engine.stats(0).rows, 8u);
-  EXPECT_EQ(b.engine.stats(0).beats_out, 2u);
-  EXPECT_EQ(b.engine.out(0).size(), 2);
-  EXPECT_TRUE(b.engine.busy(0));
-  EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusBusy);
-  open = true;
-  ASSERT_TRUE(b.run_tlasts(0, 1));
+  ASSERT_TRUE(b.run_with_sink_held(500, [&] {
+    EXPECT_EQ(b.engine.stats(0).beats_in, 11u);
+    EXPECT_EQ(b.engine.stats(0).rows, 8u);
+    EXPECT_EQ(b.engine.stats(0).beats_out, 2u);
+    EXPECT_EQ(b.engine.out(0).size(), 2);
+    EXPECT_TRUE(b.engine.busy(0));
+    EXPECT_EQ(b.reg(0, engine_reg::kStatus), engine_reg::kStatusBusy);
+  }));
   expect_beats_eq(b.sink[0]->beats, expected_beats(g));
 }
 
@@ -486,28 +449,14 @@ TEST(MatmulEngine, EveryMalformedStreamGivesItsErrorNotAHang) {
     SCOPED_TRACE(bc.what);
     bitsim::hw::FreshSimContext ctx;
     Bench b;
-    auto bytes = good;
-    if (bc.corrupt) bc.corrupt(bytes);
-    auto beats = to_beats(bytes);
-    if (bc.cut_at) {
-      beats.resize(bc.cut_at);
-      beats.back().last = true;
-    }
-    if (bc.drop_tlast) {
-      beats.back().last = false;
-      for (int i = 0; i < 5; ++i) beats.push_back({0x1234, i == 4});
-    }
-    b.src[0]->append(beats);
-    ASSERT_TRUE(b.run_tlasts(0, 1, 20'000)) << "hang";
+    const auto bytes = test_bench::changed(good, bc.corrupt);
+    const auto beats = test_bench::malformed(to_beats(bytes), bc.cut_at, bc.drop_tlast, 5, 0x1234);
+    ASSERT_TRUE(b.run_one_transfer(beats)) << "hang";
     sc_core::sc_start(b.clock.period() * 50.0);
     // Every beat was taken (discarded up to TLAST), a single zero beat with TLAST ends the
     // output, preceded by the results of the rows done before the error.
-    EXPECT_TRUE(b.src[0]->done());
+    ASSERT_NO_FATAL_FAILURE(test_bench::expect_discarded_to_tlast(*b.src[0], *b.sink[0]));
     const auto& out = b.sink[0]->beats;
-    ASSERT_FALSE(out.empty());
-    EXPECT_EQ(out.back().data, 0u);
-    EXPECT_TRUE(out.back().last);
-    EXPECT_EQ(b.sink[0]->tlasts, 1);
     if (bc.group >= 1) {
       // Group 0 completed: its results are the first beats.
       const auto want0 = expected_beats({groups[0]});
@@ -596,11 +545,11 @@ TEST(MatmulEngine, RegisterDecode) {
   Bench b;
   const uint64_t base = b.engine.config().reg_base;
   uint32_t v = 0;
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base - 4, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x24, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x102, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base, &v, 8), tlm::TLM_BURST_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x200), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, -4), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x24), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0x102), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(b.response(tlm::TLM_READ_COMMAND, 0, 8), tlm::TLM_BURST_ERROR_RESPONSE);
   EXPECT_EQ(b.regs.access(tlm::TLM_READ_COMMAND, base + 0x100 + engine_reg::kErrorUnit, &v), tlm::TLM_OK_RESPONSE);
   EXPECT_EQ(v, engine_reg::kNone);
   v = 0xFFFFFFFF;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -101,6 +102,19 @@ bool asan_knows_this_stack() {
   const char* lo = static_cast<const char*>(held_bottom);
   return lo <= &here && &here < lo + held_size;
 }
+
+// Two simulations whose thread steps 5 times and returns, each in its own context;
+// check(run) after each, while its context is open.
+void two_returning_simulations(const std::function<void(int run)>& check) {
+  for (int run = 0; run < 2; ++run) {
+    FreshSimContext context;
+    quiet_kernel();
+    Stepper s("s", 5, true);
+    start_simulation();
+    ASSERT_EQ(s.done, 5);
+    check(run);
+  }
+}
 #endif
 
 TEST(ScKernel, AfterThreadsRanAndReturnedAsanKnowsTheCallersStack) {
@@ -109,14 +123,8 @@ TEST(ScKernel, AfterThreadsRanAndReturnedAsanKnowsTheCallersStack) {
 #else
   // Two simulations whose thread returns, each in its own context. With sc_start alone, ASan
   // held an empty stack or the ended thread's freed one here.
-  for (int run = 0; run < 2; ++run) {
-    FreshSimContext context;
-    quiet_kernel();
-    Stepper s("s", 5, true);
-    start_simulation();
-    ASSERT_EQ(s.done, 5);
-    EXPECT_TRUE(asan_knows_this_stack()) << "after run " << run;
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      two_returning_simulations([](int run) { EXPECT_TRUE(asan_knows_this_stack()) << "after run " << run; }));
 #endif
 }
 
@@ -127,13 +135,7 @@ TEST(ScKernel, LeakSanitizerChecksTheProcessAfterThreadsRanAndReturned) {
   // The same two simulations, heap churn (the ended threads' stacks are freed and their
   // pages reused), an exception on this stack, then a leak check: it must run (a fatal
   // error at exit was the bug's symptom in the suite) and find nothing.
-  for (int run = 0; run < 2; ++run) {
-    FreshSimContext context;
-    quiet_kernel();
-    Stepper s("s", 5, true);
-    start_simulation();
-    ASSERT_EQ(s.done, 5);
-  }
+  ASSERT_NO_FATAL_FAILURE(two_returning_simulations([](int) {}));
   std::vector<std::unique_ptr<char[]>> churn;
   for (int i = 0; i < 256; ++i) churn.emplace_back(new char[1 << 16]);
   churn.clear();

@@ -18,31 +18,14 @@
 #include "hw/engine_regs.h"
 #include "base/error.h"
 #include "model/packed_image.h"
+#include "support/matmul_stream.h"
 
 namespace bitsim::hw {
 namespace {
 
 namespace R = dma_reg;
 
-struct MatmulShape {
-  model::TernaryMatrix w;
-  std::vector<int8_t> x;
-  std::vector<uint8_t> stream;
-  uint32_t result_bytes = 0;
-};
-
-MatmulShape make_shape(int rows, int n, uint32_t seed) {
-  std::mt19937 g(seed);
-  MatmulShape s;
-  s.w.rows = rows;
-  s.w.cols = n;
-  s.w.scale = 1;
-  for (int i = 0; i < rows * n; ++i) s.w.trits.push_back(int8_t(int(g() % 3) - 1));
-  for (int i = 0; i < n; ++i) s.x.push_back(int8_t(int(g() % 256) - 128));
-  s.stream = model::build_stream({{s.x.data(), n, &s.w, 0, rows}});
-  s.result_bytes = uint32_t((rows * 4 + 7) / 8 * 8);
-  return s;
-}
+using MatmulShape = test::MatmulStream;
 
 const uint64_t kPeriod = clock_period_ps(BoardConfig{}.clock.mhz);
 // The first start (S2MM_LENGTH) is written in the period before edge kOracleFirstEdge, so
@@ -61,10 +44,10 @@ OracleBatch matmul_batch(const MatmulShape& s, uint64_t stream_addr, uint64_t re
     r.write(R::kMm2sDmacr, R::kCrRunStop);
     r.write(R::kMm2sSa, uint32_t(c ? result_addr : stream_addr));  // SA (MM2S) or DA (S2MM)
   }
-  b.memory.push_back({stream_addr, s.stream});
+  b.memory.push_back({stream_addr, s.bytes});
   const uint64_t mm0 = board_map::kDmaBase[0];
   b.actions.push_back({OracleAction::Kind::kWrite, kT0, mm0 + R::kS2mmLength, s.result_bytes, 0, {}});
-  b.actions.push_back({OracleAction::Kind::kWrite, kT0 + kAccess, mm0 + R::kMm2sLength, uint32_t(s.stream.size()), 0, {}});
+  b.actions.push_back({OracleAction::Kind::kWrite, kT0 + kAccess, mm0 + R::kMm2sLength, uint32_t(s.bytes.size()), 0, {}});
   return b;
 }
 
@@ -76,7 +59,7 @@ uint32_t probe_value(const OracleResult& r, size_t i) {
 }
 
 TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
-  const MatmulShape s = make_shape(37, 300, 1);
+  const MatmulShape s = test::random_matmul_stream(37, 300, 1);
   const uint64_t stream = 0x0010'0238, result = 0x0020'0040;
   const OracleResult r = run_timing_oracle(BoardConfig{}, matmul_batch(s, stream, result));
   EXPECT_TRUE(r.settled);
@@ -87,7 +70,7 @@ TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
   EXPECT_EQ(r.channels[0][1].transfers[0].first, 0u);
   EXPECT_EQ(r.channels[0][0].transfers[0].first, (kT0 + kAccess) / kPeriod + 1 - kOracleFirstEdge);
   // The stream is 16 + 304 + 37 x 64 = 2688 bytes = 336 beats: MM2S cannot complete sooner.
-  ASSERT_EQ(s.stream.size(), 2688u);
+  ASSERT_EQ(s.bytes.size(), 2688u);
   const auto [mm2s_start, mm2s_done] = r.channels[0][0].transfers[0];
   EXPECT_GE(mm2s_done - mm2s_start, 336u);
   // The results follow the last row: S2MM completes after MM2S.
@@ -96,7 +79,7 @@ TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
   // Nothing else moved.
   for (int d = 1; d < 4; ++d)
     for (int c = 0; c < 2; ++c) EXPECT_TRUE(r.channels[d][c].transfers.empty()) << d << c;
-  EXPECT_EQ(r.bytes_read, s.stream.size());
+  EXPECT_EQ(r.bytes_read, s.bytes.size());
   // The last change of each channel: idle with IOC; S2MM_LENGTH holds the bytes received.
   const DmaChannelRegisters& mm2s = r.channels[0][0].changes.back().regs;
   const DmaChannelRegisters& s2mm = r.channels[0][1].changes.back().regs;
@@ -125,7 +108,7 @@ TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
 }
 
 TEST(TimingOracle, TimingDependsOnPageOffsetsNotOnAddresses) {
-  const MatmulShape s = make_shape(50, 777, 2);
+  const MatmulShape s = test::random_matmul_stream(50, 777, 2);
   const OracleResult a = run_timing_oracle(BoardConfig{}, matmul_batch(s, 0x0010'0238, 0x0020'0040));
   // The same page offsets, other pages (and another MB of the DDR).
   const uint64_t ds = 0x0053'7000, dr = 0x0101'3000;
@@ -150,7 +133,7 @@ TEST(TimingOracle, TimingDependsOnPageOffsetsNotOnAddresses) {
 }
 
 TEST(TimingOracle, RecordedChangesAreWhatTheClockedBoardReadsThen) {
-  const MatmulShape s = make_shape(21, 130, 3);
+  const MatmulShape s = test::random_matmul_stream(21, 130, 3);
   const OracleBatch batch = matmul_batch(s, 0x0010'0100, 0x0020'0000);
   const OracleResult r = run_timing_oracle(BoardConfig{}, batch);
   ASSERT_TRUE(r.settled);
@@ -193,7 +176,7 @@ TEST(TimingOracle, RecordedChangesAreWhatTheClockedBoardReadsThen) {
 
 TEST(TimingOracle, ABatchThatCannotSettleIsAnErrorOrStopsAtTheHorizon) {
   // S2MM armed, no stream ever started: the channel waits for results forever.
-  const MatmulShape s = make_shape(4, 16, 4);
+  const MatmulShape s = test::random_matmul_stream(4, 16, 4);
   OracleBatch b = matmul_batch(s, 0x0010'0000, 0x0020'0000);
   b.actions.pop_back();
   try {
@@ -232,7 +215,7 @@ TEST(TimingOracle, ALiveRunReadsWhatAWholeRunReads) {
   // come), a write of MM2S_SA between two of them; then, at one edge's time, a DDR load and
   // a register write at that same time (the case a pause would change: the live run starts
   // again from the opening), and more polls.
-  const MatmulShape s = make_shape(40, 200, 9);
+  const MatmulShape s = test::random_matmul_stream(40, 200, 9);
   OracleBatch batch = matmul_batch(s, 0x0010'0100, 0x0020'0000);
   const uint64_t mm0 = board_map::kDmaBase[0];
   uint64_t t = batch.actions.back().time_ps;

@@ -1,6 +1,5 @@
 #include "model/model_config.h"
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,27 +8,20 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "support/error_of.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::model {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A temporary folder unique to this process and test, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("bitsim_model_config_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = test::MadeTempDir;
+
+// The message of the bitsim::Error that ModelConfig::from_file(p) throws ("" if none).
+std::string from_file_error(const fs::path& p) {
+  return test::error_of([&] { ModelConfig::from_file(p); });
+}
 
 // The config.json of 1bitLLM/bitnet_b1_58-large as published (with keys bitsim ignores).
 nlohmann::json checkpoint_json() {
@@ -234,15 +226,10 @@ TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
   TempDir dir;
   const fs::path p = dir.path / "config.json";
   std::ofstream(p) << "{\n  \"hidden_size\": 1536,\n  \"vocab_size\": ,\n}";
-  try {
-    ModelConfig::from_file(p);
-    FAIL();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
-    EXPECT_NE(msg.find("line 3"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("byte"), std::string::npos) << msg;
-  }
+  const std::string msg = from_file_error(p);
+  EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("byte"), std::string::npos) << msg;
 }
 
 // Found by tests/fuzz/fuzz_model_config: a number beyond a double made the JSON library
@@ -251,25 +238,16 @@ TEST(ModelConfig, NumberOverflowInJsonIsAnErrorNamingTheFile) {
   TempDir dir;
   const fs::path p = dir.path / "config.json";
   std::ofstream(p) << R"({"hidden_size": 192, "rms_norm_eps": 1e2000})";
-  try {
-    ModelConfig::from_file(p);
-    FAIL();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
-    EXPECT_NE(msg.find("1e2000"), std::string::npos) << msg;
-  }
+  const std::string msg = from_file_error(p);
+  EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1e2000"), std::string::npos) << msg;
 }
 
 TEST(ModelConfig, MissingFileIsNamed) {
   TempDir dir;
   const fs::path p = dir.path / "nope" / "config.json";
-  try {
-    ModelConfig::from_file(p);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
-  }
+  const std::string msg = from_file_error(p);
+  EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "model/safetensors.h"
 
-#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -16,27 +15,21 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::model {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A temporary folder unique to this process and test, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("bitsim_safetensors_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = test::MadeTempDir;
+
+// `got` is `want` bit for bit (-0.0f is not 0.0f).
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "element " << i;
+}
 
 std::vector<uint8_t> read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -172,10 +165,7 @@ TEST(Safetensors, F16KnownValuesAndSubnormals) {
   write_safetensors(p, {tensor("h", DType::F16, {3, 3}, bits)});
   const SafetensorsFile f = SafetensorsFile::open(p);
   EXPECT_EQ(f.at("h").dtype, DType::F16);
-  const auto got = f.read_f32("h");
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "element " << i;
+  ASSERT_NO_FATAL_FAILURE(expect_same_bits(f.read_f32("h"), want));
 
   // Every finite F16 value converts exactly (reference: sign * mantissa * 2^exponent).
   for (uint32_t h = 0; h < 0x10000; ++h) {
@@ -198,10 +188,7 @@ TEST(Safetensors, BF16KnownValues) {
   write_safetensors(p, {tensor("b", DType::BF16, {6}, bits)});
   const SafetensorsFile f = SafetensorsFile::open(p);
   EXPECT_EQ(f.at("b").dtype, DType::BF16);
-  const auto got = f.read_f32("b");
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "element " << i;
+  ASSERT_NO_FATAL_FAILURE(expect_same_bits(f.read_f32("b"), want));
 }
 
 TEST(Safetensors, NanAndInfRejectedWithFileAndTensor) {

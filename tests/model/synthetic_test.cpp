@@ -1,7 +1,6 @@
 #include "model/synthetic.h"
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -20,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "support/temp_dir.h"
 #include "model/safetensors.h"
 #include "model/tensor_source.h"
 
@@ -28,21 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A temporary folder unique to this process and test, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("bitsim_synthetic_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = test::MadeTempDir;
 
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;

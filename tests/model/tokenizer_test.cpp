@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::model {
 namespace {
@@ -27,20 +27,7 @@ fs::path shared_tokenizer() { return fs::path(BITSIM_SHARED_DATA_DIR) / "llama2-
   GTEST_SKIP() << "shared LLaMA-2 tokenizer not found at " << shared_tokenizer().string()       \
                << " (../shared/data beside the project root); SentencePiece checks skipped"
 
-// A scratch directory unique to this test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           (std::string("bitsim_tok_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = test::MadeTempDir;
 
 bool valid_utf8(const std::string& s) {
   size_t i = 0;

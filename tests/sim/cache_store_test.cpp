@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
 #include <unistd.h>
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using bitsim::test::flip_byte;
 using bitsim::test::TempDir;
 
 CacheSettings settings(const fs::path& dir, double max_gb = 1.0) {
@@ -47,17 +49,12 @@ struct Warnings {
   CacheWarn fn() {
     return [this](const std::string& m) { list.push_back(m); };
   }
+  // Exactly one warning (a fatal failure otherwise), and it names `what`.
+  void expect_one(const std::string& what) const {
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_NE(list[0].find(what), std::string::npos) << list[0];
+  }
 };
-
-void flip_byte(const fs::path& file, size_t offset) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(std::streamoff(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c = char(c ^ 0x10);
-  f.seekp(std::streamoff(offset));
-  f.write(&c, 1);
-}
 
 }  // namespace
 
@@ -103,10 +100,9 @@ TEST(CacheStore, ACorruptPayloadIsWarnedOnceDeletedAndAMiss) {
   auto store = CacheStore::open(settings(d.path), w.fn());
   ASSERT_TRUE(store->put("kvscales", "abc", payload(3000, 2)));
   const fs::path file = store->entry_path("kvscales", "abc");
-  flip_byte(file, 128 + 1234);
+  flip_byte(file, 128 + 1234, 0x10);
   EXPECT_FALSE(store->get("kvscales", "abc"));
-  ASSERT_EQ(w.list.size(), 1u);
-  EXPECT_NE(w.list[0].find("corrupt payload"), std::string::npos) << w.list[0];
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("corrupt payload"));
   EXPECT_NE(w.list[0].find(file.string()), std::string::npos) << w.list[0];
   EXPECT_FALSE(fs::exists(file));
   EXPECT_FALSE(store->get("kvscales", "abc"));  // now a plain miss, no second warning
@@ -121,10 +117,9 @@ TEST(CacheStore, ACorruptHeaderIsWarnedDeletedAndAMiss) {
   Warnings w;
   auto store = CacheStore::open(settings(d.path), w.fn());
   ASSERT_TRUE(store->put("model", "h", payload(100, 3)));
-  flip_byte(store->entry_path("model", "h"), 20);  // inside payload_bytes / the hash
+  flip_byte(store->entry_path("model", "h"), 20, 0x10);  // inside payload_bytes / the hash
   EXPECT_FALSE(store->get("model", "h"));
-  ASSERT_EQ(w.list.size(), 1u);
-  EXPECT_NE(w.list[0].find("corrupt header"), std::string::npos) << w.list[0];
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("corrupt header"));
   EXPECT_FALSE(fs::exists(store->entry_path("model", "h")));
 }
 
@@ -150,8 +145,7 @@ TEST(CacheStore, AnEntryUnderAnotherNameIsNotTrusted) {
   ASSERT_TRUE(store->put("model", "one", payload(100, 5)));
   fs::copy_file(store->entry_path("model", "one"), store->entry_path("model", "two"));
   EXPECT_FALSE(store->get("model", "two"));
-  ASSERT_EQ(w.list.size(), 1u);
-  EXPECT_NE(w.list[0].find("another entry"), std::string::npos) << w.list[0];
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("another entry"));
   EXPECT_TRUE(store->get("model", "one"));
 }
 
@@ -247,8 +241,7 @@ TEST(CacheStore, LeastRecentlyUsedEntriesAreEvictedToTheBound) {
   // An entry larger than the whole bound is not kept, with a warning.
   ASSERT_TRUE(store->put("x", "big", payload(5000, 4)));
   EXPECT_FALSE(fs::exists(store->entry_path("x", "big")));
-  ASSERT_EQ(w.list.size(), 1u);
-  EXPECT_NE(w.list[0].find("larger than cache.max_gb"), std::string::npos) << w.list[0];
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("larger than cache.max_gb"));
   EXPECT_TRUE(fs::exists(store->entry_path("x", "a")));
 }
 
@@ -259,8 +252,7 @@ TEST(CacheStore, AnUnusableFolderIsOneWarningAndNoStore) {
   std::ofstream(file) << "x";
   Warnings w;
   EXPECT_FALSE(CacheStore::open(settings(file / "cache"), w.fn()));  // under a regular file
-  ASSERT_EQ(w.list.size(), 1u);
-  EXPECT_NE(w.list[0].find("running without the cache"), std::string::npos) << w.list[0];
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("running without the cache"));
   EXPECT_NE(w.list[0].find((file / "cache").string()), std::string::npos) << w.list[0];
   w.list.clear();
   EXPECT_FALSE(CacheStore::open(settings(file), w.fn()));  // a file, not a folder
@@ -270,8 +262,7 @@ TEST(CacheStore, AnUnusableFolderIsOneWarningAndNoStore) {
   none.enabled = true;
   none.why_no_dir = "no HOME";
   EXPECT_FALSE(CacheStore::open(none, w.fn()));
-  ASSERT_EQ(w.list.size(), 1u);
-  EXPECT_NE(w.list[0].find("no HOME"), std::string::npos);
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("no HOME"));
   w.list.clear();
   CacheSettings off = settings(d.path / "never");
   off.enabled = false;

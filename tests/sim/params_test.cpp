@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "support/error_of.h"
 
 namespace bitsim::sim {
 namespace {
@@ -17,14 +18,7 @@ ParamSet sample() {
   });
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Params, DefaultsAndTypedAccess) {
   const auto p = sample();

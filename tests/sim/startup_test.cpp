@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
 #include <unistd.h>
@@ -70,6 +71,22 @@ std::vector<fs::path> model_entries(const fs::path& dir) {
   return out;
 }
 
+// A cache folder with its store (warnings collected), a tiny synthetic model, its
+// calibration tokens, and its start-up without the cache to compare with.
+struct CachedTiny {
+  explicit CachedTiny(uint64_t seed)
+      : store(CacheStore::open(settings(d.path), [this](const std::string& m) { warnings.push_back(m); })),
+        src(model::Shape::Tiny, seed),
+        calib(calibration(src)),
+        plain(prepare_model(src, calib, 2, nullptr)) {}
+  TempDir d;
+  std::vector<std::string> warnings;
+  std::unique_ptr<CacheStore> store;
+  model::SyntheticSource src;
+  std::vector<int> calib;
+  PreparedModel plain;
+};
+
 }  // namespace
 
 TEST(Startup, ACachedStartUpGivesBitIdenticalLogitsAndIdenticalCycleCounts) {
@@ -115,60 +132,41 @@ TEST(Startup, TheModelEntryIsWrittenBesideTheCalibrationAndComplete) {
   // prepare_model returns with the model entry possibly still being written; once the
   // write is joined the entry is whole and the next start-up maps it. The model and the
   // scales do not depend on whether the write has finished.
-  TempDir d;
-  std::vector<std::string> warnings;
-  auto store = CacheStore::open(settings(d.path), [&](const std::string& m) { warnings.push_back(m); });
-  model::SyntheticSource src(model::Shape::Tiny, 12);
-  const auto calib = calibration(src);
-  const PreparedModel plain = prepare_model(src, calib, 2, nullptr);
+  CachedTiny c(12);
   {
-    PreparedModel first = prepare_model(src, calib, 2, store.get());
+    PreparedModel first = prepare_model(c.src, c.calib, 2, c.store.get());
     EXPECT_FALSE(first.times.model_cached);
-    EXPECT_TRUE(same_model(first.model, plain.model));
-    EXPECT_TRUE(same_bits(first.scales.k, plain.scales.k));
+    EXPECT_TRUE(same_model(first.model, c.plain.model));
+    EXPECT_TRUE(same_bits(first.scales.k, c.plain.scales.k));
   }  // the destructor joins the write
-  for (const auto& e : fs::directory_iterator(d.path))
+  for (const auto& e : fs::directory_iterator(c.d.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
-  EXPECT_EQ(model_entries(d.path).size(), 1u);
-  const PreparedModel again = prepare_model(src, calib, 2, store.get());
+  EXPECT_EQ(model_entries(c.d.path).size(), 1u);
+  const PreparedModel again = prepare_model(c.src, c.calib, 2, c.store.get());
   EXPECT_TRUE(again.times.model_cached);
   EXPECT_TRUE(again.times.scales_cached);
-  EXPECT_TRUE(same_model(again.model, plain.model));
-  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(same_model(again.model, c.plain.model));
+  EXPECT_TRUE(c.warnings.empty());
 }
 
 TEST(Startup, ADamagedModelEntryIsRebuiltNotUsed) {
-  TempDir d;
-  std::vector<std::string> warnings;
-  auto store = CacheStore::open(settings(d.path), [&](const std::string& m) { warnings.push_back(m); });
-  model::SyntheticSource src(model::Shape::Tiny, 4);
-  const auto calib = calibration(src);
-  const PreparedModel plain = prepare_model(src, calib, 2, nullptr);
-  prepare_model(src, calib, 2, store.get());
+  CachedTiny c(4);
+  prepare_model(c.src, c.calib, 2, c.store.get());
   // Damage one trit byte in the middle of the stored model image.
-  const std::vector<fs::path> entries = model_entries(d.path);
+  const std::vector<fs::path> entries = model_entries(c.d.path);
   ASSERT_EQ(entries.size(), 1u);
   const fs::path entry = entries[0];
-  {
-    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = std::streamoff(fs::file_size(entry) / 2);
-    f.seekg(at);
-    char c = 0;
-    f.read(&c, 1);
-    c = char(c == 0 ? 1 : 0);
-    f.seekp(at);
-    f.write(&c, 1);
-  }
-  PreparedModel again = prepare_model(src, calib, 2, store.get());
+  test::edit_byte(entry, fs::file_size(entry) / 2, [](char b) { return char(b == 0 ? 1 : 0); });
+  PreparedModel again = prepare_model(c.src, c.calib, 2, c.store.get());
   again.model_store.wait();
   EXPECT_FALSE(again.times.model_cached);  // rebuilt
-  EXPECT_TRUE(same_model(again.model, plain.model));
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("corrupt"), std::string::npos) << warnings[0];
-  const PreparedModel third = prepare_model(src, calib, 2, store.get());
+  EXPECT_TRUE(same_model(again.model, c.plain.model));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("corrupt"), std::string::npos) << c.warnings[0];
+  const PreparedModel third = prepare_model(c.src, c.calib, 2, c.store.get());
   EXPECT_TRUE(third.times.model_cached);  // the rebuilt entry is good
-  EXPECT_TRUE(same_model(third.model, plain.model));
-  EXPECT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(same_model(third.model, c.plain.model));
+  EXPECT_EQ(c.warnings.size(), 1u);
 }
 
 TEST(Startup, AModelsIdentityFollowsItsContent) {
@@ -187,16 +185,7 @@ TEST(Startup, AModelsIdentityFollowsItsContent) {
   EXPECT_EQ(model_identity(model::CheckpointSource(folder), nullptr), id);      // the same without the memo
   // A changed byte of the weights (same size) is another model.
   const fs::path st = folder / "model.safetensors";
-  {
-    std::fstream f(st, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = std::streamoff(fs::file_size(st) - 3);
-    f.seekg(at);
-    char c = 0;
-    f.read(&c, 1);
-    c = char(c ^ 0x40);
-    f.seekp(at);
-    f.write(&c, 1);
-  }
+  test::flip_byte(st, fs::file_size(st) - 3, 0x40);
   fs::last_write_time(st, fs::last_write_time(st) + std::chrono::seconds(1));
   EXPECT_NE(model_identity(model::CheckpointSource(folder), store.get()), id);
 }

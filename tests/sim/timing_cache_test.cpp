@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
 #include <unistd.h>
@@ -179,16 +180,7 @@ TEST(TimingCache, ADamagedEntryFileIsWarnedAboutAndTimedAgain) {
   for (const auto& e : fs::directory_iterator(d.path))
     if (e.path().filename().string().rfind("timing-", 0) == 0 && e.path().extension() == ".bin") entry = e.path();
   ASSERT_FALSE(entry.empty());
-  {
-    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = std::streamoff(fs::file_size(entry) - 9);
-    f.seekg(at);
-    char c = 0;
-    f.read(&c, 1);
-    c = char(c ^ 0x5A);
-    f.seekp(at);
-    f.write(&c, 1);
-  }
+  test::flip_byte(entry, fs::file_size(entry) - 9, 0x5A);
   std::vector<std::string> warnings;
   BoardRunCallbacks cb;
   cb.on_warning = [&](const std::string& w) { warnings.push_back(w); };

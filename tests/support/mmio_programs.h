@@ -80,43 +80,32 @@ class MmioProgramGenerator {
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
 
-  void write(uint64_t addr, uint32_t v) {
+  // A new access of `kind` to `addr` at the current time, appended to the program.
+  host::MmioOp& append(host::MmioOp::Kind kind, uint64_t addr) {
     host::MmioOp op;
-    op.kind = host::MmioOp::Kind::kWrite;
+    op.kind = kind;
     op.time_ps = t_;
     op.addr = addr;
+    ops_->push_back(op);
+    return ops_->back();
+  }
+  void write(uint64_t addr, uint32_t v) {
+    host::MmioOp& op = append(host::MmioOp::Kind::kWrite, addr);
     op.value = v;
     op.access_ps = kAccess;
-    ops_->push_back(op);
     t_ += kAccess + uint64_t(pick(0, 3)) * 8'000 + uint64_t(pick(0, 7));
   }
   // A read whose expected value is filled in by the run on the clocked board.
   void read(uint64_t addr) {
-    host::MmioOp op;
-    op.kind = host::MmioOp::Kind::kRead;
-    op.time_ps = t_;
-    op.addr = addr;
-    op.access_ps = kAccess;
-    ops_->push_back(op);
+    append(host::MmioOp::Kind::kRead, addr).access_ps = kAccess;
     t_ += kAccess + uint64_t(pick(0, 5)) * 8'000 + uint64_t(pick(0, 7));
   }
   void mem_write(uint64_t addr, const std::vector<uint8_t>& bytes) {
-    host::MmioOp op;
-    op.kind = host::MmioOp::Kind::kMemWrite;
-    op.time_ps = t_;
-    op.addr = addr;
+    host::MmioOp& op = append(host::MmioOp::Kind::kMemWrite, addr);
     op.size = bytes.size();
     op.bytes = bytes;
-    ops_->push_back(op);
   }
-  void mem_read(uint64_t addr, uint64_t size) {
-    host::MmioOp op;
-    op.kind = host::MmioOp::Kind::kMemRead;
-    op.time_ps = t_;
-    op.addr = addr;
-    op.size = size;
-    ops_->push_back(op);
-  }
+  void mem_read(uint64_t addr, uint64_t size) { append(host::MmioOp::Kind::kMemRead, addr).size = size; }
   void wait(uint64_t ps) { t_ += ps; }
 
   static uint32_t pad8(uint32_t b) { return (b + 7) / 8 * 8; }

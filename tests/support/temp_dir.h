@@ -2,7 +2,7 @@
 // A fresh folder for one test: under the system's temp folder, named after the running
 // test and the process (so that parallel ctest processes never share one), not created
 // (the code under test creates it when it needs it), removed with its contents when the
-// TempDir goes out of scope.
+// TempDir goes out of scope. MadeTempDir creates it at once.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,9 +21,17 @@ struct TempDir {
            ("bitsim_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
     std::filesystem::remove_all(path);
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    std::error_code ec;  // never throws from a destructor (a test may leave a folder unreadable)
+    std::filesystem::remove_all(path, ec);
+  }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
+};
+
+// The same folder, created at once: for tests that write their inputs into it.
+struct MadeTempDir : TempDir {
+  MadeTempDir() { std::filesystem::create_directories(path); }
 };
 
 }  // namespace bitsim::test
