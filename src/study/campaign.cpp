@@ -94,7 +94,7 @@ std::vector<std::string> differences(const nlohmann::json& have, const nlohmann:
     const auto hb = have.value("base_config", nlohmann::json::object());
     for (const auto& [k, v] : want["base_config"].items())
       if (hb.value(k, nlohmann::json()) != v) keys += fmt::format(" {} ({} there, {} here)", k, hb.value(k, nlohmann::json()).dump(), v.dump());
-    d.push_back("the base config differs:" + (keys.empty() ? std::string(" (keys)") : keys) + "; --allow-mixed runs anyway");
+    d.push_back("the base config differs:" + (keys.empty() ? std::string(" (keys)") : keys));
   }
   return d;
 }
@@ -108,28 +108,31 @@ void claim_campaign(const fs::path& dir, const nlohmann::json& doc, bool allow_m
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << doc.dump(1) << "\n";
     f.flush();
-    if (!f) throw Error(fmt::format("--out {}: cannot write {}", dir.string(), tmp.string()));
+    if (!f) throw Error(fmt::format("campaign directory {}: cannot write {}", dir.string(), tmp.string()));
   }
   const int rc = ::link(tmp.c_str(), file.c_str());
   const int err = errno;
   std::error_code ec;
   fs::remove(tmp, ec);
   if (rc == 0) return;
-  if (err != EEXIST) throw Error(fmt::format("--out {}: cannot create campaign.json ({})", dir.string(), std::strerror(err)));
+  if (err != EEXIST) throw Error(fmt::format("campaign directory {}: cannot create campaign.json ({})", dir.string(),
+                            std::strerror(err)));
   nlohmann::json have;
   try {
     have = nlohmann::json::parse(read_text(file));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another --out", file.string(), e.what()));
+    throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another directory", file.string(), e.what()));
   }
   if (have.value("schema", "") != kCampaignSchema)
     throw Error(fmt::format("{}: not a {} document", file.string(), kCampaignSchema));
   const auto d = differences(have, doc, allow_mixed);
-  if (!d.empty()) {
-    std::string msg = fmt::format("--out {}: the directory holds another campaign:", dir.string());
-    for (const auto& x : d) msg += "\n  " + x;
-    throw Error(msg);
-  }
+  if (d.empty()) return;
+  std::string msg = fmt::format("campaign directory {}: holds another campaign:", dir.string());
+  for (const auto& x : d) msg += "\n  " + x;
+  // The base config's line is the last: allowing mixed base configs would lift it.
+  if (d.back().rfind("the base config differs", 0) == 0)
+    throw CampaignRefused(msg, CampaignRefused::LiftedBy::kAllowMixed);
+  throw Error(msg);
 }
 
 // A point's result file: its figures if valid and ok; else why not (empty error: absent).
@@ -212,14 +215,15 @@ std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const S
 
 }  // namespace
 
-Shard parse_shard(const std::string& text) {
+Shard parse_shard(const std::string& text, const std::string& origin) {
+  const std::string what = fmt::format("{} '{}'", origin, text);
   const auto slash = text.find('/');
-  if (slash == std::string::npos) throw Error(fmt::format("--shard '{}': expected K/N (0 <= K < N)", text));
+  if (slash == std::string::npos) throw Error(fmt::format("{}: expected K/N (0 <= K < N)", what));
   Shard s;
-  s.index = parse_int(text.substr(0, slash), fmt::format("--shard '{}'", text));
-  s.count = parse_int(text.substr(slash + 1), fmt::format("--shard '{}'", text));
+  s.index = parse_int(text.substr(0, slash), what);
+  s.count = parse_int(text.substr(slash + 1), what);
   if (s.count < 1 || s.index >= s.count)
-    throw Error(fmt::format("--shard '{}': expected K/N with 0 <= K < N (shards are numbered from 0)", text));
+    throw Error(fmt::format("{}: expected K/N with 0 <= K < N (shards are numbered from 0)", what));
   return s;
 }
 
@@ -237,10 +241,10 @@ std::optional<Shard> shard_from_slurm(const std::function<const char*(const char
   auto count = get("SLURM_ARRAY_TASK_COUNT");
   if (!count && max) count = *max - min + 1;
   if (!count)
-    throw Error("a Slurm array task without SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX: give --shard K/N");
+    throw Error("a Slurm array task without SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX: its shard count is unknown");
   if (max && *count != *max - min + 1)
     throw Error(fmt::format("Slurm array {}-{} has {} tasks: a campaign's array must be every index MIN..MAX "
-                            "(--array=0-{}), or give --shard K/N", min, *max, *count, *count - 1));
+                            "(an sbatch array 0-{})", min, *max, *count, *count - 1));
   if (task < min || task - min >= *count)
     throw Error(fmt::format("SLURM_ARRAY_TASK_ID {} is outside the array {}..{}", task, min, min + *count - 1));
   return Shard{task - min, *count};
@@ -268,9 +272,9 @@ int shard_of(const std::string& key, int count) { return int(point_hash(key) % u
 ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const CampaignOptions& c,
                       const std::function<void(const std::string&)>& status) {
   check_sweep_options(o);
-  if (c.dir.empty()) throw Error("--out: a campaign needs a directory");
+  if (c.dir.empty()) throw Error("campaign: no directory given (a campaign needs one)");
   if (c.shard.count < 1 || c.shard.index < 0 || c.shard.index >= c.shard.count)
-    throw Error(fmt::format("--shard {}/{}: expected 0 <= K < N", c.shard.index, c.shard.count));
+    throw Error(fmt::format("shard {}/{}: expected 0 <= K < N", c.shard.index, c.shard.count));
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(c.dir);
   SweepResult res;
@@ -280,7 +284,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
   std::error_code ec;
   fs::create_directories(dir / "points", ec);
   if (ec || !fs::is_directory(dir / "points"))
-    throw Error(fmt::format("--out {}: cannot create the directory ({})", c.dir, ec ? ec.message() : "not a directory"));
+    throw Error(fmt::format("campaign directory {}: cannot create it ({})", c.dir, ec ? ec.message() : "not a directory"));
   claim_campaign(dir, campaign_document(base, o, pts), c.allow_mixed);
 
   ShardReport rep;
@@ -304,8 +308,9 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
     pending.push_back(g.index);
   }
   if (!existing.empty())
-    throw Error(fmt::format("--out {}: holds results of {} of this shard's points (first: {}); --resume keeps the "
-                            "valid ones and redoes the rest", c.dir, existing.size(), existing.front()));
+    throw CampaignRefused(fmt::format("campaign directory {}: holds results of {} of this shard's points (first: {})",
+                                      c.dir, existing.size(), existing.front()),
+                          CampaignRefused::LiftedBy::kResume);
   for (const auto& w : rep.warnings)
     if (status) status("warning: " + w);
 
@@ -375,8 +380,8 @@ MergeResult merge_campaign(const std::string& dir_text) {
   const fs::path file = dir / "campaign.json";
   std::error_code ec;
   if (!fs::exists(file, ec))
-    throw Error(fmt::format("sweep merge: {} has no campaign.json (not a campaign directory: `bitsim sweep ... --out "
-                            "DIR` writes one)", dir_text));
+    throw Error(fmt::format("{}: no campaign.json (not a campaign directory: a campaign's first shard writes one)",
+                            dir_text));
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(read_text(file));

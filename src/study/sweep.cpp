@@ -38,10 +38,10 @@ SweepPoint decode(const std::string& line) {
 
 }  // namespace
 
-SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
+SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::string& origin) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 >= spec.size())
-    throw Error(fmt::format("--grid '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", spec));
+    throw Error(fmt::format("{} '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", origin, spec));
   SweepAxis a;
   a.key = spec.substr(0, eq);
   if (a.key == "clock_mhz") a.key = "clock.mhz";
@@ -49,9 +49,9 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
   while (pos <= spec.size()) {
     const size_t comma = spec.find(',', pos);
     const std::string v = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (v.empty()) throw Error(fmt::format("--grid '{}': an empty value", spec));
+    if (v.empty()) throw Error(fmt::format("{} '{}': an empty value", origin, spec));
     ParamSet probe = base;
-    probe.set(a.key + "=" + v, "--grid");  // out of range or wrong type: an Error naming the key and range
+    probe.set(a.key + "=" + v, origin);  // out of range or wrong type: an Error naming the key and range
     a.values.push_back(v);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -125,7 +125,7 @@ SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& sou
 
 ParamSet SweepGrid::operator[](size_t i) const {
   ParamSet p = base_;
-  for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k], "--grid");
+  for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k], "grid point");
   return p;
 }
 
@@ -336,14 +336,18 @@ void check_sweep_options(const SweepOptions& o) {
     throw Error(fmt::format("sweep: context {} with {} tokens runs past {} positions, the longest KV cache (INT4)",
                             o.context, o.tokens, model::kAttentionInt4MaxT));
   if (o.jobs < 1 || o.jobs > 64) throw Error(fmt::format("sweep: jobs {} must be in 1..64", o.jobs));
+  check_grid_axes(o.grid);
+}
+
+void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& origin) {
   // Two axes over one key (clock_mhz is another name for clock.mhz) would set it twice per
   // point, the later value silently winning.
-  for (size_t i = 0; i < o.grid.size(); ++i)
+  for (size_t i = 0; i < grid.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (o.grid[i].key == o.grid[j].key)
-        throw Error(fmt::format("--grid: the key '{}' has two axes (axis {} and axis {}; clock_mhz is another name for "
+      if (grid[i].key == grid[j].key)
+        throw Error(fmt::format("{}: the key '{}' has two axes (axis {} and axis {}; clock_mhz is another name for "
                                 "clock.mhz): give each key one axis with all its values",
-                                o.grid[i].key, j + 1, i + 1));
+                                origin, grid[i].key, j + 1, i + 1));
 }
 
 SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,

@@ -53,8 +53,9 @@ struct SweepResult {
   int points_done() const;
 };
 
-// "KEY=V1,V2,..." -> an axis (the key resolved and every value checked).
-SweepAxis parse_axis(const ParamSet& base, const std::string& spec);
+// "KEY=V1,V2,..." -> an axis (the key resolved and every value checked). Errors begin with
+// `origin`, where the axis came from.
+SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::string& origin = "grid axis");
 // What is known about closing timing at this point's clock and DMA length width (BOARD.md).
 std::string timing_closure(const ParamSet& point);
 
@@ -86,6 +87,8 @@ class SweepGrid {
 SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
 // Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
 void check_sweep_options(const SweepOptions& options);
+// Refuses two axes over one key (their error begins with `origin`).
+void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& origin = "sweep grid");
 // One functional run of the base config on `model`, logits checked against the golden
 // reference; what it found (a bitsim::Error on a mismatch).
 std::string check_sweep_base(const ParamSet& base, const std::string& model);

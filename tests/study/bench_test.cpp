@@ -19,11 +19,17 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "cli/bench_command.h"
 
 namespace bitsim::sim {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The process figures run the built bitsim with the command line the CLI gives them.
+std::function<std::vector<std::string>(const BenchRunProcess&)> run_command(const cli::BoardArgs& board = {}) {
+  return [board](const BenchRunProcess& p) { return cli::bench_run_command(BITSIM_BINARY, board, p); };
+}
 
 void expect_consistent(const std::string& name, double value, double goal, bool higher, bool met) {
   EXPECT_GT(value, 0.0) << name;
@@ -49,7 +55,7 @@ TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
   BenchOptions o;
   o.quick = true;
   o.repeat = 3;
-  o.bitsim_exe = BITSIM_BINARY;
+  o.run_command = run_command();
   // The bench's temporary folder goes under a TMPDIR of this test's own, which must be empty
   // again afterwards.
   const fs::path tmp = fs::temp_directory_path() / ("bitsim_bench_tmp_" + std::to_string(::getpid()));
@@ -161,10 +167,28 @@ TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
   EXPECT_GT(fast.stats().cache_hits, 0u);
 }
 
+TEST(Bench, ARunProcessCarriesTheBoardConfig) {
+  const cli::BoardArgs board{"configs/pynq-z2.toml", {"clock.mhz=100", "ddr.wall_gb_s=1.5"}};
+  const auto argv = cli::bench_run_command("/bin/bitsim", board, {"synthetic:tiny", 3, 2, "/tmp/c", false});
+  const auto at = [&](const std::string& flag) { return std::find(argv.begin(), argv.end(), flag) - argv.begin(); };
+  ASSERT_GE(argv.size(), 2u);
+  EXPECT_EQ(argv[0], "/bin/bitsim");
+  EXPECT_EQ(argv[1], "run");
+  EXPECT_EQ(argv[size_t(at("--tokens")) + 1], "3");
+  EXPECT_EQ(argv[size_t(at("--cache-dir")) + 1], "/tmp/c");
+  EXPECT_LT(size_t(at("--no-check")), argv.size());
+  EXPECT_EQ(argv[size_t(at("--config")) + 1], fs::absolute("configs/pynq-z2.toml").string());
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--set"), 2);
+  EXPECT_EQ(argv.back(), "ddr.wall_gb_s=1.5");
+  const auto checked = cli::bench_run_command("/bin/bitsim", {}, {"synthetic:tiny", 1, 2, "/tmp/c", true});
+  EXPECT_EQ(std::count(checked.begin(), checked.end(), "--no-check"), 0);
+  EXPECT_EQ(std::count(checked.begin(), checked.end(), "--config"), 0);
+}
+
 TEST(Bench, OptionsAreChecked) {
   BenchOptions o;
-  EXPECT_THROW(effective_bench_options(o), Error);  // no executable for the process figures
-  o.bitsim_exe = BITSIM_BINARY;
+  EXPECT_THROW(effective_bench_options(o), Error);  // no command line for the process figures
+  o.run_command = run_command();
   EXPECT_NO_THROW(effective_bench_options(o));
   o.repeat = 0;
   EXPECT_THROW(effective_bench_options(o), Error);

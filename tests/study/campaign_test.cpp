@@ -113,7 +113,7 @@ TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
          {"SLURM_ARRAY_TASK_MAX", "6"}};  // --array=0-6:3: not every index
   EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("every index"), std::string::npos);
   env = {{"SLURM_ARRAY_TASK_ID", "2"}};
-  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("--shard K/N"), std::string::npos);
+  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("shard count is unknown"), std::string::npos);
 }
 
 TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
@@ -237,8 +237,14 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
   EXPECT_NE(all.find("corrupt or truncated"), std::string::npos) << all;
   EXPECT_NE(all.find(gone + ": \n"), std::string::npos) << all;  // no file, no error: missing
 
-  // Without --resume the shard refuses to overwrite its points' results.
-  EXPECT_NE(error_of([&] { run_shard(base, o, c); }).find("--resume"), std::string::npos);
+  // Without resume the shard refuses to overwrite its points' results; resume lifts that.
+  try {
+    run_shard(base, o, c);
+    ADD_FAILURE() << "results overwritten without resume";
+  } catch (const CampaignRefused& e) {
+    EXPECT_EQ(e.lifted_by, CampaignRefused::LiftedBy::kResume);
+    EXPECT_NE(std::string(e.what()).find("holds results of"), std::string::npos) << e.what();
+  }
   c.resume = true;
   const ShardReport again = run_shard(base, o, c);
   EXPECT_EQ(again.skipped, 1);
@@ -271,9 +277,13 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
   EXPECT_NE(error_of([&] { run_shard(base, other, c); }).find("another campaign"), std::string::npos);
   ParamSet base2 = base;
   base2.set("ddr.wall_gb_s=1.5");
-  const std::string e = error_of([&] { run_shard(base2, o, c); });
-  EXPECT_NE(e.find("ddr.wall_gb_s"), std::string::npos) << e;
-  EXPECT_NE(e.find("--allow-mixed"), std::string::npos) << e;
+  try {
+    run_shard(base2, o, c);
+    ADD_FAILURE() << "another base config accepted without allow_mixed";
+  } catch (const CampaignRefused& e) {
+    EXPECT_EQ(e.lifted_by, CampaignRefused::LiftedBy::kAllowMixed);
+    EXPECT_NE(std::string(e.what()).find("ddr.wall_gb_s"), std::string::npos) << e.what();
+  }
   // With --allow-mixed it runs, and the merge then finds rows of another base config.
   c.allow_mixed = true;
   run_shard(base2, o, c);
@@ -344,6 +354,15 @@ TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
   r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 2/2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--shard '2/2'"), std::string::npos) << r.err;
+  // Refusals name the flag that lifts them.
+  r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds results of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--resume keeps the valid ones"), std::string::npos) << r.err;
+  r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/1 --resume --set ddr.wall_gb_s=1.5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("ddr.wall_gb_s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--allow-mixed runs anyway"), std::string::npos) << r.err;
 }
 
 TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {

@@ -135,7 +135,7 @@ TEST(RegressScenarioRun, TimingFiguresAreDeterministicAndFollowTheBoard) {
   s.kind = "timing";
   s.context = 64;
   s.tokens = 1;
-  const ParamSet base = load_board_params("", {});
+  const ParamSet base = load_board_params("");
   const auto a = run_regress_scenario(s, base);
   EXPECT_EQ(a, run_regress_scenario(s, base));
   s.sets = {"ddr.wall_gb_s=1.0"};
