@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -22,41 +23,38 @@
 
 namespace bitsim::cli {
 
-inline CLI::Validator integer_in(int64_t min, int64_t max) {
+// A validator that reads the text with `parse` (which throws bitsim::Error) and hands
+// CLI11 the text `parse` returns.
+template <typename Parse>
+CLI::Validator number_validator(Parse parse, std::string description) {
   return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
+      [parse](std::string& s) -> std::string {
         try {
-          s = std::to_string(parse_integer(s, "", min, max));
+          s = parse(s);
           return {};
         } catch (const Error& e) {
           return e.what();
         }
       },
-      fmt::format("INT in {}..{}", min, max));
+      std::move(description));
+}
+
+inline CLI::Validator integer_in(int64_t min, int64_t max) {
+  return number_validator([min, max](const std::string& s) { return std::to_string(parse_integer(s, "", min, max)); },
+                          fmt::format("INT in {}..{}", min, max));
 }
 
 inline CLI::Validator unsigned_in(uint64_t min, uint64_t max) {
-  return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
-        try {
-          s = std::to_string(parse_unsigned(s, "", min, max));
-          return {};
-        } catch (const Error& e) {
-          return e.what();
-        }
-      },
-      fmt::format("UINT in {}..{}", min, max));
+  return number_validator([min, max](const std::string& s) { return std::to_string(parse_unsigned(s, "", min, max)); },
+                          fmt::format("UINT in {}..{}", min, max));
 }
 
+// The text itself when it is a number in range (CLI11 reads the decimal it was checked as).
 inline CLI::Validator real_in(double min, double max) {
-  return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
-        try {
-          (void)parse_real(s, "", min, max);
-          return {};
-        } catch (const Error& e) {
-          return e.what();
-        }
+  return number_validator(
+      [min, max](const std::string& s) {
+        (void)parse_real(s, "", min, max);
+        return s;
       },
       fmt::format("NUMBER in {}..{}", min, max));
 }
