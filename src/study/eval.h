@@ -38,6 +38,7 @@
 #include "sim/board_config.h"
 #include "sim/cache_store.h"
 #include "sim/params.h"
+#include "study/record.h"
 
 namespace bitsim::sim {
 
@@ -100,6 +101,9 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics();
 EvalResult run_eval(const EvalRequest& request,
                     const std::function<void(const std::string&)>& on_status = {});
 
+// The fields a row and a logit comparison write (JSON keys; docs/json-schemas.md).
+const Fields<EvalRow>& eval_row_fields();
+const Fields<EvalLogitCompare>& eval_compare_fields();
 // The bitsim.eval/1 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);
 

@@ -89,35 +89,26 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   return r;
 }
 
+const Fields<SweepPoint>& sweep_point_fields() {
+  using P = SweepPoint;
+  static const Fields<P> fields{{"tok_s", &P::tok_s, "{:.4f}"},         {"total_ms", &P::total_ms, "{:.4f}"},
+                                {"matmul_ms", &P::matmul_ms, "{:.4f}"}, {"attention_ms", &P::attention_ms, "{:.4f}"},
+                                {"cpu_ms", &P::cpu_ms, "{:.4f}"},       {"walker_ms", &P::walker_ms, "{:.4f}"},
+                                {"read_gb_s", &P::read_gb_s, "{:.4f}"}, {"wall_pct", &P::wall_pct, "{:.2f}"},
+                                {"dma_calls", &P::dma_calls},           {"timing", &P::timing}};
+  return fields;
+}
+
 nlohmann::json sweep_point_json(const SweepPoint& p) {
-  return {{"tok_s", p.tok_s},         {"total_ms", p.total_ms},   {"matmul_ms", p.matmul_ms},
-          {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms},
-          {"walker_ms", p.walker_ms}, {"read_gb_s", p.read_gb_s},
-          {"wall_pct", p.wall_pct},   {"dma_calls", p.dma_calls}, {"timing", p.timing},
-          {"provenance", provenance_json(p.prov)}};
+  nlohmann::json j = record_json(p, sweep_point_fields());
+  j["provenance"] = provenance_json(p.prov);
+  return j;
 }
 
 SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(fmt::format("{}: a point's result is not a JSON object", source));
-  auto number = [&](const char* k) {
-    if (!j.contains(k) || !j[k].is_number()) throw Error(fmt::format("{}: field \"{}\" missing or not a number", source, k));
-    return j[k].get<double>();
-  };
   SweepPoint p;
-  p.tok_s = number("tok_s");
-  p.total_ms = number("total_ms");
-  p.matmul_ms = number("matmul_ms");
-  p.attention_ms = number("attention_ms");
-  p.cpu_ms = number("cpu_ms");
-  p.walker_ms = number("walker_ms");
-  p.read_gb_s = number("read_gb_s");
-  p.wall_pct = number("wall_pct");
-  if (!j.contains("dma_calls") || !j["dma_calls"].is_number_unsigned())
-    throw Error(fmt::format("{}: field \"dma_calls\" missing or not a count", source));
-  p.dma_calls = j["dma_calls"].get<uint64_t>();
-  if (!j.contains("timing") || !j["timing"].is_string())
-    throw Error(fmt::format("{}: field \"timing\" missing or not a string", source));
-  p.timing = j["timing"].get<std::string>();
+  record_from_json(j, sweep_point_fields(), source, "field", p);
   if (!j.contains("provenance")) throw Error(fmt::format("{}: field \"provenance\" missing", source));
   p.prov = provenance_from_json(j["provenance"], source);
   return p;
@@ -386,14 +377,11 @@ int SweepResult::points_done() const {
 std::string sweep_csv(const SweepResult& r) {
   std::string out;
   for (const auto& k : r.keys) out += k + ",";
-  out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing";
-  for (const auto& c : provenance_columns()) out += "," + c;
-  out += "\n";
+  out += record_csv_header(sweep_point_fields()) + "," + record_csv_header(provenance_fields()) + "\n";
   for (const auto& p : r.points) {
     if (!p.done) continue;
     for (const auto& v : p.values) out += v + ",";
-    out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{},{}\n", p.tok_s, p.total_ms,
-                       p.matmul_ms, p.attention_ms, p.cpu_ms, p.walker_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing, provenance_csv(p.prov));
+    out += record_csv_row(p, sweep_point_fields()) + "," + provenance_csv(p.prov) + "\n";
   }
   if (r.stopped_by)
     out += fmt::format("# partial: {} of {} points, stopped by {}\n", r.points_done(), r.points.size(),
@@ -407,16 +395,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
     if (!p.done) continue;
     nlohmann::json j;
     for (size_t i = 0; i < r.keys.size(); ++i) j[r.keys[i]] = p.values[i];
-    j["tok_s"] = p.tok_s;
-    j["total_ms"] = p.total_ms;
-    j["matmul_ms"] = p.matmul_ms;
-    j["attention_ms"] = p.attention_ms;
-    j["cpu_ms"] = p.cpu_ms;
-    j["walker_ms"] = p.walker_ms;
-    j["read_gb_s"] = p.read_gb_s;
-    j["wall_pct"] = p.wall_pct;
-    j["dma_calls"] = p.dma_calls;
-    j["timing"] = p.timing;
+    record_to_json(p, sweep_point_fields(), j);
     j["provenance"] = provenance_json(p.prov);
     pts.push_back(j);
   }

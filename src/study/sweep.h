@@ -94,6 +94,9 @@ void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& orig
 std::string check_sweep_base(const ParamSet& base, const std::string& model);
 // One point, timing-only, with its provenance (this process's wall time and peak memory).
 SweepPoint measure_sweep_point(const ParamSet& point, const SweepOptions& options);
+// A point's figures (JSON keys and CSV columns, in CSV order, with their formats; the
+// provenance follows them as its own record).
+const Fields<SweepPoint>& sweep_point_fields();
 // A point's figures and provenance as JSON (values and keys not included), and back
 // (a bitsim::Error naming `source` and the field).
 nlohmann::json sweep_point_json(const SweepPoint& p);

@@ -1,0 +1,95 @@
+#pragma once
+// Result records declared once: a record's fields in one list, each with its name (the JSON
+// key and the CSV column), the member it reads and writes, and its CSV format. The JSON
+// writer and reader and the CSV header and row of a record all follow from its list
+// (provenance_fields(), sweep_point_fields(), eval_row_fields(), eval_compare_fields());
+// tests/study/record_test.cpp checks docs/json-schemas.md against the lists.
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace bitsim::sim {
+
+template <typename R>
+struct Field {
+  const char* name;  // JSON key and CSV column
+  std::variant<double R::*, int64_t R::*, uint64_t R::*, int R::*, std::string R::*> member;
+  const char* csv = "{}";  // the value's format in a CSV row
+};
+
+template <typename R>
+using Fields = std::vector<Field<R>>;
+
+// Every field of `r` into the JSON object `j`.
+template <typename R>
+void record_to_json(const R& r, const Fields<R>& fields, nlohmann::json& j) {
+  for (const auto& f : fields) std::visit([&](auto m) { j[f.name] = r.*m; }, f.member);
+}
+
+template <typename R>
+nlohmann::json record_json(const R& r, const Fields<R>& fields) {
+  nlohmann::json j = nlohmann::json::object();
+  record_to_json(r, fields, j);
+  return j;
+}
+
+namespace record_detail {
+
+inline bool has_type(const nlohmann::json& v, const double*) { return v.is_number(); }
+inline bool has_type(const nlohmann::json& v, const int64_t*) { return v.is_number_integer(); }
+inline bool has_type(const nlohmann::json& v, const int*) { return v.is_number_integer(); }
+inline bool has_type(const nlohmann::json& v, const uint64_t*) { return v.is_number_unsigned(); }
+inline bool has_type(const nlohmann::json& v, const std::string*) { return v.is_string(); }
+inline const char* type_text(const double*) { return "a number"; }
+inline const char* type_text(const int64_t*) { return "an integer"; }
+inline const char* type_text(const int*) { return "an integer"; }
+inline const char* type_text(const uint64_t*) { return "a count"; }
+inline const char* type_text(const std::string*) { return "a string"; }
+
+}  // namespace record_detail
+
+// Every field of `fields` from the JSON object `j` into `r`. A missing or mistyped field is
+// a bitsim::Error "SOURCE: WHAT \"NAME\" missing or not a number" (`what`: "field",
+// "provenance field", ...).
+template <typename R>
+void record_from_json(const nlohmann::json& j, const Fields<R>& fields, const std::string& source,
+                      const std::string& what, R& r) {
+  for (const auto& f : fields)
+    std::visit(
+        [&](auto m) {
+          using T = std::remove_reference_t<decltype(r.*m)>;
+          const T* tag = nullptr;
+          if (!j.contains(f.name) || !record_detail::has_type(j[f.name], tag))
+            throw Error(fmt::format("{}: {} \"{}\" missing or not {}", source, what, f.name,
+                                    record_detail::type_text(tag)));
+          r.*m = j[f.name].template get<T>();
+        },
+        f.member);
+}
+
+// The CSV columns of the fields, comma-separated (no leading or trailing comma).
+template <typename R>
+std::string record_csv_header(const Fields<R>& fields) {
+  std::string out;
+  for (const auto& f : fields) out += (out.empty() ? "" : ",") + std::string(f.name);
+  return out;
+}
+
+// One CSV row of `r`: every field in its format, comma-separated.
+template <typename R>
+std::string record_csv_row(const R& r, const Fields<R>& fields) {
+  std::string out;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i) out += ",";
+    std::visit([&](auto m) { out += fmt::format(fmt::runtime(fields[i].csv), r.*m); }, fields[i].member);
+  }
+  return out;
+}
+
+}  // namespace bitsim::sim
