@@ -17,23 +17,13 @@
 #include "sim/board_run.h"
 #include "study/board_figures.h"
 #include "study/calibrate.h"
+#include "study/run_record.h"
 
 namespace bitsim::cli {
 
 namespace {
 
 using nlohmann::json;
-
-json token_json(const sim::TokenRecord& t) {
-  json j{{"index", t.index}, {"context", t.context}, {"token_id", t.token_id},
-         {"text", t.text}, {"generated", t.generated}, {"matmul_ms", t.matmul_ms},
-         {"attention_ms", t.attention_ms}, {"cpu_ms", t.cpu_ms}, {"total_ms", t.total_ms},
-         {"walker_ms", t.walker_ms}, {"dma_calls", t.dma_calls}, {"driver_calls", t.driver_calls},
-         {"fixed_call_ms", t.fixed_call_ms}, {"bytes_read", t.bytes_read}, {"read_gb_s", t.read_gb_s},
-         {"wall_ms", t.wall_ms}};
-  j["logits_equal"] = t.logits_equal ? json(*t.logits_equal) : json(nullptr);
-  return j;
-}
 
 json walker_resources_json(const host::WalkerResources& w) {
   using W = host::WalkerResources;
@@ -120,7 +110,7 @@ json summary_json(const sim::BoardRunResult& r) {
 // The bitsim.run/1 document (docs/json-schemas.md).
 json run_json(const sim::BoardRunResult& r) {
   json toks = json::array();
-  for (const auto& t : r.tokens) toks.push_back(token_json(t));
+  for (const auto& t : r.tokens) toks.push_back(sim::record_json(t, sim::run_token_fields()));
   json cfg(r.config);
   return json{{"schema", "bitsim.run/1"},
               {"fidelity", sim::fidelity_name(r.fidelity)},

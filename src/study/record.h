@@ -2,9 +2,11 @@
 // Result records declared once: a record's fields in one list, each with its name (the JSON
 // key and the CSV column), the member it reads and writes, and its CSV format. The JSON
 // writer and reader and the CSV header and row of a record all follow from its list
-// (provenance_fields(), sweep_point_fields(), eval_row_fields(), eval_compare_fields());
+// (provenance_fields(), sweep_point_fields(), eval_row_fields(), eval_compare_fields(),
+// run_token_fields());
 // tests/study/record_test.cpp checks docs/json-schemas.md against the lists.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -19,7 +21,9 @@ namespace bitsim::sim {
 template <typename R>
 struct Field {
   const char* name;  // JSON key and CSV column
-  std::variant<double R::*, int64_t R::*, uint64_t R::*, int R::*, std::string R::*> member;
+  std::variant<double R::*, int64_t R::*, uint64_t R::*, int R::*, std::string R::*, bool R::*,
+               std::optional<bool> R::*>
+      member;  // an empty optional is JSON null and an empty CSV cell
   const char* csv = "{}";  // the value's format in a CSV row
 };
 
@@ -27,9 +31,27 @@ template <typename R>
 using Fields = std::vector<Field<R>>;
 
 // Every field of `r` into the JSON object `j`.
+namespace record_detail {
+
+template <typename T>
+nlohmann::json json_of(const T& v) {
+  return nlohmann::json(v);
+}
+inline nlohmann::json json_of(const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+template <typename T>
+std::string csv_of(const char* format, const T& v) {
+  return fmt::format(fmt::runtime(format), v);
+}
+inline std::string csv_of(const char* format, const std::optional<bool>& v) {
+  return v ? fmt::format(fmt::runtime(format), *v) : std::string();
+}
+
+}  // namespace record_detail
+
 template <typename R>
 void record_to_json(const R& r, const Fields<R>& fields, nlohmann::json& j) {
-  for (const auto& f : fields) std::visit([&](auto m) { j[f.name] = r.*m; }, f.member);
+  for (const auto& f : fields) std::visit([&](auto m) { j[f.name] = record_detail::json_of(r.*m); }, f.member);
 }
 
 template <typename R>
@@ -46,11 +68,23 @@ inline bool has_type(const nlohmann::json& v, const int64_t*) { return v.is_numb
 inline bool has_type(const nlohmann::json& v, const int*) { return v.is_number_integer(); }
 inline bool has_type(const nlohmann::json& v, const uint64_t*) { return v.is_number_unsigned(); }
 inline bool has_type(const nlohmann::json& v, const std::string*) { return v.is_string(); }
+inline bool has_type(const nlohmann::json& v, const bool*) { return v.is_boolean(); }
+inline bool has_type(const nlohmann::json& v, const std::optional<bool>*) { return v.is_boolean() || v.is_null(); }
 inline const char* type_text(const double*) { return "a number"; }
 inline const char* type_text(const int64_t*) { return "an integer"; }
 inline const char* type_text(const int*) { return "an integer"; }
 inline const char* type_text(const uint64_t*) { return "a count"; }
 inline const char* type_text(const std::string*) { return "a string"; }
+inline const char* type_text(const bool*) { return "true or false"; }
+inline const char* type_text(const std::optional<bool>*) { return "true, false or null"; }
+
+template <typename T>
+void read(const nlohmann::json& v, T& out) {
+  out = v.template get<T>();
+}
+inline void read(const nlohmann::json& v, std::optional<bool>& out) {
+  out = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
+}
 
 }  // namespace record_detail
 
@@ -68,7 +102,7 @@ void record_from_json(const nlohmann::json& j, const Fields<R>& fields, const st
           if (!j.contains(f.name) || !record_detail::has_type(j[f.name], tag))
             throw Error(fmt::format("{}: {} \"{}\" missing or not {}", source, what, f.name,
                                     record_detail::type_text(tag)));
-          r.*m = j[f.name].template get<T>();
+          record_detail::read(j[f.name], r.*m);
         },
         f.member);
 }
@@ -87,7 +121,7 @@ std::string record_csv_row(const R& r, const Fields<R>& fields) {
   std::string out;
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i) out += ",";
-    std::visit([&](auto m) { out += fmt::format(fmt::runtime(fields[i].csv), r.*m); }, fields[i].member);
+    std::visit([&](auto m) { out += record_detail::csv_of(fields[i].csv, r.*m); }, fields[i].member);
   }
   return out;
 }

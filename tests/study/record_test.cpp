@@ -13,6 +13,7 @@
 
 #include "study/eval.h"
 #include "study/provenance.h"
+#include "study/run_record.h"
 #include "study/sweep.h"
 
 namespace bitsim::sim {
@@ -128,6 +129,31 @@ TEST(Record, EvalRowsWriteTheirFields) {
   EXPECT_EQ(c["positions"].get<int>(), 256);
 }
 
+TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
+  TokenRecord t;
+  t.index = 3;
+  t.text = "the";
+  t.generated = true;
+  t.dma_calls = 484;
+  t.total_ms = 85.9;
+  nlohmann::json j = record_json(t, run_token_fields());
+  EXPECT_TRUE(j["logits_equal"].is_null());
+  EXPECT_TRUE(j["generated"].get<bool>());
+  EXPECT_EQ(j["dma_calls"].get<uint64_t>(), 484u);
+  TokenRecord back;
+  record_from_json(j, run_token_fields(), "test", "token field", back);
+  EXPECT_FALSE(back.logits_equal.has_value());
+  EXPECT_EQ(back.text, "the");
+  t.logits_equal = false;
+  j = record_json(t, run_token_fields());
+  record_from_json(j, run_token_fields(), "test", "token field", back);
+  ASSERT_TRUE(back.logits_equal.has_value());
+  EXPECT_FALSE(*back.logits_equal);
+  j["generated"] = nullptr;
+  EXPECT_EQ(error_of([&] { record_from_json(j, run_token_fields(), "t.json", "token field", back); }),
+            "t.json: token field \"generated\" missing or not true or false");
+}
+
 // ---- docs/json-schemas.md names exactly the fields of each record --------------------------
 
 TEST(RecordDocs, SweepPointFieldsAreTheDocumentedOnes) {
@@ -159,6 +185,14 @@ TEST(RecordDocs, EvalRowAndComparisonFieldsAreTheDocumentedOnes) {
   const auto documented = quoted_between(eval, "\"logits_vs_float\": [", "],", key);
   EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()),
             std::set<std::string>(compare.begin(), compare.end()));
+}
+
+TEST(RecordDocs, RunTokenFieldsAreTheDocumentedOnes) {
+  const std::string run = doc_section("`bitsim.run/1`");
+  ASSERT_FALSE(run.empty());
+  const auto documented = quoted_between(run, "\"tokens\": [", "\n  ],", std::regex("\"([a-z0-9_]+)\":"));
+  const auto fields = names(run_token_fields());
+  EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()), std::set<std::string>(fields.begin(), fields.end()));
 }
 
 }  // namespace
