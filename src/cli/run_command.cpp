@@ -49,52 +49,10 @@ json attention_resources_json(const hw::AttentionResources& a) {
           {"lut", a.lut}, {"lut_complete", a.lut_complete}, {"bram36", a.bram36}};
 }
 
-// The summary's figures over the tokens.
-struct TokenTotals {
-  std::vector<double> total_ms;
-  int generated = 0, checked = 0, equal = 0;
-};
-
-TokenTotals token_totals(const sim::BoardRunResult& r) {
-  TokenTotals s;
-  for (const auto& t : r.tokens) {
-    s.total_ms.push_back(t.total_ms);
-    s.generated += t.generated;
-    if (t.logits_equal) {
-      ++s.checked;
-      s.equal += *t.logits_equal;
-    }
-  }
-  return s;
-}
-
 json summary_json(const sim::BoardRunResult& r) {
-  const TokenTotals tt = token_totals(r);
-  const double med = sim::median(tt.total_ms);
-  double sim_s = 0;
-  for (double t : tt.total_ms) sim_s += t / 1e3;
-  const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
-  json summary{{"tokens", r.tokens.size()},
-               {"generated", tt.generated},
-               {"tok_s", med > 0 ? 1e3 / med : 0.0},
-               {"median_total_ms", med},
-               {"simulated_s", sim_s},
-               {"wall_s", r.wall_s},
-               {"first_token_s", r.first_token_s},
-               {"load_s", r.load_s},
-               {"calibration_s", r.calibration_s},
-               {"model_cached", r.model_cached},
-               {"scales_cached", r.scales_cached},
-               {"sim_tok_per_wall_s", r.wall_s > 0 ? double(r.tokens.size()) / r.wall_s : 0.0},
-               {"logits_checked", tt.checked},
-               {"driver_calls_per_token", fixed.calls_per_token},
-               {"fixed_call_ms_per_token", fixed.fixed_ms_per_token},
-               {"fixed_cost_share", fixed.share},
-               {"fixed_cost_share_evidence", "simulated"}};
-  summary["logits_equal"] = r.checked ? json(tt.equal == tt.checked && r.mismatch.empty()) : json(nullptr);
+  json summary = sim::record_json(sim::run_summary(r), sim::run_summary_fields());
   if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
   if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
-  summary["kv_capacity"] = r.kv_capacity;
   if (r.fidelity != sim::Fidelity::kCycle)
     summary["timing_cache"] = {{"batches", r.fast.batches},
                                {"hits", r.fast.cache_hits},
@@ -195,12 +153,10 @@ void print_costs_and_check(const sim::BoardRunResult& r) {
 // The per-token table and the summary of a run.
 void print_run(const sim::BoardRunResult& r) {
   print_token_table(r);
-  std::vector<double> totals;
-  for (const auto& t : r.tokens) totals.push_back(t.total_ms);
-  const double med = sim::median(totals);
+  const sim::RunSummary s = sim::run_summary(r);
   fmt::print("\nsummary\n");
   fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
-  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", med, med > 0 ? 1e3 / med : 0.0);
+  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", s.median_total_ms, s.tok_s);
   namespace B = sim::board_figures;
   fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
              B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);

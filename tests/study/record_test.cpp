@@ -154,6 +154,37 @@ TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
             "t.json: token field \"generated\" missing or not true or false");
 }
 
+TEST(Record, RunSummaryFromTheTokens) {
+  BoardRunResult r;
+  for (double ms : {80.0, 100.0, 90.0}) {
+    TokenRecord t;
+    t.total_ms = ms;
+    t.generated = ms > 85;
+    t.logits_equal = true;
+    r.tokens.push_back(t);
+  }
+  r.checked = true;
+  r.wall_s = 2.0;
+  r.kv_capacity = 512;
+  RunSummary s = run_summary(r);
+  EXPECT_EQ(s.tokens, 3u);
+  EXPECT_EQ(s.generated, 2);
+  EXPECT_DOUBLE_EQ(s.median_total_ms, 90.0);
+  EXPECT_DOUBLE_EQ(s.tok_s, 1e3 / 90.0);
+  EXPECT_DOUBLE_EQ(s.simulated_s, 0.27);
+  EXPECT_DOUBLE_EQ(s.sim_tok_per_wall_s, 1.5);
+  EXPECT_EQ(s.logits_checked, 3);
+  ASSERT_TRUE(s.logits_equal.has_value());
+  EXPECT_TRUE(*s.logits_equal);
+  r.mismatch = "layer 0";
+  EXPECT_FALSE(*run_summary(r).logits_equal);
+  r.checked = false;
+  const nlohmann::json j = record_json(run_summary(r), run_summary_fields());
+  EXPECT_TRUE(j["logits_equal"].is_null());
+  EXPECT_EQ(j["kv_capacity"].get<int>(), 512);
+  EXPECT_EQ(j["fixed_cost_share_evidence"], "simulated");
+}
+
 // ---- docs/json-schemas.md names exactly the fields of each record --------------------------
 
 TEST(RecordDocs, SweepPointFieldsAreTheDocumentedOnes) {
@@ -193,6 +224,13 @@ TEST(RecordDocs, RunTokenFieldsAreTheDocumentedOnes) {
   const auto documented = quoted_between(run, "\"tokens\": [", "\n  ],", std::regex("\"([a-z0-9_]+)\":"));
   const auto fields = names(run_token_fields());
   EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()), std::set<std::string>(fields.begin(), fields.end()));
+}
+
+TEST(RecordDocs, RunSummaryFieldsAreDocumented) {
+  const std::string run = doc_section("`bitsim.run/1`");
+  const auto documented = quoted_between(run, "\"summary\": {", "\n}", std::regex("\"([a-z0-9_]+)\":"));
+  const std::set<std::string> doc(documented.begin(), documented.end());
+  for (const auto& f : run_summary_fields()) EXPECT_TRUE(doc.count(f.name)) << f.name << " is not in the summary's doc";
 }
 
 }  // namespace
