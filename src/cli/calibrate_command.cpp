@@ -18,8 +18,7 @@ namespace {
 void print_calibration(const sim::CalibrationResult& res, bool json) {
   if (json) {
     nlohmann::json params = nlohmann::json::array();
-    for (const auto& f : res.parameters)
-      params.push_back({{"key", f.key}, {"unit", f.unit}, {"meaning", f.meaning}, {"before", f.before}, {"after", f.after}});
+    for (const auto& f : res.parameters) params.push_back(sim::record_json(f, sim::fitted_parameter_fields()));
     fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.calibrate/1"}, {"parameters", params},
                                       {"residuals", rows_json(res.residuals)}}.dump(2));
     return;

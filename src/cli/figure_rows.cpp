@@ -6,13 +6,7 @@ namespace bitsim::cli {
 
 nlohmann::json rows_json(const std::vector<sim::ValidationRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : rows) {
-    nlohmann::json j{{"scenario", r.scenario}, {"context", r.context}, {"figure", r.figure},
-                     {"simulated", r.simulated}, {"driver", r.profile}};
-    j["board"] = r.board ? nlohmann::json(*r.board) : nlohmann::json(nullptr);
-    j["error_pct"] = r.error_pct ? nlohmann::json(*r.error_pct) : nlohmann::json(nullptr);
-    out.push_back(j);
-  }
+  for (const auto& r : rows) out.push_back(sim::record_json(r, sim::validation_row_fields()));
   return out;
 }
 

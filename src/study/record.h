@@ -22,7 +22,7 @@ template <typename R>
 struct Field {
   const char* name;  // JSON key and CSV column
   std::variant<double R::*, int64_t R::*, uint64_t R::*, int R::*, std::string R::*, bool R::*,
-               std::optional<bool> R::*>
+               std::optional<bool> R::*, std::optional<double> R::*>
       member;  // an empty optional is JSON null and an empty CSV cell
   const char* csv = "{}";  // the value's format in a CSV row
 };
@@ -37,13 +37,17 @@ template <typename T>
 nlohmann::json json_of(const T& v) {
   return nlohmann::json(v);
 }
-inline nlohmann::json json_of(const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+template <typename T>
+nlohmann::json json_of(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 template <typename T>
 std::string csv_of(const char* format, const T& v) {
   return fmt::format(fmt::runtime(format), v);
 }
-inline std::string csv_of(const char* format, const std::optional<bool>& v) {
+template <typename T>
+std::string csv_of(const char* format, const std::optional<T>& v) {
   return v ? fmt::format(fmt::runtime(format), *v) : std::string();
 }
 
@@ -69,7 +73,10 @@ inline bool has_type(const nlohmann::json& v, const int*) { return v.is_number_i
 inline bool has_type(const nlohmann::json& v, const uint64_t*) { return v.is_number_unsigned(); }
 inline bool has_type(const nlohmann::json& v, const std::string*) { return v.is_string(); }
 inline bool has_type(const nlohmann::json& v, const bool*) { return v.is_boolean(); }
-inline bool has_type(const nlohmann::json& v, const std::optional<bool>*) { return v.is_boolean() || v.is_null(); }
+template <typename T>
+bool has_type(const nlohmann::json& v, const std::optional<T>*) {
+  return v.is_null() || has_type(v, static_cast<const T*>(nullptr));
+}
 inline const char* type_text(const double*) { return "a number"; }
 inline const char* type_text(const int64_t*) { return "an integer"; }
 inline const char* type_text(const int*) { return "an integer"; }
@@ -77,13 +84,15 @@ inline const char* type_text(const uint64_t*) { return "a count"; }
 inline const char* type_text(const std::string*) { return "a string"; }
 inline const char* type_text(const bool*) { return "true or false"; }
 inline const char* type_text(const std::optional<bool>*) { return "true, false or null"; }
+inline const char* type_text(const std::optional<double>*) { return "a number or null"; }
 
 template <typename T>
 void read(const nlohmann::json& v, T& out) {
   out = v.template get<T>();
 }
-inline void read(const nlohmann::json& v, std::optional<bool>& out) {
-  out = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
+template <typename T>
+void read(const nlohmann::json& v, std::optional<T>& out) {
+  out = v.is_null() ? std::nullopt : std::optional<T>(v.get<T>());
 }
 
 }  // namespace record_detail

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "study/calibrate.h"
 #include "study/eval.h"
 #include "study/provenance.h"
 #include "study/run_record.h"
@@ -185,6 +186,23 @@ TEST(Record, RunSummaryFromTheTokens) {
   EXPECT_EQ(j["fixed_cost_share_evidence"], "simulated");
 }
 
+TEST(Record, AValidationRowWithoutABoardFigureWritesNull) {
+  ValidationRow row{"end_to_end_python", 64, "total_ms", 120.5, std::nullopt, std::nullopt, "python"};
+  nlohmann::json j = record_json(row, validation_row_fields());
+  EXPECT_TRUE(j["board"].is_null());
+  EXPECT_TRUE(j["error_pct"].is_null());
+  EXPECT_EQ(j["driver"], "python");
+  row.board = 118.0;
+  row.error_pct = 2.1186;
+  j = record_json(row, validation_row_fields());
+  EXPECT_EQ(j["board"].get<double>(), 118.0);
+  ValidationRow back;
+  record_from_json(j, validation_row_fields(), "test", "row field", back);
+  EXPECT_EQ(back.error_pct, row.error_pct);
+  EXPECT_EQ(record_csv_row(ValidationRow{"a", 1, "f", 2.0, std::nullopt, 1.5, "c"}, validation_row_fields()),
+            "a,1,f,2,,1.5,c");
+}
+
 // ---- docs/json-schemas.md names exactly the fields of each record --------------------------
 
 TEST(RecordDocs, SweepPointFieldsAreTheDocumentedOnes) {
@@ -231,6 +249,12 @@ TEST(RecordDocs, RunSummaryFieldsAreDocumented) {
   const auto documented = quoted_between(run, "\"summary\": {", "\n}", std::regex("\"([a-z0-9_]+)\":"));
   const std::set<std::string> doc(documented.begin(), documented.end());
   for (const auto& f : run_summary_fields()) EXPECT_TRUE(doc.count(f.name)) << f.name << " is not in the summary's doc";
+}
+
+TEST(RecordDocs, ValidationRowAndFittedParameterFieldsAreTheDocumentedOnes) {
+  EXPECT_EQ(quoted_between(doc_section("`bitsim.validate/1`"), "\"rows\": [{", "}"), names(validation_row_fields()));
+  EXPECT_EQ(quoted_between(doc_section("`bitsim.calibrate/1`"), "\"parameters\": [{", "}"),
+            names(fitted_parameter_fields()));
 }
 
 }  // namespace
