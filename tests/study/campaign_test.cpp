@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "sim/board_config.h"
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::sim {
 namespace {
@@ -36,14 +37,9 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 // A fresh directory for one test, removed at the end.
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("bitsim_campaign_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
 };
 
 std::string read(const fs::path& p) {
@@ -153,7 +149,7 @@ TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
 TEST(Campaign, EightShardsMergeIntoTheRowsOfOneLocalRun) {
   const ParamSet base = board_params();
   const SweepOptions o = grid_options(base, {"clock_mhz=100,125,142.86,200", "dma.length_bits=16,23"});
-  TempDir dir("eight");
+  TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
   int ran = 0;
@@ -207,7 +203,7 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
   const ParamSet base = board_params();
   SweepOptions o = grid_options(base, {"clock_mhz=100,125", "dma.length_bits=20,23"});
   o.jobs = 2;
-  TempDir dir("resume");
+  TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
   const ShardReport first = run_shard(base, o, c);
@@ -267,7 +263,7 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
 TEST(Campaign, ADirectoryHoldsOneCampaign) {
   const ParamSet base = board_params();
   const SweepOptions o = grid_options(base, {"clock_mhz=100,125"});
-  TempDir dir("other");
+  TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
   c.shard = {0, 2};
@@ -296,7 +292,7 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
 }
 
 TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
-  TempDir dir("cli");
+  TempDir dir;
   const std::string d = dir.path.string();
   const std::string grid = " --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet";
   auto r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/2");
@@ -366,7 +362,7 @@ TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
 }
 
 TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
-  TempDir dir("script");
+  TempDir dir;
   const std::string d = dir.path.string();
   auto r = run_bitsim("sweep --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet --out " + d +
                       "/c --slurm-script " + d + "/run.sh --shards 2 --max-running 1");
@@ -398,7 +394,7 @@ TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
 }
 
 TEST(CampaignCli, AShardKilledHalfwayResumesWithoutRedoingDonePoints) {
-  TempDir dir("killed");
+  TempDir dir;
   const fs::path out = dir.path / "c";
   const std::string args = "sweep --grid clock_mhz=90,100,110,125 --grid dma.length_bits=20,23 --tokens 1 --context 32 "
                            "--quiet --jobs 1 --out " + out.string();
