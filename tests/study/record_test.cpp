@@ -2,6 +2,7 @@
 // writer and reader and its CSV columns, and docs/json-schemas.md names exactly those fields.
 #include "study/record.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -20,20 +21,16 @@
 namespace bitsim::sim {
 namespace {
 
+using ::testing::StrEq;
+using ::testing::ThrowsMessage;
+
+std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+
 template <typename R>
 std::vector<std::string> names(const Fields<R>& fields) {
   std::vector<std::string> out;
   for (const auto& f : fields) out.push_back(f.name);
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // The section of docs/json-schemas.md whose heading starts with `heading`, up to the next.
@@ -52,7 +49,8 @@ std::vector<std::string> quoted_between(const std::string& text, const std::stri
   const size_t a = text.find(from);
   if (a == std::string::npos) return {};
   const size_t b = text.find(to, a + from.size());
-  const std::string part = text.substr(a + from.size(), b == std::string::npos ? std::string::npos : b - a - from.size());
+  const size_t from_end = a + from.size();
+  const std::string part = text.substr(from_end, b == std::string::npos ? std::string::npos : b - from_end);
   std::vector<std::string> out;
   for (std::sregex_iterator it(part.begin(), part.end(), name), end; it != end; ++it) out.push_back((*it)[1]);
   return out;
@@ -109,14 +107,16 @@ TEST(Record, SweepPointRoundTripsThroughJsonAndWritesItsCsvFormats) {
 TEST(Record, AMissingOrMistypedFieldIsNamed) {
   nlohmann::json j = sweep_point_json(sample_point());
   j.erase("cpu_ms");
-  EXPECT_EQ(error_of([&] { sweep_point_from_json(j, "f.json"); }), "f.json: field \"cpu_ms\" missing or not a number");
+  EXPECT_THAT([&] { sweep_point_from_json(j, "f.json"); },
+              ThrowsMessage<Error>(StrEq("f.json: field \"cpu_ms\" missing or not a number")));
   j = sweep_point_json(sample_point());
   j["dma_calls"] = -3;
-  EXPECT_EQ(error_of([&] { sweep_point_from_json(j, "f.json"); }), "f.json: field \"dma_calls\" missing or not a count");
+  EXPECT_THAT([&] { sweep_point_from_json(j, "f.json"); },
+              ThrowsMessage<Error>(StrEq("f.json: field \"dma_calls\" missing or not a count")));
   j = sweep_point_json(sample_point());
   j["provenance"]["host"] = 7;
-  EXPECT_EQ(error_of([&] { sweep_point_from_json(j, "f.json"); }),
-            "f.json: provenance field \"host\" missing or not a string");
+  EXPECT_THAT([&] { sweep_point_from_json(j, "f.json"); },
+              ThrowsMessage<Error>(StrEq("f.json: provenance field \"host\" missing or not a string")));
 }
 
 TEST(Record, EvalRowsWriteTheirFields) {
@@ -151,8 +151,8 @@ TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
   ASSERT_TRUE(back.logits_equal.has_value());
   EXPECT_FALSE(*back.logits_equal);
   j["generated"] = nullptr;
-  EXPECT_EQ(error_of([&] { record_from_json(j, run_token_fields(), "t.json", "token field", back); }),
-            "t.json: token field \"generated\" missing or not true or false");
+  EXPECT_THAT([&] { record_from_json(j, run_token_fields(), "t.json", "token field", back); },
+              ThrowsMessage<Error>(StrEq("t.json: token field \"generated\" missing or not true or false")));
 }
 
 TEST(Record, RunSummaryFromTheTokens) {
@@ -227,27 +227,23 @@ TEST(RecordDocs, EvalRowAndComparisonFieldsAreTheDocumentedOnes) {
   ASSERT_FALSE(eval.empty());
   const std::regex key("\"([a-z0-9_]+)\":");
   const auto rows = quoted_between(eval, "\"rows\": [", "],", key);
-  const auto row_fields = names(eval_row_fields());
-  EXPECT_EQ(std::set<std::string>(rows.begin(), rows.end()), std::set<std::string>(row_fields.begin(), row_fields.end()));
+  EXPECT_EQ(as_set(rows), as_set(names(eval_row_fields())));
   auto compare = names(eval_compare_fields());
   compare.push_back("evidence");  // always "simulated"
-  const auto documented = quoted_between(eval, "\"logits_vs_float\": [", "],", key);
-  EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()),
-            std::set<std::string>(compare.begin(), compare.end()));
+  EXPECT_EQ(as_set(quoted_between(eval, "\"logits_vs_float\": [", "],", key)), as_set(compare));
 }
 
 TEST(RecordDocs, RunTokenFieldsAreTheDocumentedOnes) {
   const std::string run = doc_section("`bitsim.run/1`");
   ASSERT_FALSE(run.empty());
   const auto documented = quoted_between(run, "\"tokens\": [", "\n  ],", std::regex("\"([a-z0-9_]+)\":"));
-  const auto fields = names(run_token_fields());
-  EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()), std::set<std::string>(fields.begin(), fields.end()));
+  EXPECT_EQ(as_set(documented), as_set(names(run_token_fields())));
 }
 
 TEST(RecordDocs, RunSummaryFieldsAreDocumented) {
   const std::string run = doc_section("`bitsim.run/1`");
   const auto documented = quoted_between(run, "\"summary\": {", "\n}", std::regex("\"([a-z0-9_]+)\":"));
-  const std::set<std::string> doc(documented.begin(), documented.end());
+  const std::set<std::string> doc = as_set(documented);
   for (const auto& f : run_summary_fields()) EXPECT_TRUE(doc.count(f.name)) << f.name << " is not in the summary's doc";
 }
 
