@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -24,17 +25,11 @@
 namespace bitsim::sim {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
 namespace fs = std::filesystem;
 using bitsim::testing::run_bitsim;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A fresh directory for one test, removed at the end.
 // A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
@@ -83,10 +78,10 @@ TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
   EXPECT_EQ(parse_shard("3/8").index, 3);
   EXPECT_EQ(parse_shard("3/8").count, 8);
   EXPECT_EQ(parse_shard("0/1").count, 1);
-  EXPECT_NE(error_of([] { parse_shard("8/8"); }).find("0 <= K < N"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_shard("1/0"); }).find("0 <= K < N"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_shard("3"); }).find("K/N"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_shard("a/8"); }).find("'a'"), std::string::npos);
+  EXPECT_THAT([] { parse_shard("8/8"); }, ThrowsMessage<Error>(HasSubstr("0 <= K < N")));
+  EXPECT_THAT([] { parse_shard("1/0"); }, ThrowsMessage<Error>(HasSubstr("0 <= K < N")));
+  EXPECT_THAT([] { parse_shard("3"); }, ThrowsMessage<Error>(HasSubstr("K/N")));
+  EXPECT_THAT([] { parse_shard("a/8"); }, ThrowsMessage<Error>(HasSubstr("'a'")));
 
   std::map<std::string, std::string> env;
   auto get = [&](const char* n) -> const char* {
@@ -107,9 +102,9 @@ TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
   EXPECT_EQ(s->count, 4);
   env = {{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "0"},
          {"SLURM_ARRAY_TASK_MAX", "6"}};  // --array=0-6:3: not every index
-  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("every index"), std::string::npos);
+  EXPECT_THAT([&] { shard_from_slurm(get); }, ThrowsMessage<Error>(HasSubstr("every index")));
   env = {{"SLURM_ARRAY_TASK_ID", "2"}};
-  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("shard count is unknown"), std::string::npos);
+  EXPECT_THAT([&] { shard_from_slurm(get); }, ThrowsMessage<Error>(HasSubstr("shard count is unknown")));
 }
 
 TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
@@ -270,7 +265,7 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
   run_shard(base, o, c);
   c.shard = {1, 2};
   const SweepOptions other = grid_options(base, {"clock_mhz=100,150"});
-  EXPECT_NE(error_of([&] { run_shard(base, other, c); }).find("another campaign"), std::string::npos);
+  EXPECT_THAT([&] { run_shard(base, other, c); }, ThrowsMessage<Error>(HasSubstr("another campaign")));
   ParamSet base2 = base;
   base2.set("ddr.wall_gb_s=1.5");
   try {
@@ -288,7 +283,7 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
   ASSERT_EQ(m.mixed.size(), 1u);
   EXPECT_NE(m.mixed[0].find("base config(s) (campaign.json: " + config_hash(base) + ")"), std::string::npos) << m.mixed[0];
   EXPECT_NE(m.mixed[0].find(config_hash(base2) + ": "), std::string::npos) << m.mixed[0];
-  EXPECT_NE(error_of([] { merge_campaign("/nonexistent/campaign"); }).find("campaign.json"), std::string::npos);
+  EXPECT_THAT([] { merge_campaign("/nonexistent/campaign"); }, ThrowsMessage<Error>(HasSubstr("campaign.json")));
 }
 
 TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {

@@ -3,6 +3,7 @@
 #include "study/sweep.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -11,26 +12,20 @@
 namespace bitsim::sim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 TEST(Sweep, AxisParsingChecksKeysAndValues) {
   const ParamSet p = board_params();
   const auto a = parse_axis(p, "clock_mhz=100,125");
   EXPECT_EQ(a.key, "clock.mhz");
   EXPECT_EQ(a.values, (std::vector<std::string>{"100", "125"}));
-  EXPECT_NE(error_of([&] { parse_axis(p, "clock.ghz=1"); }).find("clock.mhz"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_axis(p, "dma.length_bits=23,40"); }).find("[8, 26]"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_axis(p, "clock.mhz="); }).find("KEY=V1,V2"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_axis(p, "clock.mhz=100,,125"); }).find("empty value"), std::string::npos);
+  EXPECT_THAT([&] { parse_axis(p, "clock.ghz=1"); }, ThrowsMessage<Error>(HasSubstr("clock.mhz")));
+  EXPECT_THAT([&] { parse_axis(p, "dma.length_bits=23,40"); }, ThrowsMessage<Error>(HasSubstr("[8, 26]")));
+  EXPECT_THAT([&] { parse_axis(p, "clock.mhz="); }, ThrowsMessage<Error>(HasSubstr("KEY=V1,V2")));
+  EXPECT_THAT([&] { parse_axis(p, "clock.mhz=100,,125"); }, ThrowsMessage<Error>(HasSubstr("empty value")));
   SweepOptions o;
-  EXPECT_NE(error_of([&] { run_sweep(p, o); }).find("grid is empty"), std::string::npos);
+  EXPECT_THAT([&] { run_sweep(p, o); }, ThrowsMessage<Error>(HasSubstr("grid is empty")));
 }
 
 TEST(Sweep, TimingClosureFollowsTheBoard) {
@@ -151,7 +146,7 @@ TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
   none.grid.push_back(parse_axis(p, "kv.format=int4"));
   none.tokens = 1;
   none.check_model.clear();
-  EXPECT_NE(error_of([&] { run_sweep(p, none); }).find("kv.format = int4 needs"), std::string::npos);
+  EXPECT_THAT([&] { run_sweep(p, none); }, ThrowsMessage<Error>(HasSubstr("kv.format = int4 needs")));
 }
 
 }  // namespace
