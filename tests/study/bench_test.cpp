@@ -16,6 +16,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
+#include <vector>
+#include <functional>
 #include <algorithm>
 
 #include "base/error.h"
@@ -190,23 +193,19 @@ TEST(Bench, OptionsAreChecked) {
   EXPECT_THROW(effective_bench_options(o), Error);  // no command line for the process figures
   o.run_command = run_command();
   EXPECT_NO_THROW(effective_bench_options(o));
-  o.repeat = 0;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.repeat = 3;
-  o.tokens = 1;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.tokens = 8;
-  o.cycle_tokens = 9;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.cycle_tokens = 1;
-  o.memory_tokens = 513;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.memory_tokens = 2;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.memory_tokens = 512;
-  o.run_tokens = 511;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.run_tokens = 64;
+  // Each of these changes to valid options is refused.
+  const std::vector<std::pair<const char*, std::function<void(BenchOptions&)>>> refused{
+      {"repeat 0", [](BenchOptions& b) { b.repeat = 0; }},
+      {"1 token per window", [](BenchOptions& b) { b.tokens = 1; }},
+      {"more cycle tokens than tokens", [](BenchOptions& b) { b.tokens = 8, b.cycle_tokens = 9; }},
+      {"memory tokens 513", [](BenchOptions& b) { b.memory_tokens = 513; }},
+      {"memory tokens 2", [](BenchOptions& b) { b.memory_tokens = 2; }},
+      {"run tokens 511", [](BenchOptions& b) { b.run_tokens = 511; }}};
+  for (const auto& [what, change] : refused) {
+    BenchOptions b = o;
+    change(b);
+    EXPECT_THROW(effective_bench_options(b), Error) << what;
+  }
   o.quick = true;
   const BenchOptions q = effective_bench_options(o);
   EXPECT_EQ(q.model, "synthetic:tiny");

@@ -2,6 +2,9 @@
 // processes.
 #include "study/sweep.h"
 
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +17,15 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
+
+// Options over `axes` at one timing-only token per point, without the functional check.
+SweepOptions one_token(const ParamSet& p, const std::vector<std::string>& axes) {
+  SweepOptions o;
+  for (const auto& a : axes) o.grid.push_back(parse_axis(p, a));
+  o.tokens = 1;
+  o.check_model.clear();
+  return o;
+}
 
 TEST(Sweep, AxisParsingChecksKeysAndValues) {
   const ParamSet p = board_params();
@@ -86,10 +98,7 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
 // token's time (one token per point: no medians between them).
 TEST(Sweep, WalkerTimeIsItsOwnColumn) {
   const ParamSet p = board_params();
-  SweepOptions o;
-  o.grid.push_back(parse_axis(p, "host.walker=cpu,pl"));
-  o.tokens = 1;
-  o.check_model.clear();
+  const SweepOptions o = one_token(p, {"host.walker=cpu,pl"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 2u);
   const SweepPoint& cpu = r.points[0];
@@ -113,11 +122,7 @@ TEST(Sweep, WalkerTimeIsItsOwnColumn) {
 
 TEST(Sweep, TwoAxesMakeTheProduct) {
   const ParamSet p = board_params();
-  SweepOptions o;
-  o.grid.push_back(parse_axis(p, "clock_mhz=100,125"));
-  o.grid.push_back(parse_axis(p, "dma.length_bits=18,23"));
-  o.tokens = 1;
-  o.check_model.clear();
+  const SweepOptions o = one_token(p, {"clock_mhz=100,125", "dma.length_bits=18,23"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 4u);
   // An 18-bit length register splits the long matmul streams into more calls.
@@ -128,11 +133,7 @@ TEST(Sweep, TwoAxesMakeTheProduct) {
 // and named; the valid points run, and INT4 KV moves fewer bytes in less attention time.
 TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
   const ParamSet p = board_params();
-  SweepOptions o;
-  o.grid.push_back(parse_axis(p, "attention.variant=two-phase,online-softmax"));
-  o.grid.push_back(parse_axis(p, "kv.format=int8,int4"));
-  o.tokens = 1;
-  o.check_model.clear();
+  const SweepOptions o = one_token(p, {"attention.variant=two-phase,online-softmax", "kv.format=int8,int4"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 3u);
   ASSERT_EQ(r.skipped.size(), 1u);
