@@ -1,5 +1,4 @@
 #include "cli/eval_command.h"
-#include "cli/cache_command.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -29,83 +28,87 @@ constexpr const char* kEvalHelp =
     "  board-online-softmax-int4-kv-4-outliers  the same with 4 fp16 outlier lanes (kv.outlier_channels = 4)\n"
     "  board-online-softmax-int4-kv-8-outliers  the same with 8 fp16 outlier lanes (kv.outlier_channels = 8)";
 
-class Eval final : public EvalCommand {
+// The perplexities, the board check and the comparison as a table.
+void print_eval(const sim::EvalResult& r) {
+  fmt::print("model      {} ({})\n", r.model, r.shape);
+  if (!r.model_sha256.empty()) fmt::print("           model.safetensors sha256 {}\n", r.model_sha256);
+  fmt::print("tokenizer  {}\n", r.tokenizer);
+  fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
+  fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
+             r.scored_tokens, r.windows, r.window);
+  fmt::print("{:<39} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
+  for (const auto& row : r.rows)
+    fmt::print("{:<39} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
+  if (r.board) {
+    if (r.board->logits_equal)
+      fmt::print("\nsimulated board: the first {} positions ran on the board (fast fidelity); their logits "
+                 "were equal to the board row's, bit for bit\n", r.board->positions);
+    else
+      fmt::print("\nsimulated board: the logits of position {} differ from the board row's (of {} positions run)\n",
+                 r.board->first_mismatch, r.board->positions);
+  }
+  if (!r.compare.empty()) {
+    fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",
+               r.compare[0].positions);
+    fmt::print("{:<39} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
+    for (const auto& c : r.compare)
+      fmt::print("{:<39} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
+  }
+  fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
+}
+
+class Eval final : public Command {
  public:
-  explicit Eval(CLI::App& app) {
-    cmd_ = app.add_subcommand("eval", "Perplexity of a text under the model's, the board's and the variants' arithmetics");
-    cmd_->footer(kEvalHelp);
-    cmd_->add_option("--model", req_.model, "A checkpoint folder or synthetic:SHAPE[:SEED]")->required();
-    cmd_->add_option("--text", req_.text, "The text to score (UTF-8 file)")->required();
-    cmd_->add_option("--tokens", req_.tokens, "Score the first N tokens of the text (default: all)")
+  explicit Eval(CLI::App& app)
+      : Command(app.add_subcommand("eval", "Perplexity of a text under the model's, the board's and the variants' "
+                                           "arithmetics")) {
+    sub_->footer(kEvalHelp);
+    sub_->add_option("--model", req_.model, "A checkpoint folder or synthetic:SHAPE[:SEED]")->required();
+    sub_->add_option("--text", req_.text, "The text to score (UTF-8 file)")->required();
+    sub_->add_option("--tokens", req_.tokens, "Score the first N tokens of the text (default: all)")
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
-    cmd_->add_option("--board", req_.board_positions,
+    sub_->add_option("--board", req_.board_positions,
                      "Also run the first N positions through the simulated board (fast fidelity) and check "
                      "that their logits equal the board row's")
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
-    cmd_->add_option("--compare", req_.compare_positions,
+    sub_->add_option("--compare", req_.compare_positions,
                      "Compare the board rows' logits with FloatReference's (ternary lm_head) over the first N "
                      "positions: mean and worst relative error, top-1 agreement")
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
-    cmd_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
-    cmd_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
+    sub_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
+    sub_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
         ->transform(integer_in(1, 64))->capture_default_str();
-    cmd_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");
-    cmd_->add_flag("--json", json_, "Write one bitsim.eval/1 JSON document to stdout (docs/json-schemas.md)");
-    cmd_->add_flag("--quiet", quiet_, "No progress lines on stderr");
-    add_cache_options(cmd_, cache_);
+    sub_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");
+    sub_->add_flag("--json", json_, "Write one bitsim.eval/1 JSON document to stdout (docs/json-schemas.md)");
+    sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+    add_cache_options(sub_, cache_);
   }
-  bool parsed() const override { return cmd_->parsed(); }
-
   int run() override {
-    if (cmd_->count("--tokens") && req_.tokens < 1)
-      throw Error(fmt::format("--tokens {}: must be 1 or more", req_.tokens));
-    if (cmd_->count("--compare") && req_.compare_positions < 1)
-      throw Error(fmt::format("--compare {}: must be 1 or more", req_.compare_positions));
-    if (cmd_->count("--board") && req_.board_positions < 1)
-      throw Error(fmt::format("--board {}: must be 1 or more", req_.board_positions));
+    check_counts();
     if (!tokenizer_.empty()) req_.tokenizer = tokenizer_;
     const std::string file = config_.empty() ? sim::default_config_path() : config_;
     if (!file.empty()) req_.params.load_toml(file);
-    std::function<void(const std::string&)> status;
-    if (!quiet_) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
     req_.cache = cache_settings(cache_);
     req_.cache_warning = print_warning;
-    const sim::EvalResult r = sim::run_eval(req_, status);
-    if (json_) {
+    const sim::EvalResult r = sim::run_eval(req_, status_printer(quiet_));
+    if (json_)
       fmt::print("{}\n", sim::eval_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-      return r.board && !r.board->logits_equal ? 3 : 0;
-    }
-    fmt::print("model      {} ({})\n", r.model, r.shape);
-    if (!r.model_sha256.empty()) fmt::print("           model.safetensors sha256 {}\n", r.model_sha256);
-    fmt::print("tokenizer  {}\n", r.tokenizer);
-    fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
-    fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
-               r.scored_tokens, r.windows, r.window);
-    fmt::print("{:<39} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
-    for (const auto& row : r.rows)
-      fmt::print("{:<39} {:>10.4f} {:>10.6f} {:>8}  {}\n", row.arithmetic, row.ppl, row.nll_mean, row.tokens, row.evidence);
-    if (r.board) {
-      if (r.board->logits_equal)
-        fmt::print("\nsimulated board: the first {} positions ran on the board (fast fidelity); their logits "
-                   "were equal to the board row's, bit for bit\n", r.board->positions);
-      else
-        fmt::print("\nsimulated board: the logits of position {} differ from the board row's (of {} positions run)\n",
-                   r.board->first_mismatch, r.board->positions);
-    }
-    if (!r.compare.empty()) {
-      fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",
-                 r.compare[0].positions);
-      fmt::print("{:<39} {:>14} {:>14} {:>8}  {}\n", "arithmetic", "rel_err_mean", "rel_err_worst", "top1", "evidence");
-      for (const auto& c : r.compare)
-        fmt::print("{:<39} {:>14.6f} {:>14.6f} {:>8.4f}  simulated\n", c.arithmetic, c.rel_mean, c.rel_worst, c.top1);
-    }
-    fmt::print("\nwall {:.1f} s (load and calibration {:.1f} s)\n", r.wall_s, r.load_s);
+    else
+      print_eval(r);
     return r.board && !r.board->logits_equal ? 3 : 0;
   }
 
  private:
+  void check_counts() const {
+    if (sub_->count("--tokens") && req_.tokens < 1)
+      throw Error(fmt::format("--tokens {}: must be 1 or more", req_.tokens));
+    if (sub_->count("--compare") && req_.compare_positions < 1)
+      throw Error(fmt::format("--compare {}: must be 1 or more", req_.compare_positions));
+    if (sub_->count("--board") && req_.board_positions < 1)
+      throw Error(fmt::format("--board {}: must be 1 or more", req_.board_positions));
+  }
+
   CacheArgs cache_;
-  CLI::App* cmd_ = nullptr;
   sim::EvalRequest req_;
   std::string tokenizer_, config_;
   bool json_ = false, quiet_ = false;
@@ -113,6 +116,6 @@ class Eval final : public EvalCommand {
 
 }  // namespace
 
-std::unique_ptr<EvalCommand> add_eval_command(CLI::App& app) { return std::make_unique<Eval>(app); }
+std::unique_ptr<Command> add_eval_command(CLI::App& app) { return std::make_unique<Eval>(app); }
 
 }  // namespace bitsim::cli

@@ -1,56 +1,91 @@
 #pragma once
-// Number options of the bitsim command: CLI11 validators that read the text with the one
-// strict parser (base/parse_number.h: decimal, the whole text, the range; no octal, no
-// wrap, no saturation, no nan) and hand CLI11 the canonical decimal, so that CLI11's own
-// conversion never sees a text it could read differently.
+// Options and helpers shared by the bitsim commands: the number validators (CLI11
+// validators that read the text with the one strict parser, base/parse_number.h: decimal,
+// the whole text, the range; no octal, no wrap, no saturation, no nan; CLI11 is handed the
+// canonical decimal, so that its own conversion never sees a text it could read
+// differently), the board config options (--config, --set), the start-up cache options
+// (--cache-dir, --no-cache, --cache-max-gb), --fidelity, and the progress printers.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "base/error.h"
 #include "base/parse_number.h"
+#include "sim/cache_store.h"
+#include "sim/params.h"
+#include "sim/simulation.h"
 
 namespace bitsim::cli {
 
-inline CLI::Validator integer_in(int64_t min, int64_t max) {
+// A validator that reads the text with `parse` (which throws bitsim::Error) and hands
+// CLI11 the text `parse` returns.
+template <typename Parse>
+CLI::Validator number_validator(Parse parse, std::string description) {
   return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
+      [parse](std::string& s) -> std::string {
         try {
-          s = std::to_string(parse_integer(s, "", min, max));
+          s = parse(s);
           return {};
         } catch (const Error& e) {
           return e.what();
         }
       },
-      fmt::format("INT in {}..{}", min, max));
+      std::move(description));
+}
+
+inline CLI::Validator integer_in(int64_t min, int64_t max) {
+  return number_validator([min, max](const std::string& s) { return std::to_string(parse_integer(s, "", min, max)); },
+                          fmt::format("INT in {}..{}", min, max));
 }
 
 inline CLI::Validator unsigned_in(uint64_t min, uint64_t max) {
-  return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
-        try {
-          s = std::to_string(parse_unsigned(s, "", min, max));
-          return {};
-        } catch (const Error& e) {
-          return e.what();
-        }
-      },
-      fmt::format("UINT in {}..{}", min, max));
+  return number_validator([min, max](const std::string& s) { return std::to_string(parse_unsigned(s, "", min, max)); },
+                          fmt::format("UINT in {}..{}", min, max));
 }
 
+// The text itself when it is a number in range (CLI11 reads the decimal it was checked as).
 inline CLI::Validator real_in(double min, double max) {
-  return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
-        try {
-          (void)parse_real(s, "", min, max);
-          return {};
-        } catch (const Error& e) {
-          return e.what();
-        }
+  return number_validator(
+      [min, max](const std::string& s) {
+        (void)parse_real(s, "", min, max);
+        return s;
       },
       fmt::format("NUMBER in {}..{}", min, max));
 }
+
+// --config FILE and --set KEY=VALUE (repeatable).
+struct BoardArgs {
+  std::string config;
+  std::vector<std::string> sets;
+};
+// Adds --config and --set to a subcommand with their help texts.
+void add_board_options(CLI::App* sub, BoardArgs& a, const std::string& config_help, const std::string& set_help);
+// The effective board config: the shipped configs/pynq-z2.toml (or --config FILE), then
+// every --set in order (its errors begin with `--set KEY`).
+sim::ParamSet board_params(const BoardArgs& a);
+
+// --fidelity and --timing-only, the one place the option becomes sim::Fidelity.
+sim::Fidelity parse_fidelity(const std::string& name, bool timing_only);
+
+struct CacheArgs {
+  std::string dir;
+  bool no_cache = false;
+  std::optional<double> max_gb;
+};
+// Adds --cache-dir, --no-cache and --cache-max-gb to a subcommand.
+void add_cache_options(CLI::App* sub, CacheArgs& a);
+// The settings these options and the environment give (sim::resolve_cache_settings).
+sim::CacheSettings cache_settings(const CacheArgs& a);
+
+// A warning line on stderr (printed even with --quiet).
+void print_warning(const std::string& message);
+// Progress lines on stderr, or none when `quiet`.
+std::function<void(const std::string&)> status_printer(bool quiet);
 
 }  // namespace bitsim::cli

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "cli/options.h"
 #include "sim/board_config.h"
 #include "study/regress.h"
 
@@ -26,31 +27,30 @@ constexpr const char* kRegressHelp =
     "(the first figure that moved is printed with its old and new value); 2: bad input. --set / --config show what "
     "a change to the board would move; --update rewrites the baselines (shipped board only) and prints what moved.";
 
-class Regress final : public RegressCommand {
+class Regress final : public Command {
  public:
-  explicit Regress(CLI::App& app) {
-    cmd_ = app.add_subcommand("regress", "Run the regression suite and compare every figure with its baseline");
-    cmd_->footer(kRegressHelp);
-    cmd_->add_option("--suite", suite_, "Suite file (default: configs/regress.toml)");
-    cmd_->add_option("--only", only_, "Run only this scenario (repeatable)");
-    cmd_->add_option("--baselines", baselines_, "Baseline folder (default: the suite's `baselines`)");
-    cmd_->add_flag("--update", update_, "Rewrite the baselines with this run's figures and print what moved");
-    cmd_->add_option("--junit", junit_, "Write a JUnit XML report to FILE");
-    cmd_->add_option("--config", config_, "Board config TOML for every scenario (default: configs/pynq-z2.toml)");
-    cmd_->add_option("--set", sets_, "Override one config key in every scenario: KEY=VALUE (repeatable)");
-    cmd_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")->check(CLI::Range(1, 1000000));
-    cmd_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+  explicit Regress(CLI::App& app)
+      : Command(app.add_subcommand("regress", "Run the regression suite and compare every figure with its baseline")) {
+    sub_->footer(kRegressHelp);
+    sub_->add_option("--suite", suite_, "Suite file (default: configs/regress.toml)");
+    sub_->add_option("--only", only_, "Run only this scenario (repeatable)");
+    sub_->add_option("--baselines", baselines_, "Baseline folder (default: the suite's `baselines`)");
+    sub_->add_flag("--update", update_, "Rewrite the baselines with this run's figures and print what moved");
+    sub_->add_option("--junit", junit_, "Write a JUnit XML report to FILE");
+    add_board_options(sub_, board_, "Board config TOML for every scenario (default: configs/pynq-z2.toml)",
+                      "Override one config key in every scenario: KEY=VALUE (repeatable)");
+    sub_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")->check(CLI::Range(1, 1000000));
+    sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
   }
-  bool parsed() const override { return cmd_->parsed(); }
-
   int run() override {
     const std::string file = suite_.empty() ? sim::default_regress_suite_path() : suite_;
     if (file.empty()) throw Error("--suite: configs/regress.toml was not found beside the source tree; give --suite FILE");
     sim::RegressSuite suite = sim::load_regress_suite(file);
     if (!baselines_.empty()) suite.baseline_dir = baselines_;
-    if (update_ && (!sets_.empty() || !config_.empty()))
+    const bool board_changed = !board_.sets.empty() || !board_.config.empty();
+    if (update_ && board_changed)
       throw Error("--update: the baselines are of the shipped board; drop --set / --config to update them");
-    const sim::ParamSet base = sim::load_board_params(config_, sets_);
+    const sim::ParamSet base = board_params(board_);
     const auto selected = select(suite);
     if (!junit_.empty()) io::check_output_file(junit_, "--junit");
     std::error_code ec;
@@ -60,7 +60,7 @@ class Regress final : public RegressCommand {
     }
 
     fmt::print("regress: {} scenario(s) of {}, baselines in {}{}\n", selected.size(), file,
-               suite.baseline_dir.string(), sets_.empty() && config_.empty() ? "" : " (board changed by --config/--set)");
+               suite.baseline_dir.string(), board_changed ? " (board changed by --config/--set)" : "");
     const auto t0 = Clock::now();
     std::vector<sim::RegressOutcome> outcomes;
     for (const sim::RegressScenario* s : selected) outcomes.push_back(run_one(*s, suite, base));
@@ -140,15 +140,15 @@ class Regress final : public RegressCommand {
     if (o.moved.size() > size_t(show_)) fmt::print("       ... and {} more (--show N)\n", o.moved.size() - size_t(show_));
   }
 
-  CLI::App* cmd_ = nullptr;
-  std::string suite_, baselines_, junit_, config_;
-  std::vector<std::string> only_, sets_;
+  BoardArgs board_;
+  std::string suite_, baselines_, junit_;
+  std::vector<std::string> only_;
   bool update_ = false, quiet_ = false;
   int show_ = 3;
 };
 
 }  // namespace
 
-std::unique_ptr<RegressCommand> add_regress_command(CLI::App& app) { return std::make_unique<Regress>(app); }
+std::unique_ptr<Command> add_regress_command(CLI::App& app) { return std::make_unique<Regress>(app); }
 
 }  // namespace bitsim::cli

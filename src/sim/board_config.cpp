@@ -106,11 +106,10 @@ std::string default_config_path() {
   return std::filesystem::exists(p) ? p.string() : std::string();
 }
 
-ParamSet load_board_params(const std::string& config, const std::vector<std::string>& sets) {
+ParamSet load_board_params(const std::string& config) {
   ParamSet p = board_params();
   const std::string file = config.empty() ? default_config_path() : config;
   if (!file.empty()) p.load_toml(file);
-  for (const auto& s : sets) p.set(s, "--set");
   return p;
 }
 

@@ -28,10 +28,9 @@ std::string config_file_text(const ParamSet& p);
 // binary's source tree; empty when not found.
 std::string default_config_path();
 
-// The effective board config of a command: board_params(), then the TOML file `config`
-// (default_config_path() when empty), then every "KEY=VALUE" of `sets` in order (their
-// errors say `--set`).
-ParamSet load_board_params(const std::string& config, const std::vector<std::string>& sets);
+// The board config of a command before its overrides: board_params(), then the TOML file
+// `config` (default_config_path() when empty). Overrides follow with ParamSet::set.
+ParamSet load_board_params(const std::string& config);
 
 struct SimConfig {
   hw::BoardConfig board;

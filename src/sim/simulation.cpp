@@ -22,6 +22,12 @@ const char* fidelity_name(Fidelity f) {
   return "?";
 }
 
+Fidelity fidelity_of(const std::string& name) {
+  for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast, Fidelity::kTimingOnly})
+    if (name == fidelity_name(f)) return f;
+  throw Error(fmt::format("fidelity '{}': expected one of cycle, fast, timing-only", name));
+}
+
 void Machine::set_platform(host::Platform& p) {
   platform_ = &p;
   if (record_) recorder_ = std::make_unique<host::RecordingPlatform>(p, *record_);

@@ -27,6 +27,8 @@ namespace bitsim::sim {
 enum class Fidelity { kCycle, kFast, kTimingOnly };
 // "cycle", "fast", "timing-only".
 const char* fidelity_name(Fidelity f);
+// The fidelity of one of those names; a bitsim::Error naming the value and the choices.
+Fidelity fidelity_of(const std::string& name);
 
 struct SimulationOptions {
   SimulationOptions() = default;

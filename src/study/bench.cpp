@@ -138,7 +138,7 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
     o.run_tokens = std::min(o.run_tokens, 8);
     o.sweep_points = std::min(o.sweep_points, 2);
   }
-  if (o.repeat < 1 || o.repeat > 20) throw Error(fmt::format("bench: --repeat {}, expected 1..20", o.repeat));
+  if (o.repeat < 1 || o.repeat > 20) throw Error(fmt::format("bench: repeat {}, expected 1..20", o.repeat));
   if (o.sweep_points < 1 || o.sweep_points > 10000)
     throw Error(fmt::format("bench: {} sweep points, expected 1..10000", o.sweep_points));
   if (o.tokens < 2 || o.tokens > golden::kMaxContext / 2)
@@ -151,7 +151,7 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
   if (o.run_tokens < 1 || o.run_tokens > golden::kMaxContext - 2)
     throw Error(fmt::format("bench: {} tokens of the whole run, expected 1..{}", o.run_tokens, golden::kMaxContext - 2));
   if (o.threads < 1) throw Error(fmt::format("bench: {} host threads, expected at least 1", o.threads));
-  if (o.bitsim_exe.empty()) throw Error("bench: the bitsim executable for the process figures is not set");
+  if (!o.run_command) throw Error("bench: the command line of the process figures is not set");
   return o;
 }
 
@@ -211,14 +211,8 @@ struct RunProcess {
 
 RunProcess bitsim_run(const BenchOptions& o, const fs::path& cache_dir, const fs::path& scratch, int tokens,
                       bool check) {
-  std::vector<std::string> argv{o.bitsim_exe, "run",          "--model",   o.model,
-                                "--prompt",   "A",            "--tokens",  std::to_string(tokens),
-                                "--json",     "--quiet",      "--threads", std::to_string(o.threads),
-                                "--cache-dir", cache_dir.string()};
-  if (!check) argv.push_back("--no-check");
-  argv.insert(argv.end(), o.config_args.begin(), o.config_args.end());
   RunProcess r;
-  r.proc = run_process(argv, scratch);
+  r.proc = run_process(o.run_command({o.model, tokens, o.threads, cache_dir.string(), check}), scratch);
   if (r.proc.exit_code != 0)
     throw Error(fmt::format("bench: `bitsim run --model {} --tokens {}` exited with {}: {}", o.model, tokens,
                             r.proc.exit_code, r.proc.err.substr(0, 2000)));

@@ -30,6 +30,16 @@
 
 namespace bitsim::sim {
 
+// One `bitsim run` process of the process figures: the prompt "A", JSON out, no progress
+// lines, the bench's board config, its own start-up cache folder.
+struct BenchRunProcess {
+  std::string model;
+  int tokens = 1;
+  int threads = 2;
+  std::string cache_dir;
+  bool check = true;  // the golden check on every token
+};
+
 struct BenchOptions {
   std::string model = "synthetic:bitnet-large";
   int tokens = 32;           // tokens per timed window (fast: two windows, T from 1 and up to 512; checked run)
@@ -41,9 +51,9 @@ struct BenchOptions {
   int sweep_points = 8;      // timing-only sweep points run in this process for the points/s figure
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
   ParamSet params = board_params();  // the board config
-  // The same board config for the `bitsim run` processes: their --config / --set flags.
-  std::vector<std::string> config_args;
-  std::string bitsim_exe;    // the bitsim executable the process figures run (required)
+  // The command line of a `bitsim run` process (the executable and its arguments, with the
+  // same board config); required. The CLI knows the flags.
+  std::function<std::vector<std::string>(const BenchRunProcess&)> run_command;
 };
 
 struct BenchFigure {

@@ -265,4 +265,19 @@ CalibrationResult calibrate(const ParamSet& input, const std::function<void(cons
   return res;
 }
 
+const Fields<ValidationRow>& validation_row_fields() {
+  using R = ValidationRow;
+  static const Fields<R> fields{{"scenario", &R::scenario}, {"context", &R::context},   {"figure", &R::figure},
+                                {"simulated", &R::simulated}, {"board", &R::board},     {"error_pct", &R::error_pct},
+                                {"driver", &R::profile}};
+  return fields;
+}
+
+const Fields<CalibrationResult::Fitted>& fitted_parameter_fields() {
+  using F = CalibrationResult::Fitted;
+  static const Fields<F> fields{{"key", &F::key},         {"unit", &F::unit}, {"meaning", &F::meaning},
+                                {"before", &F::before},   {"after", &F::after}};
+  return fields;
+}
+
 }  // namespace bitsim::sim

@@ -24,6 +24,7 @@
 #include "host/platform.h"
 #include "sim/board_run.h"
 #include "sim/params.h"
+#include "study/record.h"
 
 namespace bitsim::sim {
 
@@ -36,6 +37,9 @@ struct ValidationRow {
   std::optional<double> error_pct; // (simulated - board) / board * 100
   std::string profile = "c";       // driver profile of the row
 };
+
+// A row's fields (JSON keys of bitsim.validate/1's rows; the driver profile is "driver").
+const Fields<ValidationRow>& validation_row_fields();
 
 struct Measured {
   double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0, tok_s = 0;
@@ -70,5 +74,7 @@ struct CalibrationResult {
   ParamSet params;                        // the fitted config
 };
 CalibrationResult calibrate(const ParamSet& params, const std::function<void(const std::string&)>& status = {});
+// A fitted parameter's fields (bitsim.calibrate/1's "parameters").
+const Fields<CalibrationResult::Fitted>& fitted_parameter_fields();
 
 }  // namespace bitsim::sim

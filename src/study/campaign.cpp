@@ -94,7 +94,7 @@ std::vector<std::string> differences(const nlohmann::json& have, const nlohmann:
     const auto hb = have.value("base_config", nlohmann::json::object());
     for (const auto& [k, v] : want["base_config"].items())
       if (hb.value(k, nlohmann::json()) != v) keys += fmt::format(" {} ({} there, {} here)", k, hb.value(k, nlohmann::json()).dump(), v.dump());
-    d.push_back("the base config differs:" + (keys.empty() ? std::string(" (keys)") : keys) + "; --allow-mixed runs anyway");
+    d.push_back("the base config differs:" + (keys.empty() ? std::string(" (keys)") : keys));
   }
   return d;
 }
@@ -108,28 +108,31 @@ void claim_campaign(const fs::path& dir, const nlohmann::json& doc, bool allow_m
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << doc.dump(1) << "\n";
     f.flush();
-    if (!f) throw Error(fmt::format("--out {}: cannot write {}", dir.string(), tmp.string()));
+    if (!f) throw Error(fmt::format("campaign directory {}: cannot write {}", dir.string(), tmp.string()));
   }
   const int rc = ::link(tmp.c_str(), file.c_str());
   const int err = errno;
   std::error_code ec;
   fs::remove(tmp, ec);
   if (rc == 0) return;
-  if (err != EEXIST) throw Error(fmt::format("--out {}: cannot create campaign.json ({})", dir.string(), std::strerror(err)));
+  if (err != EEXIST) throw Error(fmt::format("campaign directory {}: cannot create campaign.json ({})", dir.string(),
+                            std::strerror(err)));
   nlohmann::json have;
   try {
     have = nlohmann::json::parse(read_text(file));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another --out", file.string(), e.what()));
+    throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another directory", file.string(), e.what()));
   }
   if (have.value("schema", "") != kCampaignSchema)
     throw Error(fmt::format("{}: not a {} document", file.string(), kCampaignSchema));
   const auto d = differences(have, doc, allow_mixed);
-  if (!d.empty()) {
-    std::string msg = fmt::format("--out {}: the directory holds another campaign:", dir.string());
-    for (const auto& x : d) msg += "\n  " + x;
-    throw Error(msg);
-  }
+  if (d.empty()) return;
+  std::string msg = fmt::format("campaign directory {}: holds another campaign:", dir.string());
+  for (const auto& x : d) msg += "\n  " + x;
+  // The base config's line is the last: allowing mixed base configs would lift it.
+  if (d.back().rfind("the base config differs", 0) == 0)
+    throw CampaignRefused(msg, CampaignRefused::LiftedBy::kAllowMixed);
+  throw Error(msg);
 }
 
 // A point's result file: its figures if valid and ok; else why not (empty error: absent).
@@ -191,6 +194,19 @@ void write_point(const fs::path& dir, const GridPoint& g, const ParamSet& config
   io::write_file(dir / g.file, j.dump(1) + "\n", "campaign file");
 }
 
+// One point of campaign.json's "points", checked against the axes and its file name.
+GridPoint grid_point_of(const nlohmann::json& p, const std::vector<std::string>& keys) {
+  GridPoint g;
+  g.index = p.at("index").get<int>();
+  g.values = p.at("values").get<std::vector<std::string>>();
+  g.key = p.at("key").get<std::string>();
+  g.file = p.at("file").get<std::string>();
+  if (g.values.size() != keys.size() || g.file != file_of(g.key))
+    throw Error(fmt::format("point {} does not match the axes or its file name", g.index));
+  g.name = display_name(keys, g.values);
+  return g;
+}
+
 std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const SweepGrid& configs,
                                    const SweepResult& res) {
   std::vector<GridPoint> pts;
@@ -210,16 +226,173 @@ std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const S
   return pts;
 }
 
+// This shard's points in DIR: the ones to run (missing, failed, corrupt; all with resume),
+// the ones already done; without resume, any result file is a refusal.
+std::vector<int> pending_points(const fs::path& dir, const std::vector<GridPoint>& pts, const CampaignOptions& c,
+                                ShardReport& rep) {
+  std::vector<int> pending;
+  std::vector<std::string> existing;
+  for (const auto& g : pts) {
+    if (shard_of(g.key, c.shard.count) != c.shard.index) continue;
+    ++rep.shard_points;
+    const PointFile f = read_point(dir, g);
+    if (f.exists && !c.resume) {
+      existing.push_back(g.name);
+      continue;
+    }
+    if (f.ok) {
+      ++rep.skipped;
+      continue;
+    }
+    if (f.corrupt) rep.warnings.push_back(fmt::format("redoing {}: {}", g.name, f.error));
+    else if (f.exists) rep.warnings.push_back(fmt::format("redoing {}: it failed before: {}", g.name, f.error));
+    pending.push_back(g.index);
+  }
+  if (!existing.empty())
+    throw CampaignRefused(fmt::format("campaign directory {}: holds results of {} of this shard's points (first: {})",
+                                      c.dir, existing.size(), existing.front()),
+                          CampaignRefused::LiftedBy::kResume);
+  return pending;
+}
+
+// Runs grid points and writes each one's result file (its figures or its error).
+struct PointRunner {
+  const fs::path& dir;
+  const std::vector<GridPoint>& pts;
+  const SweepGrid& configs;
+  const SweepOptions& options;
+  const std::string base_hash;
+  const Shard shard;
+  const std::string& base_check;
+
+  // The point's error, or empty.
+  std::string run(int i) const {
+    const GridPoint& g = pts[size_t(i)];
+    try {
+      const ParamSet config = configs[size_t(i)];
+      const SweepPoint p = measure_sweep_point(config, options);
+      write_point(dir, g, config, base_hash, shard, base_check, &p, "");
+      return "";
+    } catch (const std::exception& e) {
+      write_point(dir, g, configs[size_t(i)], base_hash, shard, base_check, nullptr, e.what());
+      return e.what();
+    }
+  }
+
+  // In this process, one after the other.
+  void run_here(const std::vector<int>& pending, ShardReport& rep,
+                const std::function<void(const std::string&)>& status) const {
+    int done = 0;
+    for (int i : pending) {
+      const std::string err = run(i);
+      if (!err.empty()) rep.failed.push_back(pts[size_t(i)].name + ": " + err);
+      if (status) status(fmt::format("point {}/{} {} ({})", ++done, pending.size(), err.empty() ? "done" : "FAILED",
+                                     pts[size_t(i)].name));
+    }
+  }
+
+  // In `jobs` worker processes (one SystemC simulation context per process), each writing
+  // its points' files itself; the files then say what happened.
+  void run_forked(const std::vector<int>& pending, int jobs, ShardReport& rep) const {
+    std::vector<pid_t> pids;
+    for (int j = 0; j < jobs; ++j) {
+      const pid_t pid = ::fork();
+      if (pid < 0) throw Error("sweep: fork() failed");
+      if (pid == 0) {
+        int code = 0;
+        for (size_t k = size_t(j); k < pending.size(); k += size_t(jobs)) {
+          try {
+            if (!run(pending[k]).empty()) code = 1;
+          } catch (...) {
+            code = 1;  // the failed point's file could not be written either
+          }
+        }
+        ::_exit(code);
+      }
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+      if (WIFSIGNALED(st)) rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(st)));
+    }
+    for (int i : pending) {
+      const PointFile f = read_point(dir, pts[size_t(i)]);
+      if (!f.ok) rep.failed.push_back(pts[size_t(i)].name + ": " + (f.exists ? f.error : "no result (worker died)"));
+    }
+  }
+};
+
+// campaign.json of DIR read into m (axes, tokens, context, check model, hash, build) and
+// its grid points.
+std::vector<GridPoint> read_campaign_file(const fs::path& file, MergeResult& m) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_text(file));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: corrupt ({})", file.string(), e.what()));
+  }
+  std::vector<GridPoint> pts;
+  try {
+    if (doc.value("schema", "") != kCampaignSchema) throw Error(fmt::format("not a {} document", kCampaignSchema));
+    for (const auto& a : doc.at("axes")) {
+      SweepAxis axis;
+      axis.key = a.at("key").get<std::string>();
+      axis.values = a.at("values").get<std::vector<std::string>>();
+      m.options.grid.push_back(axis);
+      m.result.keys.push_back(axis.key);
+    }
+    m.options.context = doc.at("context").get<int>();
+    m.options.tokens = doc.at("tokens").get<int>();
+    m.options.check_model = doc.at("check_model").get<std::string>();
+    m.base_config_hash = doc.at("base_config_hash").get<std::string>();
+    m.version = doc.at("bitsim_version").get<std::string>();
+    m.commit = doc.at("git_commit").get<std::string>();
+    for (const auto& p : doc.at("points")) pts.push_back(grid_point_of(p, m.result.keys));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed ({})", file.string(), e.what()));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", file.string(), e.what()));
+  }
+  return pts;
+}
+
+// The base check of the campaign: what the first shard's file says.
+std::string first_base_check(const fs::path& dir, const std::vector<GridPoint>& pts) {
+  for (const auto& g : pts) {
+    std::error_code e2;
+    if (!fs::exists(dir / g.file, e2)) continue;
+    try {
+      const auto j = nlohmann::json::parse(read_text(dir / g.file));
+      const std::string check = j.value("base_check", "");
+      if (!check.empty()) return check;
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return "";
+}
+
+// "rows from N WHAT(s) (campaign.json: X): a: n point(s), first p; ..." when the rows come
+// from more than one, or from another than the campaign's.
+void note_mixed(const std::map<std::string, std::vector<std::string>>& by, const std::string& campaign,
+                const char* what, std::vector<std::string>& mixed) {
+  if (by.empty() || (by.size() == 1 && by.begin()->first == campaign)) return;
+  std::string s = fmt::format("rows from {} {}(s) (campaign.json: {}):", by.size(), what, campaign);
+  for (const auto& [b, names] : by) s += fmt::format(" {}: {} point(s), first {};", b, names.size(), names.front());
+  mixed.push_back(s);
+}
+
 }  // namespace
 
-Shard parse_shard(const std::string& text) {
+Shard parse_shard(const std::string& text, const std::string& origin) {
+  const std::string what = fmt::format("{} '{}'", origin, text);
   const auto slash = text.find('/');
-  if (slash == std::string::npos) throw Error(fmt::format("--shard '{}': expected K/N (0 <= K < N)", text));
+  if (slash == std::string::npos) throw Error(fmt::format("{}: expected K/N (0 <= K < N)", what));
   Shard s;
-  s.index = parse_int(text.substr(0, slash), fmt::format("--shard '{}'", text));
-  s.count = parse_int(text.substr(slash + 1), fmt::format("--shard '{}'", text));
+  s.index = parse_int(text.substr(0, slash), what);
+  s.count = parse_int(text.substr(slash + 1), what);
   if (s.count < 1 || s.index >= s.count)
-    throw Error(fmt::format("--shard '{}': expected K/N with 0 <= K < N (shards are numbered from 0)", text));
+    throw Error(fmt::format("{}: expected K/N with 0 <= K < N (shards are numbered from 0)", what));
   return s;
 }
 
@@ -237,10 +410,10 @@ std::optional<Shard> shard_from_slurm(const std::function<const char*(const char
   auto count = get("SLURM_ARRAY_TASK_COUNT");
   if (!count && max) count = *max - min + 1;
   if (!count)
-    throw Error("a Slurm array task without SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX: give --shard K/N");
+    throw Error("a Slurm array task without SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX: its shard count is unknown");
   if (max && *count != *max - min + 1)
     throw Error(fmt::format("Slurm array {}-{} has {} tasks: a campaign's array must be every index MIN..MAX "
-                            "(--array=0-{}), or give --shard K/N", min, *max, *count, *count - 1));
+                            "(an sbatch array 0-{})", min, *max, *count, *count - 1));
   if (task < min || task - min >= *count)
     throw Error(fmt::format("SLURM_ARRAY_TASK_ID {} is outside the array {}..{}", task, min, min + *count - 1));
   return Shard{task - min, *count};
@@ -268,9 +441,9 @@ int shard_of(const std::string& key, int count) { return int(point_hash(key) % u
 ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const CampaignOptions& c,
                       const std::function<void(const std::string&)>& status) {
   check_sweep_options(o);
-  if (c.dir.empty()) throw Error("--out: a campaign needs a directory");
+  if (c.dir.empty()) throw Error("campaign: no directory given (a campaign needs one)");
   if (c.shard.count < 1 || c.shard.index < 0 || c.shard.index >= c.shard.count)
-    throw Error(fmt::format("--shard {}/{}: expected 0 <= K < N", c.shard.index, c.shard.count));
+    throw Error(fmt::format("shard {}/{}: expected 0 <= K < N", c.shard.index, c.shard.count));
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(c.dir);
   SweepResult res;
@@ -280,32 +453,12 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
   std::error_code ec;
   fs::create_directories(dir / "points", ec);
   if (ec || !fs::is_directory(dir / "points"))
-    throw Error(fmt::format("--out {}: cannot create the directory ({})", c.dir, ec ? ec.message() : "not a directory"));
+    throw Error(fmt::format("campaign directory {}: cannot create it ({})", c.dir, ec ? ec.message() : "not a directory"));
   claim_campaign(dir, campaign_document(base, o, pts), c.allow_mixed);
 
   ShardReport rep;
   rep.grid_points = int(pts.size());
-  std::vector<int> pending;
-  std::vector<std::string> existing;
-  for (const auto& g : pts) {
-    if (shard_of(g.key, c.shard.count) != c.shard.index) continue;
-    ++rep.shard_points;
-    const PointFile f = read_point(dir, g);
-    if (f.exists && !c.resume) {
-      existing.push_back(g.name);
-      continue;
-    }
-    if (f.ok) {
-      ++rep.skipped;
-      continue;
-    }
-    if (f.corrupt) rep.warnings.push_back(fmt::format("redoing {}: {}", g.name, f.error));
-    else if (f.exists) rep.warnings.push_back(fmt::format("redoing {}: it failed before: {}", g.name, f.error));
-    pending.push_back(g.index);
-  }
-  if (!existing.empty())
-    throw Error(fmt::format("--out {}: holds results of {} of this shard's points (first: {}); --resume keeps the "
-                            "valid ones and redoes the rest", c.dir, existing.size(), existing.front()));
+  const std::vector<int> pending = pending_points(dir, pts, c, rep);
   for (const auto& w : rep.warnings)
     if (status) status("warning: " + w);
 
@@ -313,58 +466,10 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
     if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
     rep.base_check = check_sweep_base(base, o.check_model);
   }
-  const std::string base_hash = config_hash(base);
-  auto run_one = [&](int i) -> std::string {  // the error, or empty
-    const GridPoint& g = pts[size_t(i)];
-    try {
-      const ParamSet config = configs[size_t(i)];
-      const SweepPoint p = measure_sweep_point(config, o);
-      write_point(dir, g, config, base_hash, c.shard, rep.base_check, &p, "");
-      return "";
-    } catch (const std::exception& e) {
-      write_point(dir, g, configs[size_t(i)], base_hash, c.shard, rep.base_check, nullptr, e.what());
-      return e.what();
-    }
-  };
+  const PointRunner runner{dir, pts, configs, o, config_hash(base), c.shard, rep.base_check};
   const int jobs = std::min(o.jobs, int(pending.size()));
-  if (jobs <= 1) {
-    int done = 0;
-    for (int i : pending) {
-      const std::string err = run_one(i);
-      if (!err.empty()) rep.failed.push_back(pts[size_t(i)].name + ": " + err);
-      if (status) status(fmt::format("point {}/{} {} ({})", ++done, pending.size(), err.empty() ? "done" : "FAILED",
-                                     pts[size_t(i)].name));
-    }
-  } else {
-    // Worker processes (one SystemC simulation context per process), each writing its
-    // points' files itself; the files then say what happened.
-    std::vector<pid_t> pids;
-    for (int j = 0; j < jobs; ++j) {
-      const pid_t pid = ::fork();
-      if (pid < 0) throw Error("sweep: fork() failed");
-      if (pid == 0) {
-        int code = 0;
-        for (size_t k = size_t(j); k < pending.size(); k += size_t(jobs)) {
-          try {
-            if (!run_one(pending[k]).empty()) code = 1;
-          } catch (...) {
-            code = 1;  // the failed point's file could not be written either
-          }
-        }
-        ::_exit(code);
-      }
-      pids.push_back(pid);
-    }
-    for (pid_t pid : pids) {
-      int st = 0;
-      ::waitpid(pid, &st, 0);
-      if (WIFSIGNALED(st)) rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(st)));
-    }
-    for (int i : pending) {
-      const PointFile f = read_point(dir, pts[size_t(i)]);
-      if (!f.ok) rep.failed.push_back(pts[size_t(i)].name + ": " + (f.exists ? f.error : "no result (worker died)"));
-    }
-  }
+  if (jobs <= 1) runner.run_here(pending, rep, status);
+  else runner.run_forked(pending, jobs, rep);
   rep.ran = int(pending.size());
   rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
@@ -375,48 +480,11 @@ MergeResult merge_campaign(const std::string& dir_text) {
   const fs::path file = dir / "campaign.json";
   std::error_code ec;
   if (!fs::exists(file, ec))
-    throw Error(fmt::format("sweep merge: {} has no campaign.json (not a campaign directory: `bitsim sweep ... --out "
-                            "DIR` writes one)", dir_text));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(read_text(file));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt ({})", file.string(), e.what()));
-  }
+    throw Error(fmt::format("{}: no campaign.json (not a campaign directory: a campaign's first shard writes one)",
+                            dir_text));
   MergeResult m;
   m.dir = dir_text;
-  std::vector<GridPoint> pts;
-  try {
-    if (doc.value("schema", "") != kCampaignSchema) throw Error(fmt::format("not a {} document", kCampaignSchema));
-    for (const auto& a : doc.at("axes")) {
-      SweepAxis axis;
-      axis.key = a.at("key").get<std::string>();
-      axis.values = a.at("values").get<std::vector<std::string>>();
-      m.options.grid.push_back(axis);
-      m.result.keys.push_back(axis.key);
-    }
-    m.options.context = doc.at("context").get<int>();
-    m.options.tokens = doc.at("tokens").get<int>();
-    m.options.check_model = doc.at("check_model").get<std::string>();
-    m.base_config_hash = doc.at("base_config_hash").get<std::string>();
-    m.version = doc.at("bitsim_version").get<std::string>();
-    m.commit = doc.at("git_commit").get<std::string>();
-    for (const auto& p : doc.at("points")) {
-      GridPoint g;
-      g.index = p.at("index").get<int>();
-      g.values = p.at("values").get<std::vector<std::string>>();
-      g.key = p.at("key").get<std::string>();
-      g.file = p.at("file").get<std::string>();
-      if (g.values.size() != m.result.keys.size() || g.file != file_of(g.key))
-        throw Error(fmt::format("point {} does not match the axes or its file name", g.index));
-      g.name = display_name(m.result.keys, g.values);
-      pts.push_back(std::move(g));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: malformed ({})", file.string(), e.what()));
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", file.string(), e.what()));
-  }
+  const std::vector<GridPoint> pts = read_campaign_file(file, m);
   m.total = int(pts.size());
   std::map<std::string, std::vector<std::string>> builds, bases;  // "version (commit)" / base hash -> points
   for (const auto& g : pts) {
@@ -430,28 +498,9 @@ MergeResult merge_campaign(const std::string& dir_text) {
     m.result.points.push_back(f.point);
     m.result.wall_s += f.point.prov.wall_s;
   }
-  // The base check of the campaign: what the first shard's file says.
-  for (const auto& g : pts) {
-    std::error_code e2;
-    if (!fs::exists(dir / g.file, e2)) continue;
-    try {
-      const auto j = nlohmann::json::parse(read_text(dir / g.file));
-      m.result.base_check = j.value("base_check", "");
-      if (!m.result.base_check.empty()) break;
-    } catch (const nlohmann::json::exception&) {
-    }
-  }
-  const std::string campaign_build = fmt::format("bitsim {} (commit {})", m.version, m.commit);
-  if (builds.size() > 1 || (builds.size() == 1 && builds.begin()->first != campaign_build)) {
-    std::string s = fmt::format("rows from {} build(s) (campaign.json: {}):", builds.size(), campaign_build);
-    for (const auto& [b, names] : builds) s += fmt::format(" {}: {} point(s), first {};", b, names.size(), names.front());
-    m.mixed.push_back(s);
-  }
-  if (bases.size() > 1 || (bases.size() == 1 && bases.begin()->first != m.base_config_hash)) {
-    std::string s = fmt::format("rows from {} base config(s) (campaign.json: {}):", bases.size(), m.base_config_hash);
-    for (const auto& [b, names] : bases) s += fmt::format(" {}: {} point(s), first {};", b, names.size(), names.front());
-    m.mixed.push_back(s);
-  }
+  m.result.base_check = first_base_check(dir, pts);
+  note_mixed(builds, fmt::format("bitsim {} (commit {})", m.version, m.commit), "build", m.mixed);
+  note_mixed(bases, m.base_config_hash, "base config", m.mixed);
   return m;
 }
 

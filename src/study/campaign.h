@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "sim/params.h"
 #include "study/sweep.h"
 
@@ -28,11 +29,13 @@ struct Shard {
   int index = 0;  // K, 0 <= K < count
   int count = 1;  // N
 };
-// "K/N" with 0 <= K < N <= 100000; a bitsim::Error naming the text otherwise.
-Shard parse_shard(const std::string& text);
+// "K/N" with 0 <= K < N <= 100000; a bitsim::Error naming the text otherwise, beginning
+// with `origin` (where the text came from).
+Shard parse_shard(const std::string& text, const std::string& origin = "shard");
 // The shard of a Slurm array task: K = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, N =
 // SLURM_ARRAY_TASK_COUNT (or MAX - MIN + 1). Empty outside an array task. A stepped or
-// sparse array (COUNT != MAX - MIN + 1) is an Error: shards must be MIN..MAX, every one.
+// sparse array (COUNT != MAX - MIN + 1) is an Error: shards must be MIN..MAX, every one
+// (the caller may name another way to give the shard).
 // `env` is getenv (a parameter so that tests can give their own environment).
 std::optional<Shard> shard_from_slurm(const std::function<const char*(const char*)>& env);
 
@@ -48,6 +51,15 @@ struct CampaignOptions {
   bool allow_mixed = false;  // run although DIR's campaign has another base config
 };
 
+// run_shard's refusal of a campaign directory that an option of CampaignOptions would let it
+// use (the CLI names that option's flag).
+class CampaignRefused : public Error {
+ public:
+  enum class LiftedBy { kResume, kAllowMixed };
+  CampaignRefused(const std::string& what, LiftedBy lifted) : Error(what), lifted_by(lifted) {}
+  LiftedBy lifted_by;
+};
+
 struct ShardReport {
   int grid_points = 0, shard_points = 0, skipped = 0, ran = 0;
   std::vector<std::string> failed;    // "point: error"
@@ -59,7 +71,8 @@ struct ShardReport {
 // Runs this shard's points of the sweep, one result file each, in `options.jobs` worker
 // processes. Writes DIR/campaign.json if absent; refuses (bitsim::Error) a DIR holding
 // another campaign (other axes, tokens or context; another base config unless
-// allow_mixed), or holding results of this shard's points without `resume`.
+// allow_mixed), or holding results of this shard's points without `resume` (those two as
+// CampaignRefused).
 ShardReport run_shard(const ParamSet& base, const SweepOptions& options, const CampaignOptions& campaign,
                       const std::function<void(const std::string&)>& status = {});
 

@@ -480,6 +480,21 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   return res;
 }
 
+const Fields<EvalRow>& eval_row_fields() {
+  using R = EvalRow;
+  static const Fields<R> fields{{"arithmetic", &R::arithmetic}, {"evidence", &R::evidence}, {"ppl", &R::ppl},
+                                {"tokens", &R::tokens},         {"nll_mean", &R::nll_mean}};
+  return fields;
+}
+
+const Fields<EvalLogitCompare>& eval_compare_fields() {
+  using C = EvalLogitCompare;
+  static const Fields<C> fields{{"arithmetic", &C::arithmetic},         {"positions", &C::positions},
+                                {"rel_error_mean", &C::rel_mean},       {"rel_error_worst", &C::rel_worst},
+                                {"top1_agreement", &C::top1}};
+  return fields;
+}
+
 nlohmann::json eval_json(const EvalResult& r) {
   nlohmann::json j;
   j["schema"] = "bitsim.eval/1";
@@ -493,9 +508,7 @@ nlohmann::json eval_json(const EvalResult& r) {
   j["window"] = r.window;
   j["windows"] = r.windows;
   j["rows"] = nlohmann::json::array();
-  for (const auto& row : r.rows)
-    j["rows"].push_back({{"arithmetic", row.arithmetic}, {"evidence", row.evidence}, {"ppl", row.ppl},
-                         {"tokens", row.tokens}, {"nll_mean", row.nll_mean}});
+  for (const auto& row : r.rows) j["rows"].push_back(record_json(row, eval_row_fields()));
   if (r.board)
     j["board_check"] = {{"positions", r.board->positions}, {"fidelity", "fast"},
                         {"logits_equal", r.board->logits_equal},
@@ -504,10 +517,11 @@ nlohmann::json eval_json(const EvalResult& r) {
   else
     j["board_check"] = nullptr;
   j["logits_vs_float"] = nlohmann::json::array();
-  for (const auto& c : r.compare)
-    j["logits_vs_float"].push_back({{"arithmetic", c.arithmetic}, {"evidence", "simulated"}, {"positions", c.positions},
-                                    {"rel_error_mean", c.rel_mean}, {"rel_error_worst", c.rel_worst},
-                                    {"top1_agreement", c.top1}});
+  for (const auto& c : r.compare) {
+    nlohmann::json row = record_json(c, eval_compare_fields());
+    row["evidence"] = "simulated";
+    j["logits_vs_float"].push_back(row);
+  }
   j["load_s"] = r.load_s;
   j["wall_s"] = r.wall_s;
   return j;

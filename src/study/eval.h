@@ -38,6 +38,7 @@
 #include "sim/board_config.h"
 #include "sim/cache_store.h"
 #include "sim/params.h"
+#include "study/record.h"
 
 namespace bitsim::sim {
 
@@ -50,7 +51,7 @@ struct EvalRequest {
   int compare_positions = 0;                        // compare the board rows' logits with FloatReference's
                                                     // over the first N positions (0: no comparison)
   int threads = 2;                                  // host threads (results do not depend on it)
-  ParamSet params = board_params();                 // board config for --board
+  ParamSet params = board_params();                 // board config of the board check
   CacheSettings cache;                              // the start-up cache (off by default here)
   CacheWarn cache_warning;                          // where its warnings go
 };
@@ -95,11 +96,14 @@ struct EvalResult {
 // The row names in order, and what each means.
 const std::vector<std::pair<std::string, std::string>>& eval_arithmetics();
 
-// Throws bitsim::Error naming the file or option at fault (missing, not a regular file,
-// empty text, --tokens over the text's length, --board over the first window).
+// Throws bitsim::Error naming the file or request field at fault (missing, not a regular
+// file, empty text, tokens over the text's length, board positions over the first window).
 EvalResult run_eval(const EvalRequest& request,
                     const std::function<void(const std::string&)>& on_status = {});
 
+// The fields a row and a logit comparison write (JSON keys; docs/json-schemas.md).
+const Fields<EvalRow>& eval_row_fields();
+const Fields<EvalLogitCompare>& eval_compare_fields();
 // The bitsim.eval/1 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);
 

@@ -82,42 +82,32 @@ Provenance PointMeter::finish(const ParamSet& point, const std::string& fidelity
   return p;
 }
 
+const Fields<Provenance>& provenance_fields() {
+  using P = Provenance;
+  static const Fields<P> fields{{"bitsim_version", &P::version},     {"git_commit", &P::commit},
+                                {"config_hash", &P::config_hash},    {"model_hash", &P::model_hash},
+                                {"fidelity", &P::fidelity},          {"host", &P::host},
+                                {"point_wall_s", &P::wall_s, "{:.3f}"}, {"peak_rss_mib", &P::peak_rss_mib, "{:.1f}"}};
+  return fields;
+}
+
 const std::vector<std::string>& provenance_columns() {
-  static const std::vector<std::string> cols{"bitsim_version", "git_commit", "config_hash", "model_hash",
-                                             "fidelity",       "host",       "point_wall_s", "peak_rss_mib"};
+  static const std::vector<std::string> cols = [] {
+    std::vector<std::string> c;
+    for (const auto& f : provenance_fields()) c.push_back(f.name);
+    return c;
+  }();
   return cols;
 }
 
-std::string provenance_csv(const Provenance& p) {
-  return fmt::format("{},{},{},{},{},{},{:.3f},{:.1f}", p.version, p.commit, p.config_hash, p.model_hash, p.fidelity,
-                     p.host, p.wall_s, p.peak_rss_mib);
-}
+std::string provenance_csv(const Provenance& p) { return record_csv_row(p, provenance_fields()); }
 
-nlohmann::json provenance_json(const Provenance& p) {
-  return {{"bitsim_version", p.version}, {"git_commit", p.commit}, {"config_hash", p.config_hash},
-          {"model_hash", p.model_hash},   {"fidelity", p.fidelity},  {"host", p.host},
-          {"point_wall_s", p.wall_s},     {"peak_rss_mib", p.peak_rss_mib}};
-}
+nlohmann::json provenance_json(const Provenance& p) { return record_json(p, provenance_fields()); }
 
 Provenance provenance_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(fmt::format("{}: \"provenance\" is not an object", source));
-  auto text = [&](const char* k) {
-    if (!j.contains(k) || !j[k].is_string()) throw Error(fmt::format("{}: provenance field \"{}\" missing or not a string", source, k));
-    return j[k].get<std::string>();
-  };
-  auto number = [&](const char* k) {
-    if (!j.contains(k) || !j[k].is_number()) throw Error(fmt::format("{}: provenance field \"{}\" missing or not a number", source, k));
-    return j[k].get<double>();
-  };
   Provenance p;
-  p.version = text("bitsim_version");
-  p.commit = text("git_commit");
-  p.config_hash = text("config_hash");
-  p.model_hash = text("model_hash");
-  p.fidelity = text("fidelity");
-  p.host = text("host");
-  p.wall_s = number("point_wall_s");
-  p.peak_rss_mib = number("peak_rss_mib");
+  record_from_json(j, provenance_fields(), source, "provenance field", p);
   return p;
 }
 

@@ -3,7 +3,7 @@
 // config (hash of every key's value) and which model (hash of its shape), in which
 // fidelity, on which host, with what wall time and peak resident memory. Every sweep row
 // carries it (CSV columns after the figures, a "provenance" object in JSON; the one list
-// of fields and their formats is here, docs/json-schemas.md describes them).
+// of fields and their formats is provenance_fields(), docs/json-schemas.md describes them).
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "model/model_config.h"
 #include "sim/params.h"
+#include "study/record.h"
 
 namespace bitsim::sim {
 
@@ -52,6 +53,8 @@ class PointMeter {
   bool reset_ = false;
 };
 
+// The record's fields: JSON keys and CSV columns, in CSV order, with their formats.
+const Fields<Provenance>& provenance_fields();
 // The CSV columns, in order, and one row's values (no leading or trailing comma).
 const std::vector<std::string>& provenance_columns();
 std::string provenance_csv(const Provenance& p);

@@ -67,7 +67,7 @@ std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const Para
   req.run.model = s.model;
   req.run.prompt = s.prompt;
   req.run.tokens = s.tokens;
-  req.fidelity = s.fidelity == "cycle" ? Fidelity::kCycle : Fidelity::kFast;
+  req.fidelity = fidelity_of(s.fidelity);
   req.check = true;
   req.keep_transfers = true;
   const BoardRunResult r = run_board(req);
@@ -99,7 +99,7 @@ std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const P
 
 std::vector<RegressFigure> run_scenario_sweep(const RegressScenario& s, const ParamSet& params) {
   SweepOptions o;
-  for (const auto& g : s.grid) o.grid.push_back(parse_axis(params, g));
+  for (const auto& g : s.grid) o.grid.push_back(parse_axis(params, g, fmt::format("scenario {}: grid", s.name)));
   o.tokens = s.tokens;
   o.context = s.context;
   o.jobs = 1;
@@ -130,6 +130,15 @@ std::vector<RegressFigure> run_scenario_validate(const ParamSet& params) {
 }
 
 // --- the suite file -------------------------------------------------------------------------
+
+// A fidelity a run scenario can name: cycle or fast (timing-only computes no logits).
+bool is_run_fidelity(const std::string& name) {
+  try {
+    return fidelity_of(name) != Fidelity::kTimingOnly;
+  } catch (const Error&) {
+    return false;
+  }
+}
 
 std::string where(const std::filesystem::path& file, const toml::node& n) {
   return fmt::format("{}:{}", file.string(), n.source().begin.line);
@@ -184,7 +193,7 @@ RegressScenario parse_scenario(const std::filesystem::path& file, const toml::ta
   if (!kinds.count(s.kind))
     throw Error(fmt::format("{}: scenario '{}': kind '{}' is not one of run, timing, sweep, validate", where(file, node),
                             s.name, s.kind));
-  if (s.fidelity != "fast" && s.fidelity != "cycle")
+  if (!is_run_fidelity(s.fidelity))
     throw Error(fmt::format("{}: scenario '{}': fidelity '{}' is not fast or cycle", where(file, node), s.name,
                             s.fidelity));
   if (s.kind == "sweep" && s.grid.empty())

@@ -38,10 +38,10 @@ SweepPoint decode(const std::string& line) {
 
 }  // namespace
 
-SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
+SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::string& origin) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 >= spec.size())
-    throw Error(fmt::format("--grid '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", spec));
+    throw Error(fmt::format("{} '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", origin, spec));
   SweepAxis a;
   a.key = spec.substr(0, eq);
   if (a.key == "clock_mhz") a.key = "clock.mhz";
@@ -49,9 +49,9 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec) {
   while (pos <= spec.size()) {
     const size_t comma = spec.find(',', pos);
     const std::string v = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (v.empty()) throw Error(fmt::format("--grid '{}': an empty value", spec));
+    if (v.empty()) throw Error(fmt::format("{} '{}': an empty value", origin, spec));
     ParamSet probe = base;
-    probe.set(a.key + "=" + v, "--grid");  // out of range or wrong type: an Error naming the key and range
+    probe.set(a.key + "=" + v, origin);  // out of range or wrong type: an Error naming the key and range
     a.values.push_back(v);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -89,35 +89,26 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   return r;
 }
 
+const Fields<SweepPoint>& sweep_point_fields() {
+  using P = SweepPoint;
+  static const Fields<P> fields{{"tok_s", &P::tok_s, "{:.4f}"},         {"total_ms", &P::total_ms, "{:.4f}"},
+                                {"matmul_ms", &P::matmul_ms, "{:.4f}"}, {"attention_ms", &P::attention_ms, "{:.4f}"},
+                                {"cpu_ms", &P::cpu_ms, "{:.4f}"},       {"walker_ms", &P::walker_ms, "{:.4f}"},
+                                {"read_gb_s", &P::read_gb_s, "{:.4f}"}, {"wall_pct", &P::wall_pct, "{:.2f}"},
+                                {"dma_calls", &P::dma_calls},           {"timing", &P::timing}};
+  return fields;
+}
+
 nlohmann::json sweep_point_json(const SweepPoint& p) {
-  return {{"tok_s", p.tok_s},         {"total_ms", p.total_ms},   {"matmul_ms", p.matmul_ms},
-          {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms},
-          {"walker_ms", p.walker_ms}, {"read_gb_s", p.read_gb_s},
-          {"wall_pct", p.wall_pct},   {"dma_calls", p.dma_calls}, {"timing", p.timing},
-          {"provenance", provenance_json(p.prov)}};
+  nlohmann::json j = record_json(p, sweep_point_fields());
+  j["provenance"] = provenance_json(p.prov);
+  return j;
 }
 
 SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(fmt::format("{}: a point's result is not a JSON object", source));
-  auto number = [&](const char* k) {
-    if (!j.contains(k) || !j[k].is_number()) throw Error(fmt::format("{}: field \"{}\" missing or not a number", source, k));
-    return j[k].get<double>();
-  };
   SweepPoint p;
-  p.tok_s = number("tok_s");
-  p.total_ms = number("total_ms");
-  p.matmul_ms = number("matmul_ms");
-  p.attention_ms = number("attention_ms");
-  p.cpu_ms = number("cpu_ms");
-  p.walker_ms = number("walker_ms");
-  p.read_gb_s = number("read_gb_s");
-  p.wall_pct = number("wall_pct");
-  if (!j.contains("dma_calls") || !j["dma_calls"].is_number_unsigned())
-    throw Error(fmt::format("{}: field \"dma_calls\" missing or not a count", source));
-  p.dma_calls = j["dma_calls"].get<uint64_t>();
-  if (!j.contains("timing") || !j["timing"].is_string())
-    throw Error(fmt::format("{}: field \"timing\" missing or not a string", source));
-  p.timing = j["timing"].get<std::string>();
+  record_from_json(j, sweep_point_fields(), source, "field", p);
   if (!j.contains("provenance")) throw Error(fmt::format("{}: field \"provenance\" missing", source));
   p.prov = provenance_from_json(j["provenance"], source);
   return p;
@@ -125,7 +116,7 @@ SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& sou
 
 ParamSet SweepGrid::operator[](size_t i) const {
   ParamSet p = base_;
-  for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k], "--grid");
+  for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k], "grid point");
   return p;
 }
 
@@ -336,14 +327,18 @@ void check_sweep_options(const SweepOptions& o) {
     throw Error(fmt::format("sweep: context {} with {} tokens runs past {} positions, the longest KV cache (INT4)",
                             o.context, o.tokens, model::kAttentionInt4MaxT));
   if (o.jobs < 1 || o.jobs > 64) throw Error(fmt::format("sweep: jobs {} must be in 1..64", o.jobs));
+  check_grid_axes(o.grid);
+}
+
+void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& origin) {
   // Two axes over one key (clock_mhz is another name for clock.mhz) would set it twice per
   // point, the later value silently winning.
-  for (size_t i = 0; i < o.grid.size(); ++i)
+  for (size_t i = 0; i < grid.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (o.grid[i].key == o.grid[j].key)
-        throw Error(fmt::format("--grid: the key '{}' has two axes (axis {} and axis {}; clock_mhz is another name for "
+      if (grid[i].key == grid[j].key)
+        throw Error(fmt::format("{}: the key '{}' has two axes (axis {} and axis {}; clock_mhz is another name for "
                                 "clock.mhz): give each key one axis with all its values",
-                                o.grid[i].key, j + 1, i + 1));
+                                origin, grid[i].key, j + 1, i + 1));
 }
 
 SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
@@ -382,14 +377,11 @@ int SweepResult::points_done() const {
 std::string sweep_csv(const SweepResult& r) {
   std::string out;
   for (const auto& k : r.keys) out += k + ",";
-  out += "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing";
-  for (const auto& c : provenance_columns()) out += "," + c;
-  out += "\n";
+  out += record_csv_header(sweep_point_fields()) + "," + record_csv_header(provenance_fields()) + "\n";
   for (const auto& p : r.points) {
     if (!p.done) continue;
     for (const auto& v : p.values) out += v + ",";
-    out += fmt::format("{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{},{},{}\n", p.tok_s, p.total_ms,
-                       p.matmul_ms, p.attention_ms, p.cpu_ms, p.walker_ms, p.read_gb_s, p.wall_pct, p.dma_calls, p.timing, provenance_csv(p.prov));
+    out += record_csv_row(p, sweep_point_fields()) + "," + provenance_csv(p.prov) + "\n";
   }
   if (r.stopped_by)
     out += fmt::format("# partial: {} of {} points, stopped by {}\n", r.points_done(), r.points.size(),
@@ -403,16 +395,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
     if (!p.done) continue;
     nlohmann::json j;
     for (size_t i = 0; i < r.keys.size(); ++i) j[r.keys[i]] = p.values[i];
-    j["tok_s"] = p.tok_s;
-    j["total_ms"] = p.total_ms;
-    j["matmul_ms"] = p.matmul_ms;
-    j["attention_ms"] = p.attention_ms;
-    j["cpu_ms"] = p.cpu_ms;
-    j["walker_ms"] = p.walker_ms;
-    j["read_gb_s"] = p.read_gb_s;
-    j["wall_pct"] = p.wall_pct;
-    j["dma_calls"] = p.dma_calls;
-    j["timing"] = p.timing;
+    record_to_json(p, sweep_point_fields(), j);
     j["provenance"] = provenance_json(p.prov);
     pts.push_back(j);
   }

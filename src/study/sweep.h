@@ -53,8 +53,9 @@ struct SweepResult {
   int points_done() const;
 };
 
-// "KEY=V1,V2,..." -> an axis (the key resolved and every value checked).
-SweepAxis parse_axis(const ParamSet& base, const std::string& spec);
+// "KEY=V1,V2,..." -> an axis (the key resolved and every value checked). Errors begin with
+// `origin`, where the axis came from.
+SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::string& origin = "grid axis");
 // What is known about closing timing at this point's clock and DMA length width (BOARD.md).
 std::string timing_closure(const ParamSet& point);
 
@@ -86,11 +87,16 @@ class SweepGrid {
 SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
 // Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
 void check_sweep_options(const SweepOptions& options);
+// Refuses two axes over one key (their error begins with `origin`).
+void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& origin = "sweep grid");
 // One functional run of the base config on `model`, logits checked against the golden
 // reference; what it found (a bitsim::Error on a mismatch).
 std::string check_sweep_base(const ParamSet& base, const std::string& model);
 // One point, timing-only, with its provenance (this process's wall time and peak memory).
 SweepPoint measure_sweep_point(const ParamSet& point, const SweepOptions& options);
+// A point's figures (JSON keys and CSV columns, in CSV order, with their formats; the
+// provenance follows them as its own record).
+const Fields<SweepPoint>& sweep_point_fields();
 // A point's figures and provenance as JSON (values and keys not included), and back
 // (a bitsim::Error naming `source` and the field).
 nlohmann::json sweep_point_json(const SweepPoint& p);

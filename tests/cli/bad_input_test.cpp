@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -23,18 +24,9 @@ namespace {
 using Result = bitsim::testing::CommandResult;
 Result bitsim(const std::string& args) { return bitsim::testing::run_bitsim(args); }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() / ("bitsim_bad_input_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
 };
 
 bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }

@@ -15,21 +15,16 @@
 #include <string>
 
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using bitsim::testing::run_bitsim;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("bitsim_cache_cli_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
 };
 
 const std::string kRun = "run --model synthetic:tiny --prompt \"Cached start\" --tokens 3 ";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -23,20 +24,12 @@ namespace {
 using Result = bitsim::testing::CommandResult;
 Result bitsim(const std::string& args) { return bitsim::testing::run_bitsim(args); }
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("bitsim_cli_" + std::to_string(::getpid()) + "_" +
-                                                 std::to_string(reinterpret_cast<uintptr_t>(this)))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
+};
 
 TEST(Cli, HelpListsEverySubcommand) {
   const auto r = bitsim("--help");
@@ -204,8 +197,8 @@ TEST(Cli, ConfigDumpIsTheShippedConfig) {
 
 TEST(Cli, BadConfigFileNamesFileAndKey) {
   TempDir d;
-  std::ofstream(d.path() / "bad.toml") << "[dma]\nlength_bits = 23\nwidth = 2\n";
-  const auto r = bitsim("run --model synthetic:tiny --prompt a --config " + (d.path() / "bad.toml").string());
+  std::ofstream(d.path / "bad.toml") << "[dma]\nlength_bits = 23\nwidth = 2\n";
+  const auto r = bitsim("run --model synthetic:tiny --prompt a --config " + (d.path / "bad.toml").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "bad.toml:3")) << r.err;
   EXPECT_TRUE(contains(r.err, "'dma.width'")) << r.err;
@@ -213,67 +206,67 @@ TEST(Cli, BadConfigFileNamesFileAndKey) {
 
 TEST(Cli, CheckpointWithWrongShapeIsRefused) {
   TempDir d;
-  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
-  std::ifstream in(d.path() / "config.json");
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);
+  std::ifstream in(d.path / "config.json");
   auto cfg = nlohmann::json::parse(in);
   in.close();
   cfg["intermediate_size"] = 640;  // the tensors still say 512
-  std::ofstream(d.path() / "config.json") << cfg.dump(2);
-  const auto r = bitsim("run --tokens 1 --prompt x --model " + d.path().string());
+  std::ofstream(d.path / "config.json") << cfg.dump(2);
+  const auto r = bitsim("run --tokens 1 --prompt x --model " + d.path.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "mlp.gate_proj.weight") || contains(r.err, "640")) << r.err;
 }
 
 TEST(Cli, MakeModelThenInspectAndRunFromTheFolder) {
   TempDir d;
-  const auto mk = bitsim("make-model --shape tiny --seed 3 --out " + d.path().string());
+  const auto mk = bitsim("make-model --shape tiny --seed 3 --out " + d.path.string());
   ASSERT_EQ(mk.code, 0) << mk.err;
-  EXPECT_TRUE(fs::exists(d.path() / "config.json"));
-  EXPECT_TRUE(fs::exists(d.path() / "model.safetensors"));
-  const auto ins = bitsim("inspect --json --model " + d.path().string());
+  EXPECT_TRUE(fs::exists(d.path / "config.json"));
+  EXPECT_TRUE(fs::exists(d.path / "model.safetensors"));
+  const auto ins = bitsim("inspect --json --model " + d.path.string());
   ASSERT_EQ(ins.code, 0) << ins.err;
   const auto j = nlohmann::json::parse(ins.out);
   EXPECT_EQ(j["config"]["hidden_size"], 192);
   EXPECT_GT(j["zero_fraction"].get<double>(), 0.25);
   EXPECT_LT(j["zero_fraction"].get<double>(), 0.40);
-  const auto run = bitsim("run --json --tokens 2 --prompt x --model " + d.path().string());
+  const auto run = bitsim("run --json --tokens 2 --prompt x --model " + d.path.string());
   EXPECT_EQ(run.code, 0) << run.err;
 }
 
 TEST(Cli, TruncatedSafetensorsNamesTheFile) {
   TempDir d;
-  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
-  const fs::path st = d.path() / "model.safetensors";
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);
+  const fs::path st = d.path / "model.safetensors";
   fs::resize_file(st, fs::file_size(st) / 2);
-  const auto r = bitsim("inspect --model " + d.path().string());
+  const auto r = bitsim("inspect --model " + d.path.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "model.safetensors")) << r.err;
 }
 
 TEST(Cli, CorruptedHeaderNamesTheFile) {
   TempDir d;
-  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
-  const fs::path st = d.path() / "model.safetensors";
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);
+  const fs::path st = d.path / "model.safetensors";
   {
     std::fstream f(st, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(9);
     f.write("\x01\x02garbage", 9);
   }
-  const auto r = bitsim("run --tokens 1 --prompt x --model " + d.path().string());
+  const auto r = bitsim("run --tokens 1 --prompt x --model " + d.path.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "model.safetensors")) << r.err;
 }
 
 TEST(Cli, WrongHeadDimNamesTheKey) {
   TempDir d;
-  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path().string()).code, 0);
-  std::ifstream in(d.path() / "config.json");
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);
+  std::ifstream in(d.path / "config.json");
   auto cfg = nlohmann::json::parse(in);
   in.close();
   cfg["num_attention_heads"] = 4;
   cfg["num_key_value_heads"] = 4;
-  std::ofstream(d.path() / "config.json") << cfg.dump(2);
-  const auto r = bitsim("inspect --model " + d.path().string());
+  std::ofstream(d.path / "config.json") << cfg.dump(2);
+  const auto r = bitsim("inspect --model " + d.path.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "head_dim") || contains(r.err, "num_attention_heads")) << r.err;
 }
@@ -345,7 +338,7 @@ TEST(Cli, ValidateJsonHasTwelveBoardRowsWithinTwoPercent) {
 namespace {
 TEST(Cli, VcdOfTheClockedSignalsStaysInsideItsWindow) {
   TempDir d;
-  const std::string vcd = (d.path() / "run.vcd").string();
+  const std::string vcd = (d.path / "run.vcd").string();
   const auto r = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --fidelity cycle --quiet --vcd " + vcd +
                         " --vcd-window 1000:1500");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -382,7 +375,7 @@ namespace {
 
 TEST(Cli, RecordedMmioProgramReplaysOnBothFidelities) {
   TempDir dir;
-  const std::string rec = (dir.path() / "run.mmio").string();
+  const std::string rec = (dir.path / "run.mmio").string();
   const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --quiet --set clock.mhz=100 --record-mmio " + rec);
   ASSERT_EQ(run.code, 0) << run.err;
   std::ifstream f(rec);
@@ -404,7 +397,7 @@ TEST(Cli, RecordedMmioProgramReplaysOnBothFidelities) {
   std::ifstream in(rec);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   text.replace(text.find("C clock.mhz 100"), 15, "C clock.mhz 125");
-  const std::string other = (dir.path() / "other.mmio").string();
+  const std::string other = (dir.path / "other.mmio").string();
   std::ofstream(other) << text;
   const auto r = bitsim("replay " + other);
   EXPECT_EQ(r.code, 3) << r.err << r.out;
@@ -413,12 +406,12 @@ TEST(Cli, RecordedMmioProgramReplaysOnBothFidelities) {
 
 TEST(Cli, ReplayRejectsABadProgramNamingTheLine) {
   TempDir dir;
-  const std::string bad = (dir.path() / "bad.mmio").string();
+  const std::string bad = (dir.path / "bad.mmio").string();
   std::ofstream(bad) << "bitsim-mmio 1\nW 100 40400000 00000001 200000\nR 50 40400004 zz 200000\n";
   auto r = bitsim("replay " + bad);
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, bad + ":3")) << r.err;
-  r = bitsim("replay " + dir.path().string());
+  r = bitsim("replay " + dir.path.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "is a folder, a regular file is expected")) << r.err;
   r = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --quiet --record-mmio /nonexistent/x.mmio");

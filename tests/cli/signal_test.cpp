@@ -18,22 +18,15 @@
 #include <thread>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() / ("bitsim_signal_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
 };
 
 std::string slurp(const fs::path& p) {

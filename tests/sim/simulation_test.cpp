@@ -73,6 +73,21 @@ TEST(Simulation, FidelityNames) {
   EXPECT_STREQ(fidelity_name(Fidelity::kCycle), "cycle");
   EXPECT_STREQ(fidelity_name(Fidelity::kFast), "fast");
   EXPECT_STREQ(fidelity_name(Fidelity::kTimingOnly), "timing-only");
+  for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast, Fidelity::kTimingOnly})
+    EXPECT_EQ(fidelity_of(fidelity_name(f)), f);
+}
+
+TEST(Simulation, UnknownFidelityNamesTheValueAndTheChoices) {
+  try {
+    (void)fidelity_of("clocked");
+    ADD_FAILURE() << "'clocked' accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'clocked'"), std::string::npos) << m;
+    EXPECT_NE(m.find("cycle, fast, timing-only"), std::string::npos) << m;
+  }
+  EXPECT_THROW((void)fidelity_of("Fast"), Error);
+  EXPECT_THROW((void)fidelity_of(""), Error);
 }
 
 TEST(Simulation, RefusesABadConfigNamingTheKey) {

@@ -16,14 +16,23 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
+#include <vector>
+#include <functional>
 #include <algorithm>
 
 #include "base/error.h"
+#include "cli/bench_command.h"
 
 namespace bitsim::sim {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The process figures run the built bitsim with the command line the CLI gives them.
+std::function<std::vector<std::string>(const BenchRunProcess&)> run_command(const cli::BoardArgs& board = {}) {
+  return [board](const BenchRunProcess& p) { return cli::bench_run_command(BITSIM_BINARY, board, p); };
+}
 
 void expect_consistent(const std::string& name, double value, double goal, bool higher, bool met) {
   EXPECT_GT(value, 0.0) << name;
@@ -49,7 +58,7 @@ TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
   BenchOptions o;
   o.quick = true;
   o.repeat = 3;
-  o.bitsim_exe = BITSIM_BINARY;
+  o.run_command = run_command();
   // The bench's temporary folder goes under a TMPDIR of this test's own, which must be empty
   // again afterwards.
   const fs::path tmp = fs::temp_directory_path() / ("bitsim_bench_tmp_" + std::to_string(::getpid()));
@@ -161,28 +170,42 @@ TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
   EXPECT_GT(fast.stats().cache_hits, 0u);
 }
 
+TEST(Bench, ARunProcessCarriesTheBoardConfig) {
+  const cli::BoardArgs board{"configs/pynq-z2.toml", {"clock.mhz=100", "ddr.wall_gb_s=1.5"}};
+  const auto argv = cli::bench_run_command("/bin/bitsim", board, {"synthetic:tiny", 3, 2, "/tmp/c", false});
+  const auto at = [&](const std::string& flag) { return std::find(argv.begin(), argv.end(), flag) - argv.begin(); };
+  ASSERT_GE(argv.size(), 2u);
+  EXPECT_EQ(argv[0], "/bin/bitsim");
+  EXPECT_EQ(argv[1], "run");
+  EXPECT_EQ(argv[size_t(at("--tokens")) + 1], "3");
+  EXPECT_EQ(argv[size_t(at("--cache-dir")) + 1], "/tmp/c");
+  EXPECT_LT(size_t(at("--no-check")), argv.size());
+  EXPECT_EQ(argv[size_t(at("--config")) + 1], fs::absolute("configs/pynq-z2.toml").string());
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--set"), 2);
+  EXPECT_EQ(argv.back(), "ddr.wall_gb_s=1.5");
+  const auto checked = cli::bench_run_command("/bin/bitsim", {}, {"synthetic:tiny", 1, 2, "/tmp/c", true});
+  EXPECT_EQ(std::count(checked.begin(), checked.end(), "--no-check"), 0);
+  EXPECT_EQ(std::count(checked.begin(), checked.end(), "--config"), 0);
+}
+
 TEST(Bench, OptionsAreChecked) {
   BenchOptions o;
-  EXPECT_THROW(effective_bench_options(o), Error);  // no executable for the process figures
-  o.bitsim_exe = BITSIM_BINARY;
+  EXPECT_THROW(effective_bench_options(o), Error);  // no command line for the process figures
+  o.run_command = run_command();
   EXPECT_NO_THROW(effective_bench_options(o));
-  o.repeat = 0;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.repeat = 3;
-  o.tokens = 1;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.tokens = 8;
-  o.cycle_tokens = 9;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.cycle_tokens = 1;
-  o.memory_tokens = 513;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.memory_tokens = 2;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.memory_tokens = 512;
-  o.run_tokens = 511;
-  EXPECT_THROW(effective_bench_options(o), Error);
-  o.run_tokens = 64;
+  // Each of these changes to valid options is refused.
+  const std::vector<std::pair<const char*, std::function<void(BenchOptions&)>>> refused{
+      {"repeat 0", [](BenchOptions& b) { b.repeat = 0; }},
+      {"1 token per window", [](BenchOptions& b) { b.tokens = 1; }},
+      {"more cycle tokens than tokens", [](BenchOptions& b) { b.tokens = 8, b.cycle_tokens = 9; }},
+      {"memory tokens 513", [](BenchOptions& b) { b.memory_tokens = 513; }},
+      {"memory tokens 2", [](BenchOptions& b) { b.memory_tokens = 2; }},
+      {"run tokens 511", [](BenchOptions& b) { b.run_tokens = 511; }}};
+  for (const auto& [what, change] : refused) {
+    BenchOptions b = o;
+    change(b);
+    EXPECT_THROW(effective_bench_options(b), Error) << what;
+  }
   o.quick = true;
   const BenchOptions q = effective_bench_options(o);
   EXPECT_EQ(q.model, "synthetic:tiny");

@@ -14,36 +14,27 @@
 #include <sstream>
 #include <thread>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
 #include "sim/board_config.h"
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::sim {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
 namespace fs = std::filesystem;
 using bitsim::testing::run_bitsim;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A fresh directory for one test, removed at the end.
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("bitsim_campaign_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
 };
 
 std::string read(const fs::path& p) {
@@ -87,10 +78,10 @@ TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
   EXPECT_EQ(parse_shard("3/8").index, 3);
   EXPECT_EQ(parse_shard("3/8").count, 8);
   EXPECT_EQ(parse_shard("0/1").count, 1);
-  EXPECT_NE(error_of([] { parse_shard("8/8"); }).find("0 <= K < N"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_shard("1/0"); }).find("0 <= K < N"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_shard("3"); }).find("K/N"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_shard("a/8"); }).find("'a'"), std::string::npos);
+  EXPECT_THAT([] { parse_shard("8/8"); }, ThrowsMessage<Error>(HasSubstr("0 <= K < N")));
+  EXPECT_THAT([] { parse_shard("1/0"); }, ThrowsMessage<Error>(HasSubstr("0 <= K < N")));
+  EXPECT_THAT([] { parse_shard("3"); }, ThrowsMessage<Error>(HasSubstr("K/N")));
+  EXPECT_THAT([] { parse_shard("a/8"); }, ThrowsMessage<Error>(HasSubstr("'a'")));
 
   std::map<std::string, std::string> env;
   auto get = [&](const char* n) -> const char* {
@@ -111,9 +102,9 @@ TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
   EXPECT_EQ(s->count, 4);
   env = {{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "0"},
          {"SLURM_ARRAY_TASK_MAX", "6"}};  // --array=0-6:3: not every index
-  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("every index"), std::string::npos);
+  EXPECT_THAT([&] { shard_from_slurm(get); }, ThrowsMessage<Error>(HasSubstr("every index")));
   env = {{"SLURM_ARRAY_TASK_ID", "2"}};
-  EXPECT_NE(error_of([&] { shard_from_slurm(get); }).find("--shard K/N"), std::string::npos);
+  EXPECT_THAT([&] { shard_from_slurm(get); }, ThrowsMessage<Error>(HasSubstr("shard count is unknown")));
 }
 
 TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
@@ -153,7 +144,7 @@ TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
 TEST(Campaign, EightShardsMergeIntoTheRowsOfOneLocalRun) {
   const ParamSet base = board_params();
   const SweepOptions o = grid_options(base, {"clock_mhz=100,125,142.86,200", "dma.length_bits=16,23"});
-  TempDir dir("eight");
+  TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
   int ran = 0;
@@ -207,7 +198,7 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
   const ParamSet base = board_params();
   SweepOptions o = grid_options(base, {"clock_mhz=100,125", "dma.length_bits=20,23"});
   o.jobs = 2;
-  TempDir dir("resume");
+  TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
   const ShardReport first = run_shard(base, o, c);
@@ -237,8 +228,14 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
   EXPECT_NE(all.find("corrupt or truncated"), std::string::npos) << all;
   EXPECT_NE(all.find(gone + ": \n"), std::string::npos) << all;  // no file, no error: missing
 
-  // Without --resume the shard refuses to overwrite its points' results.
-  EXPECT_NE(error_of([&] { run_shard(base, o, c); }).find("--resume"), std::string::npos);
+  // Without resume the shard refuses to overwrite its points' results; resume lifts that.
+  try {
+    run_shard(base, o, c);
+    ADD_FAILURE() << "results overwritten without resume";
+  } catch (const CampaignRefused& e) {
+    EXPECT_EQ(e.lifted_by, CampaignRefused::LiftedBy::kResume);
+    EXPECT_NE(std::string(e.what()).find("holds results of"), std::string::npos) << e.what();
+  }
   c.resume = true;
   const ShardReport again = run_shard(base, o, c);
   EXPECT_EQ(again.skipped, 1);
@@ -261,19 +258,23 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
 TEST(Campaign, ADirectoryHoldsOneCampaign) {
   const ParamSet base = board_params();
   const SweepOptions o = grid_options(base, {"clock_mhz=100,125"});
-  TempDir dir("other");
+  TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
   c.shard = {0, 2};
   run_shard(base, o, c);
   c.shard = {1, 2};
   const SweepOptions other = grid_options(base, {"clock_mhz=100,150"});
-  EXPECT_NE(error_of([&] { run_shard(base, other, c); }).find("another campaign"), std::string::npos);
+  EXPECT_THAT([&] { run_shard(base, other, c); }, ThrowsMessage<Error>(HasSubstr("another campaign")));
   ParamSet base2 = base;
   base2.set("ddr.wall_gb_s=1.5");
-  const std::string e = error_of([&] { run_shard(base2, o, c); });
-  EXPECT_NE(e.find("ddr.wall_gb_s"), std::string::npos) << e;
-  EXPECT_NE(e.find("--allow-mixed"), std::string::npos) << e;
+  try {
+    run_shard(base2, o, c);
+    ADD_FAILURE() << "another base config accepted without allow_mixed";
+  } catch (const CampaignRefused& e) {
+    EXPECT_EQ(e.lifted_by, CampaignRefused::LiftedBy::kAllowMixed);
+    EXPECT_NE(std::string(e.what()).find("ddr.wall_gb_s"), std::string::npos) << e.what();
+  }
   // With --allow-mixed it runs, and the merge then finds rows of another base config.
   c.allow_mixed = true;
   run_shard(base2, o, c);
@@ -282,11 +283,11 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
   ASSERT_EQ(m.mixed.size(), 1u);
   EXPECT_NE(m.mixed[0].find("base config(s) (campaign.json: " + config_hash(base) + ")"), std::string::npos) << m.mixed[0];
   EXPECT_NE(m.mixed[0].find(config_hash(base2) + ": "), std::string::npos) << m.mixed[0];
-  EXPECT_NE(error_of([] { merge_campaign("/nonexistent/campaign"); }).find("campaign.json"), std::string::npos);
+  EXPECT_THAT([] { merge_campaign("/nonexistent/campaign"); }, ThrowsMessage<Error>(HasSubstr("campaign.json")));
 }
 
 TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
-  TempDir dir("cli");
+  TempDir dir;
   const std::string d = dir.path.string();
   const std::string grid = " --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet";
   auto r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/2");
@@ -344,10 +345,19 @@ TEST(CampaignCli, MergeRefusesAnIncompleteOrMixedCampaignUnlessTold) {
   r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 2/2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--shard '2/2'"), std::string::npos) << r.err;
+  // Refusals name the flag that lifts them.
+  r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds results of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--resume keeps the valid ones"), std::string::npos) << r.err;
+  r = run_bitsim("sweep" + grid + " --out " + d + "/c --shard 0/1 --resume --set ddr.wall_gb_s=1.5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("ddr.wall_gb_s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--allow-mixed runs anyway"), std::string::npos) << r.err;
 }
 
 TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
-  TempDir dir("script");
+  TempDir dir;
   const std::string d = dir.path.string();
   auto r = run_bitsim("sweep --grid clock_mhz=100,125,200 --tokens 1 --context 32 --check-model '' --quiet --out " + d +
                       "/c --slurm-script " + d + "/run.sh --shards 2 --max-running 1");
@@ -379,7 +389,7 @@ TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
 }
 
 TEST(CampaignCli, AShardKilledHalfwayResumesWithoutRedoingDonePoints) {
-  TempDir dir("killed");
+  TempDir dir;
   const fs::path out = dir.path / "c";
   const std::string args = "sweep --grid clock_mhz=90,100,110,125 --grid dma.length_bits=20,23 --tokens 1 --context 32 "
                            "--quiet --jobs 1 --out " + out.string();

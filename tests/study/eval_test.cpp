@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -28,21 +29,14 @@ namespace {
 const fs::path kModel = fs::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary";
 const fs::path kTest = kModel / "test.txt";
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("bitsim_eval_" + std::to_string(::getpid()) + "_" +
-                                                 std::to_string(reinterpret_cast<uintptr_t>(this)))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it), and
+// the text files a test writes into it.
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
   fs::path file(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name, std::ios::binary) << text;
-    return path_ / name;
+    std::ofstream(path / name, std::ios::binary) << text;
+    return path / name;
   }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
 };
 
 std::map<std::string, EvalRow> by_name(const EvalResult& r) {
@@ -232,8 +226,8 @@ TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   };
-  expect_error(request("synthetic:tiny", dir.path() / "missing.txt", 0), "missing.txt: no such file");
-  expect_error(request("synthetic:tiny", dir.path(), 0), "is a folder, a regular file is expected");
+  expect_error(request("synthetic:tiny", dir.path / "missing.txt", 0), "missing.txt: no such file");
+  expect_error(request("synthetic:tiny", dir.path, 0), "is a folder, a regular file is expected");
   expect_error(request("synthetic:tiny", dir.file("empty.txt", ""), 0), "empty.txt: the file is empty");
   expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), 4), "tokens 4");
   expect_error(request("synthetic:tiny", dir.file("t.txt", "abc"), -1), "tokens -1");
@@ -310,8 +304,8 @@ TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
   struct Case {
     std::string args, says;
   } cases[] = {
-      {"--text " + (dir.path() / "nope.txt").string(), "nope.txt: no such file"},
-      {"--text " + dir.path().string(), "is a folder, a regular file is expected"},
+      {"--text " + (dir.path / "nope.txt").string(), "nope.txt: no such file"},
+      {"--text " + dir.path.string(), "is a folder, a regular file is expected"},
       {"--text " + empty.string(), "empty.txt: the file is empty"},
       {"--text " + text.string() + " --tokens 9", "tokens 9"},
       {"--text " + text.string() + " --tokens -2", "--tokens: '-2' is out of range"},

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "sim/board_config.h"
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace bitsim::sim {
 namespace {
@@ -20,12 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_bitsim;
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("bitsim_regress_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+// A folder for the test, created at once (tests/support/temp_dir.h names and removes it).
+struct TempDir : ::bitsim::test::TempDir {
+  TempDir() { std::filesystem::create_directories(path); }
+};
 
 fs::path write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
@@ -38,7 +37,8 @@ std::string read(const fs::path& p) {
 }
 
 std::string suite_error(const std::string& text) {
-  const fs::path d = temp_dir("suite");
+  const TempDir dir;
+  const fs::path& d = dir.path;
   const fs::path f = write(d / "suite.toml", text);
   try {
     load_regress_suite(f);
@@ -104,7 +104,8 @@ TEST(RegressCompare, ReportsMovedMissingAndNewFiguresWithTheirDelta) {
 }
 
 TEST(RegressBaseline, RoundTripsExactlyAndRejectsMalformedFiles) {
-  const fs::path d = temp_dir("baseline");
+  const TempDir dir;
+  const fs::path& d = dir.path;
   const std::vector<RegressFigure> figs{{"token 0 matmul_ps", uint64_t(87350037696)}, {"x", "0.10000000000000001"}};
   write_regress_baseline(d / "s.json", "s", figs);
   EXPECT_EQ(read_regress_baseline(d / "s.json"), figs);
@@ -135,7 +136,7 @@ TEST(RegressScenarioRun, TimingFiguresAreDeterministicAndFollowTheBoard) {
   s.kind = "timing";
   s.context = 64;
   s.tokens = 1;
-  const ParamSet base = load_board_params("", {});
+  const ParamSet base = load_board_params("");
   const auto a = run_regress_scenario(s, base);
   EXPECT_EQ(a, run_regress_scenario(s, base));
   s.sets = {"ddr.wall_gb_s=1.0"};
@@ -152,7 +153,8 @@ TEST(RegressCli, ShippedSuitePassesAgainstItsCheckedInBaselines) {
 }
 
 TEST(RegressCli, AChangedBoardExitsOneNamesTheFirstMovedFigureAndWritesJUnit) {
-  const fs::path d = temp_dir("cli_moved");
+  const TempDir dir;
+  const fs::path& d = dir.path;
   const auto r = run_bitsim("regress --quiet --only large-T64 --set ddr.wall_gb_s=1.0 --junit " + (d / "j.xml").string());
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(first: T=64 matmul_ps: \d+ -> \d+ \+\d+ \(\+[0-9.]+%\))"))) << r.out;
@@ -162,7 +164,8 @@ TEST(RegressCli, AChangedBoardExitsOneNamesTheFirstMovedFigureAndWritesJUnit) {
 }
 
 TEST(RegressCli, UpdateWritesBaselinesThatThenPassAndAnEditedFigureIsNamed) {
-  const fs::path d = temp_dir("cli_update");
+  const TempDir dir;
+  const fs::path& d = dir.path;
   auto r = run_bitsim("regress --quiet --only tiny-fast-len16 --update --baselines " + d.string());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   r = run_bitsim("regress --quiet --only tiny-fast-len16 --baselines " + d.string());
@@ -181,7 +184,8 @@ TEST(RegressCli, UpdateWritesBaselinesThatThenPassAndAnEditedFigureIsNamed) {
 }
 
 TEST(RegressCli, MissingBaselineFailsAndBadRequestsExitTwo) {
-  const fs::path d = temp_dir("cli_missing");
+  const TempDir dir;
+  const fs::path& d = dir.path;
   auto r = run_bitsim("regress --quiet --only large-T1 --baselines " + d.string());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("no baseline"), std::string::npos) << r.out;

@@ -2,7 +2,11 @@
 // processes.
 #include "study/sweep.h"
 
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -11,13 +15,16 @@
 namespace bitsim::sim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+// Options over `axes` at one timing-only token per point, without the functional check.
+SweepOptions one_token(const ParamSet& p, const std::vector<std::string>& axes) {
+  SweepOptions o;
+  for (const auto& a : axes) o.grid.push_back(parse_axis(p, a));
+  o.tokens = 1;
+  o.check_model.clear();
+  return o;
 }
 
 TEST(Sweep, AxisParsingChecksKeysAndValues) {
@@ -25,12 +32,12 @@ TEST(Sweep, AxisParsingChecksKeysAndValues) {
   const auto a = parse_axis(p, "clock_mhz=100,125");
   EXPECT_EQ(a.key, "clock.mhz");
   EXPECT_EQ(a.values, (std::vector<std::string>{"100", "125"}));
-  EXPECT_NE(error_of([&] { parse_axis(p, "clock.ghz=1"); }).find("clock.mhz"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_axis(p, "dma.length_bits=23,40"); }).find("[8, 26]"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_axis(p, "clock.mhz="); }).find("KEY=V1,V2"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_axis(p, "clock.mhz=100,,125"); }).find("empty value"), std::string::npos);
+  EXPECT_THAT([&] { parse_axis(p, "clock.ghz=1"); }, ThrowsMessage<Error>(HasSubstr("clock.mhz")));
+  EXPECT_THAT([&] { parse_axis(p, "dma.length_bits=23,40"); }, ThrowsMessage<Error>(HasSubstr("[8, 26]")));
+  EXPECT_THAT([&] { parse_axis(p, "clock.mhz="); }, ThrowsMessage<Error>(HasSubstr("KEY=V1,V2")));
+  EXPECT_THAT([&] { parse_axis(p, "clock.mhz=100,,125"); }, ThrowsMessage<Error>(HasSubstr("empty value")));
   SweepOptions o;
-  EXPECT_NE(error_of([&] { run_sweep(p, o); }).find("grid is empty"), std::string::npos);
+  EXPECT_THAT([&] { run_sweep(p, o); }, ThrowsMessage<Error>(HasSubstr("grid is empty")));
 }
 
 TEST(Sweep, TimingClosureFollowsTheBoard) {
@@ -91,10 +98,7 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
 // token's time (one token per point: no medians between them).
 TEST(Sweep, WalkerTimeIsItsOwnColumn) {
   const ParamSet p = board_params();
-  SweepOptions o;
-  o.grid.push_back(parse_axis(p, "host.walker=cpu,pl"));
-  o.tokens = 1;
-  o.check_model.clear();
+  const SweepOptions o = one_token(p, {"host.walker=cpu,pl"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 2u);
   const SweepPoint& cpu = r.points[0];
@@ -118,11 +122,7 @@ TEST(Sweep, WalkerTimeIsItsOwnColumn) {
 
 TEST(Sweep, TwoAxesMakeTheProduct) {
   const ParamSet p = board_params();
-  SweepOptions o;
-  o.grid.push_back(parse_axis(p, "clock_mhz=100,125"));
-  o.grid.push_back(parse_axis(p, "dma.length_bits=18,23"));
-  o.tokens = 1;
-  o.check_model.clear();
+  const SweepOptions o = one_token(p, {"clock_mhz=100,125", "dma.length_bits=18,23"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 4u);
   // An 18-bit length register splits the long matmul streams into more calls.
@@ -133,11 +133,7 @@ TEST(Sweep, TwoAxesMakeTheProduct) {
 // and named; the valid points run, and INT4 KV moves fewer bytes in less attention time.
 TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
   const ParamSet p = board_params();
-  SweepOptions o;
-  o.grid.push_back(parse_axis(p, "attention.variant=two-phase,online-softmax"));
-  o.grid.push_back(parse_axis(p, "kv.format=int8,int4"));
-  o.tokens = 1;
-  o.check_model.clear();
+  const SweepOptions o = one_token(p, {"attention.variant=two-phase,online-softmax", "kv.format=int8,int4"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 3u);
   ASSERT_EQ(r.skipped.size(), 1u);
@@ -151,7 +147,7 @@ TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
   none.grid.push_back(parse_axis(p, "kv.format=int4"));
   none.tokens = 1;
   none.check_model.clear();
-  EXPECT_NE(error_of([&] { run_sweep(p, none); }).find("kv.format = int4 needs"), std::string::npos);
+  EXPECT_THAT([&] { run_sweep(p, none); }, ThrowsMessage<Error>(HasSubstr("kv.format = int4 needs")));
 }
 
 }  // namespace

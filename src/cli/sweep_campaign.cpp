@@ -1,12 +1,15 @@
-#include "cli/campaign_command.h"
+#include "cli/sweep_campaign.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -14,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "cli/options.h"
 #include "study/campaign.h"
 #include "study/provenance.h"
 
@@ -42,49 +46,55 @@ std::string self_exe() {
   return ec ? std::string("bitsim") : p.string();
 }
 
-// `bitsim sweep --slurm-script FILE`: one point measured here, then the script.
-int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, const CampaignCli& c,
-                       const SweepCommandLine& line, bool quiet) {
+// The Slurm array's sizes: points per shard, and what one task costs, measured here.
+struct SlurmPlan {
+  size_t points = 0;
+  int largest = 0, smallest = 0;  // points of the largest and the smallest shard
+  double check_s = 0, point_s = 0, peak_mib = 0;
+  int mem_mib = 0, time_min = 0;
+};
+
+void check_slurm_request(const CampaignCli& c) {
   if (c.out.empty()) throw Error("--slurm-script: give the campaign directory with --out DIR");
   if (!c.shard.empty() || c.resume) throw Error("--slurm-script: --shard and --resume belong to the array's tasks");
   if (c.shards < 1 || c.shards > 10000) throw Error(fmt::format("--shards {}: must be in 1..10000", c.shards));
   if (c.max_running < 1) throw Error(fmt::format("--max-running {}: must be at least 1", c.max_running));
-  sim::check_sweep_options(o);
-  const std::string out = absolute(c.out), script = absolute(c.slurm_script);
-  // Outputs checked before the work: the directory for the tasks' logs and the script's.
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(out) / "logs", ec);
-  if (ec) throw Error(fmt::format("--out {}: cannot create {}/logs ({})", c.out, out, ec.message()));
-  io::check_output_file(script, "--slurm-script");
+}
 
+// What one task costs: the base check and one point, measured in this process; the largest
+// shard's points.
+SlurmPlan plan_slurm_array(const sim::ParamSet& base, const sim::SweepOptions& o, int shards, bool quiet) {
+  SlurmPlan plan;
   sim::SweepResult grid;
   const auto configs = sim::sweep_configs(base, o, grid);
-  std::vector<int> per_shard(size_t(c.shards), 0);
+  plan.points = configs.size();
+  std::vector<int> per_shard(size_t(shards), 0);
   for (size_t i = 0; i < configs.size(); ++i)
-    ++per_shard[size_t(sim::shard_of(sim::point_key(grid.keys, configs[i]), c.shards))];
-  const int largest = *std::max_element(per_shard.begin(), per_shard.end());
-  const int smallest = *std::min_element(per_shard.begin(), per_shard.end());
+    ++per_shard[size_t(sim::shard_of(sim::point_key(grid.keys, configs[i]), shards))];
+  plan.largest = *std::max_element(per_shard.begin(), per_shard.end());
+  plan.smallest = *std::min_element(per_shard.begin(), per_shard.end());
 
-  // What one task costs: the base check and one point, measured in this process.
-  std::function<void(const std::string&)> status;
-  if (!quiet) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-  double check_s = 0;
+  const auto status = status_printer(quiet);
   if (!o.check_model.empty()) {
     if (status) status(fmt::format("measuring the base config's functional check on {} ...", o.check_model));
     const auto t0 = std::chrono::steady_clock::now();
     (void)sim::check_sweep_base(base, o.check_model);
-    check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    plan.check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   if (status) status(fmt::format("measuring one point ({}) ...", grid.points.empty() ? "" : grid.points[0].values[0]));
   const sim::SweepPoint one = sim::measure_sweep_point(configs[0], o);
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  const double process_peak_mib = std::max(double(ru.ru_maxrss) / 1024.0, one.prov.peak_rss_mib);
-  const int mem_mib = int(std::ceil(process_peak_mib * kMemFactor + kMemExtraMiB));
-  const double task_s = check_s + one.prov.wall_s * largest;
-  const int time_min = std::max(1, int(std::ceil((task_s * kTimeFactor + kTimeExtraS) / 60.0)));
+  plan.point_s = one.prov.wall_s;
+  plan.peak_mib = std::max(double(ru.ru_maxrss) / 1024.0, one.prov.peak_rss_mib);
+  plan.mem_mib = int(std::ceil(plan.peak_mib * kMemFactor + kMemExtraMiB));
+  const double task_s = plan.check_s + plan.point_s * plan.largest;
+  plan.time_min = std::max(1, int(std::ceil((task_s * kTimeFactor + kTimeExtraS) / 60.0)));
+  return plan;
+}
 
-  // The task's command line: the sweep as given, its shard from the array.
+// The task's command line: the sweep as given, its shard from the array.
+std::string slurm_task_command(const sim::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line) {
   std::string cmd = "\"$BITSIM\" sweep";
   for (const auto& g : line.grid) cmd += " --grid " + sh_quote(g);
   cmd += fmt::format(" --tokens {} --context {} --check-model {}", o.tokens, o.context, sh_quote(o.check_model));
@@ -92,10 +102,15 @@ int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, co
   for (const auto& s : line.sets) cmd += " --set " + sh_quote(s);
   if (c.allow_mixed) cmd += " --allow-mixed";
   cmd += " --out \"$OUT\" --resume --quiet --jobs 1";
+  return cmd;
+}
+
+// The sbatch script: the array of shards, and (run with bash) the merge after every task.
+std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const std::string& out,
+                              const std::string& script, const std::string& cmd) {
   const std::string partition = c.partition.empty() ? "" : "#SBATCH --partition=" + c.partition + "\n";
   const std::string partition_opt = c.partition.empty() ? "" : " --partition=" + sh_quote(c.partition);
-
-  std::string text = fmt::format(
+  return fmt::format(
       "#!/bin/bash\n"
       "# A bitsim sweep campaign as a Slurm job array, written by `bitsim sweep --slurm-script`\n"
       "# (bitsim {version}, commit {commit}): {points} points in {shards} shards (largest {largest}\n"
@@ -133,23 +148,64 @@ int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, co
       "# An array task: its shard from SLURM_ARRAY_TASK_ID and the array's size; --resume keeps\n"
       "# what an earlier run of this task finished.\n"
       "exec {cmd}\n",
-      fmt::arg("version", kVersion), fmt::arg("commit", kGitCommit), fmt::arg("points", configs.size()),
-      fmt::arg("shards", c.shards), fmt::arg("largest", largest), fmt::arg("cap", c.max_running),
+      fmt::arg("version", kVersion), fmt::arg("commit", kGitCommit), fmt::arg("points", plan.points),
+      fmt::arg("shards", c.shards), fmt::arg("largest", plan.largest), fmt::arg("cap", c.max_running),
       fmt::arg("out", out), fmt::arg("script", script), fmt::arg("host", sim::host_name()),
-      fmt::arg("check", check_s), fmt::arg("point", one.prov.wall_s), fmt::arg("peak", process_peak_mib),
+      fmt::arg("check", plan.check_s), fmt::arg("point", plan.point_s), fmt::arg("peak", plan.peak_mib),
       fmt::arg("mf", kMemFactor), fmt::arg("me", kMemExtraMiB), fmt::arg("tf", kTimeFactor),
-      fmt::arg("te", kTimeExtraS), fmt::arg("last", c.shards - 1), fmt::arg("mem", mem_mib),
-      fmt::arg("time", time_min), fmt::arg("partition", partition), fmt::arg("bitsim", sh_quote(self_exe())),
-      fmt::arg("outq", sh_quote(out)), fmt::arg("partition_opt", partition_opt),
-      fmt::arg("cmd", cmd));
-  io::write_file(script, text, "--slurm-script");
+      fmt::arg("te", kTimeExtraS), fmt::arg("last", c.shards - 1), fmt::arg("mem", plan.mem_mib),
+      fmt::arg("time", plan.time_min), fmt::arg("partition", partition), fmt::arg("bitsim", sh_quote(self_exe())),
+      fmt::arg("outq", sh_quote(out)), fmt::arg("partition_opt", partition_opt), fmt::arg("cmd", cmd));
+}
+
+// `bitsim sweep --slurm-script FILE`: one point measured here, then the script.
+int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, const CampaignCli& c,
+                       const SweepCommandLine& line, bool quiet) {
+  check_slurm_request(c);
+  sim::check_sweep_options(o);
+  const std::string out = absolute(c.out), script = absolute(c.slurm_script);
+  // Outputs checked before the work: the directory for the tasks' logs and the script's.
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(out) / "logs", ec);
+  if (ec) throw Error(fmt::format("--out {}: cannot create {}/logs ({})", c.out, out, ec.message()));
+  io::check_output_file(script, "--slurm-script");
+
+  const SlurmPlan plan = plan_slurm_array(base, o, c.shards, quiet);
+  io::write_file(script, slurm_script_text(plan, c, out, script, slurm_task_command(o, c, line)), "--slurm-script");
   ::chmod(script.c_str(), 0755);
   fmt::print("wrote {}: {} points in {} array tasks ({} to {} points each, at most {} at once), --mem={}M --time={} "
              "(one point {:.2f} s, base check {:.2f} s, peak {:.0f} MiB, measured here under load)\n",
-             script, configs.size(), c.shards, smallest, largest, c.max_running, mem_mib, time_min, one.prov.wall_s,
-             check_s, process_peak_mib);
+             script, plan.points, c.shards, plan.smallest, plan.largest, c.max_running, plan.mem_mib, plan.time_min,
+             plan.point_s, plan.check_s, plan.peak_mib);
   fmt::print("submit: bash {}   (the array, then the merge after every task: {}/merged.csv)\n", script, out);
   return 0;
+}
+
+// The shard to run: --shard K/N, else the Slurm array task's, else the whole grid; and
+// where it came from.
+std::pair<sim::Shard, std::string> shard_to_run(const CampaignCli& c) {
+  if (!c.shard.empty()) return {sim::parse_shard(c.shard, "--shard"), "--shard"};
+  std::optional<sim::Shard> s;
+  try {
+    s = sim::shard_from_slurm([](const char* n) { return std::getenv(n); });
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}; give --shard K/N", e.what()));
+  }
+  if (s) return {*s, "the Slurm array task"};
+  return {sim::Shard{}, "the whole grid"};
+}
+
+// run_shard, its refusals naming the flag that lifts them.
+sim::ShardReport run_shard_naming_flags(const sim::ParamSet& base, const sim::SweepOptions& o,
+                                        const sim::CampaignOptions& opt, bool quiet) {
+  using Lifted = sim::CampaignRefused::LiftedBy;
+  try {
+    return sim::run_shard(base, o, opt, status_printer(quiet));
+  } catch (const sim::CampaignRefused& e) {
+    if (e.lifted_by == Lifted::kResume)
+      throw Error(fmt::format("{}; --resume keeps the valid ones and redoes the rest", e.what()));
+    throw Error(fmt::format("{}; --allow-mixed runs anyway", e.what()));
+  }
 }
 
 }  // namespace
@@ -189,18 +245,9 @@ int run_campaign(const sim::ParamSet& base, const sim::SweepOptions& o, const Ca
   opt.dir = c.out;
   opt.resume = c.resume;
   opt.allow_mixed = c.allow_mixed;
-  std::string from = "--shard";
-  if (!c.shard.empty()) {
-    opt.shard = sim::parse_shard(c.shard);
-  } else if (auto s = sim::shard_from_slurm([](const char* n) { return std::getenv(n); })) {
-    opt.shard = *s;
-    from = "the Slurm array task";
-  } else {
-    from = "the whole grid";
-  }
-  std::function<void(const std::string&)> status;
-  if (!quiet) status = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-  const sim::ShardReport r = sim::run_shard(base, o, opt, status);
+  const auto [shard, from] = shard_to_run(c);
+  opt.shard = shard;
+  const sim::ShardReport r = run_shard_naming_flags(base, o, opt, quiet);
   fmt::print("shard {}/{} ({}): {} of the grid's {} points; {} already done (kept), {} run, {} failed -> {}\n",
              opt.shard.index, opt.shard.count, from, r.shard_points, r.grid_points, r.skipped, r.ran, r.failed.size(),
              c.out);
@@ -216,8 +263,21 @@ int run_campaign(const sim::ParamSet& base, const sim::SweepOptions& o, const Ca
   return 0;
 }
 
+namespace {
+
+// The campaign directory read; its errors say that `sweep merge` found them.
+sim::MergeResult merge_naming_command(const std::string& dir) {
+  try {
+    return sim::merge_campaign(dir);
+  } catch (const Error& e) {
+    throw Error(fmt::format("sweep merge: {}", e.what()));
+  }
+}
+
+}  // namespace
+
 int run_merge(const MergeCli& a) {
-  const sim::MergeResult m = sim::merge_campaign(a.dir);
+  const sim::MergeResult m = merge_naming_command(a.dir);
   fmt::print("campaign {}: {} of {} points completed (campaign.json: bitsim {}, commit {}, base config {})\n", a.dir,
              m.result.points.size(), m.total, m.version, m.commit, m.base_config_hash);
   for (const auto& p : m.missing) {

@@ -1,7 +1,7 @@
 #pragma once
 // `bitsim sweep --out DIR [--shard K/N] [--resume]`, `bitsim sweep --slurm-script FILE` and
 // `bitsim sweep merge DIR`: the campaign side of the sweep command (study/campaign.h,
-// docs/campaigns.md). commands.cpp registers these options on its `sweep` subcommand.
+// docs/campaigns.md). cli/sweep_command.cpp registers these options on its `sweep` subcommand.
 #include <string>
 #include <vector>
 

@@ -1,0 +1,74 @@
+#include "cli/calibrate_command.h"
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/file_io.h"
+#include "cli/figure_rows.h"
+#include "cli/options.h"
+#include "sim/board_config.h"
+#include "study/calibrate.h"
+
+namespace bitsim::cli {
+
+namespace {
+
+void print_calibration(const sim::CalibrationResult& res, bool json) {
+  if (json) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& f : res.parameters) params.push_back(sim::record_json(f, sim::fitted_parameter_fields()));
+    fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.calibrate/1"}, {"parameters", params},
+                                      {"residuals", rows_json(res.residuals)}}.dump(2));
+    return;
+  }
+  fmt::print("fitted parameters (each to its own board figures; CIRCUITS.md 6)\n");
+  for (const auto& f : res.parameters)
+    fmt::print("  {:<40} {:>12.4f} -> {:>12.4f} {:<6} {}\n", f.key, f.before, f.after, f.unit, f.meaning);
+  fmt::print("\nresiduals (the board figures after the fit)\n");
+  print_rows(res.residuals);
+}
+
+class Calibrate final : public Command {
+ public:
+  explicit Calibrate(CLI::App& app)
+      : Command(app.add_subcommand("calibrate", "Fit the calibrated parameters to the board's calibration figures and "
+                                                "print them with the residuals")) {
+    add_board_options(sub_, board_, "Board config TOML to start from (and to write with --write)",
+                      "Override one config key before fitting: KEY=VALUE (repeatable)");
+    sub_->add_flag("--write", write_, "Write the fitted config to the config file (default configs/pynq-z2.toml)");
+    sub_->add_flag("--json", json_, "Write one bitsim.calibrate/1 JSON document to stdout");
+    sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+  }
+
+  int run() override {
+    const sim::ParamSet p = board_params(board_);
+    if (write_) io::check_output_file(config_file(), "calibrate --write: config file");
+    const auto res = sim::calibrate(p, status_printer(quiet_));
+    print_calibration(res, json_);
+    if (write_) {
+      const std::string file = config_file();
+      io::write_file(file, sim::config_file_text(res.params), "calibrate --write: config file");
+      fmt::print(stderr, "wrote the fitted parameters to {}\n", file);
+    }
+    return 0;
+  }
+
+ private:
+  // The config file --write writes: --config, else the shipped one.
+  std::string config_file() const {
+    const std::string file = board_.config.empty() ? sim::default_config_path() : board_.config;
+    if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
+    return file;
+  }
+
+  BoardArgs board_;
+  bool write_ = false, json_ = false, quiet_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_calibrate_command(CLI::App& app) { return std::make_unique<Calibrate>(app); }
+
+}  // namespace bitsim::cli

@@ -1,0 +1,127 @@
+#include "cli/inspect_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "host/memory_map.h"
+#include "model/attention_stream.h"
+#include "model/kv_format.h"
+#include "model/model_loader.h"
+#include "model/packed_image.h"
+#include "study/board_figures.h"
+
+namespace bitsim::cli {
+
+namespace {
+
+constexpr double kBoardImageMiB = sim::board_figures::kPackedImageMiB;
+
+// The KV cache per format (model/kv_format.h: the whole storage) and the largest context
+// whose cache fits the shipped contiguous memory beside everything else the board keeps there.
+void print_kv_capacity(const model::ModelConfig& c) {
+  const host::MemoryMapConfig mc;
+  const host::MemoryMap map(c, mc);
+  uint64_t kv = 0;
+  for (const auto& r : map.regions())
+    if (r.name == "kv cache") kv = r.bytes;
+  const uint64_t used_else = map.used_bytes() - kv, free = mc.cma_bytes - std::min(mc.cma_bytes, used_else);
+  const uint64_t lh = uint64_t(c.num_layers) * uint64_t(c.num_heads);
+  fmt::print("KV cache (docs/variants-attention.md 8: payload, scales, outlier lanes, padding, banks), in the "
+             "{} MiB CMA beside {:.2f} MiB of weights and buffers:\n", mc.cma_bytes >> 20, used_else / 1048576.0);
+  fmt::print("  {:<22} {:>14} {:>16} {:>14}\n", "format", "bytes/position", "largest T fits", "T=512 MiB");
+  const std::pair<const char*, model::KvStorage> formats[] = {
+      {"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0)},
+      {"int4", model::kv_storage(model::KvFormat::Int4, 0)},
+      {"int4, 8 outlier lanes", model::kv_storage(model::KvFormat::Int4, 8)},
+  };
+  for (const auto& [name, st] : formats)
+    fmt::print("  {:<22} {:>14} {:>16} {:>14.2f}  [simulated]\n", name, lh * st.per_position(),
+               model::largest_context(st, lh, free, c.max_position_embeddings),
+               st.cache_bytes(lh, 512) / 1048576.0);
+  fmt::print("  (capped at max_position_embeddings {}; the board's unit and the int8 online-softmax unit take "
+             "T <= {}, the INT4 unit T <= {}: docs/variants-attention.md 8.8)\n",
+             c.max_position_embeddings, model::kKvPositions, model::kAttentionInt4MaxT);
+}
+
+// What inspect found: the model, its packed image and the load time.
+struct Inspection {
+  const model::ModelConfig& config;
+  const model::TernaryModel& model;
+  model::ImageSize image;
+  double load_s = 0;
+};
+
+nlohmann::json inspect_json(const Inspection& in) {
+  return {{"schema", "bitsim.inspect/1"},
+          {"model", in.model.source},
+          {"config", in.config.to_json()},
+          {"parameters", in.model.parameter_count()},
+          {"zero_fraction", in.model.zero_fraction()},
+          {"lm_head_zero_fraction", model::zero_fraction(in.model.lm_head)},
+          {"packed_image_bytes", in.image.total_bytes},
+          {"packed_image_layer_bytes", in.image.layer_bytes},
+          {"packed_image_lm_head_bytes", in.image.lm_head_bytes},
+          {"board_packed_image_mib", kBoardImageMiB},
+          {"load_s", in.load_s}};
+}
+
+void print_inspection(const Inspection& in) {
+  const auto& c = in.config;
+  const auto& img = in.image;
+  fmt::print("model       {}\n", in.model.source);
+  fmt::print("shape       {}\n", c.shape_string());
+  fmt::print("parameters  {} (latent, embedding tied to lm_head)\n", in.model.parameter_count());
+  fmt::print("zero trits  {:.2f}% of the ternary layers, {:.2f}% of the ternarized lm_head\n",
+             100.0 * in.model.zero_fraction(), 100.0 * model::zero_fraction(in.model.lm_head));
+  fmt::print("packed image (CIRCUITS.md 2: 5 trits per byte, rows padded to 8-byte beats)\n");
+  const uint64_t all_layers = img.layer_bytes * uint64_t(c.num_layers);
+  fmt::print("  per layer {:>12} bytes  {:8.2f} MiB\n", img.layer_bytes, img.layer_bytes / 1048576.0);
+  fmt::print("  {:2} layers {:>11} bytes  {:8.2f} MiB\n", c.num_layers, all_layers, all_layers / 1048576.0);
+  fmt::print("  lm_head   {:>12} bytes  {:8.2f} MiB\n", img.lm_head_bytes, img.lm_head_bytes / 1048576.0);
+  fmt::print("  total     {:>12} bytes  {:8.2f} MiB  [simulated]\n", img.total_bytes,
+             double(img.total_bytes) / (1024.0 * 1024.0));
+  fmt::print("  board     {:>12}        {:8.2f} MiB  [board]  (bitnet-large; docs/packed-image.md explains the difference)\n",
+             "", kBoardImageMiB);
+  print_kv_capacity(c);
+  fmt::print("loaded and ternarized in {:.2f} s (this host)\n", in.load_s);
+}
+
+class Inspect final : public Command {
+ public:
+  explicit Inspect(CLI::App& app)
+      : Command(app.add_subcommand("inspect",
+                                   "Print a model's shape, parameters, zero fraction and packed image size")) {
+    sub_->add_option("--model", model_, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
+    sub_->add_flag("--json", json_, "Write one JSON document to stdout");
+  }
+
+  int run() override {
+    auto src = model::open_model_source(model_);
+    const auto& c = src->config();
+    const auto t0 = std::chrono::steady_clock::now();
+    const model::TernaryModel m = model::load_ternary_model(*src, 2);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const Inspection in{c, m, model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size),
+                        load_s};
+    if (json_)
+      fmt::print("{}\n", inspect_json(in).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    else
+      print_inspection(in);
+    return 0;
+  }
+
+ private:
+  std::string model_ = "synthetic:bitnet-large";
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_inspect_command(CLI::App& app) { return std::make_unique<Inspect>(app); }
+
+}  // namespace bitsim::cli

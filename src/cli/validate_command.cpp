@@ -1,0 +1,56 @@
+#include "cli/validate_command.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cli/figure_rows.h"
+#include "cli/options.h"
+#include "study/calibrate.h"
+
+namespace bitsim::cli {
+
+namespace {
+
+class Validate final : public Command {
+ public:
+  explicit Validate(CLI::App& app)
+      : Command(app.add_subcommand("validate", "The simulator against the board's measurements: scenario, T, figure, "
+                                               "simulated, board, error %")) {
+    add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
+                      "Override one config key: KEY=VALUE (repeatable)");
+    sub_->add_flag("--json", json_, "Write one bitsim.validate/1 JSON document to stdout");
+    sub_->add_flag("--no-python", no_python_, "Skip the python-driver prediction rows");
+    sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
+  }
+
+  int run() override {
+    const sim::ParamSet p = board_params(board_);
+    const auto rows = sim::validate(p, !no_python_, status_printer(quiet_ || json_));
+    if (json_) {
+      fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.validate/1"}, {"rows", rows_json(rows)}}.dump(2));
+      return 0;
+    }
+    fmt::print("bitsim against the board (BOARD.md); fidelity fast, timing-only, bitnet-large shape, "
+               "medians over 8 tokens at contexts T-7..T\n\n");
+    print_rows(rows);
+    int with_board = 0, within = 0;
+    for (const auto& r : rows)
+      if (r.error_pct) {
+        ++with_board;
+        within += std::fabs(*r.error_pct) <= 2.0;
+      }
+    fmt::print("\n{} of {} board figures within 2%\n", within, with_board);
+    return 0;
+  }
+
+ private:
+  BoardArgs board_;
+  bool json_ = false, no_python_ = false, quiet_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_validate_command(CLI::App& app) { return std::make_unique<Validate>(app); }
+
+}  // namespace bitsim::cli
