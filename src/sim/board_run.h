@@ -42,16 +42,16 @@ struct BoardRunRequest {
   Fidelity fidelity = Fidelity::kFast;  // all three give the same cycle counts; timing-only
                                         // skips the arithmetic (needs check off)
   bool check = true;              // compare every token's logits with the golden reference
-  std::string vcd_file;           // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
+  std::string vcd_file{};          // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
-  std::string trace_file;         // when set: write a Chrome trace of the run there (sim/trace.h)
+  std::string trace_file{};        // when set: write a Chrome trace of the run there (sim/trace.h)
   bool keep_transfers = false;    // keep every DMA transfer's start and completion in the result
-  std::string layers_csv_file;    // when set: one row per (token, layer, step) there (sim/layer_table.h)
-  std::string record_mmio_file;   // when set: write the host program's MMIO program there
+  std::string layers_csv_file{};   // when set: one row per (token, layer, step) there (sim/layer_table.h)
+  std::string record_mmio_file{};  // when set: write the host program's MMIO program there
                                   // (host/mmio_program.h, docs/mmio-record.md)
   // Test hook: called in the PS thread before each token step (after the weights are in
   // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.
-  std::function<void(class BoardSession&, int step)> before_step;
+  std::function<void(class BoardSession&, int step)> before_step{};
 };
 
 struct TokenRecord {

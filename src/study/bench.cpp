@@ -278,7 +278,7 @@ CheckedRuns checked_runs(const BenchOptions& o, const fs::path& warm_cache, cons
   for (int rep = 0; rep < o.repeat; ++rep) {
     status(fmt::format("[5/6] run_board {} --prompt A --tokens {} (fast, golden check on every token; {} of {}) ...",
                        o.model, o.tokens - 1, rep + 1, o.repeat));
-    BoardRunRequest req{RunRequest{}, o.params};
+    BoardRunRequest req{.run = RunRequest{}, .params = o.params};
     req.run.model = o.model;
     req.run.prompt = "A";
     req.run.tokens = o.tokens - 1;  // BOS + "A" + N - 1 generated = N + 1 steps with the byte tokenizer
