@@ -151,7 +151,7 @@ void BM_BoardMatmul1MiB(benchmark::State& state) {
   for (auto _ : state) {
     hw::FreshSimContext ctx;
     hw::Board board("board", hw::BoardConfig{});
-    for (const auto& s : lanes) board.ddr().write(s.src, s.stream.data(), s.stream.size());
+    for (const auto& s : lanes) board.memory().write(s.src, s.stream.data(), s.stream.size());
     const hw::DmaId dmas[2] = {hw::DmaId::Mm0, hw::DmaId::Mm1};
     host::Ps ps("ps", [&](host::Ps& p) {
       for (int l = 0; l < 2; ++l) {
@@ -183,7 +183,7 @@ void BM_BoardMatmul1MiB(benchmark::State& state) {
       if (st.s2mm.errors || st.mm2s.errors || st.s2mm.bytes != ln.golden.size() * 4 || st.mm2s.bytes != ln.stream.size())
         err = "lane " + std::to_string(l) + ": DMA error or short transfer";
       std::vector<int32_t> got(ln.golden.size());
-      board.ddr().read(ln.dst, got.data(), got.size() * 4);
+      board.memory().read(ln.dst, got.data(), got.size() * 4);
       if (err.empty() && got != ln.golden) err = "lane " + std::to_string(l) + ": results differ from golden::ternary_matvec";
     }
     state.ResumeTiming();
@@ -250,7 +250,7 @@ const std::vector<AttentionLane>& attention_lanes() {
   return lanes;
 }
 
-void put_descriptor(hw::Ddr& ddr, uint64_t at, uint64_t next, uint64_t buffer, uint32_t control) {
+void put_descriptor(hw::Memory& ddr, uint64_t at, uint64_t next, uint64_t buffer, uint32_t control) {
   uint32_t d[16] = {};
   d[R::kDescNxtdesc / 4] = uint32_t(next);
   d[R::kDescBufferAddress / 4] = uint32_t(buffer);
@@ -259,7 +259,7 @@ void put_descriptor(hw::Ddr& ddr, uint64_t at, uint64_t next, uint64_t buffer, u
 }
 
 // The CPU's stores before the call: headers + q, K and V rows, the descriptor chains.
-void write_attention_inputs(hw::Ddr& ddr, const AttentionLane& ln) {
+void write_attention_inputs(hw::Memory& ddr, const AttentionLane& ln) {
   const int H = kHeadsPerLane;
   for (int h = 0; h < H; ++h) {
     const AttentionHead& hd = ln.heads[size_t(h)];
@@ -290,7 +290,7 @@ void BM_BoardAttentionT512(benchmark::State& state) {
   for (auto _ : state) {
     hw::FreshSimContext ctx;
     hw::Board board("board", hw::BoardConfig{});
-    for (const auto& ln : lanes) write_attention_inputs(board.ddr(), ln);
+    for (const auto& ln : lanes) write_attention_inputs(board.memory(), ln);
     const hw::DmaId dmas[2] = {hw::DmaId::At0, hw::DmaId::At1};
     host::Ps ps("ps", [&](host::Ps& p) {
       for (int l = 0; l < 2; ++l) {
@@ -322,12 +322,12 @@ void BM_BoardAttentionT512(benchmark::State& state) {
     for (int l = 0; l < 2 && err.empty(); ++l) {
       const AttentionLane& ln = lanes[size_t(l)];
       uint32_t status = 0;
-      board.ddr().read(ln.s2mm_desc() + R::kDescStatus, &status, 4);
+      board.memory().read(ln.s2mm_desc() + R::kDescStatus, &status, 4);
       if (!(status & R::kStsCmplt) || (status & R::kStsLengthMask) != kResultBytes)
         err = "lane " + std::to_string(l) + ": S2MM descriptor incomplete or short";
       std::vector<int32_t> got(98);
       for (int h = 0; h < kHeadsPerLane && err.empty(); ++h) {
-        board.ddr().read(ln.result() + uint64_t(h) * 49 * 8, got.data(), 98 * 4);
+        board.memory().read(ln.result() + uint64_t(h) * 49 * 8, got.data(), 98 * 4);
         if (got != ln.heads[size_t(h)].result)
           err = "lane " + std::to_string(l) + " head " + std::to_string(h) + ": results differ from golden::attention_head";
       }

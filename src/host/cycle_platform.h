@@ -43,11 +43,11 @@ class CyclePlatform : public Platform {
   }
   void spend(uint64_t ps) override { ps_.spend(ps); }
   uint64_t now_ps() const override { return ps_.now_ps(); }
-  void mem_read(uint64_t addr, void* dst, size_t n) override { board_.ddr().read(addr, dst, n); }
-  void mem_write(uint64_t addr, const void* src, size_t n) override { board_.ddr().write(addr, src, n); }
+  void mem_read(uint64_t addr, void* dst, size_t n) override { board_.memory().read(addr, dst, n); }
+  void mem_write(uint64_t addr, const void* src, size_t n) override { board_.memory().write(addr, src, n); }
   uint64_t pl_bytes_read() const override {
     uint64_t b = 0;
-    for (const auto& p : board_.ddr().stats().ports) b += p.bytes_read;
+    for (const auto& p : board_.memory().stats().ports) b += p.bytes_read;
     return b;
   }
   bool dma_has_sg(int id) const override { return board_.dma(hw::DmaId(id)).config().has_sg; }

@@ -17,7 +17,8 @@
 
 #include "hw/axi_mm.h"
 #include "hw/clock.h"
-#include "hw/ddr.h"
+#include "hw/fixed_ring.h"
+#include "hw/memory.h"
 #include "hw/dma_registers.h"
 #include "hw/reg_fifo.h"
 

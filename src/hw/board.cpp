@@ -13,9 +13,9 @@ Board::Board(sc_core::sc_module_name name, const BoardConfig& config)
     : sc_core::sc_module(name), ps_bus("ps_bus"), config_(config) {
   config_.check_own(std::string(this->name()));
   clock_ = std::make_unique<Clock>("clock", config_.clock);
-  ddr_ = std::make_unique<Ddr>("ddr", *clock_, config_.ddr);
+  memory_ = make_memory("ddr", *clock_, config_.ddr);
   for (int i = 0; i < kLanes; ++i)  // lane i's DMAs on HP port i (HP0, HP2)
-    hp_[i] = std::make_unique<HpPort>(i == 0 ? "hp0" : "hp2", *clock_, config_.hp, ddr_->port(i));
+    hp_[i] = std::make_unique<HpPort>(i == 0 ? "hp0" : "hp2", *clock_, config_.hp, memory_->port(i));
 
   MatmulEngineConfig mc = config_.matmul;
   mc.reg_base = board_map::kMatmulRegs;
@@ -75,7 +75,7 @@ void Board::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay
 
 std::vector<std::pair<std::string, uint64_t>> Board::state_fingerprints(uint64_t cycle) const {
   std::vector<std::pair<std::string, uint64_t>> out;
-  out.emplace_back("ddr", ddr_->state_fingerprint(cycle));
+  out.emplace_back("ddr", memory_->state_fingerprint(cycle));
   out.emplace_back("hp0", hp_[0]->state_fingerprint());
   out.emplace_back("hp2", hp_[1]->state_fingerprint());
   for (int i = 0; i < 4; ++i) out.emplace_back(board_map::kDmaName[i], dma_[size_t(i)]->state_fingerprint());

@@ -5,7 +5,7 @@
 // engines, the interrupt lines, and the address map of the PS's AXI-Lite bus (GP0).
 //
 // The PS side: `ps_bus` is a TLM-2.0 target the PS's initiator socket binds to; it routes
-// each register access by address to a DMA or an engine. `ddr()` is the backdoor for the
+// each register access by address to a DMA or an engine. `memory()` is the backdoor for the
 // CPU's own loads and stores to DDR (the CPU's traffic is not timed against the wall).
 #include <array>
 #include <cstdint>
@@ -21,7 +21,7 @@
 #include "hw/attention_unit.h"
 #include "hw/axi_dma.h"
 #include "hw/clock.h"
-#include "hw/ddr.h"
+#include "hw/memory.h"
 #include "hw/hp_port.h"
 #include "hw/matmul_engine.h"
 
@@ -112,8 +112,8 @@ class Board : public sc_core::sc_module {
   tlm_utils::simple_target_socket<Board> ps_bus;  // AXI-Lite (GP0) from the PS
 
   Clock& clock() { return *clock_; }
-  Ddr& ddr() { return *ddr_; }
-  const Ddr& ddr() const { return *ddr_; }
+  Memory& memory() { return *memory_; }  // the DDR, as ddr.model times it
+  const Memory& memory() const { return *memory_; }
   AxiDma& dma(DmaId id) { return *dma_[size_t(id)]; }
   const AxiDma& dma(DmaId id) const { return *dma_[size_t(id)]; }
   HpPort& hp(int i) { return *hp_[size_t(i)]; }
@@ -134,7 +134,7 @@ class Board : public sc_core::sc_module {
 
   BoardConfig config_;
   std::unique_ptr<Clock> clock_;
-  std::unique_ptr<Ddr> ddr_;
+  std::unique_ptr<Memory> memory_;
   std::array<std::unique_ptr<HpPort>, kLanes> hp_;  // one per lane
   std::array<std::unique_ptr<AxiDma>, 4> dma_;
   std::unique_ptr<MatmulEngine> matmul_;

@@ -23,17 +23,16 @@ uint64_t ns_to_cycles(double ns, uint64_t period_ps) {
 }
 }  // namespace
 
-Ddr::Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
-    : sc_core::sc_module(name), clock_(clock), config_(config) {
-  const std::string me = this->name();
-  config_.validate(me);
-
+Ddr::Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) : Memory(name, clock, config) {
   const uint64_t period_ps = uint64_t(std::llround(clock_.period().to_seconds() * double(kPicosPerSecond)));
   read_latency_ = ns_to_cycles(config_.read_latency_ns, period_ps);
   write_latency_ = ns_to_cycles(config_.write_latency_ns, period_ps);
-  gain_ = uint64_t(std::llround(config_.wall_bytes_per_s)) * period_ps;
+  per_port_ = config_.per_port_bandwidth();
+  const double bytes_per_s = per_port_ ? config_.port_bytes_per_s : config_.wall_bytes_per_s;
+  gain_ = uint64_t(std::llround(bytes_per_s)) * period_ps;
   cost_ = kBeatBytes * kPicosPerSecond;
   cap_ = 4 * cost_;
+  buckets_.assign(per_port_ ? size_t(config_.ports) : 1, 0);
 
   ports_.resize(size_t(config_.ports));
   for (int i = 0; i < config_.ports; ++i) {
@@ -43,8 +42,6 @@ Ddr::Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
     p.writes.reset(size_t(config_.max_pending_bursts));
     p.responses.reset(size_t(config_.max_pending_bursts));
   }
-  stats_.ports.resize(size_t(config_.ports));
-  mem_ = PagedMemory(config_.size_bytes, this->name());
 
   SC_METHOD(tick);
   sensitive << clock_.listen();
@@ -63,26 +60,6 @@ void Ddr::end_of_elaboration() {
     wake_ |= p.link->aw.written_event();
   }
 }
-
-// ---- backdoor ---------------------------------------------------------------------------
-
-void Ddr::read(uint64_t addr, void* dst, size_t n) const { mem_.read(addr, dst, n); }
-
-void Ddr::write(uint64_t addr, const void* src, size_t n) { mem_.write(addr, src, n); }
-
-uint64_t Ddr::read64(uint64_t addr) const {
-  uint64_t v = 0;
-  read(addr, &v, sizeof v);
-  return v;
-}
-
-void Ddr::write64(uint64_t addr, uint64_t value) { write(addr, &value, sizeof value); }
-
-void Ddr::set_write_listener(std::function<void(uint64_t, size_t)> listener) {
-  mem_.set_write_listener(std::move(listener));
-}
-
-size_t Ddr::allocated_pages() const { return mem_.allocated_pages(); }
 
 // ---- bus side ---------------------------------------------------------------------------
 
@@ -148,11 +125,12 @@ void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
   if (p.reads.empty()) return false;
   PendingRead& r = p.reads.front();
   if (r.due > now || !p.link->r.ready()) return false;
-  if (bucket_ < cost_) {
+  uint64_t& bucket = buckets_[per_port_ ? size_t(&p - ports_.data()) : 0];
+  if (bucket < cost_) {
     ++ps.wall_stall_beats;
     return false;
   }
-  bucket_ -= cost_;
+  bucket -= cost_;
   DdrReadBeat beat;
   beat.tag = r.tag;
   beat.error = r.error;
@@ -174,11 +152,12 @@ void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
 // One write beat of port p, when its burst is accepted and the beat is in the W FIFO.
 [[gnu::always_inline]] inline bool Ddr::move_write(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now) {
   if (p.writes.empty() || !p.link->w.valid()) return false;
-  if (bucket_ < cost_) {
+  uint64_t& bucket = buckets_[per_port_ ? pi : 0];
+  if (bucket < cost_) {
     ++ps.wall_stall_beats;
     return false;
   }
-  bucket_ -= cost_;
+  bucket -= cost_;
   PendingWrite& w = p.writes.front();
   const WriteBeat beat = p.link->w.pop();
   const bool last = w.done + 1 == w.beats;
@@ -201,11 +180,27 @@ void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
 
 uint64_t Ddr::state_fingerprint(uint64_t cycle) const {
   const uint64_t edges = refilled_once_ ? cycle - last_refill_cycle_ : cycle + 1;
-  const uint64_t bucket = edges >= (cap_ - bucket_) / gain_ + 1 ? cap_ : bucket_ + gain_ * edges;
   Fingerprint f;
-  f.add(in_flight_).add(uint64_t(rr_start_)).add(bucket);
+  f.add(in_flight_).add(uint64_t(rr_start_));
+  for (const uint64_t bucket : buckets_) f.add(edges >= (cap_ - bucket) / gain_ + 1 ? cap_ : bucket + gain_ * edges);
   for (const PortState& p : ports_) f.add(p.reads.size()).add(p.writes.size()).add(p.responses.size());
   return f.value();
+}
+
+// The buckets: refilled for every edge since the last refill, each capped at four beats.
+void Ddr::refill(uint64_t now) {
+  const uint64_t edges = refilled_once_ ? now - last_refill_cycle_ : 1;
+  refilled_once_ = true;
+  last_refill_cycle_ = now;
+  for (uint64_t& bucket : buckets_) {
+    const uint64_t room = cap_ - bucket;
+    if (edges == 1)  // the common case, without the division
+      bucket = gain_ > room ? cap_ : bucket + gain_;
+    else if (edges > room / gain_)
+      bucket = cap_;
+    else
+      bucket += gain_ * edges;
+  }
 }
 
 void Ddr::tick() {
@@ -217,17 +212,7 @@ void Ddr::tick() {
   if (clock_.stop_requested()) return;
   const uint64_t now = clock_.cycle();
 
-  // The wall: refill for every edge since the last refill, capped at four beats.
-  const uint64_t edges = refilled_once_ ? now - last_refill_cycle_ : 1;
-  refilled_once_ = true;
-  last_refill_cycle_ = now;
-  const uint64_t room = cap_ - bucket_;
-  if (edges == 1)  // the common case, without the division
-    bucket_ = gain_ > room ? cap_ : bucket_ + gain_;
-  else if (edges > room / gain_)
-    bucket_ = cap_;
-  else
-    bucket_ += gain_ * edges;
+  refill(now);
 
   // Accept new bursts; issue due write responses.
   for (size_t i = 0; i < ports_.size(); ++i) {
@@ -272,27 +257,5 @@ void Ddr::tick() {
     next_trigger(wake_);
   }
 }
-
-double Ddr::achieved_gbps(int port) const {
-  uint64_t bytes = 0, first = 0, last = 0, busy = 0;
-  if (port < 0) {
-    for (const auto& s : stats_.ports) bytes += s.bytes_read + s.bytes_written;
-    busy = stats_.busy_cycles;
-    first = stats_.first_busy_cycle;
-    last = stats_.last_busy_cycle;
-  } else {
-    if (port >= config_.ports) throw Error(fmt::format("{}: port {} does not exist", name(), port));
-    const DdrPortStats& s = stats_.ports[size_t(port)];
-    bytes = s.bytes_read + s.bytes_written;
-    busy = s.busy_cycles;
-    first = s.first_busy_cycle;
-    last = s.last_busy_cycle;
-  }
-  if (busy == 0) return 0.0;
-  const double seconds = double(last - first + 1) * clock_.period().to_seconds();
-  return double(bytes) / seconds / 1e9;
-}
-
-double Ddr::wall_percent(int port) const { return achieved_gbps(port) * 1e9 / config_.wall_bytes_per_s * 100.0; }
 
 }  // namespace bitsim::hw

@@ -47,6 +47,7 @@ FastBoard::FastBoard(const BoardConfig& config, FastBoardOptions options)
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) ch_[d][c].regs = DmaChannelRegisters(c == 1, dma_has_sg(d));
   for (int e = 0; e < board_map::kEngineCount; ++e) fast_engines_[e] = make_fast_engine(e, config_);
+  memory_timing_ = make_memory_timing(config_.ddr);
   // Decoded weights are keyed by their DDR address: any write into them drops the entry.
   memory_.set_write_listener([this](uint64_t a, size_t n) {
     // Entries are disjoint and sorted by address: walk back from the first one past the
@@ -385,6 +386,7 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
     }
     for (const auto& g : ch.chain) {
       key += fmt::format("{:x},{:x}", axi_boundary_offset(g.addr), g.bytes);
+      memory_timing_->key_facts(g.addr, g.bytes, key);
       if (g.desc) {
         uint32_t w[16];
         memory_.read(g.desc, w, sizeof w);
@@ -393,7 +395,13 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
       key += ';';
     }
   }
+  memory_timing_->key_state(opening_memory(), key);
   return key;
+}
+
+MemoryState FastBoard::opening_memory() const {
+  const uint64_t opening = batch_first_ > kOracleFirstEdge ? batch_first_ - kOracleFirstEdge : 0;
+  return memory_timing_->advance(memory_state_, opening > memory_state_edge_ ? opening - memory_state_edge_ : 0);
 }
 
 // How a register field's value relates to the batch (fields: 0 curdesc, 1 taildesc,
@@ -447,6 +455,7 @@ OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* seg
   OracleBatch batch;
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) batch.initial[d][c] = open_regs_[d][c];
+  batch.memory_state = opening_memory();
   const uint64_t shift = oracle_shift_ps();
   for (OracleAction a : batch_actions_) {
     a.time_ps -= shift;
@@ -474,6 +483,8 @@ FastBoard::Cached FastBoard::record(const OracleResult& res) const {
   Cached entry;
   entry.bytes_read = res.bytes_read;
   entry.end_edge = std::max(res.cycles, res.quiet_edge);
+  entry.memory_after = res.memory_after;
+  entry.memory_after_edge = res.memory_after_edge;
   std::memcpy(static_cast<void*>(entry.engines), res.engines, sizeof entry.engines);
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) {
@@ -569,6 +580,8 @@ void FastBoard::apply(const Cached& entry) {
         if ((batch_first_ + e) * period_ >= advanced_ps_) ch.transfers.emplace_back(batch_first_ + s, batch_first_ + e);
     }
   batch_end_edge_ = batch_first_ + entry.end_edge;
+  memory_state_ = entry.memory_after;
+  memory_state_edge_ = batch_first_ + entry.memory_after_edge;
   next_event_ps_ = 0;  // the next access looks at the new record
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane) pending_engines_[e][lane] = after_batch(engines_[e][lane], entry.engines[e][lane]);
@@ -663,6 +676,8 @@ void FastBoard::close_general() {
   for (int e = 0; e < 2; ++e)
     for (int lane = 0; lane < 2; ++lane) pending_engines_[e][lane] = after_batch(engines_[e][lane], l.lane(e, lane));
   stats_.oracle_cycles += l.cycles();
+  memory_state_ = l.memory_state();
+  memory_state_edge_ = batch_first_ + l.cycles();
   close_batch();
 }
 
@@ -763,7 +778,7 @@ void FastBoard::resolve() {
 
 namespace {
 constexpr uint32_t kTimingMagic = 0x43545342;  // "BSTC"
-constexpr uint32_t kTimingFormat = 1;
+constexpr uint32_t kTimingFormat = 2;  // 2: each entry ends with the memory's carried state
 
 struct ByteWriter {
   std::vector<uint8_t>& out;
@@ -831,6 +846,9 @@ std::vector<uint8_t> FastBoard::export_timing() const {
     w.put(c.end_edge);
     for (const auto& kind : c.engines)
       for (const LaneRegisterView& v : kind) w.put(v);
+    w.put(uint64_t(c.memory_after.words.size()));
+    for (const uint64_t v : c.memory_after.words) w.put(v);
+    w.put(c.memory_after_edge);
   }
   return out;
 }
@@ -869,6 +887,9 @@ void FastBoard::import_timing(const uint8_t* data, size_t bytes) {
     c.end_edge = r.get<uint64_t>();
     for (auto& kind : c.engines)
       for (LaneRegisterView& v : kind) v = r.get<LaneRegisterView>();
+    c.memory_after.words.resize(r.count(8));
+    for (uint64_t& v : c.memory_after.words) v = r.get<uint64_t>();
+    c.memory_after_edge = r.get<uint64_t>();
     read.emplace_back(std::move(key), std::move(c));
   }
   if (r.left != 0) throw Error(fmt::format("timing cache: {} bytes after the last entry", r.left));

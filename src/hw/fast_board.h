@@ -28,6 +28,7 @@
 
 #include "hw/board.h"
 #include "hw/fast_engine.h"
+#include "hw/memory_model.h"
 #include "hw/fast_kernels.h"
 #include "hw/paged_memory.h"
 #include "hw/timing_oracle.h"
@@ -126,6 +127,8 @@ class FastBoard {
     uint64_t bytes_read = 0;
     uint64_t end_edge = 0;              // relative edge from which every channel is quiet
     LaneRegisterView engines[2][2];     // after the batch (counters: the batch's own)
+    MemoryState memory_after;           // the memory's carried state after the batch,
+    uint64_t memory_after_edge = 0;     // as of this relative edge
   };
   struct Segment {
     uint64_t addr;
@@ -176,6 +179,9 @@ class FastBoard {
   int owner_of(uint64_t addr, size_t n, const std::vector<std::pair<int, int>>& started) const;
   bool final_at(const Undo& u, uint64_t t_ps) const;
   std::string batch_key(const std::vector<std::pair<int, int>>& started) const;
+  // The memory's carried state at the oracle's edge 0 of the batch (kOracleFirstEdge edges
+  // before its first start): the state after the last batch, advanced over the idle gap.
+  MemoryState opening_memory() const;
   Symbol symbol(const Channel& c, int field, uint32_t value) const;
   std::vector<Segment> chain(const DmaChannelRegisters& r) const;
   bool compute(const std::vector<std::vector<Segment>>& segs,
@@ -227,6 +233,11 @@ class FastBoard {
   std::map<uint64_t, Decoded> decoded_;  // by rows address
   fast::Workers workers_;
   std::unique_ptr<FastEngine> fast_engines_[board_map::kEngineCount];  // by engine index (board_map::kEngines)
+  // The memory model's fast-side part, and the state it carries from batch to batch (as of
+  // absolute edge memory_state_edge_).
+  std::unique_ptr<MemoryTiming> memory_timing_;
+  MemoryState memory_state_;
+  uint64_t memory_state_edge_ = 0;
   FastBoardStats stats_;
   // Outputs the functional pass computed, written when the batch is accepted.
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> outputs_;

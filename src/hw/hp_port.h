@@ -15,7 +15,8 @@
 #include "hw/axi_mm.h"
 #include "hw/clock.h"
 #include "hw/config_field.h"
-#include "hw/ddr.h"
+#include "hw/fixed_ring.h"
+#include "hw/memory.h"
 
 namespace bitsim::hw {
 
@@ -57,7 +58,7 @@ struct HpPortStats {
 class HpPort : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(HpPort);
-  // `ddr` is the DDR side of this port (Ddr::port(i)); the DdrPortLink must outlive the port.
+  // `ddr` is the DDR side of this port (Memory::port(i)); the DdrPortLink must outlive the port.
   HpPort(sc_core::sc_module_name name, Clock& clock, const HpPortConfig& config, DdrPortLink& ddr);
 
   // Attach a master before the simulation starts (throws bitsim::Error afterwards). The

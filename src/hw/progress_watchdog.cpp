@@ -11,7 +11,7 @@ namespace bitsim::hw {
 
 uint64_t ProgressWatchdog::progress() const {
   uint64_t p = 0;
-  for (const auto& port : board_.ddr().stats().ports) p += port.bytes_read + port.bytes_written;
+  for (const auto& port : board_.memory().stats().ports) p += port.bytes_read + port.bytes_written;
   for (int d = 0; d < 4; ++d) p += board_.dma(DmaId(d)).stats().mm2s.bytes + board_.dma(DmaId(d)).stats().s2mm.bytes;
   return p;
 }

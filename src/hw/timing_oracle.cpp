@@ -81,7 +81,7 @@ class OraclePs : public sc_core::sc_module {
         access(true, a.addr, a.value);
         return false;
       case OracleAction::Kind::kCpuStore:
-        board_.ddr().write(a.addr, a.bytes.data(), a.bytes.size());
+        board_.memory().write(a.addr, a.bytes.data(), a.bytes.size());
         return false;
       case OracleAction::Kind::kProbeRegister: {
         const uint32_t v = access(false, a.addr, 0);
@@ -92,7 +92,7 @@ class OraclePs : public sc_core::sc_module {
       }
       case OracleAction::Kind::kProbeMemory:
         result_.probes.emplace_back(a.size);
-        board_.ddr().read(a.addr, result_.probes.back().data(), a.size);
+        board_.memory().read(a.addr, result_.probes.back().data(), a.size);
         return true;
     }
     return false;
@@ -114,7 +114,7 @@ class OraclePs : public sc_core::sc_module {
   void run() {
     try {
       const uint64_t period = board_.clock().period().value();
-      for (const auto& p : board_.ddr().stats().ports) bytes_read_at_start_ += p.bytes_read;
+      for (const auto& p : board_.memory().stats().ports) bytes_read_at_start_ += p.bytes_read;
       bool probes = false;
       for (;;) {
         if (next_ == actions_.size()) {
@@ -138,12 +138,15 @@ class OraclePs : public sc_core::sc_module {
       for (int d = 0; d < 4; ++d) last_active = std::max(last_active, board_.dma(DmaId(d)).last_active_cycle());
       result_.quiet_edge = last_active + 1 > kOracleFirstEdge ? last_active + 1 - kOracleFirstEdge : 0;
       uint64_t bytes = 0;
-      for (const auto& p : board_.ddr().stats().ports) bytes += p.bytes_read;
+      for (const auto& p : board_.memory().stats().ports) bytes += p.bytes_read;
       result_.bytes_read = bytes - bytes_read_at_start_;
       for (int lane = 0; lane < 2; ++lane) {
         result_.engines[0][lane] = board_.matmul().registers(lane);
         result_.engines[1][lane] = board_.attention().registers(lane);
       }
+      const uint64_t end = board_.clock().cycle();
+      result_.memory_after = board_.memory().carried_state(end);
+      result_.memory_after_edge = end > kOracleFirstEdge ? end - kOracleFirstEdge : 0;
     } catch (...) {
       failure = std::current_exception();
     }
@@ -193,7 +196,7 @@ std::vector<MemoryRegion> written_regions(Board& board, const std::map<uint64_t,
     MemoryRegion r;
     r.addr = cur_b;
     r.bytes.resize(cur_e - cur_b);
-    board.ddr().read(cur_b, r.bytes.data(), r.bytes.size());
+    board.memory().read(cur_b, r.bytes.data(), r.bytes.size());
     out.push_back(std::move(r));
   };
   for (const auto& [b, e] : written) {
@@ -216,12 +219,13 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
   FreshSimContext context;
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   Board board("board", config);
-  for (const auto& r : batch.memory) board.ddr().write(r.addr, r.bytes.data(), r.bytes.size());
+  for (const auto& r : batch.memory) board.memory().write(r.addr, r.bytes.data(), r.bytes.size());
+  board.memory().restore_state(batch.memory_state);
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) board.dma(DmaId(d)).restore_registers(DmaChannel(c), batch.initial[d][c]);
   observe_registers(board, result);
   std::map<uint64_t, uint64_t> written;  // begin -> end of every range the PL writes
-  board.ddr().set_write_listener([&](uint64_t a, size_t n) {
+  board.memory().set_write_listener([&](uint64_t a, size_t n) {
     auto& end = written[a];
     end = std::max<uint64_t>(end, a + n);
   });
@@ -272,11 +276,12 @@ struct LiveOracle::Run {
     Current current(context);
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
     board = std::make_unique<Board>("board", config);
-    for (const auto& r : opening.memory) board->ddr().write(r.addr, r.bytes.data(), r.bytes.size());
+    for (const auto& r : opening.memory) board->memory().write(r.addr, r.bytes.data(), r.bytes.size());
+    board->memory().restore_state(opening.memory_state);
     for (int d = 0; d < 4; ++d)
       for (int c = 0; c < 2; ++c) board->dma(DmaId(d)).restore_registers(DmaChannel(c), opening.initial[d][c]);
     observe_registers(*board, result);
-    board->ddr().set_write_listener([this](uint64_t a, size_t n) {
+    board->memory().set_write_listener([this](uint64_t a, size_t n) {
       auto& end = written[a];
       end = std::max<uint64_t>(end, a + n);
     });
@@ -376,7 +381,7 @@ const OracleChannelResult& LiveOracle::channel(int dma, int channel) const { ret
 
 uint64_t LiveOracle::bytes_read() const {
   uint64_t bytes = 0;
-  for (const auto& p : run_->board->ddr().stats().ports) bytes += p.bytes_read;
+  for (const auto& p : run_->board->memory().stats().ports) bytes += p.bytes_read;
   return bytes - run_->ps->bytes_read_at_start();
 }
 
@@ -384,6 +389,8 @@ uint64_t LiveOracle::cycles() const {
   const uint64_t c = run_->board->clock().cycle();
   return c > kOracleFirstEdge ? c - kOracleFirstEdge : 0;
 }
+
+MemoryState LiveOracle::memory_state() const { return run_->board->memory().carried_state(run_->board->clock().cycle()); }
 
 std::vector<MemoryRegion> LiveOracle::writes() const { return written_regions(*run_->board, run_->written); }
 

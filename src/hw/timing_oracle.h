@@ -11,9 +11,11 @@
 // the clocked board's value. Every call of the
 // token loop starts on an idle board (the driver waits for all of its channels), and an
 // idle board is always in the same state (empty FIFOs, a full DDR bucket, arbiters at slot
-// 0: docs/hw-timing.md), so the batch's timing depends only on its configuration, the
-// start offsets, the buffers' page offsets and lengths, and the stream headers' shapes:
-// exactly what the fast fidelity's cache key holds.
+// 0: docs/hw-timing.md) apart from the state its memory model carries across an idle gap
+// (hw/memory_model.h; none for the shipped models), which the batch opens with. So the
+// batch's timing depends only on its configuration, the start offsets, the buffers' page
+// offsets and lengths, the stream headers' shapes and the memory's carried state: exactly
+// what the fast fidelity's cache key holds.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -67,12 +69,17 @@ struct OracleResult {
   uint64_t quiet_edge = 0;  // first edge (relative) from which every channel is quiet, when settled
   bool settled = true;      // every channel quiet at the end (false: a probe ended the run)
   std::vector<std::vector<uint8_t>> probes;  // the probes' values, in program order
+  // The memory's carried state (hw/memory_model.h) at the end of the run, as of edge
+  // memory_after_edge (relative); empty for the shipped memory models.
+  MemoryState memory_after;
+  uint64_t memory_after_edge = 0;
 };
 
 struct OracleBatch {
   DmaChannelRegisters initial[4][2];  // every channel's register file when the batch opens
   std::vector<MemoryRegion> memory;   // every region the batch reads (streams, descriptors, buffers)
   std::vector<OracleAction> actions;  // in program order; the first is the first start
+  MemoryState memory_state;           // the memory's carried state at the oracle's edge 0
   // A batch without probes runs until every channel is quiet; a batch with probes ends at its
   // last action.
 };
@@ -120,6 +127,8 @@ class LiveOracle {
   const OracleChannelResult& channel(int dma, int channel) const;
   uint64_t bytes_read() const;  // by the PL since the opening
   uint64_t cycles() const;      // simulated from the first start to the last probe
+  // The memory's carried state now (as of edge cycles(), relative).
+  MemoryState memory_state() const;
   // Every byte range written since the opening (by the PL or a CPU store), with its contents.
   std::vector<MemoryRegion> writes() const;
   uint64_t restarts() const { return restarts_; }

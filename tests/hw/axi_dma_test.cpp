@@ -3,6 +3,7 @@
 // simple MM2S and S2MM transfers byte for byte, SG chains of 1, 3 and 100 descriptors with
 // their status write-back, the length limit, hand-worked cycle counts computed from the
 // documented latencies, and the simulation speed of a long MM2S stream.
+#include "hw/ddr.h"
 #include "hw/axi_dma.h"
 
 #include <gtest/gtest.h>

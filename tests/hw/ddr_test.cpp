@@ -353,15 +353,18 @@ struct WallResult {
   uint64_t bytes0 = 0, bytes1 = 0;
 };
 
-WallResult stream_two_ports(double mhz, uint64_t bursts_per_port) {
+// Port 1 streams only when `both`.
+WallResult stream_two_ports(double mhz, uint64_t bursts_per_port, const DdrConfig& config = {}, bool both = true) {
   Clock clock("clock", ClockConfig{mhz});
-  Ddr ddr("ddr", clock, DdrConfig{});
+  Ddr ddr("ddr", clock, config);
   PortDriver d0("d0", clock, ddr.port(0)), d1("d1", clock, ddr.port(1));
   d0.stream_addr = 0;
   d1.stream_addr = 0x1000'0000;
-  d0.stream_bursts = d1.stream_bursts = bursts_per_port;
+  d0.stream_bursts = bursts_per_port;
+  d1.stream_bursts = both ? bursts_per_port : 0;
   const size_t beats = size_t(bursts_per_port * 16);
-  run_until(clock, [&] { return d0.rbeats.size() == beats && d1.rbeats.size() == beats; }, bursts_per_port * 64);
+  run_until(clock, [&] { return d0.rbeats.size() == beats && d1.rbeats.size() == (both ? beats : 0); },
+            bursts_per_port * 64);
   WallResult r;
   const auto& s = ddr.stats();
   r.bytes0 = s.ports[0].bytes_read;
@@ -433,6 +436,44 @@ TEST(Ddr, WallIsSharedByReadsAndWrites) {
   const double bytes = double(s.ports[0].bytes_read + s.ports[1].bytes_written);
   EXPECT_NEAR(bytes, 2.009e9 * span * (1e-6 / mhz), 2 * 128.0);
   EXPECT_EQ(ddr.read64(0x100000 + 8 * 1234), 1234u);
+}
+
+// ddr.model = latency-bandwidth: each port has its own bucket at ddr.port_gb_s, and there is
+// no shared wall: two ports at 1.2 GB/s each carry 2.4 GB/s together, above the wall.
+TEST(Ddr, LatencyBandwidthGivesEachPortItsOwnBandwidth) {
+  FreshSimContext ctx;
+  DdrConfig c;
+  c.model = "latency-bandwidth";
+  c.port_bytes_per_s = 1.2e9;
+  c.read_latency_ns = 100;  // short enough that a port keeps up with its bandwidth
+  const WallResult r = stream_two_ports(200.0, 500, c);
+  EXPECT_NEAR(r.port0, 1.2, 0.01);
+  EXPECT_NEAR(r.port1, 1.2, 0.01);
+  EXPECT_NEAR(r.gbps, 2.4, 0.02);
+  EXPECT_GT(r.stall_beats, 0u);  // each port's bucket binds (the port could take 1.6 GB/s)
+  EXPECT_EQ(r.bytes0, r.bytes1);
+}
+
+// A port alone gets its own bandwidth only, where the wall would give it all it can take.
+TEST(Ddr, LatencyBandwidthOnePortAloneGetsOnlyItsOwn) {
+  DdrConfig c;
+  c.model = "latency-bandwidth";
+  c.port_bytes_per_s = 1.2e9;
+  c.read_latency_ns = 100;  // short enough that a port keeps up with its bandwidth
+  WallResult lb, wall;
+  {
+    FreshSimContext ctx;
+    lb = stream_two_ports(200.0, 300, c, false);
+  }
+  {
+    FreshSimContext ctx;
+    DdrConfig w;
+    w.read_latency_ns = c.read_latency_ns;
+    wall = stream_two_ports(200.0, 300, w, false);
+  }
+  EXPECT_NEAR(lb.port0, 1.2, 0.01);
+  EXPECT_EQ(lb.bytes1, 0u);
+  EXPECT_NEAR(wall.port0, 1.6, 0.01);  // 8 bytes per edge at 200 MHz, under the wall
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "host/cycle_platform.h"
 #include "host/ps.h"
+#include "hw/ddr.h"
 #include "hw/board.h"
 #include "hw/sim_context.h"
 #include "hw/sc_kernel.h"
@@ -42,7 +43,7 @@ TEST(Fingerprint, SeesATransferAndTheWallAndComesBackAfterIt) {
   std::vector<std::pair<std::string, uint64_t>> idle;
   host::Ps ps("ps", [&](host::Ps& p) {
     const uint64_t mm0 = board_map::kDmaBase[0], period = board.clock().period().value();
-    board.ddr().write(0x100000, stream.data(), stream.size());
+    board.memory().write(0x100000, stream.data(), stream.size());
     for (uint32_t base : {0u, R::kS2mmOffset}) {
       p.write32(mm0 + base + R::kMm2sDmacr, R::kCrReset, 200'000);
       p.write32(mm0 + base + R::kMm2sDmacr, R::kCrRunStop, 200'000);

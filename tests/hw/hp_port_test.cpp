@@ -1,6 +1,7 @@
 // HpPort (CIRCUITS.md 1, docs/hw-timing.md "HP port"): splitting at 16 beats and at 4 KB
 // boundaries, in-order routing with `last` per request, B per write request, round-robin
 // among masters, DECERR routing, and the outstanding limit seen in the timing.
+#include "hw/ddr.h"
 #include "hw/hp_port.h"
 
 #include <gtest/gtest.h>

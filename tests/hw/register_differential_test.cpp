@@ -194,6 +194,25 @@ TEST_P(ChaosPrograms, AccessesDuringTransfersReadTheSame) {
 
 INSTANTIATE_TEST_SUITE_P(RegisterDifferential, ChaosPrograms, ::testing::Range(0, 12));
 
+// The same generated programs, plain and chaotic, with the latency-bandwidth memory (ddr.model)
+// at a port bandwidth that binds.
+class LatencyBandwidthPrograms : public ::testing::TestWithParam<int> {};
+
+TEST_P(LatencyBandwidthPrograms, EveryReadEqualOnBothFidelities) {
+  hw::BoardConfig config;
+  config.ddr.model = "latency-bandwidth";
+  config.ddr.port_bytes_per_s = 0.6e9;
+  const bool chaos = GetParam() % 2 == 1;
+  testing::MmioProgramGenerator gen(uint64_t(GetParam()) * 7907 + 11, chaos);
+  const host::MmioProgram p = gen.generate(4);
+  host::ReplayResult cycle;
+  const auto diffs = fast_against_cycle(p, config, &cycle);
+  EXPECT_GT(cycle.reads, 100u);
+  EXPECT_TRUE(diffs.empty()) << diffs.size() << " reads differ; first: " << (diffs.empty() ? "" : diffs[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(RegisterDifferential, LatencyBandwidthPrograms, ::testing::Range(0, 6));
+
 TEST(RegisterDifferential, GeneratedProgramsMoveData) {
   // The generated programs really transfer: the engines' result buffers change.
   testing::MmioProgramGenerator gen(5);

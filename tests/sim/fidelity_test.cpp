@@ -40,8 +40,10 @@ void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOu
   }
 }
 
-// `count` generated scenarios from `seed`, with the attention unit `variant`.
-void generated_scenarios(uint32_t seed, int count, const std::string& variant, const std::string& kv = "int8") {
+// `count` generated scenarios from `seed`, with the attention unit `variant`, the KV format
+// `kv` and the memory model `memory` (ddr.model).
+void generated_scenarios(uint32_t seed, int count, const std::string& variant, const std::string& kv = "int8",
+                         const std::string& memory = "wall") {
   std::mt19937 g(seed);
   const double clocks[] = {50.0, 100.0, 125.0, 142.86, 200.0, 250.0};
   for (int scenario = 0; scenario < count; ++scenario) {
@@ -82,6 +84,13 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant, c
       p.set_value("kv.format", kv, "test");
       p.set_value("kv.outlier_channels", int64_t(variants() % 9), "test");
     }
+    // The latency-bandwidth memory: each port's bandwidth drawn where it binds and where the
+    // port does.
+    if (memory != "wall") {
+      p.set_value("ddr.model", memory, "test");
+      const double port_gb_s[] = {0.4, 0.8, 1.5};
+      p.set_value("ddr.port_gb_s", port_gb_s[variants() % 3], "test");
+    }
     // The board knobs: one lane per engine, one HP port for all four DMAs.
     if (scenario % 5 == 2) p.set_value("host.lanes", int64_t(1), "test");
     if (scenario % 4 == 3) p.set_value("board.hp_ports", int64_t(1), "test");
@@ -90,7 +99,7 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant, c
     const int n_tokens = 2 + int(g() % 4);
     std::vector<int> toks;
     for (int i = 0; i < n_tokens; ++i) toks.push_back(int(g() % uint32_t(m.config.vocab_size)));
-    const std::string what = variant + " kv " + kv + " (" + p.to_string("kv.outlier_channels") + " lanes) scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
+    const std::string what = variant + " kv " + kv + " memory " + memory + " (" + p.to_string("ddr.port_gb_s") + " GB/s per port)" + " (" + p.to_string("kv.outlier_channels") + " lanes) scenario " + std::to_string(scenario) + " (heads " + std::to_string(heads) +
                              ", ffn " + std::to_string(ffn) + ", clock " + p.to_string("clock.mhz") + ", matmul " +
                              p.text("matmul.format") + ", walker " + p.text("host.walker") + ")";
     const auto s = scales_for(m);
@@ -127,6 +136,12 @@ TEST(Fidelity, GeneratedScenariosGiveIdenticalCycleCounts) { generated_scenarios
 // descriptors per head and the normalizer's latency, in both fidelities.
 TEST(Fidelity, GeneratedScenariosOnlineSoftmaxGiveIdenticalCycleCounts) {
   generated_scenarios(20261201, 6, "online-softmax");
+}
+
+// The latency-bandwidth memory (ddr.model; hw/memory_model.h): a fixed latency and a bandwidth
+// per port, no shared wall, in both fidelities.
+TEST(Fidelity, GeneratedScenariosLatencyBandwidthMemoryGiveIdenticalCycleCounts) {
+  generated_scenarios(20261204, 6, "two-phase", "int8", "latency-bandwidth");
 }
 
 // The INT4 KV codec read by the online-softmax unit (docs/variants-attention.md 8): the bank

@@ -1,0 +1,66 @@
+#include "hw/memory.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "hw/ddr.h"
+
+namespace bitsim::hw {
+
+Memory::Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
+    : sc_core::sc_module(name), clock_(clock), config_(config) {
+  config_.validate(this->name());
+  mem_ = PagedMemory(config_.size_bytes, this->name());
+  stats_.ports.resize(size_t(config_.ports));
+}
+
+uint64_t Memory::read64(uint64_t addr) const {
+  uint64_t v = 0;
+  read(addr, &v, sizeof v);
+  return v;
+}
+
+void Memory::write64(uint64_t addr, uint64_t value) { write(addr, &value, sizeof value); }
+
+void Memory::set_write_listener(std::function<void(uint64_t, size_t)> listener) {
+  mem_.set_write_listener(std::move(listener));
+}
+
+double Memory::achieved_gbps(int port) const {
+  uint64_t bytes = 0, first = 0, last = 0, busy = 0;
+  if (port < 0) {
+    for (const auto& s : stats_.ports) bytes += s.bytes_read + s.bytes_written;
+    busy = stats_.busy_cycles;
+    first = stats_.first_busy_cycle;
+    last = stats_.last_busy_cycle;
+  } else {
+    if (port >= config_.ports) throw Error(fmt::format("{}: port {} does not exist", name(), port));
+    const DdrPortStats& s = stats_.ports[size_t(port)];
+    bytes = s.bytes_read + s.bytes_written;
+    busy = s.busy_cycles;
+    first = s.first_busy_cycle;
+    last = s.last_busy_cycle;
+  }
+  if (busy == 0) return 0.0;
+  const double seconds = double(last - first + 1) * clock_.period().to_seconds();
+  return double(bytes) / seconds / 1e9;
+}
+
+MemoryState Memory::carried_state(uint64_t) const { return {}; }
+
+void Memory::restore_state(const MemoryState& state) {
+  if (!state.empty())
+    throw Error(fmt::format("{}: ddr.model = {} carries no state across an idle gap, but a state of {} words "
+                            "was given to restore",
+                            name(), config_.model, state.words.size()));
+}
+
+// The models: ddr.model's choices (DdrConfig::visit). Both shipped models are the Ddr
+// controller with its bandwidth buckets shared or per port, and neither carries state.
+std::unique_ptr<Memory> make_memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) {
+  config.validate(std::string(name));  // a model outside ddr.model's choices, named with them
+  if (config.model == "wall" || config.model == "latency-bandwidth") return std::make_unique<Ddr>(name, clock, config);
+  throw Error(fmt::format("{}: ddr.model = '{}' is not a memory model bitsim has", std::string(name), config.model));
+}
+
+}  // namespace bitsim::hw

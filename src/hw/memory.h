@@ -1,0 +1,131 @@
+#pragma once
+// Memory: the board's DDR as the clocked board sees it, whatever model times it (ddr.model;
+// hw/memory_model.h has the model's SystemC-free part). The board, the timing oracle, the
+// progress watchdog and the cycle platform know this interface only; make_memory builds the
+// model the config names.
+//
+// A memory has: the HP ports' channels (port(i), DdrPortLink), the storage with its
+// zero-time backdoor (the same PagedMemory for every model), statistics, a fingerprint of
+// its timing state, and the state it carries across an idle gap (carried_state /
+// restore_state: empty for the shipped models).
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <systemc>
+
+#include "hw/axi_mm.h"
+#include "hw/clock.h"
+#include "hw/memory_model.h"
+#include "hw/paged_memory.h"
+#include "hw/reg_fifo.h"
+
+namespace bitsim::hw {
+
+// A burst as the HP port issues it to the DDR: at most 256 beats of 8 bytes.
+struct DdrBurst {
+  uint64_t addr = 0;   // byte address, 8-byte aligned
+  uint32_t beats = 0;  // number of 64-bit beats, >= 1
+  uint32_t tag = 0;    // the port's routing tag, echoed on the burst's beats / response
+};
+
+struct DdrReadBeat {
+  uint64_t data = 0;
+  uint32_t tag = 0;    // the burst's tag
+  bool last = false;   // final beat of the burst
+  bool error = false;  // DECERR: the burst lies outside the DDR (data is 0)
+};
+
+struct DdrWriteResponse {
+  uint32_t tag = 0;    // the burst's tag
+  bool error = false;  // DECERR: the burst lies outside the DDR (nothing was stored)
+};
+
+// The channels between one HP port and the DDR. The HP port pushes ar / aw / w and pops
+// r / b; the DDR does the opposite. Write beats (`w`) must arrive in the order of the
+// bursts on `aw`, with `last` set on the final beat of each burst.
+struct DdrPortLink {
+  explicit DdrPortLink(const std::string& name)
+      : ar((name + "_ar").c_str()),
+        r((name + "_r").c_str()),
+        aw((name + "_aw").c_str()),
+        w((name + "_w").c_str()),
+        b((name + "_b").c_str()) {}
+  RegFifo<DdrBurst> ar;
+  RegFifo<DdrReadBeat> r;
+  RegFifo<DdrBurst> aw;
+  RegFifo<WriteBeat> w;
+  RegFifo<DdrWriteResponse> b;
+};
+
+struct DdrPortStats {
+  uint64_t bytes_read = 0;        // bytes of read beats returned (DECERR beats excluded)
+  uint64_t bytes_written = 0;     // bytes of write beats stored (DECERR beats excluded)
+  uint64_t read_bursts = 0;       // read bursts completed
+  uint64_t write_bursts = 0;      // write bursts completed (response issued)
+  uint64_t decerr_bursts = 0;     // bursts answered with DECERR (both directions)
+  uint64_t busy_cycles = 0;       // edges where at least one beat of this port moved
+  uint64_t first_busy_cycle = 0;  // first such edge (valid when busy_cycles > 0)
+  uint64_t last_busy_cycle = 0;   // last such edge (valid when busy_cycles > 0)
+  uint64_t wall_stall_beats = 0;  // beats that were due and had room but found no bandwidth
+};
+
+struct DdrStats {
+  std::vector<DdrPortStats> ports;  // one entry per port
+  uint64_t busy_cycles = 0;         // edges where any beat of any port moved
+  uint64_t first_busy_cycle = 0;    // valid when busy_cycles > 0
+  uint64_t last_busy_cycle = 0;     // valid when busy_cycles > 0
+};
+
+class Memory : public sc_core::sc_module {
+ public:
+  static constexpr uint64_t kPageBytes = PagedMemory::kPageBytes;  // lazy allocation unit
+
+  // Validates `config` (bitsim::Error naming the key) and allocates the storage lazily.
+  Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
+
+  // The channels of port i (0 <= i < config.ports), for the HP port that drives it.
+  virtual DdrPortLink& port(int i) = 0;
+
+  // Backdoor, zero simulated time. Throws bitsim::Error naming the range when any byte of
+  // [addr, addr + n) lies outside the DDR. An untouched page reads as zero and reading it
+  // allocates nothing; a write allocates only the pages it touches.
+  void read(uint64_t addr, void* dst, size_t n) const { mem_.read(addr, dst, n); }
+  void write(uint64_t addr, const void* src, size_t n) { mem_.write(addr, src, n); }
+  uint64_t read64(uint64_t addr) const;  // 8 bytes, little-endian
+  void write64(uint64_t addr, uint64_t value);
+  // Called after every write that changes memory: each backdoor write (addr, n) and each
+  // bus write burst when its last beat is stored (burst address, beats x 8). Not called for
+  // DECERR bursts. One listener; an empty function removes it.
+  void set_write_listener(std::function<void(uint64_t addr, size_t n)> listener);
+  size_t allocated_pages() const { return mem_.allocated_pages(); }
+
+  const DdrConfig& config() const { return config_; }
+  const DdrStats& stats() const { return stats_; }
+  // Achieved bandwidth over the busy span (first to last busy edge), GB/s (1e9 bytes/s), of
+  // one port (port >= 0) or all ports together (port = -1).
+  double achieved_gbps(int port = -1) const;
+
+  // Timing state at edge `cycle` (hw/fingerprint.h) apart from the carried state: equal to
+  // the reset value's whenever the board is quiet (the idle-board check).
+  virtual uint64_t state_fingerprint(uint64_t cycle) const = 0;
+  // The state that survives an idle gap, as of edge `cycle` of a quiet memory; and setting
+  // it, on a memory in its reset state before the first edge (the timing oracle opening a
+  // batch). The shipped models carry nothing: restore_state refuses a non-empty state.
+  virtual MemoryState carried_state(uint64_t cycle) const;
+  virtual void restore_state(const MemoryState& state);
+
+ protected:
+  Clock& clock_;
+  DdrConfig config_;
+  PagedMemory mem_;
+  DdrStats stats_;
+};
+
+// The clocked memory the config's ddr.model names.
+std::unique_ptr<Memory> make_memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
+
+}  // namespace bitsim::hw
