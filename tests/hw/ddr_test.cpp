@@ -12,23 +12,13 @@
 #include <vector>
 
 #include "hw/sim_context.h"
+#include "support/run_until.h"
 #include "base/error.h"
 
 namespace bitsim::hw {
 namespace {
 
-// Runs the simulation in chunks until pred() holds; fails the test after max_cycles.
-template <typename Pred>
-bool run_until(Clock& clock, Pred pred, uint64_t max_cycles) {
-  for (uint64_t run = 0; !pred(); run += 64) {
-    if (run >= max_cycles) {
-      ADD_FAILURE() << "condition not reached within " << max_cycles << " cycles";
-      return false;
-    }
-    sc_core::sc_start(clock.period() * 64.0);
-  }
-  return true;
-}
+using test::run_until;
 
 // Drives one DdrPortLink directly (test scaffolding, standing in for an HP port): issues
 // queued read and write bursts, keeps at most `max_outstanding` reads in flight, pops every
