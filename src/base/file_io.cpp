@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -115,6 +117,46 @@ void check_output_file(const fs::path& path, const std::string& what) {
                             std::strerror(errno)));
 }
 
+namespace {
+// The file a path names, if it exists: (device, inode).
+std::optional<std::pair<dev_t, ino_t>> identity(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
+// The path as it will be written: absolute, symlinks of its existing part resolved.
+fs::path resolved(const fs::path& p) {
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return ec ? p : r;
+}
+}  // namespace
+
+void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
+  for (const NamedPath& o : outputs) check_output_file(o.path, o.what);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const auto a = identity(outputs[i].path), b = identity(outputs[j].path);
+      if (resolved(outputs[i].path) == resolved(outputs[j].path) || (a && b && *a == *b))
+        throw Error(fmt::format("{} {} and {} {} name one file: each output needs its own", outputs[j].what,
+                                outputs[j].path.string(), outputs[i].what, outputs[i].path.string()));
+    }
+  for (const NamedPath& o : outputs) {
+    const auto out = identity(o.path);
+    if (!out) continue;  // a new file is no input
+    const auto folder = identity(folder_of(resolved(o.path)));
+    for (const NamedPath& in : inputs) {
+      if (in.path.empty()) continue;
+      const auto id = identity(in.path);
+      if (id && (*id == *out || (folder && *id == *folder)))
+        throw Error(fmt::format("{} {}: is {} {} of this command, which an output must not replace", o.what,
+                                o.path.string(), *id == *out ? "the input" : "a file inside the input", in.what +
+                                " " + in.path.string()));
+    }
+  }
+}
+
 OutputFile::OutputFile(const fs::path& path, const std::string& what, const std::string& suffix)
     : path_(path), what_(what) {
   check_output_file(path, what);
@@ -133,7 +175,16 @@ OutputFile::OutputFile(const fs::path& path, const std::string& what, const std:
   if (fd < 0)
     throw Error(fmt::format("{} {}: cannot create a temporary file in {}: {}", what, path.string(), dir.string(),
                             std::strerror(errno)));
-  ::fchmod(fd, 0644);
+  // The replaced file's mode, or a new file's: 0666 less the umask (read back at once).
+  mode_t mode = 0;
+  if (!special && ::stat(target.c_str(), &st) == 0) {
+    mode = st.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  ::fchmod(fd, mode);
   ::close(fd);
   temp_ = templ;
   if (!special) path_ = target;

@@ -9,10 +9,13 @@
 //             half a file; every write error (a full disk, /dev/full) is a bitsim::Error.
 //             A target that exists and is not a regular file (/dev/stdout, /dev/null, a
 //             pipe) cannot be renamed onto: the finished temporary file is copied into it,
-//             every write checked.
+//             every write checked. A replaced file keeps its mode; a new one gets 0666
+//             less the umask. One command's outputs are checked together (check_outputs):
+//             no two name one file, and none names one of its inputs.
 // `what` names the thing in messages ("--csv", "trace file", "model folder").
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace bitsim::io {
 
@@ -22,6 +25,18 @@ void check_input_folder(const std::filesystem::path& path, const std::string& wh
 std::string read_file(const std::filesystem::path& path, const std::string& what);
 
 void check_output_file(const std::filesystem::path& path, const std::string& what);
+
+// A path with what it is to the command ("trace file", "model folder").
+struct NamedPath {
+  std::string what;
+  std::filesystem::path path;
+};
+// The outputs of one command, checked together before the work: each as check_output_file
+// (so an empty name is refused), no two naming one file (the same path, or two names of one
+// existing file), and none naming one of the command's inputs: an input file itself, or an
+// existing file inside an input folder (a model folder's config.json). Throws bitsim::Error
+// naming both paths.
+void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 // check_output_file, then `content` through an OutputFile.
 void write_file(const std::filesystem::path& path, const std::string& content, const std::string& what);
 

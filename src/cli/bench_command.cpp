@@ -42,7 +42,7 @@ class Bench final : public Command {
     add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
                       "Override one config key: KEY=VALUE (repeatable)");
     sub_->add_flag("--quick", opt_.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
-    sub_->add_option("--json", json_file_, "Also write a bitsim.bench/2 JSON document to FILE");
+    sub_->add_option("--json", json_file_, "Also write a bitsim.bench/2 JSON document to FILE")->check(file_name());
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
   }
 

@@ -25,7 +25,8 @@ class MakeModel final : public Command {
         ->transform(unsigned_in(0, std::numeric_limits<uint64_t>::max()))
         ->capture_default_str();
     sub_->add_option("--out", out_, "Output folder (created if missing; an existing one only with --force)")
-        ->required();
+        ->required()
+        ->check(file_name());
     sub_->add_flag("--force", force_, "Overwrite the checkpoint files of an existing --out folder");
   }
 

@@ -23,6 +23,12 @@
 
 namespace bitsim::cli {
 
+// A file name given on the command line: an empty one ("--trace ''") is refused, never taken
+// as "no file" (no description: the help stays as it is).
+inline CLI::Validator file_name() {
+  return CLI::Validator([](std::string& s) -> std::string { return s.empty() ? "an empty file name" : ""; }, "");
+}
+
 // A validator that reads the text with `parse` (which throws bitsim::Error) and hands
 // CLI11 the text `parse` returns.
 template <typename Parse>

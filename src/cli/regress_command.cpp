@@ -36,7 +36,7 @@ class Regress final : public Command {
     sub_->add_option("--only", only_, "Run only this scenario (repeatable)");
     sub_->add_option("--baselines", baselines_, "Baseline folder (default: the suite's `baselines`)");
     sub_->add_flag("--update", update_, "Rewrite the baselines with this run's figures and print what moved");
-    sub_->add_option("--junit", junit_, "Write a JUnit XML report to FILE");
+    sub_->add_option("--junit", junit_, "Write a JUnit XML report to FILE")->check(file_name());
     add_board_options(sub_, board_, "Board config TOML for every scenario (default: configs/pynq-z2.toml)",
                       "Override one config key in every scenario: KEY=VALUE (repeatable)");
     sub_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")->check(CLI::Range(1, 1000000));

@@ -238,17 +238,17 @@ class Run final : public Command {
     sub_->add_flag("--json", json_, "Write one bitsim.run/1 JSON document to stdout (docs/json-schemas.md)");
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
     sub_->add_option("--vcd", req_.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream "
-                                             "valid/ready/last, DMA and engine state) to FILE");
+                                             "valid/ready/last, DMA and engine state) to FILE")->check(file_name());
     sub_->add_option("--vcd-window", vcd_window_, "START:END in PL cycles traced into the VCD (default 0:20000)");
     sub_->add_option("--layers-csv", req_.layers_csv_file,
                      "Write one CSV row per (token, layer, step) to FILE: simulated begin and time, the busy unit, "
-                     "DMA calls, bytes read (docs/json-schemas.md)");
+                     "DMA calls, bytes read (docs/json-schemas.md)")->check(file_name());
     sub_->add_option("--trace", req_.trace_file,
                      "Write a Chrome trace (trace event JSON, opens in Perfetto) of the run to FILE: CPU steps, "
-                     "driver calls, engine lanes and DMA channels");
+                     "driver calls, engine lanes and DMA channels")->check(file_name());
     sub_->add_option("--record-mmio", req_.record_mmio_file,
                      "Write the host program's register accesses and DDR loads and stores, with their simulated "
-                     "times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)");
+                     "times, to FILE (docs/mmio-record.md; `bitsim replay` runs it)")->check(file_name());
   }
 
   // The flags into the request: the config, the fidelity, the VCD window, the cache.

@@ -46,8 +46,8 @@ class Sweep final : public Command {
         ->transform(integer_in(1, model::kAttentionInt4MaxT))
         ->capture_default_str();
     sub_->add_option("--jobs", opt_.jobs, "Worker processes")->transform(integer_in(1, 64))->capture_default_str();
-    sub_->add_option("--csv", csv_, "Write the table as CSV to FILE");
-    sub_->add_option("--json", json_, "Write a bitsim.sweep/1 document to FILE");
+    sub_->add_option("--csv", csv_, "Write the table as CSV to FILE")->check(file_name());
+    sub_->add_option("--json", json_, "Write a bitsim.sweep/1 document to FILE")->check(file_name());
     sub_->add_option("--check-model", opt_.check_model, "Model of the base config's functional check (empty: skip)")
         ->capture_default_str();
     add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
@@ -60,8 +60,10 @@ class Sweep final : public Command {
   int run() override {
     if (merge_.sub->parsed()) return run_merge(merge_);
     // The outputs are checked before the work, so that no result is lost at the end.
-    if (!csv_.empty()) io::check_output_file(csv_, "--csv");
-    if (!json_.empty()) io::check_output_file(json_, "--json");
+    std::vector<io::NamedPath> outputs;
+    if (!csv_.empty()) outputs.push_back({"--csv", csv_});
+    if (!json_.empty()) outputs.push_back({"--json", json_});
+    io::check_outputs(outputs, {{"--config", board_.config}});
     const sim::ParamSet base = board_params(board_);
     if (grid_.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
     for (const auto& g : grid_) opt_.grid.push_back(sim::parse_axis(base, g, "--grid"));

@@ -91,11 +91,17 @@ void check_request(const BoardRunRequest& req) {
     throw Error("timing-only: the engines skip the arithmetic, so the golden check must be off");
   if (!req.vcd_file.empty() && req.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", req.vcd_file));
-  // Outputs are refused now rather than after the run (base/file_io.h).
-  if (!req.vcd_file.empty()) io::check_output_file(req.vcd_file, "vcd file");
-  if (!req.trace_file.empty()) io::check_output_file(req.trace_file, "trace file");
-  if (!req.record_mmio_file.empty()) io::check_output_file(req.record_mmio_file, "mmio record file");
-  if (!req.layers_csv_file.empty()) io::check_output_file(req.layers_csv_file, "layers CSV file");
+  // Outputs are refused now rather than after the run (base/file_io.h): each on its own, no
+  // two naming one file, none naming an input.
+  std::vector<io::NamedPath> outputs;
+  if (!req.vcd_file.empty()) outputs.push_back({"vcd file", req.vcd_file});
+  if (!req.trace_file.empty()) outputs.push_back({"trace file", req.trace_file});
+  if (!req.record_mmio_file.empty()) outputs.push_back({"mmio record file", req.record_mmio_file});
+  if (!req.layers_csv_file.empty()) outputs.push_back({"layers CSV file", req.layers_csv_file});
+  std::vector<io::NamedPath> inputs;
+  if (req.run.model.rfind("synthetic:", 0) != 0) inputs.push_back({"model folder", req.run.model});
+  if (req.run.tokenizer) inputs.push_back({"tokenizer", *req.run.tokenizer});
+  io::check_outputs(outputs, inputs);
 }
 
 // The prompt's token ids (BOS first), checked against the KV capacity: `limit` positions

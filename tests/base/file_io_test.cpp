@@ -78,5 +78,48 @@ TEST(FileIo, WritesGoThroughATemporaryFileAndFailuresAreErrors) {
   EXPECT_TRUE(has(error_of([&] { write_file("/dev/full", "data", "--csv"); }), "--csv /dev/full: write failed"));
 }
 
+// One command's outputs: no two name one file (the same path spelled two ways, a symlink, a
+// hard link), none replaces an input (the file itself, or a file inside an input folder), and
+// an empty name is refused.
+TEST(FileIo, OutputsNamingOneFileOrAnInputAreRefused) {
+  TempDir d;
+  const fs::path a = d.path / "a.json", model = d.path / "model", config = model / "config.json";
+  fs::create_directories(model);
+  std::ofstream(config) << "{}";
+  std::ofstream(a) << "old";
+  fs::create_symlink(a, d.path / "link.json");
+  fs::create_hard_link(a, d.path / "hard.json");
+  auto check = [&](std::vector<NamedPath> outs, std::vector<NamedPath> ins = {}) {
+    return error_of([&] { check_outputs(outs, ins); });
+  };
+  EXPECT_EQ(check({{"trace file", d.path / "t.json"}, {"layers CSV file", d.path / "l.csv"}}), "");
+  const std::string same = check({{"trace file", d.path / "x"}, {"layers CSV file", d.path / "." / "x"}});
+  EXPECT_TRUE(has(same, "trace file") && has(same, "layers CSV file") && has(same, "name one file")) << same;
+  EXPECT_TRUE(has(check({{"--csv", a}, {"--json", d.path / "link.json"}}), "name one file"));
+  EXPECT_TRUE(has(check({{"--csv", a}, {"--json", d.path / "hard.json"}}), "name one file"));
+  const std::string in_folder = check({{"mmio record file", config}}, {{"model folder", model}});
+  EXPECT_TRUE(has(in_folder, "mmio record file " + config.string()) && has(in_folder, "model folder")) << in_folder;
+  EXPECT_TRUE(has(check({{"--json", d.path / "link.json"}}, {{"--config", a}}), "the input --config"));
+  EXPECT_EQ(check({{"--json", model / "new.json"}}, {{"model folder", model}}), "");  // a new file is no input
+  EXPECT_TRUE(has(check({{"--csv", ""}}), "an empty file name"));
+}
+
+// A replaced file keeps its mode; a new one gets 0666 less the umask.
+TEST(FileIo, AReplacedFileKeepsItsMode) {
+  TempDir d;
+  const fs::path p = d.path / "secret.json", q = d.path / "new.json";
+  write_file(p, "first", "--json");
+  ASSERT_EQ(::chmod(p.c_str(), 0600), 0);
+  write_file(p, "second", "--json");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  const mode_t mask = ::umask(0077);
+  write_file(q, "new", "--json");
+  ::umask(mask);
+  ASSERT_EQ(::stat(q.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
 }  // namespace
 }  // namespace bitsim::io

@@ -54,6 +54,26 @@ TEST(BadInput, VcdIntoAMissingFolderIsRefusedBeforeTheRun) {
 
 // attention.drain runs over its whole documented range, in both fidelities with the same
 // times; one past it is refused in run and in sweep.
+// Outputs: an empty name is refused, not taken as "no output"; two outputs naming one file and
+// an output that would replace one of the command's inputs are refused before the run.
+TEST(BadInput, EmptySharedOrInputOutputsAreRefusedBeforeTheRun) {
+  TempDir d;
+  for (const std::string flag : {"--trace", "--layers-csv", "--record-mmio"})
+    expect_refused(bitsim(kTiny + "--tokens 1 " + flag + " ''"), {flag, "an empty file name"});
+  const std::string x = (d.path / "x").string();
+  expect_refused(bitsim(kTiny + "--tokens 1 --trace " + x + " --layers-csv " + x),
+                 {"trace file " + x, "layers CSV file " + x, "name one file"});
+  EXPECT_FALSE(fs::exists(d.path / "x"));
+  const fs::path model = d.path / "m";
+  ASSERT_EQ(bitsim("make-model --shape tiny --out " + model.string()).code, 0);
+  const std::string before = slurp(model / "config.json");
+  expect_refused(bitsim("run --model " + model.string() + " --prompt hi --quiet --tokens 1 --record-mmio " +
+                        (model / "config.json").string()),
+                 {"mmio record file", "model folder"});
+  EXPECT_EQ(slurp(model / "config.json"), before);
+  expect_refused(bitsim("sweep --grid clock.mhz=100,125 --tokens 1 --context 1 --csv ''"), {"--csv", "an empty file name"});
+}
+
 TEST(BadInput, AttentionDrainRunsOverItsRangeAndIsRefusedPastIt) {
   const Result fast = bitsim(kTiny + "--tokens 1 --no-check --json --set attention.drain=1024");
   const Result cycle = bitsim(kTiny + "--tokens 1 --no-check --json --fidelity cycle --set attention.drain=1024");
