@@ -5,24 +5,12 @@
 #include <fmt/format.h>
 
 #include "host/cpu_model.h"
+#include "sim/trace.h"
 
 namespace bitsim::sim {
 
-namespace {
-
-// Picoseconds as microseconds, exactly (6 decimals).
-std::string us(uint64_t ps) { return fmt::format("{}.{:06}", ps / 1000000, ps % 1000000); }
-
-// "layer 3 gate_up" -> "gate_up"; "lm_head" -> "lm_head".
-std::string short_group(const std::string& group) {
-  if (group.rfind("layer ", 0) == 0) {
-    const size_t sp = group.find(' ', 6);
-    if (sp != std::string::npos) return group.substr(sp + 1);
-  }
-  return group;
-}
-
-}  // namespace
+using trace::short_group;
+using trace::us;
 
 LayerTable::LayerTable(const host::Platform& platform, host::StepObserver* next)
     : platform_(platform), next_(next), bytes_seen_(platform.pl_bytes_read()),

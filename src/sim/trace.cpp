@@ -12,6 +12,20 @@
 
 namespace bitsim::sim {
 
+namespace trace {
+
+std::string us(uint64_t ps) { return fmt::format("{}.{:06}", ps / 1000000, ps % 1000000); }
+
+std::string short_group(const std::string& group) {
+  if (group.rfind("layer ", 0) == 0) {
+    const size_t sp = group.find(' ', 6);
+    if (sp != std::string::npos) return group.substr(sp + 1);
+  }
+  return group;
+}
+
+}  // namespace trace
+
 namespace {
 constexpr const char* kDma[4] = {"mm0", "mm1", "at0", "at1"};
 constexpr const char* kChannel[2] = {"MM2S", "S2MM"};
@@ -27,21 +41,24 @@ const char* cat_name(TraceWriter::Cat c) {
   }
 }
 
-// Picoseconds as microseconds, exactly (6 decimals).
-std::string us(uint64_t ps) { return fmt::format("{}.{:06}", ps / 1000000, ps % 1000000); }
-
-// "layer 3 gate_up" -> "gate_up"; "lm_head" -> "lm_head".
-std::string short_group(const std::string& group) {
-  if (group.rfind("layer ", 0) == 0) {
-    const size_t sp = group.find(' ', 6);
-    if (sp != std::string::npos) return group.substr(sp + 1);
-  }
-  return group;
-}
-
 using nlohmann::json;
 using Span = TraceWriter::Span;
 using Cat = TraceWriter::Cat;
+using trace::us;
+
+// A span of `cat` on track (pid, tid).
+Span span_on(int pid, int tid, Cat cat, uint64_t begin_ps, uint64_t end_ps) {
+  return {.begin_ps = begin_ps, .end_ps = end_ps, .pid = pid, .tid = tid, .cat = cat};
+}
+
+// A span on the host program's track, at context position `position`.
+Span host_span(Cat cat, uint32_t name, int position, int layer, uint64_t begin_ps, uint64_t end_ps) {
+  Span s = span_on(trace::kPsPid, trace::kHostTid, cat, begin_ps, end_ps);
+  s.token = position;
+  s.layer = layer;
+  s.name = name;
+  return s;
+}
 
 // Chronological; at one time, the longer (enclosing) span first.
 void sort_chronologically(std::vector<Span>& spans) {
@@ -141,29 +158,14 @@ void TraceWriter::close_layer() {
 
 void TraceWriter::token(int position, int token_id, uint64_t begin_ps, uint64_t end_ps) {
   close_layer();
-  Span s;
-  s.begin_ps = begin_ps;
-  s.end_ps = end_ps;
-  s.pid = trace::kPsPid;
-  s.tid = trace::kHostTid;
-  s.token = position;
+  Span s = host_span(Cat::Token, intern(fmt::format("token {}", position)), position, -1, begin_ps, end_ps);
   s.token_id = token_id;
-  s.cat = Cat::Token;
-  s.name = intern(fmt::format("token {}", position));
   spans_.push_back(s);
 }
 
 void TraceWriter::cpu_step(host::CpuStep step, uint64_t elements, uint64_t bytes, int position, int layer,
                            uint64_t begin_ps, uint64_t end_ps) {
-  Span s;
-  s.begin_ps = begin_ps;
-  s.end_ps = end_ps;
-  s.pid = trace::kPsPid;
-  s.tid = trace::kHostTid;
-  s.token = position;
-  s.layer = layer;
-  s.cat = Cat::Cpu;
-  s.name = intern(host::cpu_step_name(step));
+  Span s = host_span(Cat::Cpu, intern(host::cpu_step_name(step)), position, layer, begin_ps, end_ps);
   s.elements = elements;
   s.bytes = bytes;
   spans_.push_back(s);
@@ -173,15 +175,7 @@ void TraceWriter::cpu_step(host::CpuStep step, uint64_t elements, uint64_t bytes
     layer_.end_ps = end_ps;
   } else {
     close_layer();
-    layer_ = Span{};
-    layer_.begin_ps = begin_ps;
-    layer_.end_ps = end_ps;
-    layer_.pid = trace::kPsPid;
-    layer_.tid = trace::kHostTid;
-    layer_.token = position;
-    layer_.layer = layer;
-    layer_.cat = Cat::Layer;
-    layer_.name = intern(fmt::format("layer {}", layer));
+    layer_ = host_span(Cat::Layer, intern(fmt::format("layer {}", layer)), position, layer, begin_ps, end_ps);
     layer_open_ = true;
   }
 }
@@ -189,16 +183,8 @@ void TraceWriter::cpu_step(host::CpuStep step, uint64_t elements, uint64_t bytes
 void TraceWriter::call(const char* kind, const std::string& group, int part, int position, int layer,
                        uint64_t begin_ps, uint64_t end_ps) {
   const bool attention = std::string(kind) == "attention";
-  const uint32_t name = intern(attention ? std::string("attention") : fmt::format("{} {}", kind, short_group(group)));
-  Span s;
-  s.begin_ps = begin_ps;
-  s.end_ps = end_ps;
-  s.pid = trace::kPsPid;
-  s.tid = trace::kHostTid;
-  s.token = position;
-  s.layer = layer;
-  s.cat = Cat::Driver;
-  s.name = name;
+  const uint32_t name = intern(attention ? std::string("attention") : fmt::format("{} {}", kind, trace::short_group(group)));
+  Span s = host_span(Cat::Driver, name, position, layer, begin_ps, end_ps);
   s.group = intern(group);
   s.part = part;
   spans_.push_back(s);
@@ -220,12 +206,7 @@ void TraceWriter::add_transfers(const std::vector<host::TransferRecord>& transfe
   };
   const uint32_t unknown = intern("unattributed");
   auto span = [&](Cat cat, int tid, bool attention, uint64_t start, uint64_t completion) {
-    Span s;
-    s.begin_ps = start * period_ps;
-    s.end_ps = std::max(start, completion) * period_ps;
-    s.pid = trace::kPlPid;
-    s.tid = tid;
-    s.cat = cat;
+    Span s = span_on(trace::kPlPid, tid, cat, start * period_ps, std::max(start, completion) * period_ps);
     s.start_edge = start;
     s.end_edge = completion;
     if (const Call* c = owner(s.begin_ps, attention)) {

@@ -43,6 +43,11 @@ constexpr int kHostTid = 1;
 constexpr int engine_tid(bool attention, int lane) { return 1 + (attention ? 2 : 0) + lane; }
 // DMA channel tracks: dma 0 mm0 .. 3 at1, channel 0 MM2S / 1 S2MM.
 constexpr int dma_tid(int dma, int channel) { return 11 + 2 * dma + channel; }
+// Picoseconds as microseconds, exactly (6 decimals): the trace's ts and dur, the layer
+// table's begin and time (sim/layer_table.h).
+std::string us(uint64_t ps);
+// A driver call's group without its layer: "layer 3 gate_up" -> "gate_up"; "lm_head" -> "lm_head".
+std::string short_group(const std::string& group);
 }  // namespace trace
 
 class TraceWriter : public host::StepObserver {
