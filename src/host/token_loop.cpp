@@ -342,7 +342,8 @@ void TokenLoop::decoder_layer(int l, StepBuffers& b, const golden::Probe& probe)
   const int H = model_.config.hidden_size;
   // 1. input RMSNorm, quantize x. 2. q, k, v rows in one group per lane.
   float s = norm_and_quantize(b.h.data(), L.input_norm.data(), H, b);
-  qkv_projection(l, s, b, probe);
+  grouped_projection(l, map_.qkv(l), H, {{"q_acc", L.q.scale, b.q.data()}, {"k_acc", L.k.scale, b.k.data()},
+                                          {"v_acc", L.v.scale, b.v.data()}}, s, b, probe);
   // 3. RoPE, quantize q per head, K and V with the fixed scales, append; headers.
   rope_q_and_k(l, b, probe);
   LaneHeads work;
@@ -352,13 +353,15 @@ void TokenLoop::decoder_layer(int l, StepBuffers& b, const golden::Probe& probe)
   finish_attention(l, work, b, probe);
   s = norm_and_quantize(b.o.data(), L.inner_attn_norm.data(), H, b);
   // 6. o_proj, dequantize, residual; post-attention RMSNorm, quantize.
-  o_proj_residual(l, s, b, probe);
+  projection_residual(l, map_.o(l), L.o.scale, "o_acc", s, b, probe);
   s = norm_and_quantize(b.h.data(), L.post_attn_norm.data(), H, b);
   // 7. gate and up. 8. SiLU(gate) * up, ffn_layernorm, quantize.
-  gate_up_projection(l, s, b, probe);
+  grouped_projection(l, map_.gate_up(l), model_.config.intermediate_size,
+                     {{"gate_acc", L.gate.scale, b.g.data()}, {"up_acc", L.up.scale, b.u.data()}}, s, b, probe);
   s = silu_gate_ffn_norm(L, b);
   // 9. down_proj, dequantize, residual.
-  down_proj_residual(l, s, b, probe);
+  projection_residual(l, map_.down(l), L.down.scale, "down_acc", s, b, probe);
+  emit(probe, l, "residual", b.h.data(), H);
 }
 
 // RMSNorm of x[0..n) into a, quantized into xq; returns the activations' scale.
@@ -370,18 +373,23 @@ float TokenLoop::norm_and_quantize(const float* x, const float* weight, int n, S
   return s;
 }
 
-// The qkv group on the board, then q, k and v dequantized on the CPU.
-void TokenLoop::qkv_projection(int l, float s, StepBuffers& b, const golden::Probe& probe) {
-  const int H = model_.config.hidden_size;
-  const model::LayerWeights& L = model_.layers[l];
-  matmul(map_.qkv(l), b.xq.data(), b.acc.data());
-  emit_int(probe, l, "q_acc", b.acc.data(), H);
-  emit_int(probe, l, "k_acc", b.acc.data() + H, H);
-  emit_int(probe, l, "v_acc", b.acc.data() + 2 * H, H);
-  num::dequantize(b.acc.data(), H, L.q.scale, s, b.q.data());
-  num::dequantize(b.acc.data() + H, H, L.k.scale, s, b.k.data());
-  num::dequantize(b.acc.data() + 2 * H, H, L.v.scale, s, b.v.data());
-  cpu(CpuStep::Dequantize, 3 * uint64_t(H));
+// A matmul group on the board, then each of its matrices' `rows` accumulators (to the probe
+// as the part's acc_name) dequantized on the CPU with the part's w_scale into the part's
+// output: qkv (q, k, v), o_proj, gate_up (gate, up), down_proj.
+void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
+                                   float s, StepBuffers& b, const golden::Probe& probe) {
+  matmul(g, b.xq.data(), b.acc.data());
+  const int32_t* acc = b.acc.data();
+  for (const ProjectionPart& p : parts) {
+    emit_int(probe, l, p.acc_name, acc, rows);
+    acc += rows;
+  }
+  acc = b.acc.data();
+  for (const ProjectionPart& p : parts) {
+    num::dequantize(acc, rows, p.w_scale, s, p.out);
+    acc += rows;
+  }
+  cpu(CpuStep::Dequantize, parts.size() * uint64_t(rows));
 }
 
 void TokenLoop::rope_q_and_k(int l, StepBuffers& b, const golden::Probe& probe) {
@@ -517,27 +525,14 @@ void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, c
   emit(probe, l, "attn_out", b.o.data(), model_.config.hidden_size);
 }
 
-// o_proj on the board, dequantized and added to the residual stream h.
-void TokenLoop::o_proj_residual(int l, float s, StepBuffers& b, const golden::Probe& probe) {
+// A [hidden, *] projection (o_proj, down_proj) on the board, dequantized with its w_scale
+// and added to the residual stream h; its accumulators go to the probe as `acc_name`.
+void TokenLoop::projection_residual(int l, const MatmulGroup& g, float w_scale, const char* acc_name, float s,
+                                    StepBuffers& b, const golden::Probe& probe) {
   const int H = model_.config.hidden_size;
-  matmul(map_.o(l), b.xq.data(), b.acc.data());
-  emit_int(probe, l, "o_acc", b.acc.data(), H);
-  num::dequantize(b.acc.data(), H, model_.layers[l].o.scale, s, b.d.data());
-  cpu(CpuStep::Dequantize, H);
+  grouped_projection(l, g, H, {{acc_name, w_scale, b.d.data()}}, s, b, probe);
   num::add_inplace(b.h.data(), b.d.data(), H);
   cpu(CpuStep::Residual, H);
-}
-
-// The gate_up group on the board, then gate and up dequantized on the CPU.
-void TokenLoop::gate_up_projection(int l, float s, StepBuffers& b, const golden::Probe& probe) {
-  const int F = model_.config.intermediate_size;
-  const model::LayerWeights& L = model_.layers[l];
-  matmul(map_.gate_up(l), b.xq.data(), b.acc.data());
-  emit_int(probe, l, "gate_acc", b.acc.data(), F);
-  emit_int(probe, l, "up_acc", b.acc.data() + F, F);
-  num::dequantize(b.acc.data(), F, L.gate.scale, s, b.g.data());
-  num::dequantize(b.acc.data() + F, F, L.up.scale, s, b.u.data());
-  cpu(CpuStep::Dequantize, 2 * uint64_t(F));
 }
 
 // SiLU(gate) * up into g, then ffn_layernorm RMSNorm and quantize; returns the scale.
@@ -546,18 +541,6 @@ float TokenLoop::silu_gate_ffn_norm(const model::LayerWeights& L, StepBuffers& b
   num::silu_gate(b.g.data(), b.u.data(), F, b.g.data());
   cpu(CpuStep::SiluGate, F);
   return norm_and_quantize(b.g.data(), L.ffn_norm.data(), F, b);
-}
-
-// down_proj on the board, dequantized and added to the residual stream h.
-void TokenLoop::down_proj_residual(int l, float s, StepBuffers& b, const golden::Probe& probe) {
-  const int H = model_.config.hidden_size;
-  matmul(map_.down(l), b.xq.data(), b.acc.data());
-  emit_int(probe, l, "down_acc", b.acc.data(), H);
-  num::dequantize(b.acc.data(), H, model_.layers[l].down.scale, s, b.d.data());
-  cpu(CpuStep::Dequantize, H);
-  num::add_inplace(b.h.data(), b.d.data(), H);
-  cpu(CpuStep::Residual, H);
-  emit(probe, l, "residual", b.h.data(), H);
 }
 
 // Final RMSNorm, quantize, lm_head (split by lane and by the length limit), dequantize,

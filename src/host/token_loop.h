@@ -6,6 +6,7 @@
 // The CPU steps use the numerics library (the same float sequences as the golden
 // reference) and advance simulated time by the CPU cost model.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -113,17 +114,22 @@ class TokenLoop {
   void check_step(int token) const;
   void decoder_layer(int layer, StepBuffers& b, const golden::Probe& probe);
   float norm_and_quantize(const float* x, const float* weight, int n, StepBuffers& b);
-  void qkv_projection(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
+  struct ProjectionPart {
+    const char* acc_name;  // the probe's name of its accumulators
+    float w_scale;
+    float* out;            // its dequantized rows
+  };
+  void grouped_projection(int layer, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
+                          float x_scale, StepBuffers& b, const golden::Probe& probe);
   void rope_q_and_k(int layer, StepBuffers& b, const golden::Probe& probe);
   uint64_t write_heads(int layer, StepBuffers& b, LaneHeads& work);
   uint64_t write_head(int layer, int head, StepBuffers& b, LaneHeads& work);
   uint64_t write_head_int4(int layer, int head, StepBuffers& b, LaneHeads& work);
   void attention_call(int layer, const LaneHeads& work, uint64_t written);
   void finish_attention(int layer, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
-  void o_proj_residual(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
-  void gate_up_projection(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
+  void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name, float x_scale,
+                           StepBuffers& b, const golden::Probe& probe);
   float silu_gate_ffn_norm(const model::LayerWeights& L, StepBuffers& b);
-  void down_proj_residual(int layer, float x_scale, StepBuffers& b, const golden::Probe& probe);
   std::vector<float> final_norm_lm_head(StepBuffers& b, const golden::Probe& probe);
 
   Platform& ps_;
