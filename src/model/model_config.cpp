@@ -129,33 +129,15 @@ void check_norm_rope_and_tying(const ModelConfig& c, const std::string& source) 
 }  // namespace
 
 ModelConfig ModelConfig::bitnet_large() {
-  ModelConfig c;
-  c.hidden_size = 1536;
-  c.intermediate_size = 4096;
-  c.num_layers = 24;
-  c.num_heads = 16;
-  c.num_kv_heads = 16;
-  c.vocab_size = 32002;
-  c.max_position_embeddings = 2048;
-  c.rms_norm_eps = 1e-5f;
-  c.rope_theta = 10000.0f;
-  c.tie_word_embeddings = true;
-  c.bos_token_id = 1;
-  c.eos_token_id = 2;
-  c.pad_token_id = 32000;
-  return c;
+  // The norm, RoPE, tying and token id defaults of ModelConfig are bitnet-large's.
+  return {.hidden_size = 1536, .intermediate_size = 4096, .num_layers = 24, .num_heads = 16, .num_kv_heads = 16,
+          .vocab_size = 32002, .max_position_embeddings = 2048};
 }
 
 ModelConfig ModelConfig::tiny() {
-  ModelConfig c = bitnet_large();  // the same architecture and token ids, smaller
-  c.hidden_size = 192;
-  c.intermediate_size = 512;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.num_kv_heads = 2;
-  c.vocab_size = 512;
-  c.pad_token_id = 0;
-  return c;
+  // The same architecture, positions and token ids as bitnet-large, smaller; no pad token id 32000.
+  return {.hidden_size = 192, .intermediate_size = 512, .num_layers = 2, .num_heads = 2, .num_kv_heads = 2,
+          .vocab_size = 512, .max_position_embeddings = bitnet_large().max_position_embeddings, .pad_token_id = 0};
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source) {
