@@ -72,16 +72,8 @@ std::string timing_closure(const ParamSet& p) {
 
 SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   const PointMeter meter;
-  const Measured m = measure_window(p, o.context, o.tokens);
   SweepPoint r;
-  r.matmul_ms = m.matmul_ms;
-  r.attention_ms = m.attention_ms;
-  r.cpu_ms = m.cpu_ms;
-  r.walker_ms = m.walker_ms;
-  r.total_ms = m.total_ms;
-  r.tok_s = m.tok_s;
-  r.read_gb_s = m.read_gb_s;
-  r.dma_calls = m.dma_calls;
+  static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens);
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
   // measure_window simulates the bitnet-large shape, timing-only (study/calibrate.h).

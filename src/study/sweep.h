@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/params.h"
+#include "study/calibrate.h"
 #include "study/provenance.h"
 
 namespace bitsim::sim {
@@ -29,13 +30,11 @@ struct SweepOptions {
   std::string check_model = "synthetic:tiny";  // the base config's functional check ("" skips it)
 };
 
-struct SweepPoint {
+// The point's figures are its measured window's (study/calibrate.h: medians per token;
+// total = matmul + attention + cpu + walker, walker_ms 0 with host.walker = cpu).
+struct SweepPoint : Measured {
   std::vector<std::string> values;  // one per axis, in grid order
-  double tok_s = 0, total_ms = 0, matmul_ms = 0, attention_ms = 0, cpu_ms = 0;
-  double walker_ms = 0;             // host.walker = pl: the walker's PL operator steps (0 with cpu);
-                                    // total = matmul + attention + cpu + walker (medians: per token)
-  double read_gb_s = 0, wall_pct = 0;
-  uint64_t dma_calls = 0;
+  double wall_pct = 0;              // read_gb_s against the DDR wall
   std::string timing;               // fails timing (board) | met (board) | unknown
   bool done = false;                // measured (false: the sweep was stopped before this point)
   Provenance prov;                  // who computed the point, where, at what cost
