@@ -168,14 +168,17 @@ void AttentionDatapath::online_v_beat(EngineLane& lane, const StreamBeat& b, uin
     const int64_t a = rescale_ ? num::online_rescale(acc[i], alpha_) : acc[i];
     acc[i] = int32_t(a + int64_t(p_) * v[i]);
   }
-  if (++beat_ == kAttentionRowBeats) {
-    beat_ = 0;
-    lane.row_done();
-    if (++t_ == T_) {
-      finish_head(lane, b.last, c);
-    } else {
-      phase_ = Phase::K;
-    }
+  if (++beat_ == kAttentionRowBeats) online_v_row_done(lane, b.last, c);
+}
+
+// Online and INT4: a V row is in: the next row's K, or after the last row the head's result.
+void AttentionDatapath::online_v_row_done(EngineLane& lane, bool tlast, uint64_t c) {
+  beat_ = 0;
+  lane.row_done();
+  if (++t_ == T_) {
+    finish_head(lane, tlast, c);
+  } else {
+    phase_ = Phase::K;
   }
 }
 
@@ -238,13 +241,7 @@ void AttentionDatapath::int4_v_beat(EngineLane& lane, const StreamBeat& b, uint6
       acc64_[size_t(d)] += w * model::kv_nibble(row_.data(), d);
     }
   }
-  beat_ = 0;
-  lane.row_done();
-  if (++t_ == T_) {
-    finish_head(lane, b.last, c);
-  } else {
-    phase_ = Phase::K;
-  }
+  online_v_row_done(lane, b.last, c);
 }
 
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {

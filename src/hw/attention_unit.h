@@ -110,6 +110,7 @@ class AttentionDatapath final : public LaneDatapath {
   // The online-softmax unit (docs/variants-attention.md): rows interleaved K_t V_t.
   void online_k_done(EngineLane& lane);
   void online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void online_v_row_done(EngineLane& lane, bool tlast, uint64_t c);
   // The INT4 KV rows (docs/variants-attention.md 8.3-8.4): the bank, then K_t V_t.
   void int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void int4_k_beat(EngineLane& lane, const StreamBeat& b);
