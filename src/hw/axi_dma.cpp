@@ -340,7 +340,6 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
 
 [[gnu::always_inline]] inline void AxiDma::s2mm_data(Channel& c, uint64_t now) {
   AxiMmLink& l = m_axi_s2mm;
-  AxiDmaChannelStats& st = stats_.s2mm;
   if (l.b.valid()) {
     if (c.b_owed == 0) throw Error(std::string(name()) + ": S2MM write response with no request in flight");
     const WriteResponse r = l.b.pop();
@@ -348,57 +347,69 @@ void AxiDma::start_data(Channel& c, uint64_t addr, uint32_t bytes, bool last_on_
     if (r.error && c.step == Step::kData && !c.aborted) data_error(c, now);
   }
   if (c.step == Step::kData && !c.aborted) {
-    if (now >= c.action_cycle && !c.ended && !c.s2mm_fifo.full() && s2mm_in->valid()) {
-      const StreamBeat s = s2mm_in->pop();
-      c.s2mm_fifo.push_back(s.data);
-      ++c.done_beats;
-      if (!c.data_first_beat) {
-        c.data_first_beat = true;
-        c.first_beat_cycle = now;
-      }
-      if (!c.first_beat_done) {
-        c.first_beat_done = true;
-        st.last_first_beat_cycle = now;
-      }
-      if (s.last)
-        c.tlast = c.ended = true;
-      else if (c.done_beats == c.xfer_beats)
-        c.ended = true;
-    }
-    // A write request takes its whole burst (next_req beats) once they are in, or what is left
-    // when the packet or the buffer has ended.
-    const uint32_t unrequested = c.done_beats - c.req_beats;  // received beats without a write request
-    if (unrequested > 0 && (unrequested >= c.next_req || c.ended) && c.data_first_beat &&
-        now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) && l.aw.ready() && !c.write_reqs.full()) {
-      const uint32_t beats = std::min(c.next_req, unrequested);
-      l.aw.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
-      request_issued(c, beats);
-      c.w_owed += beats;
-      ++c.b_owed;
-      c.write_reqs.push_back(beats);
-      if (!c.first_request_done) {
-        c.first_request_done = true;
-        st.last_first_request_cycle = now;
-      }
-    }
+    if (now >= c.action_cycle && !c.ended && !c.s2mm_fifo.full() && s2mm_in->valid()) s2mm_take_beat(c, now);
+    s2mm_write_request(c, now);
   }
-  if (c.w_owed > 0 && l.w.ready()) {
-    if (c.w_left_in_req == 0) {
-      c.w_left_in_req = c.write_reqs.front();
-      c.write_reqs.pop_front();
-    }
-    --c.w_left_in_req;
-    --c.w_owed;
-    WriteBeat w;
-    w.data = c.s2mm_fifo.front();
-    w.strobe = 0xFF;
-    w.last = c.w_left_in_req == 0;
-    l.w.push(w);
-    c.s2mm_fifo.pop_front();
-  }
+  if (c.w_owed > 0 && l.w.ready()) s2mm_write_beat(c);
   if (c.step == Step::kData && !c.aborted && c.ended && c.req_beats == c.done_beats && c.w_owed == 0 &&
       c.b_owed == 0)
     data_done(c, now);
+}
+
+// S2MM: one stream beat into the channel's FIFO; TLAST or the buffer's last beat ends the
+// transfer's input.
+[[gnu::always_inline]] inline void AxiDma::s2mm_take_beat(Channel& c, uint64_t now) {
+  const StreamBeat s = s2mm_in->pop();
+  c.s2mm_fifo.push_back(s.data);
+  ++c.done_beats;
+  if (!c.data_first_beat) {
+    c.data_first_beat = true;
+    c.first_beat_cycle = now;
+  }
+  if (!c.first_beat_done) {
+    c.first_beat_done = true;
+    stats_.s2mm.last_first_beat_cycle = now;
+  }
+  if (s.last)
+    c.tlast = c.ended = true;
+  else if (c.done_beats == c.xfer_beats)
+    c.ended = true;
+}
+
+// S2MM: a write request takes its whole burst (next_req beats) once they are in, or what is
+// left when the packet or the buffer has ended.
+[[gnu::always_inline]] inline void AxiDma::s2mm_write_request(Channel& c, uint64_t now) {
+  AxiMmLink& l = m_axi_s2mm;
+  const uint32_t unrequested = c.done_beats - c.req_beats;  // received beats without a write request
+  if (unrequested > 0 && (unrequested >= c.next_req || c.ended) && c.data_first_beat &&
+      now >= c.first_beat_cycle + uint64_t(config_.s2mm_beat_to_write) && l.aw.ready() && !c.write_reqs.full()) {
+    const uint32_t beats = std::min(c.next_req, unrequested);
+    l.aw.push(MemRequest{c.xfer_addr, beats * uint32_t(kBeatBytes)});
+    request_issued(c, beats);
+    c.w_owed += beats;
+    ++c.b_owed;
+    c.write_reqs.push_back(beats);
+    if (!c.first_request_done) {
+      c.first_request_done = true;
+      stats_.s2mm.last_first_request_cycle = now;
+    }
+  }
+}
+
+// S2MM: one write beat from the FIFO, in the bursts of the requests issued.
+[[gnu::always_inline]] inline void AxiDma::s2mm_write_beat(Channel& c) {
+  if (c.w_left_in_req == 0) {
+    c.w_left_in_req = c.write_reqs.front();
+    c.write_reqs.pop_front();
+  }
+  --c.w_left_in_req;
+  --c.w_owed;
+  WriteBeat w;
+  w.data = c.s2mm_fifo.front();
+  w.strobe = 0xFF;
+  w.last = c.w_left_in_req == 0;
+  m_axi_s2mm.w.push(w);
+  c.s2mm_fifo.pop_front();
 }
 
 [[gnu::always_inline]] inline void AxiDma::sg_returns(uint64_t now) {

@@ -230,6 +230,9 @@ class AxiDma : public sc_core::sc_module {
   // Per-edge parts of tick(), inlined into it (defined in axi_dma.cpp only).
   inline void mm2s_data(Channel& c, uint64_t now);
   inline void s2mm_data(Channel& c, uint64_t now);
+  inline void s2mm_take_beat(Channel& c, uint64_t now);
+  inline void s2mm_write_request(Channel& c, uint64_t now);
+  inline void s2mm_write_beat(Channel& c);
   inline void sg_returns(uint64_t now);
   inline void sg_issue(uint64_t now);
   void on_descriptor(Channel& c, uint64_t now);
