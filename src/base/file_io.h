@@ -12,7 +12,8 @@
 //             every write checked. A replaced file keeps its mode; a new one gets 0666
 //             less the umask. One command's outputs are checked together (check_outputs):
 //             no two name one file, and none names one of its inputs.
-// `what` names the thing in messages ("--csv", "trace file", "model folder").
+// `what` names the thing in messages (the caller's name for it: "trace file", "model folder",
+// the option that gave the path).
 #include <filesystem>
 #include <string>
 #include <vector>

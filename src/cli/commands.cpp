@@ -20,6 +20,7 @@
 #include "cli/cache_command.h"
 #include "cli/calibrate_command.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "cli/config_command.h"
 #include "cli/eval_command.h"
 #include "cli/inspect_command.h"
@@ -63,6 +64,9 @@ int run_parsed(const std::vector<std::unique_ptr<Command>>& commands) {
       }
     if (stdout_failed()) return stdout_error();
     return code;
+  } catch (const bitsim::FieldError& e) {
+    fmt::print(stderr, "bitsim: error: {}\n", option_message(e));
+    return 2;
   } catch (const bitsim::Error& e) {
     fmt::print(stderr, "bitsim: error: {}\n", e.what());
     return 2;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "sim/board_config.h"
 
@@ -43,6 +44,13 @@ void add_cache_options(CLI::App* sub, CacheArgs& a) {
 
 sim::CacheSettings cache_settings(const CacheArgs& a) {
   return sim::resolve_cache_settings(a.dir, a.no_cache, a.max_gb, [](const char* n) { return std::getenv(n); });
+}
+
+std::string option_message(const FieldError& e) {
+  static const std::map<std::string, std::string> kOptionOfField{{"legacy_attention", "--legacy-attention"},
+                                                                 {"cache.max_gb", "--cache-max-gb"}};
+  const auto it = kOptionOfField.find(e.field());
+  return it == kOptionOfField.end() ? std::string(e.what()) : it->second + ": " + e.detail();
 }
 
 void print_warning(const std::string& message) { fmt::print(stderr, "bitsim: warning: {}\n", message); }

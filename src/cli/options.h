@@ -4,7 +4,8 @@
 // the whole text, the range; no octal, no wrap, no saturation, no nan; CLI11 is handed the
 // canonical decimal, so that its own conversion never sees a text it could read
 // differently), the board config options (--config, --set), the start-up cache options
-// (--cache-dir, --no-cache, --cache-max-gb), --fidelity, and the progress printers.
+// (--cache-dir, --no-cache, --cache-max-gb), --fidelity, the progress printers, and the
+// options named in the messages of errors about the request fields they fill.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -91,6 +92,10 @@ sim::CacheSettings cache_settings(const CacheArgs& a);
 
 // A warning line on stderr (printed even with --quiet).
 void print_warning(const std::string& message);
+
+// The message of an error about a request field, naming the option that fills the field
+// (`--legacy-attention: ...` for legacy_attention); e.what() for a field no option fills.
+std::string option_message(const FieldError& e);
 // Progress lines on stderr, or none when `quiet`.
 std::function<void(const std::string&)> status_printer(bool quiet);
 

@@ -142,7 +142,7 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
     throw Error("attention.variant: the online-softmax unit needs the interleaved KV layout, the two-phase unit "
                 "the board's");
   if (online() && options_.legacy_attention)
-    throw Error("attention.variant = online-softmax has no legacy shift mode (--legacy-attention)");
+    throw FieldError("legacy_attention", "attention.variant = online-softmax has no legacy shift mode");
   if (map.config().kv_format != options_.kv_format || map.config().kv_outlier_channels != options_.kv_outlier_channels)
     throw Error("kv.format: the memory map's KV layout is not the token loop's format");
   if (options_.kv_format == model::KvFormat::Int4) {

@@ -354,7 +354,7 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   res.prompt_tokens = int(p.ids.size());
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory
   if (rr.legacy_attention && cfg.board.attention.kind() == model::AttentionVariant::OnlineSoftmax)
-    throw Error("--legacy-attention: the online-softmax unit (attention.variant) has no legacy shift mode");
+    throw FieldError("legacy_attention", "the online-softmax unit (attention.variant) has no legacy shift mode");
   if (cfg.memory.int8_lm_head) throw Error("model.int8_lm_head: the matmul engine takes ternary rows only");
   return p;
 }

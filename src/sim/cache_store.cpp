@@ -167,7 +167,7 @@ CacheSettings resolve_cache_settings(const std::string& dir_flag, bool no_cache,
   };
   if (max_gb_flag) {
     if (!(std::isfinite(*max_gb_flag) && *max_gb_flag > 0))
-      throw Error(fmt::format("--cache-max-gb: {} is not a positive number of GB", *max_gb_flag));
+      throw FieldError("cache.max_gb", fmt::format("{} is not a positive number of GB", *max_gb_flag));
     s.max_gb = *max_gb_flag;
   } else if (const std::string v = var("BITSIM_CACHE_MAX_GB"); !v.empty()) {
     s.max_gb = parse_positive(v, "BITSIM_CACHE_MAX_GB");
