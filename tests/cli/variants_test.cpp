@@ -267,6 +267,18 @@ TEST(Variants, OnlineSoftmaxAndAllThreePresetsRunWithLogitsEqual) {
   }
 }
 
+// The run refuses the legacy shift with the online unit (sim::run_board's FieldError on
+// legacy_attention) and names the option that asked for it.
+TEST(Variants, LegacyAttentionWithTheOnlineUnitIsRefusedNamingTheOption) {
+  const Result r = bitsim("run --model synthetic:tiny --prompt x --tokens 1 --legacy-attention --set "
+                          "attention.variant=online-softmax");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bitsim: error: --legacy-attention: the online-softmax unit (attention.variant) has no "
+                       "legacy shift mode"),
+            std::string::npos)
+      << r.err;
+}
+
 // The attention unit's resource estimate (hw/attention_resources.h) in the run's summary,
 // for the unit the config builds.
 TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
