@@ -31,7 +31,7 @@ constexpr const char* kEvalHelp =
 // The perplexities, the board check and the comparison as a table.
 void print_eval(const sim::EvalResult& r) {
   fmt::print("model      {} ({})\n", r.model, r.shape);
-  if (!r.model_sha256.empty()) fmt::print("           model.safetensors sha256 {}\n", r.model_sha256);
+  if (r.model_sha256) fmt::print("           model.safetensors sha256 {}\n", *r.model_sha256);
   fmt::print("tokenizer  {}\n", r.tokenizer);
   fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
   fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
@@ -45,7 +45,7 @@ void print_eval(const sim::EvalResult& r) {
                  "were equal to the board row's, bit for bit\n", r.board->positions);
     else
       fmt::print("\nsimulated board: the logits of position {} differ from the board row's (of {} positions run)\n",
-                 r.board->first_mismatch, r.board->positions);
+                 r.board->first_mismatch.value_or(-1), r.board->positions);
   }
   if (!r.compare.empty()) {
     fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",

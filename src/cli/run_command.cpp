@@ -25,50 +25,8 @@ namespace {
 
 using nlohmann::json;
 
-json walker_resources_json(const host::WalkerResources& w) {
-  using W = host::WalkerResources;
-  json rows = json::array();
-  for (const auto& row : w.rows)
-    rows.push_back({{"name", row.name}, {"elements_per_cycle", row.lanes}, {"dsp", row.dsp}, {"lut", row.lut},
-                    {"bram36", row.bram36}});
-  return {{"evidence", "simulated"},
-          {"operators", rows},
-          {"dsp", w.dsp},
-          {"lut", w.lut},
-          {"bram36", w.bram36},
-          {"device", {{"dsp", W::kDeviceDsp}, {"lut", W::kDeviceLut}, {"bram36", W::kDeviceBram36}}},
-          {"board_lut_share", W::kBoardLutShare}};
-}
-
-json attention_resources_json(const hw::AttentionResources& a) {
-  json rows = json::array();
-  for (const auto& row : a.rows)
-    rows.push_back({{"name", row.name}, {"width", row.width}, {"per_lane", row.per_lane}, {"dsp", row.dsp},
-                    {"lut", row.lut >= 0 ? json(row.lut) : json(nullptr)}, {"bram36", row.bram36}});
-  return {{"evidence", "simulated"}, {"operators", rows}, {"dsp", a.dsp},
-          {"lut", a.lut}, {"lut_complete", a.lut_complete}, {"bram36", a.bram36}};
-}
-
-json summary_json(const sim::BoardRunResult& r) {
-  json summary = sim::record_json(sim::run_summary(r), sim::run_summary_fields());
-  if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
-  if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
-  if (r.fidelity != sim::Fidelity::kCycle)
-    summary["timing_cache"] = {{"batches", r.fast.batches},
-                               {"hits", r.fast.cache_hits},
-                               {"clocked_runs", r.fast.oracle_runs},
-                               {"clocked_cycles", r.fast.oracle_cycles},
-                               {"clocked_wall_s", r.fast.oracle_wall_s},
-                               {"shapes_from_startup_cache", r.timing_entries_cached}};
-  if (r.walker) summary["walker_resources"] = walker_resources_json(*r.walker);
-  summary["attention_resources"] = attention_resources_json(r.attention);
-  return summary;
-}
-
 // The bitsim.run/1 document (docs/json-schemas.md).
 json run_json(const sim::BoardRunResult& r) {
-  json toks = json::array();
-  for (const auto& t : r.tokens) toks.push_back(sim::record_json(t, sim::run_token_fields()));
   json cfg(r.config);
   return json{{"schema", "bitsim.run/1"},
               {"fidelity", sim::fidelity_name(r.fidelity)},
@@ -78,8 +36,8 @@ json run_json(const sim::BoardRunResult& r) {
               {"text", r.generated_text},
               {"config", cfg},
               {"evidence", "simulated"},
-              {"tokens", toks},
-              {"summary", summary_json(r)}};
+              {"tokens", sim::records_json(r.tokens, sim::run_token_fields())},
+              {"summary", sim::run_summary_json(r)}};
 }
 
 // The per-token table.

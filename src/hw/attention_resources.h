@@ -3,6 +3,7 @@
 // docs/variants-attention.md 5 and 8.7): DSP48E1, LUT and BRAM36 of every variant's
 // datapath operators. Control, stream framing and counters are not counted, so the board's
 // unit here is a part of the board's 34% of the LUTs (a whole-design figure).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ struct AttentionResourceRow {
   std::string width;  // its product's operand widths in bits ("" for no product)
   int per_lane = 0;   // instances in each lane (0: one for the whole unit, shared by the lanes)
   int dsp = 0;        // the unit's DSP48E1 for this row, all lanes
-  int lut = -1;       // the unit's LUTs for this row, all lanes; -1: not modelled
+  std::optional<int> lut;  // the unit's LUTs for this row, all lanes; empty: not modelled
   int bram36 = 0;
 };
 

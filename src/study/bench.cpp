@@ -613,34 +613,42 @@ std::string bench_table(const std::vector<BenchFigure>& figs, const BenchOptions
   return s;
 }
 
+const Fields<BenchFigure>& bench_figure_fields() {
+  using F = BenchFigure;
+  static const Fields<F> fields{{"name", &F::name},
+                                {"unit", &F::unit},
+                                {"value", &F::value},
+                                {"min", &F::min},
+                                {"max", &F::max},
+                                {"samples", &F::samples},
+                                {"goal", &F::goal},
+                                {"goal_text", &F::goal_text},
+                                {"higher_is_better", &F::higher_is_better},
+                                {"met", &F::met},
+                                {"evidence", &F::evidence},
+                                {"how", &F::how}};
+  return fields;
+}
+
+const Fields<BenchOptions>& bench_option_fields() {
+  using O = BenchOptions;
+  static const Fields<O> fields{{"tokens", &O::tokens},
+                                {"cycle_tokens", &O::cycle_tokens},
+                                {"memory_tokens", &O::memory_tokens},
+                                {"run_tokens", &O::run_tokens},
+                                {"repeat", &O::repeat},
+                                {"sweep_points", &O::sweep_points},
+                                {"threads", &O::threads},
+                                {"quick", &O::quick}};
+  return fields;
+}
+
 std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& f : figs)
-    arr.push_back({{"name", f.name},
-                   {"value", f.value},
-                   {"min", f.min},
-                   {"max", f.max},
-                   {"samples", f.samples},
-                   {"unit", f.unit},
-                   {"goal", f.goal},
-                   {"goal_text", f.goal_text},
-                   {"higher_is_better", f.higher_is_better},
-                   {"met", f.met},
-                   {"evidence", f.evidence},
-                   {"how", f.how}});
   nlohmann::json j{{"schema", "bitsim.bench/2"},
                    {"model", o.model},
-                   {"options",
-                    {{"tokens", o.tokens},
-                     {"cycle_tokens", o.cycle_tokens},
-                     {"memory_tokens", o.memory_tokens},
-                     {"run_tokens", o.run_tokens},
-                     {"repeat", o.repeat},
-                     {"sweep_points", o.sweep_points},
-                     {"threads", o.threads},
-                     {"quick", o.quick}}},
+                   {"options", record_json(o, bench_option_fields())},
                    {"wall_s", wall_s},
-                   {"figures", arr}};
+                   {"figures", records_json(figs, bench_figure_fields())}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -27,6 +27,7 @@
 #include "model/model_loader.h"
 #include "sim/board_config.h"
 #include "sim/params.h"
+#include "study/record.h"
 
 namespace bitsim::sim {
 
@@ -81,6 +82,9 @@ BenchOptions effective_bench_options(const BenchOptions& options);
 std::string format_bench_value(const BenchFigure& figure);
 std::string bench_table(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
 std::string bench_json(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
+// The fields of a figure and of the options in that document (docs/json-schemas.md).
+const Fields<BenchFigure>& bench_figure_fields();
+const Fields<BenchOptions>& bench_option_fields();
 
 // ---- Building blocks (also used by bench/run_bench.cpp) ------------------------------
 

@@ -374,7 +374,7 @@ EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m,
       break;
     }
   }
-  check.logits_equal = check.first_mismatch < 0;
+  check.logits_equal = !check.first_mismatch;
   return check;
 }
 
@@ -480,6 +480,22 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   return res;
 }
 
+const Fields<EvalResult>& eval_header_fields() {
+  using R = EvalResult;
+  static const Fields<R> fields{{"model", &R::model},
+                                {"model_sha256", &R::model_sha256},
+                                {"shape", &R::shape},
+                                {"tokenizer", &R::tokenizer},
+                                {"text", &R::text},
+                                {"text_sha256", &R::text_sha256},
+                                {"text_tokens", &R::text_tokens},
+                                {"window", &R::window},
+                                {"windows", &R::windows},
+                                {"load_s", &R::load_s},
+                                {"wall_s", &R::wall_s}};
+  return fields;
+}
+
 const Fields<EvalRow>& eval_row_fields() {
   using R = EvalRow;
   static const Fields<R> fields{{"arithmetic", &R::arithmetic}, {"evidence", &R::evidence}, {"ppl", &R::ppl},
@@ -487,43 +503,29 @@ const Fields<EvalRow>& eval_row_fields() {
   return fields;
 }
 
+const Fields<EvalBoardCheck>& eval_board_check_fields() {
+  using B = EvalBoardCheck;
+  static const Fields<B> fields{{"positions", &B::positions},
+                                {"fidelity", &B::fidelity},
+                                {"logits_equal", &B::logits_equal},
+                                {"first_mismatch", &B::first_mismatch}};
+  return fields;
+}
+
 const Fields<EvalLogitCompare>& eval_compare_fields() {
   using C = EvalLogitCompare;
-  static const Fields<C> fields{{"arithmetic", &C::arithmetic},         {"positions", &C::positions},
-                                {"rel_error_mean", &C::rel_mean},       {"rel_error_worst", &C::rel_worst},
-                                {"top1_agreement", &C::top1}};
+  static const Fields<C> fields{{"arithmetic", &C::arithmetic},   {"evidence", &C::evidence},
+                                {"positions", &C::positions},     {"rel_error_mean", &C::rel_mean},
+                                {"rel_error_worst", &C::rel_worst}, {"top1_agreement", &C::top1}};
   return fields;
 }
 
 nlohmann::json eval_json(const EvalResult& r) {
-  nlohmann::json j;
+  nlohmann::json j = record_json(r, eval_header_fields());
   j["schema"] = "bitsim.eval/1";
-  j["model"] = r.model;
-  j["model_sha256"] = r.model_sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.model_sha256);
-  j["shape"] = r.shape;
-  j["tokenizer"] = r.tokenizer;
-  j["text"] = r.text;
-  j["text_sha256"] = r.text_sha256;
-  j["text_tokens"] = r.text_tokens;
-  j["window"] = r.window;
-  j["windows"] = r.windows;
-  j["rows"] = nlohmann::json::array();
-  for (const auto& row : r.rows) j["rows"].push_back(record_json(row, eval_row_fields()));
-  if (r.board)
-    j["board_check"] = {{"positions", r.board->positions}, {"fidelity", "fast"},
-                        {"logits_equal", r.board->logits_equal},
-                        {"first_mismatch", r.board->first_mismatch < 0 ? nlohmann::json(nullptr)
-                                                                       : nlohmann::json(r.board->first_mismatch)}};
-  else
-    j["board_check"] = nullptr;
-  j["logits_vs_float"] = nlohmann::json::array();
-  for (const auto& c : r.compare) {
-    nlohmann::json row = record_json(c, eval_compare_fields());
-    row["evidence"] = "simulated";
-    j["logits_vs_float"].push_back(row);
-  }
-  j["load_s"] = r.load_s;
-  j["wall_s"] = r.wall_s;
+  j["rows"] = records_json(r.rows, eval_row_fields());
+  j["board_check"] = r.board ? record_json(*r.board, eval_board_check_fields()) : nlohmann::json(nullptr);
+  j["logits_vs_float"] = records_json(r.compare, eval_compare_fields());
   return j;
 }
 

@@ -65,9 +65,10 @@ struct EvalRow {
 };
 
 struct EvalBoardCheck {
-  int positions = 0;        // positions run through the simulated board (fast fidelity)
+  int positions = 0;        // positions run through the simulated board
+  std::string fidelity = "fast";
   bool logits_equal = false;  // every position's logits equal the `board` row's, bit for bit
-  int first_mismatch = -1;  // the first position whose logits differ, -1 if none
+  std::optional<int> first_mismatch;  // the first position whose logits differ; empty if none
 };
 
 // One board arithmetic's logits against FloatReference with the same (ternary) lm_head over
@@ -77,11 +78,12 @@ struct EvalLogitCompare {
   int positions = 0;
   double rel_mean = 0, rel_worst = 0;  // mean and largest per-position relative error
   double top1 = 0;          // fraction of positions whose argmax equals the reference's
+  std::string evidence = "simulated";
 };
 
 struct EvalResult {
   std::string model, tokenizer, shape, text;
-  std::string model_sha256;   // of model.safetensors; empty for a synthetic model
+  std::optional<std::string> model_sha256;  // of model.safetensors; empty for a synthetic model
   std::string text_sha256;    // of the text file's bytes
   int64_t text_tokens = 0;    // tokens of the whole text
   int64_t scored_tokens = 0;
@@ -101,8 +103,11 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics();
 EvalResult run_eval(const EvalRequest& request,
                     const std::function<void(const std::string&)>& on_status = {});
 
-// The fields a row and a logit comparison write (JSON keys; docs/json-schemas.md).
+// The fields the document's header, a row, the board check and a logit comparison write
+// (JSON keys; docs/json-schemas.md).
+const Fields<EvalResult>& eval_header_fields();
 const Fields<EvalRow>& eval_row_fields();
+const Fields<EvalBoardCheck>& eval_board_check_fields();
 const Fields<EvalLogitCompare>& eval_compare_fields();
 // The bitsim.eval/1 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);

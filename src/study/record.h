@@ -2,8 +2,10 @@
 // Result records declared once: a record's fields in one list, each with its name (the JSON
 // key and the CSV column), the member it reads and writes, and its CSV format. The JSON
 // writer and reader and the CSV header and row of a record all follow from its list
-// (provenance_fields(), sweep_point_fields(), eval_row_fields(), eval_compare_fields(),
-// run_token_fields());
+// (provenance_fields(), sweep_point_fields(), eval_header_fields(), eval_row_fields(),
+// eval_board_check_fields(), eval_compare_fields(), run_token_fields(), run_summary_fields()
+// and the summary's nested objects (study/run_record.h), validation_row_fields(),
+// fitted_parameter_fields(), bench_figure_fields(), bench_option_fields());
 // tests/study/record_test.cpp checks docs/json-schemas.md against the lists.
 #include <cstdint>
 #include <optional>
@@ -22,9 +24,10 @@ template <typename R>
 struct Field {
   const char* name;  // JSON key and CSV column
   std::variant<double R::*, int64_t R::*, uint64_t R::*, int R::*, std::string R::*, bool R::*,
-               std::optional<bool> R::*, std::optional<double> R::*>
+               std::optional<bool> R::*, std::optional<double> R::*, std::optional<int> R::*,
+               std::optional<std::string> R::*, std::vector<double> R::*>
       member;  // an empty optional is JSON null and an empty CSV cell
-  const char* csv = "{}";  // the value's format in a CSV row
+  const char* csv = "{}";  // the value's format in a CSV row (a list: each value, ';'-separated)
 };
 
 template <typename R>
@@ -50,6 +53,12 @@ template <typename T>
 std::string csv_of(const char* format, const std::optional<T>& v) {
   return v ? fmt::format(fmt::runtime(format), *v) : std::string();
 }
+template <typename T>
+std::string csv_of(const char* format, const std::vector<T>& v) {
+  std::string out;
+  for (const T& x : v) out += (out.empty() ? "" : ";") + fmt::format(fmt::runtime(format), x);
+  return out;
+}
 
 }  // namespace record_detail
 
@@ -65,6 +74,14 @@ nlohmann::json record_json(const R& r, const Fields<R>& fields) {
   return j;
 }
 
+// A JSON array of records, one object each.
+template <typename R>
+nlohmann::json records_json(const std::vector<R>& records, const Fields<R>& fields) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const R& r : records) a.push_back(record_json(r, fields));
+  return a;
+}
+
 namespace record_detail {
 
 inline bool has_type(const nlohmann::json& v, const double*) { return v.is_number(); }
@@ -77,6 +94,13 @@ template <typename T>
 bool has_type(const nlohmann::json& v, const std::optional<T>*) {
   return v.is_null() || has_type(v, static_cast<const T*>(nullptr));
 }
+template <typename T>
+bool has_type(const nlohmann::json& v, const std::vector<T>*) {
+  if (!v.is_array()) return false;
+  for (const auto& x : v)
+    if (!has_type(x, static_cast<const T*>(nullptr))) return false;
+  return true;
+}
 inline const char* type_text(const double*) { return "a number"; }
 inline const char* type_text(const int64_t*) { return "an integer"; }
 inline const char* type_text(const int*) { return "an integer"; }
@@ -85,6 +109,9 @@ inline const char* type_text(const std::string*) { return "a string"; }
 inline const char* type_text(const bool*) { return "true or false"; }
 inline const char* type_text(const std::optional<bool>*) { return "true, false or null"; }
 inline const char* type_text(const std::optional<double>*) { return "a number or null"; }
+inline const char* type_text(const std::optional<int>*) { return "an integer or null"; }
+inline const char* type_text(const std::optional<std::string>*) { return "a string or null"; }
+inline const char* type_text(const std::vector<double>*) { return "a list of numbers"; }
 
 template <typename T>
 void read(const nlohmann::json& v, T& out) {

@@ -74,4 +74,79 @@ const Fields<RunSummary>& run_summary_fields() {
   return fields;
 }
 
+TimingCacheSummary timing_cache_summary(const BoardRunResult& r) {
+  return {.batches = r.fast.batches, .hits = r.fast.cache_hits, .clocked_runs = r.fast.oracle_runs,
+          .clocked_cycles = r.fast.oracle_cycles, .clocked_wall_s = r.fast.oracle_wall_s,
+          .shapes_from_startup_cache = r.timing_entries_cached};
+}
+
+const Fields<TimingCacheSummary>& timing_cache_fields() {
+  using T = TimingCacheSummary;
+  static const Fields<T> fields{{"batches", &T::batches},
+                                {"hits", &T::hits},
+                                {"clocked_runs", &T::clocked_runs},
+                                {"clocked_cycles", &T::clocked_cycles},
+                                {"clocked_wall_s", &T::clocked_wall_s},
+                                {"shapes_from_startup_cache", &T::shapes_from_startup_cache}};
+  return fields;
+}
+
+const Fields<host::WalkerResourceRow>& walker_operator_fields() {
+  using R = host::WalkerResourceRow;
+  static const Fields<R> fields{
+      {"name", &R::name}, {"elements_per_cycle", &R::lanes}, {"dsp", &R::dsp}, {"lut", &R::lut}, {"bram36", &R::bram36}};
+  return fields;
+}
+
+const Fields<host::WalkerResources>& walker_resources_fields() {
+  using W = host::WalkerResources;
+  static const Fields<W> fields{{"dsp", &W::dsp}, {"lut", &W::lut}, {"bram36", &W::bram36}};
+  return fields;
+}
+
+nlohmann::json walker_resources_json(const host::WalkerResources& w) {
+  using W = host::WalkerResources;
+  W device;
+  device.dsp = W::kDeviceDsp;
+  device.lut = W::kDeviceLut;
+  device.bram36 = W::kDeviceBram36;
+  nlohmann::json j = record_json(w, walker_resources_fields());
+  j["evidence"] = "simulated";
+  j["operators"] = records_json(w.rows, walker_operator_fields());
+  j["device"] = record_json(device, walker_resources_fields());
+  j["board_lut_share"] = W::kBoardLutShare;
+  return j;
+}
+
+const Fields<hw::AttentionResourceRow>& attention_operator_fields() {
+  using R = hw::AttentionResourceRow;
+  static const Fields<R> fields{{"name", &R::name}, {"width", &R::width}, {"per_lane", &R::per_lane},
+                                {"dsp", &R::dsp},   {"lut", &R::lut},     {"bram36", &R::bram36}};
+  return fields;
+}
+
+const Fields<hw::AttentionResources>& attention_resources_fields() {
+  using A = hw::AttentionResources;
+  static const Fields<A> fields{
+      {"dsp", &A::dsp}, {"lut", &A::lut}, {"lut_complete", &A::lut_complete}, {"bram36", &A::bram36}};
+  return fields;
+}
+
+nlohmann::json attention_resources_json(const hw::AttentionResources& a) {
+  nlohmann::json j = record_json(a, attention_resources_fields());
+  j["evidence"] = "simulated";
+  j["operators"] = records_json(a.rows, attention_operator_fields());
+  return j;
+}
+
+nlohmann::json run_summary_json(const BoardRunResult& r) {
+  nlohmann::json summary = record_json(run_summary(r), run_summary_fields());
+  if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
+  if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
+  if (r.fidelity != Fidelity::kCycle) summary["timing_cache"] = record_json(timing_cache_summary(r), timing_cache_fields());
+  if (r.walker) summary["walker_resources"] = walker_resources_json(*r.walker);
+  summary["attention_resources"] = attention_resources_json(r.attention);
+  return summary;
+}
+
 }  // namespace bitsim::sim

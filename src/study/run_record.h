@@ -1,10 +1,13 @@
 #pragma once
-// The records of `bitsim run` as bitsim.run/1 writes them: one token (sim::TokenRecord) and
-// the run's summary figures (RunSummary), each with its fields once (study/record.h;
+// The records of `bitsim run` as bitsim.run/1 writes them: one token (sim::TokenRecord), the
+// run's summary figures (RunSummary) and the summary's nested objects (the timing cache, the
+// walker's and the attention unit's resources), each with its fields once (study/record.h;
 // docs/json-schemas.md, "tokens" and "summary").
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "sim/board_run.h"
 #include "study/record.h"
@@ -32,5 +35,30 @@ struct RunSummary {
 
 RunSummary run_summary(const BoardRunResult& r);
 const Fields<RunSummary>& run_summary_fields();
+
+// The fast fidelity's batch timings over the run ("timing_cache"; fast and timing-only).
+struct TimingCacheSummary {
+  uint64_t batches = 0, hits = 0;                 // DMA batches; those timed from the cache
+  uint64_t clocked_runs = 0, clocked_cycles = 0;  // batches run once on the clocked board, their PL cycles
+  double clocked_wall_s = 0;                      // this host's wall time in those runs
+  uint64_t shapes_from_startup_cache = 0;         // batch shapes whose timing the start-up cache gave
+};
+TimingCacheSummary timing_cache_summary(const BoardRunResult& r);
+const Fields<TimingCacheSummary>& timing_cache_fields();
+
+// The layer walker's resources ("walker_resources"; host.walker = pl): per operator, and the
+// walker's totals; the device's are written in the same fields ("device").
+const Fields<host::WalkerResourceRow>& walker_operator_fields();
+const Fields<host::WalkerResources>& walker_resources_fields();
+nlohmann::json walker_resources_json(const host::WalkerResources& w);
+
+// The configured attention unit's resources ("attention_resources"): per operator, and the totals.
+const Fields<hw::AttentionResourceRow>& attention_operator_fields();
+const Fields<hw::AttentionResources>& attention_resources_fields();
+nlohmann::json attention_resources_json(const hw::AttentionResources& a);
+
+// The whole "summary" object of bitsim.run/1: the figures, the mismatch, the capacity stop
+// and the nested objects.
+nlohmann::json run_summary_json(const BoardRunResult& r);
 
 }  // namespace bitsim::sim

@@ -83,7 +83,7 @@ TEST(Eval, TenRowsInOrderEachSimulatedOverEveryToken) {
   EXPECT_EQ(r.window, 512);  // tiny: max_position_embeddings 2048, the board's KV area 512
   EXPECT_EQ(r.windows, 1);
   EXPECT_EQ(r.text_sha256, sha256_hex(kProse));
-  EXPECT_TRUE(r.model_sha256.empty());  // synthetic: no file
+  EXPECT_FALSE(r.model_sha256.has_value());  // synthetic: no file
 }
 
 // The float row is the mean over every text token of -log softmax(FloatReference logits),
@@ -213,7 +213,7 @@ TEST(Eval, BoardPositionsRunOnTheSimulatedBoardWithEqualLogits) {
   ASSERT_TRUE(r.board.has_value());
   EXPECT_EQ(r.board->positions, 12);
   EXPECT_TRUE(r.board->logits_equal);
-  EXPECT_EQ(r.board->first_mismatch, -1);
+  EXPECT_FALSE(r.board->first_mismatch.has_value());
 }
 
 TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
@@ -250,7 +250,8 @@ TEST(EvalTrained, TheArithmeticsOrderAsTheirErrorsPredict) {
   EXPECT_LT(rows.at("board-int8-head").ppl, rows.at("board").ppl);
   // The board's integer pipeline stays close to float with the same (ternary) head.
   EXPECT_LT(std::fabs(rows.at("board").ppl / rows.at("float-ternary-head").ppl - 1.0), 0.05);
-  EXPECT_EQ(r.model_sha256.size(), 64u);
+  ASSERT_TRUE(r.model_sha256.has_value());
+  EXPECT_EQ(r.model_sha256->size(), 64u);
 }
 
 // ---- The command line -----------------------------------------------------------------

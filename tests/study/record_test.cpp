@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "hw/attention_resources.h"
+#include "study/bench.h"
 #include "study/calibrate.h"
 #include "study/eval.h"
 #include "study/provenance.h"
@@ -53,6 +55,41 @@ std::vector<std::string> quoted_between(const std::string& text, const std::stri
   const std::string part = text.substr(from_end, b == std::string::npos ? std::string::npos : b - from_end);
   std::vector<std::string> out;
   for (std::sregex_iterator it(part.begin(), part.end(), name), end; it != end; ++it) out.push_back((*it)[1]);
+  return out;
+}
+
+// The keys of the JSON object that starts at the first `opener` in `text` (an opener ends
+// with the object's "{"; `"operators": [{` is an array's first object): every "KEY": at its
+// top level, in order; `//` comments are skipped.
+std::vector<std::string> object_keys(const std::string& text, const std::string& opener) {
+  const size_t at = text.find(opener);
+  if (at == std::string::npos) return {};
+  std::vector<std::string> out;
+  int depth = 1;
+  for (size_t i = at + opener.size(); i < text.size() && depth > 0; ++i) {
+    const char c = text[i];
+    if (c == '/' && text.compare(i, 2, "//") == 0) {
+      i = text.find('\n', i);
+      if (i == std::string::npos) break;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == '"') {
+      const size_t end = text.find('"', i + 1);
+      if (end == std::string::npos) break;
+      const size_t colon = text.find_first_not_of(' ', end + 1);
+      if (depth == 1 && colon != std::string::npos && text[colon] == ':') out.push_back(text.substr(i + 1, end - i - 1));
+      i = end;
+    }
+  }
+  return out;
+}
+
+template <typename Json>
+std::set<std::string> keys_of(const Json& j) {
+  std::set<std::string> out;
+  for (const auto& [key, value] : j.items()) out.insert(key);
   return out;
 }
 
@@ -186,6 +223,65 @@ TEST(Record, RunSummaryFromTheTokens) {
   EXPECT_EQ(j["fixed_cost_share_evidence"], "simulated");
 }
 
+BoardRunResult sample_run() {
+  BoardRunResult r;
+  r.fidelity = Fidelity::kFast;
+  r.mismatch = "layer 0 q_acc element 3";
+  r.stopped_at_capacity = true;
+  r.fast.batches = 9;
+  r.timing_entries_cached = 4;
+  r.walker = host::walker_resources(host::WalkerConfig{}, model::ModelConfig::tiny());
+  r.attention = hw::attention_resources(hw::AttentionUnitConfig{});
+  return r;
+}
+
+TEST(Record, TheSummarysNestedObjectsFollowTheirFieldLists) {
+  BoardRunResult r = sample_run();
+  r.attention.rows[0].lut.reset();
+  const nlohmann::json j = run_summary_json(r);
+  EXPECT_EQ(j["timing_cache"]["batches"].get<uint64_t>(), 9u);
+  EXPECT_EQ(j["timing_cache"]["shapes_from_startup_cache"].get<uint64_t>(), 4u);
+  const nlohmann::json& a = j["attention_resources"];
+  EXPECT_EQ(a["evidence"], "simulated");
+  EXPECT_TRUE(a["operators"][0]["lut"].is_null());  // a row whose LUTs are not modelled
+  EXPECT_EQ(a["operators"][1]["lut"].get<int>(), *r.attention.rows[1].lut);
+  EXPECT_EQ(a["operators"].size(), r.attention.rows.size());
+  const nlohmann::json& w = j["walker_resources"];
+  EXPECT_EQ(w["device"]["lut"].get<int>(), host::WalkerResources::kDeviceLut);
+  EXPECT_EQ(w["dsp"].get<int>(), r.walker->dsp);
+  EXPECT_EQ(w["operators"][0]["name"], r.walker->rows[0].name);
+  r.fidelity = Fidelity::kCycle;
+  r.walker.reset();
+  EXPECT_FALSE(run_summary_json(r).contains("timing_cache"));
+  EXPECT_FALSE(run_summary_json(r).contains("walker_resources"));
+}
+
+TEST(Record, EvalWritesNullForNoHashAndNoMismatch) {
+  EvalResult r;
+  r.board = EvalBoardCheck{};
+  nlohmann::json j = eval_json(r);
+  EXPECT_TRUE(j["model_sha256"].is_null());
+  EXPECT_TRUE(j["board_check"]["first_mismatch"].is_null());
+  EXPECT_EQ(j["board_check"]["fidelity"], "fast");
+  r.model_sha256 = "ab";
+  r.board->first_mismatch = 3;
+  j = eval_json(r);
+  EXPECT_EQ(j["model_sha256"], "ab");
+  EXPECT_EQ(j["board_check"]["first_mismatch"].get<int>(), 3);
+  r.board.reset();
+  EXPECT_TRUE(eval_json(r)["board_check"].is_null());
+}
+
+TEST(Record, BenchFiguresWriteTheirSamples) {
+  BenchFigure f;
+  f.name = "x";
+  f.samples = {1.5, 2.0};
+  const nlohmann::json j = nlohmann::json::parse(bench_json({f}, BenchOptions{}, 1.0));
+  EXPECT_EQ(j["figures"][0]["samples"], nlohmann::json::parse("[1.5, 2.0]"));
+  EXPECT_EQ(j["options"]["repeat"].get<int>(), BenchOptions{}.repeat);
+  EXPECT_EQ(record_csv_row(f, bench_figure_fields()).find(",1.5;2,"), std::string("x,,0,0,0").size());
+}
+
 TEST(Record, AValidationRowWithoutABoardFigureWritesNull) {
   ValidationRow row{"end_to_end_python", 64, "total_ms", 120.5, std::nullopt, std::nullopt, "python"};
   nlohmann::json j = record_json(row, validation_row_fields());
@@ -228,9 +324,16 @@ TEST(RecordDocs, EvalRowAndComparisonFieldsAreTheDocumentedOnes) {
   const std::regex key("\"([a-z0-9_]+)\":");
   const auto rows = quoted_between(eval, "\"rows\": [", "],", key);
   EXPECT_EQ(as_set(rows), as_set(names(eval_row_fields())));
-  auto compare = names(eval_compare_fields());
-  compare.push_back("evidence");  // always "simulated"
-  EXPECT_EQ(as_set(quoted_between(eval, "\"logits_vs_float\": [", "],", key)), as_set(compare));
+  EXPECT_EQ(as_set(quoted_between(eval, "\"logits_vs_float\": [", "],", key)), as_set(names(eval_compare_fields())));
+}
+
+TEST(RecordDocs, EvalHeaderAndBoardCheckFieldsAreTheDocumentedOnes) {
+  const std::string eval = doc_section("`bitsim.eval/1`");
+  EvalResult r;
+  r.board = EvalBoardCheck{};
+  const nlohmann::json j = eval_json(r);
+  EXPECT_EQ(as_set(object_keys(eval, "```\n{")), keys_of(j));
+  EXPECT_EQ(object_keys(eval, "\"board_check\": {"), names(eval_board_check_fields()));
 }
 
 TEST(RecordDocs, RunTokenFieldsAreTheDocumentedOnes) {
@@ -240,11 +343,28 @@ TEST(RecordDocs, RunTokenFieldsAreTheDocumentedOnes) {
   EXPECT_EQ(as_set(documented), as_set(names(run_token_fields())));
 }
 
-TEST(RecordDocs, RunSummaryFieldsAreDocumented) {
+TEST(RecordDocs, RunSummaryAndItsNestedObjectsAreTheDocumentedOnes) {
   const std::string run = doc_section("`bitsim.run/1`");
-  const auto documented = quoted_between(run, "\"summary\": {", "\n}", std::regex("\"([a-z0-9_]+)\":"));
-  const std::set<std::string> doc = as_set(documented);
-  for (const auto& f : run_summary_fields()) EXPECT_TRUE(doc.count(f.name)) << f.name << " is not in the summary's doc";
+  ASSERT_FALSE(run.empty());
+  const nlohmann::json j = run_summary_json(sample_run());  // every optional key present
+  EXPECT_EQ(as_set(object_keys(run, "\"summary\": {")), keys_of(j));
+  for (const std::string nested : {"timing_cache", "walker_resources", "attention_resources"})
+    EXPECT_EQ(as_set(object_keys(run, "\"" + nested + "\": {")), keys_of(j[nested])) << nested;
+  const std::string walker = run.substr(run.find("\"walker_resources\": {"));
+  EXPECT_EQ(object_keys(walker, "\"operators\": [{"), names(walker_operator_fields()));
+  EXPECT_EQ(object_keys(walker, "\"device\": {"), names(walker_resources_fields()));
+  const std::string attention = run.substr(run.find("\"attention_resources\": {"));
+  EXPECT_EQ(object_keys(attention, "\"operators\": [{"), names(attention_operator_fields()));
+}
+
+TEST(RecordDocs, BenchFigureAndOptionFieldsAreTheDocumentedOnes) {
+  const std::string bench = doc_section("`bitsim.bench/2`");
+  ASSERT_FALSE(bench.empty());
+  EXPECT_EQ(quoted_between(bench, "\"options\": {", "}"), names(bench_option_fields()));
+  EXPECT_EQ(as_set(quoted_between(bench, "\"figures\": [", "} ]", std::regex("\"([a-z0-9_]+)\":"))),
+            as_set(names(bench_figure_fields())));
+  const nlohmann::json j = nlohmann::json::parse(bench_json({BenchFigure{}}, BenchOptions{}, 1.0));
+  EXPECT_EQ(as_set(object_keys(bench, "```\n{")), keys_of(j));
 }
 
 TEST(RecordDocs, ValidationRowAndFittedParameterFieldsAreTheDocumentedOnes) {
