@@ -1,11 +1,11 @@
 #pragma once
-// The one strict number parser of bitsim: every number a user types (CLI options, --set,
-// --grid values, synthetic:NAME:SEED, --vcd-window) goes through these. A number is read
-// in decimal only (a leading 0 is not octal, no 0x), the whole text must be the number
-// (no trailing characters, no spaces), and it must lie in [min, max]: nothing wraps ("-1"
-// as an unsigned value) or saturates (a 20-digit seed). Reals must be finite (no nan, no
-// inf). A failure is a bitsim::Error that begins with `what` (the option or key) and says
-// what was expected.
+// The one strict number parser of bitsim: every number a user types (CLI options, config
+// values set on the command line, sweep grid values, synthetic:NAME:SEED, a VCD window)
+// goes through these. A number is read in decimal only (a leading 0 is not octal, no 0x),
+// the whole text must be the number (no trailing characters, no spaces), and it must lie
+// in [min, max]: nothing wraps ("-1" as an unsigned value) or saturates (a 20-digit seed).
+// Reals must be finite (no nan, no inf). A failure is a bitsim::Error that begins with
+// `what` (the option or key) and says what was expected.
 #include <cstdint>
 #include <limits>
 #include <string>

@@ -64,7 +64,7 @@ struct TokenRecord {
   uint64_t driver_calls = 0;      // matmul and attention calls of the driver
   double fixed_call_ms = 0;       // the driver's fixed per-call cost (docs/variants-host.md)
   double read_gb_s = 0;           // bytes read / (matmul + attention time)
-  std::optional<bool> logits_equal;  // empty under --no-check
+  std::optional<bool> logits_equal;  // empty without the golden check
   host::TokenTiming timing;       // the token's simulated figures, exact (picoseconds, counts)
   uint64_t logits_digest = 0;     // FNV-1a 64 of the logits' bytes (0 in timing-only mode)
   double wall_ms = 0;             // this host's wall time for the token (incl. the check)
