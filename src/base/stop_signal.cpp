@@ -27,6 +27,8 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_stop_signal; }
 
+void clear_stop_signal() { g_stop_signal = 0; }
+
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";

@@ -31,6 +31,9 @@ void install_stop_handlers();
 int stop_signal();
 // Throws Stopped if a signal arrived.
 void check_stop();
+// Forgets the signal that asked to stop: for a front end that goes on after a stopped call
+// (the Python module, whose SIGINT stops one call, not the interpreter).
+void clear_stop_signal();
 // "SIGINT", "SIGTERM".
 std::string signal_name(int signal);
 

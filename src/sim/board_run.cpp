@@ -261,6 +261,7 @@ class Generation {
     rec.wall_ms = seconds_since(w0) * 1e3;
     if (generated && res_.first_token_s == 0) res_.first_token_s = seconds_since(start_);
     res_.tokens.push_back(rec);
+    if (cb_.on_logits && !logits.empty()) cb_.on_logits(rec, logits);
     if (cb_.on_token) cb_.on_token(rec, new_text);
     return logits;
   }

@@ -107,6 +107,9 @@ struct BoardRunCallbacks {
   std::function<void(const std::string&)> on_status;
   std::function<void(const std::string&)> on_warning;  // e.g. an unusable or corrupt start-up cache
   std::function<void(const TokenRecord&, const std::string& new_text)> on_token;
+  // Each token's logits as the board computed them (not in timing-only mode), called just
+  // before on_token (the Python module hands them out as arrays).
+  std::function<void(const TokenRecord&, const std::vector<float>& logits)> on_logits;
 };
 
 BoardRunResult run_board(BoardRunRequest request, const BoardRunCallbacks& callbacks = {});

@@ -1,5 +1,8 @@
 #include "sim/timing_cache.h"
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <filesystem>
 #include <type_traits>
 
@@ -9,10 +12,27 @@
 
 namespace bitsim::sim {
 
+namespace {
+
+// The file that holds bitsim's code: the running executable, or the shared object bitsim is
+// linked into when that is not the executable (the Python module inside python3).
+std::filesystem::path code_file() {
+  Dl_info info;
+  link_map* map = nullptr;
+  if (::dladdr1(reinterpret_cast<void*>(&executable_identity), &info, reinterpret_cast<void**>(&map),
+                RTLD_DL_LINKMAP) != 0 &&
+      map != nullptr && map->l_name != nullptr && map->l_name[0] != '\0')
+    return map->l_name;
+  return "/proc/self/exe";
+}
+
+}  // namespace
+
 std::string executable_identity(CacheStore* store) {
   std::error_code ec;
-  const std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
-  return file_content_hash(ec ? std::filesystem::path("/proc/self/exe") : self, store);
+  const std::filesystem::path code = code_file();
+  const std::filesystem::path self = std::filesystem::canonical(code, ec);
+  return file_content_hash(ec ? code : self, store);
 }
 
 std::string timing_cache_key(const hw::BoardConfig& board, const std::string& executable) {

@@ -23,7 +23,8 @@
 
 namespace bitsim::sim {
 
-// The content hash of the running executable (/proc/self/exe), memoized in `store`.
+// The content hash of the running executable (/proc/self/exe), or of the shared object that
+// holds bitsim's code when that is another file (the Python module), memoized in `store`.
 std::string executable_identity(CacheStore* store);
 
 // The key of the timing entry for `board` built by the executable `executable`.
