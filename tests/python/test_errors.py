@@ -1,0 +1,118 @@
+"""Bad input through the Python module: an exception that names the keyword, key, file or
+value, with the bitsim command's message where the command refuses the same input (the
+command's `--set KEY` is the module's `config KEY`); never a crash of the interpreter."""
+
+import pytest
+
+import bitsim
+
+TINY = dict(model="synthetic:tiny", prompt="Hi", tokens=1)
+CLI_TINY = ("run", "--quiet", "--model", "synthetic:tiny", "--prompt", "Hi", "--tokens", "1")
+
+
+def refused(call, *args, **kwargs):
+    with pytest.raises(bitsim.InputError) as e:
+        call(*args, **kwargs)
+    assert isinstance(e.value, ValueError)
+    return str(e.value)
+
+
+def test_unknown_keyword_arguments_are_named_with_the_nearest_one():
+    for call, kwargs, bad, near in [
+        (bitsim.run, dict(TINY, tokns=3), "tokns", "tokens"),
+        (bitsim.sweep, dict(grid={"clock.mhz": [100]}, contxt=8), "contxt", "context"),
+        (bitsim.eval, dict(model="synthetic:tiny", text="x", bord=1), "bord", "board"),
+        (bitsim.validate, dict(pyhton=False), "pyhton", "python"),
+        (bitsim.config_keys, dict(conf={}), "conf", "config"),
+    ]:
+        with pytest.raises(bitsim.InputTypeError) as e:
+            call(**kwargs)
+        assert isinstance(e.value, TypeError) and isinstance(e.value, ValueError)
+        assert f"'{bad}'" in str(e.value) and f"'{near}'" in str(e.value), str(e.value)
+    with pytest.raises(bitsim.InputTypeError, match="prompt"):
+        bitsim.run(model="synthetic:tiny")  # the prompt is required, as --prompt is
+
+
+@pytest.mark.parametrize("value", [[100], {"a": 1}, None, b"100", object()])
+def test_config_values_of_a_wrong_python_type_name_the_key(value):
+    with pytest.raises(bitsim.InputTypeError) as e:
+        bitsim.run(**TINY, config={"clock.mhz": value})
+    assert "config['clock.mhz']" in str(e.value)
+    assert type(value).__name__ in str(e.value)
+
+
+def test_arguments_of_a_wrong_python_type_name_the_argument():
+    for kwargs, name in [(dict(TINY, tokens="4"), "tokens"), (dict(TINY, prompt=5), "prompt"),
+                         (dict(TINY, check="yes"), "check"), (dict(TINY, config=[("clock.mhz", 100)]), "config"),
+                         (dict(TINY, model=None), "model"), (dict(TINY, tokens=True), "tokens")]:
+        with pytest.raises(bitsim.InputTypeError, match=name):
+            bitsim.run(**kwargs)
+    with pytest.raises(bitsim.InputTypeError, match="grid"):
+        bitsim.sweep(grid=["clock.mhz=100"])
+    with pytest.raises(bitsim.InputTypeError, match="clock.mhz"):
+        bitsim.sweep(grid={"clock.mhz": 100})
+
+
+@pytest.mark.parametrize("key, value, cli_value", [
+    ("clock.mhz", "fast", "fast"),            # not a number
+    ("clock.mhz", 10000.0, "10000.0"),        # out of range
+    ("clock.mhz", float("nan"), "nan"),       # not finite
+    ("dma.length_bits", 23.5, "23.5"),        # not an integer
+    ("attention.variant", "fastest", "fastest"),  # not one of the choices
+    ("clock.mhzz", 100, "100"),               # no such key
+])
+def test_refused_config_values_give_the_commands_message(cli, key, value, cli_value):
+    msg = refused(bitsim.run, **TINY, config={key: value})
+    cli_msg = cli.error(*CLI_TINY, "--set", f"{key}={cli_value}")
+    assert cli_msg.startswith("--set")
+    assert msg == "config" + cli_msg[len("--set"):]
+    assert key in msg
+
+
+def test_a_model_path_that_does_not_exist_gives_the_commands_message(cli, tmp_path):
+    missing = tmp_path / "no-such-model"
+    msg = refused(bitsim.run, model=missing, prompt="Hi", tokens=1)
+    assert msg == cli.error("run", "--model", missing, "--prompt", "Hi")
+    assert str(missing) in msg
+    assert refused(bitsim.eval, model=missing, text=__file__) == cli.error("eval", "--model", missing,
+                                                                          "--text", __file__)
+
+
+def test_a_config_file_that_does_not_exist_gives_the_commands_message(cli, tmp_path):
+    missing = tmp_path / "no-such.toml"
+    msg = refused(bitsim.run, **TINY, config_file=missing)
+    assert msg == cli.error(*CLI_TINY, "--config", missing)
+    assert str(missing) in msg
+    assert refused(bitsim.config_keys, config_file=missing) == msg
+
+
+def test_a_text_file_that_does_not_exist_gives_the_commands_message(cli, tmp_path):
+    missing = tmp_path / "no-such.txt"
+    msg = refused(bitsim.eval, model="synthetic:tiny", text=missing)
+    assert msg == cli.error("eval", "--model", "synthetic:tiny", "--text", missing)
+
+
+def test_a_grid_with_an_empty_list_or_no_axis_is_refused(cli):
+    msg = refused(bitsim.sweep, grid={"clock.mhz": []})
+    assert "grid['clock.mhz']" in msg and "empty" in msg
+    msg = refused(bitsim.sweep, grid={})
+    assert "grid is empty" in msg
+    msg = refused(bitsim.sweep, grid={"clock.mhz": [100, "fast"]}, check_model=None)
+    assert msg == "grid" + cli.error("sweep", "--grid", "clock.mhz=100,fast")[len("--grid"):]
+    assert "two axes" in refused(bitsim.sweep, grid={"clock.mhz": [100], "clock_mhz": [125]})
+
+
+def test_other_refusals_name_the_argument():
+    assert "fidelity 'slow'" in refused(bitsim.run, **TINY, fidelity="slow")
+    assert "tokens" in refused(bitsim.run, **dict(TINY, tokens=-1))
+    assert "timing_only" in refused(bitsim.run, **TINY, fidelity="cycle", timing_only=True)
+    assert "prompt" in refused(bitsim.run, model="synthetic:tiny", prompt="", tokens=1)
+    assert "tokens 0: must be 1 or more" == refused(bitsim.eval, model="synthetic:tiny", text=__file__, tokens=0)
+    assert "context" in refused(bitsim.sweep, grid={"clock.mhz": [100]}, context=0)
+
+
+def test_the_interpreter_goes_on_after_every_refusal():
+    for _ in range(3):
+        with pytest.raises(bitsim.InputError):
+            bitsim.run(**TINY, config={"clock.mhz": -1})
+    assert len(bitsim.run(**TINY).tokens) == 4  # BOS, "H", "i", one generated

@@ -1,0 +1,58 @@
+"""bitsim.sweep and bitsim.eval against `bitsim sweep --json` and `bitsim eval --json` for
+the same inputs: the same rows, figures and provenance (bar this host's wall time and memory)."""
+
+import json
+
+import numpy as np
+
+import bitsim
+from conftest import column
+
+# A point's host-dependent provenance: its wall time and peak memory.
+HOST = {"point_wall_s", "peak_rss_mib"}
+
+
+def test_sweep_gives_the_commands_rows_with_provenance(cli, tmp_path):
+    rows = bitsim.sweep(grid={"clock.mhz": [100, 142.86], "attention.variant": ["online-softmax"]},
+                        tokens=1, context=8)
+    out = tmp_path / "sweep.json"
+    cli("sweep", "--grid", "clock.mhz=100,142.86", "--grid", "attention.variant=online-softmax",
+        "--tokens", 1, "--context", 8, "--json", out, "--quiet")
+    doc = json.loads(out.read_text())
+    assert len(rows) == len(doc["points"]) == 2
+    assert column(rows, "clock.mhz") == [100.0, 142.86]
+    assert rows["clock.mhz"].dtype == np.float64
+    assert column(rows, "attention.variant") == ["online-softmax"] * 2
+    for name, value in doc["points"][0].items():
+        if name in doc["keys"]:
+            continue
+        if name == "provenance":
+            for p in value:
+                if p not in HOST:
+                    assert column(rows, p) == [pt["provenance"][p] for pt in doc["points"]], p
+            continue
+        assert column(rows, name) == [pt[name] for pt in doc["points"]], name
+    for k in ("keys", "context", "tokens", "fidelity", "mode", "evidence", "base_check", "partial", "points_total",
+              "skipped"):
+        assert rows.attrs[k] == doc[k], k
+    assert rows.attrs["partial"] is False
+    assert column(rows, "timing")[1] == "fails timing (board)"  # 142.86 MHz with the 23-bit counter
+
+
+def test_eval_gives_the_commands_rows(cli, source_dir):
+    model = source_dir / "models" / "kjv-ternary"
+    text = model / "test.txt"
+    rows = bitsim.eval(model=model, text=text, tokens=48, board=2, compare=2)
+    doc = cli.json("eval", "--model", model, "--text", text, "--tokens", 48, "--board", 2, "--compare", 2,
+                   "--json", "--quiet")
+    assert len(rows) == len(doc["rows"])
+    for name in doc["rows"][0]:
+        assert column(rows, name) == [r[name] for r in doc["rows"]], name
+    compare = rows.attrs["compare"]
+    for name in doc["logits_vs_float"][0]:
+        assert column(compare, name) == [r[name] for r in doc["logits_vs_float"]], name
+    for k in ("model", "model_sha256", "shape", "tokenizer", "text_sha256", "text_tokens", "window", "windows",
+              "board_check"):
+        assert rows.attrs[k] == doc[k], k
+    assert rows.attrs["board_check"]["logits_equal"] is True
+    assert set(column(rows, "evidence")) == {"simulated"}
