@@ -36,7 +36,7 @@ if(BITSIM_NBCONVERT)
   # spec), whatever kernels the user has registered.
   add_test(NAME Python.Notebook.DesignSpaceRunsHeadless
            COMMAND ${CMAKE_COMMAND} -E env ${_py_env} BITSIM_NOTEBOOK_FIGURES=${CMAKE_BINARY_DIR}/notebooks/figures
-                   JUPYTER_DATA_DIR=${CMAKE_BINARY_DIR}/notebooks/jupyter
+                   JUPYTER_DATA_DIR=${CMAKE_BINARY_DIR}/notebooks/jupyter PYDEVD_DISABLE_FILE_VALIDATION=1
                    ${BITSIM_NBCONVERT} --to html --execute --ExecutePreprocessor.timeout=900
                    --ExecutePreprocessor.kernel_name=python3 --output-dir ${CMAKE_BINARY_DIR}/notebooks ${_nb})
 else()
