@@ -45,3 +45,12 @@ else()
   set_tests_properties(Python.Notebook.DesignSpaceRunsHeadless PROPERTIES SKIP_REGULAR_EXPRESSION "skipped: no")
 endif()
 set_tests_properties(Python.Notebook.DesignSpaceRunsHeadless PROPERTIES LABELS python TIMEOUT 1200)
+
+# `cmake --install` puts the package where Debian's python3 finds it (for the prefixes /usr
+# and /usr/local; another prefix is the user's own path to set).
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr" OR CMAKE_INSTALL_PREFIX STREQUAL "/usr/local")
+  add_test(NAME Python.InstallPutsThePackageWhereDebiansPython3FindsIt
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/install_test.sh ${Python3_EXECUTABLE} ${CMAKE_BINARY_DIR}
+                   ${CMAKE_INSTALL_PREFIX} ${BITSIM_PYTHON_INSTALL_DIR} $<TARGET_FILE:bitsim>)
+  set_tests_properties(Python.InstallPutsThePackageWhereDebiansPython3FindsIt PROPERTIES LABELS python TIMEOUT 60)
+endif()
