@@ -154,7 +154,10 @@ def _path(name, v, optional=True):
         return ""
     if not isinstance(v, (str, os.PathLike)):
         raise InputTypeError(f"{name}: expected a path (str or os.PathLike), got {_type_name(v)} {v!r}")
-    return os.fspath(v)
+    path = os.fspath(v)
+    if not path:
+        raise InputError(f"{name}: the file name is empty (give None for none)")
+    return path
 
 
 def _value_text(where, v):

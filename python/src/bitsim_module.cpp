@@ -33,7 +33,6 @@
 #include "base/parse_number.h"
 #include "base/stop_signal.h"
 #include "bitsim/version.h"
-#include "cli/run_json.h"
 #include "model/attention_stream.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
@@ -96,7 +95,8 @@ py::array_t<T> numbers(const std::vector<T>& v) {
 }
 
 // One column of `rows`: numbers and flags as numpy arrays (int as int64, an empty optional
-// number as NaN), texts and optional flags (None where empty) as lists.
+// number as NaN), texts, optional flags, integers and texts (None where empty) and lists of
+// numbers (one array each) as lists.
 template <typename R, typename T>
 py::object column(const std::vector<const R*>& rows, T R::* m) {
   if constexpr (std::is_same_v<T, std::string>) {
@@ -106,6 +106,14 @@ py::object column(const std::vector<const R*>& rows, T R::* m) {
   } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
     py::list l;
     for (const R* r : rows) l.append((r->*m) ? py::object(py::bool_(*(r->*m))) : py::object(py::none()));
+    return l;
+  } else if constexpr (std::is_same_v<T, std::optional<int>> || std::is_same_v<T, std::optional<std::string>>) {
+    py::list l;
+    for (const R* r : rows) l.append((r->*m) ? py::object(py::cast(*(r->*m))) : py::object(py::none()));
+    return l;
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    py::list l;
+    for (const R* r : rows) l.append(numbers(r->*m));
     return l;
   } else if constexpr (std::is_same_v<T, std::optional<double>>) {
     std::vector<double> v;
@@ -326,7 +334,7 @@ py::dict run(const RunArgs& a) {
   for (const auto& [k, v] : res.config) config[text(k)] = text(v);
   out["config"] = config;
   out["tokens"] = token_columns(res.tokens);
-  out["summary"] = from_json(cli::summary_json(res));
+  out["summary"] = from_json(sim::run_summary_json(res));
   out["mismatch"] = text(res.mismatch);
   out["checked"] = res.checked;
   if (a.logits) {

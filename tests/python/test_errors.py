@@ -109,6 +109,9 @@ def test_other_refusals_name_the_argument():
     assert "prompt" in refused(bitsim.run, model="synthetic:tiny", prompt="", tokens=1)
     assert "tokens 0: must be 1 or more" == refused(bitsim.eval, model="synthetic:tiny", text=__file__, tokens=0)
     assert "context" in refused(bitsim.sweep, grid={"clock.mhz": [100]}, context=0)
+    assert "trace: the file name is empty" in refused(bitsim.run, **TINY, trace="")  # None: no trace
+    assert "legacy_attention" in refused(bitsim.run, **TINY, legacy_attention=True,
+                                         config={"attention.variant": "online-softmax"})
 
 
 def test_the_interpreter_goes_on_after_every_refusal():
