@@ -121,11 +121,11 @@ void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
 }
 
 // One read beat of port p, when due, with room in its R FIFO and the beat's cost in the bucket.
-[[gnu::always_inline]] inline bool Ddr::move_read(PortState& p, DdrPortStats& ps, uint64_t now) {
+[[gnu::always_inline]] inline bool Ddr::move_read(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now) {
   if (p.reads.empty()) return false;
   PendingRead& r = p.reads.front();
   if (r.due > now || !p.link->r.ready()) return false;
-  uint64_t& bucket = buckets_[per_port_ ? size_t(&p - ports_.data()) : 0];
+  uint64_t& bucket = buckets_[per_port_ ? pi : 0];
   if (bucket < cost_) {
     ++ps.wall_stall_beats;
     return false;
@@ -188,7 +188,7 @@ uint64_t Ddr::state_fingerprint(uint64_t cycle) const {
 }
 
 // The buckets: refilled for every edge since the last refill, each capped at four beats.
-void Ddr::refill(uint64_t now) {
+[[gnu::always_inline]] inline void Ddr::refill(uint64_t now) {
   const uint64_t edges = refilled_once_ ? now - last_refill_cycle_ : 1;
   refilled_once_ = true;
   last_refill_cycle_ = now;
@@ -235,7 +235,7 @@ void Ddr::tick() {
   for (int k = 0, slot = rr_start_; k < slots; ++k, slot = slot + 1 == slots ? 0 : slot + 1) {
     const size_t pi = size_t(slot >> 1);
     DdrPortStats& ps = port_stats[pi];
-    const bool moved = (slot & 1) == 0 ? move_read(ports[pi], ps, now) : move_write(ports[pi], ps, pi, now);
+    const bool moved = (slot & 1) == 0 ? move_read(ports[pi], ps, pi, now) : move_write(ports[pi], ps, pi, now);
     if (!moved) continue;
     if (first_served < 0) first_served = slot;
     if (!(moved_mask & (1u << pi))) note_busy(ps, now);  // once per port and edge

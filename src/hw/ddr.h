@@ -64,10 +64,10 @@ class Ddr : public Memory {
   void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
   void accept(PortState& p, int index, uint64_t now);
   // One beat of a slot (tick), inlined into it (defined in ddr.cpp only).
-  inline bool move_read(PortState& p, DdrPortStats& ps, uint64_t now);
+  inline bool move_read(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);
   inline bool move_write(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);
   void note_busy(DdrPortStats& s, uint64_t now);
-  void refill(uint64_t now);
+  inline void refill(uint64_t now);  // the buckets, at each tick (inlined into it)
 
   uint64_t read_latency_ = 0, write_latency_ = 0;  // cycles
   // The buckets, in units of 1e-12 byte: each edge adds the bandwidth x period_ps, a beat

@@ -55,12 +55,12 @@ void Memory::restore_state(const MemoryState& state) {
                             name(), config_.model, state.words.size()));
 }
 
-// The models: ddr.model's choices (DdrConfig::visit). Both shipped models are the Ddr
-// controller with its bandwidth buckets shared or per port, and neither carries state.
+// The models: ddr.model's choices (DdrConfig::visit; validate refuses any other, naming the
+// choices). Both shipped choices are the Ddr controller, its bandwidth buckets shared (wall)
+// or one per port (latency-bandwidth). A model of its own class is one more case here.
 std::unique_ptr<Memory> make_memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) {
-  config.validate(std::string(name));  // a model outside ddr.model's choices, named with them
-  if (config.model == "wall" || config.model == "latency-bandwidth") return std::make_unique<Ddr>(name, clock, config);
-  throw Error(fmt::format("{}: ddr.model = '{}' is not a memory model bitsim has", std::string(name), config.model));
+  config.validate(std::string(name));
+  return std::make_unique<Ddr>(name, clock, config);
 }
 
 }  // namespace bitsim::hw

@@ -15,34 +15,16 @@
 #include "hw/engine_regs.h"
 #include "base/error.h"
 #include "model/packed_image.h"
+#include "support/matmul_stream.h"
 
 namespace bitsim::hw {
 namespace {
 
 namespace R = dma_reg;
 
-struct Stream {
-  model::TernaryMatrix w;
-  std::vector<int8_t> x;
-  std::vector<uint8_t> bytes;
-  uint32_t result_bytes = 0;
-  std::vector<int32_t> want;  // golden results
-};
-
-Stream make_stream(int rows, int n, uint32_t seed) {
-  std::mt19937 g(seed);
-  Stream s;
-  s.w.rows = rows;
-  s.w.cols = n;
-  s.w.scale = 1;
-  for (int i = 0; i < rows * n; ++i) s.w.trits.push_back(int8_t(int(g() % 3) - 1));
-  for (int i = 0; i < n; ++i) s.x.push_back(int8_t(int(g() % 256) - 128));
-  s.bytes = model::build_stream({{s.x.data(), n, &s.w, 0, rows}});
-  s.result_bytes = uint32_t((rows * 4 + 7) / 8 * 8);
-  s.want.resize(size_t(rows));
-  golden::ternary_matvec(s.w, 0, rows, s.x.data(), s.want.data());
-  return s;
-}
+// A random one-group matmul stream with its golden results (tests/support/matmul_stream.h).
+using Stream = test::MatmulStream;
+Stream make_stream(int rows, int n, uint32_t seed) { return test::random_matmul_stream(rows, n, seed); }
 
 const uint64_t kMm0 = board_map::kDmaBase[0];
 constexpr uint64_t kAccess = 200'000;  // ps per register access

@@ -11,67 +11,61 @@
 #include "base/error.h"
 #include "hw/ddr.h"
 #include "hw/sim_context.h"
+#include "support/error_of.h"
 
 namespace bitsim::hw {
 namespace {
 
-std::string error_of_memory(const DdrConfig& c) {
-  FreshSimContext ctx;
-  Clock clock("clock", ClockConfig{125.0});
-  try {
-    make_memory("ddr", clock, c);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
-TEST(Memory, MakeMemoryBuildsTheModelTheConfigNames) {
+// Calls f(model name, its memory, its config) for each shipped model, each in a fresh
+// simulation context.
+template <typename F>
+void for_each_model(F f) {
   for (const char* model : {"wall", "latency-bandwidth"}) {
     FreshSimContext ctx;
     Clock clock("clock", ClockConfig{125.0});
     DdrConfig c;
     c.model = model;
     const std::unique_ptr<Memory> m = make_memory("ddr", clock, c);
-    EXPECT_EQ(m->config().model, model);
-    ASSERT_NE(dynamic_cast<Ddr*>(m.get()), nullptr) << model;
-    EXPECT_EQ(m->stats().ports.size(), 2u);
-    m->write64(0x1000, 0x1122334455667788ull);  // the backdoor is the model's storage
-    EXPECT_EQ(m->read64(0x1000), 0x1122334455667788ull);
+    f(std::string(model), *m, c);
   }
+}
+
+TEST(Memory, MakeMemoryBuildsTheModelTheConfigNames) {
+  for_each_model([](const std::string& model, Memory& m, const DdrConfig&) {
+    EXPECT_EQ(m.config().model, model);
+    EXPECT_NE(dynamic_cast<Ddr*>(&m), nullptr) << model;
+    EXPECT_EQ(m.stats().ports.size(), 2u);
+    m.write64(0x1000, 0x1122334455667788ull);  // the backdoor is the model's storage
+    EXPECT_EQ(m.read64(0x1000), 0x1122334455667788ull);
+  });
 }
 
 TEST(Memory, AModelOutsideTheChoicesIsRefusedNamingTheKey) {
   DdrConfig c;
   c.model = "ddr5";
-  const std::string e = error_of_memory(c);
+  FreshSimContext ctx;
+  Clock clock("clock", ClockConfig{125.0});
+  const std::string e = error_of([&] { make_memory("ddr", clock, c); });
   EXPECT_NE(e.find("ddr.model"), std::string::npos) << e;
   EXPECT_NE(e.find("ddr5"), std::string::npos) << e;
   EXPECT_NE(e.find("latency-bandwidth"), std::string::npos) << e;  // the choices
-  EXPECT_THROW(make_memory_timing(c), Error);
+  EXPECT_NE(error_of([&] { make_memory_timing(c); }).find("ddr.model"), std::string::npos);
 }
 
 TEST(Memory, ShippedModelsCarryNoStateAcrossAnIdleGap) {
-  for (const char* model : {"wall", "latency-bandwidth"}) {
-    FreshSimContext ctx;
-    Clock clock("clock", ClockConfig{125.0});
-    DdrConfig c;
-    c.model = model;
-    const std::unique_ptr<Memory> m = make_memory("ddr", clock, c);
-    EXPECT_TRUE(m->carried_state(1000).empty()) << model;
-    m->restore_state(MemoryState{});  // an empty state is every shipped model's
-    try {
-      m->restore_state(MemoryState{{42}});
-      ADD_FAILURE() << model << ": a non-empty state was restored";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(model), std::string::npos) << e.what();
-    }
+  for_each_model([](const std::string& model, Memory& m, const DdrConfig& c) {
+    EXPECT_TRUE(m.carried_state(1000).empty()) << model;
+    m.restore_state(MemoryState{});  // an empty state is every shipped model's
+    const std::string refused = error_of([&] { m.restore_state(MemoryState{{42}}); });
+    EXPECT_NE(refused.find(model), std::string::npos) << model << ": " << refused;
     const std::unique_ptr<MemoryTiming> t = make_memory_timing(c);
     std::string key;
     t->key_facts(0x1234'5678, 4096, key);
     t->key_state(t->advance(MemoryState{}, 1'000'000), key);
     EXPECT_EQ(key, "") << model << ": the shipped models add nothing to a batch key";
-  }
+  });
 }
 
 TEST(Memory, ACarriedStateEntersTheBatchKey) {
