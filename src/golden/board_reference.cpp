@@ -32,6 +32,16 @@ void ternary_matvec(const TernaryMatrix& w, int row_begin, int row_end, const in
   }
 }
 
+void prefill_matvec(const TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int vectors,
+                    int32_t* acc) {
+  const int n = w.cols, rows = row_end - row_begin;
+  std::vector<int32_t> one(size_t(std::max(0, rows)));
+  for (int p = 0; p < vectors; ++p) {  // one position at a time: the board's sums for its token
+    ternary_matvec(w, row_begin, row_end, x + size_t(p) * size_t(n), one.data());
+    for (int r = 0; r < rows; ++r) acc[size_t(r) * size_t(vectors) + size_t(p)] = one[size_t(r)];
+  }
+}
+
 void ternary_matvec_per_call(const TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int L,
                              int32_t* acc) {
   const int n = w.cols;

@@ -37,6 +37,13 @@ constexpr int kCalibrationTokens = 144;
 void ternary_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x,
                     int32_t* acc);
 
+// The prefill engine's group (docs/prefill.md 1-2): V activation vectors (x: V rows of
+// w.cols values) against rows [row_begin, row_end), results row-major as the engine returns
+// them: acc[(r - row_begin) * V + p] = sum_j t_rj * x[p * w.cols + j]. Plain loops, one
+// position at a time: each is ternary_matvec for that position's vector.
+void prefill_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int vectors,
+                    int32_t* acc);
+
 // The per-call format (docs/variants-host.md): the engine sums one fixed-length segment of
 // L elements per call (elements past n count 0) and the CPU adds the ceil(n/L) partial sums
 // in segment order. Plain loops; equal to ternary_matvec because int32 addition of these

@@ -66,6 +66,10 @@ class CpuModel {
   explicit CpuModel(const CpuModelConfig& config) : config_(config) { config_.validate("cpu model"); }
   // Simulated time of one step, in picoseconds (integer so sums are exact).
   uint64_t step_ps(CpuStep step, uint64_t elements, uint64_t bytes_written = 0) const;
+  // Prefill (docs/prefill.md 6; simulated): the step over `vectors` vectors of `elements`
+  // elements and `bytes_written` bytes each, in one call: its overhead once, the work
+  // `vectors` times. vectors = 1 is step_ps.
+  uint64_t chunk_step_ps(CpuStep step, uint64_t vectors, uint64_t elements, uint64_t bytes_written = 0) const;
   const CpuModelConfig& config() const { return config_; }
 
  private:

@@ -34,18 +34,24 @@ EngineLaneConfig checked_lane_config(const MatmulEngineConfig& config, const std
 
 MatmulEngine::MatmulEngine(sc_core::sc_module_name name, Clock& clock, const MatmulEngineConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [L = config.per_call() ? config.per_call_row_trits : 0] {
-                    return std::make_unique<MatmulDatapath>(L);
+                  [L = config.per_call() ? config.per_call_row_trits : 0, V = config.tokens_per_pass] {
+                    return std::make_unique<MatmulDatapath>(L, V);
                   }),
       config_(config) {}
 
 // ---- MatmulDatapath ------------------------------------------------------------------------
 
-MatmulDatapath::MatmulDatapath(int per_call_row_trits)
-    : per_call_(per_call_row_trits), x_by_byte_(size_t(kMaxDataBytes + 8) * 8, 0), trits_{} {
+MatmulDatapath::MatmulDatapath(int per_call_row_trits, int max_vectors)
+    : per_call_(per_call_row_trits), max_vectors_(max_vectors), trits_{} {
   if (per_call_ < 0 || per_call_ > model::kMaxRowLength)
     throw std::invalid_argument("matmul datapath: per-call row length " + std::to_string(per_call_) +
                                 " outside 1..4096");
+  if (max_vectors_ < 1 || max_vectors_ > model::kMaxVectors)
+    throw std::invalid_argument("matmul datapath: prefill.tokens_per_pass " + std::to_string(max_vectors_) +
+                                " outside 1.." + std::to_string(model::kMaxVectors));
+  x_.assign(kXStride * size_t(max_vectors_), 0);
+  x_by_byte_.assign(kByByteStride * size_t(max_vectors_), 0);
+  acc_.assign(size_t(max_vectors_), 0);
   expect_transfer();
   const model::TritDecodeTable& table = model::trit_decode_table();
   for (int b = 0; b < 256; ++b)
@@ -56,8 +62,10 @@ MatmulDatapath::MatmulDatapath(int per_call_row_trits)
 uint32_t MatmulDatapath::queue_entries(int result_delay) const {
   // At most two items are queued per edge (a flushed half beat and the error zero beat),
   // each waits at most result_delay edges plus the edges the result stream is full, during
-  // which no input is taken: 2 * (delay + 2) + 8 entries never fill.
-  return 2u * uint32_t(result_delay + 2) + 8u;
+  // which no input is taken: 2 * (delay + 2) + 8 entries never fill. With V vectors a row's
+  // last beat queues up to ceil(V/2) + 1 beats: (ceil(V/2) + 1) * (delay + 2) + 8 (the same
+  // for V = 1).
+  return uint32_t((max_vectors_ + 1) / 2 + 1) * uint32_t(result_delay + 2) + 8u;
 }
 
 void MatmulDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) {
@@ -82,21 +90,23 @@ void MatmulDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) 
   std::memcpy(bytes, &header0_, 8);
   std::memcpy(bytes + 8, &b.data, 8);
   model::GroupHeader h;
-  const StreamError e = model::parse_group_header(bytes, &h);
+  const StreamError e = model::parse_group_header(bytes, &h, max_vectors_);
   if (e != StreamError::None) return fail(lane, e, -1, b.last, c);
-  start_group(h.n, h.rows, h.last);
+  start_group(h.n, h.rows, h.last, h.vectors);
 }
 
-void MatmulDatapath::start_group(uint32_t n, uint32_t rows, bool last) {
+void MatmulDatapath::start_group(uint32_t n, uint32_t rows, bool last, uint32_t vectors) {
   n_ = n;
   rows_ = rows;
   last_group_ = last;
+  vectors_ = vectors;
+  vec_ = 0;
   x_beats_ = int((n + 7) / 8);
   data_bytes_ = int((n + 4) / 5);
   row_beats_ = int(model::packed_row_bytes(int(n)) / 8);
   beat_ = 0;
   row_ = 0;
-  acc_ = 0;
+  std::fill(acc_.begin(), acc_.end(), 0);
   phase_ = Phase::X;
 }
 
@@ -107,18 +117,23 @@ void MatmulDatapath::expect_transfer() {
 }
 
 void MatmulDatapath::x_beat(const StreamBeat& b) {
-  if (!collect_beat(x_.data(), &beat_, x_beats_, b.data)) return;
+  int8_t* x = x_.data() + kXStride * vec_;
+  if (!collect_beat(x, &beat_, x_beats_, b.data)) return;
   // x_j = 0 for j >= n: the stream's x padding and the row's padding digits never count.
-  std::fill(x_.begin() + n_, x_.end(), int8_t(0));
+  std::fill(x + n_, x + kXStride, int8_t(0));
+  if (++vec_ < vectors_) return;  // the next vector's beats follow
   spread_x();
   phase_ = Phase::Rows;
 }
 
 void MatmulDatapath::spread_x() {
   // Byte positions up to 7 past the last data byte are read (the last beat's padding bytes).
-  int16_t* out = x_by_byte_.data();
-  for (int k = 0; k < data_bytes_ + 8; ++k, out += 8)
-    for (int i = 0; i < 8; ++i) out[i] = k < data_bytes_ && i < 5 ? x_[size_t(5 * k + i)] : int16_t(0);
+  for (uint32_t p = 0; p < vectors_; ++p) {
+    const int8_t* x = x_.data() + kXStride * p;
+    int16_t* out = x_by_byte_.data() + kByByteStride * p;
+    for (int k = 0; k < data_bytes_ + 8; ++k, out += 8)
+      for (int i = 0; i < 8; ++i) out[i] = k < data_bytes_ && i < 5 ? x[size_t(5 * k + i)] : int16_t(0);
+  }
 }
 
 void MatmulDatapath::row_beat(EngineLane& lane, uint64_t data, bool tlast, uint64_t c) {
@@ -132,37 +147,47 @@ void MatmulDatapath::row_beat(EngineLane& lane, uint64_t data, bool tlast, uint6
     return fail(lane, StreamError::InvalidTrit, int(row_), tlast, c);
   // The 5 MACs of each byte: its trits against x at its position, 8 lanes wide (the compiler
   // vectorises this); padding bytes meet zeros. Exact in int16: a lane adds 8 products of a
-  // trit and an int8, within +-1024.
-  const int16_t* x = x_by_byte_.data() + size_t(first) * 8;
-  int16_t macs[8] = {};
-  for (int k = 0; k < 8; ++k, x += 8) {
-    const int16_t* t = trits_[uint8_t(data >> (8 * k))];
-    for (int i = 0; i < 8; ++i) macs[i] = int16_t(macs[i] + t[i] * x[i]);
+  // trit and an int8, within +-1024. The same decoded trits meet each of the V vectors.
+  for (uint32_t p = 0; p < vectors_; ++p) {
+    const int16_t* x = x_by_byte_.data() + kByByteStride * p + size_t(first) * 8;
+    int16_t macs[8] = {};
+    for (int k = 0; k < 8; ++k, x += 8) {
+      const int16_t* t = trits_[uint8_t(data >> (8 * k))];
+      for (int i = 0; i < 8; ++i) macs[i] = int16_t(macs[i] + t[i] * x[i]);
+    }
+    int32_t sum = 0;
+    for (int16_t v : macs) sum += v;
+    acc_[p] += sum;
   }
-  int32_t sum = 0;
-  for (int16_t v : macs) sum += v;
-  acc_ += sum;
   if (++beat_ == row_beats_) finish_row(lane, tlast, c);
 }
 
+// One result into the result beats: paired with a waiting half, alone at the group's end
+// (an odd count: the high word is padding), else held for its pair.
+void MatmulDatapath::queue_result(EngineLane& lane, int32_t r, bool alone, bool last_out, uint64_t ready) {
+  if (half_valid_) {
+    lane.queue(uint64_t(uint32_t(half_)) | (uint64_t(uint32_t(r)) << 32), last_out, ready);
+    half_valid_ = false;
+  } else if (alone) {
+    lane.queue(uint64_t(uint32_t(r)), last_out, ready);
+  } else {
+    half_ = r;
+    half_valid_ = true;
+  }
+}
+
 void MatmulDatapath::finish_row(EngineLane& lane, bool tlast, uint64_t c) {
-  const int32_t r = acc_;
-  acc_ = 0;
   beat_ = 0;
   lane.row_done();
   // Per-call: the group (the transfer) ends with the row that carries TLAST.
   const bool group_end = per_call_ > 0 ? tlast : row_ + 1 == rows_;
   const bool transfer_end = group_end && last_group_;
-  const bool last_out = transfer_end && tlast;
   const uint64_t ready = c + uint64_t(lane.result_delay());
-  if (half_valid_) {
-    lane.queue(uint64_t(uint32_t(half_)) | (uint64_t(uint32_t(r)) << 32), last_out, ready);
-    half_valid_ = false;
-  } else if (group_end) {
-    lane.queue(uint64_t(uint32_t(r)), last_out, ready);  // odd R: the high word is padding
-  } else {
-    half_ = r;
-    half_valid_ = true;
+  // The row's V results in vector order (docs/prefill.md); the last one closes the group.
+  for (uint32_t p = 0; p < vectors_; ++p) {
+    const bool row_last = p + 1 == vectors_;
+    queue_result(lane, acc_[p], group_end && row_last, transfer_end && tlast && row_last, ready);
+    acc_[p] = 0;
   }
   ++row_;
   if (!group_end) return;

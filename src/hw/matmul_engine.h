@@ -47,6 +47,8 @@ struct MatmulEngineConfig {
   std::string format = "header";  // stream format: header (the board's) or per-call (the earlier
                                    // format: no header, fixed rows; docs/variants-host.md)
   int per_call_row_trits = 1536;   // per-call: the fixed row length L (model; the hidden size)
+  int tokens_per_pass = 1;         // prefill: the activation vectors V a group may carry (1: the
+                                   // board; docs/prefill.md)
   uint64_t reg_base = 0x43C0'0000;  // byte address of the status register block (lane l at
                                     // reg_base + l * 0x100); transactions on `ctrl` carry
                                     // absolute addresses (set 0 behind a router that passes
@@ -64,6 +66,9 @@ struct MatmulEngineConfig {
     v(c.per_call_row_trits, FieldInfo{"matmul.per_call_row_trits", 1, 4096, "trits", Evidence::kSimulated,
                                       "per-call format: the engine's fixed row length L; longer rows are cut into "
                                       "ceil(n/L) segments, one call each, partial sums added by the CPU"});
+    v(c.tokens_per_pass, FieldInfo{"prefill.tokens_per_pass", 1, model::kMaxVectors, "tokens", Evidence::kSimulated,
+                                   "prefill: prompt tokens per weight pass P; the matmul engine keeps P activation "
+                                   "vectors and returns P sums per row (1: the board; docs/prefill.md)"});
     visit_engine_ports(c, "matmul", "matmul engine", v);
   }
   bool per_call() const { return format == "per-call"; }
@@ -75,12 +80,15 @@ struct MatmulEngineConfig {
 class MatmulDatapath final : public LaneDatapath {
  public:
   // per_call_row_trits = 0: the header format; L > 0: the per-call format with fixed rows of L.
-  explicit MatmulDatapath(int per_call_row_trits = 0);
+  // max_vectors: the V a group may carry (prefill.tokens_per_pass; 1: the board).
+  explicit MatmulDatapath(int per_call_row_trits = 0, int max_vectors = 1);
   uint32_t truncated_code() const override { return uint32_t(model::StreamError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(model::StreamError::TrailingData); }
   int error_row() const override;
   uint32_t queue_entries(int result_delay) const override;
-  uint32_t room_for_next_beat(uint32_t) const override { return 2; }
+  // A row's last beat queues its V results (ceil(V/2) beats, one more for a pending half)
+  // and the error zero beat: 2 on the board.
+  uint32_t room_for_next_beat(uint32_t) const override { return uint32_t((max_vectors_ + 1) / 2 + 1); }
   bool holds_result() const override { return half_valid_; }
   void take(EngineLane& lane, const StreamBeat& beat, uint64_t c) override;
   void abort(EngineLane& lane, uint64_t c) override;
@@ -93,26 +101,31 @@ class MatmulDatapath final : public LaneDatapath {
   void spread_x();
   void row_beat(EngineLane& lane, uint64_t data, bool tlast, uint64_t c);
   void finish_row(EngineLane& lane, bool tlast, uint64_t c);
-  void start_group(uint32_t n, uint32_t rows, bool last);  // after a header, or per-call at a transfer start
+  void start_group(uint32_t n, uint32_t rows, bool last, uint32_t vectors = 1);  // after a header, or per-call
+  void queue_result(EngineLane& lane, int32_t r, bool alone, bool last_out, uint64_t ready);
   void expect_transfer();                                   // Header0, or per-call: x of L
 
   int per_call_ = 0;            // L of the per-call format; 0: header format
+  int max_vectors_ = 1;         // prefill: the most vectors a group may carry
 
   Phase phase_ = Phase::Header0;
   uint64_t header0_ = 0;        // beat 0 of the current header
   uint32_t n_ = 0, rows_ = 0;   // current group
+  uint32_t vectors_ = 1, vec_ = 0;  // its V, and the vector x is collecting
   bool last_group_ = false;
   int x_beats_ = 0, row_beats_ = 0, data_bytes_ = 0;
   int beat_ = 0;                // beat index within x or within the current row
   uint32_t row_ = 0;            // row index within the group
-  int32_t acc_ = 0;
+  std::vector<int32_t> acc_;    // one accumulator per vector
   bool half_valid_ = false;     // first result of a result beat waiting for its pair
   int32_t half_ = 0;
-  // x, zero beyond n (up to the last data byte's 5 elements).
-  std::array<int8_t, model::kMaxRowLength + 16> x_{};
+  // x, zero beyond n (up to the last data byte's 5 elements): vector p at p * kXStride.
+  static constexpr size_t kXStride = model::kMaxRowLength + 16;
+  std::vector<int8_t> x_;
   // x by byte position of a row: x[5k .. 5k+4] and 3 zeros at [8k .. 8k+7], built once per
   // group when x is complete, zero past the last data byte (a row's padding bytes meet
-  // zeros); allocated once.
+  // zeros); vector p at p * kByByteStride; allocated once.
+  static constexpr size_t kByByteStride = size_t(kMaxDataBytes + 8) * 8;
   std::vector<int16_t> x_by_byte_;
   // Packed byte -> its 5 trits (-1, 0, 1) and 3 zeros, from model/packed_image's decode
   // table; bytes >= 243 are rejected before their (zero) entries could count.
@@ -121,7 +134,8 @@ class MatmulDatapath final : public LaneDatapath {
 
 // The matmul engine in fast fidelity (hw/fast_engine.h): the group stream (or the per-call
 // format) walked with model::next_group, each group's rows times x by the fast kernels.
-// Key: "g{rows},{n},{last};" per group, or "p{rows},{L};" for a per-call transfer.
+// Key: "g{rows},{n},{last};" per group ("g{rows},{n},{last},{V};" for a prefill group of V > 1
+// vectors), or "p{rows},{L};" for a per-call transfer.
 class MatmulFastEngine final : public FastEngine {
  public:
   explicit MatmulFastEngine(const MatmulEngineConfig& config) : config_(config) {}

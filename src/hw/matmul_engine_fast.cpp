@@ -33,27 +33,44 @@ bool MatmulFastEngine::per_call(FastEngineContext& ctx, const FastBuffer& in, st
   return true;
 }
 
-// The header format: groups of (header, x, rows) up to the group flagged last.
+// The header format: groups of (header, V vectors of x, rows) up to the group flagged last;
+// per row its V sums (docs/prefill.md; V = 1: the board's group).
 bool MatmulFastEngine::groups(FastEngineContext& ctx, const FastBuffer& in, std::string& key,
                               std::vector<uint8_t>& results) const {
   uint64_t pos = in.addr;
   const uint64_t end = pos + in.bytes;
   std::vector<int8_t> x;
+  std::vector<int32_t> by_vector;
   for (bool last = false; !last;) {
     uint8_t hdr[16] = {};
     if (end - pos >= 16) ctx.memory.read(pos, hdr, 16);
     model::GroupLayout g;
-    if (model::next_group(hdr, end - pos, &g) != model::StreamError::None) return false;
+    if (model::next_group(hdr, end - pos, &g, config_.tokens_per_pass) != model::StreamError::None) return false;
     const model::GroupHeader& h = g.header;
-    key += fmt::format("g{},{},{};", h.rows, h.n, int(h.last));
+    const uint32_t V = h.vectors;
+    key += V == 1 ? fmt::format("g{},{},{};", h.rows, h.n, int(h.last))
+                  : fmt::format("g{},{},{},{};", h.rows, h.n, int(h.last), V);
     const size_t at = results.size();
-    results.resize(at + pad8(uint64_t(h.rows) * 4), 0);
+    results.resize(at + pad8(uint64_t(h.rows) * V * 4), 0);
     if (!ctx.timing_only) {
       const fast::DecodedRows* w = ctx.decoded(pos + g.rows_offset, int(h.rows), int(h.n));
       if (!w) return false;  // an invalid trit byte
-      x.resize(h.n);
-      ctx.memory.read(pos + g.x_offset, x.data(), h.n);
-      w->matvec(x.data(), reinterpret_cast<int32_t*>(results.data() + at), ctx.workers);
+      auto* out = reinterpret_cast<int32_t*>(results.data() + at);
+      if (V == 1) {
+        x.resize(h.n);
+        ctx.memory.read(pos + g.x_offset, x.data(), h.n);
+        w->matvec(x.data(), out, ctx.workers);
+      } else {
+        // The V vectors, each at its beat-padded place, packed to n apart for the kernel; the
+        // kernel's sums come vector-major and leave row-major.
+        const size_t xb = model::packed_x_bytes(int(h.n));
+        x.resize(size_t(V) * h.n);
+        for (uint32_t p = 0; p < V; ++p) ctx.memory.read(pos + g.x_offset + p * xb, x.data() + size_t(p) * h.n, h.n);
+        by_vector.resize(size_t(V) * h.rows);
+        w->matmul(x.data(), int(V), by_vector.data(), ctx.workers);
+        for (uint32_t r = 0; r < h.rows; ++r)
+          for (uint32_t p = 0; p < V; ++p) out[size_t(r) * V + p] = by_vector[size_t(p) * h.rows + r];
+      }
     }
     last = h.last;
     pos += g.bytes;

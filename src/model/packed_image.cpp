@@ -231,7 +231,7 @@ void write_group_header(const GroupHeader& h, uint8_t* out16) {
   out16[3] = h.last ? 1 : 0;
   put_u32(out16 + 4, h.rows);
   put_u32(out16 + 8, h.n);
-  put_u32(out16 + 12, 0);
+  put_u32(out16 + 12, h.vectors >= 1 ? (h.vectors - 1) & 0xFF : 0);
 }
 
 const char* stream_error_name(StreamError e) {
@@ -250,7 +250,7 @@ const char* stream_error_name(StreamError e) {
   return "unknown stream error";
 }
 
-StreamError parse_group_header(const uint8_t* in16, GroupHeader* h) {
+StreamError parse_group_header(const uint8_t* in16, GroupHeader* h, int max_vectors) {
   if (get_u16(in16) != kMatmulMagic) return StreamError::BadMagic;
   if (in16[2] != kMatmulVersion) return StreamError::BadVersion;
   const uint8_t flags = in16[3];
@@ -258,8 +258,11 @@ StreamError parse_group_header(const uint8_t* in16, GroupHeader* h) {
   g.last = (flags & 1) != 0;
   g.rows = get_u32(in16 + 4);
   g.n = get_u32(in16 + 8);
+  const uint32_t high = get_u32(in16 + 12);
+  g.vectors = (high & 0xFF) + 1;
   if (h) *h = g;
-  if ((flags & 0xFE) != 0 || get_u32(in16 + 12) != 0) return StreamError::ReservedBits;
+  if ((flags & 0xFE) != 0 || (high >> 8) != 0 || g.vectors > uint32_t(std::max(1, max_vectors)))
+    return StreamError::ReservedBits;
   if (g.n < 1 || g.n > uint32_t(kMaxRowLength)) return StreamError::BadLength;
   if (g.rows == 0) return StreamError::ZeroRows;
   return StreamError::None;
@@ -292,18 +295,23 @@ std::vector<uint8_t> build_stream(const std::vector<GroupSpec>& groups) {
     if (s.row_begin < 0 || s.row_end <= s.row_begin || s.row_end > s.m->rows)
       throw Error(fmt::format("build_stream: group {}: row range [{}, {}) empty or outside the "
                               "matrix's {} rows", g, s.row_begin, s.row_end, s.m->rows));
-    total += kHeaderBytes + packed_x_bytes(s.n) + packed_row_bytes(s.n) * size_t(s.row_end - s.row_begin);
+    if (s.vectors < 1 || s.vectors > kMaxVectors)
+      throw Error(fmt::format("build_stream: group {}: {} vectors outside 1..{}", g, s.vectors, kMaxVectors));
+    total += kHeaderBytes + size_t(s.vectors) * packed_x_bytes(s.n) + packed_row_bytes(s.n) * size_t(s.row_end - s.row_begin);
   }
   std::vector<uint8_t> out;
   out.reserve(total);
   for (size_t g = 0; g < groups.size(); ++g) {
     const GroupSpec& s = groups[g];
     uint8_t hdr[kHeaderBytes];
-    write_group_header({uint32_t(s.row_end - s.row_begin), uint32_t(s.n), g + 1 == groups.size()}, hdr);
+    write_group_header({uint32_t(s.row_end - s.row_begin), uint32_t(s.n), g + 1 == groups.size(),
+                        uint32_t(s.vectors)}, hdr);
     out.insert(out.end(), hdr, hdr + kHeaderBytes);
-    const size_t xo = out.size();
-    out.resize(xo + packed_x_bytes(s.n), 0);
-    std::memcpy(out.data() + xo, s.x, size_t(s.n));
+    for (int p = 0; p < s.vectors; ++p) {
+      const size_t xo = out.size();
+      out.resize(xo + packed_x_bytes(s.n), 0);
+      std::memcpy(out.data() + xo, s.x + size_t(p) * size_t(s.n), size_t(s.n));
+    }
     std::vector<uint8_t> rows = pack_rows(*s.m, s.row_begin, s.row_end);
     out.insert(out.end(), rows.begin(), rows.end());
   }
@@ -353,12 +361,12 @@ int per_call_rows(uint64_t bytes, int L) {
   return int((bytes - xb) / rb);
 }
 
-StreamError next_group(const uint8_t* in16, uint64_t left, GroupLayout* g) {
+StreamError next_group(const uint8_t* in16, uint64_t left, GroupLayout* g, int max_vectors) {
   if (left < 16) return StreamError::Truncated;
-  const StreamError e = parse_group_header(in16, &g->header);
+  const StreamError e = parse_group_header(in16, &g->header, max_vectors);
   if (e != StreamError::None) return e;
   g->x_offset = 16;
-  g->rows_offset = 16 + packed_x_bytes(int(g->header.n));
+  g->rows_offset = 16 + uint64_t(g->header.vectors) * packed_x_bytes(int(g->header.n));
   g->bytes = g->rows_offset + uint64_t(g->header.rows) * packed_row_bytes(int(g->header.n));
   return g->bytes > left ? StreamError::Truncated : StreamError::None;
 }

@@ -7,8 +7,9 @@
 //   header := 2 beats (16 bytes, little-endian)
 //     beat 0: bits 15:0 magic 0x7E44, 23:16 version 2, 31:24 flags (bit 0: last group of
 //             the transfer; bits 1-7 reserved, must be 0), 63:32 R (>= 1)
-//     beat 1: bits 31:0 n (1..4096), 63:32 reserved, must be 0
-//   x      := n int8 values, zero-padded to a whole beat
+//     beat 1: bits 31:0 n (1..4096), 39:32 V-1 (V activation vectors, 1..kMaxVectors: the
+//             prefill engine's groups, docs/prefill.md; 0 on the board), 63:40 reserved, 0
+//   x      := V vectors, each n int8 values zero-padded to a whole beat
 //   rows   := R rows; a row is ceil(n/5) bytes of packed trits, zero-padded to a whole beat
 //
 // Trit packing: byte b = sum_{i=0..4} (t_i + 1) * 3^i, t_i the weight of element 5k+i,
@@ -28,6 +29,9 @@ constexpr uint16_t kMatmulMagic = 0x7E44;
 constexpr uint8_t kMatmulVersion = 2;
 constexpr int kMaxRowLength = 4096;  // n range 1..4096
 constexpr int kTritsPerByte = 5;
+// The most activation vectors a group carries (prefill.tokens_per_pass's range; V - 1 takes
+// the 8 bits 39:32 of header beat 1; docs/prefill.md).
+constexpr int kMaxVectors = 64;
 
 // ceil(bytes / 8)
 inline size_t beats_for(size_t bytes) { return (bytes + kBeatBytes - 1) / kBeatBytes; }
@@ -61,6 +65,7 @@ struct GroupHeader {
   uint32_t rows = 0;
   uint32_t n = 0;
   bool last = false;
+  uint32_t vectors = 1;  // V: activation vectors in x (1: the board's group)
 };
 // Writes the 16 header bytes as given, without validation (so tests can build bad headers).
 void write_group_header(const GroupHeader& h, uint8_t* out16);
@@ -83,7 +88,9 @@ const char* stream_error_name(StreamError e);
 
 // Parse and validate a 16-byte header. Checks in this order: magic, version, reserved bits,
 // n, R. *h is filled whenever the magic and version are right.
-StreamError parse_group_header(const uint8_t* in16, GroupHeader* h);
+// `max_vectors`: the V the engine is built for (1: the board, which refuses any V > 1 as
+// ReservedBits, as it refuses any other reserved bit); a V above it is ReservedBits too.
+StreamError parse_group_header(const uint8_t* in16, GroupHeader* h, int max_vectors = 1);
 
 // One group of a matmul stream as the engine walks it: the header at the group's first byte,
 // x at +16, the packed rows after x's padding, the next group at +bytes. The one walker of
@@ -97,7 +104,8 @@ struct GroupLayout {
 // Parses the header of the group that starts `left` bytes before the end of its stream (in16:
 // its first 16 bytes, not read when left < 16). Truncated when the header or the group does
 // not fit in `left`; the header's own errors as parse_group_header gives them.
-StreamError next_group(const uint8_t* in16, uint64_t left, GroupLayout* g);
+// x is the header's V vectors of packed_x_bytes(n) each; `max_vectors` as parse_group_header.
+StreamError next_group(const uint8_t* in16, uint64_t left, GroupLayout* g, int max_vectors = 1);
 
 // The packed weight image of rows [row_begin, row_end) of m: the packed rows concatenated,
 // each packed_row_bytes(m.cols) bytes (no header, no x). Throws bitsim::Error on a bad
@@ -108,10 +116,11 @@ std::vector<uint8_t> pack_rows(const TernaryMatrix& m, int row_begin, int row_en
 // flag is set on the final group only. Throws bitsim::Error if a group's n != m->cols, its
 // row range is empty or out of range, n is outside 1..4096, or groups is empty.
 struct GroupSpec {
-  const int8_t* x;
+  const int8_t* x;  // vectors x n values (vector p at x + p * n)
   int n;
   const TernaryMatrix* m;
   int row_begin, row_end;
+  int vectors = 1;  // V (1..kMaxVectors): a prefill group's vectors (docs/prefill.md)
 };
 std::vector<uint8_t> build_stream(const std::vector<GroupSpec>& groups);
 

@@ -91,6 +91,8 @@ ParamSet board_params() {
   host::CpuModelConfig::visit(cpu, add);
   const host::WalkerConfig walker;
   host::WalkerConfig::visit(walker, add);
+  const host::PrefillConfig prefill;
+  host::PrefillConfig::visit(prefill, add);
   return ParamSet(std::move(s));
 }
 
@@ -118,6 +120,13 @@ void validate(const SimConfig& c) {
   c.driver.validate("driver");
   c.cpu.validate("cpu");
   c.walker.validate("layer walker");
+  c.prefill.validate("prefill");
+  // The per-call stream has no header to carry the V vectors of a prefill group.
+  if (c.board.matmul.per_call() && c.board.matmul.tokens_per_pass > 1)
+    throw FieldError("prefill.tokens_per_pass",
+                     fmt::format("{} needs matmul.format = header (the per-call stream has no header to carry the "
+                                 "chunk's vectors; docs/prefill.md)",
+                                 c.board.matmul.tokens_per_pass));
   // Generated scenarios with both found the two fidelities' transfers to differ (1116
   // against 960 DMA transfers at 250 MHz): refused until that is found and fixed.
   if (c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax && c.board.matmul.per_call())
@@ -148,6 +157,7 @@ SimConfig make_sim_config(const ParamSet& p) {
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);
   host::WalkerConfig::visit(c.walker, from);
+  host::PrefillConfig::visit(c.prefill, from);
   validate(c);
   return c;
 }

@@ -9,6 +9,7 @@
 #include "host/cpu_model.h"
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
+#include "host/prefill.h"
 #include "host/walker.h"
 #include "hw/board.h"
 #include "sim/params.h"
@@ -38,6 +39,7 @@ struct SimConfig {
   host::CpuModelConfig cpu;
   host::MemoryMapConfig memory;
   host::WalkerConfig walker;  // host.walker and the walker's keys (host/walker.h)
+  host::PrefillConfig prefill;  // prefill.all_logits (prefill.tokens_per_pass: board.matmul)
 };
 
 // The modules' own checks (ranges and the rules between fields): bitsim::Error naming the key.

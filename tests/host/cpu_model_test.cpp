@@ -90,5 +90,20 @@ TEST(CpuModel, StepNamesAreDistinctKeys) {
   EXPECT_STREQ(cpu_step_name(CpuStep::WriteHeaders), "write_headers");
 }
 
+// Prefill (docs/prefill.md 6): one call over a chunk's vectors.
+TEST(CpuModel, AStepOverAChunkPaysItsOverheadOnceAndItsWorkPerVector) {
+  const CpuModel cpu{CpuModelConfig{}};
+  for (int s = 0; s < kCpuSteps; ++s) {
+    const CpuStep step = CpuStep(s);
+    EXPECT_EQ(cpu.chunk_step_ps(step, 1, 1536, 96), cpu.step_ps(step, 1536, 96)) << cpu_step_name(step);
+    const uint64_t overhead = cpu.step_ps(step, 0, 0);
+    const uint64_t work = cpu.step_ps(step, 1536, 96) - overhead;
+    const uint64_t eight = cpu.chunk_step_ps(step, 8, 1536, 96);
+    // overhead + 8 x work, within the rounding of each term to a picosecond.
+    EXPECT_NEAR(double(eight), double(overhead + 8 * work), 8.0) << cpu_step_name(step);
+    EXPECT_LE(eight, 8 * cpu.step_ps(step, 1536, 96)) << cpu_step_name(step);
+  }
+}
+
 }  // namespace
 }  // namespace bitsim::host

@@ -105,6 +105,29 @@ TEST(FastBoard, ASecondBatchOfTheSameShapeIsACacheHitWithTheSameTiming) {
   EXPECT_NE(s1.want, s2.want);
 }
 
+TEST(FastBoard, APrefillGroupGivesEachPositionsGoldenSumsAndItsShapeIsItsOwn) {
+  // prefill.tokens_per_pass = 8 (docs/prefill.md): a group of 8 vectors returns per row the
+  // 8 positions' sums (golden::prefill_matvec, plain loops per position); its timing comes
+  // from the clocked board (the oracle) and a second batch of the shape reuses it; a group
+  // of 1 vector is another shape, the board's.
+  BoardConfig cfg;
+  cfg.matmul.tokens_per_pass = 8;
+  FastBoard b(cfg, FastBoardOptions{false, 1});
+  const uint64_t P = b.period_ps();
+  const Stream s1 = test::random_matmul_stream(37, 300, 1, 8), s2 = test::random_matmul_stream(37, 300, 2, 8);
+  const Outcome o1 = run_matmul(b, 1'000'000, s1, 0x0010'0238, 0x0020'0040);
+  EXPECT_EQ(b.stats().oracle_runs, 1u);
+  EXPECT_EQ(results(b, 0x0020'0040, 37 * 8), s1.want);
+  const uint64_t t2 = (o1.end_ps / P + 1000) * P + 1'000'000 % P;
+  const Outcome o2 = run_matmul(b, t2, s2, 0x0061'3238, 0x0070'5040);
+  EXPECT_EQ(b.stats().cache_hits, 1u);
+  EXPECT_EQ(durations(o1), durations(o2));
+  EXPECT_EQ(results(b, 0x0070'5040, 37 * 8), s2.want);
+  const Outcome o3 = run_matmul(b, (o2.end_ps / P + 1000) * P, make_stream(37, 300, 3), 0x0010'0238, 0x0020'0040);
+  EXPECT_EQ(b.stats().oracle_runs, 2u);
+  EXPECT_LT(durations(o3)[0].second, durations(o1)[0].second);  // 1 x vector and 37 results against 8 and 296
+}
+
 TEST(FastBoard, AWriteAtAnotherEdgeOfTheBatchIsANewShape) {
   // The same writes with the same values, but the stream starts 50 periods after the result
   // channel instead of right after it: the key holds each write's edge within the batch, so

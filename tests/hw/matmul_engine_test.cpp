@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "golden/board_reference.h"
@@ -582,6 +583,106 @@ TEST(MatmulEngine, ConfigValidation) {
   c = {};
   c.reg_base = 0x43C0'0010;
   EXPECT_NE(error_of(c, "d").find("matmul.reg_base"), std::string::npos);
+  for (int p : {0, model::kMaxVectors + 1}) {
+    c = {};
+    c.tokens_per_pass = p;
+    EXPECT_NE(error_of(c, p == 0 ? "e" : "e2").find("prefill.tokens_per_pass"), std::string::npos) << p;
+  }
+}
+
+// ---- Prefill groups (docs/prefill.md) --------------------------------------------------
+
+struct PrefillGroup {
+  model::TernaryMatrix m;
+  std::vector<int8_t> x;  // V vectors of n
+  int vectors = 1;
+};
+
+PrefillGroup random_prefill_group(int rows, int n, int vectors, std::mt19937& rng) {
+  PrefillGroup g{random_matrix(rows, n, rng), std::vector<int8_t>(size_t(n) * size_t(vectors)), vectors};
+  std::uniform_int_distribution<int> d(-128, 127);
+  for (auto& v : g.x) v = int8_t(d(rng));
+  return g;
+}
+
+std::vector<uint8_t> prefill_stream(const std::vector<PrefillGroup>& groups) {
+  std::vector<model::GroupSpec> specs;
+  for (const auto& g : groups) specs.push_back({g.x.data(), g.m.cols, &g.m, 0, g.m.rows, g.vectors});
+  return model::build_stream(specs);
+}
+
+// Per group its R x V sums row-major (golden::prefill_matvec, one position at a time), two
+// per beat, zero-padded per group, TLAST on the final beat; and the input beat index whose
+// row completes each output beat.
+std::vector<StreamBeat> prefill_beats(const std::vector<PrefillGroup>& groups, std::vector<uint64_t>* completing) {
+  std::vector<StreamBeat> out;
+  uint64_t pos = 0;
+  for (const auto& g : groups) {
+    const int n = g.m.cols, V = g.vectors;
+    std::vector<int32_t> acc(size_t(g.m.rows) * size_t(V));
+    golden::prefill_matvec(g.m, 0, g.m.rows, g.x.data(), V, acc.data());
+    pos += 2 + uint64_t(V) * model::packed_x_bytes(n) / 8;
+    const uint64_t rb = model::packed_row_bytes(n) / 8;
+    for (size_t i = 0; i < acc.size(); i += 2) {
+      const int32_t hi = i + 1 < acc.size() ? acc[i + 1] : 0;
+      out.push_back({uint64_t(uint32_t(acc[i])) | (uint64_t(uint32_t(hi)) << 32), false});
+      const size_t done = std::min(i + 1, acc.size() - 1) / size_t(V);  // the row of the beat's last result
+      completing->push_back(pos + (done + 1) * rb - 1);
+    }
+    pos += uint64_t(g.m.rows) * rb;
+  }
+  out.back().last = true;
+  return out;
+}
+
+TEST(MatmulEngine, PrefillGroupsEqualGoldenPerPositionWithTheirCycles) {
+  // V vectors per group (1, 2, 5, 8; odd and even R x V): each row's V sums are the board's
+  // sums for each position, in vector order; x takes V x ceil(n/8) beats; a row's results
+  // are ready pipeline_depth edges after its last beat and leave one beat per edge.
+  bitsim::hw::FreshSimContext ctx;
+  MatmulEngineConfig cfg;
+  cfg.tokens_per_pass = 8;
+  Bench b(cfg);
+  std::mt19937 rng(37);
+  const std::vector<PrefillGroup> groups = {random_prefill_group(3, 1536, 8, rng), random_prefill_group(5, 203, 5, rng),
+                                            random_prefill_group(4, 999, 1, rng), random_prefill_group(1, 4096, 2, rng),
+                                            random_prefill_group(7, 1536, 3, rng)};
+  const auto beats = to_beats(prefill_stream(groups));
+  b.src[0]->append(beats);
+  ASSERT_TRUE(b.run_tlasts(0, 1));
+  std::vector<uint64_t> completing;
+  const auto want = prefill_beats(groups, &completing);
+  expect_beats_eq(b.sink[0]->beats, want);
+  for (size_t i = 0; i < beats.size(); ++i) ASSERT_EQ(b.src[0]->push_cycle[i], i) << "input beat " << i;
+  const uint64_t depth = uint64_t(cfg.pipeline_depth);
+  uint64_t prev = 0;
+  for (size_t k = 0; k < completing.size(); ++k) {
+    const uint64_t pop = std::max(completing[k] + 1 + depth + 1, k == 0 ? 0 : prev + 1);
+    EXPECT_EQ(b.sink[0]->pop_cycle[k], pop) << "output beat " << k;
+    prev = pop;
+  }
+  uint64_t rows = 0;
+  for (const auto& g : groups) rows += uint64_t(g.m.rows);
+  EXPECT_EQ(b.engine.stats(0).rows, rows);
+  EXPECT_EQ(b.engine.stats(0).units, groups.size());
+  EXPECT_EQ(b.engine.stats(0).errors, 0u);
+}
+
+TEST(MatmulEngine, ABoardEngineRefusesPrefillGroupsAndAPrefillEngineMoreVectorsThanItHolds) {
+  // V - 1 sits in bits 39:32 of header beat 1, reserved on the board: ReservedBits, group 0.
+  std::mt19937 rng(5);
+  for (const auto& [built, sent] : {std::pair{1, 2}, std::pair{4, 5}}) {
+    SCOPED_TRACE(fmt::format("engine of {} vectors, group of {}", built, sent));
+    bitsim::hw::FreshSimContext ctx;
+    MatmulEngineConfig cfg;
+    cfg.tokens_per_pass = built;
+    Bench b(cfg);
+    ASSERT_TRUE(b.run_one_transfer(to_beats(prefill_stream({random_prefill_group(2, 13, sent, rng)}))));
+    sc_core::sc_start(b.clock.period() * 50.0);
+    EXPECT_EQ(StreamError(b.engine.error(0).code), StreamError::ReservedBits);
+    EXPECT_EQ(b.engine.error(0).unit, 0);
+    EXPECT_EQ(b.engine.error(0).row, -1);
+  }
 }
 
 // ---- Speed -----------------------------------------------------------------------------

@@ -213,6 +213,25 @@ TEST_P(LatencyBandwidthPrograms, EveryReadEqualOnBothFidelities) {
 
 INSTANTIATE_TEST_SUITE_P(RegisterDifferential, LatencyBandwidthPrograms, ::testing::Range(0, 6));
 
+// Prefill groups (prefill.tokens_per_pass = 8, docs/prefill.md): groups of 1..8 vectors,
+// plain and chaotic programs, every read and load equal on both fidelities.
+class PrefillPrograms : public ::testing::TestWithParam<int> {};
+
+TEST_P(PrefillPrograms, EveryReadEqualOnBothFidelities) {
+  hw::BoardConfig config;
+  config.matmul.tokens_per_pass = 8;
+  const bool chaos = GetParam() % 2 == 1;
+  testing::MmioProgramGenerator gen(uint64_t(GetParam()) * 6007 + 37, chaos, 8);
+  const host::MmioProgram p = gen.generate(4);
+  host::ReplayResult cycle;
+  const auto diffs = fast_against_cycle(p, config, &cycle);
+  EXPECT_GT(cycle.reads, 100u);
+  EXPECT_GT(cycle.mem_reads, 0u);
+  EXPECT_TRUE(diffs.empty()) << diffs.size() << " reads differ; first: " << (diffs.empty() ? "" : diffs[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(RegisterDifferential, PrefillPrograms, ::testing::Range(0, 6));
+
 TEST(RegisterDifferential, GeneratedProgramsMoveData) {
   // The generated programs really transfer: the engines' result buffers change.
   testing::MmioProgramGenerator gen(5);

@@ -209,6 +209,41 @@ TEST(BoardConfig, Int4KvNeedsTheOnlineUnitAndNamesBothKeys) {
   EXPECT_EQ(board.board.attention.kv_outlier_channels, 0);
 }
 
+TEST(BoardConfig, PrefillKeysAreTheBoardByDefaultAndBadInputNamesTheKey) {
+  // docs/prefill.md: P = 1 and no extra logits are the board; P outside 1..64 and P > 1 with
+  // the per-call stream (no header to carry the vectors) are errors naming the key.
+  const auto error_of = [](const std::vector<std::string>& sets) -> std::string {
+    ParamSet p = board_params();
+    for (const auto& s : sets) p.set(s);
+    try {
+      (void)make_sim_config(p);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const SimConfig board = make_sim_config(board_params());
+  EXPECT_EQ(board.board.matmul.tokens_per_pass, 1);
+  EXPECT_FALSE(board.prefill.all_logits);
+  for (const char* bad : {"prefill.tokens_per_pass=0", "prefill.tokens_per_pass=65"}) {
+    const std::string e = error_of({bad});
+    EXPECT_NE(e.find("prefill.tokens_per_pass"), std::string::npos) << bad << ": " << e;
+  }
+  const std::string per_call = error_of({"prefill.tokens_per_pass=8", "matmul.format=per-call"});
+  EXPECT_NE(per_call.find("prefill.tokens_per_pass"), std::string::npos) << per_call;
+  EXPECT_NE(per_call.find("matmul.format"), std::string::npos) << per_call;
+  EXPECT_EQ(error_of({"prefill.tokens_per_pass=1", "matmul.format=per-call"}), "");
+  ParamSet p = board_params();
+  p.set("prefill.tokens_per_pass=16");
+  p.set("prefill.all_logits=true");
+  const SimConfig c = make_sim_config(p);
+  EXPECT_EQ(c.board.matmul.tokens_per_pass, 16);
+  EXPECT_TRUE(c.prefill.all_logits);
+  const std::string dump = config_file_text(board_params());
+  EXPECT_NE(dump.find("tokens_per_pass = 1"), std::string::npos);
+  EXPECT_NE(dump.find("all_logits = false"), std::string::npos);
+}
+
 TEST(BoardConfig, DumpShowsRangeUnitAndEvidence) {
   const std::string text = config_file_text(board_params());
   EXPECT_NE(text.find("[0..1024 cycles; simulated]\ndrain = 4\n"), std::string::npos) << text;

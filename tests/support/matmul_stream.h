@@ -19,18 +19,21 @@ struct MatmulStream {
   std::vector<int32_t> want;  // golden results
 };
 
-inline MatmulStream random_matmul_stream(int rows, int n, uint32_t seed) {
+// `vectors` > 1: a prefill group (docs/prefill.md) of that many x vectors, the results
+// row-major (golden::prefill_matvec).
+inline MatmulStream random_matmul_stream(int rows, int n, uint32_t seed, int vectors = 1) {
   std::mt19937 g(seed);
   MatmulStream s;
   s.w.rows = rows;
   s.w.cols = n;
   s.w.scale = 1;
   for (int i = 0; i < rows * n; ++i) s.w.trits.push_back(int8_t(int(g() % 3) - 1));
-  for (int i = 0; i < n; ++i) s.x.push_back(int8_t(int(g() % 256) - 128));
-  s.bytes = model::build_stream({{s.x.data(), n, &s.w, 0, rows}});
-  s.result_bytes = uint32_t((rows * 4 + 7) / 8 * 8);
-  s.want.resize(size_t(rows));
-  golden::ternary_matvec(s.w, 0, rows, s.x.data(), s.want.data());
+  for (int i = 0; i < n * vectors; ++i) s.x.push_back(int8_t(int(g() % 256) - 128));
+  s.bytes = model::build_stream({{s.x.data(), n, &s.w, 0, rows, vectors}});
+  s.result_bytes = uint32_t((rows * vectors * 4 + 7) / 8 * 8);
+  s.want.resize(size_t(rows) * size_t(vectors));
+  if (vectors == 1) golden::ternary_matvec(s.w, 0, rows, s.x.data(), s.want.data());
+  else golden::prefill_matvec(s.w, 0, rows, s.x.data(), vectors, s.want.data());
   return s;
 }
 

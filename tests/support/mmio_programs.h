@@ -27,7 +27,10 @@ class MmioProgramGenerator {
  public:
   // `chaos`: also accesses while transfers run that a driver never makes: stops, resets,
   // tail moves, engine register reads, loads of half-written results.
-  explicit MmioProgramGenerator(uint64_t seed, bool chaos = false) : rng_(seed), chaos_(chaos) {}
+  // `vectors` > 1: matmul groups carry 1..vectors activation vectors (prefill groups,
+  // docs/prefill.md; the board config's prefill.tokens_per_pass must allow them).
+  explicit MmioProgramGenerator(uint64_t seed, bool chaos = false, int vectors = 1)
+      : rng_(seed), chaos_(chaos), vectors_(vectors) {}
 
   host::MmioProgram generate(int rounds) {
     host::MmioProgram p;
@@ -124,9 +127,10 @@ class MmioProgramGenerator {
       w.cols = pick(1, 160);
       w.scale = 1;
       for (int i = 0; i < w.rows * w.cols; ++i) w.trits.push_back(int8_t(pick(-1, 1)));
-      for (int i = 0; i < w.cols; ++i) xs[size_t(g)].push_back(int8_t(pick(-128, 127)));
-      specs.push_back({xs[size_t(g)].data(), w.cols, &w, 0, w.rows});
-      result_bytes += pad8(uint32_t(w.rows) * 4);  // each group's results fill whole beats
+      const int V = vectors_ > 1 ? pick(1, vectors_) : 1;
+      for (int i = 0; i < w.cols * V; ++i) xs[size_t(g)].push_back(int8_t(pick(-128, 127)));
+      specs.push_back({xs[size_t(g)].data(), w.cols, &w, 0, w.rows, V});
+      result_bytes += pad8(uint32_t(w.rows * V) * 4);  // each group's results fill whole beats
     }
     const std::vector<uint8_t> stream = model::build_stream(specs);
     m.stream = 0x0100'0000 + uint64_t(lane) * 0x20'0000 + page_offset();
@@ -364,6 +368,7 @@ class MmioProgramGenerator {
 
   std::mt19937_64 rng_;
   bool chaos_ = false;
+  int vectors_ = 1;
   std::vector<host::MmioOp>* ops_ = nullptr;
   uint64_t t_ = 0;
   Matmul mm_[2];

@@ -1,0 +1,64 @@
+#pragma once
+// Prefill (docs/prefill.md): the prompt in chunks of P = prefill.tokens_per_pass tokens, each
+// weight row streamed once per chunk. The matmul engine's side (the V-vector group, its key
+// prefill.tokens_per_pass) lives in hw/matmul_engine.h; here the host's key and the
+// resource estimate of the P-vector engine beside the Zynq-7020 and what the board uses.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/walker.h"
+#include "hw/attention_unit.h"
+#include "hw/config_field.h"
+
+namespace bitsim::host {
+
+struct PrefillConfig {
+  bool all_logits = false;  // prefill.all_logits: the lm_head for every prompt position too
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.all_logits, hw::FieldInfo{"prefill.all_logits", 0, 1, "", hw::Evidence::kSimulated,
+                              "prefill: also compute (and check) the lm_head for every prompt position, not only "
+                              "the last (verification; the realistic time to first token skips them)"});
+  }
+  void validate(const std::string& who) const { hw::check_fields(*this, who); }
+};
+
+// The resource estimate of the matmul engine built for P vectors (model: stated
+// per-operator costs, docs/prefill.md 4), the extra P - 1 vectors of both lanes, beside the
+// device and what the board already uses.
+struct PrefillResourceRow {
+  std::string name;    // the operator
+  int per_lane = 0;    // instances per lane (for the extra vectors)
+  int lut = 0, bram36 = 0;  // both lanes
+};
+struct PrefillResources {
+  int tokens_per_pass = 1;
+  std::vector<PrefillResourceRow> rows;
+  int lut = 0, bram36 = 0, dsp = 0;  // the extra vectors' totals (no DSP: LUT adders)
+  // What the board uses today beside them (model): its LUT share (BOARD.md 34%), the matmul
+  // engine's x buffers, the configured attention unit's BRAM36 and DSP, the walker's.
+  int board_lut = 0, board_bram36 = 0, board_dsp = 0;
+  int total_lut() const { return board_lut + lut; }
+  int total_bram36() const { return board_bram36 + bram36; }
+  int total_dsp() const { return board_dsp + dsp; }
+  // The Zynq-7020's verdict: empty when it fits, else the resources that overflow
+  // ("BRAM36 170 > 140").
+  std::string overflow() const;
+  bool fits() const { return overflow().empty(); }
+};
+
+// Per-operator costs (docs/prefill.md 4).
+constexpr int kPrefillXBram36PerVector = 5;  // SDP 512 x 72: 320 bits of x per clock, by width
+constexpr int kPrefillProductsPerVector = 40, kPrefillProductLut = 8;  // trit x int8 select
+constexpr int kPrefillTreeAdders = 39, kPrefillAdderLut = 12;         // 40-input adder tree
+constexpr int kPrefillAccumulatorLut = 32;                            // int32 accumulator
+constexpr int kPrefillResultLut = 16;                                 // a result word's shift register
+
+// P in 1..model::kMaxVectors (else bitsim::Error naming prefill.tokens_per_pass);
+// `walker`: the layer walker's estimate when host.walker = pl.
+PrefillResources prefill_resources(int tokens_per_pass, const hw::AttentionUnitConfig& attention,
+                                   const std::optional<WalkerResources>& walker = std::nullopt);
+
+}  // namespace bitsim::host
