@@ -167,6 +167,11 @@ TEST(Cli, ModuleRangeIsTheKeyRange) {
       {"matmul.pipeline_depth=1025", {"'matmul.pipeline_depth'"}},
       {"ddr.max_pending_bursts=257", {"'ddr.max_pending_bursts'"}},
       {"dma.mm2s_fifo_beats=8", {"dma.mm2s_fifo_beats", "dma.max_burst_beats"}},
+      // Prefill (docs/prefill.md): P out of range; P > 1 with the per-call stream; P > 1 while
+      // the host's chunked prompt is not built.
+      {"prefill.tokens_per_pass=65", {"'prefill.tokens_per_pass'"}},
+      {"prefill.tokens_per_pass=8 --set matmul.format=per-call", {"prefill.tokens_per_pass", "matmul.format"}},
+      {"prefill.tokens_per_pass=8", {"prefill.tokens_per_pass", "docs/prefill.md"}},
   };
   for (const auto& [set, names] : cases) {
     const auto r = bitsim(std::string("run --model synthetic:tiny --prompt a --tokens 1 --set ") + set);

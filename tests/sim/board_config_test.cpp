@@ -70,6 +70,18 @@ double outside(const ParamSpec& s, bool below) {
   return below ? s.min - step : s.max + step;
 }
 
+// The error of setting `sets` on the board's keys and building the config ("" when it accepts them).
+std::string config_error(const std::vector<std::string>& sets) {
+  ParamSet p = board_params();
+  try {
+    for (const auto& s : sets) p.set(s);  // a value outside its key's range is refused here
+    (void)make_sim_config(p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(BoardConfig, DefaultStructsAreTheShippedBoard) {
   // The key table's defaults are the structs' fields...
   const SimConfig defaults = make_sim_config(board_params());
@@ -187,23 +199,13 @@ TEST(BoardConfig, CrossFieldRuleNamesBothKeys) {
 }
 
 TEST(BoardConfig, Int4KvNeedsTheOnlineUnitAndNamesBothKeys) {
-  const auto error_of = [](const std::vector<std::string>& sets) -> std::string {
-    ParamSet p = board_params();
-    for (const auto& s : sets) p.set(s);
-    try {
-      (void)make_sim_config(p);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
-  const std::string two_phase = error_of({"kv.format=int4"});
+  const std::string two_phase = config_error({"kv.format=int4"});
   EXPECT_NE(two_phase.find("kv.format"), std::string::npos) << two_phase;
   EXPECT_NE(two_phase.find("attention.variant"), std::string::npos) << two_phase;
-  const std::string lanes = error_of({"kv.outlier_channels=3"});
+  const std::string lanes = config_error({"kv.outlier_channels=3"});
   EXPECT_NE(lanes.find("kv.outlier_channels"), std::string::npos) << lanes;
   EXPECT_NE(lanes.find("kv.format"), std::string::npos) << lanes;
-  EXPECT_EQ(error_of({"kv.format=int4", "attention.variant=online-softmax", "kv.outlier_channels=8"}), "");
+  EXPECT_EQ(config_error({"kv.format=int4", "attention.variant=online-softmax", "kv.outlier_channels=8"}), "");
   const SimConfig board = make_sim_config(board_params());  // the default: the board's int8 rows
   EXPECT_EQ(board.board.attention.kv(), model::KvFormat::Int8);
   EXPECT_EQ(board.board.attention.kv_outlier_channels, 0);
@@ -212,27 +214,17 @@ TEST(BoardConfig, Int4KvNeedsTheOnlineUnitAndNamesBothKeys) {
 TEST(BoardConfig, PrefillKeysAreTheBoardByDefaultAndBadInputNamesTheKey) {
   // docs/prefill.md: P = 1 and no extra logits are the board; P outside 1..64 and P > 1 with
   // the per-call stream (no header to carry the vectors) are errors naming the key.
-  const auto error_of = [](const std::vector<std::string>& sets) -> std::string {
-    ParamSet p = board_params();
-    for (const auto& s : sets) p.set(s);
-    try {
-      (void)make_sim_config(p);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   const SimConfig board = make_sim_config(board_params());
   EXPECT_EQ(board.board.matmul.tokens_per_pass, 1);
   EXPECT_FALSE(board.prefill.all_logits);
   for (const char* bad : {"prefill.tokens_per_pass=0", "prefill.tokens_per_pass=65"}) {
-    const std::string e = error_of({bad});
+    const std::string e = config_error({bad});
     EXPECT_NE(e.find("prefill.tokens_per_pass"), std::string::npos) << bad << ": " << e;
   }
-  const std::string per_call = error_of({"prefill.tokens_per_pass=8", "matmul.format=per-call"});
+  const std::string per_call = config_error({"prefill.tokens_per_pass=8", "matmul.format=per-call"});
   EXPECT_NE(per_call.find("prefill.tokens_per_pass"), std::string::npos) << per_call;
   EXPECT_NE(per_call.find("matmul.format"), std::string::npos) << per_call;
-  EXPECT_EQ(error_of({"prefill.tokens_per_pass=1", "matmul.format=per-call"}), "");
+  EXPECT_EQ(config_error({"prefill.tokens_per_pass=1", "matmul.format=per-call"}), "");
   ParamSet p = board_params();
   p.set("prefill.tokens_per_pass=16");
   p.set("prefill.all_logits=true");
