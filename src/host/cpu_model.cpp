@@ -22,7 +22,7 @@ uint64_t CpuModel::chunk_step_ps(CpuStep step, uint64_t vectors, uint64_t elemen
   if (vectors == 1) return step_ps(step, elements, bytes_written);  // the same sums in the same order
   const double ns = config_.step_overhead_ns +
                     double(vectors) * (double(elements) * config_.ns_per_element[size_t(step)] +
-                                       double(bytes_written) * config_.write_ns_per_byte);
+                                       config_.write_ns_per_byte * double(bytes_written));
   return uint64_t(std::llround(ns * 1000.0));
 }
 
