@@ -43,6 +43,13 @@ int parse_int(const std::string& text, const std::string& what) {
   return int(v);
 }
 
+// A parser's message as valid UTF-8 (U+FFFD for each bad byte): nlohmann's messages quote the
+// input's bytes, and the message goes into `sweep merge --json`, which must stay valid JSON.
+std::string utf8_text(const std::string& s) {
+  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
 std::string read_text(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
@@ -169,10 +176,10 @@ PointFile read_point(const fs::path& dir, const GridPoint& g) {
     r.ok = true;
   } catch (const nlohmann::json::exception& e) {
     r.corrupt = true;
-    r.error = fmt::format("{}: corrupt or truncated result file ({})", src, e.what());
+    r.error = utf8_text(fmt::format("{}: corrupt or truncated result file ({})", src, e.what()));
   } catch (const Error& e) {
     r.corrupt = true;
-    r.error = e.what();
+    r.error = utf8_text(e.what());
   }
   return r;
 }

@@ -330,7 +330,8 @@ std::vector<RegressFigure> read_regress_baseline(const std::filesystem::path& fi
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("baseline '{}': malformed JSON ({})", file.string(), e.what()));
   }
-  if (!j.is_object() || j.value("schema", "") != "bitsim.regress-baseline/1" || !j.contains("figures") ||
+  // Compared as JSON values: a "schema" that is not a string is a wrong document, not a type error.
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != "bitsim.regress-baseline/1" || !j.contains("figures") ||
       !j["figures"].is_array())
     throw Error(fmt::format("baseline '{}': not a bitsim.regress-baseline/1 document", file.string()));
   std::vector<RegressFigure> out;
