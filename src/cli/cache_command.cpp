@@ -31,7 +31,8 @@ class Cache final : public Command {
     clear_ = sub_->add_subcommand("clear", "Delete every entry of the cache");
     for (CLI::App* s : {info_, clear_}) {
       s->add_option("--cache-dir", args_.dir, "Cache folder (default: as for `bitsim run`)");
-      s->add_option("--cache-max-gb", args_.max_gb, "cache.max_gb to report (default: $BITSIM_CACHE_MAX_GB, else 4)");
+      s->add_option("--cache-max-gb", args_.max_gb, "cache.max_gb to report (default: $BITSIM_CACHE_MAX_GB, else 4)")
+          ->transform(real_in(0, sim::kCacheMaxGbLimit));
     }
     info_->add_flag("--json", json_, "Write one bitsim.cache/1 JSON document to stdout");
   }

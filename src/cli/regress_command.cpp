@@ -39,7 +39,8 @@ class Regress final : public Command {
     sub_->add_option("--junit", junit_, "Write a JUnit XML report to FILE")->check(file_name());
     add_board_options(sub_, board_, "Board config TOML for every scenario (default: configs/pynq-z2.toml)",
                       "Override one config key in every scenario: KEY=VALUE (repeatable)");
-    sub_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")->check(CLI::Range(1, 1000000));
+    sub_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")
+        ->transform(integer_in(1, 1000000));
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
   }
   int run() override {

@@ -251,8 +251,12 @@ void add_campaign_options(CLI::App* sub, CampaignCli& c) {
   sub->add_flag("--resume", c.resume, "Keep the valid results already in --out, redo missing, failed and corrupt ones");
   sub->add_flag("--allow-mixed", c.allow_mixed, "Run although --out holds the campaign with another base config");
   sub->add_option("--slurm-script", c.slurm_script, "Write an sbatch script for a Slurm job array over --out (one task per shard, the merge as a dependent job) after measuring one point; runs nothing else");
-  sub->add_option("--shards", c.shards, "Array tasks of --slurm-script")->capture_default_str();
-  sub->add_option("--max-running", c.max_running, "At most this many array tasks at once (the array's %)")->capture_default_str();
+  sub->add_option("--shards", c.shards, "Array tasks of --slurm-script")
+      ->transform(integer_in(1, 10000))
+      ->capture_default_str();
+  sub->add_option("--max-running", c.max_running, "At most this many array tasks at once (the array's %)")
+      ->transform(integer_in(1, 10000))
+      ->capture_default_str();
   sub->add_option("--partition", c.partition, "Slurm partition of the --slurm-script jobs (default: the cluster's)");
 }
 

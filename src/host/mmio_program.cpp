@@ -5,6 +5,7 @@
 #include <fstream>
 #include <istream>
 #include <ostream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -141,6 +142,7 @@ MmioProgram read_program(std::istream& in, const std::string& source) {
   if (!std::getline(in, line) || line != kMagicLine)
     throw Error(fmt::format("{}: not a bitsim MMIO program (the first line must be '{}')", source, kMagicLine));
   ++n;
+  std::map<std::string, size_t> config_line;  // the line of each C key
   while (std::getline(in, line)) {
     ++n;
     const std::string where = fmt::format("{}:{}", source, n);
@@ -152,6 +154,9 @@ MmioProgram read_program(std::istream& in, const std::string& source) {
       std::string key, value, extra;
       ls >> key >> value >> extra;
       if (key.empty() || value.empty() || !extra.empty()) throw Error(where + ": a C line is 'C key value'");
+      if (const auto [it, fresh] = config_line.emplace(key, n); !fresh)
+        throw Error(fmt::format("{}: config key '{}' is set twice, here and at line {} (a program sets each key once)",
+                                where, key, it->second));
       p.config.emplace_back(key, value);
     } else if (kind == "W" || kind == "R" || kind == "M" || kind == "D") {
       p.ops.push_back(parse_op(ls, kind[0], where));

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/json_parse.h"
 #include "base/error.h"
 #include "base/file_io.h"
 
@@ -163,7 +164,7 @@ uint64_t read_header_length(const std::string& file, const std::byte* base, uint
 nlohmann::ordered_json parse_header_json(const std::string& file, std::string_view text) {
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(text);
+    header = io::parse_json_unique_keys<nlohmann::ordered_json>(text, file + ": header");
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("{}: header JSON malformed at byte {} of the header: {}", file, e.byte, e.what()));
   } catch (const nlohmann::json::exception& e) {

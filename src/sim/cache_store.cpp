@@ -18,6 +18,7 @@
 #include "base/content_hash.h"
 #include "base/stop_signal.h"
 #include "base/error.h"
+#include "base/parse_number.h"
 
 namespace bitsim::sim {
 
@@ -146,14 +147,11 @@ bool write_payload(int fd, const std::vector<model::ImagePart>& parts, model::Co
 
 bool is_entry_name(const std::string& name) { return name.size() > 4 && name.ends_with(".bin"); }
 
+// A number of GB (base/parse_number.h: decimal notation, the whole text), positive.
 double parse_positive(const std::string& text, const std::string& what) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(v) && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("{}: '{}' is not a positive number of GB", what, text));
+  const double v = parse_real(text, what, 0, kCacheMaxGbLimit);
+  if (!(v > 0)) throw Error(fmt::format("{}: '{}' is not a positive number of GB", what, text));
+  return v;
 }
 }  // namespace
 
@@ -166,8 +164,9 @@ CacheSettings resolve_cache_settings(const std::string& dir_flag, bool no_cache,
     return v ? std::string(v) : std::string();
   };
   if (max_gb_flag) {
-    if (!(std::isfinite(*max_gb_flag) && *max_gb_flag > 0))
-      throw FieldError("cache.max_gb", fmt::format("{} is not a positive number of GB", *max_gb_flag));
+    if (!(std::isfinite(*max_gb_flag) && *max_gb_flag > 0 && *max_gb_flag <= kCacheMaxGbLimit))
+      throw FieldError("cache.max_gb", fmt::format("{} is not a positive number of GB (at most {})", *max_gb_flag,
+                                                   kCacheMaxGbLimit));
     s.max_gb = *max_gb_flag;
   } else if (const std::string v = var("BITSIM_CACHE_MAX_GB"); !v.empty()) {
     s.max_gb = parse_positive(v, "BITSIM_CACHE_MAX_GB");

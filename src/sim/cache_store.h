@@ -41,6 +41,8 @@ namespace bitsim::sim {
 // age out by LRU).
 constexpr uint32_t kCacheVersion = 1;
 constexpr double kDefaultCacheMaxGb = 4.0;
+// The largest cache.max_gb taken (a million GB): its bytes must fit the 64-bit sizes.
+constexpr double kCacheMaxGbLimit = 1e6;
 
 struct CacheSettings {
   bool enabled = false;             // library default: off (the bitsim command turns it on)
@@ -52,8 +54,9 @@ struct CacheSettings {
 // The settings of the bitsim command: the cache is on unless no_cache; its folder is
 // dir_flag, else $BITSIM_CACHE_DIR, else $XDG_CACHE_HOME/bitsim, else $HOME/.cache/bitsim;
 // max_gb is max_gb_flag, else $BITSIM_CACHE_MAX_GB, else kDefaultCacheMaxGb. `env` looks a
-// variable up (std::getenv in the command). A max_gb that is not a positive number is an
-// Error naming the option or variable.
+// variable up (std::getenv in the command). A max_gb that is not a positive number (in
+// decimal notation, base/parse_number.h) up to kCacheMaxGbLimit is an Error naming the
+// option or variable.
 using EnvLookup = std::function<const char*(const char*)>;
 CacheSettings resolve_cache_settings(const std::string& dir_flag, bool no_cache, std::optional<double> max_gb_flag,
                                      const EnvLookup& env);

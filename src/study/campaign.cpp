@@ -18,7 +18,9 @@
 
 #include "bitsim/version.h"
 #include "host/mmio_program.h"
+#include "base/json_parse.h"
 #include "base/error.h"
+#include "base/parse_number.h"
 #include "base/file_io.h"
 
 namespace bitsim::sim {
@@ -30,17 +32,9 @@ namespace {
 constexpr const char* kCampaignSchema = "bitsim.campaign/1";
 constexpr const char* kPointSchema = "bitsim.sweep-point/1";
 
+// A shard number or an array index (base/parse_number.h: decimal digits only, no sign).
 int parse_int(const std::string& text, const std::string& what) {
-  size_t pos = 0;
-  long v = 0;
-  try {
-    v = std::stol(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != text.size() || v < 0 || v > 100000)
-    throw Error(fmt::format("{}: '{}' is not a whole number in 0..100000", what, text));
-  return int(v);
+  return int(parse_unsigned(text, what, 0, 100000));
 }
 
 // A parser's message as valid UTF-8 (U+FFFD for each bad byte): nlohmann's messages quote the
@@ -126,11 +120,11 @@ void claim_campaign(const fs::path& dir, const nlohmann::json& doc, bool allow_m
                             std::strerror(err)));
   nlohmann::json have;
   try {
-    have = nlohmann::json::parse(read_text(file));
+    have = io::parse_json_unique_keys(read_text(file), file.string());
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another directory", file.string(), e.what()));
   }
-  if (have.value("schema", "") != kCampaignSchema)
+  if (!have.is_object() || !have.contains("schema") || have["schema"] != kCampaignSchema)
     throw Error(fmt::format("{}: not a {} document", file.string(), kCampaignSchema));
   const auto d = differences(have, doc, allow_mixed);
   if (d.empty()) return;
@@ -159,7 +153,7 @@ PointFile read_point(const fs::path& dir, const GridPoint& g) {
   r.exists = true;
   const std::string src = file.string();
   try {
-    const auto j = nlohmann::json::parse(read_text(file));
+    const auto j = io::parse_json_unique_keys(read_text(file), src);
     if (!j.is_object() || j.value("schema", "") != kPointSchema) throw Error(fmt::format("{}: not a {} document", src, kPointSchema));
     if (j.value("key", "") != g.key) throw Error(fmt::format("{}: holds another point ({})", src, j.value("key", "")));
     r.base_config_hash = j.value("base_config_hash", "");
@@ -335,7 +329,7 @@ struct PointRunner {
 std::vector<GridPoint> read_campaign_file(const fs::path& file, MergeResult& m) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(read_text(file));
+    doc = io::parse_json_unique_keys(read_text(file), file.string());
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: corrupt ({})", file.string(), e.what()));
   }
@@ -370,10 +364,11 @@ std::string first_base_check(const fs::path& dir, const std::vector<GridPoint>& 
     std::error_code e2;
     if (!fs::exists(dir / g.file, e2)) continue;
     try {
-      const auto j = nlohmann::json::parse(read_text(dir / g.file));
+      const auto j = io::parse_json_unique_keys(read_text(dir / g.file), "");
       const std::string check = j.value("base_check", "");
       if (!check.empty()) return check;
     } catch (const nlohmann::json::exception&) {
+    } catch (const Error&) {  // a key twice: read_point has named the file as corrupt
     }
   }
   return "";

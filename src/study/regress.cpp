@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "host/mmio_program.h"
+#include "base/json_parse.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "sim/board_run.h"
@@ -171,6 +173,20 @@ void check_name(const std::filesystem::path& file, const toml::node& n, const st
                             "file)", where(file, n), name));
 }
 
+// A key given twice in a scenario's `set` or `grid` list (one would silently win): an error
+// naming both entries. clock_mhz is another name for clock.mhz.
+void check_keys_once(const std::filesystem::path& file, const toml::node& list, const std::string& field,
+                     const std::vector<std::string>& entries) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string key = entries[i].substr(0, entries[i].find('='));
+    if (key == "clock_mhz") key = "clock.mhz";
+    if (const auto [it, fresh] = first.emplace(key, i); !fresh)
+      throw Error(fmt::format("{}: field '{}' sets the key '{}' twice: entry {} ('{}') and entry {} ('{}')",
+                              where(file, list), field, key, it->second + 1, entries[it->second], i + 1, entries[i]));
+  }
+}
+
 RegressScenario parse_scenario(const std::filesystem::path& file, const toml::table& t, const toml::node& node) {
   RegressScenario s;
   for (const auto& [k, v] : t) {
@@ -182,8 +198,8 @@ RegressScenario parse_scenario(const std::filesystem::path& file, const toml::ta
     else if (key == "prompt") s.prompt = text_field(file, v, key);
     else if (key == "tokens") s.tokens = int_field(file, v, key, 1, 512);
     else if (key == "context") s.context = int_field(file, v, key, 1, 512);
-    else if (key == "grid") s.grid = list_field(file, v, key);
-    else if (key == "set") s.sets = list_field(file, v, key);
+    else if (key == "grid") check_keys_once(file, v, key, s.grid = list_field(file, v, key));
+    else if (key == "set") check_keys_once(file, v, key, s.sets = list_field(file, v, key));
     else
       throw Error(fmt::format("{}: unknown scenario field '{}' (name, kind, model, fidelity, prompt, tokens, context, "
                               "grid, set)", where(file, v), key));
@@ -326,7 +342,7 @@ std::vector<RegressFigure> read_regress_baseline(const std::filesystem::path& fi
   const std::string text = io::read_file(file, "baseline");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = io::parse_json_unique_keys(text, "baseline '" + file.string() + "'");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("baseline '{}': malformed JSON ({})", file.string(), e.what()));
   }

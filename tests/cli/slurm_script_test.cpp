@@ -7,9 +7,7 @@
 // naming its option, and no script is written (cli/script_quote.h).
 #include "cli/script_quote.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "support/run_argv.h"
 #include "support/temp_dir.h"
 
 namespace bitsim::cli {
@@ -40,42 +39,8 @@ void write(const fs::path& p, const std::string& text) {
   f << text;
 }
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-// argv run without a shell (hostile words reach the program as they are), in `cwd`, with
-// `env` added; the child uses the build tree's start-up cache.
-Outcome run_argv(const std::vector<std::string>& argv, const fs::path& cwd, const fs::path& scratch,
-             const std::vector<std::string>& env = {}) {
-  const fs::path out = scratch / "run.out", err = scratch / "run.err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    ::setenv("BITSIM_CACHE_DIR", BITSIM_TEST_CACHE_DIR, 1);
-    for (const auto& kv : env) {
-      const auto eq = kv.find('=');
-      ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  Outcome r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read(out);
-  r.err = read(err);
-  return r;
-}
+using bitsim::testing::Outcome;
+using bitsim::testing::run_argv;
 
 // The words of an #SBATCH line (after "#SBATCH") as sbatch reads them: whitespace separates
 // words, '...' and "..." quote, \ takes the next character as it is (in quotes too), an
