@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "host/memory_map.h"
 #include "hw/axi_dma.h"
 #include "hw/board.h"
 #include "hw/engine_regs.h"
@@ -21,6 +22,11 @@ namespace bitsim::host {
 namespace {
 
 constexpr const char* kMagicLine = "bitsim-mmio 1";
+// The longest line but an M record's: a C line (a config key and its value) or a W/R/D
+// record, whose fields are at most 20 decimal or 16 hex digits each.
+constexpr size_t kMaxMmioLine = 4096;
+// An M or D record's size: at most the board's DDR.
+constexpr uint64_t kMaxMmioBytes = MemoryMapConfig{}.ddr_bytes;
 
 std::string hex_bytes(const std::vector<uint8_t>& b) {
   std::string s(b.size() * 2, '0');
@@ -80,7 +86,8 @@ MmioOp parse_op(std::istringstream& ls, char kind, const std::string& where) {
     op.access_ps = parse_u64(t_b, 10, where, "access_ps");
   } else {
     op.size = parse_u64(t_a, 10, where, "size");
-    if (op.size == 0 || op.size > (uint64_t(1) << 32)) throw Error(fmt::format("{}: size {} out of range", where, op.size));
+    if (op.size == 0 || op.size > kMaxMmioBytes)
+      throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, op.size, kMaxMmioBytes));
     if (kind == 'M') op.bytes = parse_hex_bytes(t_b, op.size, where);
     else op.digest = parse_u64(t_b, 16, where, "digest");
   }
@@ -135,17 +142,63 @@ void write_program(const MmioProgram& program, std::ostream& out) {
   if (!out) throw Error("mmio program: write failed");
 }
 
+namespace {
+
+// How a bounded read of one line ended.
+enum class LineEnd { kEnd, kNewline, kLong };
+
+// Reads up to `max` bytes of the current line into `line` (the newline is consumed, not kept).
+// kEnd: the input ended with nothing read; kLong: `max` bytes were read and the line goes on.
+LineEnd read_line_upto(std::istream& in, std::string& line, size_t max) {
+  std::streambuf* sb = in.rdbuf();
+  while (line.size() < max) {
+    const int c = sb->sbumpc();
+    if (c == std::char_traits<char>::eof()) return line.empty() ? LineEnd::kEnd : LineEnd::kNewline;
+    if (c == '\n') return LineEnd::kNewline;
+    line.push_back(char(c));
+  }
+  return LineEnd::kLong;
+}
+
+// One whole line, never more than the format lets it hold: kMaxMmioLine bytes, or for an M
+// record its head and exactly the hex digits its size field announces, the size checked
+// against the DDR before any of them is read. false at the end of the input.
+bool read_record_line(std::istream& in, std::string& line, const std::string& where) {
+  line.clear();
+  const LineEnd end = read_line_upto(in, line, kMaxMmioLine);
+  if (end == LineEnd::kEnd) return false;
+  if (end == LineEnd::kNewline) return true;
+  if (line.rfind("M ", 0) != 0)
+    throw Error(fmt::format("{}: line longer than {} bytes (only an M record's data may be longer)", where,
+                            kMaxMmioLine));
+  std::istringstream head(line);
+  std::string kind, t_time, t_addr, t_size;
+  head >> kind >> t_time >> t_addr >> t_size;
+  if (head.eof()) throw Error(fmt::format("{}: M record's head longer than {} bytes", where, kMaxMmioLine));
+  const uint64_t size = parse_u64(t_size, 10, where, "size");
+  if (size == 0 || size > kMaxMmioBytes)
+    throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, size, kMaxMmioBytes));
+  // The rest of the line: the digits not yet read, and a little slack for what a reader
+  // would refuse anyway (trailing fields), so that the parser names it.
+  if (read_line_upto(in, line, line.size() + 2 * size + 64) == LineEnd::kLong)
+    throw Error(fmt::format("{}: M record longer than its {} bytes of data", where, size));
+  return true;
+}
+
+}  // namespace
+
 MmioProgram read_program(std::istream& in, const std::string& source) {
   MmioProgram p;
   std::string line;
-  size_t n = 0;
-  if (!std::getline(in, line) || line != kMagicLine)
+  size_t n = 1;
+  if (read_line_upto(in, line, std::char_traits<char>::length(kMagicLine) + 1) != LineEnd::kNewline ||
+      line != kMagicLine)
     throw Error(fmt::format("{}: not a bitsim MMIO program (the first line must be '{}')", source, kMagicLine));
-  ++n;
   std::map<std::string, size_t> config_line;  // the line of each C key
-  while (std::getline(in, line)) {
+  for (;;) {
     ++n;
     const std::string where = fmt::format("{}:{}", source, n);
+    if (!read_record_line(in, line, where)) break;
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ls(line);
     std::string kind;

@@ -2,9 +2,10 @@
 // A program run from its argv, without a shell (so that a hostile or spaced word reaches it
 // as it is), in a working folder, with variables added to (or, with an empty value after
 // "-", removed from) its environment; its exit code, stdout and stderr (through files in
-// `scratch`). A child of bitsim uses the build tree's start-up cache unless `env` says
+// `scratch`), and its peak memory. A child of bitsim uses the build tree's start-up cache unless `env` says
 // otherwise.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@ namespace bitsim::testing {
 struct Outcome {
   int code = -1;
   std::string out, err;
+  long peak_kb = 0;  // the program's peak resident memory (getrusage's ru_maxrss), KiB
 };
 
 inline Outcome run_argv(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
@@ -48,8 +50,10 @@ inline Outcome run_argv(const std::vector<std::string>& argv, const std::filesys
     ::_exit(127);
   }
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
   Outcome r;
+  r.peak_kb = usage.ru_maxrss;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   auto read = [](const std::filesystem::path& p) {
     std::ifstream f(p, std::ios::binary);
