@@ -33,7 +33,8 @@ void print_eval(const sim::EvalResult& r) {
   fmt::print("model      {} ({})\n", r.model, r.shape);
   if (r.model_sha256) fmt::print("           model.safetensors sha256 {}\n", *r.model_sha256);
   fmt::print("tokenizer  {}\n", r.tokenizer);
-  fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
+  fmt::print("text       {} ({} bytes read, sha256 {}), {} tokens\n", r.text, r.text_bytes, r.text_sha256,
+             r.text_tokens);
   fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
              r.scored_tokens, r.windows, r.window);
   fmt::print("{:<39} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");

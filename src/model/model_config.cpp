@@ -186,7 +186,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
   const std::string source = config_json.string();
-  const std::string text = io::read_file(config_json, "model config");
+  const std::string text = io::read_file(config_json, "model config", io::kMaxSmallFileBytes);
   nlohmann::json j;
   try {
     j = io::parse_json_unique_keys(text, source);

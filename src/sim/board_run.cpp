@@ -16,6 +16,7 @@
 #include "hw/clock.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/utf8.h"
 #include "base/stop_signal.h"
 #include "model/tokenizer.h"
 #include "sim/board_config.h"
@@ -108,6 +109,7 @@ void check_request(const BoardRunRequest& req) {
 // (host::kv_context_limit: the unit's T range, the model's positions, the CMA).
 std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos, int limit,
                             const std::string& why) {
+  check_utf8(rr.prompt, "prompt");
   std::vector<int> ids{bos};
   for (int id : tokenizer.encode(rr.prompt)) ids.push_back(id);
   const int n = int(ids.size()), total = n + rr.tokens;

@@ -181,7 +181,7 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
 }
 
 void ParamSet::load_toml(const std::filesystem::path& file) {
-  load_toml_string(io::read_file(file, "config file"), file.string());
+  load_toml_string(io::read_file(file, "config file", io::kMaxSmallFileBytes), file.string());
 }
 
 double ParamSet::real(const std::string& key) const { return std::get<double>(spec(key).value); }

@@ -84,8 +84,9 @@ struct EvalLogitCompare {
 struct EvalResult {
   std::string model, tokenizer, shape, text;
   std::optional<std::string> model_sha256;  // of model.safetensors; empty for a synthetic model
-  std::string text_sha256;    // of the text file's bytes
-  int64_t text_tokens = 0;    // tokens of the whole text
+  std::string text_sha256;    // of the bytes read (text_bytes)
+  int64_t text_bytes = 0;     // bytes read: the whole file, or the start that `tokens` needed
+  int64_t text_tokens = 0;    // tokens of those bytes (the whole text's when it was read whole)
   int64_t scored_tokens = 0;
   int window = 0;             // positions per window
   int windows = 0;
@@ -111,8 +112,5 @@ const Fields<EvalBoardCheck>& eval_board_check_fields();
 const Fields<EvalLogitCompare>& eval_compare_fields();
 // The bitsim.eval/1 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);
-
-// Lowercase hex SHA-256 of a byte string.
-std::string sha256_hex(const std::string& bytes);
 
 }  // namespace bitsim::sim

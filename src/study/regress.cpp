@@ -274,7 +274,7 @@ std::string default_regress_suite_path() {
 }
 
 RegressSuite load_regress_suite(const std::filesystem::path& file) {
-  const std::string text = io::read_file(file, "suite file");
+  const std::string text = io::read_file(file, "suite file", io::kMaxSmallFileBytes);
   toml::table root;
   try {
     root = toml::parse(text, file.string());
@@ -339,7 +339,7 @@ std::vector<RegressMove> compare_regress_figures(const std::vector<RegressFigure
 }
 
 std::vector<RegressFigure> read_regress_baseline(const std::filesystem::path& file) {
-  const std::string text = io::read_file(file, "baseline");
+  const std::string text = io::read_file(file, "baseline", io::kMaxRecordFileBytes);
   nlohmann::json j;
   try {
     j = io::parse_json_unique_keys(text, "baseline '" + file.string() + "'");
