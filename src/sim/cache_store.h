@@ -9,8 +9,12 @@
 // length, the payload's 128-bit ContentHash, kind, key, the header's own checksum) and
 // the payload from byte 128. Entries are
 //   - written atomically: a temp file in the same folder, renamed into place;
-//   - verified on every read: a short, corrupt or foreign file is reported once as a
-//     warning, deleted and treated as a miss (the caller rebuilds it), never trusted;
+//   - verified on every read: a short or corrupt entry is reported once as a warning,
+//     deleted and treated as a miss (the caller rebuilds it), never trusted;
+//   - only its own: the cache touches (reads, counts, evicts, clears, replaces) only files it
+//     can prove it wrote, by their name and, for an entry, the magic at its start; a file
+//     without it, or one that is not a regular file, is warned about and left alone; a
+//     folder that holds files of other names is refused;
 //   - safe with several bitsim processes at once: readers need no lock (a rename replaces
 //     a whole file; a mapped file stays valid after it is replaced or deleted); renames,
 //     deletions, hit counts and eviction take an flock on the folder's `lock` file;
@@ -67,7 +71,12 @@ class CacheStore {
  public:
   // Null if the settings turn the cache off, or (after one warning) if the folder cannot
   // be created or written.
+  // A folder that holds anything the cache does not write (by name: KIND-KEY.bin, .hits,
+  // temp files, lock) is not a cache: an Error naming it and that file.
   static std::unique_ptr<CacheStore> open(const CacheSettings& settings, const CacheWarn& warn);
+  // The store of an existing folder, for `cache info` and `cache clear`, which create
+  // nothing: null if the folder does not exist (or the settings turn the cache off).
+  static std::unique_ptr<CacheStore> open_existing(const CacheSettings& settings);
   ~CacheStore();
   CacheStore(const CacheStore&) = delete;
   CacheStore& operator=(const CacheStore&) = delete;
