@@ -84,11 +84,14 @@ MmioOp parse_op(std::istringstream& ls, char kind, const std::string& where) {
     if (v > UINT32_MAX) throw Error(fmt::format("{}: value '{}' is wider than 32 bits", where, t_a));
     op.value = uint32_t(v);
     op.access_ps = parse_u64(t_b, 10, where, "access_ps");
+    if (op.access_ps > UINT64_MAX - op.time_ps)
+      throw Error(fmt::format("{}: time_ps {} + access_ps {} wraps the 64-bit clock", where, op.time_ps, op.access_ps));
   } else {
     op.size = parse_u64(t_a, 10, where, "size");
     if (op.size == 0 || op.size > kMaxMmioBytes)
       throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, op.size, kMaxMmioBytes));
     if (kind == 'M') op.bytes = parse_hex_bytes(t_b, op.size, where);
+    else if (t_b == "-") op.digest_known = false;
     else op.digest = parse_u64(t_b, 16, where, "digest");
   }
   return op;
@@ -136,7 +139,8 @@ void write_program(const MmioProgram& program, std::ostream& out) {
     else if (k == 'M')
       out << fmt::format("M {} {:x} {} {}\n", op.time_ps, op.addr, op.size, hex_bytes(op.bytes));
     else
-      out << fmt::format("D {} {:x} {} {:016x}\n", op.time_ps, op.addr, op.size, op.digest);
+      out << (op.digest_known ? fmt::format("D {} {:x} {} {:016x}\n", op.time_ps, op.addr, op.size, op.digest)
+                              : fmt::format("D {} {:x} {} -\n", op.time_ps, op.addr, op.size));
   }
   out.flush();
   if (!out) throw Error("mmio program: write failed");
@@ -189,6 +193,7 @@ bool read_record_line(std::istream& in, std::string& line, const std::string& wh
 
 MmioProgram read_program(std::istream& in, const std::string& source) {
   MmioProgram p;
+  p.source = source;
   std::string line;
   size_t n = 1;
   if (read_line_upto(in, line, std::char_traits<char>::length(kMagicLine) + 1) != LineEnd::kNewline ||
@@ -211,8 +216,10 @@ MmioProgram read_program(std::istream& in, const std::string& source) {
         throw Error(fmt::format("{}: config key '{}' is set twice, here and at line {} (a program sets each key once)",
                                 where, key, it->second));
       p.config.emplace_back(key, value);
+      p.config_lines.push_back(n);
     } else if (kind == "W" || kind == "R" || kind == "M" || kind == "D") {
       p.ops.push_back(parse_op(ls, kind[0], where));
+      p.op_lines.push_back(n);
       if (p.ops.size() > 1 && p.ops.back().time_ps < p.ops[p.ops.size() - 2].time_ps)
         throw Error(where + ": time goes backwards");
     } else {
@@ -260,14 +267,24 @@ std::string describe(const ReadMismatch& m) {
                      register_name(m.addr), m.addr, m.got, m.expected);
 }
 
-ReplayResult run_program(const MmioProgram& program, Platform& platform) {
-  ReplayResult r;
-  std::vector<uint8_t> buf;
-  for (size_t i = 0; i < program.ops.size(); ++i) {
+std::string MmioProgram::where(size_t op) const {
+  if (op < op_lines.size()) return fmt::format("{}:{}", source, op_lines[op]);
+  return fmt::format("mmio program: op {}", op);
+}
+
+std::string MmioProgram::config_where(size_t i) const {
+  if (i < config_lines.size()) return fmt::format("{}:{}", source, config_lines[i]);
+  return fmt::format("mmio program: config key {}", i);
+}
+
+namespace {
+
+void run_op(const MmioProgram& program, size_t i, Platform& platform, ReplayResult& r, std::vector<uint8_t>& buf) {
     const MmioOp& op = program.ops[i];
     const uint64_t now = platform.now_ps();
     if (op.time_ps < now)
-      throw Error(fmt::format("mmio program: op {} is due at {} ps but the platform is at {} ps", i, op.time_ps, now));
+      throw Error(fmt::format("{}: due at {} ps, but the board took longer over an earlier access: it is at {} ps",
+                              program.where(i), op.time_ps, now));
     platform.spend(op.time_ps - now);
     switch (op.kind) {
       case MmioOp::Kind::kWrite:
@@ -291,9 +308,24 @@ ReplayResult run_program(const MmioProgram& program, Platform& platform) {
         const uint64_t d = fnv1a64(buf.data(), buf.size());
         r.digests.push_back(d);
         ++r.mem_reads;
-        if (d != op.digest) r.mismatches.push_back({i, op.time_ps, op.addr, true, op.digest, d});
+        if (op.digest_known && d != op.digest) r.mismatches.push_back({i, op.time_ps, op.addr, true, op.digest, d});
         break;
       }
+    }
+}
+
+}  // namespace
+
+ReplayResult run_program(const MmioProgram& program, Platform& platform) {
+  ReplayResult r;
+  std::vector<uint8_t> buf;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    try {
+      run_op(program, i, platform, r, buf);
+    } catch (const Error& e) {
+      const std::string where = program.where(i);
+      if (std::string_view(e.what()).rfind(where, 0) == 0) throw;
+      throw Error(fmt::format("{}: {}", where, e.what()));
     }
   }
   return r;
@@ -329,6 +361,8 @@ void RecordingPlatform::mem_read(uint64_t addr, void* dst, size_t n) {
   op.size = n;
   inner_.mem_read(addr, dst, n);
   op.digest = fnv1a64(dst, n);
+  op.digest_known = loads_computed_;
+  if (!loads_computed_) op.digest = 0;
   out_.ops.push_back(op);
 }
 

@@ -373,6 +373,57 @@ TEST(Cli, VcdOfTheClockedSignalsStaysInsideItsWindow) {
 
 namespace {
 
+// Every recording bitsim writes replays equal on both fidelities: timing-only ones (whose
+// loads carry no digest) too, on every shipped preset.
+TEST(Cli, EveryRecordingReplaysEqualOnBothFidelitiesOnEveryPreset) {
+  TempDir dir;
+  const std::string rec = (dir.path / "run.mmio").string();
+  std::vector<std::string> presets = {""};
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(BITSIM_SOURCE_DIR) / "configs"))
+    if (e.path().extension() == ".toml" && e.path().stem() != "regress") presets.push_back(e.path().string());
+  ASSERT_GE(presets.size(), 5u);
+  for (const std::string& preset : presets) {
+    for (const char* mode : {"", " --timing-only"}) {
+      SCOPED_TRACE(preset + mode);
+      const std::string config = preset.empty() ? "" : " --config " + preset;
+      const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --quiet --record-mmio " + rec + config + mode);
+      ASSERT_EQ(run.code, 0) << run.err;
+      for (const char* fidelity : {"fast", "cycle"}) {
+        const auto r = bitsim(std::string("replay ") + rec + " --json --fidelity " + fidelity);
+        ASSERT_EQ(r.code, 0) << fidelity << ": " << r.err << r.out.substr(0, 2000);
+        EXPECT_TRUE(nlohmann::json::parse(r.out)["equal"].get<bool>()) << fidelity;
+      }
+    }
+  }
+}
+
+// A bad program gets the same verdict from both fidelities, and every error names FILE:LINE.
+TEST(Cli, ReplayErrorsNameFileAndLineAlikeOnBothFidelities) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> programs = {
+      {"C clock.mhz abc\n", ":2"},
+      {"C timing.pass_mhz 200\nC timing.fail_mhz 150\n", "timing.fail_mhz"},
+      {"W 18446744073709551615 40400030 4 200000\n", ":2: time_ps 18446744073709551615 + access_ps 200000 wraps"},
+      {"W 100 40400030 4 200000\nW 50 40400030 4 200000\n", ":3: time goes backwards"},
+      {"W 100 40400030 4 200000\nW 200000 40400030 4 200000\n", ":3: due at 200000 ps"},
+      {"# a comment\n\nW 100 12345678 4 200000\n", ":4: AXI-Lite write of register 0x12345678"},
+      {"D 100 100 8 -\nD 200 100 8 zz\n", ":3: digest 'zz'"},
+  };
+  for (const auto& [body, message] : programs) {
+    const std::string file = (dir.path / "bad.mmio").string();
+    std::ofstream(file) << "bitsim-mmio 1\n" << body;
+    std::string first;
+    for (const char* fidelity : {"fast", "cycle"}) {
+      const auto r = bitsim("replay " + file + " --fidelity " + fidelity);
+      EXPECT_EQ(r.code, 2) << body << fidelity << r.err;
+      EXPECT_NE(r.err.find(message), std::string::npos) << body << fidelity << ": " << r.err;
+      if (message.rfind(":", 0) == 0) EXPECT_NE(r.err.find(file + message), std::string::npos) << r.err;
+      if (first.empty()) first = r.err;
+      else EXPECT_EQ(r.err, first) << body;
+    }
+  }
+}
+
 TEST(Cli, RecordedMmioProgramReplaysOnBothFidelities) {
   TempDir dir;
   const std::string rec = (dir.path / "run.mmio").string();

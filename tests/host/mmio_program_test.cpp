@@ -44,12 +44,20 @@ TEST(MmioProgram, RecordsRoundTripThroughTheFile) {
   host::MmioOp m;
   m.kind = host::MmioOp::Kind::kMemWrite;
   m.time_ps = 20, m.addr = 0x100000, m.size = 3, m.bytes = {0x01, 0xab, 0xff};
-  p.ops = {w, m};
+  host::MmioOp d;  // a load whose bytes a timing-only run never computed: no digest
+  d.kind = host::MmioOp::Kind::kMemRead;
+  d.time_ps = 30, d.addr = 0x200000, d.size = 8, d.digest_known = false;
+  p.ops = {w, m, d};
   std::stringstream file;
   host::write_program(p, file);
+  EXPECT_NE(file.str().find("\nD 30 200000 8 -\n"), std::string::npos) << file.str();
   const host::MmioProgram back = host::read_program(file, "p.mmio");
   EXPECT_EQ(back.config, p.config);
   EXPECT_EQ(back.ops, p.ops);
+  // Each record keeps its line, for the errors of a replay.
+  EXPECT_EQ(back.config_where(0), "p.mmio:2");
+  EXPECT_EQ(back.where(0), "p.mmio:3");
+  EXPECT_EQ(back.where(2), "p.mmio:5");
 }
 
 TEST(MmioProgram, ALineIsBoundedByItsRecordsLongestLegalForm) {
