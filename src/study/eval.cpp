@@ -187,9 +187,8 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
 class Scorer {
  public:
   static constexpr int kJobs = 8;
-  Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
-         int board_positions)
-      : m_(m), scales_(scales), windows_(windows), board_positions_(board_positions), head8_(make_int8_head(m)),
+  Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows)
+      : m_(m), scales_(scales), windows_(windows), head8_(make_int8_head(m)),
         fast_(m, /*with_lm_head=*/true, 2), nll_(windows.size(), std::array<double, kKinds>{}) {}
 
   void run(int threads) {
@@ -216,7 +215,6 @@ class Scorer {
     for (const auto& w : nll_) s += w[size_t(kind)];
     return s;
   }
-  const std::vector<std::vector<float>>& board_logits() const { return board_logits_; }
 
  private:
   struct Refs {  // one worker's references, built on first use
@@ -289,7 +287,6 @@ class Scorer {
       std::vector<float> logits = bd.step(win.input[p], probe);
       s += nll_of(logits, win.target[p]);
       s8 += nll_of(int8_head_logits(m_, head8_, hidden.data()), win.target[p]);
-      if (first && int(p) < board_positions_) board_logits_.push_back(std::move(logits));
     }
     out[kBoard] = s;
     out[kBoardInt8Head] = s8;
@@ -298,27 +295,42 @@ class Scorer {
   const model::TernaryModel& m_;
   const golden::KvScales& scales_;
   const std::vector<Window>& windows_;
-  int board_positions_;
   const Int8Head head8_;
   const FastMatvec fast_;
   std::vector<std::array<double, kKinds>> nll_;
-  std::vector<std::vector<float>> board_logits_;  // window 0's first positions, for the board check
   std::atomic<size_t> next_{0};
 };
 
-// The first positions of window 0 through the simulated board, compared with the board row.
+// The eval row whose arithmetic a board config runs, or "" when no row has it (an outlier
+// count other than 4 or 8).
+std::string row_of(const hw::AttentionUnitConfig& a) {
+  if (a.kind() == model::AttentionVariant::TwoPhase) return "board";
+  if (a.kv() == model::KvFormat::Int8) return "board-online-softmax";
+  if (a.kv_outlier_channels == 0) return "board-online-softmax-int4-kv";
+  if (a.kv_outlier_channels == 4 || a.kv_outlier_channels == 8)
+    return fmt::format("board-online-softmax-int4-kv-{}-outliers", a.kv_outlier_channels);
+  return "";
+}
+
+// The first positions of window 0 through the simulated board with the request's config,
+// compared with the golden reference of that config's arithmetic (the row row_of names):
+// the board's, or a variant's when the config selects one.
 EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m, const golden::KvScales& scales,
-                           const Window& first, const std::vector<std::vector<float>>& expected, int threads) {
+                           const Window& first, int threads) {
   const std::vector<int> toks(first.input.begin(), first.input.begin() + req.board_positions);
+  const SimConfig cfg = make_sim_config(req.params);
+  const hw::AttentionUnitConfig& a = cfg.board.attention;
+  golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{false, threads, a.kind(), a.kv(), a.kv_outlier_channels});
   SimulateOptions so;
   so.threads = threads;
-  const auto outcomes = simulate_tokens(make_sim_config(req.params), m, scales, toks, so);
+  const auto outcomes = simulate_tokens(cfg, m, scales, toks, so);
   EvalBoardCheck check;
   check.positions = req.board_positions;
+  check.arithmetic = row_of(a);
   for (int p = 0; p < req.board_positions; ++p) {
-    const auto& a = outcomes[size_t(p)].logits;
-    const auto& b = expected[size_t(p)];
-    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
+    const auto& got = outcomes[size_t(p)].logits;
+    const std::vector<float> want = ref.step(toks[size_t(p)]);
+    if (got.size() != want.size() || std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
       check.first_mismatch = p;
       break;
     }
@@ -403,7 +415,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   const std::vector<Window> windows = make_windows(pre.ids, res.window, pre.config.bos_token_id);
   status(fmt::format("scoring {} tokens in {} windows of up to {} positions, {} arithmetics, {} threads ...",
                      res.scored_tokens, res.windows, res.window, kKinds, threads));
-  Scorer scorer(m, scales, windows, req.board_positions);
+  Scorer scorer(m, scales, windows);
   scorer.run(threads);
   const auto& names = eval_arithmetics();
   for (int k = 0; k < kKinds; ++k) {
@@ -418,7 +430,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   }
   if (req.board_positions > 0) {
     status(fmt::format("running the first {} positions through the simulated board ...", req.board_positions));
-    res.board = board_check(req, m, scales, windows[0], scorer.board_logits(), threads);
+    res.board = board_check(req, m, scales, windows[0], threads);
   }
   if (req.compare_positions > 0) {
     status(fmt::format("comparing the board rows' logits with FloatReference over {} positions ...",
@@ -457,6 +469,7 @@ const Fields<EvalBoardCheck>& eval_board_check_fields() {
   using B = EvalBoardCheck;
   static const Fields<B> fields{{"positions", &B::positions},
                                 {"fidelity", &B::fidelity},
+                                {"arithmetic", &B::arithmetic},
                                 {"logits_equal", &B::logits_equal},
                                 {"first_mismatch", &B::first_mismatch}};
   return fields;

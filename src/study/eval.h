@@ -67,7 +67,8 @@ struct EvalRow {
 struct EvalBoardCheck {
   int positions = 0;        // positions run through the simulated board
   std::string fidelity = "fast";
-  bool logits_equal = false;  // every position's logits equal the `board` row's, bit for bit
+  std::string arithmetic;   // the row whose arithmetic the config runs (board, board-online-softmax, ...)
+  bool logits_equal = false;  // every position's logits equal that arithmetic's golden reference's, bit for bit
   std::optional<int> first_mismatch;  // the first position whose logits differ; empty if none
 };
 

@@ -470,4 +470,37 @@ TEST(Cli, ReplayRejectsABadProgramNamingTheLine) {
   EXPECT_TRUE(contains(r.err, "mmio record file /nonexistent/x.mmio")) << r.err;
 }
 
+// Every shipped preset goes through run, eval --board, sweep and regress with verdicts that
+// agree: the run's golden check passes, eval's board check passes against the golden
+// reference of the preset's own arithmetic, the sweep runs, and regress reports figures
+// that moved from the shipped board's baselines (or none, for the shipped board), never a
+// failed scenario. (Replay of each preset's own recording: EveryRecordingReplaysEqual... above.)
+TEST(Cli, EveryPresetGetsAgreeingVerdictsFromEveryCommand) {
+  TempDir dir;
+  const std::filesystem::path text = std::filesystem::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary" / "test.txt";
+  int presets = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(BITSIM_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".toml" || e.path().stem() == "regress") continue;
+    ++presets;
+    const std::string config = " --config " + e.path().string();
+    SCOPED_TRACE(e.path().filename().string());
+    const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --json" + config);
+    ASSERT_EQ(run.code, 0) << run.err;
+    EXPECT_TRUE(nlohmann::json::parse(run.out)["summary"]["logits_equal"].get<bool>());
+    const auto eval = bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 24 --board 4 --json --quiet" + config);
+    ASSERT_EQ(eval.code, 0) << eval.err;
+    const auto check = nlohmann::json::parse(eval.out)["board_check"];
+    EXPECT_TRUE(check["logits_equal"].get<bool>()) << check.dump();
+    EXPECT_NE(check["arithmetic"].get<std::string>(), "") << check.dump();
+    const auto sweep = bitsim("sweep --grid clock_mhz=100,125 --tokens 1 --context 8 --quiet" + config);
+    EXPECT_EQ(sweep.code, 0) << sweep.err;
+    const bool shipped = e.path().filename() == "pynq-z2.toml";
+    const auto regress = bitsim("regress --only tiny-fast --only large-T1 --quiet" + config);
+    EXPECT_EQ(regress.code, shipped ? 0 : 1) << regress.out << regress.err;
+    EXPECT_EQ(regress.out.find("failed"), std::string::npos) << regress.out;
+    if (!shipped) EXPECT_NE(regress.out.find("moved"), std::string::npos) << regress.out;
+  }
+  EXPECT_GE(presets, 5);
+}
+
 }  // namespace
