@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/stop_signal.h"
 #include "cli/options.h"
 #include "cli/script_quote.h"
 #include "study/campaign.h"
@@ -236,6 +237,10 @@ sim::ShardReport run_shard_naming_flags(const sim::ParamSet& base, const sim::Sw
   using Lifted = sim::CampaignRefused::LiftedBy;
   try {
     return sim::run_shard(base, o, opt, status_printer(quiet));
+  } catch (const Stopped& s) {
+    // Interrupted, not failed: no file for the points stopped, the finished ones kept.
+    throw Stopped(s.signal(), fmt::format("{}: campaign {} interrupted; its finished points are kept and "
+                                          "`--resume` completes it", s.what(), opt.dir));
   } catch (const sim::CampaignRefused& e) {
     if (e.lifted_by == Lifted::kResume)
       throw Error(fmt::format("{}; --resume keeps the valid ones and redoes the rest", e.what()));
@@ -321,7 +326,7 @@ int run_merge(const MergeCli& a) {
              m.result.points.size(), m.total, m.version, m.commit, m.base_config_hash);
   for (const auto& p : m.missing) {
     if (p.error.empty()) fmt::print("missing: {} (no result file {})\n", p.point, p.file);
-    else fmt::print("failed: {}: {}\n", p.point, p.error);
+    else fmt::print("{}: {}: {}\n", p.corrupt ? "corrupt" : "failed", p.point, p.error);
   }
   for (const auto& x : m.mixed) fmt::print("mixed: {}\n", x);
   if (!m.mixed.empty() && !a.allow_mixed)

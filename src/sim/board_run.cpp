@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <thread>
 
@@ -427,14 +428,32 @@ struct RunOutputs {
     if (layers) sim.loop().set_observer(layers.get());
     else sim.loop().set_observer(tracer.get());
   }
-  // SIGINT / SIGTERM: what finished is written (the trace of the tokens that ran) and said.
+  // SIGINT / SIGTERM: every output is written with what ran before the stop (the finished
+  // tokens and the steps of the token cut short) and marked cut short: the per-layer CSV and
+  // the MMIO program end with a line "# partial: stopped by SIGINT after N token(s)", the
+  // trace's "otherData" holds "partial": true and "stopped_by" (docs/errors.md).
   [[noreturn]] void stopped(const Stopped& stop, const BoardRunResult& res, const SimConfig& cfg, Simulation& sim) {
-    std::string written;
-    if (tracer) {
-      write_trace(*tracer, res, cfg, sim, req_.trace_file);
-      written = fmt::format("; the trace of them is in {}", req_.trace_file);
+    const std::string mark = fmt::format("# partial: {} after {} token(s)\n", stop.what(), res.tokens.size());
+    std::vector<std::string> written;
+    if (layers) {
+      io::write_file(req_.layers_csv_file, layers->csv() + mark, "layers CSV file");
+      written.push_back(req_.layers_csv_file);
     }
-    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), written));
+    if (tracer) {
+      tracer->set_other("partial", true);
+      tracer->set_other("stopped_by", signal_name(stop.signal()));
+      write_trace(*tracer, res, cfg, sim, req_.trace_file);
+      written.push_back(req_.trace_file);
+    }
+    if (!req_.record_mmio_file.empty()) {
+      std::ostringstream out;
+      host::write_program(recorded, out);
+      io::write_file(req_.record_mmio_file, out.str() + mark, "mmio record file");
+      written.push_back(req_.record_mmio_file);
+    }
+    std::string said;
+    for (const auto& w : written) said += (said.empty() ? "; written up to the stop, marked partial: " : ", ") + w;
+    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), said));
   }
   void write(const BoardRunResult& res, const SimConfig& cfg, Simulation& sim,
              const std::function<void(const std::string&)>& status) {
