@@ -53,7 +53,7 @@ std::string utf8_text(const std::string& s) {
 
 // A campaign file's text, through the one regular-file check (a FIFO or a folder in its place
 // is an Error naming it, never a wait).
-std::string read_text(const fs::path& p) { return io::read_file(p, "campaign file"); }
+std::string read_text(const fs::path& p) { return io::read_file(p, "campaign file", io::kMaxRecordFileBytes); }
 
 // True if `p` exists as anything (a dangling symlink, a FIFO, a folder included).
 bool present(const fs::path& p) {
