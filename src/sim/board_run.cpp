@@ -481,6 +481,12 @@ struct RunOutputs {
 
 }  // namespace
 
+void check_board_run(const BoardRunRequest& req) {
+  check_request(req);
+  BoardRunResult res = result_of(req);
+  (void)plan_run(req, res);
+}
+
 BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };
   const RunRequest& rr = req.run;
