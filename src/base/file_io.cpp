@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -73,39 +75,44 @@ void check_input_folder(const fs::path& path, const std::string& what) {
   if (!S_ISDIR(st.st_mode)) throw Error(fmt::format("{} {}: is not a folder", what, path.string()));
 }
 
-std::string read_file(const fs::path& path, const std::string& what, uint64_t max_bytes) {
+void read_blocks(const fs::path& path, const std::string& what, const std::function<void(uint64_t)>& size,
+                 const std::function<void(const char*, size_t)>& block) {
   check_input_file(path, what);
   // Opened without blocking and checked again on the descriptor: a file swapped for a FIFO
   // after the check cannot hang the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what, path.string(), std::strerror(errno)));
+  const std::unique_ptr<const int, void (*)(const int*)> closer(&fd, [](const int* f) { ::close(*f); });
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(fmt::format("{} {}: is {}, a regular file is expected", what, path.string(), kind_of(st.st_mode)));
-  }
-  auto too_long = [&](uint64_t bytes) {
-    ::close(fd);
-    return Error(fmt::format("{} {}: {} bytes or more, over the {} bytes a {} can hold", what, path.string(), bytes,
-                             max_bytes, what));
-  };
-  if (uint64_t(st.st_size) > max_bytes) throw too_long(uint64_t(st.st_size));
-  std::string out;
-  out.reserve(size_t(st.st_size));
+  if (size) size(uint64_t(st.st_size));
   char buf[1 << 16];
   for (;;) {
     const ssize_t k = ::read(fd, buf, sizeof buf);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(fmt::format("{} {}: read failed: {}", what, path.string(), std::strerror(err)));
-    }
+    if (k < 0) throw Error(fmt::format("{} {}: read failed: {}", what, path.string(), std::strerror(errno)));
     if (k == 0) break;
-    if (out.size() + size_t(k) > max_bytes) throw too_long(out.size() + size_t(k));
-    out.append(buf, size_t(k));
+    block(buf, size_t(k));
   }
-  ::close(fd);
+}
+
+std::string read_file(const fs::path& path, const std::string& what, uint64_t max_bytes) {
+  auto too_long = [&](uint64_t bytes) {
+    return Error(fmt::format("{} {}: {} bytes or more, over the {} bytes a {} can hold", what, path.string(), bytes,
+                             max_bytes, what));
+  };
+  std::string out;
+  read_blocks(
+      path, what,
+      [&](uint64_t size) {
+        if (size > max_bytes) throw too_long(size);
+        out.reserve(size_t(size));
+      },
+      [&](const char* p, size_t k) {
+        if (out.size() + k > max_bytes) throw too_long(out.size() + k);
+        out.append(p, k);
+      });
   return out;
 }
 

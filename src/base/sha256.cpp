@@ -1,9 +1,7 @@
 #include "base/sha256.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -94,23 +92,8 @@ std::string Sha256::hex() const {
 std::string sha256_hex(std::string_view bytes) { return Sha256().update(bytes).hex(); }
 
 std::string sha256_file(const std::filesystem::path& path, const std::string& what) {
-  io::check_input_file(path, what);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what, path.string(), std::strerror(errno)));
   Sha256 h;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t k = ::read(fd, buf, sizeof buf);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(fmt::format("{} {}: read failed: {}", what, path.string(), std::strerror(err)));
-    }
-    if (k == 0) break;
-    h.update(buf, size_t(k));
-  }
-  ::close(fd);
+  io::read_blocks(path, what, nullptr, [&](const char* p, size_t k) { h.update(p, k); });
   return h.hex();
 }
 
