@@ -269,9 +269,10 @@ def _summary_evidence(summary):
 class RunResult:
     """A run through the simulated board (`bitsim run`).
 
-    tokens   the per-token table: bitsim.run/1's token fields (docs/json-schemas.md), then
-             matmul_ps, attention_ps, cpu_ps, walker_ps (exact simulated picoseconds) and
-             logits_digest (FNV-1a 64 of the logits' bytes, as `bitsim regress` compares)
+    tokens   the per-token table: bitsim.run/1's token fields (docs/json-schemas.md; among
+             them logits_digest, FNV-1a 64 of the logits' bytes in 16 hex digits, as
+             `bitsim regress` compares), then matmul_ps, attention_ps, cpu_ps, walker_ps
+             (exact simulated picoseconds)
     summary  bitsim.run/1's summary (tok_s, median_total_ms, ...) with "evidence": a label
              for each figure (simulated, or host wall time)
     text     the generated text

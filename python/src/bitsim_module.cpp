@@ -269,23 +269,21 @@ sim::BoardRunRequest run_request(const RunArgs& a) {
   return req;
 }
 
-// The per-token table: the fields of bitsim.run/1's tokens, then the token's exact figures
-// (picoseconds, the logits digest) that `bitsim regress` compares.
+// The per-token table: the fields of bitsim.run/1's tokens (the logits digest among them, as
+// 16 hex digits), then the token's exact picoseconds that `bitsim regress` compares.
 py::dict token_columns(const std::vector<sim::TokenRecord>& tokens) {
   py::dict out = columns(tokens, sim::run_token_fields());
-  std::vector<uint64_t> mm, at, cpu, walker, digest;
+  std::vector<uint64_t> mm, at, cpu, walker;
   for (const auto& t : tokens) {
     mm.push_back(t.timing.matmul_ps);
     at.push_back(t.timing.attention_ps);
     cpu.push_back(t.timing.cpu_ps);
     walker.push_back(t.timing.walker_ps);
-    digest.push_back(t.logits_digest);
   }
   out["matmul_ps"] = numbers(mm);
   out["attention_ps"] = numbers(at);
   out["cpu_ps"] = numbers(cpu);
   out["walker_ps"] = numbers(walker);
-  out["logits_digest"] = numbers(digest);
   return out;
 }
 

@@ -44,15 +44,21 @@ json run_json(const sim::BoardRunResult& r) {
 void print_token_table(const sim::BoardRunResult& r) {
   fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled\n",
              r.model, r.shape, r.tokenizer, sim::fidelity_name(r.fidelity));
-  fmt::print("{:>5} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {}\n", "token", "T",
-             "id", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd", "GB/s", "% wall",
-             "logits");
+  fmt::print("{:>5} {:>4} {:>8} {:<7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {:<6} {}\n", "token", "T",
+             "id", "phase", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd", "GB/s",
+             "% wall", "logits", "logits digest");
   for (const auto& t : r.tokens)
-    fmt::print("{:>5} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f} {:>10} {:>6.1f} {:>6.3f}  {:<7.1f} {}\n",
-               t.index, t.context, t.token_id, t.matmul_ms, t.attention_ms, t.cpu_ms, t.total_ms,
+    fmt::print("{:>5} {:>4} {:>8} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f} {:>10} {:>6.1f} {:>6.3f}  {:<7.1f} "
+               "{:<6} {}\n",
+               t.index, t.context, t.token_id, t.phase, t.matmul_ms, t.attention_ms, t.cpu_ms, t.total_ms,
                t.total_ms > 0 ? 1e3 / t.total_ms : 0.0, t.dma_calls, t.bytes_read / 1e6, t.read_gb_s,
                100.0 * t.read_gb_s / r.wall_gb_s,
-               t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-");
+               t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-", t.logits_digest_hex.value_or("-"));
+  bool shared = false;
+  for (const auto& t : r.tokens) shared |= t.chunk_tokens > 1;
+  if (shared)
+    fmt::print("(prefill chunks of up to {} tokens: each prompt token shows its share of its chunk's figures; "
+               "'-' logits: the lm_head skipped for that position)\n", r.tokens_per_pass);
 }
 
 // The layer walker's lines of the summary (host.walker = pl).
@@ -88,9 +94,14 @@ void print_costs_and_check(const sim::BoardRunResult& r) {
   fmt::print("  driver calls          {:.1f} per token, fixed call cost {:.3f} ms per token = {:.1f}% of token "
              "time  [simulated]\n",
              fixed.calls_per_token, fixed.fixed_ms_per_token, 100.0 * fixed.share);
+  const int checked = sim::run_summary(r).logits_checked;
+  int skipped = 0;
+  for (const auto& t : r.tokens) skipped += !t.has_logits;
+  const std::string without =
+      skipped ? fmt::format(" ({} prompt positions without logits: their lm_head skipped)", skipped) : std::string();
   fmt::print("  logits vs golden      {}\n",
              !r.checked ? std::string("not checked (--no-check)")
-                        : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical", r.tokens.size(), r.tokens.size())
+                        : (r.mismatch.empty() ? fmt::format("{} of {} tokens bit-identical{}", checked, checked, without)
                                               : "MISMATCH: " + r.mismatch));
   double wall_tok = 0;
   for (const auto& t : r.tokens) wall_tok += t.wall_ms;
@@ -115,6 +126,13 @@ void print_run(const sim::BoardRunResult& r) {
   fmt::print("\nsummary\n");
   fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
   fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", s.median_total_ms, s.tok_s);
+  fmt::print("  time to first token   {:.3f} ms (first DMA start to the last prompt position's logits), {:.2f} "
+             "prompt tok/s  [simulated]\n", s.ttft_ms, s.prefill_tok_s);
+  fmt::print("  time per output token {:.3f} ms (median decode token)  [simulated]\n", s.tpot_ms);
+  fmt::print("  request               {:.3f} ms end to end  [simulated]\n", s.request_ms);
+  fmt::print("  prefill               P = {} tokens per weight pass: {} on the Zynq-7020 ({} BRAM36, {} LUT, {} DSP "
+             "with the board's; model)  [simulated]\n", s.tokens_per_pass, s.prefill_fit,
+             r.prefill.total_bram36(), r.prefill.total_lut(), r.prefill.total_dsp());
   namespace B = sim::board_figures;
   fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
              B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);

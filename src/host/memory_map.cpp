@@ -54,12 +54,14 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
     g.segments = model::per_call_segments(n, L);
     row_bytes = model::packed_row_bytes(L);
   }
-  const uint64_t fixed = g.per_call ? pad8(uint64_t(L)) : kHeaderBytes + pad8(uint64_t(n));
+  // Prefill (docs/prefill.md 1): the slot before the rows holds P vectors of x.
+  const uint64_t P = uint64_t(std::max(1, config_.tokens_per_pass));
+  const uint64_t fixed = g.per_call ? pad8(uint64_t(L)) : kHeaderBytes + P * pad8(uint64_t(n));
   const uint64_t limit = config_.max_transfer_bytes;
   if (fixed + row_bytes > limit)
     throw Error(fmt::format("{}: one row of {} elements needs a {}-byte transfer, over the DMA "
                             "length limit of {} bytes", name, g.row_trits, fixed + row_bytes, limit));
-  const uint64_t max_rows = std::min((limit - fixed) / row_bytes, limit / 4);
+  const uint64_t max_rows = std::min((limit - fixed) / row_bytes, limit / (4 * P));
   const int lane_rows[kLanes] = {config_.lanes == 1 ? rows : (rows + 1) / 2, config_.lanes == 1 ? 0 : rows / 2};
   const int calls = int((uint64_t(lane_rows[0]) + max_rows - 1) / max_rows);
   g.calls.resize(size_t(calls) * size_t(g.segments));
@@ -76,7 +78,7 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
         if (lane_rows[lane] == 0) continue;  // host.lanes = 1: lane 1 idle
         s.rows = share;
         s.bytes = fixed + uint64_t(share) * row_bytes;
-        s.result_bytes = pad8(uint64_t(share) * 4);
+        s.result_bytes = pad8(uint64_t(share) * 4 * P);
         // Page-aligned, as the board's allocator (pynq.allocate) hands out CMA buffers.
         s.addr = alloc(g.segments > 1 ? fmt::format("{} segment {} call {} lane {}", name, seg, c, lane)
                                       : fmt::format("{} call {} lane {}", name, c, lane),
@@ -87,6 +89,22 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
     }
   }
   return g;
+}
+
+MatmulCall MemoryMap::with_vectors(const MatmulGroup& g, const MatmulCall& call, int vectors) const {
+  if (vectors < 1 || vectors > std::max(1, config_.tokens_per_pass) || (g.per_call && vectors > 1))
+    throw Error(fmt::format("{}: a call of {} activation vectors, the layout holds 1..{} (prefill.tokens_per_pass)",
+                            g.name, vectors, std::max(1, config_.tokens_per_pass)));
+  if (config_.tokens_per_pass <= 1) return call;
+  MatmulCall c = call;
+  for (LaneStream& s : c.lane) {
+    if (s.rows == 0) continue;
+    const uint64_t rows_bytes = s.bytes - (s.rows_addr - s.addr);
+    s.addr = s.rows_addr - kHeaderBytes - uint64_t(vectors) * pad8(uint64_t(g.n));
+    s.bytes = (s.rows_addr - s.addr) + rows_bytes;
+    s.result_bytes = pad8(uint64_t(s.rows) * 4 * uint64_t(vectors));
+  }
+  return c;
 }
 
 MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& config)

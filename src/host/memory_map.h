@@ -45,6 +45,9 @@ struct MemoryMapConfig {
   // the bank, then 512 rows of K_t (k.total() bytes) and V_t (56 bytes).
   model::KvFormat kv_format = model::KvFormat::Int8;
   int kv_outlier_channels = 0;
+  // prefill.tokens_per_pass = P (docs/prefill.md): each stream slot holds the header and P
+  // vectors of x before its rows, each result buffer R x P words; 1 is the board's layout.
+  int tokens_per_pass = 1;
 };
 
 // One matmul call of one lane: a group of `rows` rows of length n.
@@ -89,6 +92,11 @@ class MemoryMap {
   const MatmulGroup& down(int layer) const { return groups_[size_t(layer) * 4 + 3]; }
   const MatmulGroup& lm_head() const { return groups_.back(); }
   const std::vector<MatmulGroup>& groups() const { return groups_; }
+  // The call carrying V (1..tokens_per_pass) activation vectors (docs/prefill.md 1): each
+  // lane's stream starts V vectors of x and the header before its rows (the rows stay where
+  // they are), its MM2S length and its results (R x V words, padded to a beat) grow with V.
+  // V = 1 with tokens_per_pass = 1 is `call` itself.
+  MatmulCall with_vectors(const MatmulGroup& g, const MatmulCall& call, int vectors) const;
 
   // The (layer, head)'s KV area: 512 x 96 bytes of K (interleaved: the area's start; INT4: its
   // bank, the rows behind it).

@@ -197,36 +197,47 @@ void TokenLoop::set_position(int pos) {
   pos_ = pos;
 }
 
-void TokenLoop::cpu(CpuStep step, uint64_t elements, uint64_t bytes) {
+void TokenLoop::cpu(CpuStep step, uint64_t elements, uint64_t bytes, uint64_t vectors) {
   const bool pl = options_.walker.pl() && walker_runs(step);
-  const uint64_t ps = pl ? walker_.step_ps(step, elements, bytes) : cpu_.step_ps(step, elements, bytes);
+  const uint64_t ps = pl ? walker_.chunk_step_ps(step, vectors, elements, bytes)
+                         : cpu_.chunk_step_ps(step, vectors, elements, bytes);
   const uint64_t begin = ps_.now_ps();
   ps_.spend(ps);
   (pl ? t_->walker_ps : t_->cpu_ps) += ps;
-  if (observer_) observer_->cpu_step(step, elements, bytes, pos_, layer_, begin, ps_.now_ps());
+  if (observer_) observer_->cpu_step(step, vectors * elements, vectors * bytes, pos_, layer_, begin, ps_.now_ps());
 }
 
-void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
-  // CPU: header + x (per-call: the call's x segment) into each lane's stream slot.
+void TokenLoop::note_call_start() {
+  if (called_) return;
+  called_ = true;
+  t_->lead_ps = ps_.now_ps() - begin_ps_;
+}
+
+void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& xq, const std::vector<int32_t*>& acc) {
+  // CPU: header + x (per-call: the call's x segment) into each lane's stream slot; a prefill
+  // group carries the V vectors back to back (docs/prefill.md 1).
+  const int V = int(xq.size());
   const size_t xbytes = model::packed_x_bytes(g.per_call ? g.row_trits : g.n);
   const size_t head = g.per_call ? 0 : model::kHeaderBytes;
   int part = 0;
-  for (const MatmulCall& call : g.calls) {
+  for (const MatmulCall& board_call : g.calls) {
+    const MatmulCall call = map_.with_vectors(g, board_call, V);
     const int first = call.segment * g.row_trits;
     int used = 0;
     for (const LaneStream& s : call.lane) {
       if (s.rows == 0) continue;  // host.lanes = 1
       ++used;
-      scratch_.assign(head + xbytes, 0);
+      scratch_.assign(head + size_t(V) * xbytes, 0);
       if (g.per_call) {
-        std::memcpy(scratch_.data(), xq + first, size_t(std::min(g.row_trits, g.n - first)));
+        std::memcpy(scratch_.data(), xq[0] + first, size_t(std::min(g.row_trits, g.n - first)));
       } else {
-        model::write_group_header({uint32_t(s.rows), uint32_t(g.n), true}, scratch_.data());
-        std::memcpy(scratch_.data() + head, xq, size_t(g.n));
+        model::write_group_header({uint32_t(s.rows), uint32_t(g.n), true, uint32_t(V)}, scratch_.data());
+        for (int p = 0; p < V; ++p) std::memcpy(scratch_.data() + head + size_t(p) * xbytes, xq[size_t(p)], size_t(g.n));
       }
       ps_.mem_write(s.addr, scratch_.data(), scratch_.size());
     }
-    cpu(CpuStep::WriteHeaders, 0, uint64_t(used) * (head + xbytes));
+    cpu(CpuStep::WriteHeaders, 0, uint64_t(used) * (head + size_t(V) * xbytes));
+    note_call_start();
     const uint64_t t0 = ps_.now_ps();
     const uint64_t fixed0 = driver_.stats().fixed_ps;
     driver_.matmul(call, g.n);
@@ -240,7 +251,15 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
     for (int lane = 0; lane < kLanes; ++lane) {
       const LaneStream& s = call.lane[lane];
       if (s.rows == 0) continue;
-      int32_t* out = acc + s.row_begin;
+      if (V > 1) {
+        // Row r's V sums are words r*V .. r*V+V-1 (docs/prefill.md 1).
+        partial_.resize(size_t(s.rows) * size_t(V));
+        ps_.mem_read(map_.matmul_result(lane), partial_.data(), partial_.size() * 4);
+        for (int p = 0; p < V; ++p)
+          for (int r = 0; r < s.rows; ++r) acc[size_t(p)][s.row_begin + r] = partial_[size_t(r) * size_t(V) + size_t(p)];
+        continue;
+      }
+      int32_t* out = acc[0] + s.row_begin;
       if (call.segment == 0) {
         ps_.mem_read(map_.matmul_result(lane), out, size_t(s.rows) * 4);
         continue;
@@ -255,9 +274,9 @@ void TokenLoop::matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc) {
   }
 }
 
-// One token's vectors, sized for the model: h the residual stream, a the normed activations
-// and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res one lane's
-// attention results.
+// One position's vectors, sized for the model: h the residual stream, a the normed
+// activations and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res
+// one lane's attention results.
 struct TokenLoop::StepBuffers {
   StepBuffers(int H, int F, int heads_per_lane)
       : a(size_t(std::max(H, F))), q(H), k(H), v(H), o(H), g(F), u(F), d(H),
@@ -292,39 +311,61 @@ void TokenLoop::start_walker() {
 }
 
 std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden::Probe& probe) {
-  check_step(token);
+  return std::move(chunk({token}, timing, true, probe).front());
+}
+
+std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens, TokenTiming* timing, bool all_logits,
+                                                 const golden::Probe& probe) {
+  const int V = int(tokens.size());
+  if (V < 1 || V > std::max(1, map_.config().tokens_per_pass))
+    throw Error(fmt::format("a prompt chunk of {} tokens: prefill.tokens_per_pass is {}", V,
+                            map_.config().tokens_per_pass));
+  if (V > 1 && probe) throw Error("the golden check's probe follows a chunk of one token only");
+  if (pos_ + V > map_.config().kv_positions)
+    throw Error(fmt::format("context full: the board's KV cache holds {} positions", map_.config().kv_positions));
+  for (int t : tokens) check_step(t);
   TokenTiming local;
   t_ = timing ? timing : &local;
   *t_ = {};
   const uint64_t read0 = ps_.pl_bytes_read();
   const uint64_t begin = ps_.now_ps();
-  token_ = token;
+  begin_ps_ = begin;
+  called_ = false;
+  token_ = tokens.back();
   layer_ = -1;
   const int H = model_.config.hidden_size;
 
-  StepBuffers b(H, model_.config.intermediate_size, map_.heads_per_lane());
-  b.h.assign(model_.embedding(token), model_.embedding(token) + H);
-  cpu(CpuStep::Embed, uint64_t(H));
-  emit(probe, -1, "embedding", b.h.data(), H);
+  Chunk c(size_t(V), StepBuffers(H, model_.config.intermediate_size, map_.heads_per_lane()));
+  for (int p = 0; p < V; ++p) {
+    const float* e = model_.embedding(tokens[size_t(p)]);
+    c[size_t(p)].h.assign(e, e + H);
+  }
+  cpu(CpuStep::Embed, uint64_t(H), 0, uint64_t(V));
+  emit(probe, -1, "embedding", c[0].h.data(), H);
   const bool walker = options_.walker.pl();
   if (walker) {
-    // The CPU hands the embedding row to the walker through DDR (a cache clean) and starts it.
-    host_cache_maintenance(uint64_t(H) * 4, true);
+    // The CPU hands the embedding rows to the walker through DDR (a cache clean) and starts it.
+    host_cache_maintenance(uint64_t(H) * 4 * uint64_t(V), true);
     start_walker();
   }
   for (int l = 0; l < model_.config.num_layers; ++l) {
     if (walker && options_.walker.per_layer() && l > 0) start_walker();
-    decoder_layer(l, b, probe);
+    decoder_layer(l, c, probe);
   }
   layer_ = -1;
   if (walker && options_.walker.per_layer()) start_walker();
-  std::vector<float> logits = final_norm_lm_head(b, probe);
+  std::vector<int> which;
+  for (int p = all_logits ? 0 : V - 1; p < V; ++p) which.push_back(p);
+  std::vector<std::vector<float>> logits = final_norm_lm_head(c, which, probe);
+  std::vector<std::vector<float>> out(static_cast<size_t>(V));
+  for (size_t i = 0; i < which.size(); ++i) out[size_t(which[i])] = std::move(logits[i]);
 
   t_->bytes_read = ps_.pl_bytes_read() - read0;
-  if (observer_) observer_->token(pos_, token_, begin, ps_.now_ps());
-  ++pos_;
+  if (observer_)
+    for (int p = 0; p < V; ++p) observer_->token(pos_ + p, tokens[size_t(p)], begin, ps_.now_ps());
+  pos_ += V;
   t_ = nullptr;
-  return logits;
+  return out;
 }
 
 void TokenLoop::check_step(int token) const {
@@ -335,41 +376,48 @@ void TokenLoop::check_step(int token) const {
     throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", token, vocab - 1));
 }
 
-// One decoder layer: CIRCUITS.md 5, steps 1 to 9.
-void TokenLoop::decoder_layer(int l, StepBuffers& b, const golden::Probe& probe) {
+// One decoder layer over the chunk: CIRCUITS.md 5, steps 1 to 9, each matmul group one call
+// with the chunk's vectors; attention one call per position after the chunk's K/V.
+void TokenLoop::decoder_layer(int l, Chunk& c, const golden::Probe& probe) {
   layer_ = l;
   const model::LayerWeights& L = model_.layers[l];
   const int H = model_.config.hidden_size;
   // 1. input RMSNorm, quantize x. 2. q, k, v rows in one group per lane.
-  float s = norm_and_quantize(b.h.data(), L.input_norm.data(), H, b);
-  grouped_projection(l, map_.qkv(l), H, {{"q_acc", L.q.scale, b.q.data()}, {"k_acc", L.k.scale, b.k.data()},
-                                          {"v_acc", L.v.scale, b.v.data()}}, s, b, probe);
+  std::vector<float> s = norm_and_quantize(&StepBuffers::h, L.input_norm.data(), H, c);
+  grouped_projection(l, map_.qkv(l), H, {{"q_acc", L.q.scale, &StepBuffers::q}, {"k_acc", L.k.scale, &StepBuffers::k},
+                                          {"v_acc", L.v.scale, &StepBuffers::v}}, s, c, probe);
   // 3. RoPE, quantize q per head, K and V with the fixed scales, append; headers.
-  rope_q_and_k(l, b, probe);
-  LaneHeads work;
-  const uint64_t written = write_heads(l, b, work);
-  // 4. attention call. 5. finish attention, inner_attn_ln RMSNorm, quantize.
-  attention_call(l, work, written);
-  finish_attention(l, work, b, probe);
-  s = norm_and_quantize(b.o.data(), L.inner_attn_norm.data(), H, b);
+  rope_q_and_k(l, c, probe);
+  uint64_t kv_written = append_chunk_kv(l, c);
+  // 4. attention call per position (T = its position + 1). 5. finish attention.
+  for (size_t p = 0; p < c.size(); ++p) {
+    LaneHeads work;
+    const uint64_t written = kv_written + write_q_headers(l, pos_ + int(p), c[p], work);
+    kv_written = 0;
+    attention_call(l, pos_ + int(p), work, written);
+    finish_attention(l, work, c[p], probe);
+  }
+  // inner_attn_ln RMSNorm, quantize.
+  s = norm_and_quantize(&StepBuffers::o, L.inner_attn_norm.data(), H, c);
   // 6. o_proj, dequantize, residual; post-attention RMSNorm, quantize.
-  projection_residual(l, map_.o(l), L.o.scale, "o_acc", s, b, probe);
-  s = norm_and_quantize(b.h.data(), L.post_attn_norm.data(), H, b);
+  projection_residual(l, map_.o(l), L.o.scale, "o_acc", s, c, probe);
+  s = norm_and_quantize(&StepBuffers::h, L.post_attn_norm.data(), H, c);
   // 7. gate and up. 8. SiLU(gate) * up, ffn_layernorm, quantize.
   grouped_projection(l, map_.gate_up(l), model_.config.intermediate_size,
-                     {{"gate_acc", L.gate.scale, b.g.data()}, {"up_acc", L.up.scale, b.u.data()}}, s, b, probe);
-  s = silu_gate_ffn_norm(L, b);
+                     {{"gate_acc", L.gate.scale, &StepBuffers::g}, {"up_acc", L.up.scale, &StepBuffers::u}}, s, c,
+                     probe);
+  s = silu_gate_ffn_norm(L, c);
   // 9. down_proj, dequantize, residual.
-  projection_residual(l, map_.down(l), L.down.scale, "down_acc", s, b, probe);
-  emit(probe, l, "residual", b.h.data(), H);
+  projection_residual(l, map_.down(l), L.down.scale, "down_acc", s, c, probe);
+  emit(probe, l, "residual", c[0].h.data(), H);
 }
 
-// RMSNorm of x[0..n) into a, quantized into xq; returns the activations' scale.
-float TokenLoop::norm_and_quantize(const float* x, const float* weight, int n, StepBuffers& b) {
-  num::rmsnorm(x, weight, n, model_.config.rms_norm_eps, b.a.data());
-  cpu(CpuStep::RmsNorm, n);
-  const float s = num::quantize_activations(b.a.data(), n, b.xq.data());
-  cpu(CpuStep::Quantize, n);
+std::vector<float> TokenLoop::norm_and_quantize(Vec x, const float* weight, int n, Chunk& c) {
+  for (StepBuffers& b : c) num::rmsnorm((b.*x).data(), weight, n, model_.config.rms_norm_eps, b.a.data());
+  cpu(CpuStep::RmsNorm, n, 0, c.size());
+  std::vector<float> s(c.size());
+  for (size_t p = 0; p < c.size(); ++p) s[p] = num::quantize_activations(c[p].a.data(), n, c[p].xq.data());
+  cpu(CpuStep::Quantize, n, 0, c.size());
   return s;
 }
 
@@ -377,134 +425,153 @@ float TokenLoop::norm_and_quantize(const float* x, const float* weight, int n, S
 // as the part's acc_name) dequantized on the CPU with the part's w_scale into the part's
 // output: qkv (q, k, v), o_proj, gate_up (gate, up), down_proj.
 void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
-                                   float s, StepBuffers& b, const golden::Probe& probe) {
-  matmul(g, b.xq.data(), b.acc.data());
-  const int32_t* acc = b.acc.data();
-  for (const ProjectionPart& p : parts) {
-    emit_int(probe, l, p.acc_name, acc, rows);
-    acc += rows;
+                                   const std::vector<float>& s, Chunk& c, const golden::Probe& probe) {
+  std::vector<const int8_t*> xq;
+  std::vector<int32_t*> acc;
+  for (StepBuffers& b : c) {
+    xq.push_back(b.xq.data());
+    acc.push_back(b.acc.data());
   }
-  acc = b.acc.data();
+  matmul(g, xq, acc);
+  const int32_t* a = c[0].acc.data();
   for (const ProjectionPart& p : parts) {
-    num::dequantize(acc, rows, p.w_scale, s, p.out);
-    acc += rows;
+    emit_int(probe, l, p.acc_name, a, rows);
+    a += rows;
   }
-  cpu(CpuStep::Dequantize, parts.size() * uint64_t(rows));
+  for (size_t i = 0; i < c.size(); ++i) {
+    a = c[i].acc.data();
+    for (const ProjectionPart& p : parts) {
+      num::dequantize(a, rows, p.w_scale, s[i], (c[i].*p.out).data());
+      a += rows;
+    }
+  }
+  cpu(CpuStep::Dequantize, parts.size() * uint64_t(rows), 0, c.size());
 }
 
-void TokenLoop::rope_q_and_k(int l, StepBuffers& b, const golden::Probe& probe) {
+void TokenLoop::rope_q_and_k(int l, Chunk& c, const golden::Probe& probe) {
   const int H = model_.config.hidden_size;
-  for (int hd = 0; hd < model_.config.num_heads; ++hd) {
-    num::rope_apply(b.q.data() + hd * kHeadDim, pos_, rope_);
-    num::rope_apply(b.k.data() + hd * kHeadDim, pos_, rope_);
+  for (size_t p = 0; p < c.size(); ++p)
+    for (int hd = 0; hd < model_.config.num_heads; ++hd) {
+      num::rope_apply(c[p].q.data() + hd * kHeadDim, pos_ + int(p), rope_);
+      num::rope_apply(c[p].k.data() + hd * kHeadDim, pos_ + int(p), rope_);
+    }
+  cpu(CpuStep::Rope, 2 * uint64_t(H), 0, c.size());
+  emit(probe, l, "q_rope", c[0].q.data(), H);
+  emit(probe, l, "k_rope", c[0].k.data(), H);
+  emit(probe, l, "v", c[0].v.data(), H);
+}
+
+uint64_t TokenLoop::append_chunk_kv(int l, Chunk& c) {
+  const int heads = model_.config.num_heads;
+  uint64_t kv = 0;
+  for (size_t p = 0; p < c.size(); ++p)
+    for (int hd = 0; hd < heads; ++hd) kv += append_kv(l, hd, pos_ + int(p), c[p]);
+  // The heads' quantization (q's included; INT4: one more pass over q, K's channel scales
+  // folded in) and their stores over the chunk: per position its K/V rows and headers + q.
+  const uint64_t per_position = kv / c.size() + uint64_t(heads) * model::kAttentionHeaderQBytes;
+  cpu(CpuStep::QuantizeHeads, (int4() ? 4 : 3) * uint64_t(model_.config.hidden_size), per_position, c.size());
+  return kv;
+}
+
+// One head's K and V of position pos quantized with the fixed scales (INT4: the bank's
+// channel scales and V's group scales) and appended to the cache at pos.
+uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
+  const int heads = model_.config.num_heads;
+  if (int4()) {
+    const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
+    const model::KvStorage& st = map_.kv_storage();
+    uint8_t rows[128];
+    model::encode_k_int4(b.k.data() + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), options_.kv_outlier_channels,
+                         rows);
+    model::encode_v_int4(b.v.data() + hd * kHeadDim, rows + st.k.total());
+    ps_.mem_write(map_.k_row(l, hd, pos), rows, st.per_position());
+    return st.per_position();
   }
-  cpu(CpuStep::Rope, 2 * uint64_t(H));
-  emit(probe, l, "q_rope", b.q.data(), H);
-  emit(probe, l, "k_rope", b.k.data(), H);
-  emit(probe, l, "v", b.v.data(), H);
-}
-
-// Every head's K and V row appended and its header + q written; `work` gets each lane's
-// heads. Returns the bytes the CPU wrote.
-uint64_t TokenLoop::write_heads(int l, StepBuffers& b, LaneHeads& work) {
-  uint64_t written = 0;
-  for (int hd = 0; hd < model_.config.num_heads; ++hd) written += write_head(l, hd, b, work);
-  // INT4: one more pass over q (K's channel scales folded in) beside q, K and V's quantization.
-  cpu(CpuStep::QuantizeHeads, (int4() ? 4 : 3) * uint64_t(model_.config.hidden_size), written);
-  return written;
-}
-
-// One head: K and V quantized with the fixed scales and appended to the cache at pos_; q
-// quantized per head behind its attention header in the head's buffer slot.
-uint64_t TokenLoop::write_head(int l, int hd, StepBuffers& b, LaneHeads& work) {
-  const int heads = model_.config.num_heads, T = pos_ + 1;
-  const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
-  if (int4()) return write_head_int4(l, hd, b, work);
   const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
-  const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
-  int8_t row[kHeadDim];
   if (online()) {
     // One 192-byte store: K_t then V_t.
     int8_t kv[2 * kHeadDim];
     num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, kv);
     num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, kv + kHeadDim);
-    ps_.mem_write(map_.k_row(l, hd, pos_), kv, sizeof kv);
+    ps_.mem_write(map_.k_row(l, hd, pos), kv, sizeof kv);
   } else {
+    int8_t row[kHeadDim];
     num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, row);
-    ps_.mem_write(map_.k_row(l, hd, pos_), row, kHeadDim);
+    ps_.mem_write(map_.k_row(l, hd, pos), row, kHeadDim);
     num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, row);
-    ps_.mem_write(map_.v_row(l, hd, pos_), row, kHeadDim);
+    ps_.mem_write(map_.v_row(l, hd, pos), row, kHeadDim);
   }
-  const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
-  t_->multiplier_lowered += mul.lowered > 0;
-  model::AttentionHeadHeader hdr;
-  hdr.T = uint32_t(T);
-  hdr.m = mul.m;
-  hdr.shift = uint32_t(mul.shift);
-  hdr.legacy = options_.legacy_attention;
-  hdr.online = online();
-  hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
-  uint8_t buf[model::kAttentionHeaderQBytes];
-  model::write_attention_header(hdr, buf);
-  std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
-  ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
-  work[lane].push_back({map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd),
-                        uint32_t(T * kHeadDim), online()});
-  return 2 * kHeadDim + sizeof buf;
+  return 2 * kHeadDim;
 }
 
-// INT4 (docs/variants-attention.md 8.2): the K row with the bank's channel scales and the V
-// row with its group scales computed here, in one store; K's scales folded into q, s_k =
-// 1/16 in m; the head's second descriptor covers the bank and the T rows.
-uint64_t TokenLoop::write_head_int4(int l, int hd, StepBuffers& b, LaneHeads& work) {
-  const int heads = model_.config.num_heads, T = pos_ + 1, n = options_.kv_outlier_channels;
+uint64_t TokenLoop::write_q_headers(int l, int pos, StepBuffers& b, LaneHeads& work) {
+  uint64_t written = 0;
+  for (int hd = 0; hd < model_.config.num_heads; ++hd) written += write_q_header(l, hd, pos, b, work);
+  return written;
+}
+
+// One head: q quantized per head (INT4: K's channel scales folded in, s_k = 1/16 in m)
+// behind its attention header (T = pos + 1) in the head's buffer slot; the head's
+// descriptors' work (INT4: the second descriptor covers the bank and the T rows).
+uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneHeads& work) {
+  const int heads = model_.config.num_heads, T = pos + 1;
   const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
-  const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
-  const model::KvStorage& st = map_.kv_storage();
-  uint8_t rows[128];
-  model::encode_k_int4(b.k.data() + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, rows);
-  model::encode_v_int4(b.v.data() + hd * kHeadDim, rows + st.k.total());
-  ps_.mem_write(map_.k_row(l, hd, pos_), rows, st.per_position());
-  float qf[kHeadDim];
-  for (int d = 0; d < kHeadDim; ++d) qf[d] = b.q[size_t(hd * kHeadDim + d)] * model::float_from_fp16(bank.sk[size_t(d)]);
-  const float sq = num::quantize_symmetric(qf, kHeadDim, b.qq.data());
-  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
-  t_->multiplier_lowered += mul.lowered > 0;
   model::AttentionHeadHeader hdr;
   hdr.T = uint32_t(T);
-  hdr.m = mul.m;
-  hdr.shift = uint32_t(mul.shift);
-  hdr.online = hdr.int4 = true;
-  hdr.outliers = uint32_t(n);
   hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
-  uint8_t buf[model::kAttentionHeaderQBytes];
-  model::write_attention_header(hdr, buf);
-  std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
-  ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
   HeadWork w;
   w.header_q_addr = map_.head_buffer(lane, slot);
-  w.k_addr = map_.k_area(l, hd);
-  w.interleaved = true;
-  w.stream_bytes = uint32_t(st.bank + uint64_t(T) * st.per_position());
+  if (int4()) {
+    const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
+    float qf[kHeadDim];
+    for (int d = 0; d < kHeadDim; ++d) qf[d] = b.q[size_t(hd * kHeadDim + d)] * model::float_from_fp16(bank.sk[size_t(d)]);
+    const float sq = num::quantize_symmetric(qf, kHeadDim, b.qq.data());
+    const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+    t_->multiplier_lowered += mul.lowered > 0;
+    hdr.m = mul.m;
+    hdr.shift = uint32_t(mul.shift);
+    hdr.online = hdr.int4 = true;
+    hdr.outliers = uint32_t(options_.kv_outlier_channels);
+    const model::KvStorage& st = map_.kv_storage();
+    w.k_addr = map_.k_area(l, hd);
+    w.interleaved = true;
+    w.stream_bytes = uint32_t(st.bank + uint64_t(T) * st.per_position());
+  } else {
+    const float sk = scales_.k_scale(l, hd, heads);
+    const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
+    const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+    t_->multiplier_lowered += mul.lowered > 0;
+    hdr.m = mul.m;
+    hdr.shift = uint32_t(mul.shift);
+    hdr.legacy = options_.legacy_attention;
+    hdr.online = online();
+    w = {map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd), uint32_t(T * kHeadDim), online()};
+  }
+  uint8_t buf[model::kAttentionHeaderQBytes];
+  model::write_attention_header(hdr, buf);
+  std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
+  ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
   work[lane].push_back(w);
-  return st.per_position() + sizeof buf;
+  return sizeof buf;
 }
 
-// The attention call: SG chains, per lane its heads x 3 descriptors.
-void TokenLoop::attention_call(int l, const LaneHeads& work, uint64_t written) {
+// The attention call of position pos: SG chains, per lane its heads x 3 descriptors.
+void TokenLoop::attention_call(int l, int pos, const LaneHeads& work, uint64_t written) {
+  note_call_start();
   const uint64_t t0 = ps_.now_ps();
   const uint64_t b0 = ps_.pl_bytes_read();
   const uint64_t fixed0 = driver_.stats().fixed_ps;
   driver_.attention(work, written);
   t_->attention_ps += ps_.now_ps() - t0;
   t_->fixed_call_ps += driver_.stats().fixed_ps - fixed0;
-  if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos_, l, t0, ps_.now_ps());
+  if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos, l, t0, ps_.now_ps());
   t_->attention_bytes += ps_.pl_bytes_read() - b0;
   ++t_->attention_calls;
   for (int lane = 0; lane < kLanes; ++lane) t_->dma_transfers += work[lane].empty() ? 0 : 2;
 }
 
-// CPU: each head's attention output from the unit's results, into o.
+// CPU: each head's attention output from the unit's results, into o (after each call: the
+// next position's call overwrites the result buffer).
 void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe) {
   const int heads = model_.config.num_heads;
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -527,37 +594,50 @@ void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, c
 
 // A [hidden, *] projection (o_proj, down_proj) on the board, dequantized with its w_scale
 // and added to the residual stream h; its accumulators go to the probe as `acc_name`.
-void TokenLoop::projection_residual(int l, const MatmulGroup& g, float w_scale, const char* acc_name, float s,
-                                    StepBuffers& b, const golden::Probe& probe) {
+void TokenLoop::projection_residual(int l, const MatmulGroup& g, float w_scale, const char* acc_name,
+                                    const std::vector<float>& s, Chunk& c, const golden::Probe& probe) {
   const int H = model_.config.hidden_size;
-  grouped_projection(l, g, H, {{acc_name, w_scale, b.d.data()}}, s, b, probe);
-  num::add_inplace(b.h.data(), b.d.data(), H);
-  cpu(CpuStep::Residual, H);
+  grouped_projection(l, g, H, {{acc_name, w_scale, &StepBuffers::d}}, s, c, probe);
+  for (StepBuffers& b : c) num::add_inplace(b.h.data(), b.d.data(), H);
+  cpu(CpuStep::Residual, H, 0, c.size());
 }
 
-// SiLU(gate) * up into g, then ffn_layernorm RMSNorm and quantize; returns the scale.
-float TokenLoop::silu_gate_ffn_norm(const model::LayerWeights& L, StepBuffers& b) {
+// SiLU(gate) * up into g, then ffn_layernorm RMSNorm and quantize; returns the scales.
+std::vector<float> TokenLoop::silu_gate_ffn_norm(const model::LayerWeights& L, Chunk& c) {
   const int F = model_.config.intermediate_size;
-  num::silu_gate(b.g.data(), b.u.data(), F, b.g.data());
-  cpu(CpuStep::SiluGate, F);
-  return norm_and_quantize(b.g.data(), L.ffn_norm.data(), F, b);
+  for (StepBuffers& b : c) num::silu_gate(b.g.data(), b.u.data(), F, b.g.data());
+  cpu(CpuStep::SiluGate, F, 0, c.size());
+  return norm_and_quantize(&StepBuffers::g, L.ffn_norm.data(), F, c);
 }
 
-// Final RMSNorm, quantize, lm_head (split by lane and by the length limit), dequantize,
-// argmax; returns the logits.
-std::vector<float> TokenLoop::final_norm_lm_head(StepBuffers& b, const golden::Probe& probe) {
+// Final RMSNorm, quantize, lm_head (split by lane and by the length limit; one group of
+// the positions' vectors), dequantize, argmax; returns the logits of the positions `which`.
+std::vector<std::vector<float>> TokenLoop::final_norm_lm_head(Chunk& c, const std::vector<int>& which,
+                                                              const golden::Probe& probe) {
   const int vocab = model_.config.vocab_size;
-  const float s = norm_and_quantize(b.h.data(), model_.final_norm.data(), model_.config.hidden_size, b);
-  std::vector<int32_t> lm(static_cast<size_t>(vocab));
-  matmul(map_.lm_head(), b.xq.data(), lm.data());
-  emit_int(probe, -1, "lm_head_acc", lm.data(), vocab);
-  std::vector<float> logits(static_cast<size_t>(vocab));
-  num::dequantize(lm.data(), vocab, model_.lm_head.scale, s, logits.data());
-  cpu(CpuStep::Dequantize, uint64_t(vocab));
+  Chunk sel;
+  if (which.size() == c.size()) sel = std::move(c);
+  else
+    for (int p : which) sel.push_back(std::move(c[size_t(p)]));
+  const size_t V = sel.size();
+  const std::vector<float> s =
+      norm_and_quantize(&StepBuffers::h, model_.final_norm.data(), model_.config.hidden_size, sel);
+  std::vector<std::vector<int32_t>> lm(V, std::vector<int32_t>(size_t(vocab)));
+  std::vector<const int8_t*> xq;
+  std::vector<int32_t*> acc;
+  for (size_t p = 0; p < V; ++p) {
+    xq.push_back(sel[p].xq.data());
+    acc.push_back(lm[p].data());
+  }
+  matmul(map_.lm_head(), xq, acc);
+  emit_int(probe, -1, "lm_head_acc", lm[0].data(), vocab);
+  std::vector<std::vector<float>> logits(V, std::vector<float>(size_t(vocab)));
+  for (size_t p = 0; p < V; ++p) num::dequantize(lm[p].data(), vocab, model_.lm_head.scale, s[p], logits[p].data());
+  cpu(CpuStep::Dequantize, uint64_t(vocab), 0, V);
   // With the walker, the CPU reads the logits from DDR (a cache invalidate) for its argmax.
-  if (options_.walker.pl()) host_cache_maintenance(uint64_t(vocab) * 4, false);
-  cpu(CpuStep::Argmax, uint64_t(vocab));
-  emit(probe, -1, "logits", logits.data(), vocab);
+  if (options_.walker.pl()) host_cache_maintenance(uint64_t(vocab) * 4 * V, false);
+  cpu(CpuStep::Argmax, uint64_t(vocab), 0, V);
+  emit(probe, -1, "logits", logits[0].data(), vocab);
   return logits;
 }
 

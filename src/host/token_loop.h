@@ -35,6 +35,9 @@ struct TokenTiming {
   // part of each cache maintenance; inside matmul_ps and attention_ps.
   uint64_t fixed_call_ps = 0;
   uint64_t walker_starts = 0;  // host.walker = pl: the host's starts of the walker
+  // From the step's (or chunk's) start to its first driver call's start: the CPU work before
+  // the first DMA (the time to first token counts from the first DMA start).
+  uint64_t lead_ps = 0;
   int multiplier_lowered = 0;   // heads whose shift S was lowered for m to fit 18 bits
 };
 
@@ -84,6 +87,14 @@ class TokenLoop {
   // One token at position() (in the PS thread). Returns the logits; `probe` sees the same
   // intermediate tensors as the golden reference's.
   std::vector<float> step(int token, TokenTiming* timing, const golden::Probe& probe = {});
+  // Prefill (docs/prefill.md 5-6): V = tokens.size() prompt tokens (1..prefill.tokens_per_pass)
+  // at positions position() .. position()+V-1 as one chunk: every matmul group one call with
+  // the V vectors, the CPU steps over the V vectors, the chunk's K/V appended before one
+  // attention call per position. Returns V logits vectors: the last position's, and the
+  // others' only with `all_logits` (empty otherwise). `timing` is the chunk's. `probe` (the
+  // golden check's tensors) is for a chunk of one token only. A chunk of one token is step().
+  std::vector<std::vector<float>> chunk(const std::vector<int>& tokens, TokenTiming* timing, bool all_logits,
+                                        const golden::Probe& probe = {});
   int position() const { return pos_; }
   // Timing-only runs at a context T: the KV cache is taken as already holding T rows.
   void set_position(int pos);
@@ -92,10 +103,11 @@ class TokenLoop {
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
  private:
-  // y = BitLinear over a matrix group: CPU writes header + x, the board computes, the CPU
-  // dequantizes each part with its own w_scale.
-  void matmul(const MatmulGroup& g, const int8_t* xq, int32_t* acc);
-  void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0);
+  // y = BitLinear over a matrix group for V = xq.size() vectors: CPU writes header + x, the
+  // board computes, acc[p] gets vector p's sums (per-call: V = 1).
+  void matmul(const MatmulGroup& g, const std::vector<const int8_t*>& xq, const std::vector<int32_t*>& acc);
+  // A CPU (or walker) step over `vectors` vectors of `elements` elements and `bytes` bytes each.
+  void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0, uint64_t vectors = 1);
   bool online() const { return options_.attention_variant == model::AttentionVariant::OnlineSoftmax; }
   bool int4() const { return options_.kv_format == model::KvFormat::Int4; }
   void write_kv_banks();
@@ -106,31 +118,42 @@ class TokenLoop {
   // the walker, at the driver's cost per buffer and per byte.
   void host_cache_maintenance(uint64_t bytes, bool clean);
 
-  // The pieces of step(), in the order CIRCUITS.md 5 lists them; each charges its CPU cost
+  // The pieces of chunk(), in the order CIRCUITS.md 5 lists them; each charges its CPU cost
   // and reports to the observer and the probe as it goes. StepBuffers (token_loop.cpp)
-  // holds one token's vectors.
+  // holds one position's vectors; a chunk has one per position.
   struct StepBuffers;
+  using Chunk = std::vector<StepBuffers>;
+  using Vec = std::vector<float> StepBuffers::*;
   using LaneHeads = std::vector<HeadWork>[kLanes];
   void check_step(int token) const;
-  void decoder_layer(int layer, StepBuffers& b, const golden::Probe& probe);
-  float norm_and_quantize(const float* x, const float* weight, int n, StepBuffers& b);
+  void decoder_layer(int layer, Chunk& c, const golden::Probe& probe);
+  // RMSNorm of each position's `x` (n elements) into a, quantized into xq; the scales.
+  std::vector<float> norm_and_quantize(Vec x, const float* weight, int n, Chunk& c);
   struct ProjectionPart {
     const char* acc_name;  // the probe's name of its accumulators
     float w_scale;
-    float* out;            // its dequantized rows
+    Vec out;               // its dequantized rows
   };
   void grouped_projection(int layer, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
-                          float x_scale, StepBuffers& b, const golden::Probe& probe);
-  void rope_q_and_k(int layer, StepBuffers& b, const golden::Probe& probe);
-  uint64_t write_heads(int layer, StepBuffers& b, LaneHeads& work);
-  uint64_t write_head(int layer, int head, StepBuffers& b, LaneHeads& work);
-  uint64_t write_head_int4(int layer, int head, StepBuffers& b, LaneHeads& work);
-  void attention_call(int layer, const LaneHeads& work, uint64_t written);
+                          const std::vector<float>& x_scale, Chunk& c, const golden::Probe& probe);
+  void rope_q_and_k(int layer, Chunk& c, const golden::Probe& probe);
+  // Every position's K and V rows of every head appended to the cache; the CPU's cost of the
+  // heads' quantization (q's too) over the chunk. Returns the bytes written per position.
+  uint64_t append_chunk_kv(int layer, Chunk& c);
+  uint64_t append_kv(int layer, int head, int pos, StepBuffers& b);
+  // Position pos's header + q of every head into the head buffers; `work` gets each lane's
+  // heads. Returns the bytes written.
+  uint64_t write_q_headers(int layer, int pos, StepBuffers& b, LaneHeads& work);
+  uint64_t write_q_header(int layer, int head, int pos, StepBuffers& b, LaneHeads& work);
+  void attention_call(int layer, int pos, const LaneHeads& work, uint64_t written);
   void finish_attention(int layer, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
-  void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name, float x_scale,
-                           StepBuffers& b, const golden::Probe& probe);
-  float silu_gate_ffn_norm(const model::LayerWeights& L, StepBuffers& b);
-  std::vector<float> final_norm_lm_head(StepBuffers& b, const golden::Probe& probe);
+  void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name,
+                           const std::vector<float>& x_scale, Chunk& c, const golden::Probe& probe);
+  std::vector<float> silu_gate_ffn_norm(const model::LayerWeights& L, Chunk& c);
+  // The final norm and the lm_head for the positions `which` of the chunk; their logits.
+  std::vector<std::vector<float>> final_norm_lm_head(Chunk& c, const std::vector<int>& which,
+                                                     const golden::Probe& probe);
+  void note_call_start();  // the first driver call of the step or chunk sets lead_ps
 
   Platform& ps_;
   const MemoryMap& map_;
@@ -149,6 +172,8 @@ class TokenLoop {
   StepObserver* observer_ = nullptr;
   std::vector<model::KvInt4Bank> banks_;  // kv.format = int4: per (layer, head)
   int token_ = 0, layer_ = -1;  // the token id and layer being run (for the observer)
+  uint64_t begin_ps_ = 0;       // the step's (chunk's) start
+  bool called_ = false;         // a driver call of the step (chunk) has started
 };
 
 }  // namespace bitsim::host

@@ -35,6 +35,12 @@ uint64_t WalkerModel::step_ps(CpuStep step, uint64_t elements, uint64_t bytes) c
   return cycles(step, elements, bytes) * period_ps_;
 }
 
+uint64_t WalkerModel::chunk_step_ps(CpuStep step, uint64_t vectors, uint64_t elements, uint64_t bytes) const {
+  if (vectors <= 1) return step_ps(step, elements, bytes);
+  const uint64_t latency = uint64_t(config_.op_latency_cycles);
+  return (latency + vectors * (cycles(step, elements, bytes) - latency)) * period_ps_;
+}
+
 namespace {
 // Stated unit costs (model; docs/variants-host.md section 2): fp32 units in the style of the
 // Xilinx Floating-Point IP with full DSP usage, round to nearest even, no fused multiply-add.

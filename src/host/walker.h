@@ -84,6 +84,10 @@ class WalkerModel {
   // PL time of one operator step of `elements` elements writing `bytes` bytes to DDR.
   uint64_t step_ps(CpuStep step, uint64_t elements, uint64_t bytes) const;
   uint64_t cycles(CpuStep step, uint64_t elements, uint64_t bytes) const;
+  // Prefill (docs/prefill.md 6; simulated): the step over `vectors` vectors of `elements`
+  // elements and `bytes` bytes each: the operator's latency once, its passes and writes
+  // `vectors` times. vectors = 1 is step_ps.
+  uint64_t chunk_step_ps(CpuStep step, uint64_t vectors, uint64_t elements, uint64_t bytes) const;
   const WalkerConfig& config() const { return config_; }
   uint64_t period_ps() const { return period_ps_; }
 

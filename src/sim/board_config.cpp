@@ -156,6 +156,7 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.kv_format = c.board.attention.kv();
   c.memory.kv_outlier_channels = c.board.attention.kv_outlier_channels;
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
+  c.memory.tokens_per_pass = c.board.matmul.tokens_per_pass;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);

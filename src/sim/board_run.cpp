@@ -2,6 +2,7 @@
 
 #include "host/mmio_program.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -81,6 +82,11 @@ class Session : public BoardSession {
   uint64_t lm_head_addr() const override { return sim_.map().lm_head().calls[0].lane[0].rows_addr; }
   uint64_t k_cache_addr(int layer, int head) const override { return sim_.map().k_area(layer, head); }
   uint64_t v_cache_addr(int layer, int head) const override { return sim_.map().v_area(layer, head); }
+  std::vector<uint8_t> read_ddr(uint64_t addr, size_t bytes) override {
+    std::vector<uint8_t> out(bytes);
+    sim_.platform().mem_read(addr, out.data(), bytes);
+    return out;
+  }
 
  private:
   Simulation& sim_;
@@ -158,19 +164,21 @@ void fill_timing(TokenRecord& rec, const host::TokenTiming& t) {
   rec.read_gb_s = circuit_s > 0 ? double(t.bytes_read) / circuit_s / 1e9 : 0.0;
 }
 
-// One token of the golden reference on a thread of its own, beside the board's step.
+// The golden reference's tokens (one, or a prefill chunk's, each position in turn) on a
+// thread of its own, beside the board's step.
 class GoldenStep {
  public:
   GoldenStep() = default;
   GoldenStep(const GoldenStep&) = delete;
   GoldenStep& operator=(const GoldenStep&) = delete;
   ~GoldenStep() { join(); }
-  void start(golden::BoardReference& ref, int token, std::vector<Recorded>& steps) {
+  // `steps` records the intermediate tensors of a single token (empty probe for a chunk).
+  void start(golden::BoardReference& ref, const std::vector<int>& tokens, std::vector<Recorded>& steps) {
     ref_ = &ref;
     ref.shared_rows().open();
-    thread_ = std::thread([this, &ref, token, &steps] {
+    thread_ = std::thread([this, &ref, tokens, &steps] {
       try {
-        logits_ = ref.step(token, recorder(steps));
+        for (int token : tokens) logits_.push_back(ref.step(token, tokens.size() == 1 ? recorder(steps) : golden::Probe{}));
       } catch (...) {
         error_ = std::current_exception();
       }
@@ -185,8 +193,8 @@ class GoldenStep {
   void join() {
     if (thread_.joinable()) thread_.join();
   }
-  // The logits, once the step has finished; rethrows what the step threw.
-  const std::vector<float>& result() {
+  // The logits of each token, once the step has finished; rethrows what the step threw.
+  const std::vector<std::vector<float>>& result() {
     join();
     if (error_) std::rethrow_exception(error_);
     return logits_;
@@ -195,9 +203,32 @@ class GoldenStep {
  private:
   std::thread thread_;
   golden::BoardReference* ref_ = nullptr;
-  std::vector<float> logits_;
+  std::vector<std::vector<float>> logits_;
   std::exception_ptr error_;
 };
+
+// Position p's part (of V) of a chunk's figures: each figure / V, the remainder on the last
+// position, so the parts add up to the chunk exactly; the lead before the first DMA is the
+// first position's.
+host::TokenTiming share_of(const host::TokenTiming& t, int V, int p) {
+  if (V == 1) return t;
+  const auto part = [&](uint64_t x) { return x / uint64_t(V) + (p == V - 1 ? x % uint64_t(V) : 0); };
+  host::TokenTiming s;
+  s.matmul_ps = part(t.matmul_ps);
+  s.attention_ps = part(t.attention_ps);
+  s.cpu_ps = part(t.cpu_ps);
+  s.walker_ps = part(t.walker_ps);
+  s.dma_transfers = part(t.dma_transfers);
+  s.bytes_read = part(t.bytes_read);
+  s.attention_bytes = part(t.attention_bytes);
+  s.matmul_calls = part(t.matmul_calls);
+  s.attention_calls = part(t.attention_calls);
+  s.fixed_call_ps = part(t.fixed_call_ps);
+  s.walker_starts = part(t.walker_starts);
+  s.multiplier_lowered = int(part(uint64_t(t.multiplier_lowered)));
+  s.lead_ps = p == 0 ? t.lead_ps : 0;
+  return s;
+}
 
 // The host program of a run: the prompt, then generated tokens, each checked against the
 // golden reference when asked.
@@ -205,67 +236,98 @@ class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
              const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
-             Clock::time_point start, int capacity)
+             Clock::time_point start, int capacity, bool all_logits)
       : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), start_(start),
-        capacity_(capacity), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
+        capacity_(capacity), all_logits_(all_logits), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
 
   void operator()(host::TokenLoop& loop) {
     loop.init();
     const int total = res_.prompt_tokens + req_.run.tokens;
+    const int P = std::max(1, res_.tokens_per_pass);
     int next = ids_[0];
-    for (int step = 0; step < total; ++step) {
+    for (int step = 0; step < total;) {
       if (step >= capacity_) {
         res_.stopped_at_capacity = true;
         break;
       }
-      if (req_.before_step) req_.before_step(session_, step);
       const bool generated = step >= res_.prompt_tokens;
-      const std::vector<float> logits = one_token(loop, step, generated ? next : ids_[size_t(step)], generated);
+      // The prompt in chunks of P (the last may be shorter; docs/prefill.md 6), then decode.
+      const int V = generated ? 1 : std::min({P, res_.prompt_tokens - step, capacity_ - step});
+      std::vector<int> tokens;
+      for (int i = 0; i < V; ++i) {
+        if (req_.before_step) req_.before_step(session_, step + i);
+        tokens.push_back(generated ? next : ids_[size_t(step + i)]);
+      }
+      const std::vector<std::vector<float>> logits = run_chunk(loop, step, tokens, generated);
       if (!res_.mismatch.empty()) return;
-      next = sampler_.next(logits);
+      for (const auto& l : logits) {
+        if (l.empty()) sampler_.skip();
+        else next = sampler_.next(l);
+      }
+      step += V;
     }
   }
   std::string flush() { return decoder_.flush(); }
 
  private:
-  std::vector<float> one_token(host::TokenLoop& loop, int step, int token, bool generated) {
+  // One step (a generated token, or a prompt chunk of V tokens) on the board, beside the
+  // golden reference; each position's record. Returns each position's logits (empty where
+  // the lm_head was skipped).
+  std::vector<std::vector<float>> run_chunk(host::TokenLoop& loop, int step, const std::vector<int>& tokens,
+                                            bool generated) {
     const auto w0 = Clock::now();
+    const int V = int(tokens.size());
     host::TokenTiming t;
     board_steps_.clear();
     gold_steps_.clear();
-    // The golden reference runs the same token on its own thread while the board runs it;
+    // The golden reference runs the same tokens on its own thread while the board runs them;
     // the logits are compared when both have finished.
     GoldenStep gold;
-    if (req_.check) gold.start(*ref_, token, gold_steps_);
-    std::vector<float> logits;
+    if (req_.check) gold.start(*ref_, tokens, gold_steps_);
+    std::vector<std::vector<float>> logits;
     try {
-      logits = loop.step(token, &t, req_.check ? recorder(board_steps_) : golden::Probe{});
+      logits = loop.chunk(tokens, &t, all_logits_ || generated,
+                          req_.check && V == 1 ? recorder(board_steps_) : golden::Probe{});
     } catch (...) {
       gold.join();
       throw;
     }
-    TokenRecord rec;
+    const std::vector<std::vector<float>>* golden = nullptr;
     if (req_.check) {
       gold.help();
-      rec.logits_equal = check(step, gold.result(), logits);
+      golden = &gold.result();
     }
-    rec.index = step;
-    rec.context = loop.position();
-    rec.token_id = token;
-    rec.text = tokenizer_.piece(token);
-    rec.generated = generated;
-    fill_timing(rec, t);
-    if (!logits.empty()) rec.logits_digest = host::fnv1a64(logits.data(), logits.size() * sizeof(float));
-    std::string new_text;
-    if (generated) {
-      new_text = decoder_.push(token);
-      res_.generated_text += new_text;
+    const double wall_ms = seconds_since(w0) * 1e3;
+    for (int p = 0; p < V; ++p) {
+      const std::vector<float>& l = logits[size_t(p)];
+      const int token = tokens[size_t(p)];
+      TokenRecord rec;
+      rec.has_logits = !l.empty();
+      if (req_.check && !l.empty()) rec.logits_equal = check(step + p, (*golden)[size_t(p)], l);
+      rec.index = step + p;
+      rec.context = loop.position() - V + p + 1;
+      rec.token_id = token;
+      rec.text = tokenizer_.piece(token);
+      rec.generated = generated;
+      rec.phase = generated ? "decode" : "prefill";
+      rec.chunk_tokens = V;
+      fill_timing(rec, share_of(t, V, p));
+      if (!l.empty()) {
+        rec.logits_digest = host::fnv1a64(l.data(), l.size() * sizeof(float));
+        rec.logits_digest_hex = fmt::format("{:016x}", rec.logits_digest);
+      }
+      std::string new_text;
+      if (generated) {
+        new_text = decoder_.push(token);
+        res_.generated_text += new_text;
+      }
+      rec.wall_ms = wall_ms / V;
+      if (generated && res_.first_token_s == 0) res_.first_token_s = seconds_since(start_);
+      res_.tokens.push_back(rec);
+      if (cb_.on_logits && !l.empty()) cb_.on_logits(rec, l);
+      if (cb_.on_token) cb_.on_token(rec, new_text);
+      if (!res_.mismatch.empty()) break;
     }
-    rec.wall_ms = seconds_since(w0) * 1e3;
-    if (generated && res_.first_token_s == 0) res_.first_token_s = seconds_since(start_);
-    res_.tokens.push_back(rec);
-    if (cb_.on_logits && !logits.empty()) cb_.on_logits(rec, logits);
-    if (cb_.on_token) cb_.on_token(rec, new_text);
     return logits;
   }
 
@@ -288,6 +350,7 @@ class Generation {
   BoardRunResult& res_;
   Clock::time_point start_;  // run_board's call (the time to the first token counts from it)
   int capacity_;  // positions the KV cache holds
+  bool all_logits_ = false;  // prefill.all_logits: the lm_head for every prompt position
   Sampler sampler_;
   model::StreamDecoder decoder_;
   std::vector<Recorded> board_steps_, gold_steps_;
@@ -349,6 +412,8 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   res.kv_capacity = capacity;
   res.kv_capacity_cap = host::kv_context_cap(mc, cfg.memory);
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
+  res.tokens_per_pass = cfg.board.matmul.tokens_per_pass;
+  res.prefill = host::prefill_resources(res.tokens_per_pass, cfg.board.attention, res.walker);
   const std::string why =
       capacity < res.kv_capacity_cap
           ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
@@ -481,6 +546,29 @@ struct RunOutputs {
 
 }  // namespace
 
+RequestFigures request_figures(const BoardRunResult& r) {
+  RequestFigures f;
+  uint64_t prompt_ps = 0, all_ps = 0;
+  std::vector<uint64_t> decode;
+  for (const TokenRecord& t : r.tokens) {
+    all_ps += t.timing.total_ps();
+    if (t.generated) decode.push_back(t.timing.total_ps());
+    else prompt_ps += t.timing.total_ps();
+  }
+  f.request_ms = double(all_ps) / 1e9;
+  if (!r.tokens.empty() && prompt_ps > 0 && int(r.tokens.size()) >= r.prompt_tokens) {
+    const uint64_t ttft = prompt_ps - std::min(prompt_ps, r.tokens.front().timing.lead_ps);
+    f.ttft_ms = double(ttft) / 1e9;
+    f.prefill_tok_s = ttft > 0 ? double(r.prompt_tokens) / (double(ttft) / 1e12) : 0.0;
+  }
+  if (!decode.empty()) {
+    std::sort(decode.begin(), decode.end());
+    const size_t n = decode.size();
+    f.tpot_ms = (n % 2 ? double(decode[n / 2]) : (double(decode[n / 2 - 1]) + double(decode[n / 2])) / 2.0) / 1e9;
+  }
+  return f;
+}
+
 void check_board_run(const BoardRunRequest& req) {
   check_request(req);
   BoardRunResult res = result_of(req);
@@ -504,7 +592,8 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const auto sim = make_simulation(cfg, l.model, l.scales, simulation_options(req, threads.board, &outputs.recorded));
   const TimingCacheUse timing(*sim, store.get(), cfg.board, res, cb);
   Session session(*sim);
-  Generation generation(req, cb, *plan.tokenizer, plan.ids, ref.get(), session, res, t_start, plan.capacity);
+  Generation generation(req, cb, *plan.tokenizer, plan.ids, ref.get(), session, res, t_start, plan.capacity,
+                        cfg.prefill.all_logits);
   outputs.observe(*sim);
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights(rr.threads);
@@ -521,6 +610,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   if (req.keep_transfers) res.transfers = sim->platform().transfers();
   outputs.write(res, cfg, *sim, status);
   res.generated_text += generation.flush();
+  res.figures = request_figures(res);
   res.wall_s = seconds_since(t_start);
   return res;
 }

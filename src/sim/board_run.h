@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "golden/board_reference.h"
+#include "host/prefill.h"
 #include "host/token_loop.h"
 #include "hw/attention_resources.h"
 #include "hw/fast_board.h"
@@ -58,16 +59,32 @@ struct TokenRecord {
   int index = 0, context = 0, token_id = 0;
   std::string text;
   bool generated = false;
+  // "prefill" (a prompt token) or "decode" (a generated one); chunk_tokens: the V of the
+  // prefill chunk the token ran in (1 in decode). A chunk's figures are shared out over its
+  // tokens: each its 1/V part of every time, count and byte, the remainder on the last.
+  std::string phase = "prefill";
+  int chunk_tokens = 1;
   double matmul_ms = 0, attention_ms = 0, cpu_ms = 0, total_ms = 0;   // simulated
   double walker_ms = 0;           // host.walker = pl: the walker's operator steps (PL)
   uint64_t dma_calls = 0, bytes_read = 0;  // dma_calls: DMA channel starts (4 per driver call)
   uint64_t driver_calls = 0;      // matmul and attention calls of the driver
   double fixed_call_ms = 0;       // the driver's fixed per-call cost (docs/variants-host.md)
   double read_gb_s = 0;           // bytes read / (matmul + attention time)
-  std::optional<bool> logits_equal;  // empty without the golden check
+  std::optional<bool> logits_equal;  // empty without the golden check or without logits
+  bool has_logits = true;         // false: a prefill position whose lm_head was skipped
   host::TokenTiming timing;       // the token's simulated figures, exact (picoseconds, counts)
   uint64_t logits_digest = 0;     // FNV-1a 64 of the logits' bytes (0 in timing-only mode)
+  // The same as 16 hex digits (docs/json-schemas.md); empty where no logits were computed.
+  std::optional<std::string> logits_digest_hex;
   double wall_ms = 0;             // this host's wall time for the token (incl. the check)
+};
+
+// The request's figures (docs/prefill.md 7), all simulated: TTFT from the first DMA start to
+// the logits of the last prompt position (from which the first generated token comes),
+// prefill tok/s = prompt tokens / TTFT, TPOT the median generated-token time, request time
+// the whole run's simulated time (every token's). 0 when there is nothing to measure.
+struct RequestFigures {
+  double ttft_ms = 0, prefill_tok_s = 0, tpot_ms = 0, request_ms = 0;
 };
 
 struct BoardRunResult {
@@ -93,6 +110,9 @@ struct BoardRunResult {
   hw::FastBoardStats fast;        // fast and timing-only: batches, timing-cache hits, oracle runs
   std::optional<host::WalkerResources> walker;  // host.walker = pl: the resource estimate
   hw::AttentionResources attention;             // the attention unit's resource estimate (model)
+  int tokens_per_pass = 1;                      // prefill.tokens_per_pass
+  host::PrefillResources prefill;               // its resource estimate and fit verdict (model)
+  RequestFigures figures;                       // TTFT, prefill tok/s, TPOT, request time
 };
 
 // The driver's fixed per-call cost over a run (docs/variants-host.md): driver calls per token
@@ -102,6 +122,9 @@ struct FixedCostShare {
   double calls_per_token = 0, fixed_ms_per_token = 0, share = 0;
 };
 FixedCostShare fixed_cost_share(const BoardRunResult& r);
+
+// The request's figures of a run's tokens (docs/prefill.md 7).
+RequestFigures request_figures(const BoardRunResult& r);
 
 struct BoardRunCallbacks {
   std::function<void(const std::string&)> on_status;
@@ -127,6 +150,7 @@ class BoardSession {
   virtual uint64_t lm_head_addr() const = 0;                    // first byte of lane 0's lm_head rows
   virtual uint64_t k_cache_addr(int layer, int head) const = 0;
   virtual uint64_t v_cache_addr(int layer, int head) const = 0;
+  virtual std::vector<uint8_t> read_ddr(uint64_t addr, size_t bytes) = 0;  // the simulated DDR's bytes
 };
 
 }  // namespace bitsim::sim

@@ -27,6 +27,10 @@ double Sampler::uniform() {
   return double(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+void Sampler::skip() {
+  if (config_.temperature != 0.0f) (void)uniform();
+}
+
 int Sampler::next(const std::vector<float>& logits) {
   if (logits.empty()) throw Error("sampler: empty logits");
   if (config_.temperature == 0.0f) return argmax(logits);

@@ -37,6 +37,9 @@ class Sampler {
  public:
   explicit Sampler(SamplerConfig config);
   int next(const std::vector<float>& logits);
+  // A position whose logits were not computed (a prefill chunk's earlier positions): the
+  // random state moves as next() would move it, so the generated tokens do not depend on P.
+  void skip();
   static int argmax(const std::vector<float>& logits);
 
  private:

@@ -104,14 +104,6 @@ std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const Simula
 Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, const model::TernaryModel& m,
                        const golden::KvScales& s, const SimulationOptions& o)
     : machine_(std::move(machine)) {
-  // The engines take V-vector groups (docs/prefill.md); the host's chunked prompt is not
-  // built yet, so a run refuses P > 1 rather than run the board's loop under its name.
-  if (c.board.matmul.tokens_per_pass > 1)
-    throw FieldError("prefill.tokens_per_pass",
-                     fmt::format("{}: the host runtime runs the prompt one token at a time only (1); the matmul "
-                                 "engine's prefill groups exist, the chunked token loop does not yet "
-                                 "(docs/prefill.md, Status)",
-                                 c.board.matmul.tokens_per_pass));
   map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
   host::TokenLoopOptions lo{o.legacy_attention, c.board.attention.kind(), c.walker,
                             hw::clock_period_ps(c.board.clock.mhz)};

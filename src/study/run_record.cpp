@@ -14,7 +14,8 @@ const Fields<TokenRecord>& run_token_fields() {
       {"attention_ms", &T::attention_ms}, {"cpu_ms", &T::cpu_ms},       {"total_ms", &T::total_ms},
       {"walker_ms", &T::walker_ms},   {"dma_calls", &T::dma_calls},     {"driver_calls", &T::driver_calls},
       {"fixed_call_ms", &T::fixed_call_ms}, {"bytes_read", &T::bytes_read}, {"read_gb_s", &T::read_gb_s},
-      {"wall_ms", &T::wall_ms},       {"logits_equal", &T::logits_equal}};
+      {"wall_ms", &T::wall_ms},       {"logits_equal", &T::logits_equal},
+      {"phase", &T::phase},           {"chunk_tokens", &T::chunk_tokens}, {"logits_digest", &T::logits_digest_hex}};
   return fields;
 }
 
@@ -47,6 +48,12 @@ RunSummary run_summary(const BoardRunResult& r) {
   s.fixed_cost_share = fixed.share;
   if (r.checked) s.logits_equal = equal == s.logits_checked && r.mismatch.empty();
   s.kv_capacity = r.kv_capacity;
+  s.ttft_ms = r.figures.ttft_ms;
+  s.prefill_tok_s = r.figures.prefill_tok_s;
+  s.tpot_ms = r.figures.tpot_ms;
+  s.request_ms = r.figures.request_ms;
+  s.tokens_per_pass = r.tokens_per_pass;
+  s.prefill_fit = r.prefill.fits() ? "fits" : "DOES NOT FIT (" + r.prefill.overflow() + ")";
   return s;
 }
 
@@ -70,7 +77,17 @@ const Fields<RunSummary>& run_summary_fields() {
                                 {"fixed_cost_share", &S::fixed_cost_share},
                                 {"fixed_cost_share_evidence", &S::fixed_cost_share_evidence},
                                 {"logits_equal", &S::logits_equal},
-                                {"kv_capacity", &S::kv_capacity}};
+                                {"kv_capacity", &S::kv_capacity},
+                                {"ttft_ms", &S::ttft_ms},
+                                {"ttft_ms_evidence", &S::ttft_ms_evidence},
+                                {"prefill_tok_s", &S::prefill_tok_s},
+                                {"prefill_tok_s_evidence", &S::prefill_tok_s_evidence},
+                                {"tpot_ms", &S::tpot_ms},
+                                {"tpot_ms_evidence", &S::tpot_ms_evidence},
+                                {"request_ms", &S::request_ms},
+                                {"request_ms_evidence", &S::request_ms_evidence},
+                                {"tokens_per_pass", &S::tokens_per_pass},
+                                {"prefill_fit", &S::prefill_fit}};
   return fields;
 }
 

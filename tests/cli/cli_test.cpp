@@ -167,11 +167,9 @@ TEST(Cli, ModuleRangeIsTheKeyRange) {
       {"matmul.pipeline_depth=1025", {"'matmul.pipeline_depth'"}},
       {"ddr.max_pending_bursts=257", {"'ddr.max_pending_bursts'"}},
       {"dma.mm2s_fifo_beats=8", {"dma.mm2s_fifo_beats", "dma.max_burst_beats"}},
-      // Prefill (docs/prefill.md): P out of range; P > 1 with the per-call stream; P > 1 while
-      // the host's chunked prompt is not built.
+      // Prefill (docs/prefill.md): P out of range; P > 1 with the per-call stream.
       {"prefill.tokens_per_pass=65", {"'prefill.tokens_per_pass'"}},
       {"prefill.tokens_per_pass=8 --set matmul.format=per-call", {"prefill.tokens_per_pass", "matmul.format"}},
-      {"prefill.tokens_per_pass=8", {"prefill.tokens_per_pass", "docs/prefill.md"}},
   };
   for (const auto& [set, names] : cases) {
     const auto r = bitsim(std::string("run --model synthetic:tiny --prompt a --tokens 1 --set ") + set);
@@ -181,6 +179,23 @@ TEST(Cli, ModuleRangeIsTheKeyRange) {
   }
   const auto ok = bitsim("run --model synthetic:tiny --prompt a --tokens 1 --quiet --set attention.drain=1024");
   EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+// Prefill runs (docs/prefill.md): the per-token phase and logits digest, the summary's time to
+// first token, TPOT and the fit verdict; a P that does not fit the Zynq-7020 is a marked point.
+TEST(Cli, PrefillRunPrintsItsFiguresAndMarksAPThatDoesNotFit) {
+  const auto p8 = bitsim("run --model synthetic:tiny --prompt abcdefghijk --tokens 2 --set prefill.tokens_per_pass=8");
+  ASSERT_EQ(p8.code, 0) << p8.err;
+  for (const char* s : {"prefill", "decode", "time to first token", "time per output token", "P = 8", "fits"})
+    EXPECT_TRUE(contains(p8.out, s)) << s << "\n" << p8.out;
+  const auto p16 = bitsim("run --model synthetic:tiny --prompt abcdefghijk --tokens 1 --set prefill.tokens_per_pass=16");
+  ASSERT_EQ(p16.code, 0) << p16.err;
+  EXPECT_TRUE(contains(p16.out, "DOES NOT FIT (BRAM36")) << p16.out;
+  const auto json = bitsim("run --model synthetic:tiny --prompt abcdefghijk --tokens 2 --json --set prefill.tokens_per_pass=4");
+  ASSERT_EQ(json.code, 0) << json.err;
+  for (const char* s : {"\"phase\": \"prefill\"", "\"phase\": \"decode\"", "\"logits_digest\": ", "\"ttft_ms\": ",
+                        "\"prefill_tok_s\": ", "\"tpot_ms\": ", "\"request_ms\": ", "\"prefill_fit\": \"fits\""})
+    EXPECT_TRUE(contains(json.out, s)) << s;
 }
 
 TEST(Cli, CmaRefusalExitsTwoWithSizes) {
