@@ -45,6 +45,10 @@ class Sweep final : public Command {
     sub_->add_option("--context", opt_.context, "Context T of the first token (past 512: kv.format = int4)")
         ->transform(integer_in(1, model::kAttentionInt4MaxT))
         ->capture_default_str();
+    sub_->add_option("--prompt-tokens", opt_.prompt_tokens,
+                     "Also time a prompt of N tokens per point in chunks of prefill.tokens_per_pass: ttft_ms, "
+                     "prefill_tok_s (docs/prefill.md)")
+        ->transform(integer_in(0, model::kAttentionInt4MaxT));
     sub_->add_option("--jobs", opt_.jobs, "Worker processes")->transform(integer_in(1, 64))->capture_default_str();
     sub_->add_option("--csv", csv_, "Write the table as CSV to FILE")->check(file_name());
     sub_->add_option("--json", json_, "Write a bitsim.sweep/1 document to FILE")->check(file_name());
@@ -68,6 +72,8 @@ class Sweep final : public Command {
     if (grid_.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
     for (const auto& g : grid_) opt_.grid.push_back(sim::parse_axis(base, g, "--grid"));
     sim::check_grid_axes(opt_.grid, "--grid");
+    if (campaign_requested(campaign_) && opt_.prompt_tokens > 0)
+      throw Error("--prompt-tokens: a campaign (--out) does not record it; run the sweep without --out");
     if (campaign_requested(campaign_))
       return run_campaign(base, opt_, campaign_, {board_.config, board_.sets, grid_, csv_, json_}, quiet_);
     const bool tty = ::isatty(STDERR_FILENO) && !quiet_;

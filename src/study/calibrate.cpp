@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
+#include "sim/simulation.h"
 
 namespace bitsim::sim {
 
@@ -62,6 +63,36 @@ std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, in
   o.fidelity = Fidelity::kTimingOnly;
   o.start_position = first_context - 1;
   return simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
+}
+
+PrefillMeasured measure_prefill(const ParamSet& p, int prompt_tokens) {
+  SimConfig cfg = make_sim_config(p);
+  const auto& m = shape_model();
+  const int capacity = host::kv_context_limit(m.config, cfg.memory);
+  if (capacity > 0) cfg.memory.kv_positions = capacity;
+  if (prompt_tokens < 1 || prompt_tokens > cfg.memory.kv_positions)
+    throw Error(fmt::format("--prompt-tokens {}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
+                            prompt_tokens, cfg.memory.kv_positions, p.to_string("kv.format"), p.to_string("cma.mib")));
+  const int P = std::max(1, cfg.board.matmul.tokens_per_pass);
+  const golden::KvScales scales = any_scales(m.config);  // the token loop keeps a reference
+  const auto sim = make_simulation(cfg, m, scales, SimulationOptions(Fidelity::kTimingOnly, 1));
+  sim->loop().load_weights(1);
+  uint64_t total = 0, lead = 0;
+  sim->run([&](host::TokenLoop& loop) {
+    loop.init();
+    for (int first = 0; first < prompt_tokens; first += P) {
+      const std::vector<int> toks(size_t(std::min(P, prompt_tokens - first)), m.config.bos_token_id);
+      host::TokenTiming t;
+      loop.chunk(toks, &t, false);
+      if (first == 0) lead = t.lead_ps;
+      total += t.total_ps();
+    }
+  });
+  PrefillMeasured r;
+  const uint64_t ttft = total - std::min(total, lead);
+  r.ttft_ms = double(ttft) / 1e9;
+  r.prefill_tok_s = ttft > 0 ? double(prompt_tokens) / (double(ttft) / 1e12) : 0.0;
+  return r;
 }
 
 double median(std::vector<double> v) {

@@ -56,6 +56,13 @@ std::vector<TokenOutcome> timing_tokens(const ParamSet& params, int first_contex
                                         std::vector<host::TransferRecord>* transfers = nullptr);
 // Median figures over `tokens` timing-only tokens at contexts first_context, first_context+1, ...
 Measured measure_window(const ParamSet& params, int first_context, int tokens);
+// Prefill (docs/prefill.md 7): a timing-only prompt of `prompt_tokens` tokens of the
+// bitnet-large shape from position 0, in chunks of prefill.tokens_per_pass: the time to the
+// last prompt position's logits from the first DMA start, and prompt tokens per second.
+struct PrefillMeasured {
+  double ttft_ms = 0, prefill_tok_s = 0;
+};
+PrefillMeasured measure_prefill(const ParamSet& params, int prompt_tokens);
 // Median figures over 8 timing-only tokens at contexts T-7..T.
 Measured measure_end_to_end(const ParamSet& params, int T);
 // The attention unit alone at context T: circuit ms for one token and read GB/s.

@@ -175,7 +175,9 @@ void check_figures(const SweepPoint& p, const std::string& src) {
   const std::pair<const char*, double> figures[] = {
       {"matmul_ms", p.matmul_ms},     {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms},
       {"walker_ms", p.walker_ms},     {"total_ms", p.total_ms},         {"tok_s", p.tok_s},
-      {"read_gb_s", p.read_gb_s},     {"wall_pct", p.wall_pct},         {"provenance.point_wall_s", p.prov.wall_s},
+      {"read_gb_s", p.read_gb_s},     {"wall_pct", p.wall_pct},         {"tpot_ms", p.tpot_ms},
+      {"ttft_ms", p.ttft_ms.value_or(0)}, {"prefill_tok_s", p.prefill_tok_s.value_or(0)},
+      {"provenance.point_wall_s", p.prov.wall_s},
       {"provenance.peak_rss_mib", p.prov.peak_rss_mib}};
   for (const auto& [name, v] : figures)
     if (!std::isfinite(v) || v < 0)

@@ -76,6 +76,12 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens);
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
+  r.tpot_ms = r.total_ms;
+  if (o.prompt_tokens > 0) {
+    const PrefillMeasured pre = measure_prefill(p, o.prompt_tokens);
+    r.ttft_ms = pre.ttft_ms;
+    r.prefill_tok_s = pre.prefill_tok_s;
+  }
   // measure_window simulates the bitnet-large shape, timing-only (study/calibrate.h).
   r.prov = meter.finish(p, fidelity_name(Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
   return r;
@@ -87,7 +93,9 @@ const Fields<SweepPoint>& sweep_point_fields() {
                                 {"matmul_ms", &P::matmul_ms, "{:.4f}"}, {"attention_ms", &P::attention_ms, "{:.4f}"},
                                 {"cpu_ms", &P::cpu_ms, "{:.4f}"},       {"walker_ms", &P::walker_ms, "{:.4f}"},
                                 {"read_gb_s", &P::read_gb_s, "{:.4f}"}, {"wall_pct", &P::wall_pct, "{:.2f}"},
-                                {"dma_calls", &P::dma_calls},           {"timing", &P::timing}};
+                                {"dma_calls", &P::dma_calls},           {"timing", &P::timing},
+                                {"tpot_ms", &P::tpot_ms, "{:.4f}"},     {"ttft_ms", &P::ttft_ms, "{:.4f}"},
+                                {"prefill_tok_s", &P::prefill_tok_s, "{:.4f}"}};
   return fields;
 }
 

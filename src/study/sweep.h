@@ -6,6 +6,7 @@
 // simulation context per process.
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct SweepOptions {
   int tokens = 4;                   // timing-only tokens per point, contexts T..T+tokens-1
   int context = 64;                 // T
   int jobs = 1;                     // worker processes
+  int prompt_tokens = 0;            // > 0: also a timing-only prompt of N tokens from position 0
+                                    // (ttft_ms, prefill_tok_s; docs/prefill.md)
   std::string check_model = "synthetic:tiny";  // the base config's functional check ("" skips it)
 };
 
@@ -36,6 +39,8 @@ struct SweepPoint : Measured {
   std::vector<std::string> values;  // one per axis, in grid order
   double wall_pct = 0;              // read_gb_s against the DDR wall
   std::string timing;               // fails timing (board) | met (board) | unknown
+  double tpot_ms = 0;               // time per output token: total_ms, the median token at T
+  std::optional<double> ttft_ms, prefill_tok_s;  // with --prompt-tokens N (else empty)
   bool done = false;                // measured (false: the sweep was stopped before this point)
   Provenance prov;                  // who computed the point, where, at what cost
 };
