@@ -198,6 +198,24 @@ TEST(Cli, PrefillRunPrintsItsFiguresAndMarksAPThatDoesNotFit) {
     EXPECT_TRUE(contains(json.out, s)) << s;
 }
 
+// sweep --prompt-tokens (docs/prefill.md): its columns in the CSV; a campaign does not record
+// the option, so --out with it is refused, exit 2 naming it, before any folder is made.
+TEST(Cli, SweepPromptTokensColumnsAndItsRefusalWithACampaign) {
+  const std::string csv = std::string(BITSIM_BINARY) + ".prompt-tokens-test.csv";
+  const auto r = bitsim("sweep --grid prefill.tokens_per_pass=4 --prompt-tokens 4 --tokens 1 --check-model \"\" --quiet "
+                        "--csv " + csv);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(csv);
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_TRUE(contains(text, ",tpot_ms,ttft_ms,prefill_tok_s,")) << text;
+  std::remove(csv.c_str());
+  const std::string dir = std::string(BITSIM_BINARY) + ".prompt-tokens-campaign";
+  const auto c = bitsim("sweep --grid clock.mhz=125 --prompt-tokens 4 --check-model \"\" --quiet --out " + dir);
+  EXPECT_EQ(c.code, 2);
+  EXPECT_TRUE(contains(c.err, "--prompt-tokens")) << c.err;
+  EXPECT_FALSE(std::ifstream(dir + "/campaign.json").good());
+}
+
 TEST(Cli, CmaRefusalExitsTwoWithSizes) {
   const auto r = bitsim("run --prompt a --tokens 1 --set cma.mib=128");
   EXPECT_EQ(r.code, 2);

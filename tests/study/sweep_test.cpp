@@ -120,6 +120,31 @@ TEST(Sweep, WalkerTimeIsItsOwnColumn) {
   EXPECT_EQ(sweep_point_from_json(sweep_point_json(pl), "test").walker_ms, pl.walker_ms);
 }
 
+// --prompt-tokens N (docs/prefill.md 7): each point also times a prompt of N tokens in chunks
+// of prefill.tokens_per_pass; the weight pass shared by a chunk shortens the time to the
+// first token; without the option the columns are empty.
+TEST(Sweep, PromptTokensGiveTheTimeToFirstTokenOfEachP) {
+  const ParamSet p = board_params();
+  SweepOptions o;
+  o.grid = {parse_axis(p, "prefill.tokens_per_pass=1,8")};
+  o.tokens = 1;
+  o.check_model = "";
+  o.prompt_tokens = 16;
+  const SweepResult r = run_sweep(p, o);
+  ASSERT_EQ(r.points.size(), 2u);
+  for (const SweepPoint& pt : r.points) {
+    ASSERT_TRUE(pt.ttft_ms.has_value());
+    EXPECT_NEAR(*pt.prefill_tok_s, 16.0 / (*pt.ttft_ms / 1e3), 1e-6);
+    EXPECT_EQ(pt.tpot_ms, pt.total_ms);
+  }
+  // P = 1: 16 board tokens, each ~119 ms less the lead before the first DMA.
+  EXPECT_GT(*r.points[0].ttft_ms, 15 * r.points[0].total_ms);
+  EXPECT_LT(*r.points[1].ttft_ms, *r.points[0].ttft_ms / 2);
+  o.prompt_tokens = 0;
+  o.grid = {parse_axis(p, "prefill.tokens_per_pass=1")};
+  EXPECT_FALSE(run_sweep(p, o).points[0].ttft_ms.has_value());
+}
+
 TEST(Sweep, TwoAxesMakeTheProduct) {
   const ParamSet p = board_params();
   const SweepOptions o = one_token(p, {"clock_mhz=100,125", "dma.length_bits=18,23"});
