@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -73,24 +75,44 @@ void check_input_folder(const fs::path& path, const std::string& what) {
   if (!S_ISDIR(st.st_mode)) throw Error(fmt::format("{} {}: is not a folder", what, path.string()));
 }
 
-std::string read_file(const fs::path& path, const std::string& what) {
+void read_blocks(const fs::path& path, const std::string& what, const std::function<void(uint64_t)>& size,
+                 const std::function<void(const char*, size_t)>& block) {
   check_input_file(path, what);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without blocking and checked again on the descriptor: a file swapped for a FIFO
+  // after the check cannot hang the open.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what, path.string(), std::strerror(errno)));
-  std::string out;
+  const std::unique_ptr<const int, void (*)(const int*)> closer(&fd, [](const int* f) { ::close(*f); });
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(fmt::format("{} {}: is {}, a regular file is expected", what, path.string(), kind_of(st.st_mode)));
+  if (size) size(uint64_t(st.st_size));
   char buf[1 << 16];
   for (;;) {
     const ssize_t k = ::read(fd, buf, sizeof buf);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(fmt::format("{} {}: read failed: {}", what, path.string(), std::strerror(err)));
-    }
+    if (k < 0) throw Error(fmt::format("{} {}: read failed: {}", what, path.string(), std::strerror(errno)));
     if (k == 0) break;
-    out.append(buf, size_t(k));
+    block(buf, size_t(k));
   }
-  ::close(fd);
+}
+
+std::string read_file(const fs::path& path, const std::string& what, uint64_t max_bytes) {
+  auto too_long = [&](uint64_t bytes) {
+    return Error(fmt::format("{} {}: {} bytes or more, over the {} bytes a {} can hold", what, path.string(), bytes,
+                             max_bytes, what));
+  };
+  std::string out;
+  read_blocks(
+      path, what,
+      [&](uint64_t size) {
+        if (size > max_bytes) throw too_long(size);
+        out.reserve(size_t(size));
+      },
+      [&](const char* p, size_t k) {
+        if (out.size() + k > max_bytes) throw too_long(out.size() + k);
+        out.append(p, k);
+      });
   return out;
 }
 
@@ -197,14 +219,33 @@ OutputFile::~OutputFile() {
 void OutputFile::commit() {
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    // A device or a pipe: copy the finished file into it, every write checked.
-    const std::string data = read_file(temp_, what_ + " (temporary file)");
+    // A device or a pipe: copy the finished file into it in blocks, every write checked.
+    const int in = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw Error(fmt::format("{} {}: cannot open: {}", what_, temp_.string(), std::strerror(errno)));
     const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(fmt::format("{} {}: cannot open: {}", what_, path_.string(), std::strerror(errno)));
-    const bool ok = write_all(fd, data.data(), data.size());
-    const int err = errno;
-    if (::close(fd) != 0 || !ok)
-      throw Error(fmt::format("{} {}: write failed: {}", what_, path_.string(), std::strerror(ok ? errno : err)));
+    if (fd < 0) {
+      const int err = errno;
+      ::close(in);
+      throw Error(fmt::format("{} {}: cannot open: {}", what_, path_.string(), std::strerror(err)));
+    }
+    bool ok = true;
+    int err = 0;
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t k = ::read(in, buf, sizeof buf);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        if (k < 0) ok = false, err = errno;
+        break;
+      }
+      if (!write_all(fd, buf, size_t(k))) {
+        ok = false, err = errno;
+        break;
+      }
+    }
+    ::close(in);
+    if (::close(fd) != 0 && ok) ok = false, err = errno;
+    if (!ok) throw Error(fmt::format("{} {}: write failed: {}", what_, path_.string(), std::strerror(err)));
     ::unlink(temp_.c_str());
     committed_ = true;
     return;

@@ -14,7 +14,9 @@
 //             no two name one file, and none names one of its inputs.
 // `what` names the thing in messages (the caller's name for it: "trace file", "model folder",
 // the option that gave the path).
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,8 +24,18 @@ namespace bitsim::io {
 
 void check_input_file(const std::filesystem::path& path, const std::string& what);
 void check_input_folder(const std::filesystem::path& path, const std::string& what);
-// check_input_file, then the whole file.
-std::string read_file(const std::filesystem::path& path, const std::string& what);
+// check_input_file, then the file's bytes in order, in blocks of up to 64 KiB, to `block`;
+// `size` (if given) first gets the file's size. Opened without blocking and checked to be a
+// regular file on the descriptor too.
+void read_blocks(const std::filesystem::path& path, const std::string& what, const std::function<void(uint64_t)>& size,
+                 const std::function<void(const char*, size_t)>& block);
+// read_blocks into one string, which may hold at most `max_bytes` (the most its
+// format can legally hold): a longer file is a bitsim::Error naming it and the bound,
+// checked before anything is read and again while reading (a file that grows).
+std::string read_file(const std::filesystem::path& path, const std::string& what, uint64_t max_bytes);
+// The bounds callers give read_file.
+inline constexpr uint64_t kMaxSmallFileBytes = uint64_t(1) << 20;  // a config, a suite, a model's config.json
+inline constexpr uint64_t kMaxRecordFileBytes = uint64_t(64) << 20;  // a baseline, a process's captured output
 
 void check_output_file(const std::filesystem::path& path, const std::string& what);
 

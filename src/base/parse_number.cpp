@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -32,7 +33,8 @@ std::string range_text(T min, T max) {
   const bool low = min != std::numeric_limits<T>::lowest(), high = max != std::numeric_limits<T>::max();
   if (low && high) return fmt::format("{}..{}", min, max);
   if (low) return fmt::format("at least {}", min);
-  if (high) return fmt::format("at most {}", max);
+  // An unsigned range from 0 reads "0..N": "at most N" would not say that "-0" is refused.
+  if (high) return std::is_unsigned_v<T> ? fmt::format("{}..{}", min, max) : fmt::format("at most {}", max);
   return fmt::format("{}..{}", min, max);
 }
 
@@ -72,7 +74,7 @@ double parse_real(const std::string& text, const std::string& what, double min, 
   // Decimal notation only: [-]digits[.digits][e[+-]digits]; no hex floats, nan or inf.
   size_t i = 0, digits = 0;
   const size_t n = text.size();
-  if (i < n && (text[i] == '-' || text[i] == '+')) ++i;
+  if (i < n && text[i] == '-') ++i;  // no '+', as for integers
   while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i, ++digits;
   if (i < n && text[i] == '.') {
     ++i;

@@ -14,6 +14,11 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
 
+// SIGPIPE does nothing: a write to a closed pipe fails with EPIPE and is an output error
+// (exit 2) like any other. A handler, not SIG_IGN, so that a program bitsim starts gets the
+// default back (exec resets caught signals, not ignored ones).
+extern "C" void on_broken_pipe(int) {}
+
 }  // namespace
 
 void install_stop_handlers() {
@@ -23,6 +28,11 @@ void install_stop_handlers() {
   sa.sa_flags = 0;  // no SA_RESTART
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction pipe {};
+  pipe.sa_handler = on_broken_pipe;
+  sigemptyset(&pipe.sa_mask);
+  pipe.sa_flags = SA_RESTART;
+  ::sigaction(SIGPIPE, &pipe, nullptr);
 }
 
 int stop_signal() { return g_stop_signal; }

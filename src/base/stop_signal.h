@@ -25,7 +25,9 @@ class Stopped : public std::exception {
 };
 
 // SIGINT and SIGTERM set the flag (no SA_RESTART: a blocking select() or read() returns
-// EINTR, so a waiting loop sees the signal at once).
+// EINTR, so a waiting loop sees the signal at once). SIGPIPE is caught and does nothing, so a
+// closed pipe on standard output is a failed write, exit 2 (docs/errors.md), not death by
+// SIGPIPE (141).
 void install_stop_handlers();
 // 0, or the signal that asked bitsim to stop.
 int stop_signal();

@@ -1,5 +1,7 @@
 #include "cli/cache_command.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -31,7 +33,8 @@ class Cache final : public Command {
     clear_ = sub_->add_subcommand("clear", "Delete every entry of the cache");
     for (CLI::App* s : {info_, clear_}) {
       s->add_option("--cache-dir", args_.dir, "Cache folder (default: as for `bitsim run`)");
-      s->add_option("--cache-max-gb", args_.max_gb, "cache.max_gb to report (default: $BITSIM_CACHE_MAX_GB, else 4)");
+      s->add_option("--cache-max-gb", args_.max_gb, "cache.max_gb to report (default: $BITSIM_CACHE_MAX_GB, else 4)")
+          ->transform(real_in(0, sim::kCacheMaxGbLimit));
     }
     info_->add_flag("--json", json_, "Write one bitsim.cache/1 JSON document to stdout");
   }
@@ -39,8 +42,16 @@ class Cache final : public Command {
   int run() override {
     const sim::CacheSettings s = cache_settings(args_);
     if (s.dir.empty()) throw Error(fmt::format("start-up cache: no folder ({})", s.why_no_dir));
-    const auto store = sim::CacheStore::open(s, print_warning);
-    if (!store) return 2;
+    const auto store = sim::CacheStore::open_existing(s);
+    if (!store) {
+      // Nothing stored yet: said, and nothing created.
+      if (*clear_) fmt::print("deleted 0 entries: no start-up cache at {}\n", s.dir.string());
+      else if (json_)
+        fmt::print("{}\n", cache_json(sim::CacheStore::Info{s.dir, 0, uint64_t(std::llround(s.max_gb * 1e9)), {}}).dump(2));
+      else
+        fmt::print("{}", sim::format_cache_info(sim::CacheStore::Info{s.dir, 0, uint64_t(std::llround(s.max_gb * 1e9)), {}}));
+      return 0;
+    }
     if (*clear_) {
       const size_t n = store->clear();
       fmt::print("deleted {} entries from {}\n", n, store->dir().string());

@@ -36,7 +36,8 @@ void print_eval(const sim::EvalResult& r) {
   fmt::print("model      {} ({})\n", r.model, r.shape);
   if (r.model_sha256) fmt::print("           model.safetensors sha256 {}\n", *r.model_sha256);
   fmt::print("tokenizer  {}\n", r.tokenizer);
-  fmt::print("text       {} (sha256 {}), {} tokens\n", r.text, r.text_sha256, r.text_tokens);
+  fmt::print("text       {} ({} bytes read, sha256 {}), {} tokens\n", r.text, r.text_bytes, r.text_sha256,
+             r.text_tokens);
   fmt::print("scored     {} tokens in {} windows of up to {} positions (BOS + the window's tokens)\n\n",
              r.scored_tokens, r.windows, r.window);
   fmt::print("{:<39} {:>10} {:>10} {:>8}  {}\n", "arithmetic", "ppl", "nll_mean", "tokens", "evidence");
@@ -45,10 +46,13 @@ void print_eval(const sim::EvalResult& r) {
   if (r.board) {
     if (r.board->logits_equal)
       fmt::print("\nsimulated board: the first {} positions ran on the board (fast fidelity); their logits "
-                 "were equal to the board row's, bit for bit\n", r.board->positions);
+                 "were equal to the {} arithmetic's golden reference's, bit for bit\n",
+                 r.board->positions, r.board->arithmetic.empty() ? "config's" : r.board->arithmetic);
     else
-      fmt::print("\nsimulated board: the logits of position {} differ from the board row's (of {} positions run)\n",
-                 r.board->first_mismatch.value_or(-1), r.board->positions);
+      fmt::print("\nsimulated board: the logits of position {} differ from the {} arithmetic's golden reference's "
+                 "(of {} positions run)\n",
+                 r.board->first_mismatch.value_or(-1), r.board->arithmetic.empty() ? "config's" : r.board->arithmetic,
+                 r.board->positions);
   }
   if (!r.rows_not_run.empty()) {
     std::string names;
@@ -86,7 +90,7 @@ class Eval final : public Command {
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
     sub_->add_option("--board", req_.board_positions,
                      "Also run the first N positions through the simulated board (fast fidelity) and check "
-                     "that their logits equal the board row's")
+                     "that their logits equal the golden reference of the config's arithmetic (the board row's, or a variant row's)")
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
     sub_->add_option("--compare", req_.compare_positions,
                      "Compare the board rows' logits with FloatReference's (ternary lm_head) over the first N "

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "sim/board_config.h"
+#include "sim/key_rules.h"
 
 namespace bitsim::cli {
 
@@ -16,6 +17,7 @@ void add_board_options(CLI::App* sub, BoardArgs& a, const std::string& config_he
 sim::ParamSet board_params(const BoardArgs& a) {
   sim::ParamSet p = sim::load_board_params(a.config);
   for (const auto& s : a.sets) p.set(s, "--set");
+  sim::check_key_rules(p);  // the file and the --set together
   return p;
 }
 
@@ -39,7 +41,8 @@ void add_cache_options(CLI::App* sub, CacheArgs& a) {
   sub->add_flag("--no-cache", a.no_cache, "Neither read nor write the start-up cache");
   sub->add_option("--cache-max-gb", a.max_gb,
                   "cache.max_gb: the start-up cache's size bound in GB, least recently used entries go first "
-                  "(default: $BITSIM_CACHE_MAX_GB, else 4)");
+                  "(default: $BITSIM_CACHE_MAX_GB, else 4)")
+      ->transform(real_in(0, sim::kCacheMaxGbLimit));
 }
 
 sim::CacheSettings cache_settings(const CacheArgs& a) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -24,7 +25,7 @@ constexpr const char* kRegressHelp =
     "figures (per-token picoseconds, DMA calls, DDR bytes, a digest of every transfer's start and completion, a "
     "digest of every token's logits, the generated ids, sweep rows, validate's figures) with the baselines checked "
     "in beside the suite. Exit 0: nothing moved; 1: a figure moved, a baseline is missing or a scenario failed "
-    "(the first figure that moved is printed with its old and new value); 2: bad input. --set / --config show what "
+    "(the first figure that moved is printed with its old and new value); 2: bad input (any scenario of the suite, a damaged baseline: --update replaces it), checked before anything runs. --set / --config show what "
     "a change to the board would move; --update rewrites the baselines (shipped board only) and prints what moved.";
 
 class Regress final : public Command {
@@ -39,25 +40,23 @@ class Regress final : public Command {
     sub_->add_option("--junit", junit_, "Write a JUnit XML report to FILE")->check(file_name());
     add_board_options(sub_, board_, "Board config TOML for every scenario (default: configs/pynq-z2.toml)",
                       "Override one config key in every scenario: KEY=VALUE (repeatable)");
-    sub_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")->check(CLI::Range(1, 1000000));
+    sub_->add_option("--show", show_, "Moved figures printed per scenario (default 3)")
+        ->transform(integer_in(1, 1000000));
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
   }
   int run() override {
     const std::string file = suite_.empty() ? sim::default_regress_suite_path() : suite_;
     if (file.empty()) throw Error("--suite: configs/regress.toml was not found beside the source tree; give --suite FILE");
-    sim::RegressSuite suite = sim::load_regress_suite(file);
-    if (!baselines_.empty()) suite.baseline_dir = baselines_;
     const bool board_changed = !board_.sets.empty() || !board_.config.empty();
     if (update_ && board_changed)
       throw Error("--update: the baselines are of the shipped board; drop --set / --config to update them");
     const sim::ParamSet base = board_params(board_);
+    // Every scenario checked on this board, run or not (exit 2, FILE:LINE).
+    sim::RegressSuite suite = sim::load_regress_suite(file, base);
+    if (!baselines_.empty()) suite.baseline_dir = baselines_;
     const auto selected = select(suite);
     if (!junit_.empty()) io::check_output_file(junit_, "--junit");
-    std::error_code ec;
-    if (update_) {
-      std::filesystem::create_directories(suite.baseline_dir, ec);
-      if (ec) throw Error(fmt::format("--update: cannot create the baseline folder {}", suite.baseline_dir.string()));
-    }
+    check_baselines(suite, selected);
 
     fmt::print("regress: {} scenario(s) of {}, baselines in {}{}\n", selected.size(), file,
                suite.baseline_dir.string(), board_changed ? " (board changed by --config/--set)" : "");
@@ -92,6 +91,37 @@ class Regress final : public Command {
     return out;
   }
 
+  // The baselines of the selected scenarios, before anything runs. Without --update each is
+  // read now: a damaged one is bad input (exit 2, naming it), a missing one a failure of its
+  // scenario (exit 1). With --update the folder must take every file (created if absent) and
+  // a damaged baseline is replaced, said so.
+  void check_baselines(const sim::RegressSuite& suite, const std::vector<const sim::RegressScenario*>& selected) {
+    const auto& dir = suite.baseline_dir;
+    std::error_code ec;
+    const auto st = std::filesystem::status(dir, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_directory(st))
+      throw Error(fmt::format("baseline folder {}: not a folder", dir.string()));
+    if (update_) {
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw Error(fmt::format("--update: cannot create the baseline folder {} ({})", dir.string(), ec.message()));
+    }
+    for (const sim::RegressScenario* s : selected) {
+      const std::filesystem::path file = dir / (s->name + ".json");
+      if (update_) io::check_output_file(file, "--update baseline");
+      const auto fst = std::filesystem::symlink_status(file, ec);
+      if (fst.type() == std::filesystem::file_type::not_found) continue;
+      if (!std::filesystem::is_regular_file(file, ec))  // a FIFO, a folder, a device: never read nor written into
+        throw Error(fmt::format("baseline {}: not a regular file; remove it", file.string()));
+      try {
+        baselines_read_[s->name] = sim::read_regress_baseline(file);
+      } catch (const Error& e) {
+        if (!update_)
+          throw Error(fmt::format("{} (`bitsim regress --update` replaces it with this build's figures)", e.what()));
+        damaged_[s->name] = e.what();
+      }
+    }
+  }
+
   sim::RegressOutcome run_one(const sim::RegressScenario& s, const sim::RegressSuite& suite,
                               const sim::ParamSet& base) const {
     sim::RegressOutcome o;
@@ -103,9 +133,9 @@ class Regress final : public Command {
     try {
       const std::vector<sim::RegressFigure> now = sim::run_regress_scenario(s, base);
       o.figures = now.size();
-      std::error_code ec;
-      const bool have = std::filesystem::exists(baseline, ec);
-      if (have) o.moved = sim::compare_regress_figures(sim::read_regress_baseline(baseline), now);
+      const auto old = baselines_read_.find(s.name);
+      const bool have = old != baselines_read_.end();
+      if (have) o.moved = sim::compare_regress_figures(old->second, now);
       if (update_) {
         sim::write_regress_baseline(baseline, s.name, now);
         o.status = Status::kUpdated;
@@ -129,6 +159,8 @@ class Regress final : public Command {
                o.figures, o.wall_s);
     if (o.status == Status::kError) fmt::print("      error: {}\n", o.error);
     if (o.status == Status::kNoBaseline) fmt::print("      no baseline {} (run with --update to write it)\n", o.error);
+    if (const auto d = damaged_.find(o.scenario); d != damaged_.end() && o.status == Status::kUpdated)
+      fmt::print("      replaced a damaged baseline: {}\n", d->second);
     if (o.moved.empty()) return;
     fmt::print("      {} of {} figures {}{}\n", o.moved.size(), o.figures, update_ ? "moved against " : "moved",
                update_ ? baseline.string() : "");
@@ -144,6 +176,8 @@ class Regress final : public Command {
   std::string suite_, baselines_, junit_;
   std::vector<std::string> only_;
   bool update_ = false, quiet_ = false;
+  std::map<std::string, std::vector<sim::RegressFigure>> baselines_read_;  // scenario -> its baseline, as read
+  std::map<std::string, std::string> damaged_;                             // scenario -> why (--update replaces it)
   int show_ = 3;
 };
 

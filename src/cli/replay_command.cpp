@@ -8,6 +8,7 @@
 #include "cli/options.h"
 #include "host/mmio_program.h"
 #include "sim/board_config.h"
+#include "sim/key_rules.h"
 #include "sim/replay.h"
 
 namespace bitsim::cli {
@@ -51,7 +52,9 @@ class Replay final : public Command {
   int run() override {
     const host::MmioProgram program = host::load_program(file_);
     sim::ParamSet p = board_params({});
-    for (const auto& [key, value] : program.config) p.set(key + "=" + value, file_);
+    for (size_t i = 0; i < program.config.size(); ++i)
+      p.set(program.config[i].first + "=" + program.config[i].second, program.config_where(i));
+    sim::check_key_rules(p);  // the keys of the recording together
     const sim::Fidelity fidelity = parse_fidelity(fidelity_, false);
     const host::ReplayResult r = sim::replay_program(program, sim::make_sim_config(p).board, fidelity);
     if (json_)

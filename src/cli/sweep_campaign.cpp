@@ -17,7 +17,9 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/stop_signal.h"
 #include "cli/options.h"
+#include "cli/script_quote.h"
 #include "study/campaign.h"
 #include "study/provenance.h"
 
@@ -30,13 +32,6 @@ constexpr int kIncompleteExit = 4;
 
 // The Slurm script's margins over the measured point: memory x1.5 + 256 MiB, time x2 + 2 min.
 constexpr double kMemFactor = 1.5, kMemExtraMiB = 256, kTimeFactor = 2.0, kTimeExtraS = 120;
-
-// One word for a POSIX shell: single-quoted, ' as '\''.
-std::string sh_quote(const std::string& w) {
-  std::string q = "'";
-  for (char ch : w) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
 
 std::string absolute(const std::string& p) { return std::filesystem::absolute(p).lexically_normal().string(); }
 
@@ -59,6 +54,33 @@ void check_slurm_request(const CampaignCli& c) {
   if (!c.shard.empty() || c.resume) throw Error("--slurm-script: --shard and --resume belong to the array's tasks");
   if (c.shards < 1 || c.shards > 10000) throw Error(fmt::format("--shards {}: must be in 1..10000", c.shards));
   if (c.max_running < 1) throw Error(fmt::format("--max-running {}: must be at least 1", c.max_running));
+}
+
+// The strings of the script, each as given and as it lands (absolute paths carry the working
+// directory): refused with a control character, the campaign folder also with a backslash
+// (it is a Slurm filename pattern).
+struct ScriptStrings {
+  std::string out, script, config, exe;
+};
+
+ScriptStrings checked_script_strings(const sim::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line) {
+  using script::refuse_control_chars;
+  refuse_control_chars(c.out, "--out");
+  refuse_control_chars(c.slurm_script, "--slurm-script");
+  refuse_control_chars(c.partition, "--partition");
+  refuse_control_chars(line.config, "--config");
+  refuse_control_chars(o.check_model, "--check-model");
+  for (const auto& s : line.sets) refuse_control_chars(s, "--set");
+  for (const auto& g : line.grid) refuse_control_chars(g, "--grid");
+  (void)script::slurm_pattern(c.out, "--out");
+  ScriptStrings s{absolute(c.out), absolute(c.slurm_script), line.config.empty() ? "" : absolute(line.config),
+                  self_exe()};
+  refuse_control_chars(s.out, "--out");
+  refuse_control_chars(s.script, "--slurm-script");
+  refuse_control_chars(s.config, "--config");
+  refuse_control_chars(s.exe, "the bitsim executable's path");
+  (void)script::slurm_pattern(s.out, "--out");
+  return s;
 }
 
 // What one task costs: the base check and one point, measured in this process; the largest
@@ -94,31 +116,39 @@ SlurmPlan plan_slurm_array(const sim::ParamSet& base, const sim::SweepOptions& o
 }
 
 // The task's command line: the sweep as given, its shard from the array.
-std::string slurm_task_command(const sim::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line) {
+std::string slurm_task_command(const sim::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line,
+                               const ScriptStrings& s) {
+  using script::sh_word;
   std::string cmd = "\"$BITSIM\" sweep";
-  for (const auto& g : line.grid) cmd += " --grid " + sh_quote(g);
-  cmd += fmt::format(" --tokens {} --context {} --check-model {}", o.tokens, o.context, sh_quote(o.check_model));
-  if (!line.config.empty()) cmd += " --config " + sh_quote(absolute(line.config));
-  for (const auto& s : line.sets) cmd += " --set " + sh_quote(s);
+  for (const auto& g : line.grid) cmd += " --grid " + sh_word(g);
+  cmd += fmt::format(" --tokens {} --context {} --check-model {}", o.tokens, o.context, sh_word(o.check_model));
+  if (!s.config.empty()) cmd += " --config " + sh_word(s.config);
+  for (const auto& set : line.sets) cmd += " --set " + sh_word(set);
   if (c.allow_mixed) cmd += " --allow-mixed";
   cmd += " --out \"$OUT\" --resume --quiet --jobs 1";
   return cmd;
 }
 
 // The sbatch script: the array of shards, and (run with bash) the merge after every task.
-std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const std::string& out,
-                              const std::string& script, const std::string& cmd) {
-  const std::string partition = c.partition.empty() ? "" : "#SBATCH --partition=" + c.partition + "\n";
-  const std::string partition_opt = c.partition.empty() ? "" : " --partition=" + sh_quote(c.partition);
+// Every string from the command line or the environment is quoted for where it lands
+// (cli/script_quote.h): shell words, #SBATCH words, Slurm filename patterns, comments.
+std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const ScriptStrings& s,
+                              const std::string& cmd) {
+  using script::sh_word;
+  const std::string logs = script::slurm_pattern(s.out, "--out") + "/logs";  // % as %%
+  const std::string partition = c.partition.empty() ? "" : "#SBATCH --partition=" + script::sbatch_word(c.partition) + "\n";
+  const std::string partition_opt = c.partition.empty() ? "" : " --partition=" + sh_word(c.partition);
   return fmt::format(
       "#!/bin/bash\n"
       "# A bitsim sweep campaign as a Slurm job array, written by `bitsim sweep --slurm-script`\n"
       "# (bitsim {version}, commit {commit}): {points} points in {shards} shards (largest {largest}\n"
-      "# points), at most {cap} tasks at once, results in {out}.\n"
+      "# points), at most {cap} tasks at once, results in OUT (below).\n"
       "#\n"
-      "#   bash {script}      submits the array, then the merge as a job that runs once every\n"
-      "#                       task succeeded (--dependency=afterok): {out}/merged.csv, .json\n"
-      "#   sbatch {script}    submits the array only; merge with `bitsim sweep merge {out} --csv F`\n"
+      "#   bash {script}\n"
+      "#       submits the array, then the merge as a job that runs once every task succeeded\n"
+      "#       (--dependency=afterok): OUT/merged.csv, OUT/merged.json\n"
+      "#   sbatch {script}\n"
+      "#       submits the array only; merge with: bitsim sweep merge {outq} --csv F\n"
       "#\n"
       "# Measured on {host} (under whatever load it had): the base check {check:.2f} s, one point\n"
       "# {point:.2f} s wall, peak resident memory {peak:.0f} MiB. --mem = peak x {mf} + {me:.0f} MiB;\n"
@@ -129,18 +159,21 @@ std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const
       "#SBATCH --cpus-per-task=1\n"
       "#SBATCH --mem={mem}M\n"
       "#SBATCH --time={time}\n"
-      "#SBATCH --output={out}/logs/shard-%a.out\n"
+      "#SBATCH --output={output}\n"
       "{partition}"
       "set -euo pipefail\n"
       "BITSIM={bitsim}\n"
       "OUT={outq}\n"
+      "LOGS=\"${{OUT//'%'/%%}}/logs\"  # as a Slurm filename pattern: % as %%\n"
+      "q() {{ printf \"'%s'\" \"${{1//\\'/\\'\\\\\\'\\'}}\"; }}  # one word for /bin/sh, which runs sbatch --wrap\n"
+      "MERGE=\"$(q \"$BITSIM\") sweep merge $(q \"$OUT\") --csv $(q \"$OUT/merged.csv\") --json $(q \"$OUT/merged.json\")\"\n"
       "if [ -z \"${{SLURM_ARRAY_TASK_ID:-}}\" ]; then\n"
       "  mkdir -p \"$OUT/logs\"\n"
       "  array=$(sbatch --parsable \"$0\")\n"
       "  array=${{array%%;*}}\n"
       "  merge=$(sbatch --parsable --job-name=bitsim-merge --dependency=afterok:\"$array\" --kill-on-invalid-dep=yes \\\n"
-      "    --ntasks=1 --cpus-per-task=1 --mem={mem}M --time=10{partition_opt} --output=\"$OUT/logs/merge.out\" \\\n"
-      "    --wrap \"$(printf '%q ' \"$BITSIM\" sweep merge \"$OUT\" --csv \"$OUT/merged.csv\" --json \"$OUT/merged.json\")\")\n"
+      "    --ntasks=1 --cpus-per-task=1 --mem={mem}M --time=10{partition_opt} --output=\"$LOGS/merge.out\" \\\n"
+      "    --wrap \"$MERGE\")\n"
       "  merge=${{merge%%;*}}\n"
       "  echo \"array job $array ({shards} tasks), merge job $merge (after every task succeeded)\"\n"
       "  exit 0\n"
@@ -150,34 +183,37 @@ std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const
       "exec {cmd}\n",
       fmt::arg("version", kVersion), fmt::arg("commit", kGitCommit), fmt::arg("points", plan.points),
       fmt::arg("shards", c.shards), fmt::arg("largest", plan.largest), fmt::arg("cap", c.max_running),
-      fmt::arg("out", out), fmt::arg("script", script), fmt::arg("host", sim::host_name()),
+      fmt::arg("script", sh_word(s.script)), fmt::arg("host", script::comment_text(sim::host_name())),
       fmt::arg("check", plan.check_s), fmt::arg("point", plan.point_s), fmt::arg("peak", plan.peak_mib),
       fmt::arg("mf", kMemFactor), fmt::arg("me", kMemExtraMiB), fmt::arg("tf", kTimeFactor),
       fmt::arg("te", kTimeExtraS), fmt::arg("last", c.shards - 1), fmt::arg("mem", plan.mem_mib),
-      fmt::arg("time", plan.time_min), fmt::arg("partition", partition), fmt::arg("bitsim", sh_quote(self_exe())),
-      fmt::arg("outq", sh_quote(out)), fmt::arg("partition_opt", partition_opt), fmt::arg("cmd", cmd));
+      fmt::arg("time", plan.time_min), fmt::arg("output", script::sbatch_word(logs + "/shard-%a.out")),
+      fmt::arg("partition", partition), fmt::arg("bitsim", sh_word(s.exe)), fmt::arg("outq", sh_word(s.out)),
+      fmt::arg("partition_opt", partition_opt),
+      fmt::arg("cmd", cmd));
 }
 
 // `bitsim sweep --slurm-script FILE`: one point measured here, then the script.
 int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, const CampaignCli& c,
                        const SweepCommandLine& line, bool quiet) {
   check_slurm_request(c);
+  const ScriptStrings s = checked_script_strings(o, c, line);
   sim::check_sweep_options(o);
-  const std::string out = absolute(c.out), script = absolute(c.slurm_script);
   // Outputs checked before the work: the directory for the tasks' logs and the script's.
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(out) / "logs", ec);
-  if (ec) throw Error(fmt::format("--out {}: cannot create {}/logs ({})", c.out, out, ec.message()));
-  io::check_output_file(script, "--slurm-script");
+  std::filesystem::create_directories(std::filesystem::path(s.out) / "logs", ec);
+  if (ec) throw Error(fmt::format("--out {}: cannot create {}/logs ({})", c.out, s.out, ec.message()));
+  io::check_output_file(s.script, "--slurm-script");
 
   const SlurmPlan plan = plan_slurm_array(base, o, c.shards, quiet);
-  io::write_file(script, slurm_script_text(plan, c, out, script, slurm_task_command(o, c, line)), "--slurm-script");
-  ::chmod(script.c_str(), 0755);
+  io::write_file(s.script, slurm_script_text(plan, c, s, slurm_task_command(o, c, line, s)), "--slurm-script");
+  ::chmod(s.script.c_str(), 0755);
   fmt::print("wrote {}: {} points in {} array tasks ({} to {} points each, at most {} at once), --mem={}M --time={} "
              "(one point {:.2f} s, base check {:.2f} s, peak {:.0f} MiB, measured here under load)\n",
-             script, plan.points, c.shards, plan.smallest, plan.largest, c.max_running, plan.mem_mib, plan.time_min,
+             s.script, plan.points, c.shards, plan.smallest, plan.largest, c.max_running, plan.mem_mib, plan.time_min,
              plan.point_s, plan.check_s, plan.peak_mib);
-  fmt::print("submit: bash {}   (the array, then the merge after every task: {}/merged.csv)\n", script, out);
+  fmt::print("submit: bash {}   (the array, then the merge after every task: {}/merged.csv)\n", script::sh_word(s.script),
+             s.out);
   return 0;
 }
 
@@ -201,6 +237,10 @@ sim::ShardReport run_shard_naming_flags(const sim::ParamSet& base, const sim::Sw
   using Lifted = sim::CampaignRefused::LiftedBy;
   try {
     return sim::run_shard(base, o, opt, status_printer(quiet));
+  } catch (const Stopped& s) {
+    // Interrupted, not failed: no file for the points stopped, the finished ones kept.
+    throw Stopped(s.signal(), fmt::format("{}: campaign {} interrupted; its finished points are kept and "
+                                          "`--resume` completes it", s.what(), opt.dir));
   } catch (const sim::CampaignRefused& e) {
     if (e.lifted_by == Lifted::kResume)
       throw Error(fmt::format("{}; --resume keeps the valid ones and redoes the rest", e.what()));
@@ -216,8 +256,12 @@ void add_campaign_options(CLI::App* sub, CampaignCli& c) {
   sub->add_flag("--resume", c.resume, "Keep the valid results already in --out, redo missing, failed and corrupt ones");
   sub->add_flag("--allow-mixed", c.allow_mixed, "Run although --out holds the campaign with another base config");
   sub->add_option("--slurm-script", c.slurm_script, "Write an sbatch script for a Slurm job array over --out (one task per shard, the merge as a dependent job) after measuring one point; runs nothing else");
-  sub->add_option("--shards", c.shards, "Array tasks of --slurm-script")->capture_default_str();
-  sub->add_option("--max-running", c.max_running, "At most this many array tasks at once (the array's %)")->capture_default_str();
+  sub->add_option("--shards", c.shards, "Array tasks of --slurm-script")
+      ->transform(integer_in(1, 10000))
+      ->capture_default_str();
+  sub->add_option("--max-running", c.max_running, "At most this many array tasks at once (the array's %)")
+      ->transform(integer_in(1, 10000))
+      ->capture_default_str();
   sub->add_option("--partition", c.partition, "Slurm partition of the --slurm-script jobs (default: the cluster's)");
 }
 
@@ -282,7 +326,7 @@ int run_merge(const MergeCli& a) {
              m.result.points.size(), m.total, m.version, m.commit, m.base_config_hash);
   for (const auto& p : m.missing) {
     if (p.error.empty()) fmt::print("missing: {} (no result file {})\n", p.point, p.file);
-    else fmt::print("failed: {}: {}\n", p.point, p.error);
+    else fmt::print("{}: {}: {}\n", p.corrupt ? "corrupt" : "failed", p.point, p.error);
   }
   for (const auto& x : m.mixed) fmt::print("mixed: {}\n", x);
   if (!m.mixed.empty() && !a.allow_mixed)

@@ -5,10 +5,12 @@
 #include <fstream>
 #include <istream>
 #include <ostream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "host/memory_map.h"
 #include "hw/axi_dma.h"
 #include "hw/board.h"
 #include "hw/engine_regs.h"
@@ -20,6 +22,11 @@ namespace bitsim::host {
 namespace {
 
 constexpr const char* kMagicLine = "bitsim-mmio 1";
+// The longest line but an M record's: a C line (a config key and its value) or a W/R/D
+// record, whose fields are at most 20 decimal or 16 hex digits each.
+constexpr size_t kMaxMmioLine = 4096;
+// An M or D record's size: at most the board's DDR.
+constexpr uint64_t kMaxMmioBytes = MemoryMapConfig{}.ddr_bytes;
 
 std::string hex_bytes(const std::vector<uint8_t>& b) {
   std::string s(b.size() * 2, '0');
@@ -77,10 +84,14 @@ MmioOp parse_op(std::istringstream& ls, char kind, const std::string& where) {
     if (v > UINT32_MAX) throw Error(fmt::format("{}: value '{}' is wider than 32 bits", where, t_a));
     op.value = uint32_t(v);
     op.access_ps = parse_u64(t_b, 10, where, "access_ps");
+    if (op.access_ps > UINT64_MAX - op.time_ps)
+      throw Error(fmt::format("{}: time_ps {} + access_ps {} wraps the 64-bit clock", where, op.time_ps, op.access_ps));
   } else {
     op.size = parse_u64(t_a, 10, where, "size");
-    if (op.size == 0 || op.size > (uint64_t(1) << 32)) throw Error(fmt::format("{}: size {} out of range", where, op.size));
+    if (op.size == 0 || op.size > kMaxMmioBytes)
+      throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, op.size, kMaxMmioBytes));
     if (kind == 'M') op.bytes = parse_hex_bytes(t_b, op.size, where);
+    else if (t_b == "-") op.digest_known = false;
     else op.digest = parse_u64(t_b, 16, where, "digest");
   }
   return op;
@@ -128,22 +139,71 @@ void write_program(const MmioProgram& program, std::ostream& out) {
     else if (k == 'M')
       out << fmt::format("M {} {:x} {} {}\n", op.time_ps, op.addr, op.size, hex_bytes(op.bytes));
     else
-      out << fmt::format("D {} {:x} {} {:016x}\n", op.time_ps, op.addr, op.size, op.digest);
+      out << (op.digest_known ? fmt::format("D {} {:x} {} {:016x}\n", op.time_ps, op.addr, op.size, op.digest)
+                              : fmt::format("D {} {:x} {} -\n", op.time_ps, op.addr, op.size));
   }
   out.flush();
   if (!out) throw Error("mmio program: write failed");
 }
 
+namespace {
+
+// How a bounded read of one line ended.
+enum class LineEnd { kEnd, kNewline, kLong };
+
+// Reads up to `max` bytes of the current line into `line` (the newline is consumed, not kept).
+// kEnd: the input ended with nothing read; kLong: `max` bytes were read and the line goes on.
+LineEnd read_line_upto(std::istream& in, std::string& line, size_t max) {
+  std::streambuf* sb = in.rdbuf();
+  while (line.size() < max) {
+    const int c = sb->sbumpc();
+    if (c == std::char_traits<char>::eof()) return line.empty() ? LineEnd::kEnd : LineEnd::kNewline;
+    if (c == '\n') return LineEnd::kNewline;
+    line.push_back(char(c));
+  }
+  return LineEnd::kLong;
+}
+
+// One whole line, never more than the format lets it hold: kMaxMmioLine bytes, or for an M
+// record its head and exactly the hex digits its size field announces, the size checked
+// against the DDR before any of them is read. false at the end of the input.
+bool read_record_line(std::istream& in, std::string& line, const std::string& where) {
+  line.clear();
+  const LineEnd end = read_line_upto(in, line, kMaxMmioLine);
+  if (end == LineEnd::kEnd) return false;
+  if (end == LineEnd::kNewline) return true;
+  if (line.rfind("M ", 0) != 0)
+    throw Error(fmt::format("{}: line longer than {} bytes (only an M record's data may be longer)", where,
+                            kMaxMmioLine));
+  std::istringstream head(line);
+  std::string kind, t_time, t_addr, t_size;
+  head >> kind >> t_time >> t_addr >> t_size;
+  if (head.eof()) throw Error(fmt::format("{}: M record's head longer than {} bytes", where, kMaxMmioLine));
+  const uint64_t size = parse_u64(t_size, 10, where, "size");
+  if (size == 0 || size > kMaxMmioBytes)
+    throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, size, kMaxMmioBytes));
+  // The rest of the line: the digits not yet read, and a little slack for what a reader
+  // would refuse anyway (trailing fields), so that the parser names it.
+  if (read_line_upto(in, line, line.size() + 2 * size + 64) == LineEnd::kLong)
+    throw Error(fmt::format("{}: M record longer than its {} bytes of data", where, size));
+  return true;
+}
+
+}  // namespace
+
 MmioProgram read_program(std::istream& in, const std::string& source) {
   MmioProgram p;
+  p.source = source;
   std::string line;
-  size_t n = 0;
-  if (!std::getline(in, line) || line != kMagicLine)
+  size_t n = 1;
+  if (read_line_upto(in, line, std::char_traits<char>::length(kMagicLine) + 1) != LineEnd::kNewline ||
+      line != kMagicLine)
     throw Error(fmt::format("{}: not a bitsim MMIO program (the first line must be '{}')", source, kMagicLine));
-  ++n;
-  while (std::getline(in, line)) {
+  std::map<std::string, size_t> config_line;  // the line of each C key
+  for (;;) {
     ++n;
     const std::string where = fmt::format("{}:{}", source, n);
+    if (!read_record_line(in, line, where)) break;
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ls(line);
     std::string kind;
@@ -152,9 +212,14 @@ MmioProgram read_program(std::istream& in, const std::string& source) {
       std::string key, value, extra;
       ls >> key >> value >> extra;
       if (key.empty() || value.empty() || !extra.empty()) throw Error(where + ": a C line is 'C key value'");
+      if (const auto [it, fresh] = config_line.emplace(key, n); !fresh)
+        throw Error(fmt::format("{}: config key '{}' is set twice, here and at line {} (a program sets each key once)",
+                                where, key, it->second));
       p.config.emplace_back(key, value);
+      p.config_lines.push_back(n);
     } else if (kind == "W" || kind == "R" || kind == "M" || kind == "D") {
       p.ops.push_back(parse_op(ls, kind[0], where));
+      p.op_lines.push_back(n);
       if (p.ops.size() > 1 && p.ops.back().time_ps < p.ops[p.ops.size() - 2].time_ps)
         throw Error(where + ": time goes backwards");
     } else {
@@ -202,14 +267,24 @@ std::string describe(const ReadMismatch& m) {
                      register_name(m.addr), m.addr, m.got, m.expected);
 }
 
-ReplayResult run_program(const MmioProgram& program, Platform& platform) {
-  ReplayResult r;
-  std::vector<uint8_t> buf;
-  for (size_t i = 0; i < program.ops.size(); ++i) {
+std::string MmioProgram::where(size_t op) const {
+  if (op < op_lines.size()) return fmt::format("{}:{}", source, op_lines[op]);
+  return fmt::format("mmio program: op {}", op);
+}
+
+std::string MmioProgram::config_where(size_t i) const {
+  if (i < config_lines.size()) return fmt::format("{}:{}", source, config_lines[i]);
+  return fmt::format("mmio program: config key {}", i);
+}
+
+namespace {
+
+void run_op(const MmioProgram& program, size_t i, Platform& platform, ReplayResult& r, std::vector<uint8_t>& buf) {
     const MmioOp& op = program.ops[i];
     const uint64_t now = platform.now_ps();
     if (op.time_ps < now)
-      throw Error(fmt::format("mmio program: op {} is due at {} ps but the platform is at {} ps", i, op.time_ps, now));
+      throw Error(fmt::format("{}: due at {} ps, but the board took longer over an earlier access: it is at {} ps",
+                              program.where(i), op.time_ps, now));
     platform.spend(op.time_ps - now);
     switch (op.kind) {
       case MmioOp::Kind::kWrite:
@@ -233,9 +308,24 @@ ReplayResult run_program(const MmioProgram& program, Platform& platform) {
         const uint64_t d = fnv1a64(buf.data(), buf.size());
         r.digests.push_back(d);
         ++r.mem_reads;
-        if (d != op.digest) r.mismatches.push_back({i, op.time_ps, op.addr, true, op.digest, d});
+        if (op.digest_known && d != op.digest) r.mismatches.push_back({i, op.time_ps, op.addr, true, op.digest, d});
         break;
       }
+    }
+}
+
+}  // namespace
+
+ReplayResult run_program(const MmioProgram& program, Platform& platform) {
+  ReplayResult r;
+  std::vector<uint8_t> buf;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    try {
+      run_op(program, i, platform, r, buf);
+    } catch (const Error& e) {
+      const std::string where = program.where(i);
+      if (std::string_view(e.what()).rfind(where, 0) == 0) throw;
+      throw Error(fmt::format("{}: {}", where, e.what()));
     }
   }
   return r;
@@ -271,6 +361,8 @@ void RecordingPlatform::mem_read(uint64_t addr, void* dst, size_t n) {
   op.size = n;
   inner_.mem_read(addr, dst, n);
   op.digest = fnv1a64(dst, n);
+  op.digest_known = loads_computed_;
+  if (!loads_computed_) op.digest = 0;
   out_.ops.push_back(op);
 }
 

@@ -21,7 +21,7 @@ struct MmioOp {
     kWrite = 'W',     // register write: addr, value
     kRead = 'R',      // register read: addr, value read
     kMemWrite = 'M',  // CPU store to DDR: addr, bytes
-    kMemRead = 'D',   // CPU load from DDR: addr, size, digest of the bytes loaded
+    kMemRead = 'D',   // CPU load from DDR: addr, size, digest of the bytes loaded ('-': not known)
   };
   Kind kind = Kind::kWrite;
   uint64_t time_ps = 0;    // simulated time at which the access starts
@@ -30,6 +30,7 @@ struct MmioOp {
   uint64_t access_ps = 0;  // CPU time of the register access (W, R)
   uint64_t size = 0;       // bytes (M, D)
   uint64_t digest = 0;     // FNV-1a 64 of the bytes (D)
+  bool digest_known = true;  // false: a timing-only recording, whose loads read results never computed
   std::vector<uint8_t> bytes;  // the bytes stored (M)
   bool operator==(const MmioOp&) const = default;
 };
@@ -38,6 +39,12 @@ struct MmioProgram {
   // Board config keys the program was recorded with (key, value as text), in order.
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<MmioOp> ops;
+  // Where a read program came from: its file and the line of each C record and op (empty
+  // for a program built in memory); where() names an op "FILE:LINE" (or "op N").
+  std::string source;
+  std::vector<size_t> config_lines, op_lines;
+  std::string where(size_t op) const;
+  std::string config_where(size_t i) const;
 };
 
 // FNV-1a 64 of a byte range (the digest of D records).
@@ -76,9 +83,12 @@ std::string register_name(uint64_t addr);
 std::string describe(const ReadMismatch& m);
 
 // A Platform that forwards to another and records every access into a program.
+// loads_computed false (the timing-only fidelity, whose engines skip the arithmetic): DDR
+// loads are recorded without a digest, since the bytes they read were never computed.
 class RecordingPlatform : public Platform {
  public:
-  RecordingPlatform(Platform& inner, MmioProgram& out) : inner_(inner), out_(out) {}
+  RecordingPlatform(Platform& inner, MmioProgram& out, bool loads_computed = true)
+      : inner_(inner), out_(out), loads_computed_(loads_computed) {}
   uint32_t read32(uint64_t addr, uint64_t access_ps) override;
   void write32(uint64_t addr, uint32_t value, uint64_t access_ps) override;
   void spend(uint64_t ps) override { inner_.spend(ps); }
@@ -92,6 +102,7 @@ class RecordingPlatform : public Platform {
  private:
   Platform& inner_;
   MmioProgram& out_;
+  bool loads_computed_;
 };
 
 }  // namespace bitsim::host

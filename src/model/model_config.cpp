@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/json_parse.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "model/packed_image.h"
@@ -185,10 +186,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
   const std::string source = config_json.string();
-  const std::string text = io::read_file(config_json, "model config");
+  const std::string text = io::read_file(config_json, "model config", io::kMaxSmallFileBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = io::parse_json_unique_keys(text, source);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() carries "at line L, column C" and e.byte the byte position.
     throw Error(fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));

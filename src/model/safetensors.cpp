@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/json_parse.h"
 #include "base/error.h"
 #include "base/file_io.h"
 
@@ -57,6 +58,9 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const n
     return Error(fmt::format("{}: tensor '{}': {}", file, name, why));
   };
   if (!e.is_object()) throw fail(fmt::format("header entry must be an object, found {}", e.type_name()));
+  for (const auto& [field, value] : e.items())
+    if (field != "dtype" && field != "shape" && field != "data_offsets")
+      throw fail(fmt::format("unknown field '{}' (an entry holds dtype, shape and data_offsets)", field));
   TensorInfo t;
   t.name = name;
 
@@ -163,7 +167,7 @@ uint64_t read_header_length(const std::string& file, const std::byte* base, uint
 nlohmann::ordered_json parse_header_json(const std::string& file, std::string_view text) {
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(text);
+    header = io::parse_json_unique_keys<nlohmann::ordered_json>(text, file + ": header");
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("{}: header JSON malformed at byte {} of the header: {}", file, e.byte, e.what()));
   } catch (const nlohmann::json::exception& e) {
@@ -171,6 +175,13 @@ nlohmann::ordered_json parse_header_json(const std::string& file, std::string_vi
   }
   if (!header.is_object())
     throw Error(fmt::format("{}: header must be a JSON object, found {}", file, header.type_name()));
+  // The format: the header begins with '{' and may be padded at its end with spaces (0x20)
+  // only.
+  const size_t end = text.find_last_not_of(' ');
+  if (text.empty() || text[0] != '{' || end == std::string_view::npos || text[end] != '}')
+    throw Error(fmt::format("{}: the header must begin with '{{' at its first byte and be "
+                            "padded only with spaces (0x20)",
+                            file));
   return header;
 }
 

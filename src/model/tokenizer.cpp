@@ -1,5 +1,7 @@
 #include "model/tokenizer.h"
 
+#include "model/safetensors.h"
+
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
 
@@ -185,6 +187,18 @@ std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem:
     std::error_code ec;
     const auto candidate = *model_folder / "tokenizer.model";
     if (std::filesystem::is_regular_file(candidate, ec)) file = candidate;
+  }
+  if (!file && model_folder) {
+    // A folder without tokenizer.model: the byte tokenizer is the synthetic checkpoints' own
+    // (make-model marks them in the safetensors metadata); a trained checkpoint scored or run
+    // with it would give numbers that mean nothing.
+    const auto weights = *model_folder / "model.safetensors";
+    const SafetensorsFile f = SafetensorsFile::open(weights);
+    if (!f.metadata().contains("bitsim.synthetic"))
+      throw Error(fmt::format("model folder {}: no tokenizer.model, and {} is not a synthetic checkpoint (its "
+                              "metadata has no bitsim.synthetic): put the checkpoint's tokenizer.model in the "
+                              "folder or give --tokenizer FILE",
+                              model_folder->string(), weights.string()));
   }
   if (!file) return make_byte_tokenizer(vocab_size);
   auto tok = load_sentencepiece(*file);

@@ -45,7 +45,9 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& model
 std::unique_ptr<Tokenizer> make_byte_tokenizer(int vocab_size);
 
 // The explicit override file if given (it must load); else <model_folder>/tokenizer.model if
-// the folder has one; else the byte-level tokenizer of vocab_size ids. A SentencePiece
+// the folder has one; else the byte-level tokenizer of vocab_size ids: for a synthetic model
+// (no folder), or a folder whose model.safetensors carries make-model's `bitsim.synthetic`
+// metadata; a folder of a trained checkpoint without its tokenizer is a bitsim::Error. A SentencePiece
 // tokenizer with more pieces than vocab_size (the model's vocabulary) is a bitsim::Error
 // naming the file: its ids would index past the embedding table.
 std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem::path>& override_file,

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/key_rules.h"
+
 namespace bitsim::sim {
 
 namespace {
@@ -134,6 +136,7 @@ void validate(const SimConfig& c) {
 }
 
 SimConfig make_sim_config(const ParamSet& p) {
+  check_key_rules(p);
   SimConfig c;
   const FromParams from{p};
   hw::BoardConfig::visit(c.board, from);

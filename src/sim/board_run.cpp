@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "hw/clock.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/utf8.h"
 #include "base/stop_signal.h"
 #include "model/tokenizer.h"
 #include "sim/board_config.h"
@@ -108,6 +110,7 @@ void check_request(const BoardRunRequest& req) {
 // (host::kv_context_limit: the unit's T range, the model's positions, the CMA).
 std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos, int limit,
                             const std::string& why) {
+  check_utf8(rr.prompt, "prompt");
   std::vector<int> ids{bos};
   for (int id : tokenizer.encode(rr.prompt)) ids.push_back(id);
   const int n = int(ids.size()), total = n + rr.tokens;
@@ -425,14 +428,32 @@ struct RunOutputs {
     if (layers) sim.loop().set_observer(layers.get());
     else sim.loop().set_observer(tracer.get());
   }
-  // SIGINT / SIGTERM: what finished is written (the trace of the tokens that ran) and said.
+  // SIGINT / SIGTERM: every output is written with what ran before the stop (the finished
+  // tokens and the steps of the token cut short) and marked cut short: the per-layer CSV and
+  // the MMIO program end with a line "# partial: stopped by SIGINT after N token(s)", the
+  // trace's "otherData" holds "partial": true and "stopped_by" (docs/errors.md).
   [[noreturn]] void stopped(const Stopped& stop, const BoardRunResult& res, const SimConfig& cfg, Simulation& sim) {
-    std::string written;
-    if (tracer) {
-      write_trace(*tracer, res, cfg, sim, req_.trace_file);
-      written = fmt::format("; the trace of them is in {}", req_.trace_file);
+    const std::string mark = fmt::format("# partial: {} after {} token(s)\n", stop.what(), res.tokens.size());
+    std::vector<std::string> written;
+    if (layers) {
+      io::write_file(req_.layers_csv_file, layers->csv() + mark, "layers CSV file");
+      written.push_back(req_.layers_csv_file);
     }
-    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), written));
+    if (tracer) {
+      tracer->set_other("partial", true);
+      tracer->set_other("stopped_by", signal_name(stop.signal()));
+      write_trace(*tracer, res, cfg, sim, req_.trace_file);
+      written.push_back(req_.trace_file);
+    }
+    if (!req_.record_mmio_file.empty()) {
+      std::ostringstream out;
+      host::write_program(recorded, out);
+      io::write_file(req_.record_mmio_file, out.str() + mark, "mmio record file");
+      written.push_back(req_.record_mmio_file);
+    }
+    std::string said;
+    for (const auto& w : written) said += (said.empty() ? "; written up to the stop, marked partial: " : ", ") + w;
+    throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), said));
   }
   void write(const BoardRunResult& res, const SimConfig& cfg, Simulation& sim,
              const std::function<void(const std::string&)>& status) {
@@ -459,6 +480,12 @@ struct RunOutputs {
 };
 
 }  // namespace
+
+void check_board_run(const BoardRunRequest& req) {
+  check_request(req);
+  BoardRunResult res = result_of(req);
+  (void)plan_run(req, res);
+}
 
 BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   auto status = [&](const std::string& s) { if (cb.on_status) cb.on_status(s); };

@@ -113,6 +113,10 @@ struct BoardRunCallbacks {
 };
 
 BoardRunResult run_board(BoardRunRequest request, const BoardRunCallbacks& callbacks = {});
+// Everything run_board refuses before it loads a weight (the request and its outputs, the
+// config, the model's config and tokenizer, the prompt against the KV capacity, the memory
+// map), checked without running: the bitsim::Error run_board would throw.
+void check_board_run(const BoardRunRequest& request);
 
 // Internal: the objects of one simulation, exposed to the test hook.
 class BoardSession {

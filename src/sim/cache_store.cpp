@@ -18,6 +18,7 @@
 #include "base/content_hash.h"
 #include "base/stop_signal.h"
 #include "base/error.h"
+#include "base/parse_number.h"
 
 namespace bitsim::sim {
 
@@ -47,10 +48,12 @@ std::string errno_text() { return std::strerror(errno); }
 class Locked {
  public:
   Locked(std::mutex& m, int fd) : lock_(m), fd_(fd) {
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
   }
-  ~Locked() { ::flock(fd_, LOCK_UN); }
+  ~Locked() {
+    if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+  }
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
 
@@ -75,15 +78,50 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+// A regular file opened for reading without blocking (a FIFO or a device is refused before
+// anything waits on it); -1 if it is not one.
+int open_regular(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 uint64_t read_hits(const fs::path& file) {
-  std::ifstream f(file);
+  const int fd = open_regular(file);
+  if (fd < 0) return 0;
+  char buf[32] = {};
+  const ssize_t k = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
   uint64_t n = 0;
-  if (f >> n) return n;
-  return 0;
+  for (ssize_t i = 0; i < k && buf[i] >= '0' && buf[i] <= '9' && n < UINT64_MAX / 10; ++i) n = n * 10 + uint64_t(buf[i] - '0');
+  return n;
+}
+
+// Whether `file` is a regular file that begins with the entry magic: a file the cache can
+// prove it wrote (with its name, see classify), and so may delete or replace.
+bool has_entry_magic(const fs::path& file) {
+  const int fd = open_regular(file);
+  if (fd < 0) return false;
+  char magic[8] = {};
+  const bool ok = ::read(fd, magic, 8) == 8 && std::memcmp(magic, kMagic, 8) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Whether the name can be replaced by a rename: nothing there, or a regular file.
+bool replaceable(const fs::path& file) {
+  struct stat st {};
+  return ::lstat(file.c_str(), &st) != 0 || S_ISREG(st.st_mode);
 }
 
 // Writes `text` to `file` via a temp file + rename (false on failure, nothing left behind).
 bool replace_file(const fs::path& file, const std::string& text) {
+  if (!replaceable(file)) return false;
   const fs::path tmp = file.string() + fmt::format(".tmp.{}", ::getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -144,16 +182,63 @@ bool write_payload(int fd, const std::vector<model::ImagePart>& parts, model::Co
   return ok;
 }
 
-bool is_entry_name(const std::string& name) { return name.size() > 4 && name.ends_with(".bin"); }
+// What a file of the folder is by its name: KIND-KEY.bin an entry, KIND-KEY.hits its hit
+// count, either name + ".tmp." + digits and dots a temp file, `lock` the lock; anything else
+// is not the cache's (KIND and KEY: letters, digits and '_').
+enum class FileClass { kEntry, kHits, kTemp, kLock, kForeign };
 
-double parse_positive(const std::string& text, const std::string& what) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(v) && v > 0) return v;
-  } catch (const std::exception&) {
+FileClass classify(const std::string& name) {
+  if (name == "lock") return FileClass::kLock;
+  auto word = [](std::string_view w) {
+    return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; });
+  };
+  auto stem_ok = [&](std::string_view stem) {
+    const size_t dash = stem.find('-');
+    return dash != std::string_view::npos && word(stem.substr(0, dash)) && word(stem.substr(dash + 1));
+  };
+  std::string_view n = name;
+  bool temp = false;
+  if (const size_t t = n.find(".tmp."); t != std::string_view::npos) {
+    const std::string_view tail = n.substr(t + 5);
+    if (tail.empty() || !std::all_of(tail.begin(), tail.end(), [](char c) { return std::isxdigit(uint8_t(c)) || c == '.'; }))
+      return FileClass::kForeign;
+    n = n.substr(0, t);
+    temp = true;
   }
-  throw Error(fmt::format("{}: '{}' is not a positive number of GB", what, text));
+  for (const auto& [ext, cls] : {std::pair{std::string_view(".bin"), FileClass::kEntry}, {".hits", FileClass::kHits}})
+    if (n.size() > ext.size() && n.ends_with(ext) && stem_ok(n.substr(0, n.size() - ext.size())))
+      return temp ? FileClass::kTemp : cls;
+  return FileClass::kForeign;
+}
+
+bool is_entry_name(const std::string& name) { return classify(name) == FileClass::kEntry; }
+
+// An entry of the listing: its name is an entry's and it carries the magic.
+bool is_own_entry(const fs::directory_entry& e) {
+  return is_entry_name(e.path().filename().string()) && has_entry_magic(e.path());
+}
+
+// The folder holds only what the cache writes (by name): else it is not a cache, and the
+// store refuses it rather than evict, count or clear someone else's files.
+void check_cache_folder(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code e1;
+    if (classify(name) == FileClass::kForeign || e.is_directory(e1))
+      throw Error(fmt::format("start-up cache folder {}: not a bitsim cache: it holds '{}' (a cache folder holds "
+                              "only KIND-KEY.bin entries, their .hits files, temp files and `lock`); choose another "
+                              "folder with --cache-dir or BITSIM_CACHE_DIR",
+                              dir.string(), name));
+  }
+  if (ec) throw Error(fmt::format("start-up cache folder {}: cannot be listed: {}", dir.string(), ec.message()));
+}
+
+// A number of GB (base/parse_number.h: decimal notation, the whole text), positive.
+double parse_positive(const std::string& text, const std::string& what) {
+  const double v = parse_real(text, what, 0, kCacheMaxGbLimit);
+  if (!(v > 0)) throw Error(fmt::format("{}: '{}' is not a positive number of GB", what, text));
+  return v;
 }
 }  // namespace
 
@@ -166,8 +251,9 @@ CacheSettings resolve_cache_settings(const std::string& dir_flag, bool no_cache,
     return v ? std::string(v) : std::string();
   };
   if (max_gb_flag) {
-    if (!(std::isfinite(*max_gb_flag) && *max_gb_flag > 0))
-      throw FieldError("cache.max_gb", fmt::format("{} is not a positive number of GB", *max_gb_flag));
+    if (!(std::isfinite(*max_gb_flag) && *max_gb_flag > 0 && *max_gb_flag <= kCacheMaxGbLimit))
+      throw FieldError("cache.max_gb", fmt::format("{} is not a positive number of GB (at most {})", *max_gb_flag,
+                                                   kCacheMaxGbLimit));
     s.max_gb = *max_gb_flag;
   } else if (const std::string v = var("BITSIM_CACHE_MAX_GB"); !v.empty()) {
     s.max_gb = parse_positive(v, "BITSIM_CACHE_MAX_GB");
@@ -196,6 +282,7 @@ std::unique_ptr<CacheStore> CacheStore::open(const CacheSettings& s, const Cache
     return nullptr;
   }
   std::error_code ec;
+  if (fs::is_directory(s.dir, ec)) check_cache_folder(s.dir);
   fs::create_directories(s.dir, ec);
   if (ec || !fs::is_directory(s.dir)) {
     say(fmt::format("start-up cache: cannot create the folder {} ({}); running without the cache", s.dir.string(),
@@ -214,10 +301,25 @@ std::unique_ptr<CacheStore> CacheStore::open(const CacheSettings& s, const Cache
   return std::unique_ptr<CacheStore>(new CacheStore(s.dir, max_bytes, fd, warn));
 }
 
+std::unique_ptr<CacheStore> CacheStore::open_existing(const CacheSettings& s) {
+  if (!s.enabled) return nullptr;
+  if (s.dir.empty()) throw Error(fmt::format("start-up cache: no folder ({})", s.why_no_dir));
+  std::error_code ec;
+  if (!fs::exists(s.dir, ec)) return nullptr;
+  if (!fs::is_directory(s.dir, ec)) throw Error(fmt::format("start-up cache folder {}: is not a folder", s.dir.string()));
+  check_cache_folder(s.dir);
+  // The lock file if a store made one; none: no store has written here.
+  const int fd = ::open((s.dir / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  const uint64_t max_bytes = uint64_t(std::llround(s.max_gb * 1e9));
+  return std::unique_ptr<CacheStore>(new CacheStore(s.dir, max_bytes, fd, {}));
+}
+
 CacheStore::CacheStore(fs::path dir, uint64_t max_bytes, int lock_fd, CacheWarn warn)
     : dir_(std::move(dir)), max_bytes_(max_bytes), lock_fd_(lock_fd), warn_(std::move(warn)) {}
 
-CacheStore::~CacheStore() { ::close(lock_fd_); }
+CacheStore::~CacheStore() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 void CacheStore::warn_once(const std::string& m) {
   std::lock_guard<std::mutex> lock(warn_mutex_);
@@ -240,11 +342,13 @@ void CacheStore::remove_entry_locked(const fs::path& path) {
 
 std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, const std::string& key) {
   const fs::path path = entry_path(kind, key);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::nullopt;  // a miss
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
+    warn_once(fmt::format("start-up cache: {} is not a regular file; left alone, running without that entry",
+                          path.string()));
     return std::nullopt;
   }
   const size_t size = size_t(st.st_size);
@@ -257,6 +361,8 @@ std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, cons
     base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (base == MAP_FAILED) fault = fmt::format("cannot be mapped ({})", errno_text());
   }
+  char magic[sizeof kMagic] = {};
+  const bool own = ::pread(fd, magic, sizeof magic, 0) == ssize_t(sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
   ::close(fd);
   std::shared_ptr<void> keep;
   if (base != MAP_FAILED) keep = std::shared_ptr<void>(base, [size](void* p) { ::munmap(p, size); });
@@ -276,6 +382,13 @@ std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, cons
     }
   }
   Locked lock(mutex_, lock_fd_);
+  if (!fault.empty() && !own) {
+    // Without the magic the file is not provably the cache's: it is left as it is.
+    warn_once(fmt::format("start-up cache: {} is not a bitsim cache entry (no magic); left alone, running without "
+                          "that entry",
+                          path.string()));
+    return std::nullopt;
+  }
   if (!fault.empty()) {
     warn_once(fmt::format("start-up cache: entry {} is {}; deleted, rebuilding it", path.string(), fault));
     // Delete it only if it is still the file we read (another process may have replaced it).
@@ -326,6 +439,12 @@ bool CacheStore::put(const std::string& kind, const std::string& key, const std:
   {
     Locked lock(mutex_, lock_fd_);
     std::error_code ec;
+    if (fs::exists(fs::symlink_status(path, ec)) && !has_entry_magic(path)) {
+      fs::remove(tmp, ec);
+      warn_once(fmt::format("start-up cache: {} is there and is not a bitsim cache entry; left alone, not storing it",
+                            path.string()));
+      return false;
+    }
     fs::rename(tmp, path, ec);
     if (ec) {
       fs::remove(tmp, ec);
@@ -350,13 +469,14 @@ void CacheStore::evict(const std::string& just_written) {
   const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(24);
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.find(".tmp.") != std::string::npos) {
+    std::error_code e0;
+    if (classify(name) == FileClass::kTemp && e.is_regular_file(e0)) {
       // A temp file a day old was left by a process that died while writing it.
       std::error_code e1;
       if (e.last_write_time(e1) < stale && !e1) fs::remove(e.path(), e1);
       continue;
     }
-    if (!is_entry_name(name)) continue;
+    if (!is_own_entry(e)) continue;
     std::error_code e1, e2;
     const uint64_t bytes = e.file_size(e1);
     const auto used = e.last_write_time(e2);
@@ -389,8 +509,7 @@ CacheStore::Info CacheStore::info() const {
   info.max_bytes = max_bytes_;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!is_entry_name(name)) continue;
+    if (!is_own_entry(e)) continue;
     std::error_code e1, e2;
     EntryInfo x;
     x.bytes = e.file_size(e1);
@@ -417,10 +536,15 @@ size_t CacheStore::clear() {
   std::error_code ec;
   std::vector<fs::path> doomed;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string name = e.path().filename().string();
-    if (is_entry_name(name)) ++n;
-    if (is_entry_name(name) || name.ends_with(".hits") || name.find(".tmp.") != std::string::npos)
+    const FileClass c = classify(e.path().filename().string());
+    std::error_code e1;
+    if (!e.is_regular_file(e1)) continue;
+    if (c == FileClass::kEntry && has_entry_magic(e.path())) {
+      ++n;
       doomed.push_back(e.path());
+    } else if (c == FileClass::kHits || c == FileClass::kTemp) {
+      doomed.push_back(e.path());
+    }
   }
   for (const fs::path& p : doomed) fs::remove(p, ec);
   return n;

@@ -9,8 +9,12 @@
 // length, the payload's 128-bit ContentHash, kind, key, the header's own checksum) and
 // the payload from byte 128. Entries are
 //   - written atomically: a temp file in the same folder, renamed into place;
-//   - verified on every read: a short, corrupt or foreign file is reported once as a
-//     warning, deleted and treated as a miss (the caller rebuilds it), never trusted;
+//   - verified on every read: a short or corrupt entry is reported once as a warning,
+//     deleted and treated as a miss (the caller rebuilds it), never trusted;
+//   - only its own: the cache touches (reads, counts, evicts, clears, replaces) only files it
+//     can prove it wrote, by their name and, for an entry, the magic at its start; a file
+//     without it, or one that is not a regular file, is warned about and left alone; a
+//     folder that holds files of other names is refused;
 //   - safe with several bitsim processes at once: readers need no lock (a rename replaces
 //     a whole file; a mapped file stays valid after it is replaced or deleted); renames,
 //     deletions, hit counts and eviction take an flock on the folder's `lock` file;
@@ -41,6 +45,8 @@ namespace bitsim::sim {
 // age out by LRU).
 constexpr uint32_t kCacheVersion = 1;
 constexpr double kDefaultCacheMaxGb = 4.0;
+// The largest cache.max_gb taken (a million GB): its bytes must fit the 64-bit sizes.
+constexpr double kCacheMaxGbLimit = 1e6;
 
 struct CacheSettings {
   bool enabled = false;             // library default: off (the bitsim command turns it on)
@@ -52,8 +58,9 @@ struct CacheSettings {
 // The settings of the bitsim command: the cache is on unless no_cache; its folder is
 // dir_flag, else $BITSIM_CACHE_DIR, else $XDG_CACHE_HOME/bitsim, else $HOME/.cache/bitsim;
 // max_gb is max_gb_flag, else $BITSIM_CACHE_MAX_GB, else kDefaultCacheMaxGb. `env` looks a
-// variable up (std::getenv in the command). A max_gb that is not a positive number is an
-// Error naming the option or variable.
+// variable up (std::getenv in the command). A max_gb that is not a positive number (in
+// decimal notation, base/parse_number.h) up to kCacheMaxGbLimit is an Error naming the
+// option or variable.
 using EnvLookup = std::function<const char*(const char*)>;
 CacheSettings resolve_cache_settings(const std::string& dir_flag, bool no_cache, std::optional<double> max_gb_flag,
                                      const EnvLookup& env);
@@ -64,7 +71,12 @@ class CacheStore {
  public:
   // Null if the settings turn the cache off, or (after one warning) if the folder cannot
   // be created or written.
+  // A folder that holds anything the cache does not write (by name: KIND-KEY.bin, .hits,
+  // temp files, lock) is not a cache: an Error naming it and that file.
   static std::unique_ptr<CacheStore> open(const CacheSettings& settings, const CacheWarn& warn);
+  // The store of an existing folder, for `cache info` and `cache clear`, which create
+  // nothing: null if the folder does not exist (or the settings turn the cache off).
+  static std::unique_ptr<CacheStore> open_existing(const CacheSettings& settings);
   ~CacheStore();
   CacheStore(const CacheStore&) = delete;
   CacheStore& operator=(const CacheStore&) = delete;

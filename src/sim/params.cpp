@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -152,7 +153,10 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
     throw Error(fmt::format("{}:{}:{}: TOML syntax error: {}", source, e.source().begin.line,
                             e.source().begin.column, e.description()));
   }
-  std::vector<std::pair<std::string, const toml::node*>> stack;
+  // Where each key was set: TOML refuses a key twice in one table, but a quoted dotted key
+  // ("clock.mhz" = 100 at the top) and a key of a table ([clock] mhz = 125) are two TOML
+  // keys that name one config key.
+  std::map<std::string, std::string> set_at;
   std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& t, const std::string& prefix) {
     for (const auto& [k, node] : t) {
       const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
@@ -163,6 +167,9 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
       }
       if (!has(key))
         throw Error(fmt::format("{}: unknown config key '{}' ({})", where, key, near_keys(specs_, key)));
+      if (const auto [it, fresh] = set_at.emplace(key, where); !fresh)
+        throw Error(fmt::format("{}: config key '{}' is set twice in one file: here and at {} (set it once)", where,
+                                key, it->second));
       if (auto v = node.value_exact<double>()) set_value(key, *v, where);
       else if (auto i = node.value_exact<int64_t>()) set_value(key, *i, where);
       else if (auto b = node.value_exact<bool>()) set_value(key, *b, where);
@@ -174,7 +181,7 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
 }
 
 void ParamSet::load_toml(const std::filesystem::path& file) {
-  load_toml_string(io::read_file(file, "config file"), file.string());
+  load_toml_string(io::read_file(file, "config file", io::kMaxSmallFileBytes), file.string());
 }
 
 double ParamSet::real(const std::string& key) const { return std::get<double>(spec(key).value); }

@@ -30,7 +30,8 @@ Fidelity fidelity_of(const std::string& name) {
 
 void Machine::set_platform(host::Platform& p) {
   platform_ = &p;
-  if (record_) recorder_ = std::make_unique<host::RecordingPlatform>(p, *record_);
+  if (record_)
+    recorder_ = std::make_unique<host::RecordingPlatform>(p, *record_, /*loads_computed=*/fidelity_ != Fidelity::kTimingOnly);
 }
 
 namespace {

@@ -557,8 +557,8 @@ ProcessRun run_process(const std::vector<std::string>& argv, const fs::path& scr
   r.maxrss_bytes = double(u.ru_maxrss) * 1024.0;
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
   check_stop();
-  r.out = io::read_file(out, "bench process output");
-  r.err = io::read_file(err, "bench process errors");
+  r.out = io::read_file(out, "bench process output", io::kMaxRecordFileBytes);
+  r.err = io::read_file(err, "bench process errors", io::kMaxRecordFileBytes);
   return r;
 }
 

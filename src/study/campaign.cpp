@@ -1,5 +1,6 @@
 #include "study/campaign.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,19 +8,27 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "bitsim/version.h"
 #include "host/mmio_program.h"
+#include "base/json_parse.h"
 #include "base/error.h"
+#include "base/parse_number.h"
 #include "base/file_io.h"
+#include "base/stop_signal.h"
+#include "sim/board_config.h"
+#include "study/provenance.h"
 
 namespace bitsim::sim {
 
@@ -30,22 +39,26 @@ namespace {
 constexpr const char* kCampaignSchema = "bitsim.campaign/1";
 constexpr const char* kPointSchema = "bitsim.sweep-point/1";
 
+// A shard number or an array index (base/parse_number.h: decimal digits only, no sign).
 int parse_int(const std::string& text, const std::string& what) {
-  size_t pos = 0;
-  long v = 0;
-  try {
-    v = std::stol(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != text.size() || v < 0 || v > 100000)
-    throw Error(fmt::format("{}: '{}' is not a whole number in 0..100000", what, text));
-  return int(v);
+  return int(parse_unsigned(text, what, 0, 100000));
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
+// A parser's message as valid UTF-8 (U+FFFD for each bad byte): nlohmann's messages quote the
+// input's bytes, and the message goes into `sweep merge --json`, which must stay valid JSON.
+std::string utf8_text(const std::string& s) {
+  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+// A campaign file's text, through the one regular-file check (a FIFO or a folder in its place
+// is an Error naming it, never a wait).
+std::string read_text(const fs::path& p) { return io::read_file(p, "campaign file", io::kMaxRecordFileBytes); }
+
+// True if `p` exists as anything (a dangling symlink, a FIFO, a folder included).
+bool present(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
 }
 
 // One grid point as the campaign knows it.
@@ -86,7 +99,18 @@ nlohmann::json campaign_document(const ParamSet& base, const SweepOptions& o, co
 // What differs between two campaign documents' definitions (empty: the same campaign).
 std::vector<std::string> differences(const nlohmann::json& have, const nlohmann::json& want, bool allow_mixed) {
   std::vector<std::string> d;
-  for (const char* k : {"axes", "context", "tokens"})
+  // The grid is its set of points (canonical keys): axes in another order, values in another
+  // order or spelling (100.0 for 100) are the same campaign.
+  auto point_keys = [](const nlohmann::json& doc) {
+    std::set<std::string> keys;
+    if (doc.contains("points") && doc["points"].is_array())
+      for (const auto& p : doc["points"])
+        if (p.is_object() && p.contains("key") && p["key"].is_string()) keys.insert(p["key"].get<std::string>());
+    return keys;
+  };
+  if (point_keys(have) != point_keys(want))
+    d.push_back(fmt::format("axes: {} there, {} here", have.value("axes", nlohmann::json()).dump(), want["axes"].dump()));
+  for (const char* k : {"context", "tokens"})
     if (have.value(k, nlohmann::json()) != want[k])
       d.push_back(fmt::format("{}: {} there, {} here", k, have.value(k, nlohmann::json()).dump(), want[k].dump()));
   if (!allow_mixed && have.value("base_config_hash", "") != want["base_config_hash"]) {
@@ -119,11 +143,11 @@ void claim_campaign(const fs::path& dir, const nlohmann::json& doc, bool allow_m
                             std::strerror(err)));
   nlohmann::json have;
   try {
-    have = nlohmann::json::parse(read_text(file));
+    have = io::parse_json_unique_keys(read_text(file), file.string());
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not a campaign file ({}); remove it or use another directory", file.string(), e.what()));
   }
-  if (have.value("schema", "") != kCampaignSchema)
+  if (!have.is_object() || !have.contains("schema") || have["schema"] != kCampaignSchema)
     throw Error(fmt::format("{}: not a {} document", file.string(), kCampaignSchema));
   const auto d = differences(have, doc, allow_mixed);
   if (d.empty()) return;
@@ -138,21 +162,76 @@ void claim_campaign(const fs::path& dir, const nlohmann::json& doc, bool allow_m
 // A point's result file: its figures if valid and ok; else why not (empty error: absent).
 struct PointFile {
   bool exists = false, ok = false;
+  bool foreign = false;  // not a regular file (a folder, a FIFO): never read, never replaced
   std::string error;  // the point's own error (status failed) or why the file is invalid
   bool corrupt = false;
   SweepPoint point;
   std::string base_config_hash;
 };
 
-PointFile read_point(const fs::path& dir, const GridPoint& g) {
+// A point's figures as a measurement can give them: finite, non-negative, each part of the
+// token's time within its total (a tolerance of 1e-9 relative for the rounding of medians).
+void check_figures(const SweepPoint& p, const std::string& src) {
+  const std::pair<const char*, double> figures[] = {
+      {"matmul_ms", p.matmul_ms},     {"attention_ms", p.attention_ms}, {"cpu_ms", p.cpu_ms},
+      {"walker_ms", p.walker_ms},     {"total_ms", p.total_ms},         {"tok_s", p.tok_s},
+      {"read_gb_s", p.read_gb_s},     {"wall_pct", p.wall_pct},         {"provenance.point_wall_s", p.prov.wall_s},
+      {"provenance.peak_rss_mib", p.prov.peak_rss_mib}};
+  for (const auto& [name, v] : figures)
+    if (!std::isfinite(v) || v < 0)
+      throw Error(fmt::format("{}: field \"{}\" is {} (a figure must be finite and not negative)", src, name, v));
+  if (!(p.total_ms > 0) || !(p.tok_s > 0))
+    throw Error(fmt::format("{}: total_ms {} and tok_s {}: a measured token takes time", src, p.total_ms, p.tok_s));
+  const double limit = p.total_ms * (1 + 1e-9);
+  for (const auto& [name, v] : {std::pair<const char*, double>{"matmul_ms", p.matmul_ms}, {"attention_ms", p.attention_ms},
+                                {"cpu_ms", p.cpu_ms}, {"walker_ms", p.walker_ms}})
+    if (v > limit)
+      throw Error(fmt::format("{}: field \"{}\" is {}, more than the token's total_ms {}", src, name, v, p.total_ms));
+}
+
+// The point file's "config" against the campaign's config of that point: every key when the
+// file has the campaign's base config, else (a mixed campaign, which the merge names) the swept keys.
+void check_point_config(const nlohmann::json& j, const ParamSet& expected, const std::vector<std::string>& swept,
+                        bool same_base, const std::string& src) {
+  if (!j.contains("config") || !j["config"].is_object()) throw Error(fmt::format("{}: no \"config\" object", src));
+  const auto have = j["config"].get<std::map<std::string, std::string>>();
+  const auto want = expected.flat();
+  auto differs = [&](const std::string& k) {
+    const auto h = have.find(k);
+    const auto w = want.find(k);
+    if (h == have.end() || w == want.end()) return h != have.end() || w != want.end();
+    return h->second != w->second;
+  };
+  auto show = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? std::string("absent") : "'" + it->second + "'";
+  };
+  std::vector<std::string> keys = swept;
+  if (same_base) {
+    for (const auto& [k, v] : have) keys.push_back(k);
+    for (const auto& [k, v] : want) keys.push_back(k);
+  }
+  for (const auto& k : keys)
+    if (differs(k))
+      throw Error(fmt::format("{}: config key {} is {}, the campaign's point has {}", src, k, show(have, k), show(want, k)));
+}
+
+PointFile read_point(const fs::path& dir, const GridPoint& g, const ParamSet& expected,
+                     const std::vector<std::string>& swept, const std::string& campaign_hash) {
   PointFile r;
   const fs::path file = dir / g.file;
-  std::error_code ec;
-  if (!fs::exists(file, ec)) return r;
+  if (!present(file)) return r;
   r.exists = true;
   const std::string src = file.string();
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    r.corrupt = r.foreign = true;
+    r.error = utf8_text(fmt::format("{}: not a regular file (a folder, a FIFO, a device or a dangling link "
+                                    "where a point's result file belongs)", src));
+    return r;
+  }
   try {
-    const auto j = nlohmann::json::parse(read_text(file));
+    const auto j = io::parse_json_unique_keys(read_text(file), src);
     if (!j.is_object() || j.value("schema", "") != kPointSchema) throw Error(fmt::format("{}: not a {} document", src, kPointSchema));
     if (j.value("key", "") != g.key) throw Error(fmt::format("{}: holds another point ({})", src, j.value("key", "")));
     r.base_config_hash = j.value("base_config_hash", "");
@@ -164,15 +243,21 @@ PointFile read_point(const fs::path& dir, const GridPoint& g) {
     if (status != "ok") throw Error(fmt::format("{}: status '{}' (expected ok or failed)", src, status));
     if (!j.contains("result")) throw Error(fmt::format("{}: no \"result\"", src));
     r.point = sweep_point_from_json(j["result"], src);
+    const bool same_base = r.base_config_hash == campaign_hash;
+    check_point_config(j, expected, swept, same_base, src);
+    if (same_base && r.point.prov.config_hash != config_hash(expected))
+      throw Error(fmt::format("{}: provenance.config_hash {} is not the hash {} of the point's config", src,
+                              r.point.prov.config_hash, config_hash(expected)));
+    check_figures(r.point, src);
     r.point.values = g.values;
     r.point.done = true;
     r.ok = true;
   } catch (const nlohmann::json::exception& e) {
     r.corrupt = true;
-    r.error = fmt::format("{}: corrupt or truncated result file ({})", src, e.what());
+    r.error = utf8_text(fmt::format("{}: corrupt or truncated result file ({})", src, e.what()));
   } catch (const Error& e) {
     r.corrupt = true;
-    r.error = e.what();
+    r.error = utf8_text(e.what());
   }
   return r;
 }
@@ -228,14 +313,17 @@ std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const S
 
 // This shard's points in DIR: the ones to run (missing, failed, corrupt; all with resume),
 // the ones already done; without resume, any result file is a refusal.
-std::vector<int> pending_points(const fs::path& dir, const std::vector<GridPoint>& pts, const CampaignOptions& c,
-                                ShardReport& rep) {
+std::vector<int> pending_points(const fs::path& dir, const std::vector<GridPoint>& pts, const SweepGrid& configs,
+                                const std::vector<std::string>& keys, const std::string& base_hash,
+                                const CampaignOptions& c, ShardReport& rep) {
   std::vector<int> pending;
   std::vector<std::string> existing;
   for (const auto& g : pts) {
     if (shard_of(g.key, c.shard.count) != c.shard.index) continue;
     ++rep.shard_points;
-    const PointFile f = read_point(dir, g);
+    check_stop();
+    const PointFile f = read_point(dir, g, configs[size_t(g.index)], keys, base_hash);
+    if (f.foreign) throw Error(f.error + "; remove it");
     if (f.exists && !c.resume) {
       existing.push_back(g.name);
       continue;
@@ -255,6 +343,36 @@ std::vector<int> pending_points(const fs::path& dir, const std::vector<GridPoint
   return pending;
 }
 
+// Passes `sig` to every worker still running, gives them 10 s to end their point, then kills
+// and reaps them all: no worker outlives this call.
+void stop_workers(const std::vector<pid_t>& pids, int sig) {
+  for (pid_t pid : pids) ::kill(pid, sig);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<bool> reaped(pids.size(), false);
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t w = 0; w < pids.size(); ++w) {
+      if (reaped[w]) continue;
+      const pid_t r = ::waitpid(pids[w], nullptr, WNOHANG);
+      if (r == pids[w] || (r < 0 && errno == ECHILD)) {
+        reaped[w] = true;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t w = 0; w < pids.size(); ++w)
+        if (!reaped[w]) {
+          ::kill(pids[w], SIGKILL);
+          while (::waitpid(pids[w], nullptr, 0) < 0 && errno == EINTR) {
+          }
+        }
+      break;
+    }
+    ::usleep(10000);
+  }
+}
+
 // Runs grid points and writes each one's result file (its figures or its error).
 struct PointRunner {
   const fs::path& dir;
@@ -264,8 +382,10 @@ struct PointRunner {
   const std::string base_hash;
   const Shard shard;
   const std::string& base_check;
+  const std::vector<std::string>& keys;
 
-  // The point's error, or empty.
+  // The point's error, or empty. A stop (SIGINT / SIGTERM) is no error of the point: it
+  // writes no file and goes on as Stopped, so that the campaign looks interrupted, not failed.
   std::string run(int i) const {
     const GridPoint& g = pts[size_t(i)];
     try {
@@ -273,6 +393,8 @@ struct PointRunner {
       const SweepPoint p = measure_sweep_point(config, options);
       write_point(dir, g, config, base_hash, shard, base_check, &p, "");
       return "";
+    } catch (const Stopped&) {
+      throw;
     } catch (const std::exception& e) {
       write_point(dir, g, configs[size_t(i)], base_hash, shard, base_check, nullptr, e.what());
       return e.what();
@@ -293,16 +415,27 @@ struct PointRunner {
 
   // In `jobs` worker processes (one SystemC simulation context per process), each writing
   // its points' files itself; the files then say what happened.
+  // A stop signal to the parent is passed on to the workers (each ends its point at the next
+  // check, writing no file), which are then reaped; a worker dies with its parent however the
+  // parent ends (the parent-death signal).
   void run_forked(const std::vector<int>& pending, int jobs, ShardReport& rep) const {
+    const pid_t parent = ::getpid();
     std::vector<pid_t> pids;
     for (int j = 0; j < jobs; ++j) {
       const pid_t pid = ::fork();
-      if (pid < 0) throw Error("sweep: fork() failed");
+      if (pid < 0) {
+        stop_workers(pids, SIGKILL);
+        throw Error("sweep: fork() failed");
+      }
       if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(1);
         int code = 0;
         for (size_t k = size_t(j); k < pending.size(); k += size_t(jobs)) {
           try {
             if (!run(pending[k]).empty()) code = 1;
+          } catch (const Stopped& s) {
+            ::_exit(s.exit_code());
           } catch (...) {
             code = 1;  // the failed point's file could not be written either
           }
@@ -311,28 +444,67 @@ struct PointRunner {
       }
       pids.push_back(pid);
     }
-    for (pid_t pid : pids) {
-      int st = 0;
-      ::waitpid(pid, &st, 0);
-      if (WIFSIGNALED(st)) rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(st)));
+    std::vector<int> status(pids.size(), 0);
+    for (size_t w = 0; w < pids.size(); ++w) {
+      while (::waitpid(pids[w], &status[w], 0) < 0) {
+        if (errno != EINTR) break;
+        if (const int sig = stop_signal()) {
+          stop_workers(pids, sig);
+          check_stop();
+        }
+      }
     }
+    check_stop();  // a signal after the last worker ended: its points are in, the run was stopped
+    for (size_t w = 0; w < pids.size(); ++w)
+      if (WIFSIGNALED(status[w]))
+        rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(status[w])));
     for (int i : pending) {
-      const PointFile f = read_point(dir, pts[size_t(i)]);
+      const PointFile f = read_point(dir, pts[size_t(i)], configs[size_t(i)], keys, base_hash);
       if (!f.ok) rep.failed.push_back(pts[size_t(i)].name + ": " + (f.exists ? f.error : "no result (worker died)"));
     }
   }
 };
 
-// campaign.json of DIR read into m (axes, tokens, context, check model, hash, build) and
-// its grid points.
-std::vector<GridPoint> read_campaign_file(const fs::path& file, MergeResult& m) {
+// campaign.json of DIR as the merge knows it: its points checked against the grid that its
+// axes and base config make (sweep_configs, as the shards ran it), and that grid's configs.
+struct CampaignGrid {
+  std::vector<GridPoint> pts;
+  std::optional<SweepGrid> configs;
+};
+
+// The base config of a campaign: the defaults with campaign.json's "base_config" set.
+ParamSet base_of(const nlohmann::json& flat) {
+  ParamSet p = board_params();
+  for (const auto& [k, v] : flat.items()) p.set(k + "=" + v.get<std::string>(), "base_config");
+  return p;
+}
+
+// campaign.json's "points" against the product of its axes (less the combinations the config
+// refuses): as many, in grid order, each with the grid's values, key and file. A list cut
+// short, a point twice, or a point relabelled is an Error naming it.
+void check_points_against_axes(const std::vector<GridPoint>& listed, const std::vector<GridPoint>& grid,
+                               size_t skipped) {
+  if (listed.size() != grid.size())
+    throw Error(fmt::format("\"points\" lists {} point(s), the product of its axes holds {}{}: the list was cut "
+                            "short, padded or duplicated", listed.size(), grid.size(),
+                            skipped ? fmt::format(" (less {} combination(s) the config refuses)", skipped) : ""));
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const GridPoint& l = listed[i];
+    const GridPoint& g = grid[i];
+    if (l.index != g.index || l.values != g.values || l.key != g.key || l.file != g.file)
+      throw Error(fmt::format("\"points\" entry {} (index {}, {}, file {}) is not the axes' point {} ({}, file {}): "
+                              "relabelled, reordered or duplicated", i, l.index, l.name, l.file, g.index, g.name, g.file));
+  }
+}
+
+CampaignGrid read_campaign_file(const fs::path& file, MergeResult& m) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(read_text(file));
+    doc = io::parse_json_unique_keys(read_text(file), file.string());
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: corrupt ({})", file.string(), e.what()));
   }
-  std::vector<GridPoint> pts;
+  CampaignGrid c;
   try {
     if (doc.value("schema", "") != kCampaignSchema) throw Error(fmt::format("not a {} document", kCampaignSchema));
     for (const auto& a : doc.at("axes")) {
@@ -348,13 +520,23 @@ std::vector<GridPoint> read_campaign_file(const fs::path& file, MergeResult& m) 
     m.base_config_hash = doc.at("base_config_hash").get<std::string>();
     m.version = doc.at("bitsim_version").get<std::string>();
     m.commit = doc.at("git_commit").get<std::string>();
-    for (const auto& p : doc.at("points")) pts.push_back(grid_point_of(p, m.result.keys));
+    std::vector<GridPoint> listed;
+    for (const auto& p : doc.at("points")) listed.push_back(grid_point_of(p, m.result.keys));
+    const ParamSet base = base_of(doc.at("base_config"));
+    if (config_hash(base) != m.base_config_hash)
+      throw Error(fmt::format("base_config_hash {} is not the hash {} of its base_config", m.base_config_hash,
+                              config_hash(base)));
+    check_sweep_options(m.options);
+    SweepResult grid;
+    c.configs.emplace(sweep_configs(base, m.options, grid));
+    c.pts = grid_points(grid.keys, *c.configs, grid);
+    check_points_against_axes(listed, c.pts, grid.skipped.size());
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed ({})", file.string(), e.what()));
   } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", file.string(), e.what()));
+    throw Error(fmt::format("{}: corrupt: {}", file.string(), e.what()));
   }
-  return pts;
+  return c;
 }
 
 // The base check of the campaign: what the first shard's file says.
@@ -363,10 +545,11 @@ std::string first_base_check(const fs::path& dir, const std::vector<GridPoint>& 
     std::error_code e2;
     if (!fs::exists(dir / g.file, e2)) continue;
     try {
-      const auto j = nlohmann::json::parse(read_text(dir / g.file));
+      const auto j = io::parse_json_unique_keys(read_text(dir / g.file), "");
       const std::string check = j.value("base_check", "");
       if (!check.empty()) return check;
     } catch (const nlohmann::json::exception&) {
+    } catch (const Error&) {  // a key twice: read_point has named the file as corrupt
     }
   }
   return "";
@@ -458,7 +641,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
 
   ShardReport rep;
   rep.grid_points = int(pts.size());
-  const std::vector<int> pending = pending_points(dir, pts, c, rep);
+  const std::vector<int> pending = pending_points(dir, pts, configs, res.keys, config_hash(base), c, rep);
   for (const auto& w : rep.warnings)
     if (status) status("warning: " + w);
 
@@ -466,7 +649,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
     if (status) status(fmt::format("checking the base config functionally on {} ...", o.check_model));
     rep.base_check = check_sweep_base(base, o.check_model);
   }
-  const PointRunner runner{dir, pts, configs, o, config_hash(base), c.shard, rep.base_check};
+  const PointRunner runner{dir, pts, configs, o, config_hash(base), c.shard, rep.base_check, res.keys};
   const int jobs = std::min(o.jobs, int(pending.size()));
   if (jobs <= 1) runner.run_here(pending, rep, status);
   else runner.run_forked(pending, jobs, rep);
@@ -484,13 +667,15 @@ MergeResult merge_campaign(const std::string& dir_text) {
                             dir_text));
   MergeResult m;
   m.dir = dir_text;
-  const std::vector<GridPoint> pts = read_campaign_file(file, m);
+  const CampaignGrid grid = read_campaign_file(file, m);
+  const std::vector<GridPoint>& pts = grid.pts;
   m.total = int(pts.size());
   std::map<std::string, std::vector<std::string>> builds, bases;  // "version (commit)" / base hash -> points
   for (const auto& g : pts) {
-    const PointFile f = read_point(dir, g);
+    check_stop();
+    const PointFile f = read_point(dir, g, (*grid.configs)[size_t(g.index)], m.result.keys, m.base_config_hash);
     if (!f.ok) {
-      m.missing.push_back({g.index, g.name, (dir / g.file).string(), f.error});
+      m.missing.push_back({g.index, g.name, (dir / g.file).string(), f.error, f.corrupt});
       continue;
     }
     builds[fmt::format("bitsim {} (commit {})", f.point.prov.version, f.point.prov.commit)].push_back(g.name);
@@ -517,7 +702,8 @@ nlohmann::json merge_json(const MergeResult& m) {
   nlohmann::json missing = nlohmann::json::array();
   for (const auto& p : m.missing)
     missing.push_back({{"index", p.index}, {"point", p.point}, {"file", p.file},
-                       {"error", p.error.empty() ? nlohmann::json() : nlohmann::json(p.error)}});
+                       {"error", p.error.empty() ? nlohmann::json() : nlohmann::json(p.error)},
+                       {"corrupt", p.corrupt}});
   j["campaign"] = {{"dir", m.dir},
                    {"complete", m.complete()},
                    {"partial", !m.complete()},

@@ -81,6 +81,7 @@ struct MissingPoint {
   std::string point;  // "clock.mhz=100 dma.length_bits=23" (grid order, values as given)
   std::string file;   // DIR/points/<hash>.json
   std::string error;  // empty: no result file; else the point's error or why its file is invalid
+  bool corrupt = false;  // the file is not a valid result of this campaign's point (error says why)
 };
 
 struct MergeResult {

@@ -20,8 +20,10 @@
 #include "base/error.h"
 #include "base/file_io.h"
 #include "model/attention_stream.h"
+#include "base/sha256.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
+#include "model/text_file.h"
 #include "model/tokenizer.h"
 #include "numerics/numerics.h"
 #include "sim/board_config.h"
@@ -37,20 +39,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// ---- SHA-256 (FIPS 180-4) --------------------------------------------------------------
-
-constexpr std::array<uint32_t, 64> kSha256K = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
 // ---- The INT8 lm_head of board-int8-head -------------------------------------------------
 
@@ -100,48 +88,8 @@ std::vector<float> int8_head_logits(const model::TernaryModel& m, const Int8Head
 enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kBoardInt4Kv,
            kBoardInt4KvOutliers4, kBoardInt4KvOutliers8, kKinds };
 
-std::string read_text_file(const std::filesystem::path& p) { return io::read_file(p, "text file"); }
-
-std::string file_sha256(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open the file", p.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return sha256_hex(ss.str());
-}
 
 }  // namespace
-
-std::string sha256_hex(const std::string& bytes) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  std::string msg = bytes;
-  const uint64_t bits = uint64_t(bytes.size()) * 8;
-  msg.push_back(char(0x80));
-  while (msg.size() % 64 != 56) msg.push_back('\0');
-  for (int i = 7; i >= 0; --i) msg.push_back(char((bits >> (8 * i)) & 0xff));
-  uint32_t w[64];
-  for (size_t off = 0; off < msg.size(); off += 64) {
-    for (int i = 0; i < 16; ++i) {
-      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + off + 4 * i);
-      w[i] = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
-    }
-    for (int i = 16; i < 64; ++i) {
-      const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int i = 0; i < 64; ++i) {
-      const uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kSha256K[size_t(i)] + w[i];
-      const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-      k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-    }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
-  }
-  std::string out;
-  for (uint32_t v : h) out += fmt::format("{:08x}", v);
-  return out;
-}
 
 const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
   static const std::vector<std::pair<std::string, std::string>> rows = {
@@ -196,10 +144,7 @@ struct Prepared {
 Prepared prepare(const EvalRequest& req, EvalResult& res) {
   if (req.tokens < 0) throw Error(fmt::format("tokens {}: must be 1 or more (0: the whole text)", req.tokens));
   if (req.board_positions < 0) throw Error(fmt::format("board positions {}: must be 0 or more", req.board_positions));
-  const std::string text = read_text_file(req.text);
   res.text = req.text.string();
-  res.text_sha256 = sha256_hex(text);
-  if (text.empty()) throw Error(fmt::format("text file {}: the file is empty", req.text.string()));
   Prepared p;
   p.source = model::open_model_source(req.model);
   p.config = p.source->config();
@@ -208,13 +153,17 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
   res.model = p.source->describe();
   res.shape = p.config.shape_string();
   res.tokenizer = p.tokenizer->describe();
-  if (folder) res.model_sha256 = file_sha256(*folder / "model.safetensors");
-  p.ids = p.tokenizer->encode(text);
-  res.text_tokens = int64_t(p.ids.size());
+  // Only as much of the text as the tokens asked for take (model/text_file.h).
+  model::EncodedText text = model::encode_text_file(*p.tokenizer, req.text, "text file", size_t(req.tokens));
+  res.text_sha256 = text.sha256;
+  res.text_bytes = int64_t(text.bytes);
+  if (text.whole && text.bytes == 0) throw Error(fmt::format("text file {}: the file is empty", req.text.string()));
+  p.ids = std::move(text.ids);
+  res.text_tokens = int64_t(text.read_tokens);
   if (p.ids.empty()) throw Error(fmt::format("text file {}: encodes to no tokens", req.text.string()));
-  if (req.tokens > res.text_tokens)
+  if (req.tokens > int64_t(p.ids.size()))
     throw Error(fmt::format("tokens {}: the text {} has only {} tokens", req.tokens, req.text.string(), res.text_tokens));
-  if (req.tokens > 0) p.ids.resize(size_t(req.tokens));
+  if (folder) res.model_sha256 = sha256_file(*folder / "model.safetensors", "checkpoint");
   res.scored_tokens = int64_t(p.ids.size());
   if (req.window < 0 || req.window > p.config.max_position_embeddings)
     throw Error(fmt::format("window {}: must be 1..{} (the model's max_position_embeddings{})", req.window,
@@ -280,9 +229,9 @@ class Scorer {
     int64_t top1_f = 0, top1_ft = 0, n = 0;
   };
   Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
-         int window, int board_positions, int threads)
+         int window, int threads)
       : m_(m), scales_(scales), windows_(windows), window_(window), buckets_(eval_buckets(window)),
-        board_positions_(board_positions), threads_(threads), head8_(make_int8_head(m)),
+        threads_(threads), head8_(make_int8_head(m)),
         fast_(m, /*with_lm_head=*/true, 2), vocab_(size_t(m.config.vocab_size)), refs_(size_t(threads)),
         total_(windows.size(), std::array<double, kKinds>{}),
         acc_(windows.size() * kKinds * buckets_.size()) {
@@ -321,7 +270,6 @@ class Scorer {
     return s;
   }
   const std::vector<std::pair<int, int>>& buckets() const { return buckets_; }
-  const std::vector<std::vector<float>>& board_logits() const { return board_logits_; }
 
  private:
   struct Refs {  // one worker's references, built on first use
@@ -446,7 +394,6 @@ class Scorer {
       std::vector<float> logits = bd.step(win.input[p], probe);
       add(refs, w, kBoard, p, logits);
       add(refs, w, kBoardInt8Head, p, int8_head_logits(m_, head8_, hidden.data()));
-      if (w == 0 && int(p) < board_positions_) board_logits_.push_back(std::move(logits));
     }
   }
 
@@ -455,7 +402,7 @@ class Scorer {
   const std::vector<Window>& windows_;
   const int window_;
   const std::vector<std::pair<int, int>> buckets_;
-  int board_positions_, threads_;
+  int threads_;
   const Int8Head head8_;
   const FastMatvec fast_;
   const size_t vocab_;
@@ -465,22 +412,38 @@ class Scorer {
   size_t c0_ = 0;
   std::vector<std::array<double, kKinds>> total_;
   std::vector<Acc> acc_;  // [window][kind][bucket]
-  std::vector<std::vector<float>> board_logits_;  // window 0's first positions, for the board check
 };
 
-// The first positions of window 0 through the simulated board, compared with the board row.
+// The eval row whose arithmetic a board config runs, or "" when no row has it (an outlier
+// count other than 4 or 8).
+std::string row_of(const hw::AttentionUnitConfig& a) {
+  if (a.kind() == model::AttentionVariant::TwoPhase) return "board";
+  if (a.kv() == model::KvFormat::Int8) return "board-online-softmax";
+  if (a.kv_outlier_channels == 0) return "board-online-softmax-int4-kv";
+  if (a.kv_outlier_channels == 4 || a.kv_outlier_channels == 8)
+    return fmt::format("board-online-softmax-int4-kv-{}-outliers", a.kv_outlier_channels);
+  return "";
+}
+
+// The first positions of window 0 through the simulated board with the request's config,
+// compared with the golden reference of that config's arithmetic (the row row_of names):
+// the board's, or a variant's when the config selects one.
 EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m, const golden::KvScales& scales,
-                           const Window& first, const std::vector<std::vector<float>>& expected, int threads) {
+                           const Window& first, int threads) {
   const std::vector<int> toks(first.input.begin(), first.input.begin() + req.board_positions);
+  const SimConfig cfg = make_sim_config(req.params);
+  const hw::AttentionUnitConfig& a = cfg.board.attention;
+  golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{false, threads, a.kind(), a.kv(), a.kv_outlier_channels});
   SimulateOptions so;
   so.threads = threads;
-  const auto outcomes = simulate_tokens(make_sim_config(req.params), m, scales, toks, so);
+  const auto outcomes = simulate_tokens(cfg, m, scales, toks, so);
   EvalBoardCheck check;
   check.positions = req.board_positions;
+  check.arithmetic = row_of(a);
   for (int p = 0; p < req.board_positions; ++p) {
-    const auto& a = outcomes[size_t(p)].logits;
-    const auto& b = expected[size_t(p)];
-    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
+    const auto& got = outcomes[size_t(p)].logits;
+    const std::vector<float> want = ref.step(toks[size_t(p)]);
+    if (got.size() != want.size() || std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
       check.first_mismatch = p;
       break;
     }
@@ -565,7 +528,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   const std::vector<Window> windows = make_windows(pre.ids, res.window, pre.config.bos_token_id);
   status(fmt::format("scoring {} tokens in {} windows of up to {} positions, {} arithmetics, {} threads ...",
                      res.scored_tokens, res.windows, res.window, kKinds, threads));
-  Scorer scorer(m, scales, windows, res.window, req.board_positions, threads);
+  Scorer scorer(m, scales, windows, res.window, threads);
   scorer.run();
   const auto& names = eval_arithmetics();
   for (int k = 0; k < kKinds; ++k) {
@@ -599,7 +562,7 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   }
   if (req.board_positions > 0) {
     status(fmt::format("running the first {} positions through the simulated board ...", req.board_positions));
-    res.board = board_check(req, m, scales, windows[0], scorer.board_logits(), threads);
+    res.board = board_check(req, m, scales, windows[0], threads);
   }
   if (req.compare_positions > 0) {
     status(fmt::format("comparing the board rows' logits with FloatReference over {} positions ...",
@@ -618,6 +581,7 @@ const Fields<EvalResult>& eval_header_fields() {
                                 {"tokenizer", &R::tokenizer},
                                 {"text", &R::text},
                                 {"text_sha256", &R::text_sha256},
+                                {"text_bytes", &R::text_bytes},
                                 {"text_tokens", &R::text_tokens},
                                 {"window", &R::window},
                                 {"windows", &R::windows},
@@ -651,6 +615,7 @@ const Fields<EvalBoardCheck>& eval_board_check_fields() {
   using B = EvalBoardCheck;
   static const Fields<B> fields{{"positions", &B::positions},
                                 {"fidelity", &B::fidelity},
+                                {"arithmetic", &B::arithmetic},
                                 {"logits_equal", &B::logits_equal},
                                 {"first_mismatch", &B::first_mismatch}};
   return fields;

@@ -87,7 +87,8 @@ struct EvalRow {
 struct EvalBoardCheck {
   int positions = 0;        // positions run through the simulated board
   std::string fidelity = "fast";
-  bool logits_equal = false;  // every position's logits equal the `board` row's, bit for bit
+  std::string arithmetic;   // the row whose arithmetic the config runs (board, board-online-softmax, ...)
+  bool logits_equal = false;  // every position's logits equal that arithmetic's golden reference's, bit for bit
   std::optional<int> first_mismatch;  // the first position whose logits differ; empty if none
 };
 
@@ -104,8 +105,9 @@ struct EvalLogitCompare {
 struct EvalResult {
   std::string model, tokenizer, shape, text;
   std::optional<std::string> model_sha256;  // of model.safetensors; empty for a synthetic model
-  std::string text_sha256;    // of the text file's bytes
-  int64_t text_tokens = 0;    // tokens of the whole text
+  std::string text_sha256;    // of the bytes read (text_bytes)
+  int64_t text_bytes = 0;     // bytes read: the whole file, or the start that `tokens` needed
+  int64_t text_tokens = 0;    // tokens of those bytes (the whole text's when it was read whole)
   int64_t scored_tokens = 0;
   int window = 0;             // positions per window
   int windows = 0;
@@ -137,8 +139,5 @@ const Fields<EvalBoardCheck>& eval_board_check_fields();
 const Fields<EvalLogitCompare>& eval_compare_fields();
 // The bitsim.eval/2 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);
-
-// Lowercase hex SHA-256 of a byte string.
-std::string sha256_hex(const std::string& bytes);
 
 }  // namespace bitsim::sim

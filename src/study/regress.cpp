@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -12,8 +13,10 @@
 #include <toml++/toml.h>
 
 #include "host/mmio_program.h"
+#include "base/json_parse.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "sim/board_config.h"
 #include "sim/board_run.h"
 #include "study/calibrate.h"
 #include "study/sweep.h"
@@ -62,7 +65,7 @@ ParamSet scenario_params(const RegressScenario& s, const ParamSet& base) {
   return p;
 }
 
-std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const ParamSet& params) {
+BoardRunRequest run_request(const RegressScenario& s, const ParamSet& params) {
   BoardRunRequest req{RunRequest{}, params};
   req.run.model = s.model;
   req.run.prompt = s.prompt;
@@ -70,7 +73,21 @@ std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const Para
   req.fidelity = fidelity_of(s.fidelity);
   req.check = true;
   req.keep_transfers = true;
-  const BoardRunResult r = run_board(req);
+  return req;
+}
+
+SweepOptions sweep_options(const RegressScenario& s, const ParamSet& params) {
+  SweepOptions o;
+  for (const auto& g : s.grid) o.grid.push_back(parse_axis(params, g, fmt::format("scenario {}: grid", s.name)));
+  o.tokens = s.tokens;
+  o.context = s.context;
+  o.jobs = 1;
+  o.check_model = "";
+  return o;
+}
+
+std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const ParamSet& params) {
+  const BoardRunResult r = run_board(run_request(s, params));
   std::vector<RegressFigure> out;
   out.push_back({"prompt_tokens", r.prompt_tokens});
   std::string ids;
@@ -98,13 +115,7 @@ std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const P
 }
 
 std::vector<RegressFigure> run_scenario_sweep(const RegressScenario& s, const ParamSet& params) {
-  SweepOptions o;
-  for (const auto& g : s.grid) o.grid.push_back(parse_axis(params, g, fmt::format("scenario {}: grid", s.name)));
-  o.tokens = s.tokens;
-  o.context = s.context;
-  o.jobs = 1;
-  o.check_model = "";
-  const SweepResult r = run_sweep(params, o);
+  const SweepResult r = run_sweep(params, sweep_options(s, params));
   std::vector<RegressFigure> out;
   for (const SweepPoint& p : r.points) {
     std::string where;
@@ -171,10 +182,26 @@ void check_name(const std::filesystem::path& file, const toml::node& n, const st
                             "file)", where(file, n), name));
 }
 
+// A key given twice in a scenario's `set` or `grid` list (one would silently win): an error
+// naming both entries. clock_mhz is another name for clock.mhz.
+void check_keys_once(const std::filesystem::path& file, const toml::node& list, const std::string& field,
+                     const std::vector<std::string>& entries) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string key = entries[i].substr(0, entries[i].find('='));
+    if (key == "clock_mhz") key = "clock.mhz";
+    if (const auto [it, fresh] = first.emplace(key, i); !fresh)
+      throw Error(fmt::format("{}: field '{}' sets the key '{}' twice: entry {} ('{}') and entry {} ('{}')",
+                              where(file, list), field, key, it->second + 1, entries[it->second], i + 1, entries[i]));
+  }
+}
+
 RegressScenario parse_scenario(const std::filesystem::path& file, const toml::table& t, const toml::node& node) {
   RegressScenario s;
+  s.origin = where(file, node);
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
+    s.field_origin[key] = where(file, v);
     if (key == "name") s.name = text_field(file, v, key);
     else if (key == "kind") s.kind = text_field(file, v, key);
     else if (key == "model") s.model = text_field(file, v, key);
@@ -182,8 +209,8 @@ RegressScenario parse_scenario(const std::filesystem::path& file, const toml::ta
     else if (key == "prompt") s.prompt = text_field(file, v, key);
     else if (key == "tokens") s.tokens = int_field(file, v, key, 1, 512);
     else if (key == "context") s.context = int_field(file, v, key, 1, 512);
-    else if (key == "grid") s.grid = list_field(file, v, key);
-    else if (key == "set") s.sets = list_field(file, v, key);
+    else if (key == "grid") check_keys_once(file, v, key, s.grid = list_field(file, v, key));
+    else if (key == "set") check_keys_once(file, v, key, s.sets = list_field(file, v, key));
     else
       throw Error(fmt::format("{}: unknown scenario field '{}' (name, kind, model, fidelity, prompt, tokens, context, "
                               "grid, set)", where(file, v), key));
@@ -257,8 +284,44 @@ std::string default_regress_suite_path() {
   return std::filesystem::exists(p, ec) ? p.string() : std::string();
 }
 
-RegressSuite load_regress_suite(const std::filesystem::path& file) {
-  const std::string text = io::read_file(file, "suite file");
+RegressSuite load_regress_suite(const std::filesystem::path& file) { return load_regress_suite(file, board_params()); }
+
+void check_regress_scenario(const RegressScenario& s, const ParamSet& base) {
+  // The field a check is about, for the error's FILE:LINE (the scenario's own line otherwise).
+  std::string field;
+  auto at = [&](const std::string& f) {
+    const auto it = s.field_origin.find(f);
+    return it != s.field_origin.end() ? it->second : s.origin;
+  };
+  try {
+    field = "set";
+    const ParamSet params = scenario_params(s, base);
+    field = "";
+    (void)make_sim_config(params);
+    if (s.kind == "run") {
+      field = "model";
+      check_board_run(run_request(s, params));
+    } else if (s.kind == "sweep") {
+      field = "grid";
+      const SweepOptions o = sweep_options(s, params);
+      check_sweep_options(o);
+      SweepResult grid;
+      if (sweep_configs(params, o, grid).size() == 0)
+        throw Error(fmt::format("no point of the grid is a valid config (first refused: {})",
+                                grid.skipped.empty() ? std::string("?") : grid.skipped.front()));
+    }
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    // A prompt's refusals name the prompt or the context; a tokenizer's, a model's.
+    if (field == "model" && (what.rfind("prompt", 0) == 0 || what.rfind("context", 0) == 0)) field = "prompt";
+    const std::string origin = at(field);
+    throw Error(fmt::format("{}{}scenario '{}'{}: {}", origin, origin.empty() ? "" : ": ", s.name,
+                            field.empty() ? "" : fmt::format(" ({})", field), what));
+  }
+}
+
+RegressSuite load_regress_suite(const std::filesystem::path& file, const ParamSet& base) {
+  const std::string text = io::read_file(file, "suite file", io::kMaxSmallFileBytes);
   toml::table root;
   try {
     root = toml::parse(text, file.string());
@@ -290,6 +353,7 @@ RegressSuite load_regress_suite(const std::filesystem::path& file) {
     }
   }
   if (suite.scenarios.empty()) throw Error(fmt::format("suite file '{}': no [[scenario]]", file.string()));
+  for (const auto& s : suite.scenarios) check_regress_scenario(s, base);
   return suite;
 }
 
@@ -323,14 +387,15 @@ std::vector<RegressMove> compare_regress_figures(const std::vector<RegressFigure
 }
 
 std::vector<RegressFigure> read_regress_baseline(const std::filesystem::path& file) {
-  const std::string text = io::read_file(file, "baseline");
+  const std::string text = io::read_file(file, "baseline", io::kMaxRecordFileBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = io::parse_json_unique_keys(text, "baseline '" + file.string() + "'");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("baseline '{}': malformed JSON ({})", file.string(), e.what()));
   }
-  if (!j.is_object() || j.value("schema", "") != "bitsim.regress-baseline/1" || !j.contains("figures") ||
+  // Compared as JSON values: a "schema" that is not a string is a wrong document, not a type error.
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != "bitsim.regress-baseline/1" || !j.contains("figures") ||
       !j["figures"].is_array())
     throw Error(fmt::format("baseline '{}': not a bitsim.regress-baseline/1 document", file.string()));
   std::vector<RegressFigure> out;

@@ -7,6 +7,7 @@
 // first figure that moved is reported with its old and new value; docs/regress.md.
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct RegressScenario {
   int context = 1;                  // timing, sweep: context T of the first token
   std::vector<std::string> grid;    // sweep: KEY=V1,V2,... axes
   std::vector<std::string> sets;    // KEY=VALUE applied to this scenario's config
+  std::string origin;               // "FILE:LINE" of the scenario's table (empty: not from a file)
+  std::map<std::string, std::string> field_origin;  // field -> "FILE:LINE" of its value
 };
 
 struct RegressSuite {
@@ -45,8 +48,14 @@ struct RegressSuite {
 // configs/regress.toml beside the source tree; empty when not found.
 std::string default_regress_suite_path();
 
-// Reads a suite file; a bitsim::Error names the file and the field at fault.
+// Reads a suite file and checks every scenario, run or not, as it would run on `base` (its
+// `set` keys and values, its `grid` axes, its model, tokenizer and prompt against the KV
+// capacity, the board config): a bitsim::Error names FILE:LINE, the scenario and the field.
 RegressSuite load_regress_suite(const std::filesystem::path& file);
+RegressSuite load_regress_suite(const std::filesystem::path& file, const ParamSet& base);
+// One scenario's check (as load_regress_suite does for each); the error begins with the
+// field's FILE:LINE when the scenario came from a file.
+void check_regress_scenario(const RegressScenario& s, const ParamSet& base);
 
 // Runs one scenario on `base` (the board config after --config / --set) and returns its
 // figures in a fixed order.

@@ -41,9 +41,23 @@ TEST(FileIo, InputsMustBeRegularFilesNamedInTheError) {
   EXPECT_TRUE(has(error_of([&] { check_input_file(loop, "model"); }), "symlink loop"));
   EXPECT_TRUE(has(error_of([&] { check_input_file(missing, "model"); }), "no such file"));
   EXPECT_TRUE(has(error_of([&] { check_input_file("/dev/null", "x"); }), "character device"));
-  EXPECT_EQ(read_file(file, "x"), "text");
+  EXPECT_EQ(read_file(file, "x", 4), "text");
   EXPECT_TRUE(has(error_of([&] { check_input_folder(file, "model"); }), "is not a folder"));
   EXPECT_TRUE(has(error_of([&] { check_input_folder(loop, "model"); }), "symlink loop"));
+}
+
+// A file longer than its format can hold is refused before it is read: a sparse gigabyte
+// costs no memory.
+TEST(FileIo, AReadIsBoundedByWhatTheFormatCanHold) {
+  TempDir d;
+  const fs::path file = d.path / "f", big = d.path / "big";
+  std::ofstream(file) << "12345";
+  EXPECT_EQ(read_file(file, "config file", 5), "12345");
+  EXPECT_TRUE(has(error_of([&] { read_file(file, "config file", 4); }),
+                  "config file " + file.string() + ": 5 bytes or more, over the 4 bytes a config file can hold"));
+  { std::ofstream(big) << "x"; }
+  fs::resize_file(big, uintmax_t(1) << 30);
+  EXPECT_TRUE(has(error_of([&] { read_file(big, "suite file", kMaxSmallFileBytes); }), "1073741824 bytes or more"));
 }
 
 TEST(FileIo, OutputsAreCheckedBeforeTheWork) {

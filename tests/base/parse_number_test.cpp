@@ -44,6 +44,9 @@ TEST(ParseNumber, UnsignedNeverWrapsOrSaturates) {
   EXPECT_TRUE(has(error_of([] { parse_unsigned("99999999999999999999", "--seed"); }), "out of range"));
   EXPECT_TRUE(has(error_of([] { parse_unsigned("007x", "--seed"); }), "not a decimal integer"));
   EXPECT_EQ(parse_unsigned("007", "s"), 7u);
+  // "-0" is no unsigned number, and the range says so.
+  const std::string minus_zero = error_of([] { parse_unsigned("-0", "--shard '-0/2'", 0, 100000); });
+  EXPECT_TRUE(has(minus_zero, "--shard '-0/2': '-0' is out of range: expected an integer 0..100000")) << minus_zero;
 }
 
 TEST(ParseNumber, RealsAreFiniteDecimals) {
@@ -51,7 +54,7 @@ TEST(ParseNumber, RealsAreFiniteDecimals) {
   EXPECT_DOUBLE_EQ(parse_real("1e3", "x"), 1000.0);
   EXPECT_DOUBLE_EQ(parse_real("-.5", "x"), -0.5);
   EXPECT_DOUBLE_EQ(parse_real("5.", "x"), 5.0);
-  for (const char* bad : {"nan", "inf", "-inf", "0x1p3", "", ".", "1e", "1.2.3", "12mhz", " 1"})
+  for (const char* bad : {"nan", "inf", "-inf", "0x1p3", "", ".", "1e", "1.2.3", "12mhz", " 1", "+1", "+1.5", "0x10"})
     EXPECT_TRUE(has(error_of([&] { parse_real(bad, "--temperature"); }), "is not a number")) << bad;
   EXPECT_TRUE(has(error_of([] { parse_real("1e400", "x"); }), "out of range"));
   const std::string e = error_of([] { parse_real("101", "--temperature", 0, 100); });

@@ -4,6 +4,7 @@
 // test uses its own temporary cache folder.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,4 +178,42 @@ TEST(CacheCli, EvalUsesTheCacheWithTheSameScores) {
   const auto info = nlohmann::json::parse(run_bitsim("cache info --json --cache-dir " + dir.string()).out);
   ASSERT_EQ(info["entries"].size(), 2u) << info.dump();
   for (const auto& e : info["entries"]) EXPECT_EQ(e["hits"], 1) << e.dump();
+}
+
+// The cases through the command: a FIFO in an entry's place does not hang a run or
+// `cache info`; a folder with a user's file is refused and the file kept; info and clear of a
+// folder that does not exist create nothing.
+TEST(CacheCli, OnlyItsOwnFilesAreTouchedAndInfoAndClearCreateNothing) {
+  TempDir d;
+  const fs::path dir = d.path / "c";
+  ASSERT_EQ(run_bitsim(kRun + "--cache-dir " + dir.string()).code, 0);
+  fs::path entry;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("model-", 0) == 0) entry = e.path();
+  ASSERT_FALSE(entry.empty());
+  fs::remove(entry);
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0);
+  const auto r = run_bitsim(kRun + "--cache-dir " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "is not a regular file; left alone")) << r.err;
+  EXPECT_TRUE(contains(r.out, "bit-identical")) << r.out;
+  const auto info = run_bitsim("cache info --cache-dir " + dir.string());
+  EXPECT_EQ(info.code, 0) << info.err;
+  EXPECT_TRUE(fs::is_fifo(entry));
+
+  const fs::path c2 = d.path / "c2";
+  fs::create_directories(c2);
+  std::ofstream(c2 / "thesis.bin") << "four years";
+  const auto evict = run_bitsim(kRun + "--cache-dir " + c2.string() + " --cache-max-gb 0.000002");
+  EXPECT_EQ(evict.code, 2) << evict.err;
+  EXPECT_TRUE(contains(evict.err, "not a bitsim cache: it holds 'thesis.bin'")) << evict.err;
+  EXPECT_EQ(read_file(c2 / "thesis.bin"), "four years");
+  for (const std::string sub : {"info", "clear"}) {
+    EXPECT_EQ(run_bitsim("cache " + sub + " --cache-dir " + c2.string()).code, 2) << sub;
+    EXPECT_EQ(read_file(c2 / "thesis.bin"), "four years");
+    const fs::path none = d.path / ("none-" + sub);
+    const auto n = run_bitsim("cache " + sub + " --cache-dir " + none.string());
+    EXPECT_EQ(n.code, 0) << n.err;
+    EXPECT_FALSE(fs::exists(none)) << sub << " created " << none;
+  }
 }

@@ -373,6 +373,57 @@ TEST(Cli, VcdOfTheClockedSignalsStaysInsideItsWindow) {
 
 namespace {
 
+// Every recording bitsim writes replays equal on both fidelities: timing-only ones (whose
+// loads carry no digest) too, on every shipped preset.
+TEST(Cli, EveryRecordingReplaysEqualOnBothFidelitiesOnEveryPreset) {
+  TempDir dir;
+  const std::string rec = (dir.path / "run.mmio").string();
+  std::vector<std::string> presets = {""};
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(BITSIM_SOURCE_DIR) / "configs"))
+    if (e.path().extension() == ".toml" && e.path().stem() != "regress") presets.push_back(e.path().string());
+  ASSERT_GE(presets.size(), 5u);
+  for (const std::string& preset : presets) {
+    for (const char* mode : {"", " --timing-only"}) {
+      SCOPED_TRACE(preset + mode);
+      const std::string config = preset.empty() ? "" : " --config " + preset;
+      const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --quiet --record-mmio " + rec + config + mode);
+      ASSERT_EQ(run.code, 0) << run.err;
+      for (const char* fidelity : {"fast", "cycle"}) {
+        const auto r = bitsim(std::string("replay ") + rec + " --json --fidelity " + fidelity);
+        ASSERT_EQ(r.code, 0) << fidelity << ": " << r.err << r.out.substr(0, 2000);
+        EXPECT_TRUE(nlohmann::json::parse(r.out)["equal"].get<bool>()) << fidelity;
+      }
+    }
+  }
+}
+
+// A bad program gets the same verdict from both fidelities, and every error names FILE:LINE.
+TEST(Cli, ReplayErrorsNameFileAndLineAlikeOnBothFidelities) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> programs = {
+      {"C clock.mhz abc\n", ":2"},
+      {"C timing.pass_mhz 200\nC timing.fail_mhz 150\n", "timing.fail_mhz"},
+      {"W 18446744073709551615 40400030 4 200000\n", ":2: time_ps 18446744073709551615 + access_ps 200000 wraps"},
+      {"W 100 40400030 4 200000\nW 50 40400030 4 200000\n", ":3: time goes backwards"},
+      {"W 100 40400030 4 200000\nW 200000 40400030 4 200000\n", ":3: due at 200000 ps"},
+      {"# a comment\n\nW 100 12345678 4 200000\n", ":4: AXI-Lite write of register 0x12345678"},
+      {"D 100 100 8 -\nD 200 100 8 zz\n", ":3: digest 'zz'"},
+  };
+  for (const auto& [body, message] : programs) {
+    const std::string file = (dir.path / "bad.mmio").string();
+    std::ofstream(file) << "bitsim-mmio 1\n" << body;
+    std::string first;
+    for (const char* fidelity : {"fast", "cycle"}) {
+      const auto r = bitsim("replay " + file + " --fidelity " + fidelity);
+      EXPECT_EQ(r.code, 2) << body << fidelity << r.err;
+      EXPECT_NE(r.err.find(message), std::string::npos) << body << fidelity << ": " << r.err;
+      if (message.rfind(":", 0) == 0) EXPECT_NE(r.err.find(file + message), std::string::npos) << r.err;
+      if (first.empty()) first = r.err;
+      else EXPECT_EQ(r.err, first) << body;
+    }
+  }
+}
+
 TEST(Cli, RecordedMmioProgramReplaysOnBothFidelities) {
   TempDir dir;
   const std::string rec = (dir.path / "run.mmio").string();
@@ -417,6 +468,39 @@ TEST(Cli, ReplayRejectsABadProgramNamingTheLine) {
   r = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --quiet --record-mmio /nonexistent/x.mmio");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "mmio record file /nonexistent/x.mmio")) << r.err;
+}
+
+// Every shipped preset goes through run, eval --board, sweep and regress with verdicts that
+// agree: the run's golden check passes, eval's board check passes against the golden
+// reference of the preset's own arithmetic, the sweep runs, and regress reports figures
+// that moved from the shipped board's baselines (or none, for the shipped board), never a
+// failed scenario. (Replay of each preset's own recording: EveryRecordingReplaysEqual... above.)
+TEST(Cli, EveryPresetGetsAgreeingVerdictsFromEveryCommand) {
+  TempDir dir;
+  const std::filesystem::path text = std::filesystem::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary" / "test.txt";
+  int presets = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(BITSIM_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".toml" || e.path().stem() == "regress") continue;
+    ++presets;
+    const std::string config = " --config " + e.path().string();
+    SCOPED_TRACE(e.path().filename().string());
+    const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --json" + config);
+    ASSERT_EQ(run.code, 0) << run.err;
+    EXPECT_TRUE(nlohmann::json::parse(run.out)["summary"]["logits_equal"].get<bool>());
+    const auto eval = bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 24 --board 4 --json --quiet" + config);
+    ASSERT_EQ(eval.code, 0) << eval.err;
+    const auto check = nlohmann::json::parse(eval.out)["board_check"];
+    EXPECT_TRUE(check["logits_equal"].get<bool>()) << check.dump();
+    EXPECT_NE(check["arithmetic"].get<std::string>(), "") << check.dump();
+    const auto sweep = bitsim("sweep --grid clock_mhz=100,125 --tokens 1 --context 8 --quiet" + config);
+    EXPECT_EQ(sweep.code, 0) << sweep.err;
+    const bool shipped = e.path().filename() == "pynq-z2.toml";
+    const auto regress = bitsim("regress --only tiny-fast --only large-T1 --quiet" + config);
+    EXPECT_EQ(regress.code, shipped ? 0 : 1) << regress.out << regress.err;
+    EXPECT_EQ(regress.out.find("failed"), std::string::npos) << regress.out;
+    if (!shipped) EXPECT_NE(regress.out.find("moved"), std::string::npos) << regress.out;
+  }
+  EXPECT_GE(presets, 5);
 }
 
 }  // namespace

@@ -6,9 +6,13 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -92,22 +96,180 @@ bool alive(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
-TEST(Signal, RunStopsOnSigintClosesTheTraceAndExits130) {
+// Every output of an interrupted run holds what ran before the stop and says it was cut
+// short (docs/errors.md): the trace's otherData, a last "# partial:" line in the per-layer CSV
+// and the MMIO program; the program replays equal.
+TEST(Signal, RunStopsOnSigintWritesEveryOutputMarkedPartialAndExits130) {
   TempDir d;
-  const fs::path trace = d.path / "t.json";
+  const fs::path trace = d.path / "t.json", layers = d.path / "l.csv", mmio = d.path / "r.mmio";
   const pid_t pid = spawn({"run", "--model", "synthetic:tiny", "--prompt", "hi", "--tokens", "400", "--no-check",
-                           "--fidelity", "cycle", "--trace", trace.string()},
+                           "--fidelity", "cycle", "--trace", trace.string(), "--layers-csv", layers.string(),
+                           "--record-mmio", mmio.string()},
                           d.path);
   ASSERT_TRUE(wait_for(d.path, "running on the simulated board", pid)) << slurp(d.path / "stderr");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few tokens in
   ::kill(pid, SIGINT);
   EXPECT_EQ(wait_exit(pid), 130);
   const std::string err = slurp(d.path / "stderr");
   EXPECT_TRUE(has(err, "stopped by SIGINT after")) << err;
-  EXPECT_TRUE(has(err, "the trace of them is in " + trace.string())) << err;
+  EXPECT_TRUE(has(err, "written up to the stop, marked partial: " + layers.string() + ", " + trace.string() + ", " +
+                           mmio.string()))
+      << err;
   const auto j = nlohmann::json::parse(slurp(trace));  // a whole document
   EXPECT_EQ(j["otherData"]["format"], "bitsim.trace/1");
-  for (const auto& e : fs::directory_iterator(d.path))
-    EXPECT_TRUE(e.path() == trace || e.path().filename() == "stdout" || e.path().filename() == "stderr") << e.path();
+  EXPECT_EQ(j["otherData"]["partial"], true);
+  EXPECT_EQ(j["otherData"]["stopped_by"], "SIGINT");
+  const int tokens = j["otherData"]["tokens"].get<int>();
+  const std::string mark = "# partial: stopped by SIGINT after " + std::to_string(tokens) + " token(s)\n";
+  for (const auto& f : {layers, mmio}) {
+    const std::string text = slurp(f);
+    ASSERT_GE(text.size(), mark.size()) << f;
+    EXPECT_EQ(text.substr(text.size() - mark.size()), mark) << f;
+    EXPECT_GT(std::count(text.begin(), text.end(), '\n'), 10) << f;
+  }
+  for (const auto& e : fs::directory_iterator(d.path))  // no temporary file left
+    EXPECT_TRUE(e.path() == trace || e.path() == layers || e.path() == mmio || e.path().filename() == "stdout" ||
+                e.path().filename() == "stderr")
+        << e.path();
+  // The cut-short program replays, every read equal.
+  TempDir r;
+  const pid_t replay = spawn({"replay", mmio.string()}, r.path);
+  EXPECT_EQ(wait_exit(replay), 0) << slurp(r.path / "stderr");
+  EXPECT_TRUE(has(slurp(r.path / "stdout"), "every read equal")) << slurp(r.path / "stdout");
+}
+
+// A signal that arrives after the last token, while the outputs are being written: the
+// outputs are whole, and the command still ends as stopped (143 for SIGTERM), saying so.
+// Standard output is a pipe nobody reads until the signal has been sent: the trace, written
+// to /dev/stdout after the run, fills it and blocks the writer.
+TEST(Signal, ASignalWhileTheOutputsAreWrittenKeepsThemWholeAndExits143) {
+  TempDir d;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    const int err = ::open((d.path / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(err, 2);
+    const char* argv[] = {BITSIM_BINARY, "run", "--model", "synthetic:tiny", "--prompt", "hi", "--tokens", "3",
+                          "--no-check", "--trace", "/dev/stdout", nullptr};
+    ::execv(BITSIM_BINARY, const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  // The writer blocked in the trace: its message said so, and the pipe, nearly full (Linux's
+  // default holds 64 KiB in 16 pages), stops filling.
+  int queued = 0, before = -1;
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(::ioctl(fds[0], FIONREAD, &queued), 0);
+    if (queued >= 32768 && queued == before && has(slurp(d.path / "stderr"), "writing the trace to /dev/stdout")) break;
+    before = queued;
+  }
+  ASSERT_GE(queued, 32768) << slurp(d.path / "stderr");
+  ASSERT_EQ(queued, before) << slurp(d.path / "stderr");
+  ::kill(pid, SIGTERM);
+  std::string out;
+  char buf[65536];
+  for (ssize_t k; (k = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (k < 0 && errno == EINTR) continue;
+    ASSERT_GT(k, 0);
+    out.append(buf, size_t(k));
+  }
+  ::close(fds[0]);
+  EXPECT_EQ(wait_exit(pid), 143);
+  const std::string err = slurp(d.path / "stderr");
+  EXPECT_TRUE(has(err, "stopped by SIGTERM after the work had finished: every output is complete")) << err;
+  // The trace is whole (not marked partial, all 3 tokens) and the summary follows it.
+  const auto begin = out.find("{\"traceEvents\"");
+  ASSERT_NE(begin, std::string::npos);
+  const auto end = out.find("\n--- end of text ---", begin);
+  ASSERT_NE(end, std::string::npos) << out.substr(out.size() - std::min<size_t>(out.size(), 400));
+  const auto j = nlohmann::json::parse(out.substr(begin, end - begin));
+  EXPECT_EQ(j["otherData"]["tokens"], j["otherData"]["prompt_tokens"].get<int>() + 3);
+  EXPECT_FALSE(j["otherData"].contains("partial"));
+  EXPECT_TRUE(has(out.substr(end), "fast fidelity")) << out.substr(end);
+}
+
+// A closed pipe on standard output is a failed output, exit 2 (docs/errors.md), not death by
+// SIGPIPE (141).
+TEST(Signal, RunIntoAClosedPipeExits2) {
+  TempDir d;
+  const std::string cmd = "cd '" + d.path.string() + "' && BITSIM_CACHE_DIR=cache '" + BITSIM_BINARY +
+                          "' run --model synthetic:tiny --prompt hi --tokens 60 --no-check --quiet 2>err | head -c 10 "
+                          ">/dev/null; echo \"${PIPESTATUS[0]}\"";
+  std::ofstream(d.path / "p.sh") << cmd << "\n";
+  FILE* p = ::popen(("bash '" + (d.path / "p.sh").string() + "'").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  ::pclose(p);
+  EXPECT_EQ(std::string(buf, n), "2\n") << slurp(d.path / "err");
+  EXPECT_TRUE(has(slurp(d.path / "err"), "standard output: write failed")) << slurp(d.path / "err");
+}
+
+// A campaign shard stopped by SIGINT or SIGTERM, with one process or two workers: exit
+// 130 / 143, no "failed" file for the points only stopped, no temporary file, every worker
+// reaped, the finished points kept; --resume completes it and the merge finds it whole.
+TEST(Signal, ACampaignStoppedLooksInterruptedAndResumes) {
+  for (const int sig : {SIGINT, SIGTERM})
+    for (const char* jobs : {"1", "2"}) {
+      SCOPED_TRACE(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ", --jobs " + jobs);
+      TempDir d;
+      const fs::path out = d.path / "c";
+      const std::vector<std::string> args{"sweep", "--grid", "clock_mhz=90,100,110,125", "--grid",
+                                          "dma.length_bits=20,23", "--tokens", "2", "--context", "32",
+                                          "--check-model", "", "--jobs", jobs, "--out", out.string()};
+      const pid_t pid = spawn(args, d.path);
+      std::vector<pid_t> workers;
+      bool started = false;
+      for (int i = 0; i < 3000 && !started; ++i) {  // a point done (a safety net, not a timing assertion)
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(out / "points", ec))
+          if (e.path().filename().string().front() != '.') started = true;
+        if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      ASSERT_TRUE(started) << slurp(d.path / "stderr");
+      workers = children_of(pid);
+      if (std::string(jobs) == "2") EXPECT_EQ(workers.size(), 2u);
+      ::kill(pid, sig);
+      EXPECT_EQ(wait_exit(pid), 128 + sig);
+      for (pid_t w : workers) EXPECT_FALSE(alive(w)) << "worker " << w << " outlived the shard";
+      const std::string err = slurp(d.path / "stderr");
+      EXPECT_TRUE(has(err, "interrupted; its finished points are kept and `--resume` completes it")) << err;
+      EXPECT_FALSE(has(slurp(d.path / "stdout"), "failed")) << slurp(d.path / "stdout");
+      size_t kept = 0;
+      for (const auto& e : fs::directory_iterator(out / "points")) {
+        EXPECT_NE(e.path().filename().string().front(), '.') << "temporary file left: " << e.path();
+        EXPECT_FALSE(has(slurp(e.path()), "\"failed\"")) << e.path() << " written as failed";
+        ++kept;
+      }
+      EXPECT_LT(kept, 8u);
+      std::vector<std::string> resume = args;
+      resume.push_back("--resume");
+      const pid_t again = spawn(resume, d.path);
+      EXPECT_EQ(wait_exit(again), 0) << slurp(d.path / "stderr");
+      EXPECT_TRUE(has(slurp(d.path / "stdout"), std::to_string(kept) + " already done (kept)")) << slurp(d.path / "stdout");
+      const pid_t merge = spawn({"sweep", "merge", out.string()}, d.path);
+      EXPECT_EQ(wait_exit(merge), 0);
+      EXPECT_TRUE(has(slurp(d.path / "stdout"), "complete: all 8 points")) << slurp(d.path / "stdout");
+    }
+}
+
+// A FIFO where a campaign file belongs is named at once by merge and resume, never waited on.
+TEST(Signal, MergeAndResumeNeverWaitOnAFifo) {
+  TempDir d;
+  fs::create_directories(d.path / "c");
+  ASSERT_EQ(::mkfifo((d.path / "c" / "campaign.json").c_str(), 0644), 0);
+  pid_t pid = spawn({"sweep", "merge", (d.path / "c").string()}, d.path);
+  EXPECT_EQ(wait_exit(pid), 2);
+  EXPECT_TRUE(has(slurp(d.path / "stderr"), "campaign.json")) << slurp(d.path / "stderr");
+  pid = spawn({"sweep", "--grid", "clock_mhz=100", "--tokens", "1", "--context", "1", "--check-model", "", "--out",
+               (d.path / "c").string(), "--resume"},
+              d.path);
+  EXPECT_EQ(wait_exit(pid), 2);
+  EXPECT_TRUE(has(slurp(d.path / "stderr"), "campaign.json")) << slurp(d.path / "stderr");
 }
 
 // SIGTERM to the sweep's parent alone: the workers are killed and reaped, the rows done are

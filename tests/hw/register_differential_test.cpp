@@ -9,6 +9,7 @@
 #include "host/mmio_program.h"
 #include "hw/board.h"
 #include "hw/engine_regs.h"
+#include "sim/board_config.h"
 #include "sim/replay.h"
 #include "sim/simulation.h"
 #include "support/mmio_programs.h"
@@ -212,6 +213,37 @@ TEST_P(LatencyBandwidthPrograms, EveryReadEqualOnBothFidelities) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RegisterDifferential, LatencyBandwidthPrograms, ::testing::Range(0, 6));
+
+// Programs with C records: the keys go through the file and the config as `bitsim replay`
+// takes them, and both fidelities give the same reads on the board they describe.
+class ConfigLinePrograms : public ::testing::TestWithParam<int> {};
+
+TEST_P(ConfigLinePrograms, EveryReadEqualOnBothFidelities) {
+  const std::vector<std::vector<std::pair<std::string, std::string>>> configs = {
+      {{"clock.mhz", "100"}},
+      {{"clock.mhz", "142.86"}, {"hp.max_outstanding_reads", "2"}},
+      {{"ddr.model", "latency-bandwidth"}, {"ddr.port_gb_s", "0.6"}},
+      {{"ddr.wall_gb_s", "1.2"}, {"clock.mhz", "150"}},
+  };
+  const int seed = GetParam();
+  testing::MmioProgramGenerator gen(uint64_t(seed) * 104729 + 3, seed % 2 == 1);
+  host::MmioProgram p = gen.generate(3);
+  p.config = configs[size_t(seed) % configs.size()];
+  std::stringstream file;
+  host::write_program(p, file);
+  const host::MmioProgram back = host::read_program(file, "generated.mmio");
+  ASSERT_EQ(back.config, p.config);
+  sim::ParamSet params = sim::load_board_params("");
+  for (size_t i = 0; i < back.config.size(); ++i)
+    params.set(back.config[i].first + "=" + back.config[i].second, back.config_where(i));
+  const hw::BoardConfig board = sim::make_sim_config(params).board;
+  host::ReplayResult cycle;
+  const auto diffs = fast_against_cycle(back, board, &cycle);
+  EXPECT_GT(cycle.reads, 50u);
+  EXPECT_TRUE(diffs.empty()) << diffs.size() << " reads differ; first: " << (diffs.empty() ? "" : diffs[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(RegisterDifferential, ConfigLinePrograms, ::testing::Range(0, 8));
 
 TEST(RegisterDifferential, GeneratedProgramsMoveData) {
   // The generated programs really transfer: the engines' result buffers change.

@@ -293,6 +293,15 @@ TEST(Safetensors, MalformedHeadersNameFileAndTensor) {
        4,
        {"__metadata__", "'k'"}},
       {"\xff\xfe{}", 0, {"malformed"}},
+      // The format's own rules beyond what a loader needs: an entry holds exactly its three
+      // fields; the header begins with '{' and is padded only with spaces.
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "scale": 2}})", 4, {"'w'", "unknown field 'scale'"}},
+      {R"( {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4, {"must begin with '{'"}},
+      {"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}\n", 4, {"padded only with spaces"}},
+      {"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}\t ", 4, {"padded only with spaces"}},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+       4,
+       {"key \"w\" appears twice"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.header);
@@ -316,6 +325,8 @@ TEST(Safetensors, GapsAndTrailingBytesAreRefused) {
   expect_error(p, {"3 trailing bytes after the last tensor 'a'"});
   write_raw(p, R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 8);
   EXPECT_EQ(SafetensorsFile::open(p).tensors().size(), 1u);  // exactly covered: fine
+  write_raw(p, R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}   )", 8);
+  EXPECT_EQ(SafetensorsFile::open(p).tensors().size(), 1u);  // padded with spaces: fine
 }
 
 // A FIFO or a folder in place of the file is refused before open() (which would block on a

@@ -1,4 +1,5 @@
 #include "model/tokenizer.h"
+#include "model/synthetic.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
@@ -188,6 +189,31 @@ TEST(TinySentencePiece, RoundTripStreamingAndOutOfRangeIds) {
   EXPECT_THROW(select_tokenizer(std::nullopt, dir.path, 299), bitsim::Error);
 }
 
+// A folder without tokenizer.model gets the byte tokenizer only when make-model wrote it; a
+// trained checkpoint without its tokenizer is refused, naming the folder.
+TEST(SelectTokenizer, OnlyASyntheticCheckpointFallsBackToBytes) {
+  TempDir dir;
+  const fs::path synthetic = dir.path / "synthetic", trained = dir.path / "trained";
+  write_synthetic_checkpoint(Shape::Tiny, 1, synthetic);
+  EXPECT_TRUE(select_tokenizer(std::nullopt, synthetic, 300)->is_synthetic());
+  fs::create_directories(trained);
+  const fs::path kjv = fs::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary";
+  fs::copy_file(kjv / "model.safetensors", trained / "model.safetensors");
+  fs::copy_file(kjv / "config.json", trained / "config.json");
+  try {
+    select_tokenizer(std::nullopt, trained, 2048);
+    ADD_FAILURE() << "a trained checkpoint was given the byte tokenizer";
+  } catch (const bitsim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model folder " + trained.string() + ": no tokenizer.model"),
+              std::string::npos)
+        << e.what();
+  }
+  // Given its tokenizer, in the folder or by the option, it runs.
+  EXPECT_FALSE(select_tokenizer(kjv / "tokenizer.model", trained, 2048)->is_synthetic());
+  fs::copy_file(kjv / "tokenizer.model", trained / "tokenizer.model");
+  EXPECT_FALSE(select_tokenizer(std::nullopt, trained, 2048)->is_synthetic());
+}
+
 // Byte-fallback ids that no later byte can make valid UTF-8 decode to U+FFFD and are shown
 // at once; a sequence that more bytes can complete is held until it is.
 TEST(TinySentencePiece, StreamDecoderShowsBytesNoLaterByteCanComplete) {
@@ -300,10 +326,11 @@ TEST(TokenizerFiles, SelectFallsBackToByteLevel) {
   TempDir dir;
   auto tok = select_tokenizer(std::nullopt, std::nullopt, 512);
   EXPECT_TRUE(tok->is_synthetic());
-  tok = select_tokenizer(std::nullopt, dir.path, 512);  // folder without tokenizer.model
+  write_synthetic_checkpoint(Shape::Tiny, 1, dir.path / "m");
+  tok = select_tokenizer(std::nullopt, dir.path / "m", 512);  // a synthetic folder without tokenizer.model
   EXPECT_TRUE(tok->is_synthetic());
   EXPECT_EQ(tok->vocab_size(), 512);
-  EXPECT_THROW(select_tokenizer(std::nullopt, dir.path, 100), bitsim::Error);
+  EXPECT_THROW(select_tokenizer(std::nullopt, dir.path / "m", 100), bitsim::Error);
 }
 
 TEST(TokenizerFiles, SelectPrefersOverrideThenFolder) {

@@ -1,5 +1,7 @@
-// The start-up cache's store (sim/cache_store.h): entries round-trip; a corrupt, truncated
-// or foreign entry is warned about once, deleted and a miss; several stores (as several
+// The start-up cache's store (sim/cache_store.h): entries round-trip; a corrupt or truncated
+// entry is warned about once, deleted and a miss; a file the cache cannot prove it wrote
+// (its name and magic), or one that is not a regular file, is left alone and a folder that
+// holds one of another name is refused; several stores (as several
 // processes would) fill one folder at once; least recently used entries are evicted to the
 // bound; an unusable folder is one warning and no store. Every test has its own folder.
 #include "sim/cache_store.h"
@@ -9,6 +11,7 @@
 #include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -316,4 +319,85 @@ TEST(CacheStore, TempFilesLeftByADeadWriterAreDeletedAfterADay) {
   EXPECT_EQ(store->info().entries.size(), 1u);  // temp files are not entries
   EXPECT_EQ(store->clear(), 1u);
   EXPECT_FALSE(fs::exists(new_tmp));  // clear deletes them all
+}
+
+namespace {
+
+std::string open_error(const CacheSettings& s) {
+  try {
+    CacheStore::open(s, {});
+  } catch (const bitsim::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Not a regular file in an entry's place (a FIFO would hang a reader), or no magic: a warned
+// miss, and neither get, put, evict, info nor clear touches it.
+TEST(CacheStore, WhatItCannotProveItsOwnIsLeftAlone) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path, 1e-6), w.fn());  // a 1,000-byte bound: every put evicts
+  const fs::path fifo = store->entry_path("model", "f"), plain = store->entry_path("model", "p");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(plain) << "the user's own notes";
+  const fs::path fifo_hits = d.path / "model-h.hits";
+  ASSERT_TRUE(store->put("model", "h", payload(10, 1)));
+  ASSERT_EQ(::mkfifo(fifo_hits.c_str(), 0600), 0);
+  EXPECT_TRUE(store->get("model", "h"));  // its .hits is a FIFO: not read, not replaced
+  EXPECT_FALSE(store->get("model", "f"));
+  EXPECT_FALSE(store->get("model", "p"));
+  ASSERT_EQ(w.list.size(), 2u);
+  EXPECT_NE(w.list[0].find(fifo.string() + " is not a regular file; left alone"), std::string::npos) << w.list[0];
+  EXPECT_NE(w.list[1].find(plain.string() + " is not a bitsim cache entry (no magic); left alone"), std::string::npos)
+      << w.list[1];
+  EXPECT_FALSE(store->put("model", "f", payload(10, 2)));
+  EXPECT_FALSE(store->put("model", "p", payload(10, 3)));
+  ASSERT_TRUE(store->put("model", "big", payload(5000, 4)));  // over the bound: evicts what it may
+  const CacheStore::Info info = store->info();
+  for (const auto& e : info.entries) EXPECT_TRUE(e.key != "f" && e.key != "p") << e.key;
+  store->clear();
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_fifo(fifo_hits));
+  EXPECT_TRUE(fs::is_regular_file(plain));
+  EXPECT_FALSE(fs::exists(store->entry_path("model", "h")));
+}
+
+// A folder with a file of another name, or a folder in it, is not a cache: refused, untouched.
+TEST(CacheStore, AFolderThatIsNotACacheIsRefused) {
+  for (const std::string foreign : {"thesis.bin", "notes.txt", "model.bin", "model-x.bin.tmp.notanumber", "sub"}) {
+    TempDir d;
+    fs::create_directories(d.path);
+    if (foreign == "sub") fs::create_directories(d.path / foreign);
+    else std::ofstream(d.path / foreign) << "mine";
+    const std::string e = open_error(settings(d.path, 1e-9));
+    EXPECT_NE(e.find("start-up cache folder " + d.path.string() + ": not a bitsim cache: it holds '" + foreign + "'"),
+              std::string::npos)
+        << e;
+    EXPECT_TRUE(fs::exists(d.path / foreign));
+    EXPECT_FALSE(fs::exists(d.path / "lock"));
+    EXPECT_THROW(CacheStore::open_existing(settings(d.path)), bitsim::Error);
+  }
+  // What a cache holds is a cache.
+  TempDir d;
+  auto store = CacheStore::open(settings(d.path), {});
+  ASSERT_TRUE(store->put("kvscales", "k1", payload(10, 1)));
+  ASSERT_TRUE(store->get("kvscales", "k1"));
+  std::ofstream(d.path / "model-y.bin.tmp.99999.0.2") << "partial";
+  EXPECT_EQ(open_error(settings(d.path)), "");
+}
+
+// info and clear on a folder that does not exist create nothing.
+TEST(CacheStore, OpeningAnExistingStoreCreatesNothing) {
+  TempDir d;
+  EXPECT_FALSE(CacheStore::open_existing(settings(d.path / "none")));
+  EXPECT_FALSE(fs::exists(d.path / "none"));
+  fs::create_directories(d.path / "empty");
+  auto store = CacheStore::open_existing(settings(d.path / "empty"));
+  ASSERT_TRUE(store);
+  EXPECT_TRUE(store->info().entries.empty());
+  EXPECT_EQ(store->clear(), 0u);
+  EXPECT_TRUE(fs::is_empty(d.path / "empty"));
 }

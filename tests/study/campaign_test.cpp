@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <tuple>
 #include <fstream>
 #include <map>
 #include <set>
@@ -430,6 +432,159 @@ TEST(CampaignCli, AShardKilledHalfwayResumesWithoutRedoingDonePoints) {
   r = run_bitsim("sweep merge " + out.string());
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("complete: all 8 points"), std::string::npos) << r.out;
+}
+
+
+// Campaign files are evidence (docs/campaigns.md): a copy of a finished campaign, edited by
+// `edit`, then merged.
+struct EditedCampaign {
+  TempDir dir;
+  fs::path c;
+  EditedCampaign(const fs::path& done, const std::function<void(const fs::path&)>& edit) : c(dir.path / "c") {
+    fs::copy(done, c, fs::copy_options::recursive);
+    edit(c);
+  }
+};
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read(p)); }
+void write_json(const fs::path& p, const nlohmann::json& j) { std::ofstream(p, std::ios::binary) << j.dump(1); }
+
+// A finished 2 x 2 campaign, run once for the tests below.
+const fs::path& finished_campaign() {
+  static TempDir dir;
+  static const fs::path c = [] {
+    const ParamSet base = board_params();
+    CampaignOptions opt;
+    opt.dir = (dir.path / "c").string();
+    run_shard(base, grid_options(base, {"clock_mhz=100,125", "dma.length_bits=23,26"}), opt);
+    return dir.path / "c";
+  }();
+  return c;
+}
+
+// The point file of grid point `index` in campaign directory c.
+fs::path point_file(const fs::path& c, int index) {
+  return c / read_json(c / "campaign.json")["points"][size_t(index)]["file"].get<std::string>();
+}
+
+TEST(Campaign, MergeChecksCampaignJsonPointsAgainstTheProductOfItsAxes) {
+  const fs::path& done = finished_campaign();
+  ASSERT_TRUE(merge_campaign(done.string()).complete());
+  using Edit = std::function<void(nlohmann::json&)>;
+  const std::vector<std::pair<std::string, Edit>> cases = {
+      {"cut short", [](nlohmann::json& d) { d["points"].erase(d["points"].begin() + 2, d["points"].end()); }},
+      {"cut to none", [](nlohmann::json& d) { d["points"] = nlohmann::json::array(); }},
+      {"a point twice", [](nlohmann::json& d) { d["points"][3] = d["points"][2]; }},
+      {"a point added twice", [](nlohmann::json& d) { d["points"].push_back(d["points"][0]); }},
+      {"relabelled values", [](nlohmann::json& d) { d["points"][1]["values"] = {"125", "23"}; }},
+      {"relabelled index", [](nlohmann::json& d) { d["points"][1]["index"] = 3; }},
+      {"two swapped", [](nlohmann::json& d) { std::swap(d["points"][0], d["points"][1]); }},
+      {"an axis grown", [](nlohmann::json& d) { d["axes"][0]["values"] = {"100", "125", "150"}; }},
+      {"an axis value twice", [](nlohmann::json& d) { d["axes"][0]["values"] = {"100", "100"}; }},
+      {"an axis dropped", [](nlohmann::json& d) { d["axes"].erase(1); }},
+      {"the base config edited", [](nlohmann::json& d) { d["base_config"]["clock.mhz"] = "50"; }},
+      {"a base config key unknown", [](nlohmann::json& d) { d["base_config"]["no.such_key"] = "1"; }},
+      {"tokens out of range", [](nlohmann::json& d) { d["tokens"] = 0; }},
+  };
+  for (const auto& [what, edit] : cases) {
+    EditedCampaign e(done, [&](const fs::path& c) {
+      auto d = read_json(c / "campaign.json");
+      edit(d);
+      write_json(c / "campaign.json", d);
+    });
+    EXPECT_THAT([&] { merge_campaign(e.c.string()); }, ThrowsMessage<Error>(HasSubstr("campaign.json: corrupt")))
+        << what;
+  }
+}
+
+TEST(Campaign, MergeChecksEachPointFilesConfigAndFigures) {
+  const fs::path& done = finished_campaign();
+  using Edit = std::function<void(nlohmann::json&)>;
+  const std::vector<std::tuple<std::string, Edit, std::string>> cases = {
+      {"negative tok/s", [](nlohmann::json& j) { j["result"]["tok_s"] = -1.0; }, "\"tok_s\" is -1"},
+      {"negative part", [](nlohmann::json& j) { j["result"]["cpu_ms"] = -0.5; }, "\"cpu_ms\" is -0.5"},
+      {"negative read rate", [](nlohmann::json& j) { j["result"]["read_gb_s"] = -2.0; }, "\"read_gb_s\""},
+      {"negative wall", [](nlohmann::json& j) { j["result"]["provenance"]["point_wall_s"] = -1.0; }, "provenance.point_wall_s"},
+      {"zero total", [](nlohmann::json& j) { j["result"]["total_ms"] = 0.0; }, "a measured token takes time"},
+      {"a part past the total",
+       [](nlohmann::json& j) { j["result"]["matmul_ms"] = j["result"]["total_ms"].get<double>() * 2; },
+       "more than the token's total_ms"},
+      {"the walker past the total",
+       [](nlohmann::json& j) { j["result"]["walker_ms"] = j["result"]["total_ms"].get<double>() + 1; },
+       "\"walker_ms\""},
+      {"a swept key changed", [](nlohmann::json& j) { j["config"]["clock.mhz"] = "150"; }, "config key clock.mhz"},
+      {"a base key changed", [](nlohmann::json& j) { j["config"]["dma.max_burst_beats"] = "8"; },
+       "config key dma.max_burst_beats"},
+      {"a key added", [](nlohmann::json& j) { j["config"]["no.such_key"] = "1"; }, "config key no.such_key"},
+      {"a key dropped", [](nlohmann::json& j) { j["config"].erase("ddr.wall_gb_s"); }, "config key ddr.wall_gb_s"},
+      {"no config", [](nlohmann::json& j) { j.erase("config"); }, "no \"config\""},
+      {"another config hash", [](nlohmann::json& j) { j["result"]["provenance"]["config_hash"] = "0000000000000000"; },
+       "provenance.config_hash"},
+      {"another point's key", [](nlohmann::json& j) { j["key"] = "clock.mhz=125\ndma.length_bits=23\n"; },
+       "holds another point"},
+  };
+  for (const auto& [what, edit, message] : cases) {
+    EditedCampaign e(done, [&](const fs::path& c) {
+      auto j = read_json(point_file(c, 0));
+      edit(j);
+      write_json(point_file(c, 0), j);
+    });
+    const MergeResult m = merge_campaign(e.c.string());
+    ASSERT_EQ(m.missing.size(), 1u) << what;
+    EXPECT_TRUE(m.missing[0].corrupt) << what;
+    EXPECT_THAT(m.missing[0].error, HasSubstr(message)) << what;
+    EXPECT_EQ(m.result.points.size(), 3u) << what;
+  }
+  // A FIFO or a folder in a point file's place is named, never waited on.
+  for (const bool fifo : {true, false}) {
+    EditedCampaign e(done, [&](const fs::path& c) {
+      fs::remove(point_file(c, 1));
+      if (fifo) ASSERT_EQ(::mkfifo(point_file(c, 1).c_str(), 0644), 0);
+      else fs::create_directory(point_file(c, 1));
+    });
+    const MergeResult m = merge_campaign(e.c.string());
+    ASSERT_EQ(m.missing.size(), 1u);
+    EXPECT_TRUE(m.missing[0].corrupt);
+    EXPECT_THAT(m.missing[0].error, HasSubstr("not a regular file"));
+  }
+}
+
+TEST(Campaign, AxesInAnotherOrderOrSpellingAreTheSameCampaign) {
+  const ParamSet base = board_params();
+  TempDir dir;
+  CampaignOptions c;
+  c.dir = dir.path.string();
+  c.shard = {0, 2};
+  run_shard(base, grid_options(base, {"clock_mhz=100,125", "dma.length_bits=23,26"}), c);
+  c.shard = {1, 2};
+  EXPECT_NO_THROW(run_shard(base, grid_options(base, {"dma.length_bits=26,23", "clock_mhz=125.0,100"}), c));
+  const MergeResult m = merge_campaign(c.dir);
+  EXPECT_TRUE(m.complete()) << (m.missing.empty() ? "" : m.missing[0].error);
+  EXPECT_EQ(m.result.points.size(), 4u);
+  // Another grid is still another campaign.
+  EXPECT_THAT([&] { run_shard(base, grid_options(base, {"dma.length_bits=26,23", "clock_mhz=125,150"}), c); },
+              ThrowsMessage<Error>(HasSubstr("another campaign")));
+}
+
+TEST(CampaignCli, MergeReportsCorruptFilesWithTheirExitCodes) {
+  const fs::path& done = finished_campaign();
+  EditedCampaign bad_point(done, [](const fs::path& c) {
+    auto j = read_json(point_file(c, 2));
+    j["result"]["tok_s"] = -3.0;
+    write_json(point_file(c, 2), j);
+  });
+  auto r = run_bitsim("sweep merge " + bad_point.c.string());
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("corrupt: clock.mhz=125 dma.length_bits=23: "));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("complete:")));
+  EditedCampaign cut(done, [](const fs::path& c) {
+    auto d = read_json(c / "campaign.json");
+    d["points"].erase(d["points"].begin() + 1, d["points"].end());
+    write_json(c / "campaign.json", d);
+  });
+  r = run_bitsim("sweep merge " + cut.c.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("campaign.json: corrupt: \"points\" lists 1 point(s), the product of its axes holds 4"));
 }
 
 }  // namespace

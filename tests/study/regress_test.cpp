@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -198,6 +200,88 @@ TEST(RegressCli, MissingBaselineFailsAndBadRequestsExitTwo) {
   r = run_bitsim("regress --quiet --only large-T1 --junit " + d.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--junit"), std::string::npos) << r.err;
+}
+
+// The whole suite is checked when it is loaded, every scenario whether it runs or not: the
+// second scenario of each suite below is wrong, and `--only a` (which would run the first
+// alone) still exits 2 before anything runs, naming FILE:LINE of the field at fault.
+TEST(RegressSuite, EveryScenarioIsCheckedAtLoadNamingFileAndLine) {
+  const std::string first = "[[scenario]]\nname = \"a\"\nkind = \"timing\"\ntokens = 1\n\n[[scenario]]\nname = \"b\"\n";
+  // Line 9 is the field after `name = "b"` and `kind`; line 6 the scenario's own line.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"kind = \"run\"\nmodel = \"synthetic:nope\"\n", "suite.toml:9: scenario 'b' (model): unknown model shape 'nope'"},
+      {"kind = \"run\"\nmodel = \"/no/such/folder\"\n", "suite.toml:9: scenario 'b' (model): model folder"},
+      {"kind = \"run\"\nprompt = \"\"\n", "suite.toml:9: scenario 'b' (prompt): prompt: the prompt is empty"},
+      {"kind = \"run\"\ntokens = 512\n", "suite.toml:6: scenario 'b' (prompt): context: the prompt"},
+      {"kind = \"run\"\nset = [\"clock.mhz=abc\"]\n", "suite.toml:9: scenario 'b' (set): "},
+      {"kind = \"timing\"\nset = [\"no.key=1\"]\n", "suite.toml:9: scenario 'b' (set): "},
+      {"kind = \"validate\"\nset = [\"clock.mhz=0\"]\n", "suite.toml:9: scenario 'b' (set): "},
+      {"kind = \"timing\"\nset = [\"dma.mm2s_fifo_beats=2\"]\n", "suite.toml:6: scenario 'b': config key 'dma.mm2s_fifo_beats'"},
+      {"kind = \"run\"\nset = [\"kv.format=int4\", \"attention.variant=two-phase\"]\n", "suite.toml:6: scenario 'b': kv.format = int4"},
+      {"kind = \"sweep\"\ngrid = [\"clock_mhz=100,abc\"]\n", "suite.toml:9: scenario 'b' (grid): "},
+      {"kind = \"sweep\"\ngrid = [\"nokey=1\"]\n", "suite.toml:9: scenario 'b' (grid): "},
+  };
+  for (const auto& [rest, message] : cases) {
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, message, suite_error(first + rest)) << rest;
+    const TempDir dir;
+    write(dir.path / "suite.toml", first + rest);
+    const auto r = run_bitsim("regress --quiet --only a --suite " + (dir.path / "suite.toml").string() +
+                              " --baselines " + (dir.path / "b").string());
+    EXPECT_EQ(r.code, 2) << rest << r.out << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.path / "b")) << "ran or wrote before the whole suite was checked";
+  }
+  // The command's --set is part of the check: a scenario that the changed board refuses.
+  const TempDir dir;
+  write(dir.path / "suite.toml", first + "kind = \"timing\"\nset = [\"dma.max_burst_beats=64\"]\n");
+  const auto r = run_bitsim("regress --quiet --only a --set dma.mm2s_fifo_beats=32 --suite " +
+                            (dir.path / "suite.toml").string() + " --baselines " + (dir.path / "b").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("suite.toml:6: scenario 'b'"), std::string::npos) << r.err;
+}
+
+// Baselines are checked before anything runs: a damaged one is bad input (exit 2, naming it)
+// and `--update` replaces it; a FIFO or a folder in a baseline's place is refused either way.
+TEST(RegressCli, ADamagedBaselineExitsTwoAndUpdateReplacesIt) {
+  const TempDir dir;
+  const fs::path& d = dir.path;
+  const fs::path suite = write(d / "suite.toml", "[[scenario]]\nname = \"a\"\nkind = \"timing\"\ntokens = 1\n");
+  const std::string cmd = "regress --quiet --suite " + suite.string() + " --baselines " + (d / "b").string();
+  ASSERT_EQ(run_bitsim(cmd + " --update").code, 0);
+  const std::string good = read(d / "b" / "a.json");
+  const std::vector<std::string> damaged = {"", "{\"schema\": 5", "not json", "{\"schema\": \"bitsim.regress-baseline/1\"}",
+                                            "{\"schema\": \"bitsim.regress-baseline/1\", \"figures\": [[1, 2]]}",
+                                            "{\"schema\": \"bitsim.regress-baseline/1\", \"figures\": [], \"figures\": []}",
+                                            "[]"};
+  for (const auto& text : damaged) {
+    write(d / "b" / "a.json", text);
+    auto r = run_bitsim(cmd);
+    EXPECT_EQ(r.code, 2) << text << r.out << r.err;
+    EXPECT_NE(r.err.find("a.json"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--update` replaces it"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("running"), std::string::npos) << r.out;
+    r = run_bitsim(cmd + " --update");
+    EXPECT_EQ(r.code, 0) << text << r.out << r.err;
+    EXPECT_NE(r.out.find("replaced a damaged baseline"), std::string::npos) << r.out;
+    EXPECT_EQ(read(d / "b" / "a.json"), good) << text;
+    EXPECT_EQ(run_bitsim(cmd).code, 0) << text;
+  }
+  for (const bool fifo : {true, false}) {
+    fs::remove(d / "b" / "a.json");
+    if (fifo) ASSERT_EQ(::mkfifo((d / "b" / "a.json").c_str(), 0644), 0);
+    else fs::create_directory(d / "b" / "a.json");
+    for (const std::string extra : {"", " --update"}) {
+      const auto r = run_bitsim(cmd + extra);
+      EXPECT_EQ(r.code, 2) << fifo << extra << r.out << r.err;
+      EXPECT_NE(r.err.find("a.json"), std::string::npos) << r.err;
+    }
+    fs::remove(d / "b" / "a.json");
+  }
+  // A baseline folder that is a file.
+  write(d / "file", "x");
+  const auto r = run_bitsim("regress --quiet --suite " + suite.string() + " --baselines " + (d / "file").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("not a folder"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ctest FuzzTools.ListIsEveryTargetAndNothingElse: the fuzz targets as tools/fuzz lists them,
+# as tests/fuzz/CMakeLists.txt builds them (its bitsim_fuzzer lines, written by CMake to
+# FUZZERS_TXT) and as the sources with an LLVMFuzzerTestOneInput are the same names, and each
+# has a seed corpus (fuzz_systemc.cpp and fuzz_common.h are shared sources, not targets).
+#   check_targets.sh SOURCE_DIR FUZZERS_TXT
+set -euo pipefail
+SRC=$1
+CMAKE_LIST=$2
+listed=$(python3 "$SRC/tools/fuzz" --list)
+sources=$(grep -l 'LLVMFuzzerTestOneInput' "$SRC"/tests/fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | sort)
+fail=0
+if ! diff <(echo "$listed") "$CMAKE_LIST"; then
+  echo "FAIL: tools/fuzz --list (<) is not the bitsim_fuzzer targets of tests/fuzz/CMakeLists.txt (>)"
+  fail=1
+fi
+if ! diff <(echo "$sources") "$CMAKE_LIST"; then
+  echo "FAIL: the sources with an LLVMFuzzerTestOneInput (<) are not the bitsim_fuzzer targets (>)"
+  fail=1
+fi
+for t in $listed; do
+  if [ -z "$(ls -A "$SRC/tests/fuzz/corpus/$t" 2>/dev/null)" ]; then
+    echo "FAIL: $t has no seed corpus in tests/fuzz/corpus/$t"
+    fail=1
+  fi
+done
+[ $fail = 0 ] && echo "PASS: $(echo "$listed" | wc -l) targets: $(echo $listed)"
+exit $fail

@@ -1,0 +1,19 @@
+// libFuzzer target: a campaign's campaign.json (bitsim.campaign/1; study/campaign.h) as
+// `bitsim sweep merge` reads it, beside the result files of a real 2-point campaign
+// (fuzz_campaign.h) that the input's points may name. The merge must end in bitsim::Error or
+// a result whose completed and missing points add up to the campaign's points, and must
+// print as CSV and JSON.
+#include <fstream>
+
+#include "fuzz_campaign.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bitsim::fuzz::CampaignDir campaign;
+  {
+    std::ofstream out(campaign.dir / "campaign.json", std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+    if (!out) bitsim::fuzz::fail("cannot write campaign.json");
+  }
+  bitsim::fuzz::merge_and_check(campaign.dir);
+  return 0;
+}
