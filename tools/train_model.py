@@ -17,6 +17,14 @@ scored as [BOS, chunk[:-1]] -> chunk.
 
     tools/train_model.py --data DIR --out models/kjv-ternary --hidden 192 --layers 4 --ffn 512 --steps 900 --seed 1
 
+Long context (models/kjv-long): --window 2048 sets max_position_embeddings and the length of
+the training samples (BOS + 2,047 consecutive tokens of the training stream); --short-window W
+--short-steps N trains the first N steps on samples of W positions instead, with the batch
+scaled by window / W so that every step sees the same number of tokens; --heads sets the
+number of attention heads (default hidden / 96, head_dim 96); --log-prefix names the files
+written beside OUT (PREFIX + train_log.csv, loss_curve.png, training.json), so that a second
+model does not overwrite the first one's.
+
 writes OUT/config.json, OUT/model.safetensors (F16 latent weights), OUT/tokenizer.model and,
 beside OUT, the training log (train_log.csv), the loss curve (loss_curve.png) and
 training.json (command, seed, shape, step count, time, final validation loss of the saved
@@ -232,6 +240,25 @@ def eval_loss(model, tokens, window, max_chunks=None):
     return total / count
 
 
+@torch.no_grad()
+def bucket_losses(model, tokens, window):
+    """The test loss by position (1-based) in eval_loss's windows: buckets 1-256, 257-512,
+    513-1,024, 1,025-2,048 as far as the window reaches."""
+    model.eval()
+    edges = [b for b in ((1, 256), (257, 512), (513, 1024), (1025, 2048)) if b[0] <= window]
+    total, count = [0.0] * len(edges), [0] * len(edges)
+    for i in range(0, len(tokens), window):
+        ch = tokens[i:i + window]
+        nll = F.cross_entropy(model(torch.tensor([[BOS] + ch[:-1]]))[0], torch.tensor(ch), reduction="none")
+        for j, (a, b) in enumerate(edges):
+            part = nll[a - 1:b]
+            total[j] += part.sum().item()
+            count[j] += part.numel()
+    model.train()
+    return [{"from": a, "to": b, "tokens": n, "loss": t / n if n else None, "ppl": math.exp(t / n) if n else None}
+            for (a, b), t, n in zip(edges, total, count)]
+
+
 def plot(log_rows, out_png, title):
     steps = [r["step"] for r in log_rows]
     plt.figure(figsize=(7, 4.2))
@@ -265,7 +292,18 @@ def main():
     ap.add_argument("--ffn", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--heads", type=int, default=None, help="attention heads (default hidden / 96)")
+    ap.add_argument("--short-window", type=int, default=None, help="window of the first --short-steps steps")
+    ap.add_argument("--short-steps", type=int, default=0)
+    ap.add_argument("--log-prefix", default="", help="prefix of the files written beside OUT")
     args = ap.parse_args()
+    heads = args.heads or args.hidden // 96
+    if args.hidden % heads or args.hidden // heads != 96:
+        print(f"train_model: --hidden {args.hidden} / --heads {heads} must give head_dim 96", file=sys.stderr)
+        return 2
+    if args.short_steps and (not args.short_window or args.window % args.short_window):
+        print("train_model: --short-steps needs a --short-window that divides --window", file=sys.stderr)
+        return 2
     if MISSING:
         print("train_model: missing Debian packages; install them with\n"
               "  apt-get install -y python3-torch libopenblas0-pthread python3-sentencepiece "
@@ -287,8 +325,8 @@ def main():
     c = {
         "architectures": ["BitnetForCausalLM"], "model_type": "llama", "torch_dtype": "float16",
         "hidden_act": "silu", "hidden_size": args.hidden, "intermediate_size": args.ffn,
-        "num_hidden_layers": args.layers, "num_attention_heads": args.hidden // 96,
-        "num_key_value_heads": args.hidden // 96, "vocab_size": sp.get_piece_size(),
+        "num_hidden_layers": args.layers, "num_attention_heads": heads,
+        "num_key_value_heads": heads, "vocab_size": sp.get_piece_size(),
         "max_position_embeddings": args.window, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
         "rope_scaling": None, "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
         "pad_token_id": None,
@@ -309,16 +347,21 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     side = os.path.dirname(os.path.abspath(args.out))
-    log_path = os.path.join(side, "train_log.csv")
+    log_path = os.path.join(side, args.log_prefix + "train_log.csv")
     log_rows = []
     t0 = time.time()
     T = args.window
+    # Validation during training: about 4,096 tokens (16 windows of 256), whatever the window.
+    valid_chunks = max(1, 4096 // T)
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        starts = rng.integers(0, len(train) - T, size=args.batch)
-        y = torch.stack([train[s:s + T] for s in starts])
-        x = torch.cat([torch.full((args.batch, 1), BOS, dtype=torch.long), y[:, :-1]], dim=1)
+        Ts, B = T, args.batch
+        if step < args.short_steps:
+            Ts, B = args.short_window, args.batch * (T // args.short_window)
+        starts = rng.integers(0, len(train) - Ts, size=B)
+        y = torch.stack([train[s:s + Ts] for s in starts])
+        x = torch.cat([torch.full((B, 1), BOS, dtype=torch.long), y[:, :-1]], dim=1)
         loss = F.cross_entropy(model(x).reshape(-1, c["vocab_size"]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -327,7 +370,7 @@ def main():
         row = {"step": step + 1, "train_loss": loss.item(), "valid_loss": "", "lr": lr_at(step),
                "wall_s": round(time.time() - t0, 1)}
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
-            row["valid_loss"] = eval_loss(model, enc["valid"], T, max_chunks=16)
+            row["valid_loss"] = eval_loss(model, enc["valid"], T, max_chunks=valid_chunks)
         log_rows.append(row)
         if (step + 1) % 10 == 0 or row["valid_loss"] != "":
             print(f"step {step + 1} loss {loss.item():.4f} valid {row['valid_loss']} lr {row['lr']:.2e} "
@@ -340,6 +383,7 @@ def main():
             p.copy_(p.to(torch.float16).float())
     valid_loss = eval_loss(model, enc["valid"], T)
     test_loss = eval_loss(model, enc["test"], T)
+    test_buckets = bucket_losses(model, enc["test"], T)
 
     write_safetensors(os.path.join(args.out, "model.safetensors"), model.tensors())
     with open(os.path.join(args.out, "config.json"), "w") as f:
@@ -352,21 +396,23 @@ def main():
         w.writerows(log_rows)
     title = (f"{os.path.basename(os.path.abspath(args.out))}: {nparams:,} parameters, {args.steps} steps x "
              f"{args.batch} x {T} tokens, seed {args.seed}; final validation loss {valid_loss:.4f}")
-    plot(log_rows, os.path.join(side, "loss_curve.png"), title)
+    plot(log_rows, os.path.join(side, args.log_prefix + "loss_curve.png"), title)
     record = {
         "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
         "seed": args.seed, "steps": args.steps, "batch": args.batch, "window": T, "lr": args.lr,
+        "heads": heads, "short_window": args.short_window, "short_steps": args.short_steps,
         "warmup": args.warmup, "parameters": nparams, "tokens": {k: len(v) for k, v in enc.items()},
         "train_wall_s": round(train_s, 1), "torch": torch.__version__, "threads": args.threads,
         "final_train_loss": log_rows[-1]["train_loss"],
         "valid_loss": valid_loss, "valid_ppl": math.exp(valid_loss),
         "test_loss": test_loss, "test_ppl": math.exp(test_loss),
-        "note": "valid/test: F16 weights as saved, float lm_head, PyTorch float forward, windows of 256 "
-                "tokens as bitsim eval scores them",
+        "test_buckets": test_buckets,
+        "note": f"valid/test: F16 weights as saved, float lm_head, PyTorch float forward, windows of {T} "
+                "tokens as bitsim eval scores them; test_buckets: the test loss by position in the window",
         "sha256": {n: sha256_file(os.path.join(args.out, n))
                    for n in ("config.json", "model.safetensors", "tokenizer.model")},
     }
-    with open(os.path.join(side, "training.json"), "w") as f:
+    with open(os.path.join(side, args.log_prefix + "training.json"), "w") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
     print(json.dumps(record, indent=2), flush=True)

@@ -62,6 +62,16 @@ int run_parsed(const std::vector<std::unique_ptr<Command>>& commands) {
         code = c->run();
         break;
       }
+    // SIGINT / SIGTERM after the command's last check (its outputs were being written): the
+    // work is whole, and still the run was interrupted, so it ends as a stop does (128 + the
+    // signal). Only standard output, written through stdio, can have lost bytes to the signal.
+    if (const int sig = stop_signal(); sig != 0 && code == 0) {
+      const bool cut = stdout_failed();
+      fmt::print(stderr, "\nbitsim: stopped by {} {}\n", signal_name(sig),
+                 cut ? "while writing standard output, which may be cut short"
+                     : "after the work had finished: every output is complete");
+      return Stopped(sig, "").exit_code();
+    }
     if (stdout_failed()) return stdout_error();
     return code;
   } catch (const bitsim::FieldError& e) {

@@ -15,8 +15,11 @@ namespace bitsim::cli {
 namespace {
 
 constexpr const char* kEvalHelp =
-    "Perplexity of a text (teacher forcing, windows of min(512, max_position_embeddings) "
-    "positions) under ten arithmetics, each `simulated` (golden references on this host):\n"
+    "Perplexity of a text (teacher forcing, windows of --window positions, by default "
+    "min(512, max_position_embeddings)) under ten arithmetics, each `simulated` (golden references on this host), "
+    "in all and per context bucket (positions 1-256, 257-512, 513-1024, 1025-2048 of the window) with the mean KL "
+    "divergence from the float rows' next-token distributions and top-1 agreement with them; a row whose unit "
+    "holds fewer positions than the window (int8 units: 512, INT4: 2048) is not run:\n"
     "  float               float BitLinear, float softmax, tied float lm_head (the checkpoint's semantics)\n"
     "  float-ternary-head  float with the board's ternary lm_head\n"
     "  board               the board's arithmetic (multiplier m, fixed K/V scales, ternary lm_head), bit-equal to the simulated board\n"
@@ -51,6 +54,20 @@ void print_eval(const sim::EvalResult& r) {
                  r.board->first_mismatch.value_or(-1), r.board->arithmetic.empty() ? "config's" : r.board->arithmetic,
                  r.board->positions);
   }
+  if (!r.rows_not_run.empty()) {
+    std::string names;
+    for (const auto& n : r.rows_not_run) names += fmt::format("{}{}", names.empty() ? "" : ", ", n);
+    fmt::print("not run (their units hold fewer than {} positions): {}\n", r.window, names);
+  }
+  fmt::print("\nby context (positions in the window); KL(float || row) and KL(float-ternary-head || row) in nats, "
+             "top-1 agreement with each\n");
+  fmt::print("{:<39} {:>11} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7}\n", "arithmetic", "positions", "tokens", "ppl",
+             "kl_float", "kl_f_th", "top1_f", "top1_th");
+  for (const auto& row : r.rows)
+    for (const auto& b : row.buckets)
+      fmt::print("{:<39} {:>11} {:>7} {:>10.4f} {:>10.6f} {:>10.6f} {:>7.4f} {:>7.4f}\n", row.arithmetic,
+                 fmt::format("{}-{}", b.from, b.to), b.tokens, b.ppl, b.kl_float, b.kl_float_ternary_head,
+                 b.top1_float, b.top1_float_ternary_head);
   if (!r.compare.empty()) {
     fmt::print("\nlogits against FloatReference (ternary lm_head), first {} positions of window 0:\n",
                r.compare[0].positions);
@@ -79,11 +96,14 @@ class Eval final : public Command {
                      "Compare the board rows' logits with FloatReference's (ternary lm_head) over the first N "
                      "positions: mean and worst relative error, top-1 agreement")
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
+    sub_->add_option("--window", req_.window,
+                     "Positions per window, 1..max_position_embeddings (default: min(512, max_position_embeddings))")
+        ->transform(integer_in(1, std::numeric_limits<int>::max()));
     sub_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
     sub_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
         ->transform(integer_in(1, 64))->capture_default_str();
     sub_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");
-    sub_->add_flag("--json", json_, "Write one bitsim.eval/1 JSON document to stdout (docs/json-schemas.md)");
+    sub_->add_flag("--json", json_, "Write one bitsim.eval/2 JSON document to stdout (docs/json-schemas.md)");
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
     add_cache_options(sub_, cache_);
   }

@@ -48,11 +48,15 @@ DmaDriver::DmaDriver(Platform& platform, const MemoryMap& map, const DriverConfi
 uint64_t DmaDriver::ps_of(double ns) const { return uint64_t(std::llround(ns * 1000.0)); }
 
 uint32_t DmaDriver::rd(int d, uint32_t off) {
-  if (!polling_) stats_.fixed_ps += access_ps_;
+  if (!polling_) {
+    stats_.fixed_ps += access_ps_;
+    ++call_accesses_;
+  }
   return ps_.read32(hw::board_map::kDmaBase[d] + off, access_ps_);
 }
 void DmaDriver::wr(int d, uint32_t off, uint32_t v) {
   stats_.fixed_ps += access_ps_;
+  ++call_accesses_;
   ps_.write32(hw::board_map::kDmaBase[d] + off, v, access_ps_);
 }
 
@@ -66,6 +70,17 @@ void DmaDriver::invalidate(uint64_t bytes) {
   stats_.invalidated_bytes += bytes;
   stats_.fixed_ps += ps_of(config_.invalidate_fixed_ns);
   ps_.spend(ps_of(config_.invalidate_fixed_ns + double(bytes) * config_.invalidate_ns_per_byte));
+}
+
+void DmaDriver::charge_per_transfer(uint64_t transfers) {
+  const double owed = config_.accesses_per_transfer * double(transfers);
+  const double extra = config_.accesses_per_transfer > 0 ? std::max(0.0, owed - double(call_accesses_)) : 0.0;
+  const uint64_t ps = uint64_t(std::llround(extra * double(access_ps_))) +
+                      ps_of(config_.transfer_call_ns * double(transfers));
+  call_accesses_ = 0;
+  if (ps == 0) return;
+  stats_.fixed_ps += ps;
+  ps_.spend(ps);
 }
 
 void DmaDriver::init() {
@@ -100,6 +115,7 @@ void DmaDriver::wait_idle(int d, uint32_t sr_offset, const char* what) {
       throw Error(fmt::format("DMA {} {}: channel halted (DMASR 0x{:08x})", dma_name(d), which, sr));
   };
   stats_.fixed_ps += access_ps_;  // the poll that sees Idle; the others wait for the transfer
+  ++call_accesses_;
   polling_ = true;
   struct Done {
     bool& p;
@@ -155,6 +171,8 @@ void DmaDriver::engine_failure(bool matmul, int lane, const std::string& what) {
 
 void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
   ++stats_.matmul_calls;
+  call_accesses_ = 0;
+  const uint64_t transfers_before = stats_.transfers;
   ps_.spend(ps_of(config_.call_overhead_ns));
   stats_.fixed_ps += ps_of(config_.call_overhead_ns);
   const int dmas[kLanes] = {kMm0, kMm1};
@@ -180,6 +198,7 @@ void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
   }
   for (int lane = 0; lane < kLanes; ++lane)
     if (call.lane[lane].rows) invalidate(call.lane[lane].result_bytes);
+  charge_per_transfer(stats_.transfers - transfers_before);
 }
 
 uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint32_t bytes, bool sof, bool eof) {
@@ -201,6 +220,8 @@ uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint3
 
 void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cpu_written_bytes) {
   ++stats_.attention_calls;
+  call_accesses_ = 0;
+  const uint64_t transfers_before = stats_.transfers;
   ps_.spend(ps_of(config_.call_overhead_ns));
   stats_.fixed_ps += ps_of(config_.call_overhead_ns);
   const int dmas[kLanes] = {kAt0, kAt1};
@@ -248,6 +269,7 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
   }
   for (int lane = 0; lane < kLanes; ++lane)
     if (!heads[lane].empty()) invalidate(heads[lane].size() * model::kAttentionResultBytes);
+  charge_per_transfer(stats_.transfers - transfers_before);
 }
 
 }  // namespace bitsim::host

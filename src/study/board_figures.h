@@ -17,6 +17,10 @@ inline constexpr const EndToEnd& kEndToEndT512 = kEndToEnd[1];
 constexpr double kAttentionAloneMs = 20.22;
 constexpr double kAttentionAloneGbS = 1.872;
 
+// From Python, each DMA transfer took about 150 us longer than theory (BOARD.md, "The
+// host-software path"): an approximate figure, checked by the python driver's prediction.
+constexpr double kPythonTransferOverheadUs = 150.0;
+
 // The packed ternary weights of bitnet-large on the board (BOARD.md, "The model on the board").
 constexpr double kPackedImageMiB = 141.3;
 

@@ -160,6 +160,20 @@ std::pair<double, double> measure_attention_alone(const ParamSet& p, int T) {
   return {ms, gbs};
 }
 
+double python_transfer_overhead_us(const ParamSet& params) {
+  // A token's time at T = 64 with the python driver less its time with a driver that costs
+  // nothing (the transfers at their theoretical time), per channel start.
+  ParamSet py = params, theory = params;
+  py.set("driver.profile=python");
+  theory.set("driver.profile=c");
+  for (const char* k : {"reg_access_ns", "call_overhead_ns", "flush_fixed_ns", "flush_ns_per_byte",
+                        "invalidate_fixed_ns", "invalidate_ns_per_byte", "poll_gap_ns", "accesses_per_transfer",
+                        "transfer_call_ns"})
+    theory.set_value(std::string("driver.c.") + k, 0.0, "validate");
+  const Measured mp = measure_end_to_end(py, 64), mt = measure_end_to_end(theory, 64);
+  return (mp.total_ms - mt.total_ms) * 1e3 / double(std::max<uint64_t>(mp.dma_calls, 1));
+}
+
 std::vector<ValidationRow> validate(const ParamSet& params, bool with_python,
                                     const std::function<void(const std::string&)>& status) {
   std::vector<ValidationRow> rows;
@@ -187,6 +201,9 @@ std::vector<ValidationRow> validate(const ParamSet& params, bool with_python,
     ParamSet py = params;
     py.set("driver.profile=python");
     add_e2e(py, "end_to_end_python", "python", false);
+    if (status) status("python driver: time per transfer beyond theory at T=64 ...");
+    rows.push_back(row("end_to_end_python", 64, "transfer_overhead_us", python_transfer_overhead_us(params),
+                       board_figures::kPythonTransferOverheadUs, "python"));
   }
   return rows;
 }

@@ -68,6 +68,10 @@ Measured measure_end_to_end(const ParamSet& params, int T);
 // The attention unit alone at context T: circuit ms for one token and read GB/s.
 std::pair<double, double> measure_attention_alone(const ParamSet& params, int T);
 
+// BOARD.md: from Python each DMA transfer took about 150 us longer than theory. The python
+// driver profile's prediction of that figure (us per DMA channel start at T = 64): a token's
+// time with the python driver less its time with a driver that costs nothing.
+double python_transfer_overhead_us(const ParamSet& params);
 std::vector<ValidationRow> validate(const ParamSet& params, bool with_python_profile,
                                     const std::function<void(const std::string&)>& status = {});
 

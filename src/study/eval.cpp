@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 #include "hw/fast_kernels.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "model/attention_stream.h"
 #include "base/sha256.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
@@ -83,15 +85,6 @@ std::vector<float> int8_head_logits(const model::TernaryModel& m, const Int8Head
   return logits;
 }
 
-// -log softmax(logits)[target], in double.
-double nll_of(const std::vector<float>& logits, int target) {
-  double mx = -INFINITY;
-  for (float l : logits) mx = std::max(mx, double(l));
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(double(l) - mx);
-  return mx + std::log(sum) - double(logits[size_t(target)]);
-}
-
 enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kBoardInt4Kv,
            kBoardInt4KvOutliers4, kBoardInt4KvOutliers8, kKinds };
 
@@ -112,6 +105,12 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
       {"board-online-softmax-int4-kv-8-outliers", "board-online-softmax-int4-kv, with 8 fp16 outlier lanes (kv.outlier_channels = 8)"},
   };
   return rows;
+}
+
+std::vector<std::pair<int, int>> eval_buckets(int window) {
+  std::vector<std::pair<int, int>> out{{1, 256}};
+  while (out.back().second < window) out.emplace_back(out.back().second + 1, 2 * out.back().second);
+  return out;
 }
 
 namespace {
@@ -166,66 +165,173 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
     throw Error(fmt::format("tokens {}: the text {} has only {} tokens", req.tokens, req.text.string(), res.text_tokens));
   if (folder) res.model_sha256 = sha256_file(*folder / "model.safetensors", "checkpoint");
   res.scored_tokens = int64_t(p.ids.size());
-  res.window = std::min(golden::kMaxContext, p.config.max_position_embeddings);
+  if (req.window < 0 || req.window > p.config.max_position_embeddings)
+    throw Error(fmt::format("window {}: must be 1..{} (the model's max_position_embeddings{})", req.window,
+                            p.config.max_position_embeddings, folder ? fmt::format(", {}", (*folder / "config.json").string()) : std::string()));
+  res.window = req.window > 0 ? req.window : std::min(golden::kMaxContext, p.config.max_position_embeddings);
   res.windows = int((p.ids.size() + size_t(res.window) - 1) / size_t(res.window));
   const int first_window = int(std::min<size_t>(p.ids.size(), size_t(res.window)));
-  if (req.compare_positions < 0 || req.compare_positions > first_window)
-    throw Error(fmt::format("compare positions {}: must be 0..{} (the first window's positions)",
-                            req.compare_positions, first_window));
-  if (req.board_positions > first_window)
-    throw Error(fmt::format("board positions {}: over the first window's {} positions", req.board_positions,
-                            first_window));
+  // The board check and the comparison run the int8 units, which hold kMaxContext positions.
+  const int first = std::min(first_window, golden::kMaxContext);
+  if (req.compare_positions < 0 || req.compare_positions > first)
+    throw Error(fmt::format("compare positions {}: must be 0..{} (the first window's positions, at most {})",
+                            req.compare_positions, first, golden::kMaxContext));
+  if (req.board_positions > first)
+    throw Error(fmt::format("board positions {}: over the first window's {} positions (at most {})",
+                            req.board_positions, first_window, golden::kMaxContext));
   return p;
 }
 
-// Scores the windows under every arithmetic. Work items: (window, job); job 0 float (+ the
-// ternary head from its last hidden state), 1 dynamic KV (the longest job: a calibration pass
-// and a board pass), 2 board (+ the int8 head from its last hidden state), 3 legacy, 4
-// online-softmax, 5 online-softmax with INT4 KV, 6 and 7 the same with 4 and 8 outlier
-// lanes. Each item's NLL sum lands in its own slot, and the slots are summed in window order: the result
-// does not depend on the threads.
+// log softmax(logits) in double into out[0 .. V-1]; returns the argmax (the first largest).
+// -out[target] = lse - logits[target], the next token's NLL.
+int log_softmax(const std::vector<float>& logits, double* out) {
+  double mx = -INFINITY;
+  size_t arg = 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (double(logits[i]) > mx) mx = double(logits[i]), arg = i;
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(double(l) - mx);
+  const double lse = mx + std::log(sum);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = double(logits[i]) - lse;
+  return int(arg);
+}
+
+// KL(P || Q) = sum_i p_i (log p_i - log q_i) from the two log-probability vectors.
+double kl_of(const double* logp, const double* logq, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double p = std::exp(logp[i]);
+    if (p > 0) s += p * (logp[i] - logq[i]);
+  }
+  return s;
+}
+
+// The positions each attention unit's KV cache holds.
+int unit_positions(int kind) {
+  return kind == kFloat || kind == kFloatTernaryHead ? std::numeric_limits<int>::max()
+         : kind >= kBoardInt4Kv                      ? model::kAttentionInt4MaxT
+                                                     : golden::kMaxContext;
+}
+
+// Scores the windows under every arithmetic, a chunk of windows at a time. Per chunk, first
+// the float job of each window (its two heads' log-probabilities kept as the references of
+// the KL and top-1 figures), then the other jobs: 1 dynamic KV (a calibration pass and a
+// board pass), 2 board (+ the int8 head from its last hidden state), 3 legacy, 4
+// online-softmax, 5 online-softmax with INT4 KV, 6 and 7 the same with 4 and 8 outlier lanes
+// (jobs whose unit holds fewer positions than the window are not run). Each (window, row,
+// bucket)'s sums land in their own slot, and the slots are summed in window order: the
+// result does not depend on the threads.
 class Scorer {
  public:
   static constexpr int kJobs = 8;
-  Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows)
-      : m_(m), scales_(scales), windows_(windows), head8_(make_int8_head(m)),
-        fast_(m, /*with_lm_head=*/true, 2), nll_(windows.size(), std::array<double, kKinds>{}) {}
+  struct Acc {
+    double nll = 0, kl_f = 0, kl_ft = 0;
+    int64_t top1_f = 0, top1_ft = 0, n = 0;
+  };
+  Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
+         int window, int threads)
+      : m_(m), scales_(scales), windows_(windows), window_(window), buckets_(eval_buckets(window)),
+        threads_(threads), head8_(make_int8_head(m)),
+        fast_(m, /*with_lm_head=*/true, 2), vocab_(size_t(m.config.vocab_size)), refs_(size_t(threads)),
+        total_(windows.size(), std::array<double, kKinds>{}),
+        acc_(windows.size() * kKinds * buckets_.size()) {
+    for (int j = 1; j < kJobs; ++j)
+      if (window_ <= unit_positions(job_kind(j))) jobs_.push_back(j);
+  }
+  static bool runs(int kind, int window) { return window <= unit_positions(kind); }
 
-  void run(int threads) {
-    std::vector<std::exception_ptr> errors{size_t(threads)};
-    auto worker = [&](int tid) {
-      try {
-        Refs refs;
-        for (size_t item = next_.fetch_add(1); item < windows_.size() * kJobs; item = next_.fetch_add(1))
-          score(refs, item / kJobs, int(item % kJobs));
-      } catch (...) {
-        errors[size_t(tid)] = std::current_exception();
-        next_ = windows_.size() * kJobs;  // the others stop at their next item
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-    worker(0);
-    for (auto& t : pool) t.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+  void run() {
+    // The references of a chunk: 2 heads x positions x vocab doubles, about 256 MB at most.
+    const size_t per_window = 2 * size_t(window_) * vocab_ * sizeof(double);
+    const size_t chunk = std::max<size_t>(1, (size_t(256) << 20) / per_window);
+    for (size_t c0 = 0; c0 < windows_.size(); c0 += chunk) {
+      const size_t c1 = std::min(windows_.size(), c0 + chunk);
+      c0_ = c0;
+      ref_.assign(c1 - c0, Ref{});
+      parallel(c1 - c0, [&](Refs& r, size_t i) { score_float(r, c0 + i); });
+      parallel((c1 - c0) * jobs_.size(),
+               [&](Refs& r, size_t i) { score(r, c0 + i / jobs_.size(), jobs_[i % jobs_.size()]); });
+    }
+    ref_.clear();
   }
   double sum(int kind) const {
     double s = 0;
-    for (const auto& w : nll_) s += w[size_t(kind)];
+    for (const auto& w : total_) s += w[size_t(kind)];
     return s;
   }
+  // The row's sums in bucket b, over the windows in order.
+  Acc bucket(int kind, size_t b) const {
+    Acc s;
+    for (size_t w = 0; w < windows_.size(); ++w) {
+      const Acc& a = acc_[(w * kKinds + size_t(kind)) * buckets_.size() + b];
+      s.nll += a.nll, s.kl_f += a.kl_f, s.kl_ft += a.kl_ft;
+      s.top1_f += a.top1_f, s.top1_ft += a.top1_ft, s.n += a.n;
+    }
+    return s;
+  }
+  const std::vector<std::pair<int, int>>& buckets() const { return buckets_; }
 
  private:
   struct Refs {  // one worker's references, built on first use
     std::optional<golden::FloatReference> fl;
     std::optional<golden::BoardReference> bd, lg, on, i4, i4o4, i4o8;
+    std::vector<double> logp;
   };
+  struct Ref {  // a window's float and float-ternary-head log-probabilities and argmaxes
+    std::vector<double> logp[2];
+    std::vector<int> arg[2];
+  };
+  static int job_kind(int job) {
+    static const int kinds[kJobs] = {kFloat, kBoardDynamicKv, kBoard, kBoardLegacy, kBoardOnlineSoftmax,
+                                     kBoardInt4Kv, kBoardInt4KvOutliers4, kBoardInt4KvOutliers8};
+    return kinds[job];
+  }
+  template <typename F>
+  void parallel(size_t items, const F& fn) {
+    std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> errors{size_t(threads_)};
+    auto worker = [&](int tid) {
+      try {
+        for (size_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) fn(refs_[size_t(tid)], item);
+      } catch (...) {
+        errors[size_t(tid)] = std::current_exception();
+        next = items;  // the others stop at their next item
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads_; ++t) pool.emplace_back(worker, t);
+    worker(0);
+    for (auto& t : pool) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  // Position p of window w under row `kind`, from its log-probabilities and argmax.
+  void add(size_t w, int kind, size_t p, const double* logp, int arg) {
+    const Ref& ref = ref_[w - c0_];
+    const double nll = -logp[windows_[w].target[p]];
+    total_[w][size_t(kind)] += nll;
+    size_t b = 0;
+    while (b + 1 < buckets_.size() && int(p) + 1 > buckets_[b].second) ++b;
+    Acc& a = acc_[(w * kKinds + size_t(kind)) * buckets_.size() + b];
+    a.nll += nll;
+    a.kl_f += kl_of(&ref.logp[0][p * vocab_], logp, vocab_);
+    a.kl_ft += kl_of(&ref.logp[1][p * vocab_], logp, vocab_);
+    a.top1_f += arg == ref.arg[0][p];
+    a.top1_ft += arg == ref.arg[1][p];
+    ++a.n;
+  }
+  void add(Refs& refs, size_t w, int kind, size_t p, const std::vector<float>& logits) {
+    refs.logp.resize(vocab_);
+    const int arg = log_softmax(logits, refs.logp.data());
+    add(w, kind, p, refs.logp.data(), arg);
+  }
   golden::BoardReference& board_ref(std::optional<golden::BoardReference>& r, bool legacy,
                                     model::AttentionVariant variant = model::AttentionVariant::TwoPhase,
                                     model::KvFormat kv = model::KvFormat::Int8, int outliers = 0) {
     if (!r) {
-      r.emplace(m_, scales_, golden::BoardReferenceOptions{legacy, 1, variant, kv, outliers});
+      golden::BoardReferenceOptions o{legacy, 1, variant, kv, outliers};
+      if (kv == model::KvFormat::Int4) o.context = std::max(golden::kMaxContext, window_);
+      r.emplace(m_, scales_, o);
       r->set_matvec(fast_.fn());
     }
     r->reset();
@@ -233,72 +339,79 @@ class Scorer {
   }
   void score(Refs& refs, size_t w, int job) {
     const Window& win = windows_[w];
-    auto& out = nll_[w];
-    if (job == 0) {
-      score_float(refs, win, out);
-    } else if (job == 1) {
+    if (job == 1) {
       golden::BoardReference dyn(m_, golden::calibrate_kv_scales(m_, win.input, fast_.fn()), golden::BoardReferenceOptions{false, 1});
       dyn.set_matvec(fast_.fn());
-      out[kBoardDynamicKv] = plain_nll(dyn, win);
+      plain(refs, dyn, w, kBoardDynamicKv);
     } else if (job == 2) {
-      score_board(board_ref(refs.bd, false), win, w == 0, out);
+      score_board(refs, board_ref(refs.bd, false), w);
     } else if (job == 3) {
-      out[kBoardLegacy] = plain_nll(board_ref(refs.lg, true), win);
+      plain(refs, board_ref(refs.lg, true), w, kBoardLegacy);
     } else if (job == 4) {
-      out[kBoardOnlineSoftmax] = plain_nll(board_ref(refs.on, false, model::AttentionVariant::OnlineSoftmax), win);
+      plain(refs, board_ref(refs.on, false, model::AttentionVariant::OnlineSoftmax), w, kBoardOnlineSoftmax);
     } else if (job == 5) {
-      out[kBoardInt4Kv] = plain_nll(
-          board_ref(refs.i4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4), win);
+      plain(refs, board_ref(refs.i4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4), w,
+            kBoardInt4Kv);
     } else if (job == 6) {
-      out[kBoardInt4KvOutliers4] = plain_nll(
-          board_ref(refs.i4o4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 4), win);
+      plain(refs, board_ref(refs.i4o4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 4), w,
+            kBoardInt4KvOutliers4);
     } else {
-      out[kBoardInt4KvOutliers8] = plain_nll(
-          board_ref(refs.i4o8, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 8), win);
+      plain(refs, board_ref(refs.i4o8, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 8), w,
+            kBoardInt4KvOutliers8);
     }
   }
-  static double plain_nll(golden::BoardReference& ref, const Window& win) {
-    double s = 0;
-    for (size_t p = 0; p < win.input.size(); ++p) s += nll_of(ref.step(win.input[p]), win.target[p]);
-    return s;
+  void plain(Refs& refs, golden::BoardReference& ref, size_t w, int kind) {
+    const Window& win = windows_[w];
+    for (size_t p = 0; p < win.input.size(); ++p) add(refs, w, kind, p, ref.step(win.input[p]));
   }
-  // One float pass gives both heads (they read the same final hidden state).
-  void score_float(Refs& refs, const Window& win, std::array<double, kKinds>& out) {
+  // One float pass gives both heads (they read the same final hidden state): the references.
+  void score_float(Refs& refs, size_t w) {
+    const Window& win = windows_[w];
+    Ref& ref = ref_[w - c0_];
+    for (int h = 0; h < 2; ++h) {
+      ref.logp[h].resize(win.input.size() * vocab_);
+      ref.arg[h].resize(win.input.size());
+    }
     if (!refs.fl) refs.fl.emplace(m_, golden::FloatReferenceOptions{false});
     refs.fl->reset();
-    double s = 0, st = 0;
     for (size_t p = 0; p < win.input.size(); ++p) {
-      s += nll_of(refs.fl->step(win.input[p]), win.target[p]);
-      st += nll_of(refs.fl->last_logits(true), win.target[p]);
+      ref.arg[0][p] = log_softmax(refs.fl->step(win.input[p]), &ref.logp[0][p * vocab_]);
+      ref.arg[1][p] = log_softmax(refs.fl->last_logits(true), &ref.logp[1][p * vocab_]);
+      add(w, kFloat, p, &ref.logp[0][p * vocab_], ref.arg[0][p]);
+      add(w, kFloatTernaryHead, p, &ref.logp[1][p * vocab_], ref.arg[1][p]);
     }
-    out[kFloat] = s;
-    out[kFloatTernaryHead] = st;
   }
   // The board and, from its last hidden state, the INT8 head; window 0's first logits kept.
-  void score_board(golden::BoardReference& bd, const Window& win, bool first, std::array<double, kKinds>& out) {
+  void score_board(Refs& refs, golden::BoardReference& bd, size_t w) {
+    const Window& win = windows_[w];
     std::vector<float> hidden(size_t(m_.config.hidden_size));
     const int last = m_.config.num_layers - 1;
     const golden::Probe probe = [&](const golden::StepProbe& sp) {
       if (sp.layer == last && sp.data && std::strcmp(sp.step, "residual") == 0)
         std::copy(sp.data, sp.data + sp.n, hidden.begin());
     };
-    double s = 0, s8 = 0;
     for (size_t p = 0; p < win.input.size(); ++p) {
       std::vector<float> logits = bd.step(win.input[p], probe);
-      s += nll_of(logits, win.target[p]);
-      s8 += nll_of(int8_head_logits(m_, head8_, hidden.data()), win.target[p]);
+      add(refs, w, kBoard, p, logits);
+      add(refs, w, kBoardInt8Head, p, int8_head_logits(m_, head8_, hidden.data()));
     }
-    out[kBoard] = s;
-    out[kBoardInt8Head] = s8;
   }
 
   const model::TernaryModel& m_;
   const golden::KvScales& scales_;
   const std::vector<Window>& windows_;
+  const int window_;
+  const std::vector<std::pair<int, int>> buckets_;
+  int threads_;
   const Int8Head head8_;
   const FastMatvec fast_;
-  std::vector<std::array<double, kKinds>> nll_;
-  std::atomic<size_t> next_{0};
+  const size_t vocab_;
+  std::vector<int> jobs_;  // the jobs after the float one that run at this window
+  std::vector<Refs> refs_;  // per thread
+  std::vector<Ref> ref_;    // per window of the current chunk
+  size_t c0_ = 0;
+  std::vector<std::array<double, kKinds>> total_;
+  std::vector<Acc> acc_;  // [window][kind][bucket]
 };
 
 // The eval row whose arithmetic a board config runs, or "" when no row has it (an outlier
@@ -415,10 +528,14 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   const std::vector<Window> windows = make_windows(pre.ids, res.window, pre.config.bos_token_id);
   status(fmt::format("scoring {} tokens in {} windows of up to {} positions, {} arithmetics, {} threads ...",
                      res.scored_tokens, res.windows, res.window, kKinds, threads));
-  Scorer scorer(m, scales, windows);
-  scorer.run(threads);
+  Scorer scorer(m, scales, windows, res.window, threads);
+  scorer.run();
   const auto& names = eval_arithmetics();
   for (int k = 0; k < kKinds; ++k) {
+    if (!Scorer::runs(k, res.window)) {
+      res.rows_not_run.push_back(names[size_t(k)].first);
+      continue;
+    }
     EvalRow row;
     row.arithmetic = names[size_t(k)].first;
     row.meaning = names[size_t(k)].second;
@@ -426,6 +543,21 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
     row.tokens = res.scored_tokens;
     row.nll_mean = scorer.sum(k) / double(res.scored_tokens);
     row.ppl = std::exp(row.nll_mean);
+    for (size_t b = 0; b < scorer.buckets().size(); ++b) {
+      const Scorer::Acc a = scorer.bucket(k, b);
+      if (a.n == 0) continue;
+      EvalBucket bk;
+      bk.from = scorer.buckets()[b].first;
+      bk.to = scorer.buckets()[b].second;
+      bk.tokens = a.n;
+      bk.nll_mean = a.nll / double(a.n);
+      bk.ppl = std::exp(bk.nll_mean);
+      bk.kl_float = a.kl_f / double(a.n);
+      bk.kl_float_ternary_head = a.kl_ft / double(a.n);
+      bk.top1_float = double(a.top1_f) / double(a.n);
+      bk.top1_float_ternary_head = double(a.top1_ft) / double(a.n);
+      row.buckets.push_back(bk);
+    }
     res.rows.push_back(row);
   }
   if (req.board_positions > 0) {
@@ -465,6 +597,20 @@ const Fields<EvalRow>& eval_row_fields() {
   return fields;
 }
 
+const Fields<EvalBucket>& eval_bucket_fields() {
+  using B = EvalBucket;
+  static const Fields<B> fields{{"from", &B::from},
+                                {"to", &B::to},
+                                {"tokens", &B::tokens},
+                                {"ppl", &B::ppl},
+                                {"nll_mean", &B::nll_mean},
+                                {"kl_float", &B::kl_float},
+                                {"kl_float_ternary_head", &B::kl_float_ternary_head},
+                                {"top1_float", &B::top1_float},
+                                {"top1_float_ternary_head", &B::top1_float_ternary_head}};
+  return fields;
+}
+
 const Fields<EvalBoardCheck>& eval_board_check_fields() {
   using B = EvalBoardCheck;
   static const Fields<B> fields{{"positions", &B::positions},
@@ -485,8 +631,10 @@ const Fields<EvalLogitCompare>& eval_compare_fields() {
 
 nlohmann::json eval_json(const EvalResult& r) {
   nlohmann::json j = record_json(r, eval_header_fields());
-  j["schema"] = "bitsim.eval/1";
+  j["schema"] = "bitsim.eval/2";
   j["rows"] = records_json(r.rows, eval_row_fields());
+  for (size_t i = 0; i < r.rows.size(); ++i) j["rows"][i]["buckets"] = records_json(r.rows[i].buckets, eval_bucket_fields());
+  j["rows_not_run"] = r.rows_not_run;
   j["board_check"] = r.board ? record_json(*r.board, eval_board_check_fields()) : nlohmann::json(nullptr);
   j["logits_vs_float"] = records_json(r.compare, eval_compare_fields());
   return j;

@@ -1,7 +1,8 @@
 #pragma once
 // Perplexity of a text under the arithmetics of the model, the board and its variants
 // (`bitsim eval`). Teacher forcing: the text is encoded in one piece (no BOS), cut into
-// consecutive windows of W tokens (W = min(512, max_position_embeddings)), and each window
+// consecutive windows of W tokens (W = --window, by default min(512, max_position_embeddings)),
+// and each window
 // is scored as [BOS, w_0 .. w_{W-2}] -> [w_0 .. w_{W-1}]: every text token is predicted
 // once, from the tokens of its own window before it. nll = logsumexp(logits) - logit[target]
 // in double; ppl = exp(mean nll).
@@ -26,6 +27,14 @@
 //                       docs/variants-attention.md 8)
 //   board-online-softmax-int4-kv-4-outliers, -8-outliers  the same with 4 and 8 fp16
 //                       outlier lanes (kv.outlier_channels)
+// A row whose attention unit holds fewer positions than W is not run (the int8 units hold
+// 512, the INT4 one 2,048): EvalResult::rows_not_run names it.
+//
+// By context: every row also reports, per bucket of positions in the window (1-256, 257-512,
+// 513-1,024, 1,025-2,048, then doubling; only buckets that start within W and hold scored
+// tokens), its perplexity, the mean KL divergence KL(P_ref || P_row) of its next-token
+// distribution from the `float` row's and from `float-ternary-head`'s (nats, in double), and
+// the fraction of positions whose argmax equals theirs.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -50,10 +59,20 @@ struct EvalRequest {
   int board_positions = 0;                          // also run the first N positions on the simulated board
   int compare_positions = 0;                        // compare the board rows' logits with FloatReference's
                                                     // over the first N positions (0: no comparison)
+  int window = 0;                                   // positions per window; 0: min(512, max_position_embeddings)
   int threads = 2;                                  // host threads (results do not depend on it)
   ParamSet params = board_params();                 // board config of the board check
   CacheSettings cache;                              // the start-up cache (off by default here)
   CacheWarn cache_warning;                          // where its warnings go
+};
+
+// One context bucket of a row: the positions from..to (1-based, in the window).
+struct EvalBucket {
+  int from = 0, to = 0;
+  int64_t tokens = 0;
+  double ppl = 0, nll_mean = 0;
+  double kl_float = 0, kl_float_ternary_head = 0;   // mean KL(P_ref || P_row), nats
+  double top1_float = 0, top1_float_ternary_head = 0;  // fraction of equal argmax
 };
 
 struct EvalRow {
@@ -62,6 +81,7 @@ struct EvalRow {
   std::string meaning;      // one line: what the row computes
   double ppl = 0, nll_mean = 0;
   int64_t tokens = 0;       // tokens scored
+  std::vector<EvalBucket> buckets;  // by context, in order of position
 };
 
 struct EvalBoardCheck {
@@ -92,10 +112,15 @@ struct EvalResult {
   int window = 0;             // positions per window
   int windows = 0;
   std::vector<EvalRow> rows;
+  std::vector<std::string> rows_not_run;  // rows whose unit holds fewer positions than the window
   std::optional<EvalBoardCheck> board;
   std::vector<EvalLogitCompare> compare;  // with compare_positions > 0
   double load_s = 0, wall_s = 0;
 };
+
+// The context buckets that start within a window of `window` positions: 1-256, 257-512,
+// 513-1,024, 1,025-2,048, ... (the last one reaching past the window is kept whole).
+std::vector<std::pair<int, int>> eval_buckets(int window);
 
 // The row names in order, and what each means.
 const std::vector<std::pair<std::string, std::string>>& eval_arithmetics();
@@ -109,9 +134,10 @@ EvalResult run_eval(const EvalRequest& request,
 // (JSON keys; docs/json-schemas.md).
 const Fields<EvalResult>& eval_header_fields();
 const Fields<EvalRow>& eval_row_fields();
+const Fields<EvalBucket>& eval_bucket_fields();
 const Fields<EvalBoardCheck>& eval_board_check_fields();
 const Fields<EvalLogitCompare>& eval_compare_fields();
-// The bitsim.eval/1 document (docs/json-schemas.md).
+// The bitsim.eval/2 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);
 
 }  // namespace bitsim::sim

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -135,6 +136,60 @@ TEST(Signal, RunStopsOnSigintWritesEveryOutputMarkedPartialAndExits130) {
   const pid_t replay = spawn({"replay", mmio.string()}, r.path);
   EXPECT_EQ(wait_exit(replay), 0) << slurp(r.path / "stderr");
   EXPECT_TRUE(has(slurp(r.path / "stdout"), "every read equal")) << slurp(r.path / "stdout");
+}
+
+// A signal that arrives after the last token, while the outputs are being written: the
+// outputs are whole, and the command still ends as stopped (143 for SIGTERM), saying so.
+// Standard output is a pipe nobody reads until the signal has been sent: the trace, written
+// to /dev/stdout after the run, fills it and blocks the writer.
+TEST(Signal, ASignalWhileTheOutputsAreWrittenKeepsThemWholeAndExits143) {
+  TempDir d;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    const int err = ::open((d.path / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(err, 2);
+    const char* argv[] = {BITSIM_BINARY, "run", "--model", "synthetic:tiny", "--prompt", "hi", "--tokens", "3",
+                          "--no-check", "--trace", "/dev/stdout", nullptr};
+    ::execv(BITSIM_BINARY, const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  // The writer blocked in the trace: its message said so, and the pipe, nearly full (Linux's
+  // default holds 64 KiB in 16 pages), stops filling.
+  int queued = 0, before = -1;
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(::ioctl(fds[0], FIONREAD, &queued), 0);
+    if (queued >= 32768 && queued == before && has(slurp(d.path / "stderr"), "writing the trace to /dev/stdout")) break;
+    before = queued;
+  }
+  ASSERT_GE(queued, 32768) << slurp(d.path / "stderr");
+  ASSERT_EQ(queued, before) << slurp(d.path / "stderr");
+  ::kill(pid, SIGTERM);
+  std::string out;
+  char buf[65536];
+  for (ssize_t k; (k = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (k < 0 && errno == EINTR) continue;
+    ASSERT_GT(k, 0);
+    out.append(buf, size_t(k));
+  }
+  ::close(fds[0]);
+  EXPECT_EQ(wait_exit(pid), 143);
+  const std::string err = slurp(d.path / "stderr");
+  EXPECT_TRUE(has(err, "stopped by SIGTERM after the work had finished: every output is complete")) << err;
+  // The trace is whole (not marked partial, all 3 tokens) and the summary follows it.
+  const auto begin = out.find("{\"traceEvents\"");
+  ASSERT_NE(begin, std::string::npos);
+  const auto end = out.find("\n--- end of text ---", begin);
+  ASSERT_NE(end, std::string::npos) << out.substr(out.size() - std::min<size_t>(out.size(), 400));
+  const auto j = nlohmann::json::parse(out.substr(begin, end - begin));
+  EXPECT_EQ(j["otherData"]["tokens"], j["otherData"]["prompt_tokens"].get<int>() + 3);
+  EXPECT_FALSE(j["otherData"].contains("partial"));
+  EXPECT_TRUE(has(out.substr(end), "fast fidelity")) << out.substr(end);
 }
 
 // A closed pipe on standard output is a failed output, exit 2 (docs/errors.md), not death by

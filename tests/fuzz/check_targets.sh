@@ -2,7 +2,9 @@
 # ctest FuzzTools.ListIsEveryTargetAndNothingElse: the fuzz targets as tools/fuzz lists them,
 # as tests/fuzz/CMakeLists.txt builds them (its bitsim_fuzzer lines, written by CMake to
 # FUZZERS_TXT) and as the sources with an LLVMFuzzerTestOneInput are the same names, and each
-# has a seed corpus (fuzz_systemc.cpp and fuzz_common.h are shared sources, not targets).
+# has a checked-in corpus: hand-written seeds and the minimized inputs of a campaign (files
+# named by libFuzzer, 40 hex digits; tools/fuzz TARGET --minimize), so that a campaign
+# resumes on a new machine (fuzz_systemc.cpp and fuzz_common.h are shared sources, not targets).
 #   check_targets.sh SOURCE_DIR FUZZERS_TXT
 set -euo pipefail
 SRC=$1
@@ -21,6 +23,9 @@ fi
 for t in $listed; do
   if [ -z "$(ls -A "$SRC/tests/fuzz/corpus/$t" 2>/dev/null)" ]; then
     echo "FAIL: $t has no seed corpus in tests/fuzz/corpus/$t"
+    fail=1
+  elif ! ls "$SRC/tests/fuzz/corpus/$t" | grep -Eq '^[0-9a-f]{40}$'; then
+    echo "FAIL: $t has no minimized campaign inputs in tests/fuzz/corpus/$t (tools/fuzz $t SECONDS, then tools/fuzz $t --minimize)"
     fail=1
   fi
 done

@@ -3,6 +3,9 @@
 // campaign directory, written once per process by study/campaign.h itself (a 2-point grid,
 // clock.mhz = 100, 125, one timing-only token at T=1), in a per-process scratch folder
 // removed at exit. Each input then replaces one of its files and the directory is merged.
+// The directory is written in LLVMFuzzerInitialize (bitsim_fuzz_prepare, fuzz_systemc.cpp),
+// outside the per-input timeout: its two timing tokens of the bitnet-large shape take
+// seconds under ASan, and inside the first input they were reported as a timeout.
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -51,6 +54,12 @@ struct CampaignDir {
     std::filesystem::remove_all(dir, ec);
   }
 };
+
+// The process's campaign directory, written on first use.
+inline const CampaignDir& campaign_dir() {
+  static const CampaignDir campaign;
+  return campaign;
+}
 
 // The merge of a campaign directory: never anything but bitsim::Error; what it returns
 // adds up (completed and missing points are the campaign's points) and prints.

@@ -7,8 +7,10 @@
 
 #include "fuzz_campaign.h"
 
+extern "C" void bitsim_fuzz_prepare() { (void)bitsim::fuzz::campaign_dir(); }
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const bitsim::fuzz::CampaignDir campaign;
+  const bitsim::fuzz::CampaignDir& campaign = bitsim::fuzz::campaign_dir();
   {
     std::ofstream out(campaign.point_file, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), std::streamsize(size));

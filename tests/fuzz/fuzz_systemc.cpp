@@ -7,9 +7,14 @@
 
 int sc_main(int, char**) { return 0; }
 
+// A target's one-time set-up (fuzz_campaign.h's campaign directory), run here rather than
+// inside the first input: libFuzzer's per-input -timeout does not count it.
+extern "C" __attribute__((weak)) void bitsim_fuzz_prepare();
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
   sc_core::sc_report_handler::set_actions("/IEEE_Std_1666/deprecated", sc_core::SC_DO_NOTHING);
+  if (bitsim_fuzz_prepare) bitsim_fuzz_prepare();
   return 0;
 }
 

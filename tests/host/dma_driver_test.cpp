@@ -36,14 +36,14 @@ uint64_t dma(int d) { return hw::board_map::kDmaBase[d]; }
 
 // A board, a memory map for a model of `heads` heads, and the driver on a recording platform.
 struct Rig {
-  explicit Rig(int heads)
+  explicit Rig(int heads, const DriverConfig& dc = DriverConfig{})
       : g(17),
         m(testing::random_model(g, heads, 200, 1, 300)),
         map(m.config, MemoryMapConfig{}),
         board(hw::BoardConfig{}, hw::FastBoardOptions{false, 1}),
         fast(board),
         rec(fast, program),
-        driver(rec, map, DriverConfig{}) {}
+        driver(rec, map, dc) {}
 
   // The matmul call `call` of a group of n columns: headers, x and random rows in DDR.
   // Returns the expected results per lane (golden::ternary_matvec).
@@ -234,6 +234,40 @@ TEST(DmaDriver, MatmulCallProgramsBothLanesThenWaitsAndLeavesTheResults) {
   // The call took at least its fixed cost and its 8 programming accesses.
   const DriverConfig dc;
   EXPECT_GE(r.fast.now_ps() - t0, uint64_t((dc.call_overhead_ns + 8 * dc.reg_access_ns) * 1000));
+}
+
+// PYNQ's driver (the python profile) makes accesses_per_transfer register accesses per
+// transfer and its wait, the protocol's own counted in, and spends transfer_call_ns per
+// transfer in its method calls: one matmul call (4 channel starts) at the call's end.
+TEST(DmaDriver, PerTransferAccessesAndMethodCallsAreChargedOnTopOfTheProtocol) {
+  auto call_cost = [](double accesses, double call_ns) {
+    DriverConfig dc = DriverConfig::python();
+    dc.accesses_per_transfer = accesses;
+    dc.transfer_call_ns = call_ns;
+    Rig r(4, dc);
+    r.driver.init();
+    const MatmulGroup& grp = r.map.qkv(0);
+    r.write_matmul(grp.calls[0], grp.n, grp.rows);
+    const uint64_t t0 = r.fast.now_ps(), f0 = r.driver.stats().fixed_ps;
+    r.driver.matmul(grp.calls[0], grp.n);
+    EXPECT_EQ(r.driver.stats().transfers, 4u);
+    return std::pair<uint64_t, uint64_t>{r.fast.now_ps() - t0, r.driver.stats().fixed_ps - f0};
+  };
+  const DriverConfig py = DriverConfig::python();
+  const uint64_t access = uint64_t(py.reg_access_ns * 1000);
+  const auto none = call_cost(0, 0), one = call_cost(1, 0), nine = call_cost(9, 0), ten = call_cost(10, 0),
+             calls = call_cost(9, 1500);
+  // The protocol alone makes more than one access per transfer: asking for one adds nothing.
+  EXPECT_EQ(one, none);
+  // Nine per transfer is more than the protocol makes; each further one costs 4 accesses.
+  EXPECT_GT(nine.second, none.second);
+  EXPECT_EQ(ten.first - nine.first, 4 * access);
+  EXPECT_EQ(ten.second - nine.second, 4 * access);
+  EXPECT_EQ(calls.first - nine.first, 4 * 1500 * 1000u);
+  EXPECT_EQ(calls.second - nine.second, 4 * 1500 * 1000u);
+  // The C driver's defaults charge nothing per transfer.
+  EXPECT_EQ(DriverConfig{}.accesses_per_transfer, 0.0);
+  EXPECT_EQ(DriverConfig{}.transfer_call_ns, 0.0);
 }
 
 TEST(DmaDriver, AttentionCallWritesOneChainPerLaneAndStartsItByTaildesc) {

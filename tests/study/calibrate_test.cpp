@@ -54,5 +54,36 @@ TEST(Validate, PythonDriverIsSlowerAndAPrediction) {
   EXPECT_GT(mp.attention_ms, mc.attention_ms);
 }
 
+// The python prediction is composed from BOARD.md's per-access facts: its time per transfer
+// beyond theory follows the access cost and count it is given, one transfer at a time.
+TEST(Validate, PythonTransferOverheadFollowsTheAccessCostAndCount) {
+  auto overhead = [](const std::string& set) {
+    ParamSet p = shipped();
+    p.set("driver.profile=python");
+    if (!set.empty()) p.set(set);
+    return python_transfer_overhead_us(p);
+  };
+  const double base = overhead("");
+  // One access more per transfer: 10 us more per transfer (BOARD.md: 6-14 us per access).
+  EXPECT_NEAR(overhead("driver.python.accesses_per_transfer=10") - base, 10.0, 0.01);
+  // Each access 2 us dearer: at most 9 x 2 us more per transfer (the accesses that program
+  // one lane while the other's transfer runs hide under it), and more than nothing.
+  const double dearer = overhead("driver.python.reg_access_ns=12000") - base;
+  EXPECT_GT(dearer, 2.0);
+  EXPECT_LE(dearer, 18.0 + 1e-6);
+  // Within BOARD.md's "about 150 us" by a fifth: composed, not fitted.
+  EXPECT_NEAR(base, 150.0, 30.0);
+  // validate reports it against the board's figure.
+  bool seen = false;
+  for (const auto& r : validate(shipped(), true))
+    if (r.figure == "transfer_overhead_us") {
+      seen = true;
+      EXPECT_EQ(r.board, std::optional<double>(150.0));
+      EXPECT_EQ(r.profile, "python");
+      EXPECT_DOUBLE_EQ(r.simulated, base);
+    }
+  EXPECT_TRUE(seen);
+}
+
 }  // namespace
 }  // namespace bitsim::sim

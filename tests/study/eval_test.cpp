@@ -227,6 +227,109 @@ TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
   auto q = request("synthetic:tiny", dir.file("t.txt", "abcdef"), 0);
   q.board_positions = 7;
   expect_error(q, "board positions 7");
+  q = request("synthetic:tiny", dir.file("t.txt", "abcdef"), 0);
+  q.window = 4096;
+  expect_error(q, "window 4096: must be 1..2048 (the model's max_position_embeddings)");
+}
+
+// ---- By context ------------------------------------------------------------------------
+
+TEST(EvalBuckets, DoubleFrom256UntilTheyCoverTheWindow) {
+  using B = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(eval_buckets(100), (B{{1, 256}}));
+  EXPECT_EQ(eval_buckets(256), (B{{1, 256}}));
+  EXPECT_EQ(eval_buckets(300), (B{{1, 256}, {257, 512}}));
+  EXPECT_EQ(eval_buckets(2048), (B{{1, 256}, {257, 512}, {513, 1024}, {1025, 2048}}));
+}
+
+// One window of 1,100 positions: every bucket up to 1,025-2,048 holds tokens; the rows whose
+// unit holds 512 positions are not run, the float and INT4 ones are.
+TEST(EvalBuckets, AWindowOver1024PositionsFillsFourBuckets) {
+  TempDir dir;
+  std::string text;
+  while (text.size() < 1100) text += kProse;
+  auto q = request("synthetic:tiny", dir.file("t.txt", text), 1100);
+  q.window = 1100;
+  const auto r = run_eval(q);
+  EXPECT_EQ(r.window, 1100);
+  EXPECT_EQ(r.windows, 1);
+  EXPECT_EQ(r.rows_not_run, (std::vector<std::string>{"board", "board-legacy-shift", "board-dynamic-kv",
+                                                       "board-int8-head", "board-online-softmax"}));
+  ASSERT_EQ(r.rows.size(), 5u);
+  const int64_t expected_tokens[] = {256, 256, 512, 76};
+  for (const auto& row : r.rows) {
+    ASSERT_EQ(row.buckets.size(), 4u) << row.arithmetic;
+    int64_t tokens = 0;
+    double nll = 0;
+    for (size_t b = 0; b < 4; ++b) {
+      const EvalBucket& k = row.buckets[b];
+      EXPECT_EQ(k.tokens, expected_tokens[b]);
+      tokens += k.tokens;
+      nll += k.nll_mean * double(k.tokens);
+      EXPECT_GE(k.kl_float, 0.0) << row.arithmetic;
+      EXPECT_GE(k.kl_float_ternary_head, 0.0) << row.arithmetic;
+      EXPECT_GE(k.top1_float, 0.0);
+      EXPECT_LE(k.top1_float, 1.0);
+      EXPECT_NEAR(k.ppl, std::exp(k.nll_mean), 1e-9 * k.ppl);
+    }
+    EXPECT_EQ(row.buckets[3].from, 1025);
+    EXPECT_EQ(row.buckets[3].to, 2048);
+    EXPECT_EQ(tokens, row.tokens) << row.arithmetic;
+    EXPECT_NEAR(nll / double(tokens), row.nll_mean, 1e-12) << row.arithmetic;
+  }
+  const auto rows = by_name(r);
+  for (const auto& k : rows.at("float").buckets) {  // a row against itself
+    EXPECT_EQ(k.kl_float, 0.0);
+    EXPECT_EQ(k.top1_float, 1.0);
+    EXPECT_GT(k.kl_float_ternary_head, 0.0);
+  }
+  for (const auto& k : rows.at("float-ternary-head").buckets) {
+    EXPECT_EQ(k.kl_float_ternary_head, 0.0);
+    EXPECT_EQ(k.top1_float_ternary_head, 1.0);
+  }
+  // The INT4 cache moves the distribution away from float-ternary-head's, which it approximates.
+  for (const auto& k : rows.at("board-online-softmax-int4-kv").buckets) EXPECT_GT(k.kl_float_ternary_head, 0.0);
+}
+
+// The KL and top-1 figures of float-ternary-head against float, recomputed by hand with plain
+// loops over FloatReference's two heads: 300 tokens in one window, buckets 1-256 and 257-512.
+TEST(EvalBuckets, KlAndTop1AreThoseOfThePlainLoop) {
+  TempDir dir;
+  const std::string text = kProse + kProse;
+  const auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", text), 300));
+  auto src = model::open_model_source("synthetic:tiny");
+  const auto m = model::load_ternary_model(*src);
+  const std::vector<int> ids = model::make_byte_tokenizer(m.config.vocab_size)->encode(text.substr(0, 300));
+  golden::FloatReference ref(m);
+  double kl[2] = {0, 0}, nll[2] = {0, 0};
+  int top1[2] = {0, 0};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<float> f = ref.step(i == 0 ? m.config.bos_token_id : ids[i - 1]);
+    const std::vector<float> t = ref.last_logits(true);
+    auto log_softmax = [](const std::vector<float>& l) {
+      double mx = -INFINITY, sum = 0;
+      for (float x : l) mx = std::max(mx, double(x));
+      for (float x : l) sum += std::exp(double(x) - mx);
+      std::vector<double> out;
+      for (float x : l) out.push_back(double(x) - mx - std::log(sum));
+      return out;
+    };
+    const auto lf = log_softmax(f), lt = log_softmax(t);
+    const size_t b = i < 256 ? 0 : 1;
+    for (size_t v = 0; v < lf.size(); ++v) kl[b] += std::exp(lf[v]) * (lf[v] - lt[v]);
+    nll[b] -= lt[size_t(ids[i])];
+    top1[b] += std::max_element(f.begin(), f.end()) - f.begin() == std::max_element(t.begin(), t.end()) - t.begin();
+  }
+  const EvalRow row = by_name(r).at("float-ternary-head");
+  ASSERT_EQ(row.buckets.size(), 2u);
+  const int n[2] = {256, 44};
+  for (size_t b = 0; b < 2; ++b) {
+    EXPECT_EQ(row.buckets[b].tokens, n[b]);
+    EXPECT_NEAR(row.buckets[b].kl_float, kl[b] / n[b], 1e-9);
+    EXPECT_NEAR(row.buckets[b].nll_mean, nll[b] / n[b], 1e-9);
+    EXPECT_DOUBLE_EQ(row.buckets[b].top1_float, double(top1[b]) / n[b]);
+  }
+  EXPECT_TRUE(r.rows_not_run.empty());
 }
 
 // ---- The trained model (models/kjv-ternary) -------------------------------------------
@@ -259,7 +362,8 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
       bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 100 --board 4 --compare 5 --json --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.at("schema"), "bitsim.eval/1");
+  EXPECT_EQ(j.at("schema"), "bitsim.eval/2");
+  EXPECT_EQ(j.at("rows_not_run"), nlohmann::json::array());
   EXPECT_EQ(j.at("text_sha256"), sha256_hex(kProse));
   EXPECT_TRUE(j.at("model_sha256").is_null());
   EXPECT_EQ(j.at("text_tokens"), int64_t(kProse.size()));
@@ -276,6 +380,9 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
     EXPECT_TRUE(row.at("arithmetic").is_string());
     EXPECT_EQ(row.at("evidence"), "simulated");
     EXPECT_EQ(row.at("tokens"), 100);
+    ASSERT_EQ(row.at("buckets").size(), 1u);
+    EXPECT_EQ(row.at("buckets")[0].at("from"), 1);
+    EXPECT_EQ(row.at("buckets")[0].at("tokens"), 100);
     EXPECT_NEAR(row.at("ppl").get<double>(), std::exp(row.at("nll_mean").get<double>()), 1e-9 * row.at("ppl").get<double>());
   }
   EXPECT_EQ(j.at("board_check").at("positions"), 4);
@@ -305,6 +412,7 @@ TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
       {"--text " + text.string() + " --tokens -2", "--tokens: '-2' is out of range"},
       {"--text " + text.string() + " --tokens many", "--tokens"},
       {"--text " + text.string() + " --board 5", "board positions 5"},
+      {"--text " + text.string() + " --window 3000", "window 3000: must be 1..2048"},
   };
   for (const auto& c : cases) {
     const auto r = bitsim("eval --model synthetic:tiny " + c.args);

@@ -158,7 +158,7 @@ TEST(Record, AMissingOrMistypedFieldIsNamed) {
 }
 
 TEST(Record, EvalRowsWriteTheirFields) {
-  const EvalRow row{"board", "simulated", "the board's arithmetic", 27.1, 3.3, 10000};
+  const EvalRow row{"board", "simulated", "the board's arithmetic", 27.1, 3.3, 10000, {}};
   const nlohmann::json j = record_json(row, eval_row_fields());
   EXPECT_EQ(j.size(), eval_row_fields().size());
   EXPECT_EQ(j["tokens"].get<int64_t>(), 10000);
@@ -166,6 +166,21 @@ TEST(Record, EvalRowsWriteTheirFields) {
   const nlohmann::json c = record_json(EvalLogitCompare{"board", 256, 0.0093, 0.0358, 0.984}, eval_compare_fields());
   EXPECT_EQ(c["rel_error_worst"].get<double>(), 0.0358);
   EXPECT_EQ(c["positions"].get<int>(), 256);
+}
+
+TEST(Record, EvalRowsWriteTheirBucketsAndTheRowsNotRun) {
+  EvalResult r;
+  r.rows.push_back(EvalRow{"float", "simulated", "", 2.0, std::log(2.0), 300, {}});
+  r.rows[0].buckets = {EvalBucket{1, 256, 256, 2.0, std::log(2.0), 0, 0.1, 1, 0.5},
+                       EvalBucket{257, 512, 44, 2.0, std::log(2.0), 0, 0.2, 1, 0.25}};
+  r.rows_not_run = {"board"};
+  const nlohmann::json j = eval_json(r);
+  EXPECT_EQ(j["schema"], "bitsim.eval/2");
+  ASSERT_EQ(j["rows"][0]["buckets"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["buckets"][1]["from"].get<int>(), 257);
+  EXPECT_EQ(j["rows"][0]["buckets"][1]["tokens"].get<int64_t>(), 44);
+  EXPECT_EQ(j["rows"][0]["buckets"][0]["kl_float_ternary_head"].get<double>(), 0.1);
+  EXPECT_EQ(j["rows_not_run"], nlohmann::json::parse(R"(["board"])"));
 }
 
 TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
@@ -320,16 +335,17 @@ TEST(RecordDocs, ProvenanceFieldsAreTheDocumentedOnes) {
 }
 
 TEST(RecordDocs, EvalRowAndComparisonFieldsAreTheDocumentedOnes) {
-  const std::string eval = doc_section("`bitsim.eval/1`");
+  const std::string eval = doc_section("`bitsim.eval/2`");
   ASSERT_FALSE(eval.empty());
   const std::regex key("\"([a-z0-9_]+)\":");
-  const auto rows = quoted_between(eval, "\"rows\": [", "],", key);
+  const auto rows = quoted_between(eval, "\"rows\": [", "\"buckets\": [", key);
   EXPECT_EQ(as_set(rows), as_set(names(eval_row_fields())));
+  EXPECT_EQ(quoted_between(eval, "\"buckets\": [", "]}", key), names(eval_bucket_fields()));
   EXPECT_EQ(as_set(quoted_between(eval, "\"logits_vs_float\": [", "],", key)), as_set(names(eval_compare_fields())));
 }
 
 TEST(RecordDocs, EvalHeaderAndBoardCheckFieldsAreTheDocumentedOnes) {
-  const std::string eval = doc_section("`bitsim.eval/1`");
+  const std::string eval = doc_section("`bitsim.eval/2`");
   EvalResult r;
   r.board = EvalBoardCheck{};
   const nlohmann::json j = eval_json(r);
