@@ -1,0 +1,111 @@
+// The DDR3 timing engine against docs/ddr3.md: each rule by a request pattern, each expected
+// completion derived here from the documented constants (ctrl latency 0).
+#include "hw/ddr3_timing.h"
+
+#include <gtest/gtest.h>
+
+namespace bitsim::hw {
+namespace {
+
+const Ddr3Config C;
+const uint64_t kBurst = C.burst_length / 2;  // data cycles of one BL8 burst
+const uint64_t kRowBytes = uint64_t(C.columns) * C.bus_bytes;  // 2 KiB: next bank (row-bank-col)
+const uint64_t kRowStride = kRowBytes * C.banks;                  // next row, same bank
+
+Ddr3Request rd(uint64_t t, uint64_t addr, uint32_t port = 0) { return {t, port, false, addr, 16}; }
+Ddr3Request wr(uint64_t t, uint64_t addr, uint32_t port = 0) { return {t, port, true, addr, 16}; }
+
+TEST(Ddr3Timing, DefaultsAreTheDocumentedCycles) {
+  EXPECT_EQ(C.cl, 7u); EXPECT_EQ(C.cwl, 6u); EXPECT_EQ(C.trcd, 7u); EXPECT_EQ(C.trp, 7u);
+  EXPECT_EQ(C.tras, 19u); EXPECT_EQ(C.trc, 26u); EXPECT_EQ(C.tfaw, 21u); EXPECT_EQ(C.trrd, 6u);
+  EXPECT_EQ(C.tccd, 4u); EXPECT_EQ(C.twr, 8u); EXPECT_EQ(C.twtr, 4u); EXPECT_EQ(C.trtp, 4u);
+  EXPECT_EQ(C.trfc, 137u); EXPECT_EQ(C.trefi, 4095u);
+}
+
+TEST(Ddr3Timing, RowMissHitAndConflict) {
+  Ddr3Timing t(C);
+  EXPECT_EQ(t.run({rd(0, 0)})[0], C.trcd + C.cl + kBurst);                        // miss: ACT, RD
+  EXPECT_EQ(t.run({rd(100, 16)})[0], 100 + C.cl + kBurst);                        // hit: RD only
+  EXPECT_EQ(t.run({rd(200, kRowStride)})[0], 200 + C.trp + C.trcd + C.cl + kBurst);  // conflict
+}
+
+TEST(Ddr3Timing, ConflictWaitsForTras) {
+  Ddr3Timing t(C);
+  t.run({rd(0, 0)});
+  // PRE no earlier than ACT + tRAS, then tRP, tRCD.
+  EXPECT_EQ(t.run({rd(1, kRowStride)})[0], C.tras + C.trp + C.trcd + C.cl + kBurst);
+}
+
+TEST(Ddr3Timing, Trrd) {
+  Ddr3Timing t(C);
+  auto d = t.run({rd(0, 0, 0), rd(0, kRowBytes, 1)});
+  EXPECT_EQ(d[0], C.trcd + C.cl + kBurst);
+  EXPECT_EQ(d[1], C.trrd + C.trcd + C.cl + kBurst);
+}
+
+TEST(Ddr3Timing, TfawWithFiveActivates) {
+  Ddr3Config c = C;
+  c.trrd = 4;  // so that four ACTs fit in tFAW (with the board's 6, 4 x tRRD = 24 > tFAW = 21)
+  Ddr3Timing t(c);
+  std::vector<Ddr3Request> r;
+  for (uint64_t b = 0; b < 5; ++b) r.push_back(rd(0, b * kRowBytes));
+  auto d = t.run(r);
+  for (uint64_t b = 0; b < 4; ++b) EXPECT_EQ(d[b], b * c.trrd + c.trcd + c.cl + kBurst);
+  EXPECT_EQ(d[4], c.tfaw + c.trcd + c.cl + kBurst);
+  // The board's timings: tRRD binds, the fifth ACT at 4 x tRRD.
+  Ddr3Timing b(C);
+  EXPECT_EQ(b.run(r)[4], 4 * C.trrd + C.trcd + C.cl + kBurst);
+}
+
+TEST(Ddr3Timing, RefreshEveryTrefiBlocksForTrfc) {
+  Ddr3Timing a(C);
+  EXPECT_EQ(a.run({rd(C.trefi - 1, 0)})[0], C.trefi - 1 + C.trcd + C.cl + kBurst);
+  Ddr3Timing b(C);
+  EXPECT_EQ(b.run({rd(C.trefi, 0)})[0], C.trefi + C.trfc + C.trcd + C.cl + kBurst);
+  EXPECT_EQ(b.snapshot().next_refresh, 2ull * C.trefi);
+  EXPECT_EQ(b.run({rd(2 * C.trefi, 16)})[0], 2 * C.trefi + C.trp + C.trfc + C.trcd + C.cl + kBurst);
+}
+
+TEST(Ddr3Timing, WriteToReadAndReadToWrite) {
+  Ddr3Timing t(C);
+  auto d = t.run({wr(0, 0), rd(0, 16)});
+  EXPECT_EQ(d[0], C.trcd + C.cwl + kBurst);
+  EXPECT_EQ(d[1], C.trcd + C.cwl + kBurst + C.twtr + C.cl + kBurst);
+  Ddr3Timing u(C);
+  auto e = u.run({rd(0, 0), wr(0, 16)});
+  EXPECT_EQ(e[1], C.trcd + (C.cl + C.tccd + 2 - C.cwl) + C.cwl + kBurst);
+}
+
+TEST(Ddr3Timing, BackToBackHitsAtTccd) {
+  Ddr3Timing t(C);
+  auto d = t.run({{0, 0, false, 0, 128}});  // 8 bursts, one row
+  EXPECT_EQ(d[0], C.trcd + 7 * C.tccd + C.cl + kBurst);
+}
+
+TEST(Ddr3Timing, AddressMapping) {
+  Ddr3Timing t(C);
+  EXPECT_EQ(t.map(1u << 1).column, 1u);
+  EXPECT_EQ(t.map(1u << 10).column, 512u);
+  EXPECT_EQ(t.map(1u << 11).bank, 1u);
+  EXPECT_EQ(t.map(1u << 13).bank, 4u);
+  EXPECT_EQ(t.map(1u << 14).row, 1u);
+  EXPECT_EQ(t.map(1u << 28).row, 1u << 14);
+  Ddr3Config c = C;
+  c.address_map = "bank-row-col";
+  Ddr3Timing u(c);
+  EXPECT_EQ(u.map(1u << 11).row, 1u);
+  EXPECT_EQ(u.map(1u << 11).bank, 0u);
+  EXPECT_EQ(u.map(1u << 26).bank, 1u);
+  EXPECT_EQ(u.map(1u << 28).bank, 4u);
+}
+
+TEST(Ddr3Timing, SnapshotHoldsOpenRows) {
+  Ddr3Timing t(C);
+  t.run({rd(0, 3 * kRowStride + kRowBytes)});
+  auto s = t.snapshot();
+  EXPECT_EQ(s.open_row[1], 3);
+  EXPECT_EQ(s.open_row[0], -1);
+}
+
+}  // namespace
+}  // namespace bitsim::hw
