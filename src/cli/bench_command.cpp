@@ -39,6 +39,12 @@ class Bench final : public Command {
     sub_->add_option("--sweep-points", opt_.sweep_points,
                      "Timing-only sweep points run in one process for the points/s figure")
         ->transform(integer_in(1, 10000))->capture_default_str();
+    sub_->add_option("--prefill-prompt-tokens", opt_.prefill_prompt_tokens,
+                     "Prompt tokens (BOS included) of the prefill figure")
+        ->transform(integer_in(2, 511))->capture_default_str();
+    sub_->add_option("--prefill-p", opt_.prefill_tokens_per_pass,
+                     "prefill.tokens_per_pass of the prefill figure, against P = 1")
+        ->transform(integer_in(2, 64))->capture_default_str();
     add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
                       "Override one config key: KEY=VALUE (repeatable)");
     sub_->add_flag("--quick", opt_.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");

@@ -223,20 +223,21 @@ namespace {
 using AttentionStep = std::function<void(int layer, int pos, const float* q, const float* k,
                                          const float* v, float* o)>;
 
-void emit(const Probe& probe, int layer, const char* step, const float* data, int n) {
-  if (probe) probe(StepProbe{layer, step, data, nullptr, n});
+void emit(const Probe& probe, int layer, const char* step, const float* data, int n, int position) {
+  if (probe) probe(StepProbe{layer, step, data, nullptr, n, position});
 }
-void emit_int(const Probe& probe, int layer, const char* step, const int32_t* data, int n) {
-  if (probe) probe(StepProbe{layer, step, nullptr, data, n});
+void emit_int(const Probe& probe, int layer, const char* step, const int32_t* data, int n, int position) {
+  if (probe) probe(StepProbe{layer, step, nullptr, data, n, position});
 }
 
 // y = BitLinear(x) as the board computes it, for n positions at once: quantized x rows
 // (CPU), the integer matmul (engine, once per row of x), dequantize with the tensor's
 // w_scale and the row's activation scale a[i] (CPU). xq holds n rows of w.cols values, y
-// receives n rows of w.rows.
+// receives n rows of w.rows. Row i is position pos0 + i (for the probe).
 struct Linear {
   const MatmulFn& matmul;
   const Probe& probe;
+  int pos0;
   std::vector<int32_t> acc;
   void operator()(int layer, const char* name, const TernaryMatrix& w, int n, const int8_t* xq,
                   const float* a, float* y) {
@@ -244,7 +245,7 @@ struct Linear {
     matmul(w, xq, n, acc.data());
     for (int i = 0; i < n; ++i) {
       const int32_t* row = acc.data() + size_t(i) * size_t(w.rows);
-      emit_int(probe, layer, name, row, w.rows);
+      emit_int(probe, layer, name, row, w.rows, pos0 + i);
       num::dequantize(row, w.rows, w.scale, a[i], y + size_t(i) * size_t(w.rows));
     }
   }
@@ -257,7 +258,7 @@ class PositionsPass {
   PositionsPass(const TernaryModel& m, const num::RopeTable& rope, int n, int pos0, const MatmulFn& matmul,
                 const AttentionStep& attention, const Probe& probe)
       : m_(m), rope_(rope), n_(n), pos0_(pos0), H_(m.config.hidden_size), F_(m.config.intermediate_size),
-        attention_(attention), probe_(probe), linear_{matmul, probe, {}} {
+        attention_(attention), probe_(probe), linear_{matmul, probe, pos0, {}} {
     const size_t N = size_t(n), W = size_t(std::max(H_, F_));
     for (auto* buf : {&h_, &q_, &k_, &v_, &o_, &d_}) buf->resize(N * H_);
     for (auto* buf : {&g_, &u_}) buf->resize(N * F_);
@@ -269,7 +270,7 @@ class PositionsPass {
   void embed(const int* tokens) {
     for (int i = 0; i < n_; ++i) {
       std::copy(m_.embedding(tokens[i]), m_.embedding(tokens[i]) + H_, row(h_, i, H_));
-      emit(probe_, -1, "embedding", row(h_, i, H_), H_);
+      emit(probe_, -1, "embedding", row(h_, i, H_), H_, pos0_ + i);
     }
   }
 
@@ -298,18 +299,18 @@ class PositionsPass {
     linear_(l, "down_acc", L.down, n, xq_.data(), s_.data(), d_.data());
     for (int i = 0; i < n; ++i) {
       num::add_inplace(row(h_, i, H), row(d_, i, H), H);
-      emit(probe_, l, "residual", row(h_, i, H), H);
+      emit(probe_, l, "residual", row(h_, i, H), H, pos0_ + i);
     }
   }
 
-  // Final RMSNorm, quantize, ternary lm_head, dequantize (the last position).
-  std::vector<float> logits() {
-    const float* last = row(h_, n_ - 1, H_);
-    num::rmsnorm(last, m_.final_norm.data(), H_, m_.config.rms_norm_eps, a_.data());
+  // Final RMSNorm, quantize, ternary lm_head, dequantize: the logits of position pos0 + i.
+  std::vector<float> logits(int i) {
+    num::rmsnorm(row(h_, i, H_), m_.final_norm.data(), H_, m_.config.rms_norm_eps, a_.data());
     const float sl = num::quantize_activations(a_.data(), H_, xq_.data());
     std::vector<float> logits(size_t(m_.config.vocab_size));
-    linear_(-1, "lm_head_acc", m_.lm_head, 1, xq_.data(), &sl, logits.data());
-    emit(probe_, -1, "logits", logits.data(), m_.config.vocab_size);
+    Linear head{linear_.matmul, probe_, pos0_ + i, {}};
+    head(-1, "lm_head_acc", m_.lm_head, 1, xq_.data(), &sl, logits.data());
+    emit(probe_, -1, "logits", logits.data(), m_.config.vocab_size, pos0_ + i);
     return logits;
   }
 
@@ -332,12 +333,12 @@ class PositionsPass {
       num::rope_apply(row(q_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
       num::rope_apply(row(k_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
     }
-    emit(probe_, l, "q_rope", row(q_, i, H), H);
-    emit(probe_, l, "k_rope", row(k_, i, H), H);
-    emit(probe_, l, "v", row(v_, i, H), H);
+    emit(probe_, l, "q_rope", row(q_, i, H), H, pos0_ + i);
+    emit(probe_, l, "k_rope", row(k_, i, H), H, pos0_ + i);
+    emit(probe_, l, "v", row(v_, i, H), H, pos0_ + i);
     // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
     attention_(l, pos0_ + i, row(q_, i, H), row(k_, i, H), row(v_, i, H), row(o_, i, H));
-    emit(probe_, l, "attn_out", row(o_, i, H), H);
+    emit(probe_, l, "attn_out", row(o_, i, H), H, pos0_ + i);
   }
 
   const TernaryModel& m_;
@@ -358,12 +359,12 @@ class PositionsPass {
 // received by then (position order). So every position gets exactly the arithmetic of
 // running the positions one at a time; n = 1 is the board's token step, and a larger n only
 // lets the matmuls of one step take the positions together (the calibration pass).
-// Returns the last position's logits, or nothing when `with_logits` is false (the
-// calibration pass needs only K and V).
-std::vector<float> forward_positions(const TernaryModel& m, const num::RopeTable& rope, const int* tokens,
-                                     int n, int pos0, const MatmulFn& matmul,
-                                     const AttentionStep& attention, const Probe& probe,
-                                     bool with_logits = true) {
+// Returns the logits of the positions pos0 + i for i in `logits_of` (ascending), one vector
+// each (the calibration pass asks for none: it needs only K and V).
+std::vector<std::vector<float>> forward_positions(const TernaryModel& m, const num::RopeTable& rope,
+                                                  const int* tokens, int n, int pos0, const MatmulFn& matmul,
+                                                  const AttentionStep& attention, const Probe& probe,
+                                                  const std::vector<int>& logits_of) {
   const auto& c = m.config;
   for (int i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
@@ -371,8 +372,9 @@ std::vector<float> forward_positions(const TernaryModel& m, const num::RopeTable
   PositionsPass pass(m, rope, n, pos0, matmul, attention, probe);
   pass.embed(tokens);
   for (int l = 0; l < c.num_layers; ++l) pass.layer(l);
-  if (!with_logits) return {};
-  return pass.logits();
+  std::vector<std::vector<float>> out;
+  for (int i : logits_of) out.push_back(pass.logits(i));
+  return out;
 }
 
 // A matmul that runs `matvec` once per row of x.
@@ -475,7 +477,7 @@ KvScales calibrate_kv_scales_batched(const TernaryModel& m, const std::vector<in
   for (size_t pos = 0; pos < P; pos += size_t(batch)) {
     check_stop();  // SIGINT / SIGTERM: stop between batches of calibration tokens
     const int n = int(std::min(P - pos, size_t(batch)));
-    forward_positions(m, rope, tokens.data() + pos, n, int(pos), matmul, attention, {}, /*with_logits=*/false);
+    forward_positions(m, rope, tokens.data() + pos, n, int(pos), matmul, attention, {}, /*logits_of=*/{});
   }
   KvScales scales = scales_from_max(kmax, vmax);
   scales.k_channel = std::move(kch);
@@ -561,19 +563,28 @@ const uint8_t* BoardReference::int4_v_rows(int layer, int head) const {
   return v4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * st;
 }
 
-void BoardReference::matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc) const {
-  if (matvec_fn_) return matvec_fn_(w, x, acc);
+void BoardReference::matmul(const TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const {
   const auto it = compact_.find(&w);
-  if (it == compact_.end()) return parallel_matvec(w, x, acc, options_.threads);
-  // Rows in chunks over the threads, and over any thread that lends itself meanwhile.
+  if (matvec_fn_ || it == compact_.end()) {  // one vector at a time
+    for (int i = 0; i < count; ++i) {
+      const int8_t* xi = x + size_t(i) * size_t(w.cols);
+      int32_t* ai = acc + size_t(i) * size_t(w.rows);
+      if (matvec_fn_) matvec_fn_(w, xi, ai);
+      else parallel_matvec(w, xi, ai, options_.threads);
+    }
+    return;
+  }
+  // Rows in chunks over the threads, and over any thread that lends itself meanwhile; each
+  // row's codes read once for all `count` vectors.
   const CompactTrits& c = it->second;
-  shared_rows_.run(c.rows(), options_.threads, [&](int b, int e) { c.matvec(x, b, e, acc + b); });
+  shared_rows_.run(c.rows(), options_.threads,
+                   [&](int b, int e) { c.matmul(x, count, b, e, acc + b, size_t(w.rows)); });
 }
 
 // The INT4 KV codec (docs/variants-attention.md 8.2): the rows encoded as stored, K's channel
 // scales folded into q, s_k = 1/16 in m; the unit's integer pipeline; the CPU finish with
 // s_v = 1 (the V scales are in the rows).
-void BoardReference::attention_int4(int l, const float* q, const float* k, const float* v, float* o) {
+void BoardReference::attention_int4(int l, int pos, const float* q, const float* k, const float* v, float* o) {
   const int heads = model_.config.num_heads, n = options_.kv_outlier_channels;
   const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
   std::array<int8_t, kHeadDim> qq{};
@@ -584,40 +595,50 @@ void BoardReference::attention_int4(int l, const float* q, const float* k, const
     const model::KvInt4Bank& bank = banks_[lh];
     uint8_t* K = &k4_cache_[lh * size_t(options_.context) * st.k.total()];
     uint8_t* V = &v4_cache_[lh * size_t(options_.context) * st.v.total()];
-    model::encode_k_int4(k + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos_) * st.k.total());
-    model::encode_v_int4(v + hd * kHeadDim, V + size_t(pos_) * st.v.total());
+    model::encode_k_int4(k + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos) * st.k.total());
+    model::encode_v_int4(v + hd * kHeadDim, V + size_t(pos) * st.v.total());
     for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[hd * kHeadDim + d] * model::float_from_fp16(bank.sk[size_t(d)]);
     const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq.data());
     const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
     stats_.multiplier_lowered += mul.lowered > 0;
     stats_.multiplier_saturated += mul.saturated;
     uint32_t sum = 0;
-    attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos_ + 1, n, AttentionParams{mul.m, mul.shift, false},
+    attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos + 1, n, AttentionParams{mul.m, mul.shift, false},
                         oq.data(), &sum);
     num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
   }
 }
 
 std::vector<float> BoardReference::step(int token, const Probe& probe) {
-  if (pos_ >= options_.context)
+  return std::move(chunk({token}, false, probe).front());
+}
+
+std::vector<std::vector<float>> BoardReference::chunk(const std::vector<int>& tokens, bool all_logits,
+                                                      const Probe& probe) {
+  const int n = int(tokens.size());
+  if (n < 1) throw Error("a chunk of no tokens");
+  if (pos_ + n > options_.context)
     throw Error(fmt::format("context full: the board's KV cache holds {} positions", options_.context));
   const auto& c = model_.config;
   const int heads = c.num_heads;
   stats_ = {};
-  const MatmulFn mm = matmul_of([this](const TernaryMatrix& w, const int8_t* x, int32_t* acc) { matvec(w, x, acc); });
+  const MatmulFn mm = [this](const TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) {
+    matmul(w, x, count, acc);
+  };
   std::array<int8_t, kHeadDim> qq{};
   std::array<int32_t, kHeadDim> acc{};
-  const AttentionStep attention = [&](int l, int /*pos: pos_*/, const float* q, const float* k, const float* v,
-                                     float* o) {
-    if (options_.kv_format == model::KvFormat::Int4) return attention_int4(l, q, k, v, o);
+  // Position pos's attention at layer l: its K/V appended, then the unit over T = pos + 1
+  // rows (the chunk's earlier positions' rows are in the cache by then: position order).
+  const AttentionStep attention = [&](int l, int pos, const float* q, const float* k, const float* v, float* o) {
+    if (options_.kv_format == model::KvFormat::Int4) return attention_int4(l, pos, q, k, v, o);
     for (int hd = 0; hd < heads; ++hd) {
       const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
       // 3. quantize q per head (dynamic scale), K and V with the fixed scales; append.
       const float sq = num::quantize_symmetric(q + hd * kHeadDim, kHeadDim, qq.data());
       int8_t* K = const_cast<int8_t*>(k_rows(l, hd));
       int8_t* V = const_cast<int8_t*>(v_rows(l, hd));
-      num::quantize_fixed(k + hd * kHeadDim, kHeadDim, sk, K + size_t(pos_) * kHeadDim);
-      num::quantize_fixed(v + hd * kHeadDim, kHeadDim, sv, V + size_t(pos_) * kHeadDim);
+      num::quantize_fixed(k + hd * kHeadDim, kHeadDim, sk, K + size_t(pos) * kHeadDim);
+      num::quantize_fixed(v + hd * kHeadDim, kHeadDim, sv, V + size_t(pos) * kHeadDim);
       // The header's multiplier m and shift S.
       const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
       stats_.multiplier_lowered += mul.lowered > 0;
@@ -627,18 +648,23 @@ std::vector<float> BoardReference::step(int token, const Probe& probe) {
       uint32_t sum = 0;
       if (options_.attention_variant == model::AttentionVariant::OnlineSoftmax) {
         // The online-softmax unit divides on the PL; the CPU scales by s_v.
-        attention_head_online(qq.data(), K, V, pos_ + 1, p, acc.data(), &sum);
+        attention_head_online(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
         num::attention_finish_online(acc.data(), sv, kHeadDim, o + hd * kHeadDim);
         continue;
       }
-      attention_head(qq.data(), K, V, pos_ + 1, p, acc.data(), &sum);
+      attention_head(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
       // 5. CPU finish: o_d = acc_d * (s_v / sum).
       num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);
     }
   };
-  std::vector<float> logits = forward_positions(model_, rope_, &token, 1, pos_, mm, attention, probe);
-  ++pos_;
-  return logits;
+  std::vector<int> logits_of;
+  for (int i = all_logits ? 0 : n - 1; i < n; ++i) logits_of.push_back(i);
+  std::vector<std::vector<float>> logits =
+      forward_positions(model_, rope_, tokens.data(), n, pos_, mm, attention, probe, logits_of);
+  pos_ += n;
+  std::vector<std::vector<float>> out(static_cast<size_t>(n));
+  for (size_t i = 0; i < logits_of.size(); ++i) out[size_t(logits_of[i])] = std::move(logits[i]);
+  return out;
 }
 
 }  // namespace bitsim::golden

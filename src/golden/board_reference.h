@@ -110,6 +110,7 @@ struct StepProbe {
   const float* data;    // float tensors
   const int32_t* idata; // or int32 tensors (matmul accumulators), one of the two is set
   int n;
+  int position = 0;     // the context position the tensor belongs to (0-based)
 };
 using Probe = std::function<void(const StepProbe&)>;
 
@@ -168,6 +169,13 @@ class BoardReference {
   // Runs token `token` at position `pos` (must equal the number of positions already in
   // the KV cache), appends its K and V, and returns the logits [vocab].
   std::vector<float> step(int token, const Probe& probe = {});
+  // A prefill chunk (docs/prefill.md 2, 6): tokens[i] at position position() + i, run layer
+  // by layer over the chunk so that each matmul reads its weights once for all positions;
+  // each position's arithmetic is exactly step()'s (position order within each step, so a
+  // position's attention sees the chunk's earlier K/V). Returns each position's logits: the
+  // last position's always, the others' only with `all_logits` (empty vectors otherwise).
+  // The probe sees every position's tensors, each with its `position`.
+  std::vector<std::vector<float>> chunk(const std::vector<int>& tokens, bool all_logits, const Probe& probe = {});
 
   int position() const { return pos_; }
   void reset() { pos_ = 0; }
@@ -190,8 +198,9 @@ class BoardReference {
   const uint8_t* int4_v_rows(int layer, int head) const;
 
  private:
-  void matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc) const;
-  void attention_int4(int layer, const float* q, const float* k, const float* v, float* o);
+  // `count` matvecs with w (x: count rows of w.cols, acc: count rows of w.rows).
+  void matmul(const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const;
+  void attention_int4(int layer, int pos, const float* q, const float* k, const float* v, float* o);
   const model::TernaryModel& model_;
   std::unordered_map<const model::TernaryMatrix*, CompactTrits> compact_;  // with options.compact_trits
   KvScales scales_;

@@ -41,42 +41,49 @@ int CompactTrits::trit(int r, int j) const {
   return int((b >> (2 * (within / kBlockBytes))) & 3) - 1;
 }
 
-// The loop is plain C++; target_clones lets the compiler also emit an AVX2 version of it
-// (chosen at run time). A block's four columns per byte give a partial sum of at most
-// 4 x 128 in magnitude, so each byte position's block sum fits in 16 bits (part[k]); each
-// byte position then keeps its own 32-bit running sum over the row's blocks (lane[k]), and
-// the lanes are added once at the row's end. It is the same integer sum in another order,
-// written so that the compiler keeps it in vector registers.
+void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const {
+  matmul(x, 1, row_begin, row_end, acc, 0);
+}
+
+// The loops are plain C++; target_clones lets the compiler also emit an AVX2 version of them
+// (chosen at run time). Each row's codes are decoded once into its trits (int16, the
+// padding columns' trits 0) and then met with every vector: sum_j t_j * x_j over the padded
+// row in int32, which the compiler turns into multiply-adds of int16 pairs (|t_j x_j| <=
+// 128 and the row's sum is within 4096 x 128: no overflow in any order, the same integer
+// sum).
 // Clang 14 emits the clones of a member function but not its dispatcher, so a clang build
 // (the fuzz preset) failed to link; there the loop is compiled once, for the default target.
 #if !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const {
-  // x padded with zeros to whole blocks (the padding columns' trits are 0 as well), widened
-  // to int16 once for all the rows.
-  std::vector<int16_t> xp(size_t(blocks_) * kBlockTrits, 0);
-  for (int j = 0; j < cols_; ++j) xp[size_t(j)] = x[j];
+void CompactTrits::matmul(const int8_t* x, int count, int row_begin, int row_end, int32_t* acc,
+                          size_t acc_stride) const {
+  // Each x padded with zeros to whole blocks, widened to int16 once for all the rows.
+  const size_t padded = size_t(blocks_) * kBlockTrits;
+  std::vector<int16_t> xp(padded * size_t(count), 0);
+  for (int i = 0; i < count; ++i)
+    for (int j = 0; j < cols_; ++j) xp[size_t(i) * padded + size_t(j)] = x[size_t(i) * size_t(cols_) + size_t(j)];
+  std::vector<int16_t> t(padded);  // the row's trits
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
   for (int r = row_begin; r < row_end; ++r) {
     const uint8_t* row = codes_.data() + size_t(r) * row_bytes;
-    int32_t lane[kBlockBytes] = {};
     for (int block = 0; block < blocks_; ++block) {
       const uint8_t* c = row + size_t(block) * kBlockBytes;
-      const int16_t* xb = xp.data() + size_t(block) * kBlockTrits;
-      int16_t part[kBlockBytes];
+      int16_t* tb = t.data() + size_t(block) * kBlockTrits;
       for (int k = 0; k < kBlockBytes; ++k) {
         const int v = c[k];
-        part[k] = int16_t(((v & 3) - 1) * xb[k]                // column 128 block + k
-                          + (((v >> 2) & 3) - 1) * xb[k + 32]  // + 32
-                          + (((v >> 4) & 3) - 1) * xb[k + 64]  // + 64
-                          + ((v >> 6) - 1) * xb[k + 96]);      // + 96
+        tb[k] = int16_t((v & 3) - 1);               // column 128 block + k
+        tb[k + 32] = int16_t(((v >> 2) & 3) - 1);   // + 32
+        tb[k + 64] = int16_t(((v >> 4) & 3) - 1);   // + 64
+        tb[k + 96] = int16_t((v >> 6) - 1);         // + 96
       }
-      for (int k = 0; k < kBlockBytes; ++k) lane[k] += part[k];
     }
-    int32_t s = 0;
-    for (int k = 0; k < kBlockBytes; ++k) s += lane[k];
-    acc[r - row_begin] = s;
+    for (int i = 0; i < count; ++i) {
+      const int16_t* xi = xp.data() + size_t(i) * padded;
+      int32_t s = 0;
+      for (size_t j = 0; j < padded; ++j) s += int32_t(t[j]) * int32_t(xi[j]);
+      acc[size_t(i) * acc_stride + size_t(r - row_begin)] = s;
+    }
   }
 }
 

@@ -34,6 +34,10 @@ class CompactTrits {
   int trit(int r, int j) const;
   // acc[r - row_begin] = sum_j t_rj * x_j for rows [row_begin, row_end); x has cols() values.
   void matvec(const int8_t* x, int row_begin, int row_end, int32_t* acc) const;
+  // `count` vectors at once (x: count rows of cols() values): acc[i * acc_stride + r -
+  // row_begin] = sum_j t_rj * x[i * cols() + j]. Each row's codes are read once for all the
+  // vectors (a prefill chunk's positions); each vector's sum is matvec's.
+  void matmul(const int8_t* x, int count, int row_begin, int row_end, int32_t* acc, size_t acc_stride) const;
 
  private:
   int rows_ = 0, cols_ = 0, blocks_ = 0;

@@ -19,11 +19,11 @@ namespace bitsim::host {
 namespace {
 using model::kHeadDim;
 
-void emit(const golden::Probe& probe, int layer, const char* step, const float* d, int n) {
-  if (probe) probe(golden::StepProbe{layer, step, d, nullptr, n});
+void emit(const golden::Probe& probe, int layer, const char* step, const float* d, int n, int position) {
+  if (probe) probe(golden::StepProbe{layer, step, d, nullptr, n, position});
 }
-void emit_int(const golden::Probe& probe, int layer, const char* step, const int32_t* d, int n) {
-  if (probe) probe(golden::StepProbe{layer, step, nullptr, d, n});
+void emit_int(const golden::Probe& probe, int layer, const char* step, const int32_t* d, int n, int position) {
+  if (probe) probe(golden::StepProbe{layer, step, nullptr, d, n, position});
 }
 
 // The matrices of a group, stacked: qkv = [q; k; v], gate_up = [gate; up].
@@ -320,7 +320,6 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
   if (V < 1 || V > std::max(1, map_.config().tokens_per_pass))
     throw Error(fmt::format("a prompt chunk of {} tokens: prefill.tokens_per_pass is {}", V,
                             map_.config().tokens_per_pass));
-  if (V > 1 && probe) throw Error("the golden check's probe follows a chunk of one token only");
   if (pos_ + V > map_.config().kv_positions)
     throw Error(fmt::format("context full: the board's KV cache holds {} positions", map_.config().kv_positions));
   for (int t : tokens) check_step(t);
@@ -341,7 +340,7 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
     c[size_t(p)].h.assign(e, e + H);
   }
   cpu(CpuStep::Embed, uint64_t(H), 0, uint64_t(V));
-  emit(probe, -1, "embedding", c[0].h.data(), H);
+  for (int p = 0; p < V; ++p) emit(probe, -1, "embedding", c[size_t(p)].h.data(), H, pos_ + p);
   const bool walker = options_.walker.pl();
   if (walker) {
     // The CPU hands the embedding rows to the walker through DDR (a cache clean) and starts it.
@@ -395,7 +394,7 @@ void TokenLoop::decoder_layer(int l, Chunk& c, const golden::Probe& probe) {
     const uint64_t written = kv_written + write_q_headers(l, pos_ + int(p), c[p], work);
     kv_written = 0;
     attention_call(l, pos_ + int(p), work, written);
-    finish_attention(l, work, c[p], probe);
+    finish_attention(l, pos_ + int(p), work, c[p], probe);
   }
   // inner_attn_ln RMSNorm, quantize.
   s = norm_and_quantize(&StepBuffers::o, L.inner_attn_norm.data(), H, c);
@@ -409,7 +408,7 @@ void TokenLoop::decoder_layer(int l, Chunk& c, const golden::Probe& probe) {
   s = silu_gate_ffn_norm(L, c);
   // 9. down_proj, dequantize, residual.
   projection_residual(l, map_.down(l), L.down.scale, "down_acc", s, c, probe);
-  emit(probe, l, "residual", c[0].h.data(), H);
+  for (size_t p = 0; p < c.size(); ++p) emit(probe, l, "residual", c[p].h.data(), H, pos_ + int(p));
 }
 
 std::vector<float> TokenLoop::norm_and_quantize(Vec x, const float* weight, int n, Chunk& c) {
@@ -433,13 +432,15 @@ void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::i
     acc.push_back(b.acc.data());
   }
   matmul(g, xq, acc);
-  const int32_t* a = c[0].acc.data();
-  for (const ProjectionPart& p : parts) {
-    emit_int(probe, l, p.acc_name, a, rows);
-    a += rows;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const int32_t* a = c[i].acc.data();
+    for (const ProjectionPart& p : parts) {
+      emit_int(probe, l, p.acc_name, a, rows, pos_ + int(i));
+      a += rows;
+    }
   }
   for (size_t i = 0; i < c.size(); ++i) {
-    a = c[i].acc.data();
+    const int32_t* a = c[i].acc.data();
     for (const ProjectionPart& p : parts) {
       num::dequantize(a, rows, p.w_scale, s[i], (c[i].*p.out).data());
       a += rows;
@@ -456,9 +457,11 @@ void TokenLoop::rope_q_and_k(int l, Chunk& c, const golden::Probe& probe) {
       num::rope_apply(c[p].k.data() + hd * kHeadDim, pos_ + int(p), rope_);
     }
   cpu(CpuStep::Rope, 2 * uint64_t(H), 0, c.size());
-  emit(probe, l, "q_rope", c[0].q.data(), H);
-  emit(probe, l, "k_rope", c[0].k.data(), H);
-  emit(probe, l, "v", c[0].v.data(), H);
+  for (size_t p = 0; p < c.size(); ++p) {
+    emit(probe, l, "q_rope", c[p].q.data(), H, pos_ + int(p));
+    emit(probe, l, "k_rope", c[p].k.data(), H, pos_ + int(p));
+    emit(probe, l, "v", c[p].v.data(), H, pos_ + int(p));
+  }
 }
 
 uint64_t TokenLoop::append_chunk_kv(int l, Chunk& c) {
@@ -572,7 +575,7 @@ void TokenLoop::attention_call(int l, int pos, const LaneHeads& work, uint64_t w
 
 // CPU: each head's attention output from the unit's results, into o (after each call: the
 // next position's call overwrites the result buffer).
-void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe) {
+void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe) {
   const int heads = model_.config.num_heads;
   for (int lane = 0; lane < kLanes; ++lane) {
     ps_.mem_read(map_.attention_result(lane), b.res.data(), work[lane].size() * model::kAttentionResultBytes);
@@ -589,7 +592,7 @@ void TokenLoop::finish_attention(int l, const LaneHeads& work, StepBuffers& b, c
     }
   }
   cpu(CpuStep::AttnFinish, model_.config.hidden_size);
-  emit(probe, l, "attn_out", b.o.data(), model_.config.hidden_size);
+  emit(probe, l, "attn_out", b.o.data(), model_.config.hidden_size, pos);
 }
 
 // A [hidden, *] projection (o_proj, down_proj) on the board, dequantized with its w_scale
@@ -630,14 +633,14 @@ std::vector<std::vector<float>> TokenLoop::final_norm_lm_head(Chunk& c, const st
     acc.push_back(lm[p].data());
   }
   matmul(map_.lm_head(), xq, acc);
-  emit_int(probe, -1, "lm_head_acc", lm[0].data(), vocab);
+  for (size_t p = 0; p < V; ++p) emit_int(probe, -1, "lm_head_acc", lm[p].data(), vocab, pos_ + which[p]);
   std::vector<std::vector<float>> logits(V, std::vector<float>(size_t(vocab)));
   for (size_t p = 0; p < V; ++p) num::dequantize(lm[p].data(), vocab, model_.lm_head.scale, s[p], logits[p].data());
   cpu(CpuStep::Dequantize, uint64_t(vocab), 0, V);
   // With the walker, the CPU reads the logits from DDR (a cache invalidate) for its argmax.
   if (options_.walker.pl()) host_cache_maintenance(uint64_t(vocab) * 4 * V, false);
   cpu(CpuStep::Argmax, uint64_t(vocab), 0, V);
-  emit(probe, -1, "logits", logits[0].data(), vocab);
+  for (size_t p = 0; p < V; ++p) emit(probe, -1, "logits", logits[p].data(), vocab, pos_ + which[p]);
   return logits;
 }
 

@@ -92,7 +92,8 @@ class TokenLoop {
   // the V vectors, the CPU steps over the V vectors, the chunk's K/V appended before one
   // attention call per position. Returns V logits vectors: the last position's, and the
   // others' only with `all_logits` (empty otherwise). `timing` is the chunk's. `probe` (the
-  // golden check's tensors) is for a chunk of one token only. A chunk of one token is step().
+  // golden check's tensors) sees every position's, each with its position; the order of a
+  // position's tensors is the golden reference's. A chunk of one token is step().
   std::vector<std::vector<float>> chunk(const std::vector<int>& tokens, TokenTiming* timing, bool all_logits,
                                         const golden::Probe& probe = {});
   int position() const { return pos_; }
@@ -146,7 +147,7 @@ class TokenLoop {
   uint64_t write_q_headers(int layer, int pos, StepBuffers& b, LaneHeads& work);
   uint64_t write_q_header(int layer, int head, int pos, StepBuffers& b, LaneHeads& work);
   void attention_call(int layer, int pos, const LaneHeads& work, uint64_t written);
-  void finish_attention(int layer, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
+  void finish_attention(int layer, int pos, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
   void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name,
                            const std::vector<float>& x_scale, Chunk& c, const golden::Probe& probe);
   std::vector<float> silu_gate_ffn_norm(const model::LayerWeights& L, Chunk& c);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <memory>
 #include <thread>
@@ -37,6 +38,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 struct Recorded {
   int layer;
+  int position;
   std::string step;
   std::vector<float> f;
   std::vector<int32_t> i;
@@ -44,29 +46,55 @@ struct Recorded {
 
 golden::Probe recorder(std::vector<Recorded>& out) {
   return [&out](const golden::StepProbe& p) {
-    Recorded r{p.layer, p.step, {}, {}};
+    Recorded r{p.layer, p.position, p.step, {}, {}};
     if (p.data) r.f.assign(p.data, p.data + p.n);
     if (p.idata) r.i.assign(p.idata, p.idata + p.n);
     out.push_back(std::move(r));
   };
 }
 
-std::string first_divergence(const std::vector<Recorded>& board, const std::vector<Recorded>& gold) {
+// Where the board's tensors first leave the golden reference's. Each side's records are
+// taken position by position (a position's tensors come in the same order on both sides;
+// across the positions of a prefill chunk the two interleave them differently). Within a
+// position the first differing tensor is found; the divergence reported is the one in the
+// earliest layer (the embedding before layer 0, the final norm and lm_head after the last),
+// then the earliest position: an error there is what the later tensors inherit.
+std::string first_divergence(std::vector<Recorded> board, std::vector<Recorded> gold) {
+  const auto by_position = [](const Recorded& a, const Recorded& b) { return a.position < b.position; };
+  std::stable_sort(board.begin(), board.end(), by_position);
+  std::stable_sort(gold.begin(), gold.end(), by_position);
+  const auto rank = [](const Recorded& r) {
+    return r.layer >= 0 ? r.layer : r.step == "embedding" ? -1 : std::numeric_limits<int>::max();
+  };
+  const bool chunk = !board.empty() && board.front().position != board.back().position;
+  std::string found;
+  std::pair<int, int> best{std::numeric_limits<int>::max(), std::numeric_limits<int>::max()};
+  int skip_position = -1;  // a position whose first divergence is known
   const size_t n = std::min(board.size(), gold.size());
   for (size_t k = 0; k < n; ++k) {
     const Recorded& b = board[k];
     const Recorded& g = gold[k];
-    const std::string where = b.layer < 0 ? fmt::format("step {}", b.step) : fmt::format("layer {}, step {}", b.layer, b.step);
-    if (b.step != g.step || b.layer != g.layer)
-      return fmt::format("{}: the board and the golden reference ran different steps ({} / {})", where, b.step, g.step);
-    for (size_t e = 0; e < std::max(b.i.size(), b.f.size()); ++e) {
+    if (b.position == skip_position) continue;
+    const std::pair<int, int> key{rank(b), b.position};
+    std::string where = b.layer < 0 ? fmt::format("step {}", b.step) : fmt::format("layer {}, step {}", b.layer, b.step);
+    if (chunk) where = fmt::format("position {}, {}", b.position, where);
+    std::string what;
+    if (b.step != g.step || b.layer != g.layer || b.position != g.position)
+      what = fmt::format("{}: the board and the golden reference ran different steps ({} / {})", where, b.step, g.step);
+    for (size_t e = 0; what.empty() && e < std::max(b.i.size(), b.f.size()); ++e) {
       if (!b.i.empty() && b.i[e] != g.i[e])
-        return fmt::format("{}, element {}: board {} vs golden {}", where, e, b.i[e], g.i[e]);
-      if (!b.f.empty() && std::memcmp(&b.f[e], &g.f[e], 4) != 0)
-        return fmt::format("{}, element {}: board {:.9g} vs golden {:.9g}", where, e, b.f[e], g.f[e]);
+        what = fmt::format("{}, element {}: board {} vs golden {}", where, e, b.i[e], g.i[e]);
+      else if (!b.f.empty() && std::memcmp(&b.f[e], &g.f[e], 4) != 0)
+        what = fmt::format("{}, element {}: board {:.9g} vs golden {:.9g}", where, e, b.f[e], g.f[e]);
+    }
+    if (what.empty()) continue;
+    skip_position = b.position;
+    if (key < best) {
+      best = key;
+      found = std::move(what);
     }
   }
-  return "the intermediate tensors agree; only the logits differ";
+  return found.empty() ? "the intermediate tensors agree; only the logits differ" : found;
 }
 
 class Session : public BoardSession {
@@ -172,13 +200,15 @@ class GoldenStep {
   GoldenStep(const GoldenStep&) = delete;
   GoldenStep& operator=(const GoldenStep&) = delete;
   ~GoldenStep() { join(); }
-  // `steps` records the intermediate tensors of a single token (empty probe for a chunk).
-  void start(golden::BoardReference& ref, const std::vector<int>& tokens, std::vector<Recorded>& steps) {
+  // The chunk runs as one (golden::BoardReference::chunk: each weight read once for its
+  // positions); `all_logits` as the board's; `steps` records every position's tensors.
+  void start(golden::BoardReference& ref, const std::vector<int>& tokens, bool all_logits,
+             std::vector<Recorded>& steps) {
     ref_ = &ref;
     ref.shared_rows().open();
-    thread_ = std::thread([this, &ref, tokens, &steps] {
+    thread_ = std::thread([this, &ref, tokens, all_logits, &steps] {
       try {
-        for (int token : tokens) logits_.push_back(ref.step(token, tokens.size() == 1 ? recorder(steps) : golden::Probe{}));
+        logits_ = ref.chunk(tokens, all_logits, recorder(steps));
       } catch (...) {
         error_ = std::current_exception();
       }
@@ -283,11 +313,10 @@ class Generation {
     // The golden reference runs the same tokens on its own thread while the board runs them;
     // the logits are compared when both have finished.
     GoldenStep gold;
-    if (req_.check) gold.start(*ref_, tokens, gold_steps_);
+    if (req_.check) gold.start(*ref_, tokens, all_logits_ || generated, gold_steps_);
     std::vector<std::vector<float>> logits;
     try {
-      logits = loop.chunk(tokens, &t, all_logits_ || generated,
-                          req_.check && V == 1 ? recorder(board_steps_) : golden::Probe{});
+      logits = loop.chunk(tokens, &t, all_logits_ || generated, req_.check ? recorder(board_steps_) : golden::Probe{});
     } catch (...) {
       gold.join();
       throw;

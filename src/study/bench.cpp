@@ -137,6 +137,7 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
     o.memory_tokens = std::min(o.memory_tokens, 16);
     o.run_tokens = std::min(o.run_tokens, 8);
     o.sweep_points = std::min(o.sweep_points, 2);
+    o.prefill_prompt_tokens = std::min(o.prefill_prompt_tokens, 24);
   }
   if (o.repeat < 1 || o.repeat > 20) throw Error(fmt::format("bench: repeat {}, expected 1..20", o.repeat));
   if (o.sweep_points < 1 || o.sweep_points > 10000)
@@ -151,6 +152,12 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
   if (o.run_tokens < 1 || o.run_tokens > golden::kMaxContext - 2)
     throw Error(fmt::format("bench: {} tokens of the whole run, expected 1..{}", o.run_tokens, golden::kMaxContext - 2));
   if (o.threads < 1) throw Error(fmt::format("bench: {} host threads, expected at least 1", o.threads));
+  if (o.prefill_prompt_tokens < 2 || o.prefill_prompt_tokens > golden::kMaxContext - 1)
+    throw Error(fmt::format("bench: a prefill prompt of {} tokens, expected 2..{}", o.prefill_prompt_tokens,
+                            golden::kMaxContext - 1));
+  if (o.prefill_tokens_per_pass < 2 || o.prefill_tokens_per_pass > 64)
+    throw Error(fmt::format("bench: prefill at P = {}, expected 2..64 (prefill.tokens_per_pass)",
+                            o.prefill_tokens_per_pass));
   if (!o.run_command) throw Error("bench: the command line of the process figures is not set");
   return o;
 }
@@ -299,6 +306,71 @@ CheckedRuns checked_runs(const BenchOptions& o, const fs::path& warm_cache, cons
     c.rate.push_back(wall > 0 ? n / wall : 0.0);
   }
   return c;
+}
+
+// 2b. Prefill (docs/prefill.md): the same prompt at P = 1 and at P = prefill_tokens_per_pass
+//     through run_board (fast fidelity, the warm start-up cache), with the golden check on
+//     every computed logits vector and without it; the prompt's wall time is the sum of its
+//     positions' (the chunks' walls, the check included), load and start-up excluded.
+struct PrefillRuns {
+  std::vector<double> speedup, speedup_nocheck;  // P = 1's wall / P's, per repetition
+  std::vector<double> p1_s, pp_s, p1_nocheck_s, pp_nocheck_s;
+  int prompt_tokens = 0, equal = 0, checked = 0;
+};
+
+PrefillRuns prefill_runs(const BenchOptions& o, const fs::path& warm_cache, const Status& status) {
+  PrefillRuns r;
+  // A prompt of N - 1 bytes: N tokens with BOS under the byte tokenizer of the synthetic models.
+  std::string prompt;
+  for (int i = 0; i + 1 < o.prefill_prompt_tokens; ++i) prompt += char('a' + i % 26);
+  const auto prompt_wall = [&](int P, bool check, int rep) {
+    status(fmt::format("[5/6] prefill: run_board {} with a {}-token prompt at P = {}{} ({} of {}) ...", o.model,
+                       o.prefill_prompt_tokens, P, check ? ", golden check" : ", no check", rep + 1, o.repeat));
+    BoardRunRequest req{.run = RunRequest{}, .params = o.params};
+    req.params.set(fmt::format("prefill.tokens_per_pass={}", P), "bench");
+    req.run.model = o.model;
+    req.run.prompt = prompt;
+    req.run.tokens = 1;
+    req.run.threads = o.threads;
+    req.run.cache.enabled = true;
+    req.run.cache.dir = warm_cache;
+    req.check = check;
+    const BoardRunResult run = run_board(req, {});
+    if (!run.mismatch.empty()) throw Error("bench: the golden check failed: " + run.mismatch);
+    r.prompt_tokens = run.prompt_tokens;
+    double wall = 0;
+    for (const auto& t : run.tokens) {
+      if (t.generated) continue;
+      wall += t.wall_ms / 1e3;
+      if (check && t.logits_equal) {
+        ++r.checked;
+        r.equal += *t.logits_equal;
+      }
+    }
+    return wall;
+  };
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    r.p1_s.push_back(prompt_wall(1, true, rep));
+    r.pp_s.push_back(prompt_wall(o.prefill_tokens_per_pass, true, rep));
+    r.p1_nocheck_s.push_back(prompt_wall(1, false, rep));
+    r.pp_nocheck_s.push_back(prompt_wall(o.prefill_tokens_per_pass, false, rep));
+    r.speedup.push_back(r.pp_s.back() > 0 ? r.p1_s.back() / r.pp_s.back() : 0.0);
+    r.speedup_nocheck.push_back(r.pp_nocheck_s.back() > 0 ? r.p1_nocheck_s.back() / r.pp_nocheck_s.back() : 0.0);
+  }
+  return r;
+}
+
+void prefill_figure(std::vector<BenchFigure>& f, const BenchOptions& o, const PrefillRuns& r) {
+  const int P = o.prefill_tokens_per_pass;
+  f.push_back(figure_of(
+      fmt::format("prefill speed-up, a {}-token prompt at P = {} over P = 1, golden check", r.prompt_tokens, P), "x",
+      r.speedup, 3, true, ">= 3x", "measured (this host); the tokens are simulated",
+      fmt::format("run_board as `bitsim run --prompt TEXT --tokens 1 --set prefill.tokens_per_pass=P` (fast "
+                  "fidelity, warm start-up cache), {} runs of each P; value = the prompt's wall at P = 1 / at P = {} "
+                  "(each the sum of its positions' walls incl. the check): P = 1 {} s, P = {} {} s; {} of {} "
+                  "computed logits bit-identical. Without the check: P = 1 {} s, P = {} {} s, speed-up {} x",
+                  o.repeat, P, list(r.p1_s), P, list(r.pp_s), r.equal, r.checked, list(r.p1_nocheck_s), P,
+                  list(r.pp_nocheck_s), list(r.speedup_nocheck))));
 }
 
 // The model and K/V scales for the in-process timing runs, from the warm start-up cache.
@@ -570,12 +642,14 @@ std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<vo
   const fs::path warm_cache = scratch.path() / "cache";
   const ProcessFigures procs = process_runs(o, scratch.path(), warm_cache, status);
   const CheckedRuns checked = checked_runs(o, warm_cache, status);
+  const PrefillRuns prefill = prefill_runs(o, warm_cache, status);
   const TimingModel t = load_timing_model(o, warm_cache, status);
   const FastWindows fast = fast_windows(cfg, t, o, status);
   const CycleRuns cycle = cycle_runs(cfg, t, o, fast.low, status);
   std::vector<BenchFigure> f;
   process_figures(f, o, procs);
   rate_figures(f, o, fast, checked);
+  prefill_figure(f, o, prefill);
   cycle_figures(f, o, cfg.board.clock.mhz, cycle);
   f.push_back(sweep_figure(o, status));
   return f;
@@ -638,6 +712,8 @@ const Fields<BenchOptions>& bench_option_fields() {
                                 {"run_tokens", &O::run_tokens},
                                 {"repeat", &O::repeat},
                                 {"sweep_points", &O::sweep_points},
+                                {"prefill_prompt_tokens", &O::prefill_prompt_tokens},
+                                {"prefill_tokens_per_pass", &O::prefill_tokens_per_pass},
                                 {"threads", &O::threads},
                                 {"quick", &O::quick}};
   return fields;

@@ -13,6 +13,9 @@
 //   - the same with the golden check on every token (run_board, as `bitsim run` does it)
 //   - cycle fidelity: simulated PL cycles per wall second; fast over cycle
 //   - timing-only sweep points per wall second
+//   - prefill: a prompt of prefill_prompt_tokens through the fast fidelity with the golden
+//     check at P = prefill_tokens_per_pass against P = 1, wall time speed-up (and without
+//     the check, in its text)
 // The values are measurements of the simulator on this host ("measured (this host)"); the
 // tokens and PL cycles they count are simulated.
 #include <filesystem>
@@ -50,6 +53,8 @@ struct BenchOptions {
   int repeat = 3;            // repetitions of every figure (median, min, max)
   bool quick = false;        // synthetic:tiny and few tokens (for the tests)
   int sweep_points = 8;      // timing-only sweep points run in this process for the points/s figure
+  int prefill_prompt_tokens = 511;  // the prefill figure's prompt, BOS included (with the byte tokenizer)
+  int prefill_tokens_per_pass = 8;  // its P, against P = 1
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
   ParamSet params = board_params();  // the board config
   // The command line of a `bitsim run` process (the executable and its arguments, with the

@@ -710,5 +710,60 @@ TEST(BoardReference, Int4KvLogitsCloseToInt8AndChecksItsKeys) {
   EXPECT_THROW(BoardReference(tiny(), no_channels, int4), Error);
 }
 
+// A prefill chunk (docs/prefill.md 2, 6) is the positions one at a time, in every attention
+// and KV variant: the same K/V cache bytes after it, the last position's logits (and with
+// all_logits every position's) bit for bit, the same tensors per position to the probe; a
+// chunk past the cache's end is refused.
+TEST(BoardReference, AChunkIsItsPositionsOneAtATime) {
+  const std::vector<int> toks{1, 87, 104, 101, 32, 99, 97, 112, 44, 32, 116};
+  BoardReferenceOptions online{.attention_variant = model::AttentionVariant::OnlineSoftmax};
+  BoardReferenceOptions int4 = online;
+  int4.kv_format = model::KvFormat::Int4;
+  int4.kv_outlier_channels = 4;
+  for (const BoardReferenceOptions& o : {BoardReferenceOptions{}, online, int4}) {
+    const auto one = run_tokens(toks, o);
+    BoardReference a(tiny(), tiny_scales(), o), b(tiny(), tiny_scales(), o);
+    for (int t : toks) a.step(t);
+    // Chunks of 4, 4 and 3; the middle one with all_logits.
+    std::vector<std::vector<float>> got;
+    std::vector<int> positions;
+    for (size_t p0 = 0; p0 < toks.size(); p0 += 4) {
+      const std::vector<int> chunk(toks.begin() + long(p0), toks.begin() + long(std::min(p0 + 4, toks.size())));
+      const auto l = b.chunk(chunk, p0 == 4, [&](const StepProbe& p) { positions.push_back(p.position); });
+      ASSERT_EQ(l.size(), chunk.size());
+      for (size_t i = 0; i < l.size(); ++i) {
+        const bool computed = i + 1 == l.size() || p0 == 4;
+        ASSERT_EQ(l[i].empty(), !computed) << p0 + i;
+        if (computed)
+          EXPECT_EQ(0, std::memcmp(l[i].data(), one[p0 + i].data(), l[i].size() * sizeof(float))) << p0 + i;
+      }
+    }
+    EXPECT_EQ(b.position(), int(toks.size()));
+    // Every position's tensors reach the probe: as many for position 0 as for 9 (neither's
+    // logits computed), two more (lm_head_acc, logits) for 3, the first chunk's last.
+    const auto seen = [&](int p) { return std::count(positions.begin(), positions.end(), p); };
+    EXPECT_GT(seen(0), 0);
+    EXPECT_EQ(seen(0), seen(9));
+    EXPECT_EQ(seen(3), seen(0) + 2);
+    const int heads = tiny().config.num_heads;
+    for (int l = 0; l < tiny().config.num_layers; ++l)
+      for (int h = 0; h < heads; ++h) {
+        if (o.kv_format == model::KvFormat::Int4) {
+          const size_t kb = model::kv_storage(model::KvFormat::Int4, 4).k.total() * toks.size();
+          const size_t vb = model::kv_storage(model::KvFormat::Int4, 4).v.total() * toks.size();
+          EXPECT_EQ(0, std::memcmp(a.int4_k_rows(l, h), b.int4_k_rows(l, h), kb)) << l << " " << h;
+          EXPECT_EQ(0, std::memcmp(a.int4_v_rows(l, h), b.int4_v_rows(l, h), vb)) << l << " " << h;
+        } else {
+          EXPECT_EQ(0, std::memcmp(a.k_rows(l, h), b.k_rows(l, h), toks.size() * kHeadDim)) << l << " " << h;
+          EXPECT_EQ(0, std::memcmp(a.v_rows(l, h), b.v_rows(l, h), toks.size() * kHeadDim)) << l << " " << h;
+        }
+      }
+  }
+  BoardReference small(tiny(), tiny_scales(), {.context = 6});
+  small.chunk({1, 2, 3, 4}, false);
+  EXPECT_THROW(small.chunk({5, 6, 7}, false), Error);
+  EXPECT_THROW(small.chunk({}, false), Error);
+}
+
 }  // namespace
 }  // namespace bitsim::golden

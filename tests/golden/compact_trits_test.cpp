@@ -78,6 +78,30 @@ TEST(CompactTrits, SumsEqualTheInt8TritsOnEveryBlockEdge) {
   }
 }
 
+// matmul: count vectors at once, each row's codes read once; every vector's sums are
+// ternary_matvec's, in the strided layout asked for, over a range of rows.
+TEST(CompactTrits, MatmulGivesEachVectorsMatvecSums) {
+  std::mt19937 g(11);
+  for (int cols : {33, 128, 1536, 4097}) {
+    const model::TernaryMatrix w = random_matrix(29, cols, uint32_t(cols) + 1);
+    const CompactTrits c(w);
+    for (int count : {1, 3, 8}) {
+      std::vector<int8_t> x(size_t(count) * size_t(cols));
+      for (auto& v : x) v = int8_t(g());
+      const size_t stride = 40;  // wider than the 21 rows asked for: the gaps stay untouched
+      std::vector<int32_t> got(size_t(count) * stride, -7);
+      c.matmul(x.data(), count, 5, 26, got.data(), stride);
+      for (int i = 0; i < count; ++i) {
+        std::vector<int32_t> want(29);
+        ternary_matvec(w, 0, 29, x.data() + size_t(i) * size_t(cols), want.data());
+        for (int r = 5; r < 26; ++r)
+          EXPECT_EQ(got[size_t(i) * stride + size_t(r - 5)], want[size_t(r)]) << cols << " " << count << " " << i;
+        for (size_t k = 21; k < stride; ++k) EXPECT_EQ(got[size_t(i) * stride + k], -7);
+      }
+    }
+  }
+}
+
 TEST(CompactTrits, ExtremesReachTheBoundsExactly) {
   // The longest row of the models (11008: the down projection's input) with every trit +1
   // or -1 and x = -128: sums of -/+ 1,409,024.

@@ -177,5 +177,34 @@ TEST(PrefillRun, FiguresAddUpAndSamplingDoesNotDependOnP) {
   EXPECT_EQ(generated_ids(p.res), generated_ids(one.res));
 }
 
+// A fault in the second chunk is named by position, layer and step: the first 2 KiB of
+// layer 0's q rows, each byte changed to another valid one before the chunk at positions
+// 4..7, change q_acc of every position and the logits of the chunk's last position; the
+// divergence reported is the earliest position's, in layer 0, although the logits compared
+// are position 7's. (A smaller fault, one q row, moves no logits of this tiny model.)
+TEST(PrefillRun, AMismatchInAChunkNamesThePositionLayerAndStep) {
+  for (const Fidelity f : {Fidelity::kFast, Fidelity::kCycle}) {
+    BoardRunRequest r{RunRequest{}, board_params()};
+    r.run.model = "synthetic:tiny";
+    r.run.prompt = "A prompt of more than eight tokens";
+    r.run.tokens = 1;
+    r.fidelity = f;
+    r.params.set("prefill.tokens_per_pass=4", "test");
+    r.before_step = [](BoardSession& s, int step) {
+      if (step != 4) return;
+      const std::vector<uint8_t> bytes = s.read_ddr(s.weights_addr(), 2048);
+      for (size_t b = 0; b < bytes.size(); ++b)  // each byte another valid one (< 243: five trits)
+        s.poke_ddr(s.weights_addr() + b, (bytes[b] ^ 1) < 243 ? 1 : 2);
+    };
+    const BoardRunResult res = run_board(std::move(r));
+    ASSERT_FALSE(res.mismatch.empty());
+    ASSERT_EQ(res.tokens.size(), 8u) << res.mismatch;  // the first chunk checked, the second's last failed
+    EXPECT_TRUE(*res.tokens[3].logits_equal);
+    EXPECT_FALSE(*res.tokens[7].logits_equal);
+    EXPECT_NE(res.mismatch.find("token 7 (context 8)"), std::string::npos) << res.mismatch;
+    EXPECT_NE(res.mismatch.find("position 4, layer 0, step q_acc, element 0:"), std::string::npos) << res.mismatch;
+  }
+}
+
 }  // namespace
 }  // namespace bitsim::sim

@@ -1,4 +1,4 @@
-// bitsim bench in quick mode (synthetic:tiny, few tokens): the eleven figures, each the median
+// bitsim bench in quick mode (synthetic:tiny, few tokens): the twelve figures, each the median
 // of its repetitions, their met flags against their goals, cold and warm start-up told apart
 // by the start-up cache, the table and the CLI's JSON document agreeing with them, the child
 // process runner, and the premise of the speed-up figure (both fidelities simulate the same
@@ -52,9 +52,9 @@ void expect_median_of_samples(const std::string& name, double value, double lo, 
   EXPECT_DOUBLE_EQ(value, med) << name;
 }
 
-constexpr size_t kFigures = 11;
+constexpr size_t kFigures = 12;
 
-TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
+TEST(Bench, QuickRunReturnsTwelveFiguresEachAMedianOfItsRepetitions) {
   BenchOptions o;
   o.quick = true;
   o.repeat = 3;
@@ -77,7 +77,8 @@ TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
     EXPECT_FALSE(f.goal_text.empty()) << f.name;
     EXPECT_NE(f.evidence.find("measured (this host)"), std::string::npos) << f.name;
   }
-  const std::vector<std::string> units{"s", "s", "s", "tok/s", "GB", "tok/s", "tok/s", "tok/s", "cycles/s", "x", "points/s"};
+  const std::vector<std::string> units{"s",     "s",        "s", "tok/s", "GB", "tok/s", "tok/s", "tok/s", "x",
+                                       "cycles/s", "x", "points/s"};
   for (size_t i = 0; i < kFigures; ++i) EXPECT_EQ(figs[i].unit, units[i]) << figs[i].name;
   // Cold and warm time to the first token are separate figures: the cold processes started
   // from an empty start-up cache each, the warm ones took the model and the K/V scales from
@@ -95,8 +96,18 @@ TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
   EXPECT_NE(figs[5].name.find("T=1..4"), std::string::npos) << figs[5].name;
   EXPECT_NE(figs[6].name.find("T=509..512"), std::string::npos) << figs[6].name;
   // The sweep figure: points run one after the other in this process (2 in quick mode).
-  EXPECT_NE(figs[10].how.find("2 points"), std::string::npos) << figs[10].how;
-  EXPECT_NE(figs[10].how.find("in one process"), std::string::npos) << figs[10].how;
+  EXPECT_NE(figs[11].how.find("2 points"), std::string::npos) << figs[11].how;
+  EXPECT_NE(figs[11].how.find("in one process"), std::string::npos) << figs[11].how;
+  // The prefill figure: a 24-token prompt (quick mode) at P = 8 against P = 1, its computed
+  // logits checked (the last of each chunk of 8 at P = 8, every position at P = 1: 3 x 27).
+  EXPECT_NE(figs[8].name.find("a 24-token prompt at P = 8 over P = 1, golden check"), std::string::npos)
+      << figs[8].name;
+  std::smatch pre;
+  ASSERT_TRUE(std::regex_search(figs[8].how, pre, std::regex(R"((\d+) of (\d+) computed logits bit-identical)")))
+      << figs[8].how;
+  EXPECT_EQ(pre[1].str(), pre[2].str()) << figs[8].how;
+  EXPECT_EQ(std::stoi(pre[2].str()), 3 * (24 + 3)) << figs[8].how;
+  EXPECT_NE(figs[8].how.find("Without the check"), std::string::npos) << figs[8].how;
   // The checked runs compared every token's logits with the golden reference, and all were
   // equal: "E of N logits bit-identical" (run_bench throws on a mismatch; this catches runs
   // that did not check at all: E = 0). 3 runs of 5 steps.
@@ -119,7 +130,7 @@ TEST(Bench, QuickRunReturnsElevenFiguresEachAMedianOfItsRepetitions) {
                             (f.met ? "met" : "missed") + " |";
     EXPECT_NE(table.find(row), std::string::npos) << row;
   }
-  EXPECT_NE(table.find(std::to_string(met) + " of 11 goals met"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(met) + " of 12 goals met"), std::string::npos) << table;
   EXPECT_NE(table.find("3 repetitions"), std::string::npos) << table;
 }
 
@@ -200,7 +211,10 @@ TEST(Bench, OptionsAreChecked) {
       {"more cycle tokens than tokens", [](BenchOptions& b) { b.tokens = 8, b.cycle_tokens = 9; }},
       {"memory tokens 513", [](BenchOptions& b) { b.memory_tokens = 513; }},
       {"memory tokens 2", [](BenchOptions& b) { b.memory_tokens = 2; }},
-      {"run tokens 511", [](BenchOptions& b) { b.run_tokens = 511; }}};
+      {"run tokens 511", [](BenchOptions& b) { b.run_tokens = 511; }},
+      {"a prefill prompt of 512 tokens", [](BenchOptions& b) { b.prefill_prompt_tokens = 512; }},
+      {"a prefill prompt of 1 token", [](BenchOptions& b) { b.prefill_prompt_tokens = 1; }},
+      {"prefill at P = 1", [](BenchOptions& b) { b.prefill_tokens_per_pass = 1; }}};
   for (const auto& [what, change] : refused) {
     BenchOptions b = o;
     change(b);
@@ -248,7 +262,7 @@ TEST(Bench, CliQuickWritesJson) {
     EXPECT_EQ(fig.at("evidence").get<std::string>().rfind("measured (this host)", 0), 0u);
     EXPECT_TRUE(fig.at("how").is_string());
   }
-  EXPECT_NE(out.find(std::to_string(met) + " of 11 goals met"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(met) + " of 12 goals met"), std::string::npos) << out;
 }
 
 TEST(Bench, CliRejectsBadOptions) {
