@@ -17,6 +17,10 @@ LayerTable::LayerTable(const host::Platform& platform, host::StepObserver* next)
       transfers_seen_(platform.transfers().size()) {}
 
 LayerTable::Row& LayerTable::add(int position, int layer, uint64_t begin_ps, uint64_t end_ps) {
+  if (chunk_token_calls_ > 0) {  // the first row of the next step
+    token_first_row_ = rows_.size();
+    chunk_token_calls_ = 0;
+  }
   Row r;
   r.token = position;
   r.layer = layer;
@@ -32,9 +36,16 @@ LayerTable::Row& LayerTable::add(int position, int layer, uint64_t begin_ps, uin
   return rows_.back();
 }
 
+// The token loop reports each position of a step once the step has run (a prompt chunk: each
+// of its V positions in turn). A row takes the id of the token at its position (a chunk's
+// CPU steps and matmul calls carry the chunk's first position, its attention calls their
+// own) and the chunk's V.
 void LayerTable::token(int position, int token_id, uint64_t begin_ps, uint64_t end_ps) {
-  for (size_t i = token_first_row_; i < rows_.size(); ++i) rows_[i].token_id = token_id;
-  token_first_row_ = rows_.size();
+  ++chunk_token_calls_;
+  for (size_t i = token_first_row_; i < rows_.size(); ++i) {
+    if (rows_[i].token == position) rows_[i].token_id = token_id;
+    rows_[i].chunk_tokens = chunk_token_calls_;
+  }
   if (next_) next_->token(position, token_id, begin_ps, end_ps);
 }
 
@@ -58,9 +69,11 @@ void LayerTable::call(const char* kind, const std::string& group, int part, int 
 }
 
 std::string LayerTable::csv() const {
-  std::string out = "token,token_id,layer,step,part,unit,begin_us,time_us,dma_calls,bytes_read,cpu_bytes_written,evidence\n";
+  std::string out =
+      "token,token_id,chunk_tokens,layer,step,part,unit,begin_us,time_us,dma_calls,bytes_read,cpu_bytes_written,"
+      "evidence\n";
   for (const Row& r : rows_)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},simulated\n", r.token, r.token_id,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},simulated\n", r.token, r.token_id, r.chunk_tokens,
                        r.layer >= 0 ? std::to_string(r.layer) : std::string(), r.step, r.part, r.unit, us(r.begin_ps),
                        us(r.end_ps - r.begin_ps), r.dma_calls, r.bytes_read, r.cpu_bytes_written);
   return out;

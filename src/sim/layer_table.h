@@ -19,8 +19,9 @@ namespace bitsim::sim {
 class LayerTable : public host::StepObserver {
  public:
   struct Row {
-    int token = 0;           // position in the context
+    int token = 0;           // position in the context (a prompt chunk's CPU steps and matmul calls: its first)
     int token_id = -1;       // the token fed at that position
+    int chunk_tokens = 1;    // V of the prompt chunk the row belongs to (docs/prefill.md); 1 for a decode token
     int layer = -1;          // -1: outside the decoder layers (embedding, final norm, lm_head, argmax)
     std::string step;        // "rmsnorm", "matmul qkv", "attention", ...
     int part = 0;            // driver calls: the call's index within its matmul group
@@ -50,7 +51,8 @@ class LayerTable : public host::StepObserver {
   const host::Platform& platform_;
   host::StepObserver* next_;
   std::vector<Row> rows_;
-  size_t token_first_row_ = 0;
+  size_t token_first_row_ = 0;  // the first row of the step (a token or a prompt chunk) being run
+  int chunk_token_calls_ = 0;    // token() calls since that step's rows ended
   uint64_t bytes_seen_ = 0;
   size_t transfers_seen_ = 0;
 };

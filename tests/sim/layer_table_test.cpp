@@ -66,10 +66,12 @@ struct Layered {
   std::string csv;
 };
 
-Layered run_layered(Fidelity fidelity, int tokens, const std::string& trace = "") {
+Layered run_layered(Fidelity fidelity, int tokens, const std::string& trace = "", const std::string& prompt = "Hi",
+                    int tokens_per_pass = 1) {
   BoardRunRequest r{RunRequest{}, board_params()};
   r.run.model = "synthetic:tiny";
-  r.run.prompt = "Hi";
+  r.run.prompt = prompt;
+  r.params.set("prefill.tokens_per_pass=" + std::to_string(tokens_per_pass), "test");
   r.run.tokens = tokens;
   r.fidelity = fidelity;
   const fs::path file = temp_file(fidelity_name(fidelity));
@@ -85,7 +87,9 @@ Layered run_layered(Fidelity fidelity, int tokens, const std::string& trace = ""
 TEST(LayerTable, TheRowsOfATokenAddUpToItsTimeDmaCallsAndBytes) {
   const fs::path trace = temp_file("trace.json");
   const Layered l = run_layered(Fidelity::kFast, 3, trace.string());
-  EXPECT_EQ(l.csv.rfind("token,token_id,layer,step,part,unit,begin_us,time_us,dma_calls,bytes_read,cpu_bytes_written,evidence\n", 0), 0u);
+  EXPECT_EQ(l.csv.rfind("token,token_id,chunk_tokens,layer,step,part,unit,begin_us,time_us,dma_calls,bytes_read,"
+                        "cpu_bytes_written,evidence\n", 0),
+            0u);
   const auto rows = parse(l.csv);
   ASSERT_FALSE(rows.empty());
   const int layers = 2;  // synthetic:tiny
@@ -97,6 +101,7 @@ TEST(LayerTable, TheRowsOfATokenAddUpToItsTimeDmaCallsAndBytes) {
     for (const auto& r : rows) {
       if (std::stoi(r["token"]) != t.context - 1) continue;
       EXPECT_EQ(std::stoi(r["token_id"]), t.token_id);
+      EXPECT_EQ(r["chunk_tokens"], "1");
       if (n++ > 0) EXPECT_EQ(ps(r["begin_us"]), next_begin) << "the steps of a token tile its time";
       next_begin = ps(r["begin_us"]) + ps(r["time_us"]);
       time += ps(r["time_us"]);
@@ -132,6 +137,43 @@ TEST(LayerTable, TheRowsOfATokenAddUpToItsTimeDmaCallsAndBytes) {
     if (e.value("cat", "") == "cpu" || e.value("cat", "") == "driver") ++spans;
   EXPECT_EQ(spans, rows.size());
   fs::remove(trace);
+}
+
+// Prefill at P = 4: a prompt of 7 tokens runs as chunks of 4 and 3. A chunk's rows carry
+// its V; its CPU steps and matmul calls carry its first position and token id, its attention
+// calls (one per position and layer) their own; the rows of a chunk tile its time, the sum
+// of its positions' shares, and hold its DMA calls and bytes.
+TEST(LayerTable, APromptChunksRowsCarryItsSizeAndTheirPositions) {
+  const Layered l = run_layered(Fidelity::kFast, 1, "", "Prompt", 4);  // BOS + 6 bytes = 7 tokens
+  const auto rows = parse(l.csv);
+  const auto& toks = l.result.tokens;
+  ASSERT_EQ(toks.size(), 8u);
+  const int layers = 2;  // synthetic:tiny
+  for (const auto& [first, V] : std::vector<std::pair<int, int>>{{0, 4}, {4, 3}, {7, 1}}) {
+    uint64_t time = 0, calls = 0, bytes = 0, want_calls = 0, want_bytes = 0;
+    double want_ms = 0;
+    std::map<int, int> attention;  // position -> attention rows
+    for (int p = first; p < first + V; ++p) {
+      want_ms += toks[size_t(p)].total_ms;
+      want_calls += toks[size_t(p)].dma_calls;
+      want_bytes += toks[size_t(p)].bytes_read;
+    }
+    for (const auto& r : rows) {
+      const int pos = std::stoi(r["token"]);
+      if (pos < first || pos >= first + V) continue;
+      EXPECT_EQ(r["chunk_tokens"], std::to_string(V)) << pos << " " << r["step"];
+      EXPECT_EQ(std::stoi(r["token_id"]), toks[size_t(pos)].token_id) << pos << " " << r["step"];
+      if (r["step"] == "attention") ++attention[pos];
+      else EXPECT_EQ(pos, first) << r["step"];
+      time += ps(r["time_us"]);
+      calls += std::stoull(r["dma_calls"]);
+      bytes += std::stoull(r["bytes_read"]);
+    }
+    for (int p = first; p < first + V; ++p) EXPECT_EQ(attention[p], layers) << "position " << p;
+    EXPECT_NEAR(double(time) / 1e9, want_ms, 1e-6) << "chunk at " << first;
+    EXPECT_EQ(calls, want_calls) << "chunk at " << first;
+    EXPECT_EQ(bytes, want_bytes) << "chunk at " << first;
+  }
 }
 
 TEST(LayerTable, CycleAndFastFidelityGiveTheSameTable) {
