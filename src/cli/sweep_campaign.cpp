@@ -122,6 +122,7 @@ std::string slurm_task_command(const sim::SweepOptions& o, const CampaignCli& c,
   std::string cmd = "\"$BITSIM\" sweep";
   for (const auto& g : line.grid) cmd += " --grid " + sh_word(g);
   cmd += fmt::format(" --tokens {} --context {} --check-model {}", o.tokens, o.context, sh_word(o.check_model));
+  if (o.prompt_tokens > 0) cmd += fmt::format(" --prompt-tokens {}", o.prompt_tokens);
   if (!s.config.empty()) cmd += " --config " + sh_word(s.config);
   for (const auto& set : line.sets) cmd += " --set " + sh_word(set);
   if (c.allow_mixed) cmd += " --allow-mixed";

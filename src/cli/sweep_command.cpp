@@ -72,8 +72,6 @@ class Sweep final : public Command {
     if (grid_.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
     for (const auto& g : grid_) opt_.grid.push_back(sim::parse_axis(base, g, "--grid"));
     sim::check_grid_axes(opt_.grid, "--grid");
-    if (campaign_requested(campaign_) && opt_.prompt_tokens > 0)
-      throw Error("--prompt-tokens: a campaign (--out) does not record it; run the sweep without --out");
     if (campaign_requested(campaign_))
       return run_campaign(base, opt_, campaign_, {board_.config, board_.sets, grid_, csv_, json_}, quiet_);
     const bool tty = ::isatty(STDERR_FILENO) && !quiet_;

@@ -87,6 +87,7 @@ nlohmann::json campaign_document(const ParamSet& base, const SweepOptions& o, co
           {"axes", axes},
           {"context", o.context},
           {"tokens", o.tokens},
+          {"prompt_tokens", o.prompt_tokens},
           {"check_model", o.check_model},
           {"base_config", base.flat()},
           {"base_config_hash", config_hash(base)},
@@ -113,6 +114,10 @@ std::vector<std::string> differences(const nlohmann::json& have, const nlohmann:
   for (const char* k : {"context", "tokens"})
     if (have.value(k, nlohmann::json()) != want[k])
       d.push_back(fmt::format("{}: {} there, {} here", k, have.value(k, nlohmann::json()).dump(), want[k].dump()));
+  // A campaign from before --prompt-tokens timed no prompt: 0.
+  const nlohmann::json have_prompt = have.value("prompt_tokens", nlohmann::json(0));
+  if (have_prompt != want["prompt_tokens"])
+    d.push_back(fmt::format("prompt_tokens: {} there, {} here", have_prompt.dump(), want["prompt_tokens"].dump()));
   if (!allow_mixed && have.value("base_config_hash", "") != want["base_config_hash"]) {
     std::string keys;
     const auto hb = have.value("base_config", nlohmann::json::object());
@@ -518,6 +523,7 @@ CampaignGrid read_campaign_file(const fs::path& file, MergeResult& m) {
     }
     m.options.context = doc.at("context").get<int>();
     m.options.tokens = doc.at("tokens").get<int>();
+    m.options.prompt_tokens = doc.value("prompt_tokens", 0);  // absent: a campaign that timed no prompt
     m.options.check_model = doc.at("check_model").get<std::string>();
     m.base_config_hash = doc.at("base_config_hash").get<std::string>();
     m.version = doc.at("bitsim_version").get<std::string>();

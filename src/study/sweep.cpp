@@ -400,7 +400,8 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
     pts.push_back(j);
   }
   return nlohmann::json{{"schema", "bitsim.sweep/1"}, {"keys", r.keys},      {"context", o.context},
-                        {"tokens", o.tokens},         {"fidelity", "fast"},  {"mode", "timing-only"},
+                        {"tokens", o.tokens},         {"prompt_tokens", o.prompt_tokens},
+                        {"fidelity", "fast"},         {"mode", "timing-only"},
                         {"evidence", "simulated"},    {"base_check", r.base_check}, {"wall_s", r.wall_s},
                         {"partial", r.stopped_by != 0}, {"points_total", r.points.size()},
                         {"skipped", r.skipped},       {"points", pts}};

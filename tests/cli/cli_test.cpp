@@ -4,12 +4,14 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -198,22 +200,58 @@ TEST(Cli, PrefillRunPrintsItsFiguresAndMarksAPThatDoesNotFit) {
     EXPECT_TRUE(contains(json.out, s)) << s;
 }
 
-// sweep --prompt-tokens (docs/prefill.md): its columns in the CSV; a campaign does not record
-// the option, so --out with it is refused, exit 2 naming it, before any folder is made.
-TEST(Cli, SweepPromptTokensColumnsAndItsRefusalWithACampaign) {
-  const std::string csv = std::string(BITSIM_BINARY) + ".prompt-tokens-test.csv";
-  const auto r = bitsim("sweep --grid prefill.tokens_per_pass=4 --prompt-tokens 4 --tokens 1 --check-model \"\" --quiet "
-                        "--csv " + csv);
+// sweep --prompt-tokens (docs/prefill.md): its columns in the CSV, locally and through a
+// campaign: campaign.json records the option, the merged rows carry each point's TTFT (the
+// same as the local sweep's: timing is deterministic), the Slurm task command passes it on,
+// and a second run into the folder with another --prompt-tokens is refused, exit 2 naming it.
+TEST(Cli, SweepPromptTokensColumnsLocallyAndInACampaign) {
+  const std::string base = std::string(BITSIM_BINARY) + ".prompt-tokens";
+  const std::string grid = "sweep --grid prefill.tokens_per_pass=1,4 --prompt-tokens 4 --tokens 1 --check-model \"\" --quiet";
+  const auto r = bitsim(grid + " --csv " + base + ".csv");
   ASSERT_EQ(r.code, 0) << r.err;
-  std::ifstream f(csv);
-  const std::string text((std::istreambuf_iterator<char>(f)), {});
-  EXPECT_TRUE(contains(text, ",tpot_ms,ttft_ms,prefill_tok_s,")) << text;
-  std::remove(csv.c_str());
-  const std::string dir = std::string(BITSIM_BINARY) + ".prompt-tokens-campaign";
-  const auto c = bitsim("sweep --grid clock.mhz=125 --prompt-tokens 4 --check-model \"\" --quiet --out " + dir);
-  EXPECT_EQ(c.code, 2);
-  EXPECT_TRUE(contains(c.err, "--prompt-tokens")) << c.err;
-  EXPECT_FALSE(std::ifstream(dir + "/campaign.json").good());
+  const auto read = [](const std::string& f) {
+    std::ifstream in(f);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string local = read(base + ".csv");
+  EXPECT_TRUE(contains(local, ",tpot_ms,ttft_ms,prefill_tok_s,")) << local;
+  const std::string dir = base + "-campaign";
+  std::filesystem::remove_all(dir);
+  const auto c = bitsim(grid + " --out " + dir + " --slurm-script " + base + ".sh --shards 1");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(contains(read(base + ".sh"), " --prompt-tokens 4")) << read(base + ".sh");
+  const auto run = bitsim(grid + " --out " + dir);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_TRUE(contains(read(dir + "/campaign.json"), "\"prompt_tokens\": 4")) << read(dir + "/campaign.json");
+  const auto m = bitsim("sweep merge " + dir + " --csv " + base + "-merged.csv");
+  ASSERT_EQ(m.code, 0) << m.out << m.err;
+  const std::string merged = read(base + "-merged.csv");
+  // The TTFT of each point, the column after tpot_ms, equal in both tables.
+  const auto ttft = [](const std::string& csv) {
+    std::vector<std::string> out;
+    std::istringstream in(csv);
+    std::string line, cell;
+    std::getline(in, line);
+    std::vector<std::string> head;
+    for (std::istringstream h(line); std::getline(h, cell, ',');) head.push_back(cell);
+    const size_t col = size_t(std::find(head.begin(), head.end(), "ttft_ms") - head.begin());
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      for (std::istringstream l(line); std::getline(l, cell, ',');) cells.push_back(cell);
+      if (col < cells.size()) out.push_back(cells[0] + ":" + cells[col]);
+    }
+    return out;
+  };
+  const auto want = ttft(local), got = ttft(merged);
+  ASSERT_EQ(want.size(), 2u) << local;
+  EXPECT_EQ(got, want) << merged;
+  for (const auto& v : got) EXPECT_FALSE(v.back() == ':') << v;  // a TTFT in every row
+  const auto other = bitsim("sweep --grid prefill.tokens_per_pass=1,4 --prompt-tokens 8 --tokens 1 --check-model \"\" "
+                            "--quiet --out " + dir + " --resume");
+  EXPECT_EQ(other.code, 2) << other.err;
+  EXPECT_TRUE(contains(other.err, "prompt_tokens: 4 there, 8 here")) << other.err;
+  std::filesystem::remove_all(dir);
+  for (const char* ext : {".csv", ".sh", "-merged.csv"}) std::remove((base + ext).c_str());
 }
 
 TEST(Cli, CmaRefusalExitsTwoWithSizes) {
