@@ -47,6 +47,8 @@ struct PrefillResources {
   // ("BRAM36 170 > 140").
   std::string overflow() const;
   bool fits() const { return overflow().empty(); }
+  // "fits", or "DOES NOT FIT (BRAM36 170 > 140)": the verdict every report prints.
+  std::string verdict() const { return fits() ? "fits" : "DOES NOT FIT (" + overflow() + ")"; }
 };
 
 // Per-operator costs (docs/prefill.md 4).

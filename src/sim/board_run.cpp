@@ -442,7 +442,7 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   res.kv_capacity_cap = host::kv_context_cap(mc, cfg.memory);
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
   res.tokens_per_pass = cfg.board.matmul.tokens_per_pass;
-  res.prefill = host::prefill_resources(res.tokens_per_pass, cfg.board.attention, res.walker);
+  res.prefill = prefill_resources_of(cfg, mc, capacity);
   const std::string why =
       capacity < res.kv_capacity_cap
           ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
@@ -596,6 +596,12 @@ RequestFigures request_figures(const BoardRunResult& r) {
     f.tpot_ms = (n % 2 ? double(decode[n / 2]) : (double(decode[n / 2 - 1]) + double(decode[n / 2])) / 2.0) / 1e9;
   }
   return f;
+}
+
+host::PrefillResources prefill_resources_of(const SimConfig& cfg, const model::ModelConfig& mc, int capacity) {
+  std::optional<host::WalkerResources> walker;
+  if (cfg.walker.pl()) walker = host::walker_resources(cfg.walker, mc, capacity);
+  return host::prefill_resources(cfg.board.matmul.tokens_per_pass, cfg.board.attention, walker);
 }
 
 void check_board_run(const BoardRunRequest& req) {

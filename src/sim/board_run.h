@@ -141,6 +141,12 @@ BoardRunResult run_board(BoardRunRequest request, const BoardRunCallbacks& callb
 // map), checked without running: the bitsim::Error run_board would throw.
 void check_board_run(const BoardRunRequest& request);
 
+// The prefill engine's resources for the config's P beside the Zynq-7020 and what the board
+// uses (host::prefill_resources, with the walker's when host.walker = pl), for the model `mc`
+// with a KV cache of `capacity` positions (the walker's RoPE table follows it): the estimate
+// and fit verdict `bitsim run` and `bitsim sweep` report.
+host::PrefillResources prefill_resources_of(const SimConfig& cfg, const model::ModelConfig& mc, int capacity);
+
 // Internal: the objects of one simulation, exposed to the test hook.
 class BoardSession {
  public:

@@ -53,7 +53,7 @@ RunSummary run_summary(const BoardRunResult& r) {
   s.tpot_ms = r.figures.tpot_ms;
   s.request_ms = r.figures.request_ms;
   s.tokens_per_pass = r.tokens_per_pass;
-  s.prefill_fit = r.prefill.fits() ? "fits" : "DOES NOT FIT (" + r.prefill.overflow() + ")";
+  s.prefill_fit = r.prefill.verdict();
   return s;
 }
 

@@ -76,6 +76,12 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens);
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
+  {
+    // The estimate at the KV capacity of the bitnet-large shape, as `bitsim run` gives it.
+    const SimConfig cfg = make_sim_config(p);
+    const model::ModelConfig mc = model::ModelConfig::bitnet_large();
+    r.fit = prefill_resources_of(cfg, mc, host::kv_context_limit(mc, cfg.memory)).verdict();
+  }
   r.tpot_ms = r.total_ms;
   if (o.prompt_tokens > 0) {
     const PrefillMeasured pre = measure_prefill(p, o.prompt_tokens);
@@ -94,6 +100,7 @@ const Fields<SweepPoint>& sweep_point_fields() {
                                 {"cpu_ms", &P::cpu_ms, "{:.4f}"},       {"walker_ms", &P::walker_ms, "{:.4f}"},
                                 {"read_gb_s", &P::read_gb_s, "{:.4f}"}, {"wall_pct", &P::wall_pct, "{:.2f}"},
                                 {"dma_calls", &P::dma_calls},           {"timing", &P::timing},
+                                {"fit", &P::fit},
                                 {"tpot_ms", &P::tpot_ms, "{:.4f}"},     {"ttft_ms", &P::ttft_ms, "{:.4f}"},
                                 {"prefill_tok_s", &P::prefill_tok_s, "{:.4f}"}};
   return fields;

@@ -39,6 +39,7 @@ struct SweepPoint : Measured {
   std::vector<std::string> values;  // one per axis, in grid order
   double wall_pct = 0;              // read_gb_s against the DDR wall
   std::string timing;               // fails timing (board) | met (board) | unknown
+  std::string fit;                  // the prefill engine of P on the Zynq-7020: fits | DOES NOT FIT (BRAM36 162 > 140)
   double tpot_ms = 0;               // time per output token: total_ms, the median token at T
   std::optional<double> ttft_ms, prefill_tok_s;  // with --prompt-tokens N (else empty)
   bool done = false;                // measured (false: the sweep was stopped before this point)

@@ -109,6 +109,7 @@ SweepPoint sample_point() {
   p.wall_pct = 45.678;
   p.dma_calls = 484;
   p.timing = "met (board)";
+  p.fit = "fits";
   p.prov = sample_provenance();
   return p;
 }
@@ -136,10 +137,11 @@ TEST(Record, SweepPointRoundTripsThroughJsonAndWritesItsCsvFormats) {
   EXPECT_EQ(back.timing, p.timing);
   EXPECT_EQ(back.prov.commit, p.prov.commit);
   EXPECT_EQ(record_csv_header(sweep_point_fields()),
-            "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing,tpot_ms,ttft_ms,"
-            "prefill_tok_s");
+            "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing,fit,tpot_ms,"
+            "ttft_ms,prefill_tok_s");
   EXPECT_EQ(record_csv_row(p, sweep_point_fields()),
-            "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,met (board),0.0000,,");
+            "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,met (board),fits,0.0000,,");
+  EXPECT_EQ(back.fit, p.fit);
 }
 
 TEST(Record, AMissingOrMistypedFieldIsNamed) {

@@ -82,7 +82,7 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
   }
   const std::string csv = sweep_csv(par);
   EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing,"
-                      "tpot_ms,ttft_ms,prefill_tok_s,bitsim_version,git_commit,config_hash,model_hash,fidelity,host,point_wall_s,peak_rss_mib\n", 0),
+                      "fit,tpot_ms,ttft_ms,prefill_tok_s,bitsim_version,git_commit,config_hash,model_hash,fidelity,host,point_wall_s,peak_rss_mib\n", 0),
             0u);
   // Every row carries its provenance: the point's own config hash, the model, the fidelity.
   EXPECT_EQ(par.points[0].prov.config_hash, serial.points[0].prov.config_hash);
@@ -143,6 +143,23 @@ TEST(Sweep, PromptTokensGiveTheTimeToFirstTokenOfEachP) {
   o.prompt_tokens = 0;
   o.grid = {parse_axis(p, "prefill.tokens_per_pass=1")};
   EXPECT_FALSE(run_sweep(p, o).points[0].ttft_ms.has_value());
+}
+
+// Every point carries the prefill engine's fit verdict (docs/prefill.md 4), as `bitsim run`
+// gives it: P = 8 fits beside the CPU host, not beside the PL walker; P = 16 fits neither.
+TEST(Sweep, EachPointCarriesThePrefillFitVerdict) {
+  const ParamSet p = board_params();
+  SweepOptions o;
+  o.grid = {parse_axis(p, "prefill.tokens_per_pass=1,8,16"), parse_axis(p, "host.walker=cpu,pl")};
+  o.tokens = 1;
+  o.check_model = "";
+  const SweepResult r = run_sweep(p, o);
+  ASSERT_EQ(r.points.size(), 6u);
+  const std::vector<std::string> want{"fits", "fits", "fits", "DOES NOT FIT", "DOES NOT FIT", "DOES NOT FIT"};
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(r.points[i].fit.rfind(want[i], 0), 0u) << r.points[i].values[0] << " " << r.points[i].values[1] << ": "
+                                                     << r.points[i].fit;
+  EXPECT_NE(r.points[5].fit.find("BRAM36"), std::string::npos) << r.points[5].fit;
 }
 
 TEST(Sweep, TwoAxesMakeTheProduct) {
