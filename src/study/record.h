@@ -49,6 +49,16 @@ template <typename T>
 std::string csv_of(const char* format, const T& v) {
   return fmt::format(fmt::runtime(format), v);
 }
+// Text: as is, or quoted as RFC 4180 says when it holds a comma, a quote or a line break
+// (e.g. a verdict "DOES NOT FIT (BRAM36 159 > 140, LUT 53272 > 53200)"), so that the row
+// keeps its columns.
+inline std::string csv_of(const char* format, const std::string& v) {
+  const std::string text = fmt::format(fmt::runtime(format), v);
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string q = "\"";
+  for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
 template <typename T>
 std::string csv_of(const char* format, const std::optional<T>& v) {
   return v ? fmt::format(fmt::runtime(format), *v) : std::string();

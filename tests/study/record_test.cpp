@@ -142,6 +142,13 @@ TEST(Record, SweepPointRoundTripsThroughJsonAndWritesItsCsvFormats) {
   EXPECT_EQ(record_csv_row(p, sweep_point_fields()),
             "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,met (board),fits,0.0000,,");
   EXPECT_EQ(back.fit, p.fit);
+  // A verdict with a comma is one quoted CSV field (RFC 4180), a quote doubled.
+  SweepPoint q = p;
+  q.fit = "DOES NOT FIT (BRAM36 159 > 140, LUT 53272 > 53200)";
+  q.timing = "say \"x\"";
+  EXPECT_EQ(record_csv_row(q, sweep_point_fields()),
+            "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,\"say \"\"x\"\"\","
+            "\"DOES NOT FIT (BRAM36 159 > 140, LUT 53272 > 53200)\",0.0000,,");
 }
 
 TEST(Record, AMissingOrMistypedFieldIsNamed) {
