@@ -1,4 +1,4 @@
-// The plot scripts (tools/plot_sweep.py, tools/plot_variants.py) as users run them, under
+// The plot scripts (tools/plot_sweep.py, tools/plot_variants.py, tools/plot_prefill.py) as users run them, under
 // /usr/bin/python3: a small CSV in, a valid image out; bad input named, exit 2. Every test
 // skips when matplotlib is not installed (tools/packages.txt lists python3-matplotlib).
 #include <gtest/gtest.h>
@@ -117,6 +117,35 @@ TEST(PlotSweep, DrawsAPngFromASweepCsv) {
                              out.string());
   ASSERT_EQ(r.code, 0) << r.err;
   expect_png(out);
+}
+
+// plot_prefill.py on the design-space data as bitsim sweep wrote it (docs/data/prefill-ttft-*.csv);
+// bad input named, exit 2, no image.
+TEST(PlotPrefill, DrawsAPngFromTheSweepCsvsAndRefusesBadInput) {
+  if (!have_matplotlib()) GTEST_SKIP() << "matplotlib is not installed (apt-get install python3-matplotlib)";
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const fs::path out = dir.path / "ttft.png";
+  const std::string data = std::string(BITSIM_SOURCE_DIR) + "/docs/data/prefill-ttft-";
+  auto r = run_command(kTools + "plot_prefill.py " + out.string() + " " + data + "64.csv " + data + "512.csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_png(out);
+  fs::remove(out);
+  // a sweep CSV without the prefill columns (the clock sweep)
+  const std::string clock = std::string(BITSIM_SOURCE_DIR) + "/docs/sweep-clock.csv";
+  r = run_command(kTools + "plot_prefill.py " + out.string() + " " + clock);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(clock + ": column 'prefill.tokens_per_pass' missing"), std::string::npos) << r.err;
+  // a prefill sweep run without --prompt-tokens: empty ttft_ms
+  const fs::path empty = write(dir, "noprompt.csv",
+                               "prefill.tokens_per_pass,host.walker,ttft_ms,prefill_tok_s,fit\n1,cpu,,,fits\n");
+  r = run_command(kTools + "plot_prefill.py " + out.string() + " " + empty.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("noprompt.csv: a row without ttft_ms"), std::string::npos) << r.err;
+  r = run_command(kTools + "plot_prefill.py " + out.string() + " " + (dir.path / "none.csv").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("none.csv: No such file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 }  // namespace
