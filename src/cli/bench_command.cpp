@@ -61,6 +61,8 @@ class Bench final : public Command {
     if (ec) throw Error("bench: cannot find this bitsim executable (/proc/self/exe): " + ec.message());
     opt_.run_command = [exe, board = board_](const sim::BenchRunProcess& p) { return bench_run_command(exe, board, p); };
     const sim::BenchOptions eff = sim::effective_bench_options(opt_);
+    sim::BenchLoad load;
+    load.start = sim::host_load_average();
     const auto t0 = std::chrono::steady_clock::now();
     std::function<void(const std::string&)> status;
     if (!quiet_)
@@ -70,8 +72,9 @@ class Bench final : public Command {
       };
     const auto figs = sim::run_bench(eff, status);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!json_file_.empty()) io::write_file(json_file_, sim::bench_json(figs, eff, wall_s) + "\n", "--json");
-    fmt::print("{}", sim::bench_table(figs, eff, wall_s));
+    load.end = sim::host_load_average();
+    if (!json_file_.empty()) io::write_file(json_file_, sim::bench_json(figs, eff, wall_s, load) + "\n", "--json");
+    fmt::print("{}", sim::bench_table(figs, eff, wall_s, load));
     return 0;
   }
 

@@ -1,4 +1,5 @@
 #include "study/bench.h"
+
 #include "sim/fast_matvec.h"
 
 #include "study/board_figures.h"
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 
@@ -666,7 +668,18 @@ std::string format_bench_value(const BenchFigure& f) {
   return fmt::format("{:.4g} {}", f.value, f.unit);
 }
 
-std::string bench_table(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s) {
+std::vector<double> host_load_average() {
+  double l[3];
+  if (::getloadavg(l, 3) != 3) return {};
+  return {l[0], l[1], l[2]};
+}
+
+static std::string load_text(const std::vector<double>& l) {
+  return l.size() == 3 ? fmt::format("{:.2f} {:.2f} {:.2f}", l[0], l[1], l[2]) : "unknown";
+}
+
+std::string bench_table(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s,
+                        const BenchLoad& load) {
   std::string s = fmt::format(
       "bitsim bench: {} on this host, {} host thread(s), {} repetitions of every figure; every value is measured "
       "(this host), the tokens and PL cycles it counts are simulated\n\n",
@@ -684,6 +697,8 @@ std::string bench_table(const std::vector<BenchFigure>& figs, const BenchOptions
   int met = 0;
   for (const auto& f : figs) met += f.met;
   s += fmt::format("\n{} of {} goals met (by the median); the bench took {:.1f} s wall\n", met, figs.size(), wall_s);
+  s += fmt::format("host load average (1, 5, 15 min): {} at the start, {} at the end (the bench's own threads included)\n",
+                   load_text(load.start), load_text(load.end));
   return s;
 }
 
@@ -719,11 +734,13 @@ const Fields<BenchOptions>& bench_option_fields() {
   return fields;
 }
 
-std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s) {
+std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions& o, double wall_s,
+                       const BenchLoad& load) {
   nlohmann::json j{{"schema", "bitsim.bench/2"},
                    {"model", o.model},
                    {"options", record_json(o, bench_option_fields())},
                    {"wall_s", wall_s},
+                   {"load_average", {{"start", load.start}, {"end", load.end}}},
                    {"figures", records_json(figs, bench_figure_fields())}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -85,8 +85,15 @@ BenchOptions effective_bench_options(const BenchOptions& options);
 // met/missed, how measured) and its JSON document {"schema": "bitsim.bench/2", ...}.
 // `options` are the effective ones; `wall_s` is the whole bench's wall time.
 std::string format_bench_value(const BenchFigure& figure);
-std::string bench_table(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
-std::string bench_json(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s);
+// `load` is the host's load averages at the bench's start and end (beside every figure).
+struct BenchLoad {
+  std::vector<double> start, end;  // 1, 5 and 15 minutes (getloadavg); empty: unknown
+};
+std::vector<double> host_load_average();  // getloadavg's three, or empty where it fails
+std::string bench_table(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s,
+                        const BenchLoad& load = {});
+std::string bench_json(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s,
+                       const BenchLoad& load = {});
 // The fields of a figure and of the options in that document (docs/json-schemas.md).
 const Fields<BenchFigure>& bench_figure_fields();
 const Fields<BenchOptions>& bench_option_fields();

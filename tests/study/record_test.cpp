@@ -304,6 +304,13 @@ TEST(Record, BenchFiguresWriteTheirSamples) {
   const nlohmann::json j = nlohmann::json::parse(bench_json({f}, BenchOptions{}, 1.0));
   EXPECT_EQ(j["figures"][0]["samples"], nlohmann::json::parse("[1.5, 2.0]"));
   EXPECT_EQ(j["options"]["repeat"].get<int>(), BenchOptions{}.repeat);
+  EXPECT_TRUE(j["load_average"]["start"].empty());  // not given: unknown, not zeros
+  const BenchLoad load{{0.5, 1.25, 2.0}, {3.0, 2.0, 1.0}};
+  const nlohmann::json k = nlohmann::json::parse(bench_json({f}, BenchOptions{}, 1.0, load));
+  EXPECT_EQ(k["load_average"]["start"], nlohmann::json::parse("[0.5, 1.25, 2.0]"));
+  EXPECT_EQ(k["load_average"]["end"], nlohmann::json::parse("[3.0, 2.0, 1.0]"));
+  EXPECT_NE(bench_table({f}, BenchOptions{}, 1.0, load).find("0.50 1.25 2.00 at the start, 3.00 2.00 1.00 at the end"),
+            std::string::npos);
   EXPECT_EQ(record_csv_row(f, bench_figure_fields()).find(",1.5;2,"), std::string("x,,0,0,0").size());
 }
 
