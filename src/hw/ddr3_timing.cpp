@@ -7,7 +7,7 @@
 namespace bitsim::hw {
 
 Ddr3Timing::Ddr3Timing(const Ddr3Config& c) : c_(c), banks_(c.banks), next_refresh_(c.trefi) {
-  check_fields(c_, "ddr3");
+  c_.validate("ddr3");
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -113,7 +113,7 @@ std::vector<uint64_t> Ddr3Timing::run(const std::vector<Ddr3Request>& requests) 
       q[r.port].push_back(Burst{i, r.arrival, a, r.write});
   }
   std::vector<uint64_t> done(requests.size(), 0);
-  const uint64_t lat = uint64_t(std::ceil(c_.ctrl_latency_ns * 0.525 - 1e-9));
+  const uint64_t lat = c_.cycles(c_.ctrl_latency_ns);
   const uint32_t half = c_.burst_length / 2;
   for (;;) {
     int best = -1;

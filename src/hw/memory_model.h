@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hw/config_field.h"
+#include "hw/ddr3_config.h"
 
 namespace bitsim::hw {
 
@@ -45,6 +46,7 @@ struct DdrConfig {
   int ports = 2;                       // HP ports wired to the DDR (BOARD.md: HP0 and HP2)
   int max_pending_bursts = 16;         // bursts the DDR holds per port and direction (accepted, not
                                        // finished); a full queue stops taking AR / AW
+  Ddr3Config ddr3;                     // ddr.model = ddr3: the device and the controller (ddr3.* keys)
 
   bool per_port_bandwidth() const { return model == "latency-bandwidth"; }
 
@@ -70,10 +72,12 @@ struct DdrConfig {
                          "HP ports wired to the DDR (BOARD.md: HP0 and HP2)", 1, false});
     v(c.max_pending_bursts, FieldInfo{"ddr.max_pending_bursts", 1, 256, "bursts", Evidence::kSimulated,
                                       "bursts the DDR controller queues per port and direction"});
+    Ddr3Config::visit(c.ddr3, v);
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const {
     check_fields(*this, who);
+    ddr3.validate(who);
     if (size_bytes % (1ull << 20) != 0)
       throw Error(fmt::format("{}: ddr.size_bytes = {} is not a multiple of 1 MiB", who, size_bytes));
   }

@@ -225,6 +225,15 @@ TEST(BadInput, LeadingZeroIsDecimalNotOctal) {
   expect_refused(bitsim("config --set matmul.pipeline_depth=0x10"), {"matmul.pipeline_depth", "'0x10'", "decimal"});
 }
 
+TEST(BadInput, Ddr3KeysAreCheckedNamingTheKey) {
+  expect_refused(bitsim("config --set ddr3.trcd=0"), {"ddr3.trcd", "out of range"});
+  expect_refused(bitsim("config --set ddr3.scheduler=random"), {"ddr3.scheduler", "frfcfs-port"});
+  expect_refused(bitsim(kTiny + "--tokens 1 --set ddr3.columns=1000"), {"ddr3.columns", "power of two"});
+  const Result ok = bitsim("config --set ddr3.clock_mhz=666");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(has(ok.out, "ddr3.clock_mhz = 666")) << ok.out;
+}
+
 TEST(BadInput, GridAxesOverOneKeyAreRefused) {
   const std::string sweep = "sweep --quiet --check-model '' --tokens 1 ";
   expect_refused(bitsim(sweep + "--grid clock_mhz=100,200 --grid clock.mhz=150"), {"'clock.mhz' has two axes"});

@@ -99,6 +99,27 @@ TEST(Ddr3Timing, AddressMapping) {
   EXPECT_EQ(u.map(1u << 28).bank, 4u);
 }
 
+TEST(Ddr3Timing, ControllerLatencyInCyclesOfTheDeviceClock) {
+  Ddr3Config c = C;
+  c.ctrl_latency_ns = 10;  // 5.25 cycles at 525 MHz: 6; 4 at 400 MHz
+  EXPECT_EQ(Ddr3Timing(c).run({rd(0, 0)})[0], C.trcd + C.cl + kBurst + 6);
+  c.clock_mhz = 400;
+  EXPECT_EQ(Ddr3Timing(c).run({rd(0, 0)})[0], C.trcd + C.cl + kBurst + 4);
+  EXPECT_EQ(c.cycles(7.5), 3u);
+  EXPECT_EQ(c.peak_bytes_per_cycle(), 4u);
+}
+
+TEST(Ddr3Timing, RefusesAMapThatIsNotPowersOfTwo) {
+  Ddr3Config c = C;
+  c.rows = 30000;
+  try {
+    Ddr3Timing t(c);
+    ADD_FAILURE() << "30,000 rows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ddr3.rows"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Ddr3Timing, SnapshotHoldsOpenRows) {
   Ddr3Timing t(C);
   t.run({rd(0, 3 * kRowStride + kRowBytes)});
