@@ -71,8 +71,8 @@ struct Ddr3Config {
                              1, true, {"frfcfs-port", "in-order"}});
     v(c.page_policy, FieldInfo{"ddr3.page_policy", 0, 0, "", S, "rows left open or closed after each burst", 1, true,
                                {"open", "closed"}});
-    v(c.ctrl_latency_ns, FieldInfo{"ddr3.ctrl_latency_ns", 0, 10000, "ns", Evidence::kCalibrated,
-                                   "controller and interconnect latency added to each completion"});
+    v(c.ctrl_latency_ns, FieldInfo{"ddr3.ctrl_latency_ns", 0, 10000, "ns", S,
+                                   "controller and interconnect latency added to each completion (to be fitted by calibrate)"});
   }
 };
 
