@@ -6,13 +6,14 @@ one file per prompt length; a point whose prefill engine does not fit the Zynq-7
   tools/plot_prefill.py OUT.png|OUT.svg SWEEP_64.csv [SWEEP_512.csv ...] [--title T]
 """
 import argparse
-import csv
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from sweep_csv import read_sweep_rows  # noqa: E402
 
 
 def fail(msg):
@@ -23,18 +24,9 @@ def fail(msg):
 
 def read(path):
     """A sweep CSV -> (prompt tokens, {walker: [(P, TTFT s, fits)]})."""
-    try:
-        with open(path, newline="") as f:
-            # "# ..." lines: a partial sweep's marker (stopped by a signal), not a row
-            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    except OSError as e:
-        fail(f"{path}: {e.strerror}")
-    if not rows:
-        fail(f"{path}: no rows")
-    for need in ("prefill.tokens_per_pass", "host.walker", "ttft_ms", "prefill_tok_s", "fit"):
-        if need not in rows[0]:
-            fail(f"{path}: column '{need}' missing (expected a bitsim sweep CSV over prefill.tokens_per_pass and "
-                 "host.walker with --prompt-tokens)")
+    rows = read_sweep_rows(path, ("prefill.tokens_per_pass", "host.walker", "ttft_ms", "prefill_tok_s", "fit"),
+                           "expected a bitsim sweep CSV over prefill.tokens_per_pass and host.walker with "
+                           "--prompt-tokens", fail)
     series = {}
     try:
         for r in rows:

@@ -5,13 +5,14 @@ columns; docs/design-space.md shows the loop that writes them).
 Usage: tools/plot_variants.py OUT.png|OUT.svg LABEL=CSV [LABEL=CSV ...] [--title T]
 """
 import argparse
-import csv
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from sweep_csv import read_sweep_rows  # noqa: E402
 
 
 def fail(msg):
@@ -25,17 +26,7 @@ def read_design(spec):
     label, eq, path = spec.partition("=")
     if not eq or not label or not path:
         fail(f"'{spec}': expected LABEL=CSV")
-    try:
-        with open(path, newline="") as f:
-            # "# ..." lines: a partial sweep's marker (stopped by a signal), not a row
-            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    except OSError as e:
-        fail(f"{path}: {e.strerror}")
-    if not rows:
-        fail(f"{path}: no rows")
-    for need in ("context", "tok_s"):
-        if need not in rows[0]:
-            fail(f"{path}: column '{need}' missing (expected a sweep CSV with the context prepended)")
+    rows = read_sweep_rows(path, ("context", "tok_s"), "expected a sweep CSV with the context prepended", fail)
     try:
         pts = sorted((int(r["context"]), float(r["tok_s"])) for r in rows)
     except (TypeError, ValueError):

@@ -60,6 +60,13 @@ const std::string kWalker = kHeader +
                             "64,125,11.52,86.80,77.25,3.22,0.58,1.6492,82.09,484,met (board)\n"
                             "1,125,11.80,84.70,77.25,1.00,0.58,1.6415,81.71,484,met (board)\n";
 
+// The command exits 2 and its stderr says `says` (bad input named, no traceback).
+void expect_refused(const std::string& command, const std::string& says) {
+  const auto r = run_command(command);
+  EXPECT_EQ(r.code, 2) << command;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+}
+
 TEST(PlotVariants, DrawsAPngWithOneLinePerDesign) {
   if (!have_matplotlib()) GTEST_SKIP() << "matplotlib is not installed (apt-get install python3-matplotlib)";
   TempDir dir;
@@ -91,19 +98,12 @@ TEST(PlotVariants, BadInputNamesTheFileOrArgumentAndExits2) {
   const fs::path out = dir.path / "t.png";
   // a sweep CSV without the context column
   const fs::path plain = write(dir, "plain.csv", kBoard.substr(kBoard.find(',') + 1));
-  auto r = run_command(kTools + "plot_variants.py " + out.string() + " board=" + plain.string());
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find(plain.string() + ": column 'context' missing"), std::string::npos) << r.err;
-  r = run_command(kTools + "plot_variants.py " + out.string() + " " + plain.string());
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("expected LABEL=CSV"), std::string::npos) << r.err;
-  r = run_command(kTools + "plot_variants.py " + out.string() + " board=" + (dir.path / "none.csv").string());
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("none.csv: No such file"), std::string::npos) << r.err;
+  const std::string plot = kTools + "plot_variants.py " + out.string();
+  expect_refused(plot + " board=" + plain.string(), plain.string() + ": column 'context' missing");
+  expect_refused(plot + " " + plain.string(), "expected LABEL=CSV");
+  expect_refused(plot + " board=" + (dir.path / "none.csv").string(), "none.csv: No such file");
   const fs::path bad = write(dir, "bad.csv", kHeader + "x,125,8.5,1,1,1,1,1,1,484,met (board)\n");
-  r = run_command(kTools + "plot_variants.py " + out.string() + " board=" + bad.string());
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("bad.csv: a 'context' or 'tok_s' value is not a number"), std::string::npos) << r.err;
+  expect_refused(plot + " board=" + bad.string(), "bad.csv: a 'context' or 'tok_s' value is not a number");
   EXPECT_FALSE(fs::exists(out));
 }
 
@@ -127,24 +127,19 @@ TEST(PlotPrefill, DrawsAPngFromTheSweepCsvsAndRefusesBadInput) {
   fs::create_directories(dir.path);
   const fs::path out = dir.path / "ttft.png";
   const std::string data = std::string(BITSIM_SOURCE_DIR) + "/docs/data/prefill-ttft-";
-  auto r = run_command(kTools + "plot_prefill.py " + out.string() + " " + data + "64.csv " + data + "512.csv");
+  const auto r = run_command(kTools + "plot_prefill.py " + out.string() + " " + data + "64.csv " + data + "512.csv");
   ASSERT_EQ(r.code, 0) << r.err;
   expect_png(out);
   fs::remove(out);
   // a sweep CSV without the prefill columns (the clock sweep)
   const std::string clock = std::string(BITSIM_SOURCE_DIR) + "/docs/sweep-clock.csv";
-  r = run_command(kTools + "plot_prefill.py " + out.string() + " " + clock);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find(clock + ": column 'prefill.tokens_per_pass' missing"), std::string::npos) << r.err;
+  const std::string plot = kTools + "plot_prefill.py " + out.string() + " ";
+  expect_refused(plot + clock, clock + ": column 'prefill.tokens_per_pass' missing");
   // a prefill sweep run without --prompt-tokens: empty ttft_ms
   const fs::path empty = write(dir, "noprompt.csv",
                                "prefill.tokens_per_pass,host.walker,ttft_ms,prefill_tok_s,fit\n1,cpu,,,fits\n");
-  r = run_command(kTools + "plot_prefill.py " + out.string() + " " + empty.string());
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("noprompt.csv: a row without ttft_ms"), std::string::npos) << r.err;
-  r = run_command(kTools + "plot_prefill.py " + out.string() + " " + (dir.path / "none.csv").string());
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("none.csv: No such file"), std::string::npos) << r.err;
+  expect_refused(plot + empty.string(), "noprompt.csv: a row without ttft_ms");
+  expect_refused(plot + (dir.path / "none.csv").string(), "none.csv: No such file");
   EXPECT_FALSE(fs::exists(out));
 }
 
