@@ -16,10 +16,10 @@ namespace {
 
 constexpr const char* kEvalHelp =
     "Perplexity of a text (teacher forcing, windows of --window positions, by default "
-    "min(512, max_position_embeddings)) under ten arithmetics, each `simulated` (golden references on this host), "
+    "min(512, max_position_embeddings)) under thirteen arithmetics, each `simulated` (golden references on this host), "
     "in all and per context bucket (positions 1-256, 257-512, 513-1024, 1025-2048 of the window) with the mean KL "
     "divergence from the float rows' next-token distributions and top-1 agreement with them; a row whose unit "
-    "holds fewer positions than the window (int8 units: 512, INT4: 2048) is not run:\n"
+    "holds fewer positions than the window (int8 units: 512, INT4 and TIP: 2048) is not run:\n"
     "  float               float BitLinear, float softmax, tied float lm_head (the checkpoint's semantics)\n"
     "  float-ternary-head  float with the board's ternary lm_head\n"
     "  board               the board's arithmetic (multiplier m, fixed K/V scales, ternary lm_head), bit-equal to the simulated board\n"
@@ -29,7 +29,10 @@ constexpr const char* kEvalHelp =
     "  board-online-softmax  board with the online-softmax attention unit (docs/variants-attention.md)\n"
     "  board-online-softmax-int4-kv  the same with the INT4 KV cache (kv.format = int4; docs/variants-attention.md 8)\n"
     "  board-online-softmax-int4-kv-4-outliers  the same with 4 fp16 outlier lanes (kv.outlier_channels = 4)\n"
-    "  board-online-softmax-int4-kv-8-outliers  the same with 8 fp16 outlier lanes (kv.outlier_channels = 8)";
+    "  board-online-softmax-int4-kv-8-outliers  the same with 8 fp16 outlier lanes (kv.outlier_channels = 8)\n"
+    "  board-online-softmax-kvq8  TIP's KVQ8 rows at every position (the int8 reference up to 2,048 positions; docs/tip.md)\n"
+    "  board-online-softmax-tip  TIP's precision tiers at their defaults (docs/tip.md)\n"
+    "  board-online-softmax-tip-lean  TIP with a leaner setting (region 32, sink 32, recent 128, 2 KVQ8 regions)";
 
 // The perplexities, the board check and the comparison as a table.
 void print_eval(const sim::EvalResult& r) {

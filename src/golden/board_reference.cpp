@@ -183,6 +183,80 @@ void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8
   model::kv_normalize(acc, *sum, kHeadDim, o);
 }
 
+void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8_t* rows, size_t stride,
+                        const model::TipTier* tiers, int region, int T, const AttentionParams& p, int32_t* o,
+                        uint32_t* sum, std::vector<uint32_t>* masses) {
+  if (p.legacy) throw Error("attention_head_tip: the online-softmax unit has no legacy shift mode");
+  const int lanes = int(bank.k.outliers.size());
+  const int regions = (T + region - 1) / region;
+  std::vector<int64_t> l_r(size_t(regions), 0);
+  std::vector<int32_t> m_r(size_t(regions), 0);
+  int64_t acc[kHeadDim] = {};
+  int64_t total = 0, l = 0;  // the sum, and the current region's part of it
+  int32_t M = 0;
+  for (int t = 0; t < T; ++t) {
+    const model::TipTier tier = tiers[t / region];
+    const uint8_t* row = rows + size_t(t) * stride;
+    // K in the bank's fixed point (sk_d / 16): the int8 value, 16 times the nibble, or a lane.
+    int32_t k12[kHeadDim];
+    const uint8_t* vr = row + kHeadDim;  // KVQ8: V after K's 96 bytes
+    if (tier == model::TipTier::Kvq8) {
+      for (int d = 0; d < kHeadDim; ++d) k12[d] = int8_t(row[d]);
+    } else {
+      const int n = tier == model::TipTier::Kvq4Lanes ? lanes : 0;
+      const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+      for (int d = 0; d < kHeadDim; ++d) k12[d] = 16 * model::kv_nibble(row, d);
+      for (int j = 0; j < n; ++j) {
+        uint16_t lane;
+        std::memcpy(&lane, row + kHeadDim / 2 + 2 * j, 2);
+        const int d = bank.k.outliers[size_t(j)];
+        k12[d] = model::kv_outlier_fixed(lane, bank.k.sk[size_t(d)]);
+      }
+      vr = row + st.k.total();
+    }
+    int32_t s = 0;
+    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
+    const OnlineStep step = online_max_step(t, s, M, p);
+    const uint32_t pt = step.p;
+    if (t % region == 0) l = 0;  // a region's first row
+    if (step.grew) {
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], step.alpha);
+      total = num::online_rescale(total, step.alpha);
+      l = num::online_rescale(l, step.alpha);
+    }
+    if (tier == model::TipTier::Kvq8) {
+      const int64_t w = model::kv_v_weight(pt, bank.sv);  // one weight for the row
+      for (int d = 0; d < kHeadDim; ++d) acc[d] += w * int8_t(vr[d]);
+    } else {
+      for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+        uint16_t sv;
+        std::memcpy(&sv, vr + kHeadDim / 2 + 2 * g, 2);
+        const int64_t w = model::kv_v_weight(pt, sv);
+        for (int i = 0; i < model::kKvVGroup; ++i) acc[g * model::kKvVGroup + i] += w * model::kv_nibble(vr, g * model::kKvVGroup + i);
+      }
+    }
+    total += pt;
+    l += pt;
+    if (t % region == region - 1 || t == T - 1) {  // the region's last row: latch (l_r, m_r)
+      l_r[size_t(t / region)] = l;
+      m_r[size_t(t / region)] = M;
+    }
+  }
+  for (int d = 0; d < kHeadDim; ++d)
+    if (acc[d] >= (int64_t(1) << 61) || acc[d] < -(int64_t(1) << 61))
+      throw Error(fmt::format("attention_head_tip: acc_{} = {} exceeds 62 bits", d, acc[d]));
+  *sum = uint32_t(total);
+  model::kv_normalize(acc, *sum, kHeadDim, o);
+  // Each region's attention mass in UQ0.16: l_r e^(m_r - M) / total (docs/tip.md).
+  masses->assign(size_t(regions), 0);
+  const uint64_t rr = (uint64_t(1) << 46) / uint64_t(total);
+  for (int r = 0; r < regions; ++r) {
+    const uint64_t e = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - m_r[size_t(r)]), p.m, p.shift));
+    const unsigned __int128 a = (static_cast<unsigned __int128>(uint64_t(l_r[size_t(r)]) * e) * rr + (uint64_t(1) << 44)) >> 45;
+    (*masses)[size_t(r)] = uint32_t(std::min<unsigned __int128>(a, 65535));
+  }
+}
+
 // Rows in chunks over `threads` host threads (golden/shared_rows.h); each row's sum is the
 // same plain loop.
 void parallel_matvec(const TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads) {
@@ -493,7 +567,7 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
       options_(options),
       rope_(kHeadDim, model.config.rope_theta, std::max(1, options.context)) {
   check_model(model_);
-  const bool int4 = options_.kv_format == model::KvFormat::Int4;
+  const bool int4 = options_.kv_format != model::KvFormat::Int8;  // TIP reads through the INT4 unit
   if (options_.context < 1 || options_.context > model::attention_max_t(int4))
     throw Error(fmt::format("KV context {}: the {} unit takes 1..{} positions", options_.context,
                             int4 ? "INT4" : "attention", model::attention_max_t(int4)));
@@ -519,6 +593,20 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
     }
     k4_cache_.assign(want * C * st.k.total(), 0);
     v4_cache_.assign(want * C * st.v.total(), 0);
+  } else if (options_.kv_format == model::KvFormat::Tip) {
+    if (options_.attention_variant != model::AttentionVariant::OnlineSoftmax)
+      throw Error("kv.format = tip needs attention.variant = online-softmax");
+    if (options_.kv_outlier_channels != 0)
+      throw Error("kv.outlier_channels: with kv.format = tip the lanes are kv.tip.lanes");
+    options_.tip.validate("kv.format = tip");
+    if (scales_.k_channel.size() != want * kHeadDim)
+      throw Error(fmt::format("KV scales: kv.format = tip needs {} per-channel K maxima, got {}", want * kHeadDim,
+                              scales_.k_channel.size()));
+    for (size_t i = 0; i < want; ++i) {
+      tip_banks_.push_back(model::tip_bank(&scales_.k_channel[i * kHeadDim], scales_.v[i], options_.tip.lanes));
+      tip_regions_.emplace_back(options_.tip);
+    }
+    tip_rows_.assign(want * C * kTipSlot, 0);
   } else {
     if (options_.kv_outlier_channels != 0)
       throw Error("kv.outlier_channels: outlier lanes exist with kv.format = int4 only");
@@ -609,6 +697,49 @@ void BoardReference::attention_int4(int l, int pos, const float* q, const float*
   }
 }
 
+// TIP (docs/tip.md): before the row of `pos` is written, the region leaving the recent
+// window is placed and demoted rows re-encoded; the new row is written at KVQ8; the unit
+// reads every row at its region's tier; the query's region masses go to the counters.
+void BoardReference::attention_tip(int l, int pos, const float* q, const float* k, const float* v, float* o) {
+  const int heads = model_.config.num_heads, R = options_.tip.region;
+  std::array<int8_t, kHeadDim> qq{};
+  std::array<float, kHeadDim> qf{};
+  std::array<int32_t, kHeadDim> oq{};
+  std::vector<uint32_t> masses;
+  for (int hd = 0; hd < heads; ++hd) {
+    const size_t lh = size_t(l) * heads + hd;
+    const model::TipBank& bank = tip_banks_[lh];
+    model::TipRegions& regions = tip_regions_[lh];
+    uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * kTipSlot];
+    const int leaving = regions.leaving(pos);
+    if (leaving >= 0)
+      for (const model::TipRegions::Change& c : regions.place(leaving))
+        for (int t = c.region * R; t < (c.region + 1) * R; ++t) {
+          const std::vector<uint8_t> row = model::tip_demote(rows + size_t(t) * kTipSlot, c.from, c.to, bank);
+          std::fill_n(rows + size_t(t) * kTipSlot, kTipSlot, uint8_t(0));
+          std::copy(row.begin(), row.end(), rows + size_t(t) * kTipSlot);
+        }
+    model::encode_kvq8(k + hd * kHeadDim, v + hd * kHeadDim, bank, rows + size_t(pos) * kTipSlot);
+    std::vector<model::TipTier> tiers(size_t(pos / R + 1));
+    for (size_t r = 0; r < tiers.size(); ++r) tiers[r] = regions.tier(int(r));
+    for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[hd * kHeadDim + d] * model::float_from_fp16(bank.k.sk[size_t(d)]);
+    const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq.data());
+    const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+    stats_.multiplier_lowered += mul.lowered > 0;
+    stats_.multiplier_saturated += mul.saturated;
+    uint32_t sum = 0;
+    attention_head_tip(qq.data(), bank, rows, kTipSlot, tiers.data(), R, pos + 1, AttentionParams{mul.m, mul.shift, false},
+                       oq.data(), &sum, &masses);
+    regions.add_masses(masses);
+    num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+  }
+}
+
+void BoardReference::reset() {
+  pos_ = 0;
+  for (auto& r : tip_regions_) r = model::TipRegions(options_.tip);
+}
+
 std::vector<float> BoardReference::step(int token, const Probe& probe) {
   return std::move(chunk({token}, false, probe).front());
 }
@@ -631,6 +762,7 @@ std::vector<std::vector<float>> BoardReference::chunk(const std::vector<int>& to
   // rows (the chunk's earlier positions' rows are in the cache by then: position order).
   const AttentionStep attention = [&](int l, int pos, const float* q, const float* k, const float* v, float* o) {
     if (options_.kv_format == model::KvFormat::Int4) return attention_int4(l, pos, q, k, v, o);
+    if (options_.kv_format == model::KvFormat::Tip) return attention_tip(l, pos, q, k, v, o);
     for (int hd = 0; hd < heads; ++hd) {
       const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
       // 3. quantize q per head (dynamic scale), K and V with the fixed scales; append.

@@ -21,6 +21,7 @@
 #include "model/attention_stream.h"
 #include "model/board_shape.h"
 #include "model/kv_format.h"
+#include "model/kv_tip.h"
 #include "model/model_loader.h"
 #include "model/tokenizer.h"
 #include "numerics/numerics.h"
@@ -75,6 +76,14 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
 // p.legacy must be false.
 void attention_head_int4(const int8_t* q, const uint8_t* bank, const uint8_t* K, const uint8_t* V, int T, int n,
                          const AttentionParams& p, int32_t* o, uint32_t* sum);
+
+// The online-softmax unit reading TIP's tiers (docs/tip.md), one head: q[96] as for INT4,
+// the (layer, head)'s bank, T rows of `stride` bytes each holding the row of its region's
+// tier (K then V at the tier's sizes), tiers[] per region of `region` positions. o[96] and
+// *sum as for INT4; masses[r] receives each region's attention mass in UQ0.16.
+void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8_t* rows, size_t stride,
+                        const model::TipTier* tiers, int region, int T, const AttentionParams& p, int32_t* o,
+                        uint32_t* sum, std::vector<uint32_t>* masses);
 
 // The matmul engine's arithmetic over all rows of w, rows split over host threads.
 void parallel_matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* acc, int threads);
@@ -143,7 +152,7 @@ struct BoardReferenceOptions {
   // (normalized on the PL, attention_head_online + num::attention_finish_online).
   model::AttentionVariant attention_variant = model::AttentionVariant::TwoPhase;
   // kv.format / kv.outlier_channels: the board's int8 rows, or the INT4 codec (online-softmax
-  // only; docs/variants-attention.md 8).
+  // only; docs/variants-attention.md 8), or TIP's tiers (online-softmax only; docs/tip.md).
   model::KvFormat kv_format = model::KvFormat::Int8;
   int kv_outlier_channels = 0;
   // The matmuls read the weights in the 2-bit layout of golden/compact_trits.h (built once,
@@ -154,6 +163,7 @@ struct BoardReferenceOptions {
   // Positions the KV caches hold (the run's context limit): 1..kMaxContext, or with
   // kv.format = int4 1..model::kAttentionInt4MaxT (docs/variants-attention.md 8.8).
   int context = kMaxContext;
+  model::TipSettings tip{};  // kv.format = tip: the kv.tip.* settings
 };
 
 struct TokenStats {
@@ -178,7 +188,8 @@ class BoardReference {
   std::vector<std::vector<float>> chunk(const std::vector<int>& tokens, bool all_logits, const Probe& probe = {});
 
   int position() const { return pos_; }
-  void reset() { pos_ = 0; }
+  // Back to an empty context (TIP's region tables too: nothing carries over).
+  void reset();
   // Replaces the plain-loop matvec with a kernel proven equal to ternary_matvec (integer
   // sums: equal means bit-identical logits), e.g. hw::fast::DecodedRows. Empty: the loop.
   void set_matvec(MatvecFn fn) { matvec_fn_ = std::move(fn); }
@@ -201,6 +212,8 @@ class BoardReference {
   // `count` matvecs with w (x: count rows of w.cols, acc: count rows of w.rows).
   void matmul(const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const;
   void attention_int4(int layer, int pos, const float* q, const float* k, const float* v, float* o);
+  void attention_tip(int layer, int pos, const float* q, const float* k, const float* v, float* o);
+  static constexpr size_t kTipSlot = 2 * kHeadDim;  // a position's row at its tier, in the largest tier's bytes
   const model::TernaryModel& model_;
   std::unordered_map<const model::TernaryMatrix*, CompactTrits> compact_;  // with options.compact_trits
   KvScales scales_;
@@ -211,6 +224,9 @@ class BoardReference {
   std::vector<int8_t> k_cache_, v_cache_;
   std::vector<model::KvInt4Bank> banks_;           // int4: per (layer, head)
   std::vector<uint8_t> bank_bytes_, k4_cache_, v4_cache_;
+  std::vector<model::TipBank> tip_banks_;           // tip: per (layer, head)
+  std::vector<model::TipRegions> tip_regions_;
+  std::vector<uint8_t> tip_rows_;                   // tip: [layer][head][context][kTipSlot]
   int pos_ = 0;
   TokenStats stats_;
 };

@@ -96,15 +96,16 @@ int kv_nibble(const uint8_t* row, int d) {
   return n >= 8 ? int(n) - 16 : int(n);
 }
 
+void kv_set_nibble(uint8_t* row, int d, int q) {
+  const uint8_t n = uint8_t(q) & 0xF;
+  row[d / 2] = uint8_t(d % 2 ? (row[d / 2] & 0x0F) | (n << 4) : (row[d / 2] & 0xF0) | n);
+}
+
 namespace {
 constexpr int kNibbleBytes = kHeadDim / 2;  // 48
 int8_t quantize4(float x, float inv_or_scale, bool divide) {
   const float q = num::rne(divide ? x / inv_or_scale : x * inv_or_scale);
   return int8_t(q < -8.0f ? -8 : q > 7.0f ? 7 : (q != q ? 0 : int(q)));
-}
-void put_nibble(uint8_t* row, int d, int8_t q) {
-  const uint8_t n = uint8_t(q) & 0xF;
-  row[d / 2] = uint8_t(d % 2 ? (row[d / 2] & 0x0F) | (n << 4) : (row[d / 2] & 0xF0) | n);
 }
 int8_t get_nibble(const uint8_t* row, int d) { return int8_t(kv_nibble(row, d)); }
 bool is_outlier(int d, const int* outliers, int n) { return std::find(outliers, outliers + n, d) != outliers + n; }
@@ -114,7 +115,7 @@ void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int 
   const KvStorage st = kv_storage(KvFormat::Int4, n);
   std::memset(row, 0, st.k.total());
   for (int d = 0; d < kHeadDim; ++d)
-    put_nibble(row, d, is_outlier(d, outliers, n) ? int8_t(0) : quantize4(k[d], float_from_fp16(sk[d]), true));
+    kv_set_nibble(row, d, is_outlier(d, outliers, n) ? int8_t(0) : quantize4(k[d], float_from_fp16(sk[d]), true));
   for (int j = 0; j < n; ++j) {
     const uint16_t h = fp16_from_float(k[outliers[j]]);
     std::memcpy(row + kNibbleBytes + 2 * j, &h, 2);
@@ -137,7 +138,7 @@ void encode_v_int4(const float* v, uint8_t* row) {
     const uint16_t s = fp16_from_float(a / 7.0f);
     std::memcpy(row + kNibbleBytes + 2 * g, &s, 2);
     const float sf = float_from_fp16(s);
-    for (int i = 0; i < kKvVGroup; ++i) put_nibble(row, g * kKvVGroup + i, quantize4(v[g * kKvVGroup + i], sf, true));
+    for (int i = 0; i < kKvVGroup; ++i) kv_set_nibble(row, g * kKvVGroup + i, quantize4(v[g * kKvVGroup + i], sf, true));
   }
 }
 

@@ -19,7 +19,8 @@
 
 namespace bitsim::model {
 
-enum class KvFormat : uint8_t { Int8, Int4 };
+// Tip: the precision tiers of model/kv_tip.h (docs/tip.md), golden reference only so far.
+enum class KvFormat : uint8_t { Int8, Int4, Tip };
 constexpr int kKvMaxOutlierChannels = 8;  // kv.outlier_channels 0..8
 constexpr int kKvInt4Bits = 4;
 constexpr int kKvVGroup = 32;             // V: one fp16 scale per 32 values of a token's row
@@ -83,6 +84,8 @@ void decode_v_int4(const uint8_t* row, float* v);
 
 // The two's complement nibble of channel d of a row (channel 2i in the low nibble of byte i).
 int kv_nibble(const uint8_t* row, int d);
+// Sets channel d's nibble to q (-8..7, two's complement), the other nibble of its byte kept.
+void kv_set_nibble(uint8_t* row, int d, int q);
 
 // ---- The bank and the CPU's side (docs/variants-attention.md 8.2) ----------------------
 

@@ -86,7 +86,15 @@ std::vector<float> int8_head_logits(const model::TernaryModel& m, const Int8Head
 }
 
 enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kBoardInt8Head, kBoardOnlineSoftmax, kBoardInt4Kv,
-           kBoardInt4KvOutliers4, kBoardInt4KvOutliers8, kKinds };
+           kBoardInt4KvOutliers4, kBoardInt4KvOutliers8, kBoardKvq8, kBoardTip, kBoardTipLean, kKinds };
+
+// The TIP rows' settings (docs/tip.md): every region at KVQ8 (the int8 reference at long
+// context: an unlimited KVQ8 budget), the defaults, and a leaner setting.
+model::TipSettings tip_row_settings(int kind) {
+  if (kind == kBoardKvq8) return {.region = 64, .sink = 0, .recent = 64, .kvq8_regions = 2048, .lane_regions = 0, .lanes = 4};
+  if (kind == kBoardTipLean) return {.region = 32, .sink = 32, .recent = 128, .kvq8_regions = 2, .lane_regions = 8, .lanes = 4};
+  return {};
+}
 
 
 }  // namespace
@@ -103,6 +111,9 @@ const std::vector<std::pair<std::string, std::string>>& eval_arithmetics() {
       {"board-online-softmax-int4-kv", "board-online-softmax, with the INT4 KV cache (kv.format = int4; docs/variants-attention.md 8)"},
       {"board-online-softmax-int4-kv-4-outliers", "board-online-softmax-int4-kv, with 4 fp16 outlier lanes (kv.outlier_channels = 4)"},
       {"board-online-softmax-int4-kv-8-outliers", "board-online-softmax-int4-kv, with 8 fp16 outlier lanes (kv.outlier_channels = 8)"},
+      {"board-online-softmax-kvq8", "board-online-softmax, TIP's KVQ8 rows at every position (K per channel, 192 B per position; the int8 reference up to 2,048 positions; docs/tip.md)"},
+      {"board-online-softmax-tip", "board-online-softmax, TIP's precision tiers at their defaults (region 64, sink 64, recent 256, 3 KVQ8 and 8 KVQ4+4 regions; docs/tip.md)"},
+      {"board-online-softmax-tip-lean", "board-online-softmax, TIP leaner (region 32, sink 32, recent 128, 2 KVQ8 and 8 KVQ4+4 regions; docs/tip.md)"},
   };
   return rows;
 }
@@ -217,13 +228,13 @@ int unit_positions(int kind) {
 // the float job of each window (its two heads' log-probabilities kept as the references of
 // the KL and top-1 figures), then the other jobs: 1 dynamic KV (a calibration pass and a
 // board pass), 2 board (+ the int8 head from its last hidden state), 3 legacy, 4
-// online-softmax, 5 online-softmax with INT4 KV, 6 and 7 the same with 4 and 8 outlier lanes
-// (jobs whose unit holds fewer positions than the window are not run). Each (window, row,
+// online-softmax, 5 online-softmax with INT4 KV, 6 and 7 the same with 4 and 8 outlier lanes,
+// 8-10 TIP (all KVQ8, the defaults, lean) (jobs whose unit holds fewer positions than the window are not run). Each (window, row,
 // bucket)'s sums land in their own slot, and the slots are summed in window order: the
 // result does not depend on the threads.
 class Scorer {
  public:
-  static constexpr int kJobs = 8;
+  static constexpr int kJobs = 11;
   struct Acc {
     double nll = 0, kl_f = 0, kl_ft = 0;
     int64_t top1_f = 0, top1_ft = 0, n = 0;
@@ -274,7 +285,7 @@ class Scorer {
  private:
   struct Refs {  // one worker's references, built on first use
     std::optional<golden::FloatReference> fl;
-    std::optional<golden::BoardReference> bd, lg, on, i4, i4o4, i4o8;
+    std::optional<golden::BoardReference> bd, lg, on, i4, i4o4, i4o8, tip[3];
     std::vector<double> logp;
   };
   struct Ref {  // a window's float and float-ternary-head log-probabilities and argmaxes
@@ -283,7 +294,8 @@ class Scorer {
   };
   static int job_kind(int job) {
     static const int kinds[kJobs] = {kFloat, kBoardDynamicKv, kBoard, kBoardLegacy, kBoardOnlineSoftmax,
-                                     kBoardInt4Kv, kBoardInt4KvOutliers4, kBoardInt4KvOutliers8};
+                                     kBoardInt4Kv, kBoardInt4KvOutliers4, kBoardInt4KvOutliers8,
+                                     kBoardKvq8, kBoardTip, kBoardTipLean};
     return kinds[job];
   }
   template <typename F>
@@ -327,10 +339,12 @@ class Scorer {
   }
   golden::BoardReference& board_ref(std::optional<golden::BoardReference>& r, bool legacy,
                                     model::AttentionVariant variant = model::AttentionVariant::TwoPhase,
-                                    model::KvFormat kv = model::KvFormat::Int8, int outliers = 0) {
+                                    model::KvFormat kv = model::KvFormat::Int8, int outliers = 0,
+                                    const model::TipSettings& tip = {}) {
     if (!r) {
       golden::BoardReferenceOptions o{legacy, 1, variant, kv, outliers};
-      if (kv == model::KvFormat::Int4) o.context = std::max(golden::kMaxContext, window_);
+      o.tip = tip;
+      if (kv != model::KvFormat::Int8) o.context = std::max(golden::kMaxContext, window_);
       r.emplace(m_, scales_, o);
       r->set_matvec(fast_.fn());
     }
@@ -355,9 +369,14 @@ class Scorer {
     } else if (job == 6) {
       plain(refs, board_ref(refs.i4o4, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 4), w,
             kBoardInt4KvOutliers4);
-    } else {
+    } else if (job == 7) {
       plain(refs, board_ref(refs.i4o8, false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Int4, 8), w,
             kBoardInt4KvOutliers8);
+    } else {
+      const int kind = job_kind(job);
+      plain(refs, board_ref(refs.tip[kind - kBoardKvq8], false, model::AttentionVariant::OnlineSoftmax, model::KvFormat::Tip, 0,
+                            tip_row_settings(kind)),
+            w, kind);
     }
   }
   void plain(Refs& refs, golden::BoardReference& ref, size_t w, int kind) {

@@ -765,5 +765,138 @@ TEST(BoardReference, AChunkIsItsPositionsOneAtATime) {
   EXPECT_THROW(small.chunk({}, false), Error);
 }
 
+// ---- TIP's tiers (docs/tip.md) ----------------------------------------------------------
+
+// A TIP head of T random rows at one tier: the rows in 192-byte slots as BoardReference keeps
+// them, and the same rows as the INT4 unit's K and V arrays.
+struct TipHead {
+  model::TipBank bank;
+  int n;
+  std::vector<uint8_t> slots, K, V, bank_bytes;
+  TipHead(int T, model::TipTier tier, int lanes, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    float kmax[kHeadDim];
+    for (float& x : kmax) x = 0.5f + std::fabs(u(rng));
+    kmax[11] = 6.0f;
+    bank = model::tip_bank(kmax, 0.01f, lanes);
+    n = tier == model::TipTier::Kvq4Lanes ? lanes : 0;
+    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+    slots.assign(size_t(T) * 192, 0);
+    K.assign(size_t(T) * st.k.total(), 0);
+    V.assign(size_t(T) * st.v.total(), 0);
+    bank_bytes.assign(st.bank, 0);
+    model::KvInt4Bank kb = bank.k;
+    kb.outliers.resize(size_t(n));
+    model::write_kv_bank(kb, bank_bytes.data());
+    for (int t = 0; t < T; ++t) {
+      float k[kHeadDim], v[kHeadDim];
+      for (int d = 0; d < kHeadDim; ++d) k[d] = u(rng) * kmax[d], v[d] = u(rng);
+      model::encode_k_int4(k, bank.k.sk.data(), kb.outliers.data(), n, &K[size_t(t) * st.k.total()]);
+      model::encode_v_int4(v, &V[size_t(t) * st.v.total()]);
+      std::memcpy(&slots[size_t(t) * 192], &K[size_t(t) * st.k.total()], st.k.total());
+      std::memcpy(&slots[size_t(t) * 192 + st.k.total()], &V[size_t(t) * st.v.total()], st.v.total());
+    }
+  }
+};
+
+TEST(AttentionHeadTip, Kvq4RegionsAreReadExactlyAsTheInt4Unit) {
+  // With every region at KVQ4 (or KVQ4+L), TIP's read path is the INT4 unit's: the same
+  // outputs and sum, bit for bit.
+  constexpr int T = 150, R = 16;
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> qd(-127, 127);
+  std::array<int8_t, kHeadDim> q{};
+  for (auto& x : q) x = int8_t(qd(rng));
+  for (model::TipTier tier : {model::TipTier::Kvq4, model::TipTier::Kvq4Lanes}) {
+    const TipHead h(T, tier, 4, 11);
+    const std::vector<model::TipTier> tiers((T + R - 1) / R, tier);
+    int32_t o[kHeadDim], o4[kHeadDim];
+    uint32_t sum = 0, sum4 = 0;
+    std::vector<uint32_t> masses;
+    const AttentionParams p{3000, 20, false};
+    attention_head_tip(q.data(), h.bank, h.slots.data(), 192, tiers.data(), R, T, p, o, &sum, &masses);
+    attention_head_int4(q.data(), h.bank_bytes.data(), h.K.data(), h.V.data(), T, h.n, p, o4, &sum4);
+    EXPECT_EQ(sum, sum4) << model::tip_tier_name(tier);
+    EXPECT_EQ(0, std::memcmp(o, o4, sizeof o)) << model::tip_tier_name(tier);
+    // The masses: one per region, summing to about 1.0 in UQ0.16.
+    ASSERT_EQ(masses.size(), size_t((T + R - 1) / R));
+    uint64_t total = 0;
+    for (uint32_t a : masses) total += a;
+    EXPECT_NEAR(double(total), 65536.0, 655.0);
+  }
+}
+
+TEST(AttentionHeadTip, Kvq8RowWorkedByHandAndTheHeaviestRegionGetsTheMass) {
+  // T = 1 KVQ8: p = 32767; v8 = 2 with sv = 0.5 (0x3800): w = 32767 * 2^15, acc = 2 w,
+  // o_d = 2^16 (1.0 in Q15.16); the only region holds all the mass: l e / total in UQ0.16 with
+  // l = total = 32767 and e = EXP[0] = 32767, (l e rr + 2^44) >> 45 = 65,534.
+  model::TipBank bank;
+  for (auto& s : bank.k.sk) s = 0x3C00;
+  bank.k.outliers = {0, 1, 2, 3};
+  bank.sv = 0x3800;
+  std::vector<uint8_t> rows(32 * 192, 0);
+  for (int d = 0; d < kHeadDim; ++d) rows[size_t(kHeadDim + d)] = 2;
+  const std::vector<model::TipTier> tiers(2, model::TipTier::Kvq8);
+  int32_t o[kHeadDim];
+  uint32_t sum = 0;
+  std::vector<uint32_t> masses;
+  const auto q = query({1});
+  attention_head_tip(q.data(), bank, rows.data(), 192, tiers.data(), 16, 1, {1u << 12, 16, false}, o, &sum, &masses);
+  EXPECT_EQ(sum, 32767u);
+  for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(o[d], 65536) << d;
+  ASSERT_EQ(masses.size(), 1u);
+  EXPECT_EQ(masses[0], 65534u);
+  // 32 rows in two regions of 16; with q_0 = 127, row 20's key (k8_0 = 127) scores 16,129
+  // above the rest: z = 16129 * 2^12 >> 16 = 1008 > 255, so every other row's p is EXP[255] = 0
+  // and region 1 holds all the mass, region 0 none.
+  rows[20 * 192] = 127;
+  const auto q2 = query({127});
+  attention_head_tip(q2.data(), bank, rows.data(), 192, tiers.data(), 16, 32, {1u << 12, 16, false}, o, &sum, &masses);
+  ASSERT_EQ(masses.size(), 2u);
+  EXPECT_EQ(masses[1], 65534u);
+  EXPECT_EQ(masses[0], 0u);
+}
+
+TEST(BoardReference, TipMatchesAllKvq8UntilTheFirstDemotionAndResetsItsTables) {
+  // Region 16, sink 16, recent 32, one KVQ8 and one lanes region: region 1 leaves at
+  // position 47 (it keeps KVQ8: the budget is free), region 2 at 63 (one of them is demoted).
+  BoardReferenceOptions tip{.attention_variant = model::AttentionVariant::OnlineSoftmax};
+  tip.kv_format = model::KvFormat::Tip;
+  tip.tip = {.region = 16, .sink = 16, .recent = 32, .kvq8_regions = 1, .lane_regions = 1, .lanes = 4};
+  BoardReferenceOptions all8 = tip;
+  all8.tip.kvq8_regions = 2048;
+  BoardReference a(tiny(), tiny_scales(), tip), b(tiny(), tiny_scales(), all8);
+  std::vector<std::vector<float>> first;
+  int first_diff = -1;
+  for (int i = 0; i < 120; ++i) {
+    const int tok = 3 + (i * 7) % 200;
+    const auto x = a.step(tok), y = b.step(tok);
+    first.push_back(x);
+    const bool same = std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+    if (i < 63) ASSERT_TRUE(same) << "position " << i;
+    if (!same && first_diff < 0) first_diff = i;
+  }
+  EXPECT_GE(first_diff, 63);  // demoted rows change what later queries read
+  // No hidden state: after reset the same tokens give the same logits.
+  a.reset();
+  for (int i = 0; i < 120; ++i) {
+    const auto x = a.step(3 + (i * 7) % 200);
+    ASSERT_EQ(0, std::memcmp(x.data(), first[size_t(i)].data(), x.size() * sizeof(float))) << "position " << i;
+  }
+  // Refusals: TIP needs the online-softmax unit; a bad tier key names itself.
+  BoardReferenceOptions bad = tip;
+  bad.attention_variant = model::AttentionVariant::TwoPhase;
+  EXPECT_THROW(BoardReference(tiny(), tiny_scales(), bad), Error);
+  bad = tip;
+  bad.tip.lanes = 5;
+  try {
+    BoardReference r(tiny(), tiny_scales(), bad);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kv.tip.lanes"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace bitsim::golden

@@ -58,14 +58,15 @@ const std::string kProse =
     "In the beginning the keeper wrote the weather in a book, and the wind was in the east. "
     "And the sea was grey, and three ships passed before noon; and he wrote them all.";
 
-TEST(Eval, TenRowsInOrderEachSimulatedOverEveryToken) {
+TEST(Eval, ThirteenRowsInOrderEachSimulatedOverEveryToken) {
   TempDir dir;
   const auto r = run_eval(request("synthetic:tiny", dir.file("t.txt", kProse), 0));
-  ASSERT_EQ(r.rows.size(), 10u);
+  ASSERT_EQ(r.rows.size(), 13u);
   const char* names[] = {"float", "float-ternary-head", "board", "board-legacy-shift", "board-dynamic-kv",
                          "board-int8-head", "board-online-softmax", "board-online-softmax-int4-kv",
-                         "board-online-softmax-int4-kv-4-outliers", "board-online-softmax-int4-kv-8-outliers"};
-  for (size_t i = 0; i < 10; ++i) {
+                         "board-online-softmax-int4-kv-4-outliers", "board-online-softmax-int4-kv-8-outliers",
+                         "board-online-softmax-kvq8", "board-online-softmax-tip", "board-online-softmax-tip-lean"};
+  for (size_t i = 0; i < 13; ++i) {
     EXPECT_EQ(r.rows[i].arithmetic, names[i]);
     EXPECT_EQ(r.rows[i].evidence, "simulated");
     EXPECT_EQ(r.rows[i].tokens, int64_t(kProse.size()));  // byte tokenizer: one token per byte
@@ -243,7 +244,7 @@ TEST(EvalBuckets, DoubleFrom256UntilTheyCoverTheWindow) {
 }
 
 // One window of 1,100 positions: every bucket up to 1,025-2,048 holds tokens; the rows whose
-// unit holds 512 positions are not run, the float and INT4 ones are.
+// unit holds 512 positions are not run, the float, INT4 and TIP ones are.
 TEST(EvalBuckets, AWindowOver1024PositionsFillsFourBuckets) {
   TempDir dir;
   std::string text;
@@ -255,7 +256,7 @@ TEST(EvalBuckets, AWindowOver1024PositionsFillsFourBuckets) {
   EXPECT_EQ(r.windows, 1);
   EXPECT_EQ(r.rows_not_run, (std::vector<std::string>{"board", "board-legacy-shift", "board-dynamic-kv",
                                                        "board-int8-head", "board-online-softmax"}));
-  ASSERT_EQ(r.rows.size(), 5u);
+  ASSERT_EQ(r.rows.size(), 8u);
   const int64_t expected_tokens[] = {256, 256, 512, 76};
   for (const auto& row : r.rows) {
     ASSERT_EQ(row.buckets.size(), 4u) << row.arithmetic;
@@ -367,7 +368,7 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   EXPECT_EQ(j.at("text_sha256"), sha256_hex(kProse));
   EXPECT_TRUE(j.at("model_sha256").is_null());
   EXPECT_EQ(j.at("text_tokens"), int64_t(kProse.size()));
-  ASSERT_EQ(j.at("rows").size(), 10u);
+  ASSERT_EQ(j.at("rows").size(), 13u);
   ASSERT_EQ(j.at("logits_vs_float").size(), 6u);
   for (const auto& c : j.at("logits_vs_float")) {
     EXPECT_EQ(c.at("positions"), 5);
