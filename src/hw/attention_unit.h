@@ -33,6 +33,7 @@
 #include "hw/fast_engine.h"
 #include "model/attention_stream.h"
 #include "model/kv_format.h"
+#include "model/kv_tip.h"
 
 namespace bitsim::hw {
 
@@ -58,6 +59,7 @@ struct AttentionUnitConfig {
   std::string kv_format = "int8";     // the KV rows it reads: the board's int8, or the INT4
                                       // codec (docs/variants-attention.md 8; online-softmax only)
   int kv_outlier_channels = 0;        // int4: K channels kept as fp16 outlier lanes (0..8)
+  model::TipSettings tip;             // kv.format = tip: the precision tiers (docs/tip.md)
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
@@ -73,17 +75,34 @@ struct AttentionUnitConfig {
                              "KV cache format: int8 (the board's, fixed per-(layer, head) scales) or int4 (APEX's "
                              "KVQ: K per channel, V per token in groups of 32 with fp16 scales; needs "
                              "attention.variant = online-softmax; docs/variants-attention.md 8)",
-                             1, true, {"int8", "int4"}});
+                             1, true, {"int8", "int4", "tip"}});
     v(c.kv_outlier_channels, FieldInfo{"kv.outlier_channels", 0, model::kKvMaxOutlierChannels, "channels",
                                        Evidence::kSimulated,
                                        "kv.format = int4: the K channels with the largest calibration max|K| kept "
                                        "as fp16 outlier lanes (0..8; must be 0 with int8)"});
+    v(c.tip.region, FieldInfo{"kv.tip.region", 16, 256, "positions", Evidence::kSimulated,
+                              "kv.format = tip: positions per region, a power of two (docs/tip.md)"});
+    v(c.tip.sink, FieldInfo{"kv.tip.sink", 0, model::kAttentionInt4MaxT, "positions", Evidence::kSimulated,
+                            "kv.format = tip: the first positions always kept at KVQ8, a multiple of kv.tip.region"});
+    v(c.tip.recent, FieldInfo{"kv.tip.recent", 16, model::kAttentionInt4MaxT, "positions", Evidence::kSimulated,
+                              "kv.format = tip: the last positions kept at KVQ8, a multiple of kv.tip.region"});
+    v(c.tip.kvq8_regions, FieldInfo{"kv.tip.kvq8_regions", 0, model::kAttentionInt4MaxT, "regions", Evidence::kSimulated,
+                                    "kv.format = tip: regions past the recent window that keep KVQ8 (the most "
+                                    "attended, by mean attention mass)"});
+    v(c.tip.lane_regions, FieldInfo{"kv.tip.lane_regions", 0, model::kAttentionInt4MaxT, "regions", Evidence::kSimulated,
+                                    "kv.format = tip: regions held at KVQ4 with fp16 outlier lanes (the next most "
+                                    "attended); the rest are KVQ4"});
+    v(c.tip.lanes, FieldInfo{"kv.tip.lanes", 4, 8, "lanes", Evidence::kSimulated,
+                             "kv.format = tip: fp16 outlier lanes of a KVQ4+L row, 4 or 8"});
   }
   model::AttentionVariant kind() const { return model::attention_variant_of(variant); }
   model::KvFormat kv() const { return model::kv_format_of(kv_format); }
   bool int4() const { return kv() == model::KvFormat::Int4; }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
-  void validate(const std::string& who) const { check_engine_fields(*this, "attention", engine_reg::kLaneStride, who); }
+  void validate(const std::string& who) const {
+    check_engine_fields(*this, "attention", engine_reg::kLaneStride, who);
+    tip.validate(who);
+  }
 };
 
 // The attention arithmetic of one lane (CIRCUITS.md 3).

@@ -190,6 +190,13 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
   if (req.board_positions > first)
     throw Error(fmt::format("board positions {}: over the first window's {} positions (at most {})",
                             req.board_positions, first_window, golden::kMaxContext));
+  // Fewer tokens than the first context bucket (positions 1 .. min(256, window)) give no
+  // figure for even one bucket: refused.
+  const int first_bucket = std::min(eval_buckets(res.window).front().second, res.window);
+  if (int64_t(p.ids.size()) < first_bucket)
+    throw Error(fmt::format("text file {}: {} tokens scored, fewer than the first context bucket's {} positions "
+                            "(1-{}); score a longer text, or a smaller --window",
+                            req.text.string(), p.ids.size(), first_bucket, first_bucket));
   return p;
 }
 

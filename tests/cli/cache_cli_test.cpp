@@ -168,7 +168,7 @@ TEST(CacheCli, EvalUsesTheCacheWithTheSameScores) {
   std::ofstream(text) << "In the beginning the cache was empty, and the start-up computed everything again. "
                          "Then the second run found the model and its scales where the first had left them.";
   const std::string eval = "eval --model synthetic:tiny --text " + text.string() + " --cache-dir " + dir.string() +
-                           " --json --quiet";
+                           " --window 64 --json --quiet";
   const auto first = run_bitsim(eval);
   ASSERT_EQ(first.code, 0) << first.err;
   const auto second = run_bitsim(eval);

@@ -563,7 +563,7 @@ TEST(Cli, EveryPresetGetsAgreeingVerdictsFromEveryCommand) {
     const auto run = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --json" + config);
     ASSERT_EQ(run.code, 0) << run.err;
     EXPECT_TRUE(nlohmann::json::parse(run.out)["summary"]["logits_equal"].get<bool>());
-    const auto eval = bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 24 --board 4 --json --quiet" + config);
+    const auto eval = bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 24 --window 24 --board 4 --json --quiet" + config);
     ASSERT_EQ(eval.code, 0) << eval.err;
     const auto check = nlohmann::json::parse(eval.out)["board_check"];
     EXPECT_TRUE(check["logits_equal"].get<bool>()) << check.dump();

@@ -257,6 +257,33 @@ TEST(Variants, Int4KvHoldsAContextPast512AndNamesItsCapacity) {
   EXPECT_NE(over.err.find("--tokens"), std::string::npos) << over.err;
 }
 
+// docs/tip.md: the kv.tip.* keys are checked by name; kv.format = tip is refused on the board
+// (no unit model reads TIP's tiers yet: eval's golden rows do), for run and sweep alike.
+TEST(Variants, TipIsRefusedOnTheBoardAndItsKeysAreChecked) {
+  const Result run = bitsim("run --prompt x --model synthetic:tiny --tokens 1 --set attention.variant=online-softmax "
+                            "--set kv.format=tip");
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find("kv.format: tip: the clocked and fast attention units do not read"), std::string::npos) << run.err;
+  const Result sweep = bitsim("sweep --check-model '' --tokens 1 --set attention.variant=online-softmax "
+                              "--grid kv.format=int8,tip");
+  EXPECT_EQ(sweep.code, 2);
+  EXPECT_NE(sweep.err.find("kv.format: tip: the clocked and fast"), std::string::npos) << sweep.err;
+  const struct {
+    const char* set;
+    const char* says;
+  } bad[] = {{"kv.tip.region=48", "kv.tip.region = 48 is not a power of two"},
+             {"kv.tip.region=512", "kv.tip.region"},
+             {"kv.tip.sink=32", "kv.tip.sink = 32 is not a multiple of kv.tip.region"},
+             {"kv.tip.recent=100", "kv.tip.recent = 100"},
+             {"kv.tip.lanes=5", "kv.tip.lanes = 5 is not 4 or 8"},
+             {"kv.tip.kvq8_regions=-1", "kv.tip.kvq8_regions"}};
+  for (const auto& b : bad) {
+    const Result r = bitsim(std::string("run --prompt x --model synthetic:tiny --tokens 1 --set ") + b.set);
+    EXPECT_EQ(r.code, 2) << b.set;
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << b.set << ": " << r.err;
+  }
+}
+
 TEST(Variants, OnlineSoftmaxAndAllThreePresetsRunWithLogitsEqual) {
   for (const char* preset : {"online-softmax.toml", "all-three.toml"}) {
     const auto j = run_json("--model synthetic:tiny --tokens 2 --config " +

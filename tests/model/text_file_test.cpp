@@ -89,7 +89,7 @@ TEST(TextFile, EvalReadsOnlyWhatItsTokensTakeInBoundedMemory) {
   EXPECT_NE(nul.err.find("nul.txt: 1048577 bytes from byte offset 0 hold no space"), std::string::npos) << nul.err;
   EXPECT_LT(nul.peak_kb, 256 * 1024) << "peak " << nul.peak_kb << " KiB";
   const auto big = bitsim::testing::run_argv(
-      {BITSIM_BINARY, "eval", "--model", kModel.string(), "--text", "big.txt", "--tokens", "10", "--json"}, d.path,
+      {BITSIM_BINARY, "eval", "--model", kModel.string(), "--text", "big.txt", "--tokens", "10", "--window", "10", "--json"}, d.path,
       d.path);
   EXPECT_EQ(big.code, 0) << big.err;
   EXPECT_NE(big.out.find("\"text_bytes\": 65"), std::string::npos) << big.out.substr(0, 800);

@@ -45,8 +45,8 @@ def test_sweep_gives_the_commands_rows_with_provenance(cli, tmp_path):
 def test_eval_gives_the_commands_rows(cli, source_dir):
     model = source_dir / "models" / "kjv-ternary"
     text = model / "test.txt"
-    rows = bitsim.eval(model=model, text=text, tokens=48, board=2, compare=2)
-    doc = cli.json("eval", "--model", model, "--text", text, "--tokens", 48, "--board", 2, "--compare", 2,
+    rows = bitsim.eval(model=model, text=text, tokens=256, board=2, compare=2)
+    doc = cli.json("eval", "--model", model, "--text", text, "--tokens", 256, "--board", 2, "--compare", 2,
                    "--json", "--quiet")
     assert len(rows) == len(doc["rows"])
     for name in doc["rows"][0]:

@@ -56,7 +56,9 @@ EvalRequest request(const std::string& model, const fs::path& text, int64_t toke
 
 const std::string kProse =
     "In the beginning the keeper wrote the weather in a book, and the wind was in the east. "
-    "And the sea was grey, and three ships passed before noon; and he wrote them all.";
+    "And the sea was grey, and three ships passed before noon; and he wrote them all. "
+    "At evening the lamp was lit, the tide came over the rocks, and the keeper counted the gulls "
+    "that stood on the wall until the dark.";
 
 TEST(Eval, ThirteenRowsInOrderEachSimulatedOverEveryToken) {
   TempDir dir;
@@ -231,6 +233,16 @@ TEST(Eval, BadInputIsAnErrorNamingTheFileOrOption) {
   q = request("synthetic:tiny", dir.file("t.txt", "abcdef"), 0);
   q.window = 4096;
   expect_error(q, "window 4096: must be 1..2048 (the model's max_position_embeddings)");
+  // Fewer tokens than the first context bucket (1-256, or 1-W for a window W < 256).
+  const auto short_text = dir.file("short.txt", std::string(200, 'a'));
+  expect_error(request("synthetic:tiny", short_text, 0),
+               "short.txt: 200 tokens scored, fewer than the first context bucket's 256 positions");
+  expect_error(request("synthetic:tiny", short_text, 100), "100 tokens scored");
+  q = request("synthetic:tiny", short_text, 100);
+  q.window = 128;
+  expect_error(q, "fewer than the first context bucket's 128 positions");
+  q.window = 100;
+  EXPECT_NO_THROW(run_eval(q));
 }
 
 // ---- By context ------------------------------------------------------------------------
@@ -360,7 +372,7 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   TempDir dir;
   const auto text = dir.file("t.txt", kProse);
   const auto r =
-      bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 100 --board 4 --compare 5 --json --quiet");
+      bitsim("eval --model synthetic:tiny --text " + text.string() + " --tokens 256 --board 4 --compare 5 --json --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("schema"), "bitsim.eval/2");
@@ -380,10 +392,10 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
   for (const auto& row : j.at("rows")) {
     EXPECT_TRUE(row.at("arithmetic").is_string());
     EXPECT_EQ(row.at("evidence"), "simulated");
-    EXPECT_EQ(row.at("tokens"), 100);
+    EXPECT_EQ(row.at("tokens"), 256);
     ASSERT_EQ(row.at("buckets").size(), 1u);
     EXPECT_EQ(row.at("buckets")[0].at("from"), 1);
-    EXPECT_EQ(row.at("buckets")[0].at("tokens"), 100);
+    EXPECT_EQ(row.at("buckets")[0].at("tokens"), 256);
     EXPECT_NEAR(row.at("ppl").get<double>(), std::exp(row.at("nll_mean").get<double>()), 1e-9 * row.at("ppl").get<double>());
   }
   EXPECT_EQ(j.at("board_check").at("positions"), 4);
@@ -391,7 +403,7 @@ TEST(EvalCli, JsonDocumentFollowsTheSchema) {
 }
 
 TEST(EvalCli, TrainedModelJsonNamesTheCheckpointHash) {
-  const auto r = bitsim("eval --model " + kModel.string() + " --text " + kTest.string() + " --tokens 64 --json --quiet");
+  const auto r = bitsim("eval --model " + kModel.string() + " --text " + kTest.string() + " --tokens 256 --json --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   std::ifstream f(kModel / "model.safetensors", std::ios::binary);
@@ -414,6 +426,7 @@ TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
       {"--text " + text.string() + " --tokens many", "--tokens"},
       {"--text " + text.string() + " --board 5", "board positions 5"},
       {"--text " + text.string() + " --window 3000", "window 3000: must be 1..2048"},
+      {"--text " + text.string(), "t.txt: 3 tokens scored, fewer than the first context bucket's 256 positions"},
   };
   for (const auto& c : cases) {
     const auto r = bitsim("eval --model synthetic:tiny " + c.args);
