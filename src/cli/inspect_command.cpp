@@ -11,6 +11,7 @@
 #include "host/memory_map.h"
 #include "model/attention_stream.h"
 #include "model/kv_format.h"
+#include "model/kv_tip.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
 #include "study/board_figures.h"
@@ -37,14 +38,25 @@ void print_kv_capacity(const model::ModelConfig& c) {
   const std::pair<const char*, model::KvStorage> formats[] = {
       {"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0)},
       {"int4", model::kv_storage(model::KvFormat::Int4, 0)},
+      {"int4, 4 outlier lanes", model::kv_storage(model::KvFormat::Int4, 4)},
       {"int4, 8 outlier lanes", model::kv_storage(model::KvFormat::Int4, 8)},
   };
   for (const auto& [name, st] : formats)
     fmt::print("  {:<22} {:>14} {:>16} {:>14.2f}  [simulated]\n", name, lh * st.per_position(),
                model::largest_context(st, lh, free, c.max_position_embeddings),
                st.cache_bytes(lh, 512) / 1048576.0);
+  // TIP (docs/tip.md): bytes per position depend on T; shown at the largest T that fits.
+  const std::pair<const char*, model::TipSettings> tips[] = {{"tip (defaults)", model::TipSettings{}},
+                                                             {"tip-lean", model::kTipLean}};
+  for (const auto& [name, s] : tips) {
+    const int t = model::tip_largest_context(s, lh, free, std::min(c.max_position_embeddings, model::kAttentionInt4MaxT));
+    fmt::print("  {:<22} {:>14.0f} {:>16} {:>14.2f}  [simulated]\n", name,
+               t > 0 ? double(lh) * model::tip_storage(s, t).per_position(t) : 0.0, t,
+               double(lh * model::tip_storage(s, 512).total()) / 1048576.0);
+  }
   fmt::print("  (capped at max_position_embeddings {}; the board's unit and the int8 online-softmax unit take "
-             "T <= {}, the INT4 unit T <= {}: docs/variants-attention.md 8.8)\n",
+             "T <= {}, the INT4 unit T <= {}: docs/variants-attention.md 8.8; tip: bytes per position at its "
+             "largest T, golden only: no unit model reads it yet, docs/tip.md)\n",
              c.max_position_embeddings, model::kKvPositions, model::kAttentionInt4MaxT);
 }
 

@@ -27,6 +27,14 @@ struct TipSettings {
   void validate(const std::string& who) const;
 };
 
+// The named settings eval's rows and inspect's table use (docs/tip.md): every region at KVQ8
+// (an unlimited KVQ8 budget: the int8 reference up to 2,048 positions) and a leaner setting
+// than the defaults.
+inline constexpr TipSettings kTipAllKvq8{.region = 64, .sink = 0, .recent = 64, .kvq8_regions = 2048,
+                                         .lane_regions = 0, .lanes = 4};
+inline constexpr TipSettings kTipLean{.region = 32, .sink = 32, .recent = 128, .kvq8_regions = 2,
+                                      .lane_regions = 8, .lanes = 4};
+
 // Bytes per position of each tier's row (K + V), and the bank's bytes.
 uint64_t tip_row_bytes(TipTier t, int lanes);
 uint64_t tip_bank_bytes(int lanes);

@@ -223,8 +223,10 @@ void check_point_config(const nlohmann::json& j, const ParamSet& expected, const
       throw Error(fmt::format("{}: config key {} is {}, the campaign's point has {}", src, k, show(have, k), show(want, k)));
 }
 
+// prompt_tokens: the campaign's (campaign.json "prompt_tokens"): a point of a campaign that
+// times a prompt holds ttft_ms and prefill_tok_s, a point of one that does not holds neither.
 PointFile read_point(const fs::path& dir, const GridPoint& g, const ParamSet& expected,
-                     const std::vector<std::string>& swept, const std::string& campaign_hash) {
+                     const std::vector<std::string>& swept, const std::string& campaign_hash, int prompt_tokens) {
   PointFile r;
   const fs::path file = dir / g.file;
   if (!present(file)) return r;
@@ -256,6 +258,13 @@ PointFile read_point(const fs::path& dir, const GridPoint& g, const ParamSet& ex
       throw Error(fmt::format("{}: provenance.config_hash {} is not the hash {} of the point's config", src,
                               r.point.prov.config_hash, config_hash(expected)));
     check_figures(r.point, src);
+    const bool timed_prompt = r.point.ttft_ms.has_value() && r.point.prefill_tok_s.has_value();
+    if (prompt_tokens > 0 && !timed_prompt)
+      throw Error(fmt::format("{}: no \"ttft_ms\" and \"prefill_tok_s\", but the campaign times a {}-token prompt "
+                              "(campaign.json prompt_tokens)", src, prompt_tokens));
+    if (prompt_tokens == 0 && (r.point.ttft_ms || r.point.prefill_tok_s))
+      throw Error(fmt::format("{}: holds \"ttft_ms\" or \"prefill_tok_s\", but the campaign times no prompt "
+                              "(campaign.json prompt_tokens)", src));
     r.point.values = g.values;
     r.point.done = true;
     r.ok = true;
@@ -322,14 +331,14 @@ std::vector<GridPoint> grid_points(const std::vector<std::string>& keys, const S
 // the ones already done; without resume, any result file is a refusal.
 std::vector<int> pending_points(const fs::path& dir, const std::vector<GridPoint>& pts, const SweepGrid& configs,
                                 const std::vector<std::string>& keys, const std::string& base_hash,
-                                const CampaignOptions& c, ShardReport& rep) {
+                                const CampaignOptions& c, int prompt_tokens, ShardReport& rep) {
   std::vector<int> pending;
   std::vector<std::string> existing;
   for (const auto& g : pts) {
     if (shard_of(g.key, c.shard.count) != c.shard.index) continue;
     ++rep.shard_points;
     check_stop();
-    const PointFile f = read_point(dir, g, configs[size_t(g.index)], keys, base_hash);
+    const PointFile f = read_point(dir, g, configs[size_t(g.index)], keys, base_hash, prompt_tokens);
     if (f.foreign) throw Error(f.error + "; remove it");
     if (f.exists && !c.resume) {
       existing.push_back(g.name);
@@ -466,7 +475,7 @@ struct PointRunner {
       if (WIFSIGNALED(status[w]))
         rep.warnings.push_back(fmt::format("a worker process died of signal {}", WTERMSIG(status[w])));
     for (int i : pending) {
-      const PointFile f = read_point(dir, pts[size_t(i)], configs[size_t(i)], keys, base_hash);
+      const PointFile f = read_point(dir, pts[size_t(i)], configs[size_t(i)], keys, base_hash, options.prompt_tokens);
       if (!f.ok) rep.failed.push_back(pts[size_t(i)].name + ": " + (f.exists ? f.error : "no result (worker died)"));
     }
   }
@@ -649,7 +658,7 @@ ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const Campaig
 
   ShardReport rep;
   rep.grid_points = int(pts.size());
-  const std::vector<int> pending = pending_points(dir, pts, configs, res.keys, config_hash(base), c, rep);
+  const std::vector<int> pending = pending_points(dir, pts, configs, res.keys, config_hash(base), c, o.prompt_tokens, rep);
   for (const auto& w : rep.warnings)
     if (status) status("warning: " + w);
 
@@ -681,7 +690,8 @@ MergeResult merge_campaign(const std::string& dir_text) {
   std::map<std::string, std::vector<std::string>> builds, bases;  // "version (commit)" / base hash -> points
   for (const auto& g : pts) {
     check_stop();
-    const PointFile f = read_point(dir, g, (*grid.configs)[size_t(g.index)], m.result.keys, m.base_config_hash);
+    const PointFile f =
+        read_point(dir, g, (*grid.configs)[size_t(g.index)], m.result.keys, m.base_config_hash, m.options.prompt_tokens);
     if (!f.ok) {
       m.missing.push_back({g.index, g.name, (dir / g.file).string(), f.error, f.corrupt});
       continue;

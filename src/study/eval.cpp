@@ -91,8 +91,8 @@ enum Kind { kFloat, kFloatTernaryHead, kBoard, kBoardLegacy, kBoardDynamicKv, kB
 // The TIP rows' settings (docs/tip.md): every region at KVQ8 (the int8 reference at long
 // context: an unlimited KVQ8 budget), the defaults, and a leaner setting.
 model::TipSettings tip_row_settings(int kind) {
-  if (kind == kBoardKvq8) return {.region = 64, .sink = 0, .recent = 64, .kvq8_regions = 2048, .lane_regions = 0, .lanes = 4};
-  if (kind == kBoardTipLean) return {.region = 32, .sink = 32, .recent = 128, .kvq8_regions = 2, .lane_regions = 8, .lanes = 4};
+  if (kind == kBoardKvq8) return model::kTipAllKvq8;
+  if (kind == kBoardTipLean) return model::kTipLean;
   return {};
 }
 

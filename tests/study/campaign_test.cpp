@@ -522,6 +522,8 @@ TEST(Campaign, MergeChecksEachPointFilesConfigAndFigures) {
        "provenance.config_hash"},
       {"another point's key", [](nlohmann::json& j) { j["key"] = "clock.mhz=125\ndma.length_bits=23\n"; },
        "holds another point"},
+      {"a prompt figure in a campaign that times none", [](nlohmann::json& j) { j["result"]["ttft_ms"] = 10.0; },
+       "holds \"ttft_ms\" or \"prefill_tok_s\", but the campaign times no prompt"},
   };
   for (const auto& [what, edit, message] : cases) {
     EditedCampaign e(done, [&](const fs::path& c) {
@@ -534,6 +536,21 @@ TEST(Campaign, MergeChecksEachPointFilesConfigAndFigures) {
     EXPECT_TRUE(m.missing[0].corrupt) << what;
     EXPECT_THAT(m.missing[0].error, HasSubstr(message)) << what;
     EXPECT_EQ(m.result.points.size(), 3u) << what;
+  }
+  // A campaign that times a prompt (campaign.json prompt_tokens): every point needs its
+  // ttft_ms and prefill_tok_s, and these points have none.
+  {
+    EditedCampaign e(done, [&](const fs::path& c) {
+      auto d = read_json(c / "campaign.json");
+      d["prompt_tokens"] = 4;
+      write_json(c / "campaign.json", d);
+    });
+    const MergeResult m = merge_campaign(e.c.string());
+    ASSERT_EQ(m.missing.size(), 4u);
+    for (const auto& x : m.missing) {
+      EXPECT_TRUE(x.corrupt);
+      EXPECT_THAT(x.error, HasSubstr("no \"ttft_ms\" and \"prefill_tok_s\", but the campaign times a 4-token prompt"));
+    }
   }
   // A FIFO or a folder in a point file's place is named, never waited on.
   for (const bool fifo : {true, false}) {
