@@ -148,6 +148,12 @@ TEST(BoardConfig, EveryKeyRangeEndIsAcceptedByTheModules) {
         p.set("kv.format=int4");
         p.set("attention.variant=online-softmax");
       }
+      // TIP's sink and recent window are whole regions (docs/tip.md).
+      if (s.key == "kv.tip.region" && v > 64) {
+        p.set("kv.tip.sink=256");
+        p.set("kv.tip.recent=256");
+      }
+      if (s.key == "kv.tip.recent" && v < 64) p.set("kv.tip.region=16");
       p.set_value(s.key, s.type == ParamType::Integer ? ParamValue(int64_t(v)) : ParamValue(v), "test");
       EXPECT_EQ(board_error(make_sim_config(p).board), "") << s.key << " = " << v;
     }
