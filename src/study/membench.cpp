@@ -131,13 +131,14 @@ std::vector<LimitRow> limit_sweep(const MembenchSetup& s) {
     row.ports = n;
     row.hp_gb_s = n * hp_port_gb_s(s);
     row.device_gb_s = device;
+    a.port_rate = true;
     row.measured_gb_s = run_membench(a, MemPattern::SeqRead).gb_s;
     a.port_rate = false;
     row.controller_gb_s = run_membench(a, MemPattern::SeqRead).gb_s;
     if (row.hp_gb_s <= row.controller_gb_s)
       row.binding = "HP ports";
     else
-      row.binding = row.controller_gb_s >= 0.995 * device ? "device" : "controller";
+      row.binding = row.controller_gb_s >= 0.99 * device ? "device" : "controller";
     rows.push_back(row);
   }
   return rows;

@@ -58,11 +58,13 @@ struct LimitRow {
   int ports = 0;
   double hp_gb_s = 0;          // the HP ports' own rate (derived: n x 8 B x PL clock)
   double controller_gb_s = 0;  // the controller and device with no port limit (simulated)
-  double device_gb_s = 0;      // device peak (derived)
+  double device_gb_s = 0;      // device peak less refresh, peak x (1 - tRFC / tREFI) (derived)
   double measured_gb_s = 0;    // both limits together (simulated)
-  std::string binding;         // "HP ports", "controller" or "device"
+  std::string binding;  // "HP ports" (their rate below the controller's), else "device" (the controller
+                        // within 1% of the refresh-bound device ceiling), else "controller"
 };
-// Sequential reads (the board's streams) from 1 to 4 HP ports.
+// Sequential reads (the board's streams) from 1 to 4 HP ports, with and without the ports' own rate
+// (s.port_rate is ignored).
 std::vector<LimitRow> limit_sweep(const MembenchSetup& s);
 
 }  // namespace bitsim::study
