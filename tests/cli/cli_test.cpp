@@ -579,8 +579,6 @@ TEST(Cli, EveryPresetGetsAgreeingVerdictsFromEveryCommand) {
   EXPECT_GE(presets, 5);
 }
 
-}  // namespace
-
 TEST(Cli, MembenchPrintsTheTableWithEvidence) {
   const auto r = bitsim("membench --pattern seq-read --pattern rand-read");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -612,3 +610,5 @@ TEST(Cli, MembenchRefusesAnUnknownPatternAndKey) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "ddr3.nonesuch")) << r.err;
 }
+
+}  // namespace
