@@ -25,6 +25,7 @@
 #include "cli/eval_command.h"
 #include "cli/inspect_command.h"
 #include "cli/make_model_command.h"
+#include "cli/membench_command.h"
 #include "cli/regress_command.h"
 #include "cli/replay_command.h"
 #include "cli/run_command.h"
@@ -39,7 +40,7 @@ namespace {
 std::vector<std::unique_ptr<Command>> add_commands(CLI::App& app) {
   std::vector<std::unique_ptr<Command>> c;
   for (auto add : {add_make_model_command, add_inspect_command, add_run_command, add_replay_command,
-                   add_config_command, add_sweep_command, add_validate_command, add_calibrate_command,
+                   add_config_command, add_sweep_command, add_validate_command, add_calibrate_command, add_membench_command,
                    add_bench_command, add_eval_command, add_regress_command, add_cache_command})
     c.push_back(add(app));
   return c;

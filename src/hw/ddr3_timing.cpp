@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 
 namespace bitsim::hw {
 
-Ddr3Timing::Ddr3Timing(const Ddr3Config& c) : c_(c), banks_(c.banks), next_refresh_(c.trefi) {
+Ddr3Timing::Ddr3Timing(const Ddr3Config& c) : c_(c), q_(c.ports), banks_(c.banks), next_refresh_(c.trefi) {
   c_.validate("ddr3");
 }
 
@@ -97,54 +96,55 @@ void Ddr3Timing::refresh() {
   next_refresh_ += c_.trefi;
 }
 
-std::vector<uint64_t> Ddr3Timing::run(const std::vector<Ddr3Request>& requests) {
-  struct Burst {
-    size_t req;
-    uint64_t arrival, addr;
-    bool write;
-  };
-  std::vector<std::deque<Burst>> q(c_.ports);
+void Ddr3Timing::submit(const Ddr3Request& r, uint64_t id) {
+  if (r.port >= c_.ports) throw Error("ddr3: request port out of range");
   const uint32_t bb = c_.bus_bytes * c_.burst_length;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const auto& r = requests[i];
-    if (r.port >= c_.ports) throw Error("ddr3: request port out of range");
-    const uint64_t first = r.addr / bb * bb;
-    for (uint64_t a = first; a < r.addr + std::max<uint32_t>(r.bytes, 1); a += bb)
-      q[r.port].push_back(Burst{i, r.arrival, a, r.write});
-  }
-  std::vector<uint64_t> done(requests.size(), 0);
-  const uint64_t lat = c_.cycles(c_.ctrl_latency_ns);
-  const uint32_t half = c_.burst_length / 2;
-  for (;;) {
-    int best = -1;
-    Plan bp;
-    bool best_hit = false;
-    uint64_t decide = UINT64_MAX;
-    for (auto& pq : q)
-      if (!pq.empty()) decide = std::min(decide, pq.front().arrival);
-    if (decide == UINT64_MAX) break;
-    if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
-    for (uint32_t p = 0; p < c_.ports; ++p) {
-      if (q[p].empty() || q[p].front().arrival > decide) continue;
-      const Burst& bu = q[p].front();
-      const Ddr3Address a = map(bu.addr);
-      const bool hit = c_.scheduler == "frfcfs-port" && banks_[a.bank].row == int64_t(a.row);
-      Plan pl = plan(a, bu.write, bu.arrival);
-      const bool better = best < 0 || (hit && !best_hit) ||
-                          (hit == best_hit && bu.arrival < q[best].front().arrival);
-      if (better) best = p, bp = pl, best_hit = hit;
-    }
-    Burst bu = q[best].front();
+  const uint64_t first = r.addr / bb * bb, stop = r.addr + std::max<uint32_t>(r.bytes, 1);
+  for (uint64_t a = first; a < stop; a += bb) q_[r.port].push_back(Burst{id, r.arrival, a, r.write, a + bb >= stop});
+}
+
+bool Ddr3Timing::idle() const {
+  for (const auto& pq : q_)
+    if (!pq.empty()) return false;
+  return true;
+}
+
+std::optional<Ddr3Served> Ddr3Timing::step() {
+  int best = -1;
+  Plan bp;
+  bool best_hit = false;
+  uint64_t decide = UINT64_MAX;
+  for (auto& pq : q_)
+    if (!pq.empty()) decide = std::min(decide, pq.front().arrival);
+  if (decide == UINT64_MAX) return std::nullopt;
+  if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
+  for (uint32_t p = 0; p < c_.ports; ++p) {
+    if (q_[p].empty() || q_[p].front().arrival > decide) continue;
+    const Burst& bu = q_[p].front();
     const Ddr3Address a = map(bu.addr);
-    while ((bp.act ? bp.act_t : bp.col_t) >= next_refresh_ || (bp.pre && bp.pre_t >= next_refresh_)) {
-      refresh();
-      bp = plan(a, bu.write, bu.arrival);
-    }
-    commit(a, bu.write, bp);
-    q[best].pop_front();
-    const uint64_t end = bp.col_t + (bu.write ? c_.cwl : c_.cl) + half + lat;
-    done[bu.req] = std::max(done[bu.req], end);
+    const bool hit = c_.scheduler == "frfcfs-port" && banks_[a.bank].row == int64_t(a.row);
+    Plan pl = plan(a, bu.write, bu.arrival);
+    const bool better = best < 0 || (hit && !best_hit) ||
+                        (hit == best_hit && bu.arrival < q_[best].front().arrival);
+    if (better) best = p, bp = pl, best_hit = hit;
   }
+  const Burst bu = q_[best].front();
+  const Ddr3Address a = map(bu.addr);
+  while ((bp.act ? bp.act_t : bp.col_t) >= next_refresh_ || (bp.pre && bp.pre_t >= next_refresh_)) {
+    refresh();
+    bp = plan(a, bu.write, bu.arrival);
+  }
+  commit(a, bu.write, bp);
+  q_[best].pop_front();
+  const uint64_t end = bp.col_t + (bu.write ? c_.cwl : c_.cl) + c_.burst_length / 2 + c_.cycles(c_.ctrl_latency_ns);
+  return Ddr3Served{bu.id, end, bu.last};
+}
+
+std::vector<uint64_t> Ddr3Timing::run(const std::vector<Ddr3Request>& requests) {
+  if (!idle()) throw Error("ddr3: run() while submitted requests are still queued");
+  for (size_t i = 0; i < requests.size(); ++i) submit(requests[i], i);
+  std::vector<uint64_t> done(requests.size(), 0);
+  while (const auto s = step()) done[s->id] = std::max(done[s->id], s->end);
   return done;
 }
 

@@ -2,6 +2,8 @@
 // The DDR3 device and the Zynq DDR controller as a SystemC-free timing engine
 // (docs/ddr3.md is its contract). All times are device cycles (525 MHz by default).
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,14 @@ struct Ddr3Request {
   bool write = false;
   uint64_t addr = 0;
   uint32_t bytes = 16;
+};
+
+// One burst step() served: the id given to submit(), the completion of this burst (device
+// cycles, controller latency included) and whether it was the request's last burst.
+struct Ddr3Served {
+  uint64_t id = 0;
+  uint64_t end = 0;
+  bool last = false;
 };
 
 struct Ddr3Address {
@@ -34,7 +44,15 @@ class Ddr3Timing {
   Ddr3Address map(uint64_t addr) const;
   // Serves the requests (each port's in arrival order) and returns each one's completion
   // time in device cycles, in the order given. State carries over to the next call.
+  // Refused while requests submitted one by one are still queued.
   std::vector<uint64_t> run(const std::vector<Ddr3Request>& requests);
+  // Incremental use (closed-loop masters, study/membench.h): submit() queues a request's
+  // bursts behind its port's earlier ones under the caller's id; step() serves the one burst
+  // run() would serve next among those queued, or nothing when idle. run() is submit() of
+  // every request, then step() until idle: one scheduler, one timing model.
+  void submit(const Ddr3Request& r, uint64_t id);
+  std::optional<Ddr3Served> step();
+  bool idle() const;
   Ddr3Snapshot snapshot() const;
   const Ddr3Config& config() const { return c_; }
 
@@ -43,6 +61,10 @@ class Ddr3Timing {
     int64_t row = -1;
     uint64_t act_ok = 0, pre_ok = 0, col_ok = 0, last_act = 0;
     bool acted = false;
+  };
+  struct Burst {
+    uint64_t id, arrival, addr;
+    bool write, last;
   };
   struct Plan {
     bool pre = false, act = false;
@@ -53,6 +75,7 @@ class Ddr3Timing {
   void refresh();
 
   Ddr3Config c_;
+  std::vector<std::deque<Burst>> q_;  // per port, in order
   std::vector<Bank> banks_;
   std::vector<uint64_t> acts_;  // last four ACT times (tFAW)
   uint64_t last_act_ = 0;

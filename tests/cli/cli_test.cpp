@@ -579,4 +579,36 @@ TEST(Cli, EveryPresetGetsAgreeingVerdictsFromEveryCommand) {
   EXPECT_GE(presets, 5);
 }
 
+TEST(Cli, MembenchPrintsTheTableWithEvidence) {
+  const auto r = bitsim("membench --pattern seq-read --pattern rand-read");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "sequential reads")) << r.out;
+  EXPECT_TRUE(contains(r.out, "% sim")) << r.out;
+  EXPECT_TRUE(contains(r.out, "% board")) << r.out;
+  EXPECT_TRUE(contains(r.out, "binding")) << r.out;
+  EXPECT_FALSE(contains(r.out, "sequential writes")) << r.out;
+}
+
+TEST(Cli, MembenchJson) {
+  const auto r = bitsim("membench --json --pattern rand-mixed");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "bitsim.membench/1");
+  ASSERT_EQ(j["patterns"].size(), 1u);
+  EXPECT_EQ(j["patterns"][0]["pattern"], "rand-mixed");
+  EXPECT_EQ(j["patterns"][0]["evidence"], "simulated");
+  EXPECT_EQ(j["patterns"][0]["ug585_evidence"], "board");
+  EXPECT_EQ(j["limits"].size(), 4u);
+  EXPECT_EQ(j["limits"][0]["binding"], "HP ports");
+}
+
+TEST(Cli, MembenchRefusesAnUnknownPatternAndKey) {
+  auto r = bitsim("membench --pattern zigzag");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "zigzag")) << r.err;
+  r = bitsim("membench --set ddr3.nonesuch=1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "ddr3.nonesuch")) << r.err;
+}
+
 }  // namespace
