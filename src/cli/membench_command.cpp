@@ -69,10 +69,10 @@ class Membench final : public Command {
                "master: hp.max_outstanding_*); peak {:.3f} GB/s board (derived from the ddr3.* keys)\n",
                s.hp.max_burst_beats * study::kHpBeatBytes, s.hp.max_outstanding_reads, s.hp.max_outstanding_writes,
                peak);
-    fmt::print("  {:<18} {:>13} {:>12} {:>13} {:>9}\n", "pattern", "GB/s", "efficiency", "UG585", "diff");
+    fmt::print("  {:<18} {:>19} {:>19} {:>13} {:>18}\n", "pattern", "GB/s", "efficiency", "UG585", "difference");
     for (const auto& r : rows) {
       const auto& i = study::mem_pattern_info(r.pattern);
-      fmt::print("  {:<18} {:>9.3f} sim {:>7.1f} % sim {:>5.0f} % board {:>+6.1f} pp sim\n", i.label, r.gb_s,
+      fmt::print("  {:<18} {:>9.3f} simulated {:>7.1f} % simulated {:>5.0f} % board {:>+6.1f} pp simulated\n", i.label, r.gb_s,
                  100 * r.efficiency, i.ug585_percent, 100 * r.efficiency - i.ug585_percent);
     }
     fmt::print("\nsequential reads (the board's streams) from 1 to 4 HP ports, GB/s (board: derived from the config's "

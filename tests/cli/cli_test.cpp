@@ -583,7 +583,7 @@ TEST(Cli, MembenchPrintsTheTableWithEvidence) {
   const auto r = bitsim("membench --pattern seq-read --pattern rand-read");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "sequential reads")) << r.out;
-  EXPECT_TRUE(contains(r.out, "% sim")) << r.out;
+  EXPECT_TRUE(contains(r.out, "% simulated")) << r.out;
   EXPECT_TRUE(contains(r.out, "% board")) << r.out;
   EXPECT_TRUE(contains(r.out, "binding")) << r.out;
   EXPECT_FALSE(contains(r.out, "sequential writes")) << r.out;
