@@ -63,30 +63,6 @@ void Ddr::end_of_elaboration() {
 
 // ---- bus side ---------------------------------------------------------------------------
 
-void Ddr::bus_read_beat(uint64_t addr, uint64_t& data) const {
-  const uint8_t* p = mem_.page(addr / kPageBytes);
-  if (!p) {
-    data = 0;
-    return;
-  }
-  const uint64_t off = addr % kPageBytes;
-  std::memcpy(&data, p + off, kBeatBytes);
-  // Bursts read on through memory: fetch a few cache lines ahead into the host's cache.
-  constexpr uint64_t kAhead = 512;
-  if (off % 64 == 0 && off + kAhead < kPageBytes) __builtin_prefetch(p + off + kAhead);
-}
-
-void Ddr::bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe) {
-  if (strobe == 0) return;
-  uint8_t* dst = mem_.span_for_write(addr, kBeatBytes);
-  if (strobe == 0xFF) {
-    std::memcpy(dst, &data, kBeatBytes);
-    return;
-  }
-  for (int i = 0; i < 8; ++i)
-    if (strobe & (1u << i)) dst[i] = uint8_t(data >> (8 * i));
-}
-
 void Ddr::accept(PortState& p, int index, uint64_t now) {
   DdrPortLink& l = *p.link;
   if (l.ar.valid() && !p.reads.full()) {

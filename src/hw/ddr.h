@@ -60,8 +60,6 @@ class Ddr : public Memory {
   void end_of_elaboration() override;
   bool idle() const;
   bool outside(uint64_t addr, uint64_t n) const { return addr >= config_.size_bytes || n > config_.size_bytes - addr; }
-  void bus_read_beat(uint64_t addr, uint64_t& data) const;
-  void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
   void accept(PortState& p, int index, uint64_t now);
   // One beat of a slot (tick), inlined into it (defined in ddr.cpp only).
   inline bool move_read(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);

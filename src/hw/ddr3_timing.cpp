@@ -2,11 +2,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
 
 namespace bitsim::hw {
 
-Ddr3Timing::Ddr3Timing(const Ddr3Config& c) : c_(c), q_(c.ports), banks_(c.banks), next_refresh_(c.trefi) {
+Ddr3Crossing Ddr3Crossing::of(double device_mhz, uint64_t pl_period_ps, uint64_t origin) {
+  // f_dev / f_pl = device_khz * period_ps / 1e9, both integers when the clocks are whole kHz.
+  const double khz = device_mhz * 1000.0;
+  if (std::fabs(khz - std::round(khz)) > 1e-6 || pl_period_ps == 0)
+    throw Error(fmt::format("ddr3.clock_mhz = {} is not a whole number of kHz: the clock crossing needs an exact ratio",
+                            device_mhz));
+  uint64_t num = uint64_t(std::llround(khz)) * pl_period_ps, den = 1'000'000'000ull;
+  const uint64_t g = std::gcd(num, den);
+  Ddr3Crossing x;
+  x.origin = origin;
+  x.num = num / g;
+  x.den = den / g;
+  return x;
+}
+
+Ddr3Timing::Ddr3Timing(const Ddr3Config& c, uint64_t origin)
+    : c_(c), q_(c.ports), banks_(c.banks), next_refresh_(origin + c.trefi) {
   c_.validate("ddr3");
+  for (Bank& b : banks_) b.act_ok = b.pre_ok = b.col_ok = origin;
+  last_act_ = last_col_ = last_rd_ = last_wr_ = origin;
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -64,8 +87,6 @@ void Ddr3Timing::commit(const Ddr3Address& a, bool write, const Plan& p) {
   const uint32_t half = c_.burst_length / 2;
   if (p.act) {
     b.row = a.row;
-    b.last_act = p.act_t;
-    b.acted = true;
     b.act_ok = p.act_t + c_.trc;
     b.pre_ok = p.act_t + c_.tras;
     b.col_ok = p.act_t + c_.trcd;
@@ -118,6 +139,7 @@ std::optional<Ddr3Served> Ddr3Timing::step() {
     if (!pq.empty()) decide = std::min(decide, pq.front().arrival);
   if (decide == UINT64_MAX) return std::nullopt;
   if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
+  catch_up(decide);  // a refresh due by the decision goes first (docs/ddr3.md, "Refresh")
   for (uint32_t p = 0; p < c_.ports; ++p) {
     if (q_[p].empty() || q_[p].front().arrival > decide) continue;
     const Burst& bu = q_[p].front();
@@ -148,11 +170,116 @@ std::vector<uint64_t> Ddr3Timing::run(const std::vector<Ddr3Request>& requests) 
   return done;
 }
 
+std::optional<uint64_t> Ddr3Timing::next_decision() const {
+  uint64_t decide = UINT64_MAX;
+  for (const auto& pq : q_)
+    if (!pq.empty()) decide = std::min(decide, pq.front().arrival);
+  if (decide == UINT64_MAX) return std::nullopt;
+  if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
+  return decide;
+}
+
+void Ddr3Timing::catch_up(uint64_t now) {
+  if (next_refresh_ > now) return;
+  refresh();
+  // Every later refresh of the gap finds all banks precharged: only the last one's tRFC can
+  // still bind, so the ones between are skipped in one step (the same act_ok as one by one).
+  if (next_refresh_ <= now) {
+    next_refresh_ += (now - next_refresh_) / c_.trefi * c_.trefi;
+    refresh();
+  }
+}
+
+uint64_t Ddr3Timing::horizon() const {
+  // The longest command-to-command distance of the rules in plan(), commit() and refresh(),
+  // with room to spare.
+  return uint64_t(c_.trc) + c_.tras + c_.trp + c_.trcd + c_.trfc + c_.tfaw + c_.trrd + c_.tccd + c_.cl + c_.cwl +
+         c_.burst_length + c_.twr + c_.twtr + c_.trtp + 16;
+}
+
+// Words: 0 next refresh, 1 flags (any ACT, any column command, last column a write),
+// 2 last ACT, 3 last column, 4 last read, 5 last write, 6 ACTs in the tFAW list, then per
+// bank: row + 1 (0: none), act_ok, pre_ok, col_ok; then the four tFAW times. Times relative
+// to now - horizon().
+std::vector<uint64_t> Ddr3Timing::save(uint64_t now) const {
+  if (!idle()) throw Error("ddr3: the state was asked for while requests are queued");
+  Ddr3Timing t = *this;
+  t.catch_up(now);
+  // v - (now - horizon()), or 0 for a time that can bind nothing after `now`.
+  const uint64_t h = horizon();
+  auto rel = [&](uint64_t v) { return v + h > now ? v + h - now : 0; };
+  std::vector<uint64_t> w;
+  w.reserve(saved_words(c_));
+  w.push_back(rel(t.next_refresh_));
+  w.push_back(uint64_t(t.any_act_) | uint64_t(t.any_col_) << 1 | uint64_t(t.last_write_) << 2);
+  for (const uint64_t v : {t.last_act_, t.last_col_, t.last_rd_, t.last_wr_}) w.push_back(rel(v));
+  w.push_back(t.acts_.size());
+  for (const Bank& b : t.banks_) {
+    w.push_back(uint64_t(b.row + 1));
+    w.push_back(rel(b.act_ok));
+    w.push_back(rel(b.pre_ok));
+    w.push_back(rel(b.col_ok));
+  }
+  for (size_t i = 0; i < 4; ++i) w.push_back(i < t.acts_.size() ? rel(t.acts_[i]) : 0);
+  w.resize(saved_words(c_), 0);
+  return w;
+}
+
+void Ddr3Timing::load(const uint64_t* w, size_t n, uint64_t now) {
+  if (!idle()) throw Error("ddr3: a state was loaded while requests are queued");
+  if (n != saved_words(c_))
+    throw Error(fmt::format("ddr3: a carried state of {} words does not fit {} banks ({} words)", n, c_.banks,
+                            saved_words(c_)));
+  const uint64_t h = horizon();
+  if (now < h) throw Error(fmt::format("ddr3: a state loaded at device cycle {}, before the horizon {}", now, h));
+  const uint64_t base = now - h;
+  size_t i = 0;
+  next_refresh_ = base + w[i++];
+  const uint64_t flags = w[i++];
+  any_act_ = flags & 1, any_col_ = flags & 2, last_write_ = flags & 4;
+  for (uint64_t* v : {&last_act_, &last_col_, &last_rd_, &last_wr_}) *v = base + w[i++];
+  const size_t acts = size_t(std::min<uint64_t>(w[i++], 4));
+  for (Bank& b : banks_) {
+    if (w[i] > c_.rows) throw Error(fmt::format("ddr3: a carried state names row {} of {}", w[i] - 1, c_.rows));
+    b.row = int64_t(w[i++]) - 1;
+    b.act_ok = base + w[i++];
+    b.pre_ok = base + w[i++];
+    b.col_ok = base + w[i++];
+  }
+  acts_.clear();
+  for (size_t k = 0; k < acts; ++k) acts_.push_back(base + w[i + k]);
+}
+
 Ddr3Snapshot Ddr3Timing::snapshot() const {
   Ddr3Snapshot s;
   for (const auto& b : banks_) s.open_row.push_back(b.row);
   s.next_refresh = next_refresh_;
   return s;
+}
+
+namespace {
+constexpr uint64_t kCarryTag = 0xDD3;
+}
+
+Ddr3Crossing ddr3_board_clock(const Ddr3Config& c, uint64_t pl_period_ps) {
+  return Ddr3Crossing::of(c.clock_mhz, pl_period_ps, Ddr3Timing(c).horizon());
+}
+
+std::vector<uint64_t> ddr3_carry(const Ddr3Timing& t, const Ddr3Crossing& x, uint64_t edge) {
+  std::vector<uint64_t> words{kCarryTag, (edge + x.phase) % x.den};
+  const std::vector<uint64_t> w = t.save(x.device(edge));
+  words.insert(words.end(), w.begin(), w.end());
+  return words;
+}
+
+Ddr3Crossing ddr3_restore(Ddr3Timing& t, Ddr3Crossing x, const std::vector<uint64_t>& words, const std::string& who) {
+  const size_t n = Ddr3Timing::saved_words(t.config());
+  if (words.size() != n + 2 || words[0] != kCarryTag || words[1] >= x.den)
+    throw Error(fmt::format("{}: a carried state of {} words is not ddr.model = ddr3's ({} words)", who, words.size(),
+                            n + 2));
+  x.phase = words[1];
+  t.load(words.data() + 2, n, x.device(0));
+  return x;
 }
 
 }  // namespace bitsim::hw

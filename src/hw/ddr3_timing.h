@@ -38,9 +38,32 @@ struct Ddr3Snapshot {
   uint64_t next_refresh = 0;      // device cycle the next refresh is due
 };
 
+// The clock crossing between the PL (edges) and the device (cycles): f_device / f_PL =
+// num / den in lowest terms (525 / 125 MHz: 21 / 5). `phase` is the PL edge's position in
+// the crossing's period of den edges at edge 0 of the board that uses it: a board that
+// opens mid-run (the timing oracle) carries it in. A request issued at PL edge e arrives at
+// device cycle device(e); a completion at device cycle t is seen at PL edge edge(t)
+// (docs/ddr3.md, "Clock crossing").
+struct Ddr3Crossing {
+  uint64_t num = 21, den = 5, phase = 0;
+  uint64_t origin = 0;  // the engine's device cycle at the PL's edge 0 (when phase is 0)
+  // From the device clock and the PL clock's period in ps; throws naming ddr3.clock_mhz when
+  // the ratio has no small exact form (kHz resolution).
+  static Ddr3Crossing of(double device_mhz, uint64_t pl_period_ps, uint64_t origin = 0);
+  uint64_t device(uint64_t edge) const {
+    return origin + uint64_t(((unsigned __int128)(edge + phase) * num + den - 1) / den);
+  }
+  uint64_t edge(uint64_t t) const {
+    t = t > origin ? t - origin : 0;
+    const uint64_t e = uint64_t(((unsigned __int128)t * den + num - 1) / num);
+    return e > phase ? e - phase : 0;
+  }
+};
+
 class Ddr3Timing {
  public:
-  explicit Ddr3Timing(const Ddr3Config& c);
+  // A device at reset at device cycle `origin` (its first refresh due tREFI later).
+  explicit Ddr3Timing(const Ddr3Config& c, uint64_t origin = 0);
   Ddr3Address map(uint64_t addr) const;
   // Serves the requests (each port's in arrival order) and returns each one's completion
   // time in device cycles, in the order given. State carries over to the next call.
@@ -55,12 +78,31 @@ class Ddr3Timing {
   bool idle() const;
   Ddr3Snapshot snapshot() const;
   const Ddr3Config& config() const { return c_; }
+  // The device cycle at which step() would choose the next burst (its decision time: the
+  // earliest head arrival, not before the data bus can take another column command), or
+  // nothing when idle. A caller that advances in time steps while this is <= its now: every
+  // request that could compete for the choice has then arrived.
+  std::optional<uint64_t> next_decision() const;
+  // Performs every refresh due at or before device cycle `now` (step() does so at each
+  // decision time before choosing; catch_up() is the same for an idle gap).
+  void catch_up(uint64_t now);
+
+  // The state that survives an idle gap, as plain words relative to device cycle `now`
+  // (refreshes due by then performed; a time more than horizon() before `now` binds nothing
+  // and is written as now - horizon(), so equal futures give equal words). Refused while
+  // requests are queued. load() is its inverse at another `now`, which must be at least
+  // horizon() (an engine that loads states runs with an origin of horizon(): see
+  // Ddr3Crossing::origin).
+  std::vector<uint64_t> save(uint64_t now) const;
+  void load(const uint64_t* words, size_t n, uint64_t now);
+  static size_t saved_words(const Ddr3Config& c) { return 11 + 4 * size_t(c.banks); }
+  // Device cycles within which a past command can still constrain a later one.
+  uint64_t horizon() const;
 
  private:
   struct Bank {
     int64_t row = -1;
-    uint64_t act_ok = 0, pre_ok = 0, col_ok = 0, last_act = 0;
-    bool acted = false;
+    uint64_t act_ok = 0, pre_ok = 0, col_ok = 0;
   };
   struct Burst {
     uint64_t id, arrival, addr;
@@ -84,5 +126,16 @@ class Ddr3Timing {
   bool any_col_ = false, last_write_ = false;
   uint64_t next_refresh_;
 };
+
+// The state ddr.model = ddr3 carries across an idle gap (hw::MemoryState's words), one
+// layout for both fidelities: a tag, the clock crossing's phase at PL edge `edge`, then
+// t.save(x.device(edge)). ddr3_restore is its inverse on an idle engine at edge 0 of a board:
+// it loads the engine and returns the crossing with the carried phase; a state of another
+// shape is refused naming `who`. ddr3_board_clock gives a board's crossing (origin horizon())
+// and ddr3_board_engine its engine at reset.
+std::vector<uint64_t> ddr3_carry(const Ddr3Timing& t, const Ddr3Crossing& x, uint64_t edge);
+Ddr3Crossing ddr3_board_clock(const Ddr3Config& c, uint64_t pl_period_ps);
+inline Ddr3Timing ddr3_board_engine(const Ddr3Config& c, const Ddr3Crossing& x) { return Ddr3Timing(c, x.device(0)); }
+Ddr3Crossing ddr3_restore(Ddr3Timing& t, Ddr3Crossing x, const std::vector<uint64_t>& words, const std::string& who);
 
 }  // namespace bitsim::hw

@@ -47,7 +47,8 @@ FastBoard::FastBoard(const BoardConfig& config, FastBoardOptions options)
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) ch_[d][c].regs = DmaChannelRegisters(c == 1, dma_has_sg(d));
   for (int e = 0; e < board_map::kEngineCount; ++e) fast_engines_[e] = make_fast_engine(e, config_);
-  memory_timing_ = make_memory_timing(config_.ddr);
+  memory_timing_ = make_memory_timing(config_.ddr, period_);
+  memory_state_ = memory_timing_->initial_state();
   // Decoded weights are keyed by their DDR address: any write into them drops the entry.
   memory_.set_write_listener([this](uint64_t a, size_t n) {
     // Entries are disjoint and sorted by address: walk back from the first one past the

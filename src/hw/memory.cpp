@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "hw/ddr.h"
+#include "hw/ddr3_memory.h"
 
 namespace bitsim::hw {
 
@@ -56,10 +57,11 @@ void Memory::restore_state(const MemoryState& state) {
 }
 
 // The models: ddr.model's choices (DdrConfig::visit; validate refuses any other, naming the
-// choices). Both shipped choices are the Ddr controller, its bandwidth buckets shared (wall)
-// or one per port (latency-bandwidth). A model of its own class is one more case here.
+// choices). wall and latency-bandwidth are the Ddr controller, its bandwidth buckets shared
+// (wall) or one per port (latency-bandwidth); ddr3 is Ddr3Memory.
 std::unique_ptr<Memory> make_memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) {
   config.validate(std::string(name));
+  if (config.model == "ddr3") return std::make_unique<Ddr3Memory>(name, clock, config);
   return std::make_unique<Ddr>(name, clock, config);
 }
 

@@ -10,6 +10,7 @@
 // restore_state: empty for the shipped models).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -119,11 +120,42 @@ class Memory : public sc_core::sc_module {
   virtual void restore_state(const MemoryState& state);
 
  protected:
+  static constexpr uint64_t kBusBeatBytes = 8;  // one beat of a DdrPortLink
+  // One beat of a bus burst through the storage: a read (an untouched page reads as zero)
+  // and a write under its byte strobe (a write listener is told by the caller, per burst).
+  void bus_read_beat(uint64_t addr, uint64_t& data) const;
+  void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
+
   Clock& clock_;
   DdrConfig config_;
   PagedMemory mem_;
   DdrStats stats_;
 };
+
+// (Inline: every beat of every model goes through them.)
+inline void Memory::bus_read_beat(uint64_t addr, uint64_t& data) const {
+  const uint8_t* p = mem_.page(addr / kPageBytes);
+  if (!p) {
+    data = 0;
+    return;
+  }
+  const uint64_t off = addr % kPageBytes;
+  std::memcpy(&data, p + off, kBusBeatBytes);
+  // Bursts read on through memory: fetch a few cache lines ahead into the host's cache.
+  constexpr uint64_t kAhead = 512;
+  if (off % 64 == 0 && off + kAhead < kPageBytes) __builtin_prefetch(p + off + kAhead);
+}
+
+inline void Memory::bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe) {
+  if (strobe == 0) return;
+  uint8_t* dst = mem_.span_for_write(addr, kBusBeatBytes);
+  if (strobe == 0xFF) {
+    std::memcpy(dst, &data, kBusBeatBytes);
+    return;
+  }
+  for (int i = 0; i < 8; ++i)
+    if (strobe & (1u << i)) dst[i] = uint8_t(data >> (8 * i));
+}
 
 // The clocked memory the config's ddr.model names.
 std::unique_ptr<Memory> make_memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);

@@ -15,8 +15,9 @@
 //     enters the key;
 //   - everything else of the memory's timing state is back at its reset value whenever the
 //     board is quiet (the idle-board check, Board::state_fingerprints, covers that part).
-// The shipped models carry nothing: their MemoryState is empty, and their keys are those of
-// a board without a memory model.
+// wall and latency-bandwidth carry nothing: their MemoryState is empty, and their keys are
+// those of a board without a memory model. ddr3 carries its open rows, refresh phase and
+// clock-crossing phase, and its timing depends on where each buffer lies (docs/ddr3.md).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,8 +32,9 @@ namespace bitsim::hw {
 // range, unit, evidence label and meaning (hw/config_field.h).
 struct DdrConfig {
   // Which model times the DDR (docs/hw-timing.md, "DDR"): "wall" (the board's measured
-  // bandwidth wall, one token bucket shared by the ports and both directions) or
-  // "latency-bandwidth" (a fixed latency and a bandwidth per port, no shared wall).
+  // bandwidth wall, one token bucket shared by the ports and both directions),
+  // "latency-bandwidth" (a fixed latency and a bandwidth per port, no shared wall) or "ddr3"
+  // (banks, rows, refresh and the controller: docs/ddr3.md, the ddr3.* keys).
   std::string model = "wall";
   uint64_t size_bytes = 512ull << 20;  // DDR size in bytes, a multiple of 1 MiB (BOARD.md: 512 MB)
   double wall_bytes_per_s = 2.009e9;   // bandwidth wall shared by all ports and both directions,
@@ -53,9 +55,10 @@ struct DdrConfig {
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
     v(c.model, FieldInfo{"ddr.model", 0, 0, "", Evidence::kSimulated,
-                         "memory model: wall (one bandwidth wall shared by the ports, fitted to the board) or "
-                         "latency-bandwidth (a fixed latency and a bandwidth per port, no shared wall)",
-                         1, true, {"wall", "latency-bandwidth"}});
+                         "memory model: wall (one bandwidth wall shared by the ports, fitted to the board), "
+                         "latency-bandwidth (a fixed latency and a bandwidth per port, no shared wall) or ddr3 (the "
+                         "DDR3 device's banks, rows and refresh behind the Zynq controller: the ddr3.* keys)",
+                         1, true, {"wall", "latency-bandwidth", "ddr3"}});
     v(c.size_bytes, FieldInfo{"ddr.size_bytes", double(1ull << 20), double(1ull << 40), "bytes", Evidence::kBoard,
                               "DDR size, a multiple of 1 MiB (BOARD.md: 512 MB)", 1, false});
     v(c.wall_bytes_per_s, FieldInfo{"ddr.wall_gb_s", 0.01, 100, "GB/s", Evidence::kBoard,
@@ -100,6 +103,8 @@ class MemoryTiming {
   virtual void key_facts(uint64_t addr, uint64_t bytes, std::string& key) const {
     (void)addr, (void)bytes, (void)key;
   }
+  // The carried state of a memory at reset (edge 0 of a board that opens nothing).
+  virtual MemoryState initial_state() const { return {}; }
   // The carried state `idle_cycles` PL cycles later, with no request in between.
   virtual MemoryState advance(const MemoryState& state, uint64_t idle_cycles) const {
     (void)idle_cycles;
@@ -109,7 +114,7 @@ class MemoryTiming {
   virtual void key_state(const MemoryState& state, std::string& key) const;
 };
 
-// The fast-side part of the model `config.model` names.
-std::unique_ptr<MemoryTiming> make_memory_timing(const DdrConfig& config);
+// The fast-side part of the model `config.model` names, for a PL clock of `pl_period_ps`.
+std::unique_ptr<MemoryTiming> make_memory_timing(const DdrConfig& config, uint64_t pl_period_ps);
 
 }  // namespace bitsim::hw

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/error.h"
+
 namespace bitsim::hw {
 namespace {
 
@@ -126,6 +128,45 @@ TEST(Ddr3Timing, SnapshotHoldsOpenRows) {
   auto s = t.snapshot();
   EXPECT_EQ(s.open_row[1], 3);
   EXPECT_EQ(s.open_row[0], -1);
+}
+
+// An idle gap of many refresh intervals: a request finds every bank precharged and waits for
+// the last refresh due by its arrival (the refreshes between are skipped in one step).
+TEST(Ddr3Timing, ALongIdleGapEndsInTheLastRefreshDue) {
+  Ddr3Timing t(C);
+  t.run({rd(0, 0), rd(0, kRowBytes)});  // two rows open
+  const uint64_t arrival = 6 * uint64_t(C.trefi) + 10;
+  EXPECT_EQ(t.run({rd(arrival, 0)})[0], 6 * uint64_t(C.trefi) + C.trfc + C.trcd + C.cl + kBurst);
+  EXPECT_EQ(t.snapshot().next_refresh, 7ull * C.trefi);
+  EXPECT_EQ(t.snapshot().open_row[1], -1);  // closed by the refresh, not opened again
+}
+
+// The carried state: saved at `now` and loaded at another time, the engine serves what
+// follows exactly as the one that went on, shifted by the difference; however long ago its
+// commands were (beyond horizon() nothing binds), and with requests still queued refused.
+TEST(Ddr3Timing, ASavedStateLoadedElsewhereServesTheSameFuture) {
+  const std::vector<Ddr3Request> before = {rd(0, 0), wr(3, kRowBytes, 1), rd(5, kRowStride, 2), wr(9, 32, 3)};
+  for (const uint64_t now : {uint64_t(20), uint64_t(60), uint64_t(4100), uint64_t(9000)}) {
+    for (const uint64_t delta : {uint64_t(0), uint64_t(2), uint64_t(30)}) {
+      Ddr3Timing went_on(C);
+      went_on.run(before);
+      const std::vector<uint64_t> words = went_on.save(now);
+      ASSERT_EQ(words.size(), Ddr3Timing::saved_words(C));
+      const uint64_t shift = 1'000'003;
+      Ddr3Timing loaded(C);
+      loaded.load(words.data(), words.size(), now + shift);
+      const std::vector<Ddr3Request> after = {rd(now + delta, 48), wr(now + delta, kRowStride + 16, 1),
+                                              rd(now + delta + 1, 2 * kRowBytes, 2)};
+      std::vector<Ddr3Request> shifted = after;
+      for (auto& r : shifted) r.arrival += shift;
+      const std::vector<uint64_t> a = went_on.run(after), b = loaded.run(shifted);
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i] + shift, b[i]) << "now " << now << " delta " << delta;
+      EXPECT_EQ(loaded.save(b.back() + 5000), went_on.save(a.back() + 5000)) << "the states agree again";
+    }
+  }
+  Ddr3Timing busy(C);
+  busy.submit(rd(0, 0), 0);
+  EXPECT_THROW(busy.save(10), Error);
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ TEST(Memory, AModelOutsideTheChoicesIsRefusedNamingTheKey) {
   EXPECT_NE(e.find("ddr.model"), std::string::npos) << e;
   EXPECT_NE(e.find("ddr5"), std::string::npos) << e;
   EXPECT_NE(e.find("latency-bandwidth"), std::string::npos) << e;  // the choices
-  EXPECT_NE(error_of([&] { make_memory_timing(c); }).find("ddr.model"), std::string::npos);
+  EXPECT_NE(error_of([&] { make_memory_timing(c, 8000); }).find("ddr.model"), std::string::npos);
 }
 
 TEST(Memory, ShippedModelsCarryNoStateAcrossAnIdleGap) {
@@ -60,7 +60,7 @@ TEST(Memory, ShippedModelsCarryNoStateAcrossAnIdleGap) {
     m.restore_state(MemoryState{});  // an empty state is every shipped model's
     const std::string refused = error_of([&] { m.restore_state(MemoryState{{42}}); });
     EXPECT_NE(refused.find(model), std::string::npos) << model << ": " << refused;
-    const std::unique_ptr<MemoryTiming> t = make_memory_timing(c);
+    const std::unique_ptr<MemoryTiming> t = make_memory_timing(c, 8000);
     std::string key;
     t->key_facts(0x1234'5678, 4096, key);
     t->key_state(t->advance(MemoryState{}, 1'000'000), key);
@@ -71,7 +71,7 @@ TEST(Memory, ShippedModelsCarryNoStateAcrossAnIdleGap) {
 TEST(Memory, ACarriedStateEntersTheBatchKey) {
   // The base MemoryTiming puts any non-empty carried state in the key, so that two batches
   // that open on different memory states never share a timing record.
-  const std::unique_ptr<MemoryTiming> t = make_memory_timing(DdrConfig{});
+  const std::unique_ptr<MemoryTiming> t = make_memory_timing(DdrConfig{}, 8000);
   std::string a, b;
   t->key_state(MemoryState{{1, 2}}, a);
   t->key_state(MemoryState{{1, 3}}, b);

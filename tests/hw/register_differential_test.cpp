@@ -214,6 +214,25 @@ TEST_P(LatencyBandwidthPrograms, EveryReadEqualOnBothFidelities) {
 
 INSTANTIATE_TEST_SUITE_P(RegisterDifferential, LatencyBandwidthPrograms, ::testing::Range(0, 6));
 
+// The same generated programs, plain and chaotic, with the DDR3 device and controller
+// (ddr.model = ddr3): its state carried across every idle gap of the fast board.
+class Ddr3Programs : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ddr3Programs, EveryReadEqualOnBothFidelities) {
+  hw::BoardConfig config;
+  config.ddr.model = "ddr3";
+  config.ddr.ddr3.ctrl_latency_ns = GetParam() % 3 == 0 ? 0.0 : 150.0;
+  const bool chaos = GetParam() % 2 == 1;
+  testing::MmioProgramGenerator gen(uint64_t(GetParam()) * 7919 + 5, chaos);
+  const host::MmioProgram p = gen.generate(4);
+  host::ReplayResult cycle;
+  const auto diffs = fast_against_cycle(p, config, &cycle);
+  EXPECT_GT(cycle.reads, 100u);
+  EXPECT_TRUE(diffs.empty()) << diffs.size() << " reads differ; first: " << (diffs.empty() ? "" : diffs[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(RegisterDifferential, Ddr3Programs, ::testing::Range(0, 6));
+
 // Prefill groups (prefill.tokens_per_pass = 8, docs/prefill.md): groups of 1..8 vectors,
 // plain and chaotic programs, every read and load equal on both fidelities.
 class PrefillPrograms : public ::testing::TestWithParam<int> {};
@@ -243,6 +262,7 @@ TEST_P(ConfigLinePrograms, EveryReadEqualOnBothFidelities) {
       {{"clock.mhz", "142.86"}, {"hp.max_outstanding_reads", "2"}},
       {{"ddr.model", "latency-bandwidth"}, {"ddr.port_gb_s", "0.6"}},
       {{"ddr.wall_gb_s", "1.2"}, {"clock.mhz", "150"}},
+      {{"ddr.model", "ddr3"}, {"ddr3.address_map", "bank-row-col"}},
   };
   const int seed = GetParam();
   testing::MmioProgramGenerator gen(uint64_t(seed) * 104729 + 3, seed % 2 == 1);

@@ -86,10 +86,19 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant, c
     }
     // The latency-bandwidth memory: each port's bandwidth drawn where it binds and where the
     // port does.
-    if (memory != "wall") {
+    if (memory == "latency-bandwidth") {
       p.set_value("ddr.model", memory, "test");
       const double port_gb_s[] = {0.4, 0.8, 1.5};
       p.set_value("ddr.port_gb_s", port_gb_s[variants() % 3], "test");
+    }
+    // The DDR3 device and controller (docs/ddr3.md): the controller's latency, the address
+    // map, the page policy and the queue depth drawn.
+    if (memory == "ddr3") {
+      p.set_value("ddr.model", memory, "test");
+      p.set_value("ddr3.ctrl_latency_ns", double(variants() % 300), "test");
+      p.set_value("ddr3.address_map", std::string(variants() % 2 ? "bank-row-col" : "row-bank-col"), "test");
+      p.set_value("ddr3.page_policy", std::string(variants() % 4 == 0 ? "closed" : "open"), "test");
+      p.set_value("ddr3.queue_depth", int64_t(1 + variants() % 8), "test");
     }
     // The board knobs: one lane per engine, one HP port for all four DMAs.
     if (scenario % 5 == 2) p.set_value("host.lanes", int64_t(1), "test");
@@ -123,7 +132,9 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant, c
       EXPECT_EQ(tc[i].start, tf[i].start) << what << " transfer " << i;
       EXPECT_EQ(tc[i].completion, tf[i].completion) << what << " transfer " << i;
     }
-    EXPECT_GT(stats.cache_hits, 0u) << what;
+    // (Under ddr3 a batch's key holds the memory's state, refresh phase included: reuse is
+    // rare, and exactness does not rest on it.)
+    if (memory != "ddr3") EXPECT_GT(stats.cache_hits, 0u) << what;
     // Timing-only: the same cycle counts without the arithmetic.
     const auto timing = simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kTimingOnly});
     expect_same(cyc, timing, what + " timing-only");
@@ -142,6 +153,16 @@ TEST(Fidelity, GeneratedScenariosOnlineSoftmaxGiveIdenticalCycleCounts) {
 // per port, no shared wall, in both fidelities.
 TEST(Fidelity, GeneratedScenariosLatencyBandwidthMemoryGiveIdenticalCycleCounts) {
   generated_scenarios(20261204, 6, "two-phase", "int8", "latency-bandwidth");
+}
+
+// The DDR3 device behind the Zynq controller (ddr.model = ddr3, docs/ddr3.md): open rows,
+// refresh and the clock crossing's phase carried across every idle gap, in both fidelities.
+TEST(Fidelity, GeneratedScenariosDdr3MemoryGiveIdenticalCycleCounts) {
+  generated_scenarios(20261205, 6, "two-phase", "int8", "ddr3");
+}
+
+TEST(Fidelity, GeneratedScenariosDdr3MemoryOnlineSoftmaxGiveIdenticalCycleCounts) {
+  generated_scenarios(20261206, 3, "online-softmax", "int4", "ddr3");
 }
 
 // The INT4 KV codec read by the online-softmax unit (docs/variants-attention.md 8): the bank

@@ -1,0 +1,244 @@
+#include "hw/ddr3_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "hw/fingerprint.h"
+
+namespace bitsim::hw {
+
+namespace {
+constexpr uint64_t kWriteBit = 1ull << 47;
+constexpr uint64_t kSeqMask = kWriteBit - 1;
+uint64_t burst_id(size_t port, bool write, uint64_t seq) { return uint64_t(port) << 48 | (write ? kWriteBit : 0) | (seq & kSeqMask); }
+}  // namespace
+
+uint32_t Ddr3Memory::controller_port(const Ddr3Config& c, int i) { return std::min<uint32_t>(c.ports - 1, 2 + uint32_t(i)); }
+
+Ddr3Memory::Ddr3Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
+    : Memory(name, clock, config),
+      crossing_(ddr3_board_clock(config_.ddr3, uint64_t(std::llround(clock.period().to_seconds() * 1e12)))),
+      timing_(ddr3_board_engine(config_.ddr3, crossing_)) {
+  ports_.resize(size_t(config_.ports));
+  for (int i = 0; i < config_.ports; ++i) ports_[size_t(i)].link = std::make_unique<DdrPortLink>("port" + std::to_string(i));
+  SC_METHOD(tick);
+  sensitive << clock_.listen();
+  dont_initialize();
+}
+
+DdrPortLink& Ddr3Memory::port(int i) {
+  if (i < 0 || i >= config_.ports)
+    throw Error(fmt::format("{}: port {} does not exist (ddr.ports = {})", name(), i, config_.ports));
+  return *ports_[size_t(i)].link;
+}
+
+void Ddr3Memory::end_of_elaboration() {
+  for (auto& p : ports_) {
+    wake_ |= p.link->ar.written_event();
+    wake_ |= p.link->aw.written_event();
+  }
+}
+
+bool Ddr3Memory::idle() const {
+  if (in_flight_ > 0) return false;
+  for (const auto& p : ports_)
+    if (p.link->ar.valid() || p.link->aw.valid()) return false;
+  return true;
+}
+
+void Ddr3Memory::note_busy(DdrPortStats& s, uint64_t now) {
+  if (s.busy_cycles == 0) s.first_busy_cycle = now;
+  s.last_busy_cycle = now;
+  ++s.busy_cycles;
+}
+
+// A port's queue holds ddr3.queue_depth requests per direction; a full one stops AR / AW.
+void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
+  DdrPortLink& l = *p.link;
+  const size_t depth = config_.ddr3.queue_depth;
+  if (l.ar.valid() && p.reads.size() < depth) {
+    const DdrBurst b = l.ar.pop();
+    if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
+      throw Error(fmt::format("{}: port {} read burst at {:#x} of {} beats is malformed", name(), index, b.addr,
+                              b.beats));
+    Read r;
+    r.addr = b.addr;
+    r.beats = b.beats;
+    r.tag = b.tag;
+    r.seq = p.read_seq++;
+    r.error = outside(b.addr, uint64_t(b.beats) * kBusBeatBytes);
+    r.due.assign(b.beats, 0);
+    if (r.error) {  // DECERR: answered from the next edge on, the DRAM not involved
+      std::fill(r.due.begin(), r.due.end(), now + 1);
+      r.known = b.beats;
+    } else {
+      timing_.submit(Ddr3Request{crossing_.device(now), controller_port(config_.ddr3, index), false, b.addr,
+                                 b.beats * uint32_t(kBusBeatBytes)},
+                     burst_id(size_t(index), false, r.seq));
+    }
+    p.reads.push_back(std::move(r));
+    ++in_flight_;
+  }
+  if (l.aw.valid() && p.writes.size() < depth) {
+    const DdrBurst b = l.aw.pop();
+    if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
+      throw Error(fmt::format("{}: port {} write burst at {:#x} of {} beats is malformed", name(), index, b.addr,
+                              b.beats));
+    Write w;
+    w.addr = b.addr;
+    w.beats = b.beats;
+    w.tag = b.tag;
+    w.seq = p.write_seq++;
+    w.error = outside(b.addr, uint64_t(b.beats) * kBusBeatBytes);
+    p.writes.push_back(w);
+    ++in_flight_;
+  }
+}
+
+// One write beat from the W FIFO into the controller's write data buffer; the burst's last
+// beat submits it to the DRAM.
+bool Ddr3Memory::take_write_beat(PortState& p, int index, uint64_t now) {
+  if (p.data_next >= p.writes.size() || !p.link->w.valid()) return false;
+  Write& w = p.writes[p.data_next];
+  const WriteBeat beat = p.link->w.pop();
+  const bool last = w.done + 1 == w.beats;
+  if (beat.last != last)
+    throw Error(fmt::format("{}: port {} write beat {} of the burst at {:#x} ({} beats) has last = {}", name(), index,
+                            w.done, w.addr, w.beats, beat.last));
+  DdrPortStats& ps = stats_.ports[size_t(index)];
+  if (!w.error) {
+    bus_write_beat(w.addr + uint64_t(w.done) * kBusBeatBytes, beat.data, beat.strobe);
+    ps.bytes_written += kBusBeatBytes;
+  }
+  if (++w.done < w.beats) return true;
+  ++p.data_next;
+  if (w.error) {
+    w.response_due = now + 1;
+    return true;
+  }
+  mem_.notify(w.addr, size_t(w.beats) * kBusBeatBytes);
+  timing_.submit(Ddr3Request{crossing_.device(now), controller_port(config_.ddr3, index), true, w.addr,
+                             w.beats * uint32_t(kBusBeatBytes)},
+                 burst_id(size_t(index), true, w.seq));
+  return true;
+}
+
+// The controller chooses a burst at each decision time up to the device cycle of `now`: by
+// then every request that could compete has arrived. Completions become the edges at which
+// read beats may leave and write responses may be sent.
+void Ddr3Memory::schedule(uint64_t now) {
+  const uint64_t device_now = crossing_.device(now);
+  for (auto d = timing_.next_decision(); d && *d <= device_now; d = timing_.next_decision()) {
+    const auto s = timing_.step();
+    const size_t pi = size_t(s->id >> 48);
+    const bool write = s->id & kWriteBit;
+    const uint64_t seq = s->id & kSeqMask;
+    const uint64_t edge = std::max(now + 1, crossing_.edge(s->end));
+    PortState& p = ports_[pi];
+    if (write) {
+      if (s->last) p.writes[size_t(seq - p.writes.front().seq)].response_due = edge;
+      continue;
+    }
+    Read& r = p.reads[size_t(seq - p.reads.front().seq)];
+    // DRAM burst `served` holds beats [2 served - first, 2 served + 2 - first) of the AXI burst
+    // (first = 1 when it starts in the second half of a 16-byte DRAM burst).
+    const uint32_t per = uint32_t(config_.ddr3.bus_bytes * config_.ddr3.burst_length / kBusBeatBytes);
+    const uint32_t first = uint32_t(r.addr % (per * kBusBeatBytes) / kBusBeatBytes);
+    const uint32_t upto = std::min<uint32_t>(r.beats, (r.served + 1) * per - first);
+    for (; r.known < upto; ++r.known) r.due[r.known] = edge;
+    ++r.served;
+  }
+}
+
+uint64_t Ddr3Memory::state_fingerprint(uint64_t) const {
+  Fingerprint f;
+  f.add(in_flight_);
+  for (const PortState& p : ports_) f.add(p.reads.size()).add(p.writes.size()).add(p.data_next);
+  return f.value();
+}
+
+MemoryState Ddr3Memory::carried_state(uint64_t cycle) const {
+  if (in_flight_ > 0 || !timing_.idle())
+    throw Error(fmt::format("{}: the carried state was asked for at edge {} while {} bursts are in flight", name(),
+                            cycle, in_flight_));
+  return MemoryState{ddr3_carry(timing_, crossing_, cycle)};
+}
+
+void Ddr3Memory::restore_state(const MemoryState& state) { crossing_ = ddr3_restore(timing_, crossing_, state.words, name()); }
+
+void Ddr3Memory::tick() {
+  if (sleeping_) {  // woken by a request: act from the next rising edge on
+    sleeping_ = false;
+    clock_.wake();
+    return;
+  }
+  if (clock_.stop_requested()) return;
+  const uint64_t now = clock_.cycle();
+
+  uint32_t wrote = 0;  // ports that took a write beat
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& p = ports_[i];
+    if (p.link->ar.valid() || p.link->aw.valid()) accept(p, int(i), now);
+    if (take_write_beat(p, int(i), now)) wrote |= 1u << i;
+  }
+  schedule(now);
+
+  bool any = false;
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& p = ports_[i];
+    DdrPortStats& ps = stats_.ports[i];
+    bool moved = wrote & (1u << i);
+    // A write response, in order, once its last DRAM burst has completed.
+    if (!p.writes.empty() && p.data_next > 0 && p.writes.front().response_due <= now && p.link->b.ready()) {
+      const Write& w = p.writes.front();
+      p.link->b.push(DdrWriteResponse{w.tag, w.error});
+      if (w.error) ++ps.decerr_bursts;
+      ++ps.write_bursts;
+      p.writes.pop_front();
+      --p.data_next;
+      --in_flight_;
+    }
+    // A read beat, in order, once the DRAM burst that holds it has completed.
+    if (!p.reads.empty()) {
+      Read& r = p.reads.front();
+      if (r.done < r.known && r.due[r.done] <= now && p.link->r.ready()) {
+        DdrReadBeat beat;
+        beat.tag = r.tag;
+        beat.error = r.error;
+        beat.last = r.done + 1 == r.beats;
+        if (!r.error) {
+          bus_read_beat(r.addr + uint64_t(r.done) * kBusBeatBytes, beat.data);
+          ps.bytes_read += kBusBeatBytes;
+        }
+        p.link->r.push(beat);
+        moved = true;
+        if (++r.done == r.beats) {
+          if (r.error) ++ps.decerr_bursts;
+          ++ps.read_bursts;
+          p.reads.pop_front();
+          --in_flight_;
+        }
+      }
+    }
+    if (moved) {
+      note_busy(ps, now);
+      any = true;
+    }
+  }
+  if (any) {
+    if (stats_.busy_cycles == 0) stats_.first_busy_cycle = now;
+    stats_.last_busy_cycle = now;
+    ++stats_.busy_cycles;
+  }
+
+  if (idle()) {
+    sleeping_ = true;
+    clock_.sleep();
+    next_trigger(wake_);
+  }
+}
+
+}  // namespace bitsim::hw
