@@ -215,6 +215,9 @@ class Run final : public Command {
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
     sub_->add_option("--vcd", req_.vcd_file, "Cycle fidelity: write a VCD of the clocked signals (stream "
                                              "valid/ready/last, DMA and engine state) to FILE")->check(file_name());
+    sub_->add_option("--dram-trace", req_.dram_trace_file,
+                     "Cycle fidelity: write every request the memory accepts (cycle, port, R/W, address, bytes), one "
+                     "line each, to FILE (docs/ddr3.md)")->check(file_name());
     sub_->add_option("--vcd-window", vcd_window_, "START:END in PL cycles traced into the VCD (default 0:20000)");
     sub_->add_option("--layers-csv", req_.layers_csv_file,
                      "Write one CSV row per (token, layer, step) to FILE: simulated begin and time, the busy unit, "
@@ -235,6 +238,8 @@ class Run final : public Command {
     req_.check = !no_check_ && !timing_only_;
     if (!req_.vcd_file.empty() && req_.fidelity != sim::Fidelity::kCycle)
       throw Error("--vcd: the clocked signals exist in --fidelity cycle only");
+    if (!req_.dram_trace_file.empty() && req_.fidelity != sim::Fidelity::kCycle)
+      throw Error("--dram-trace: the memory's requests are traced in --fidelity cycle only");
     if (!vcd_window_.empty()) parse_vcd_window();
     req_.run.cache = cache_settings(cache_);
   }

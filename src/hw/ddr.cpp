@@ -70,6 +70,7 @@ void Ddr::accept(PortState& p, int index, uint64_t now) {
     if (b.beats == 0 || b.beats > 256 || b.addr % kBeatBytes != 0)
       throw Error(fmt::format("{}: port {} read burst at {:#x} of {} beats is malformed", name(), index, b.addr,
                               b.beats));
+    heard(now, index, false, b);
     p.reads.push_back(PendingRead{b.addr, now + read_latency_, b.beats, 0, b.tag, outside(b.addr, b.beats * kBeatBytes)});
     ++in_flight_;
   }
@@ -78,6 +79,7 @@ void Ddr::accept(PortState& p, int index, uint64_t now) {
     if (b.beats == 0 || b.beats > 256 || b.addr % kBeatBytes != 0)
       throw Error(fmt::format("{}: port {} write burst at {:#x} of {} beats is malformed", name(), index, b.addr,
                               b.beats));
+    heard(now, index, true, b);
     p.writes.push_back(PendingWrite{b.addr, b.beats, 0, b.tag, outside(b.addr, b.beats * kBeatBytes)});
     ++in_flight_;
   }

@@ -64,6 +64,7 @@ void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
     if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
       throw Error(fmt::format("{}: port {} read burst at {:#x} of {} beats is malformed", name(), index, b.addr,
                               b.beats));
+    heard(now, index, false, b);
     Read r;
     r.addr = b.addr;
     r.beats = b.beats;
@@ -87,6 +88,7 @@ void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
     if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
       throw Error(fmt::format("{}: port {} write burst at {:#x} of {} beats is malformed", name(), index, b.addr,
                               b.beats));
+    heard(now, index, true, b);
     Write w;
     w.addr = b.addr;
     w.beats = b.beats;

@@ -103,6 +103,11 @@ class Memory : public sc_core::sc_module {
   // DECERR bursts. One listener; an empty function removes it.
   void set_write_listener(std::function<void(uint64_t addr, size_t n)> listener);
   size_t allocated_pages() const { return mem_.allocated_pages(); }
+  // Called for every burst the memory accepts from a port (AR or AW), at the edge it is
+  // accepted: `bytes` = beats x 8 (`bitsim run --dram-trace`, hw/dram_trace.h). One
+  // listener; an empty function removes it.
+  using RequestListener = std::function<void(uint64_t cycle, int port, bool write, uint64_t addr, uint32_t bytes)>;
+  void set_request_listener(RequestListener listener) { request_listener_ = std::move(listener); }
 
   const DdrConfig& config() const { return config_; }
   const DdrStats& stats() const { return stats_; }
@@ -125,11 +130,16 @@ class Memory : public sc_core::sc_module {
   // and a write under its byte strobe (a write listener is told by the caller, per burst).
   void bus_read_beat(uint64_t addr, uint64_t& data) const;
   void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
+  // Tells the request listener, if any, of a burst accepted at `cycle`.
+  void heard(uint64_t cycle, int port, bool write, const DdrBurst& b) const {
+    if (request_listener_) request_listener_(cycle, port, write, b.addr, b.beats * uint32_t(kBusBeatBytes));
+  }
 
   Clock& clock_;
   DdrConfig config_;
   PagedMemory mem_;
   DdrStats stats_;
+  RequestListener request_listener_;
 };
 
 // (Inline: every beat of every model goes through them.)

@@ -127,10 +127,15 @@ void check_request(const BoardRunRequest& req) {
     throw Error("timing-only: the engines skip the arithmetic, so the golden check must be off");
   if (!req.vcd_file.empty() && req.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", req.vcd_file));
+  if (!req.dram_trace_file.empty() && req.fidelity != Fidelity::kCycle)
+    throw Error(fmt::format("dram trace file {}: the memory's requests are traced in the cycle fidelity only "
+                            "(--fidelity cycle)",
+                            req.dram_trace_file));
   // Outputs are refused now rather than after the run (base/file_io.h): each on its own, no
   // two naming one file, none naming an input.
   std::vector<io::NamedPath> outputs;
   if (!req.vcd_file.empty()) outputs.push_back({"vcd file", req.vcd_file});
+  if (!req.dram_trace_file.empty()) outputs.push_back({"dram trace file", req.dram_trace_file});
   if (!req.trace_file.empty()) outputs.push_back({"trace file", req.trace_file});
   if (!req.record_mmio_file.empty()) outputs.push_back({"mmio record file", req.record_mmio_file});
   if (!req.layers_csv_file.empty()) outputs.push_back({"layers CSV file", req.layers_csv_file});
@@ -483,6 +488,7 @@ std::unique_ptr<golden::BoardReference> golden_reference(const BoardRunRequest& 
 SimulationOptions simulation_options(const BoardRunRequest& req, int threads, host::MmioProgram* recorded) {
   SimulationOptions so(req.fidelity, threads, req.run.legacy_attention);
   so.vcd_file = req.vcd_file;
+  so.dram_trace_file = req.dram_trace_file;
   so.vcd_start = req.vcd_start;
   so.vcd_end = req.vcd_end;
   if (!req.record_mmio_file.empty()) so.record = recorded;

@@ -44,6 +44,7 @@ struct BoardRunRequest {
                                         // skips the arithmetic (needs check off)
   bool check = true;              // compare every token's logits with the golden reference
   std::string vcd_file{};          // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
+  std::string dram_trace_file{};   // cycle fidelity: every request the memory accepts (hw/dram_trace.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file{};        // when set: write a Chrome trace of the run there (sim/trace.h)
   bool keep_transfers = false;    // keep every DMA transfer's start and completion in the result

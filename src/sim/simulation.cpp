@@ -8,6 +8,7 @@
 #include "hw/board.h"
 #include "hw/sim_context.h"
 #include "hw/sc_kernel.h"
+#include "hw/dram_trace.h"
 #include "hw/vcd_probe.h"
 #include "base/error.h"
 
@@ -66,6 +67,8 @@ class CycleMachine : public Machine {
     if (o.idle_violations) platform_impl_.check_idle_board(o.idle_violations);
     if (!o.vcd_file.empty())
       vcd_ = std::make_unique<hw::VcdProbe>("vcd", board_, hw::VcdConfig{o.vcd_file, o.vcd_start, o.vcd_end});
+    if (!o.dram_trace_file.empty())
+      dram_trace_ = std::make_unique<hw::DramTrace>(o.dram_trace_file, board_.memory(), c.clock.mhz);
     set_platform(platform_impl_);
   }
 
@@ -79,6 +82,7 @@ class CycleMachine : public Machine {
     if (ps_.failure()) std::rethrow_exception(ps_.failure());
     if (!ps_.finished()) throw Error("cycle fidelity: the simulation ended before the host program finished");
     if (vcd_) vcd_->close();
+    if (dram_trace_) dram_trace_->close();
   }
 
  private:
@@ -86,6 +90,7 @@ class CycleMachine : public Machine {
   hw::Board board_;
   host::Ps ps_;
   std::unique_ptr<hw::VcdProbe> vcd_;
+  std::unique_ptr<hw::DramTrace> dram_trace_;
   host::CyclePlatform platform_impl_;
   std::function<void()> program_;
   bool ran_ = false;
@@ -97,6 +102,9 @@ std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const Simula
   board.validate("board");
   if (!options.vcd_file.empty() && options.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", options.vcd_file));
+  if (!options.dram_trace_file.empty() && options.fidelity != Fidelity::kCycle)
+    throw Error(fmt::format("dram trace file {}: the memory's requests are traced in the cycle fidelity only",
+                            options.dram_trace_file));
   if (options.fidelity == Fidelity::kCycle) return std::make_unique<CycleMachine>(board, options);
   return std::make_unique<FastMachine>(board, options);
 }

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -408,6 +410,84 @@ TEST(Cli, ValidateJsonHasTwelveBoardRowsWithinTwoPercent) {
     EXPECT_LE(std::fabs(row["error_pct"].get<double>()), 2.0) << row.dump();
   }
   EXPECT_GE(board, 12);
+}
+}  // namespace
+
+namespace {
+// `bitsim run --dram-trace FILE` (docs/ddr3.md): one line per burst the memory accepted. The
+// same host program issues the same bursts whatever times the memory: the wall's and ddr3's
+// traces hold the same requests, at other cycles.
+struct TracedRequest {
+  uint64_t cycle;
+  int port;
+  char op;
+  uint64_t addr, bytes;
+};
+std::vector<TracedRequest> read_dram_trace(const std::string& path, std::string* header) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << path;
+  std::vector<TracedRequest> out;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("#", 0) == 0) {
+      *header += line + "\n";
+      continue;
+    }
+    std::istringstream in(line);
+    TracedRequest r{};
+    std::string addr;
+    in >> r.cycle >> r.port >> r.op >> addr >> r.bytes;
+    EXPECT_FALSE(in.fail()) << line;
+    r.addr = std::stoull(addr, nullptr, 16);
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
+  TempDir d;
+  std::map<std::string, std::vector<TracedRequest>> traces;
+  for (const std::string model : {"wall", "ddr3"}) {
+    const std::string file = (d.path / (model + ".trace")).string();
+    const auto r = bitsim("run --model synthetic:tiny --prompt hi --tokens 2 --fidelity cycle --quiet --set ddr.model=" +
+                          model + " --dram-trace " + file);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::string header;
+    traces[model] = read_dram_trace(file, &header);
+    EXPECT_TRUE(contains(header, "bitsim.dram-trace/1")) << header;
+    EXPECT_TRUE(contains(header, "ddr.model = " + model)) << header;
+    EXPECT_FALSE(contains(header, "partial")) << header;
+    const auto& t = traces[model];
+    ASSERT_GT(t.size(), 100u) << model;
+    size_t reads = 0, writes = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (i > 0) EXPECT_GE(t[i].cycle, t[i - 1].cycle) << model << " line " << i;
+      EXPECT_TRUE(t[i].op == 'R' || t[i].op == 'W') << t[i].op;
+      EXPECT_TRUE(t[i].port == 0 || t[i].port == 1) << t[i].port;
+      EXPECT_EQ(t[i].bytes % 8, 0u);
+      EXPECT_LE(t[i].bytes, 2048u);
+      EXPECT_EQ(t[i].addr % 8, 0u);
+      (t[i].op == 'R' ? reads : writes) += 1;
+    }
+    EXPECT_GT(reads, 0u);
+    EXPECT_GT(writes, 0u);  // the results the engines write back
+  }
+  auto content = [](std::vector<TracedRequest> t) {
+    std::vector<std::tuple<int, char, uint64_t, uint64_t>> c;
+    for (const auto& r : t) c.emplace_back(r.port, r.op, r.addr, r.bytes);
+    std::sort(c.begin(), c.end());
+    return c;
+  };
+  EXPECT_EQ(content(traces["wall"]), content(traces["ddr3"]));
+  EXPECT_NE(traces["wall"].back().cycle, traces["ddr3"].back().cycle);
+  const auto fast = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --dram-trace " +
+                           (d.path / "fast.trace").string());
+  EXPECT_EQ(fast.code, 2);
+  EXPECT_TRUE(contains(fast.err, "--dram-trace")) << fast.err;
+  EXPECT_FALSE(fs::exists(d.path / "fast.trace"));
+  const auto full = bitsim("run --model synthetic:tiny --prompt hi --tokens 1 --fidelity cycle --dram-trace /dev/full");
+  EXPECT_EQ(full.code, 2) << full.err;
+  EXPECT_TRUE(contains(full.err, "dram trace file")) << full.err;
 }
 }  // namespace
 

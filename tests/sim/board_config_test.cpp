@@ -185,9 +185,8 @@ TEST(BoardConfig, CalibratedMeansFittedByCalibrate) {
   // of cache maintenance, and one factor on every cpu.* coefficient (study/calibrate.h).
   const ParamSet all = board_params();
   for (const auto& s : all.specs()) {
-    // ddr3.ctrl_latency_ns is to be fitted under ddr.model = ddr3 (docs/ddr3.md); until
-    // calibrate fits it, it is the model's own choice: simulated.
-    const bool fitted = s.key == "ddr.read_latency_ns" || s.key == "driver.c.call_overhead_ns" ||
+    // ddr3.ctrl_latency_ns is what calibrate fits under ddr.model = ddr3 (docs/ddr3.md).
+    const bool fitted = s.key == "ddr.read_latency_ns" || s.key == "ddr3.ctrl_latency_ns" || s.key == "driver.c.call_overhead_ns" ||
                         s.key == "driver.c.flush_ns_per_byte" || s.key == "driver.c.invalidate_ns_per_byte" ||
                         s.key.rfind("cpu.", 0) == 0;
     EXPECT_EQ(s.evidence == "calibrated", fitted) << s.key << " is labelled " << s.evidence;
@@ -256,7 +255,7 @@ TEST(BoardConfig, Ddr3KeysAreInTheTableWithTheirEvidence) {
     EXPECT_EQ(evidence[k], "board") << k;
   for (const char* k : {"ddr3.address_map", "ddr3.queue_depth", "ddr3.scheduler", "ddr3.page_policy"})
     EXPECT_EQ(evidence[k], "simulated") << k;
-  EXPECT_EQ(evidence["ddr3.ctrl_latency_ns"], "simulated");  // calibrated once calibrate fits it
+  EXPECT_EQ(evidence["ddr3.ctrl_latency_ns"], "calibrated");  // bitsim calibrate fits it under ddr3
   EXPECT_EQ(p.real("ddr3.clock_mhz"), 525.0);
   ParamSet q = board_params();
   q.set("ddr3.cl=9");
