@@ -246,11 +246,11 @@ void AttentionDatapath::wide_v_beat(EngineLane& lane, const StreamBeat& b, uint6
   if (tip_ && t_ % R == 0) l_ = 0;
   if (rescale_) {
     sum_ = uint32_t(num::online_rescale(sum_, alpha_));
-    l_ = uint32_t(num::online_rescale(l_, alpha_));
+    if (tip_) l_ = uint32_t(num::online_rescale(l_, alpha_));
     for (auto& a : acc64_) a = model::kv_rescale(a, alpha_);
   }
   sum_ += uint32_t(p_);
-  l_ += uint32_t(p_);
+  if (tip_) l_ += uint32_t(p_);
   model::tip_accumulate_v(row_.data(), tip_ ? tip_tier() : model::TipTier::Kvq4, sv_, uint32_t(p_), acc64_.data());
   if (tip_ && (t_ % R == R - 1 || t_ + 1 == T_)) {
     l_r_[size_t(t_ >> h_.region_log2)] = l_;
