@@ -730,17 +730,31 @@ TEST(AttentionUnitInt4, CyclesHandWorkedRowsAndTail) {
   }
 }
 
+// A transfer `good` changed by `corrupt`, run on a unit built from `cfg`: the error `code`,
+// found before any row (row -1: in the header, the bank or TIP's tags).
+struct HeadErrorCase {
+  const char* what;
+  AttentionUnitConfig cfg;
+  AttentionError code;
+  std::function<void(std::vector<StreamBeat>&)> corrupt;
+};
+void expect_head_errors(const std::vector<StreamBeat>& good, const std::vector<HeadErrorCase>& cases) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b(c.cfg);
+    ASSERT_TRUE(b.run_one_transfer(test_bench::changed(good, c.corrupt))) << "hang";
+    const EngineLaneError e = b.engine.error(0);
+    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
+    EXPECT_EQ(e.row, -1);
+  }
+}
+
 TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
   std::mt19937 rng(81);
   const std::vector<int4_test::Int4Head> heads = {int4_test::random_int4_head(2, 3, rng)};
   const auto good = int4_transfer(heads);
-  struct Case {
-    const char* what;
-    AttentionUnitConfig cfg;
-    AttentionError code;
-    std::function<void(std::vector<StreamBeat>&)> corrupt;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<HeadErrorCase> cases = {
       {"INT4 header to the int8 online unit", online_config(), AttentionError::VariantMismatch, {}},
       {"int8 header to the INT4 unit", int4_config(), AttentionError::VariantMismatch,
        [](auto& s) { s[0].data &= ~(1ull << 27); s[1].data &= ~(0xFull << 32); }},
@@ -753,15 +767,7 @@ TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
       {"T = 513 to the int8 online unit", online_config(), AttentionError::BadLength,
        [](auto& s) { s[0].data = (s[0].data & ~(1ull << 27) & 0xFFFF'FFFFull) | (513ull << 32); s[1].data &= ~(0xFull << 32); }},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    bitsim::hw::FreshSimContext ctx;
-    Bench b(c.cfg);
-    ASSERT_TRUE(b.run_one_transfer(test_bench::changed(good, c.corrupt))) << "hang";
-    const EngineLaneError e = b.engine.error(0);
-    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
-    EXPECT_EQ(e.row, -1);
-  }
+  expect_head_errors(good, cases);
 }
 
 // ---- The online-softmax unit reading TIP rows (docs/tip.md "Stream") -------------------
@@ -906,13 +912,7 @@ TEST(AttentionUnitTip, VariantMismatchReservedTagsLanesRegionsAndBadBank) {
   const std::vector<tip_test::TipHead> heads = {tip_test::random_tip_head(40, 4, 4, rng)};  // 3 regions
   const auto good = tip_transfer(heads);
   const int tags = 14, bank = 15;  // beat indices
-  struct Case {
-    const char* what;
-    AttentionUnitConfig cfg;
-    AttentionError code;
-    std::function<void(std::vector<StreamBeat>&)> corrupt;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<HeadErrorCase> cases = {
       {"TIP header to the INT4 unit", int4_config(), AttentionError::VariantMismatch, {}},
       {"TIP header to the int8 online unit", online_config(), AttentionError::VariantMismatch, {}},
       {"INT4 header to the TIP unit", tip_config(), AttentionError::VariantMismatch,
@@ -934,15 +934,7 @@ TEST(AttentionUnitTip, VariantMismatchReservedTagsLanesRegionsAndBadBank) {
       {"T = 2049", tip_config(), AttentionError::BadLength,
        [](auto& s) { s[0].data = (s[0].data & 0xFFFF'FFFFull) | (2049ull << 32); }},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    bitsim::hw::FreshSimContext ctx;
-    Bench b(c.cfg);
-    ASSERT_TRUE(b.run_one_transfer(test_bench::changed(good, c.corrupt))) << "hang";
-    const EngineLaneError e = b.engine.error(0);
-    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
-    EXPECT_EQ(e.row, -1);
-  }
+  expect_head_errors(good, cases);
 }
 
 TEST(AttentionUnitTip, FastFaceEqualsTheClockedUnitAndKeysTheTiers) {
