@@ -136,12 +136,46 @@ void add_online_int4_unit(std::vector<AttentionResourceRow>& rows) {
   rows.push_back(dsp_row("normalizer (acc x r)", kInt4AccBits, 31, 1, model::kLanes * divider_lut(1, kInt4SumBits)));
 }
 
+// The online-softmax unit reading TIP's tiers (docs/tip.md "Stream"): the INT4 unit (its
+// K lanes and V groups serve KVQ4+L and KVQ4) and what KVQ8 rows and the regions add.
+void add_online_tip_unit(std::vector<AttentionResourceRow>& rows) {
+  add_online_int4_unit(rows);
+  // A KVQ8 K beat: 8 int8 values into 8 of the 16 q.K multipliers (k12 = k8 sign-extended)
+  // in place of 16 k: a 2:1 select per operand bit, 8 x 12 bits.
+  rows.push_back(lut_row("KVQ8 K operand select", 1, 8 * 12));
+  // A KVQ8 V beat: 8 products w x v8 (the row's one weight, 48 bits, times an int8) a clock.
+  rows.push_back(dsp_row("KVQ8 V products w x v8", 48, 8, 8, 0));
+  // ... and their 8 values into 8 of the 16 62-bit accumulates beside the nibble products:
+  // a 2:1 select per bit.
+  rows.push_back(lut_row("KVQ8 V accumulate select", 8, kInt4AccBits));
+  // The current region's part l of the sum (26 bits): its rescale (l x alpha, beside the
+  // sum's) and the add of p.
+  rows.push_back(dsp_row("rescale of the region sum l", kInt4SumBits, 15, 1, model::kLanes * kInt4SumBits * kAddLutPerBit));
+  // The register file of (l_r 26 bits, m_r 32 bits) per region: up to T / R = 2,048 / 16 =
+  // 128 entries of 58 bits a lane, one BRAM36 (two 512 x 36 halves side by side).
+  rows.push_back({"region register file (l_r, m_r) x 128", "", 1, 0, 0, model::kLanes});
+  // The tier tags (2 bits x 128 regions) in LUTRAM (2 x 64 x 1 a bit, a 2:1 mux) and the
+  // row's beat count by tier (K 12 / 7 / 8 / 6, V 12 / 7: a 3-bit select).
+  rows.push_back(lut_row("tier tags and row length", 1, 2 * (2 + 1) + 3));
+  // The masses after the normalizer's reciprocal, one region a clock on each lane (the
+  // lanes may finish heads in the same clocks: each has its own exponent for them, a copy of
+  // the shared m multiplier and interpolation).
+  rows.push_back(dsp_row("mass exponent (m multiplier)", 23, 18, 1, model::kLanes * online_shift_lut()));
+  rows.push_back(dsp_row("mass exponent (interpolation)", 11, 8, 1, model::kLanes * online_interp_lut()));
+  // Then M - m_r (32-bit subtract), l_r x e_r on the sum's rescale multiplier (a 26-bit
+  // operand select), x rr on the normalizer's (a 62-bit select), the rounding (20-bit add)
+  // and the saturation at 65,535 (the 20 bits above 16: 20 LUT with the select).
+  rows.push_back(lut_row("region masses (on the sum's and normalizer's multipliers)", 1, 32 + 26 + 62 + 20 + 20));
+}
+
 }  // namespace
 
 AttentionResources attention_resources(const AttentionUnitConfig& c) {
   AttentionResources r;
   if (c.kind() != model::AttentionVariant::OnlineSoftmax)
     add_two_phase_unit(r.rows);
+  else if (c.tip_rows())
+    add_online_tip_unit(r.rows);
   else if (!c.int4())
     add_online_int8_unit(r.rows);
   else

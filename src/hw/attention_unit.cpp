@@ -31,7 +31,9 @@ EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const st
 
 AttentionUnit::AttentionUnit(sc_core::sc_module_name name, Clock& clock, const AttentionUnitConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [kind = config.kind(), int4 = config.int4()] { return std::make_unique<AttentionDatapath>(kind, int4); }),
+                  [kind = config.kind(), int4 = config.int4(), tip = config.tip_rows()] {
+                    return std::make_unique<AttentionDatapath>(kind, int4, tip);
+                  }),
       config_(config) {}
 
 uint64_t AttentionUnit::multiplies(int lane) const {
@@ -42,8 +44,9 @@ uint64_t AttentionUnit::multiplies(int lane) const {
 
 uint32_t AttentionDatapath::queue_entries(int result_delay) const {
   // A head's result beats, then (as in the matmul engine) at most two items per edge while
-  // they wait: the bank is loaded only into an empty queue.
-  return uint32_t(model::kAttentionResultBeats) + 2u * uint32_t(result_delay + 2) + 8u;
+  // they wait: the bank is loaded only into an empty queue. TIP: the masses after the result.
+  return uint32_t(model::kAttentionResultBeats) + (tip_ ? uint32_t(model::tip_mass_beats(model::kTipMaxRegions)) : 0u) +
+         2u * uint32_t(result_delay + 2) + 8u;
 }
 
 uint32_t AttentionDatapath::room_for_next_beat(uint32_t capacity) const {
@@ -63,16 +66,18 @@ void AttentionDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) 
     }
     case Phase::Header1: return header1(lane, b, c);
     case Phase::Q: return q_beat(b);
+    case Phase::Tags: return tip_tag_beat(lane, b, c);
     case Phase::Bank: return int4_bank_beat(lane, b, c);
-    case Phase::K: return int4_ ? int4_k_beat(lane, b) : k_beat(lane, b);
-    case Phase::V: return int4_ ? int4_v_beat(lane, b, c) : online_ ? online_v_beat(lane, b, c) : v_beat(lane, b, c);
+    case Phase::K: return int4_ || tip_ ? wide_k_beat(lane, b) : k_beat(lane, b);
+    case Phase::V:
+      return int4_ || tip_ ? wide_v_beat(lane, b, c) : online_ ? online_v_beat(lane, b, c) : v_beat(lane, b, c);
   }
 }
 
 void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   const AttentionError e = model::parse_attention_header(header0_, b.data, &h_);
   if (e != AttentionError::None) return fail(lane, e, -1, b.last, c);
-  if (h_.online != online_ || (h_.online && h_.legacy) || h_.int4 != int4_)
+  if (h_.online != online_ || (h_.online && h_.legacy) || h_.int4 != int4_ || h_.tip != tip_)
     return fail(lane, AttentionError::VariantMismatch, -1, b.last, c);
   if (int4_) int4_st_ = model::kv_storage(model::KvFormat::Int4, int(h_.outliers));
   T_ = int(h_.T);
@@ -84,7 +89,7 @@ void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t 
 void AttentionDatapath::q_beat(const StreamBeat& b) {
   if (!collect_beat(q_.data(), &beat_, kAttentionRowBeats, b.data)) return;
   s_cur_ = 0;
-  phase_ = int4_ ? Phase::Bank : Phase::K;
+  phase_ = tip_ ? Phase::Tags : int4_ ? Phase::Bank : Phase::K;
 }
 
 void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b) {
@@ -183,6 +188,11 @@ void AttentionDatapath::online_v_row_done(EngineLane& lane, bool tlast, uint64_t
 }
 
 int AttentionDatapath::row_beats() const {
+  if (tip_) {
+    const model::TipTier t = tip_tier();
+    const uint64_t k = model::tip_k_bytes(t, int(h_.outliers));
+    return int((phase_ == Phase::V ? model::tip_row_bytes(t, int(h_.outliers)) - k : k) / model::kBeatBytes);
+  }
   if (!int4_) return kAttentionRowBeats;
   return int((phase_ == Phase::V ? int4_st_.v.total() : int4_st_.k.total()) / model::kBeatBytes);
 }
@@ -190,11 +200,17 @@ int AttentionDatapath::row_beats() const {
 // INT4: the bank's beats (the K channel scales, the outlier list) into the unit's registers.
 // An outlier index that is not a channel, or repeats, is the header's error (reserved bits).
 void AttentionDatapath::int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
-  const int beats = int(int4_st_.bank / model::kBeatBytes);
+  const int beats = int((tip_ ? model::tip_bank_bytes(int(h_.outliers)) : int4_st_.bank) / model::kBeatBytes);
   std::memcpy(bank_bytes_.data() + size_t(beat_) * 8, &b.data, 8);
   if (++beat_ < beats) return;
   try {
-    bank_ = model::read_kv_bank(bank_bytes_.data(), int(h_.outliers));
+    if (tip_) {
+      const model::TipBank tb = model::read_tip_bank(bank_bytes_.data(), int(h_.outliers));
+      bank_ = tb.k;
+      sv_ = tb.sv;
+    } else {
+      bank_ = model::read_kv_bank(bank_bytes_.data(), int(h_.outliers));
+    }
   } catch (const Error&) {
     return fail(lane, AttentionError::ReservedBits, -1, b.last, c);
   }
@@ -202,19 +218,17 @@ void AttentionDatapath::int4_bank_beat(EngineLane& lane, const StreamBeat& b, ui
   phase_ = Phase::K;
 }
 
-// INT4: a K row's beats (16 nibbles each, then the outlier lanes); the score at its last beat
-// in K's 12-bit fixed point (docs/variants-attention.md 8.3).
-void AttentionDatapath::int4_k_beat(EngineLane& lane, const StreamBeat& b) {
+// INT4 and TIP: a K row's beats (INT4: 16 nibbles a beat, then the outlier lanes; TIP: at its
+// region's tier); the score at its last beat in the bank's fixed point sk_d / 16
+// (model::tip_k12: an INT4 row is a KVQ4 row, or a KVQ4+L row with n lanes).
+void AttentionDatapath::wide_k_beat(EngineLane& lane, const StreamBeat& b) {
   std::memcpy(row_.data() + size_t(beat_) * 8, &b.data, 8);
   if (++beat_ < row_beats()) return;
+  const model::TipTier tier = tip_             ? tip_tier()
+                              : bank_.outliers.empty() ? model::TipTier::Kvq4
+                                                       : model::TipTier::Kvq4Lanes;
   int32_t k12[kHeadDim];
-  for (int d = 0; d < kHeadDim; ++d) k12[d] = model::kv_nibble(row_.data(), d) << model::kKvFixedShift;
-  for (size_t j = 0; j < bank_.outliers.size(); ++j) {
-    uint16_t h;
-    std::memcpy(&h, row_.data() + kHeadDim / 2 + 2 * j, 2);
-    const int d = bank_.outliers[j];
-    k12[d] = model::kv_outlier_fixed(h, bank_.sk[size_t(d)]);
-  }
+  model::tip_k12(row_.data(), tier, bank_, k12);
   int32_t s = 0;
   for (int d = 0; d < kHeadDim; ++d) s += int32_t(q_[size_t(d)]) * k12[d];
   s_cur_ = s;
@@ -222,41 +236,70 @@ void AttentionDatapath::int4_k_beat(EngineLane& lane, const StreamBeat& b) {
   if (t_ == 0) acc64_.fill(0);
 }
 
-// INT4: a V row's beats; with the scale beat (its last) the row's weights, the rescale and the
-// 96 accumulations.
-void AttentionDatapath::int4_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+// INT4 and TIP: a V row's beats; at its last (INT4: the scale beat) the rescale (acc, sum
+// and TIP's region part l), the row's accumulations (INT4 as a KVQ4 row: the group weights
+// times the nibbles), and at a TIP region's last row the latch of (l_r, m_r).
+void AttentionDatapath::wide_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   std::memcpy(row_.data() + size_t(beat_) * 8, &b.data, 8);
   if (++beat_ < row_beats()) return;
+  const int R = 1 << h_.region_log2;
+  if (tip_ && t_ % R == 0) l_ = 0;
   if (rescale_) {
     sum_ = uint32_t(num::online_rescale(sum_, alpha_));
+    if (tip_) l_ = uint32_t(num::online_rescale(l_, alpha_));
     for (auto& a : acc64_) a = model::kv_rescale(a, alpha_);
   }
   sum_ += uint32_t(p_);
-  for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
-    uint16_t sv;
-    std::memcpy(&sv, row_.data() + kHeadDim / 2 + 2 * g, 2);
-    const int64_t w = model::kv_v_weight(uint32_t(p_), sv);
-    for (int i = 0; i < model::kKvVGroup; ++i) {
-      const int d = g * model::kKvVGroup + i;
-      acc64_[size_t(d)] += w * model::kv_nibble(row_.data(), d);
-    }
+  if (tip_) l_ += uint32_t(p_);
+  model::tip_accumulate_v(row_.data(), tip_ ? tip_tier() : model::TipTier::Kvq4, sv_, uint32_t(p_), acc64_.data());
+  if (tip_ && (t_ % R == R - 1 || t_ + 1 == T_)) {
+    l_r_[size_t(t_ >> h_.region_log2)] = l_;
+    m_r_[size_t(t_ >> h_.region_log2)] = s_max_;
   }
   online_v_row_done(lane, b.last, c);
+}
+
+// TIP: the region tag beats after q (docs/tip.md "Stream"); a tag 3, or a bit past the last
+// region, is the header's error (reserved bits).
+void AttentionDatapath::tip_tag_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+  const int regions = model::tip_regions(T_, int(h_.region_log2));
+  std::memcpy(tag_bytes_.data() + size_t(beat_) * 8, &b.data, 8);
+  if (++beat_ < model::tip_tag_beats(regions)) return;
+  if (!model::read_tip_tags(tag_bytes_.data(), regions, &tip_tiers_))
+    return fail(lane, AttentionError::ReservedBits, -1, b.last, c);
+  beat_ = 0;
+  phase_ = Phase::Bank;
 }
 
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
   // The result bank: acc_0..acc_95 two per beat, then sum and one zero word. The online unit
   // normalizes first (o_d in place of acc_d) and queues them after its normalizer (INT4: after
   // its last row's V accumulations too).
-  if (int4_) model::kv_normalize(acc64_.data(), sum_, kHeadDim, acc_.data());
+  if (int4_ || tip_) model::kv_normalize(acc64_.data(), sum_, kHeadDim, acc_.data());
   else if (online_) num::online_normalize(acc_.data(), sum_, kHeadDim, acc_.data());
+  // TIP: the last row's V tail only for a KVQ4(+L) row (a KVQ8 V beat accumulates as it
+  // comes), then the masses one region a clock after the normalizer (docs/tip.md "Stream").
+  const int regions = tip_ ? model::tip_regions(T_, int(h_.region_log2)) : 0;
+  const bool tail = int4_ || (tip_ && tip_tiers_[size_t(regions - 1)] != model::TipTier::Kvq8);
   const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::kOnlineNormalizeCycles) : 0) +
-                         (int4_ ? uint64_t(model::kKvInt4VTailCycles) : 0);
+                         (tail ? uint64_t(model::kKvInt4VTailCycles) : 0) + uint64_t(regions);
   const bool last = h_.last && tlast;
   for (int i = 0; i < kHeadDim / 2; ++i)
     lane.queue(uint64_t(uint32_t(acc_[size_t(2 * i)])) | (uint64_t(uint32_t(acc_[size_t(2 * i + 1)])) << 32),
                false, ready);
-  lane.queue(uint64_t(sum_), last, ready);
+  lane.queue(uint64_t(sum_), last && !tip_, ready);
+  if (tip_) {
+    uint64_t beat = 0;
+    for (int r = 0; r < regions; ++r) {
+      const uint32_t a = model::tip_region_mass(l_r_[size_t(r)], m_r_[size_t(r)], s_max_, sum_, h_.m, int(h_.shift));
+      beat |= uint64_t(a) << (16 * (r % 4));
+      if (r % 4 == 3 || r + 1 == regions) {
+        lane.queue(beat, last && r + 1 == regions, ready);
+        beat = 0;
+      }
+    }
+    multiplies_ += uint64_t(regions);
+  }
   lane.unit_done();
   t_ = 0;
   phase_ = Phase::Header0;

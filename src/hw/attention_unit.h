@@ -25,6 +25,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <systemc>
 
@@ -98,6 +99,7 @@ struct AttentionUnitConfig {
   model::AttentionVariant kind() const { return model::attention_variant_of(variant); }
   model::KvFormat kv() const { return model::kv_format_of(kv_format); }
   bool int4() const { return kv() == model::KvFormat::Int4; }
+  bool tip_rows() const { return kv() == model::KvFormat::Tip; }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const {
     check_engine_fields(*this, "attention", engine_reg::kLaneStride, who);
@@ -108,8 +110,9 @@ struct AttentionUnitConfig {
 // The attention arithmetic of one lane (CIRCUITS.md 3).
 class AttentionDatapath final : public LaneDatapath {
  public:
-  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false)
-      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_) {}
+  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false,
+                             bool tip = false)
+      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_), tip_(tip && online_ && !int4) {}
   uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
   int error_row() const override;
@@ -120,7 +123,7 @@ class AttentionDatapath final : public LaneDatapath {
   uint64_t multiplies() const { return multiplies_; }
 
  private:
-  enum class Phase : uint8_t { Header0, Header1, Q, Bank, K, V };
+  enum class Phase : uint8_t { Header0, Header1, Q, Tags, Bank, K, V };
   void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void q_beat(const StreamBeat& b);
   void k_beat(EngineLane& lane, const StreamBeat& b);
@@ -132,12 +135,18 @@ class AttentionDatapath final : public LaneDatapath {
   void online_v_row_done(EngineLane& lane, bool tlast, uint64_t c);
   // The INT4 KV rows (docs/variants-attention.md 8.3-8.4): the bank, then K_t V_t.
   void int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
-  void int4_k_beat(EngineLane& lane, const StreamBeat& b);
-  void int4_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  // INT4 and TIP rows (the 62-bit datapath; model::tip_k12, model::tip_accumulate_v).
+  void wide_k_beat(EngineLane& lane, const StreamBeat& b);
+  void wide_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  // TIP rows (docs/tip.md "Stream"): the tag beats, the bank, then K_t V_t at each region's
+  // tier; the region registers (l_r, m_r) and the masses after the normalizer.
+  void tip_tag_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  model::TipTier tip_tier() const { return tip_tiers_[size_t(t_ >> h_.region_log2)]; }
   int row_beats() const;  // beats of the current row (K or V)
 
   bool online_ = false;          // this lane's circuit is the online-softmax unit
   bool int4_ = false;            // online: the unit reads INT4 KV rows (kv.format = int4)
+  bool tip_ = false;             // online: the unit reads TIP rows (kv.format = tip)
   bool rescale_ = false;         // online: the current row grew the maximum (alpha applies)
   uint32_t alpha_ = 0;           // online: the rescale factor of the current row
 
@@ -155,16 +164,25 @@ class AttentionDatapath final : public LaneDatapath {
   std::array<int32_t, model::kAttentionMaxT> s_{};
   // INT4: the head's row sizes, its bank, the row being collected, 60-bit accumulators.
   model::KvStorage int4_st_;
-  std::array<uint8_t, 200> bank_bytes_{};
+  std::array<uint8_t, 208> bank_bytes_{};
   model::KvInt4Bank bank_;
-  std::array<uint8_t, 64> row_{};
+  std::array<uint8_t, 2 * model::kHeadDim> row_{};
   std::array<int64_t, model::kHeadDim> acc64_{};
+  // TIP: the tag beats and the regions' tiers, the V scale, the current region's part l of the
+  // sum and the register file of (l_r, m_r).
+  std::array<uint8_t, model::tip_tag_beats(model::kTipMaxRegions) * model::kBeatBytes> tag_bytes_{};
+  std::vector<model::TipTier> tip_tiers_;
+  uint16_t sv_ = 0;
+  uint32_t l_ = 0;
+  std::array<uint32_t, model::kTipMaxRegions> l_r_{};
+  std::array<int32_t, model::kTipMaxRegions> m_r_{};
 };
 
 // The attention unit in fast fidelity (hw/fast_engine.h): the chain's buffers as one stream,
 // walked head by head with model::next_head; each head's scores, weights and weighted sum by
 // the fast kernels of the unit's variant. A header for another variant is the clocked
-// unit's error (the batch runs on the clocked board). Key: "h{T},{flags},{outliers};" per head.
+// unit's error (the batch runs on the clocked board). Key: "h{T},{flags},{outliers};" per head
+// (TIP: "h{T},{flags},{L},{log2 R},{tag beats in hex};").
 class AttentionFastEngine final : public FastEngine {
  public:
   explicit AttentionFastEngine(const AttentionUnitConfig& config) : config_(config) {}

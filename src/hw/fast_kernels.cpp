@@ -920,6 +920,52 @@ void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const u
   model::kv_normalize(acc, total, kHeadDim, o);
 }
 
+void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model::TipTier* tiers, int region_log2,
+                        const uint8_t* rows, int T, uint32_t m, int shift, int32_t* o, uint32_t* sum,
+                        uint32_t* masses) {
+  if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_tip: T = {} outside 1..4096", T));
+  if (shift < 0 || shift > 63) throw Error(fmt::format("attention_head_tip: shift S = {} outside 0..63", shift));
+  const int lanes = int(bank.k.outliers.size()), R = 1 << region_log2;
+  alignas(64) int64_t acc[kHeadDim] = {};
+  uint32_t total = 0, l = 0;  // the sum, and the current region's part of it
+  uint32_t l_r[model::kTipMaxRegions * 2] = {};
+  int32_t m_r[model::kTipMaxRegions * 2] = {};
+  int32_t M = 0;
+  const uint8_t* row = rows;
+  for (int t = 0; t < T; ++t) {
+    const model::TipTier tier = tiers[t >> region_log2];
+    int32_t k12[kHeadDim];
+    model::tip_k12(row, tier, bank.k, k12);
+    int32_t s = 0;
+    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
+    uint32_t pt = num::exp_table()[0];
+    if (t % R == 0) l = 0;
+    if (t == 0) {
+      M = s;
+    } else if (s <= M) {
+      pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), m, shift));
+    } else {
+      const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), m, shift));
+      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
+      total = uint32_t(num::online_rescale(total, alpha));
+      l = uint32_t(num::online_rescale(l, alpha));
+      M = s;
+    }
+    model::tip_accumulate_v(row + model::tip_k_bytes(tier, lanes), tier, bank.sv, pt, acc);
+    total += pt;
+    l += pt;
+    if (t % R == R - 1 || t == T - 1) {
+      l_r[t >> region_log2] = l;
+      m_r[t >> region_log2] = M;
+    }
+    row += model::tip_row_bytes(tier, lanes);
+  }
+  *sum = total;
+  model::kv_normalize(acc, total, kHeadDim, o);
+  for (int r = 0; r < model::tip_regions(T, region_log2); ++r)
+    masses[r] = model::tip_region_mass(l_r[r], m_r[r], M, total, m, shift);
+}
+
 uint32_t attention_weights(const int32_t* s, int T, uint32_t m, int shift, bool legacy, uint16_t* p,
                            Kernel kernel) {
   check_kernel(kernel);

@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "model/kv_format.h"
+#include "model/kv_tip.h"
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -152,6 +153,15 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
 // (model::read_kv_bank), T in 1..4096. o[96] (Q15.16) and *sum as the unit returns them.
 void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, uint32_t m,
                          int shift, int32_t* o, uint32_t* sum);
+
+// The online-softmax unit reading TIP rows (docs/tip.md), equal to golden::attention_head_tip
+// bit for bit: `rows` the head's interleaved rows as streamed, each at the tier of its region
+// (tiers[t >> region_log2]: K then V at model::tip_k_bytes / tip_row_bytes), `bank` the head's
+// TIP bank (model::read_tip_bank), T in 1..4096. o[96] (Q15.16), *sum, and masses[r] for the
+// ceil(T / R) regions (UQ0.16) as the unit returns them.
+void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model::TipTier* tiers, int region_log2,
+                        const uint8_t* rows, int T, uint32_t m, int shift, int32_t* o, uint32_t* sum,
+                        uint32_t* masses);
 
 // The weight step alone, as attention_head runs it between its K and V phases: p[t] =
 // num::attention_weight(s_max - s[t], m, shift, legacy) for t < T, s_max = max s; returns the

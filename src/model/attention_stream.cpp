@@ -1,5 +1,6 @@
 #include "model/attention_stream.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -10,18 +11,21 @@ namespace bitsim::model {
 static_assert(std::endian::native == std::endian::little, "beats are written with memcpy");
 
 namespace {
-constexpr uint64_t kFlagsReserved = 0xF0;      // flags bits 7:4
+constexpr uint64_t kFlagsReserved = 0xE0;      // flags bits 7:5
 constexpr int kShiftAt = 24, kShiftBits = 6;   // beat 1 bits 29:24
 constexpr int kMBits = 18;                     // beat 1 bits 17:0
 constexpr int kReservedAt = 30;                // beat 1 bits 31:30 and 63:36
-constexpr int kOutliersAt = 32;                // beat 1 bits 35:32: INT4 KV outlier lanes (0..8)
+constexpr int kOutliersAt = 32;                // beat 1 bits 35:32: INT4 KV outlier lanes (0..8), TIP's L
+constexpr int kRegionAt = 36;                  // beat 1 bits 39:36: TIP's log2 R (4..8)
 }  // namespace
 
 std::array<uint64_t, 2> encode_attention_header(const AttentionHeadHeader& h) {
   const uint64_t flags = (h.last ? kAttentionFlagLast : 0u) | (h.legacy ? kAttentionFlagLegacy : 0u) |
-                         (h.online ? kAttentionFlagOnline : 0u) | (h.int4 ? kAttentionFlagInt4 : 0u);
+                         (h.online ? kAttentionFlagOnline : 0u) | (h.int4 ? kAttentionFlagInt4 : 0u) |
+                         (h.tip ? kAttentionFlagTip : 0u);
   const uint64_t b0 = uint64_t(h.magic) | (uint64_t(h.version) << 16) | (flags << 24) | (uint64_t(h.T) << 32);
-  const uint64_t b1 = uint64_t(h.m) | (uint64_t(h.shift) << kShiftAt) | (uint64_t(h.outliers) << kOutliersAt);
+  const uint64_t b1 = uint64_t(h.m) | (uint64_t(h.shift) << kShiftAt) | (uint64_t(h.outliers) << kOutliersAt) |
+                      (uint64_t(h.region_log2) << kRegionAt);
   return {b0, b1};
 }
 
@@ -51,7 +55,15 @@ AttentionVariant attention_variant_of(const std::string& name) {
   throw Error("attention.variant = '" + name + "' is not one of: two-phase, online-softmax");
 }
 
-uint64_t attention_head_bytes(const AttentionHeadHeader& h) {
+uint64_t attention_head_bytes(const AttentionHeadHeader& h, const TipTier* tiers) {
+  if (h.tip) {
+    if (tiers == nullptr) throw Error("attention_head_bytes: a TIP head's size needs its region tags");
+    const int lanes = int(h.outliers), R = 1 << h.region_log2, N = tip_regions(int(h.T), int(h.region_log2));
+    uint64_t bytes = kAttentionHeaderQBytes + uint64_t(tip_tag_beats(N)) * kBeatBytes + tip_bank_bytes(lanes);
+    for (int r = 0; r < N; ++r)
+      bytes += uint64_t(std::min(R, int(h.T) - r * R)) * tip_row_bytes(tiers[r], lanes);
+    return bytes;
+  }
   if (!h.int4) return attention_head_bytes(int(h.T));
   const KvStorage st = kv_storage(KvFormat::Int4, int(h.outliers));
   return kAttentionHeaderQBytes + st.bank + uint64_t(h.T) * st.per_position();
@@ -69,32 +81,46 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   const uint32_t flags = uint32_t(beat0 >> 24) & 0xFF;
   const uint32_t T = uint32_t(beat0 >> 32);
   const uint32_t outliers = uint32_t(beat1 >> kOutliersAt) & 0xF;
-  if ((flags & kFlagsReserved) != 0 || ((beat1 >> kReservedAt) & 3) != 0 || (beat1 >> (kOutliersAt + 4)) != 0 ||
-      outliers > uint32_t(kKvMaxOutlierChannels) || (outliers != 0 && !(flags & kAttentionFlagInt4)))
+  const uint32_t region_log2 = uint32_t(beat1 >> kRegionAt) & 0xF;
+  const bool int4 = (flags & kAttentionFlagInt4) != 0, tip = (flags & kAttentionFlagTip) != 0;
+  if ((flags & kFlagsReserved) != 0 || ((beat1 >> kReservedAt) & 3) != 0 || (beat1 >> (kRegionAt + 4)) != 0 ||
+      (int4 && tip))
     return AttentionError::ReservedBits;
-  if (T < 1 || T > uint32_t(attention_max_t((flags & kAttentionFlagInt4) != 0))) return AttentionError::BadLength;
+  if (tip ? (outliers != 4 && outliers != 8) || region_log2 < uint32_t(kTipMinRegionLog2) ||
+                region_log2 > uint32_t(kTipMaxRegionLog2)
+          : outliers > uint32_t(kKvMaxOutlierChannels) || (outliers != 0 && !int4) || region_log2 != 0)
+    return AttentionError::ReservedBits;
+  if (T < 1 || T > uint32_t(attention_max_t(int4 || tip))) return AttentionError::BadLength;
   if (((beat1 >> kMBits) & ((1u << (kShiftAt - kMBits)) - 1)) != 0) return AttentionError::MultiplierTooWide;
   h->T = T;
   h->m = uint32_t(beat1) & kAttentionMaxM;
   h->shift = uint32_t(beat1 >> kShiftAt) & ((1u << kShiftBits) - 1);
   h->legacy = (flags & kAttentionFlagLegacy) != 0;
   h->online = (flags & kAttentionFlagOnline) != 0;
-  h->int4 = (flags & kAttentionFlagInt4) != 0;
+  h->int4 = int4;
+  h->tip = tip;
   h->outliers = outliers;
+  h->region_log2 = region_log2;
   h->last = (flags & kAttentionFlagLast) != 0;
   h->magic = kAttentionMagic;
   h->version = kAttentionVersion;
   return AttentionError::None;
 }
 
-AttentionError next_head(const uint8_t* in16, uint64_t left, HeadLayout* h) {
+AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h) {
   if (left < uint64_t(kHeaderBytes)) return AttentionError::Truncated;
   uint64_t b0, b1;
-  std::memcpy(&b0, in16, 8);
-  std::memcpy(&b1, in16 + 8, 8);
+  std::memcpy(&b0, in, 8);
+  std::memcpy(&b1, in + 8, 8);
   const AttentionError e = parse_attention_header(b0, b1, &h->header);
   if (e != AttentionError::None) return e;
-  h->bytes = attention_head_bytes(h->header);
+  h->tiers.clear();
+  if (h->header.tip) {  // the tag beats after q
+    const int N = tip_regions(int(h->header.T), int(h->header.region_log2));
+    if (left < kAttentionHeaderQBytes + uint64_t(tip_tag_beats(N)) * kBeatBytes) return AttentionError::Truncated;
+    if (!read_tip_tags(in + kAttentionHeaderQBytes, N, &h->tiers)) return AttentionError::ReservedBits;
+  }
+  h->bytes = attention_head_bytes(h->header, h->tiers.data());
   return h->bytes > left ? AttentionError::Truncated : AttentionError::None;
 }
 

@@ -7,25 +7,31 @@
 //   header := 2 beats (16 bytes, little-endian)
 //     beat 0: bits 15:0 magic 0xA77E, 23:16 version 1, 31:24 flags (bit 0: last head of the
 //             transfer; bit 1: legacy shift mode; bit 2: online-softmax unit; bit 3: INT4
-//             KV rows; bits 7:4 reserved, 0), 63:32 T (1..512; with bit 3 1..2048)
+//             KV rows; bit 4: TIP rows (not with bit 3); bits 7:5 reserved, 0), 63:32 T
+//             (1..512; with bit 3 or 4 1..2048)
 //     beat 1: bits 17:0 m (< 2^18), 23:18 reserved 0 (m too wide), 29:24 S (0..63),
-//             31:30 reserved 0, 35:32 INT4 outlier lanes n (0..8; 0 without bit 3),
-//             63:36 reserved 0
+//             31:30 reserved 0, 35:32 INT4 outlier lanes n (0..8; 0 without bit 3) or TIP's
+//             KVQ4+L lanes L (4 or 8 with bit 4), 39:36 TIP's log2 R (4..8 with bit 4, else
+//             0), 63:40 reserved 0
 //   q      := 96 int8 (12 beats)
 //   K, V   := T rows of 96 int8 each (12 beats a row)
 // The online-softmax unit (flags bit 2, docs/variants-attention.md) takes the rows
 // interleaved instead: K_0 V_0 K_1 V_1 ... (the same beats), and returns o_0..o_95 (int32,
 // Q15.16) in place of acc. With INT4 KV rows (flags bit 3, docs/variants-attention.md 8.4)
-// the head is header q bank (K_t V_t)..., the rows in model/kv_format.h's format.
+// the head is header q bank (K_t V_t)..., the rows in model/kv_format.h's format. With TIP
+// rows (flags bit 4, docs/tip.md "Stream") header q tags bank (K_t V_t)..., each row at its
+// region's tier, and the result is followed by the region masses (ceil(N / 4) beats).
 // Result per head: acc_0..acc_95 (int32), sum (uint32), one zero word: 98 words, 49 beats
 // (model/board_shape.h).
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/board_shape.h"
 #include "model/kv_format.h"
+#include "model/kv_tip.h"
 
 namespace bitsim::model {
 
@@ -35,6 +41,7 @@ constexpr uint32_t kAttentionFlagLast = 1u << 0;
 constexpr uint32_t kAttentionFlagLegacy = 1u << 1;
 constexpr uint32_t kAttentionFlagOnline = 1u << 2;
 constexpr uint32_t kAttentionFlagInt4 = 1u << 3;
+constexpr uint32_t kAttentionFlagTip = 1u << 4;
 // The INT4 unit's V accumulations of a head's last row: a V row's 96 products run 16 per
 // clock over the 6 clocks after its scale beat (docs/variants-attention.md 8.4).
 constexpr int kKvInt4VTailCycles = 6;
@@ -54,6 +61,7 @@ constexpr int kAttentionMaxT = kKvPositions;               // T range 1..512 (bo
 constexpr int kAttentionInt4MaxT = 2048;
 // The T range's end of the unit a header is for: INT4 rows (flags bit 3) kAttentionInt4MaxT,
 // any other kAttentionMaxT.
+// (TIP rows, flags bit 4, read by the same 62-bit datapath: kAttentionInt4MaxT too.)
 constexpr int attention_max_t(bool int4) { return int4 ? kAttentionInt4MaxT : kAttentionMaxT; }
 constexpr uint32_t kAttentionMaxM = (1u << 18) - 1;
 constexpr uint32_t kAttentionMaxShift = 63;
@@ -69,9 +77,11 @@ constexpr uint64_t attention_head_beats(int T) {
   return 2 + kAttentionRowBeats + 2 * kAttentionRowBeats * uint64_t(T);
 }
 constexpr uint64_t attention_head_bytes(int T) { return attention_head_beats(T) * kBeatBytes; }
-// A head's input bytes as its header says (INT4: 112 + bank + T (K row + V row)).
+// A head's input bytes as its header says (INT4: 112 + bank + T (K row + V row); TIP: 112 +
+// tags + bank + each row at its region's tier, `tiers` the N regions' tiers from the head's
+// tag beats). Throws bitsim::Error for a TIP header without tiers.
 struct AttentionHeadHeader;
-uint64_t attention_head_bytes(const AttentionHeadHeader& h);
+uint64_t attention_head_bytes(const AttentionHeadHeader& h, const TipTier* tiers = nullptr);
 
 // Header fields. encode_attention_header writes them as given, without validation (so tests
 // can build bad headers): beat 0 = magic | version << 16 | flags << 24 | T << 32; beat 1 =
@@ -84,7 +94,9 @@ struct AttentionHeadHeader {
   bool legacy = false;  // legacy shift mode: z = (s_max - s_t) >> 8
   bool online = false;  // the online-softmax unit's stream (rows interleaved)
   bool int4 = false;    // INT4 KV rows (with online): bank, then K_t V_t in the INT4 format
-  uint32_t outliers = 0;  // INT4: the K rows' outlier lanes n, 0..8
+  uint32_t outliers = 0;  // INT4: the K rows' outlier lanes n, 0..8; TIP: KVQ4+L's lanes L, 4 or 8
+  bool tip = false;     // TIP rows (with online): tags, bank, then K_t V_t at each region's tier
+  uint32_t region_log2 = 0;  // TIP: log2 of the region size R, 4..8 (0 without TIP)
   bool last = false;    // last head of the transfer
   uint16_t magic = kAttentionMagic;
   uint8_t version = kAttentionVersion;
@@ -98,7 +110,7 @@ enum class AttentionError : uint32_t {
   None = 0,
   BadMagic = 1,           // beat 0 bits 15:0 != 0xA77E
   BadVersion = 2,         // beat 0 bits 23:16 != 1
-  ReservedBits = 3,       // flags bits 7:3, or beat 1 bits 63:30, set
+  ReservedBits = 3,       // flags bits 7:5, or beat 1's reserved bits, set; a bad TIP tag
   BadLength = 4,          // T outside 1..512
   MultiplierTooWide = 5,  // beat 1 bits 23:18 set: m does not fit 18 bits
   Truncated = 6,          // TLAST before the end of the head flagged last
@@ -118,11 +130,13 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
 // fidelity's attention engine and fuzz_attention_stream use it.
 struct HeadLayout {
   AttentionHeadHeader header;
-  uint64_t bytes = 0;  // the whole head: header, q and rows (and the INT4 bank)
+  uint64_t bytes = 0;  // the whole head: header, q and rows (and the INT4 bank; TIP's tags and bank)
+  std::vector<TipTier> tiers;  // TIP: region r's tier, from the tag beats (empty otherwise)
 };
-// Parses the header of the head that starts `left` bytes before the end of its stream (in16:
-// its first 16 bytes, not read when left < 16). Truncated when the header or the head does not
-// fit in `left`; the header's own errors as parse_attention_header gives them.
-AttentionError next_head(const uint8_t* in16, uint64_t left, HeadLayout* h);
+// Parses the header of the head that starts `left` bytes before the end of its stream (in:
+// its bytes; none read past `left`; a TIP head's tag beats after q are read too). Truncated
+// when the header (or a TIP head's tags) or the head does not fit in `left`; the header's own
+// errors as parse_attention_header gives them, a bad TIP tag as ReservedBits.
+AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h);
 
 }  // namespace bitsim::model

@@ -20,7 +20,8 @@ uint64_t pad_to_beat(uint64_t b) { return (b + kBeatBytes - 1) / kBeatBytes * kB
 KvFormat kv_format_of(const std::string& name) {
   if (name == "int8") return KvFormat::Int8;
   if (name == "int4") return KvFormat::Int4;
-  throw Error(fmt::format("kv.format = '{}' is not one of: int8, int4", name));
+  if (name == "tip") return KvFormat::Tip;
+  throw Error(fmt::format("kv.format = '{}' is not one of: int8, int4, tip", name));
 }
 
 KvStorage kv_storage(KvFormat format, int n) {

@@ -19,7 +19,8 @@
 
 namespace bitsim::model {
 
-// Tip: the precision tiers of model/kv_tip.h (docs/tip.md), golden reference only so far.
+// Tip: the precision tiers of model/kv_tip.h (docs/tip.md): the golden reference and the
+// attention unit read them; the host does not drive them yet.
 enum class KvFormat : uint8_t { Int8, Int4, Tip };
 constexpr int kKvMaxOutlierChannels = 8;  // kv.outlier_channels 0..8
 constexpr int kKvInt4Bits = 4;
@@ -51,7 +52,7 @@ struct KvStorage {
   }
 };
 
-// "int8" / "int4" -> the format; bitsim::Error naming kv.format otherwise.
+// "int8" / "int4" / "tip" -> the format; bitsim::Error naming kv.format otherwise.
 KvFormat kv_format_of(const std::string& name);
 // The accounting of a format. Throws bitsim::Error for outlier_channels outside 0..8, or
 // not 0 for int8 (naming kv.outlier_channels).

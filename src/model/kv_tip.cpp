@@ -131,6 +131,80 @@ std::vector<uint8_t> tip_demote(const uint8_t* row, TipTier from, TipTier to, co
   return r;
 }
 
+// ---- The stream ------------------------------------------------------------------------
+
+void write_tip_tags(const std::vector<TipTier>& tiers, uint8_t* out) {
+  const int beats = tip_tag_beats(int(tiers.size()));
+  std::memset(out, 0, size_t(beats) * kBeatBytes);
+  for (size_t r = 0; r < tiers.size(); ++r) out[r / 4] |= uint8_t(uint8_t(tiers[r]) << (2 * (r % 4)));
+}
+
+bool read_tip_tags(const uint8_t* in, int regions, std::vector<TipTier>* tiers) {
+  tiers->assign(size_t(regions), TipTier::Kvq8);
+  const int bytes = tip_tag_beats(regions) * kBeatBytes;
+  for (int i = 0; i < bytes * 4; ++i) {
+    const int tag = (in[i / 4] >> (2 * (i % 4))) & 3;
+    if (i >= regions ? tag != 0 : tag == 3) return false;
+    if (i < regions) (*tiers)[size_t(i)] = TipTier(tag);
+  }
+  return true;
+}
+
+void write_tip_bank(const TipBank& bank, uint8_t* out) {
+  const int lanes = int(bank.k.outliers.size());
+  std::memset(out, 0, tip_bank_bytes(lanes));
+  write_kv_bank(bank.k, out);  // sk_d at 2d, the lanes' channels at 192 + j
+  std::memcpy(out + kHeadDim * kKvFp16Bytes + lanes, &bank.sv, 2);
+}
+
+TipBank read_tip_bank(const uint8_t* in, int lanes) {
+  TipBank b;
+  b.k = read_kv_bank(in, lanes);
+  std::memcpy(&b.sv, in + kHeadDim * kKvFp16Bytes + lanes, 2);
+  return b;
+}
+
+uint64_t tip_k_bytes(TipTier t, int lanes) {
+  if (t == TipTier::Kvq8) return uint64_t(kHeadDim);
+  return kv_storage(KvFormat::Int4, t == TipTier::Kvq4Lanes ? lanes : 0).k.total();
+}
+
+void tip_k12(const uint8_t* k_row, TipTier t, const KvInt4Bank& bank, int32_t* k12) {
+  if (t == TipTier::Kvq8) {
+    for (int d = 0; d < kHeadDim; ++d) k12[d] = int8_t(k_row[d]);
+    return;
+  }
+  for (int d = 0; d < kHeadDim; ++d) k12[d] = kv_nibble(k_row, d) << kKvFixedShift;
+  if (t == TipTier::Kvq4) return;
+  for (size_t j = 0; j < bank.outliers.size(); ++j) {
+    uint16_t h;
+    std::memcpy(&h, k_row + kNibbleBytes + 2 * j, 2);
+    const int d = bank.outliers[j];
+    k12[d] = kv_outlier_fixed(h, bank.sk[size_t(d)]);
+  }
+}
+
+void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, int64_t* acc) {
+  if (t == TipTier::Kvq8) {
+    const int64_t w = kv_v_weight(p, sv);
+    for (int d = 0; d < kHeadDim; ++d) acc[d] += w * int8_t(v_row[d]);
+    return;
+  }
+  for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
+    uint16_t s;
+    std::memcpy(&s, v_row + kNibbleBytes + 2 * g, 2);
+    const int64_t w = kv_v_weight(p, s);
+    for (int i = 0; i < kKvVGroup; ++i) acc[g * kKvVGroup + i] += w * kv_nibble(v_row, g * kKvVGroup + i);
+  }
+}
+
+uint32_t tip_region_mass(uint32_t l_r, int32_t m_r, int32_t M, uint32_t total, uint32_t m, int shift) {
+  const uint64_t e = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - m_r), m, shift));
+  const uint64_t rr = (uint64_t(1) << 46) / uint64_t(total);
+  const unsigned __int128 a = (static_cast<unsigned __int128>(uint64_t(l_r) * e) * rr + (uint64_t(1) << 44)) >> 45;
+  return uint32_t(std::min<unsigned __int128>(a, 65535));
+}
+
 TipRegions::TipRegions(const TipSettings& s) : s_(s) { s_.validate("TIP"); }
 
 void TipRegions::grow(int regions) {

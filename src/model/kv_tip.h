@@ -70,6 +70,36 @@ void encode_kvq8(const float* k, const float* v, const TipBank& bank, uint8_t* r
 // to KVQ4+L or KVQ4, or from KVQ4+L to KVQ4. Rows are K then V at the tier's sizes.
 std::vector<uint8_t> tip_demote(const uint8_t* row, TipTier from, TipTier to, const TipBank& bank);
 
+// ---- The stream (docs/tip.md "Stream") ---------------------------------------------
+
+// Region sizes a header names: R = 2^region_log2, region_log2 4..8.
+constexpr int kTipMinRegionLog2 = 4, kTipMaxRegionLog2 = 8;
+// A head's regions N = ceil(T / R), its tag beats ceil(N / 32) and its mass beats ceil(N / 4).
+constexpr int tip_regions(int T, int region_log2) { return (T + (1 << region_log2) - 1) >> region_log2; }
+constexpr int tip_tag_beats(int regions) { return (regions + 31) / 32; }
+constexpr int tip_mass_beats(int regions) { return (regions + 3) / 4; }
+constexpr int kTipMaxRegions = 2048 / 16;  // T 2,048 at R 16
+// The tag table (tip_tag_beats(tiers.size()) beats): 2 bits a region, 0 KVQ8, 1 KVQ4+L, 2 KVQ4.
+void write_tip_tags(const std::vector<TipTier>& tiers, uint8_t* out);
+// And back: false for a tag 3, or a bit set past region `regions` - 1 (reserved bits).
+bool read_tip_tags(const uint8_t* in, int regions, std::vector<TipTier>* tiers);
+// The bank as streamed (tip_bank_bytes(lanes)): sk_d at byte 2d, lane channel j at 192 + j,
+// sv at 192 + lanes, zeros to the beat; and back (Error for a lane channel >= 96 or repeated).
+void write_tip_bank(const TipBank& bank, uint8_t* out);
+TipBank read_tip_bank(const uint8_t* in, int lanes);
+// A row's K and V bytes at its tier (K then V: tip_row_bytes = k + v).
+uint64_t tip_k_bytes(TipTier t, int lanes);
+
+// The unit's read path of a row (docs/tip.md "Tiers and their rows"), shared by the clocked
+// unit and the fast kernel: K in the bank's fixed point sk_d / 16 (KVQ8 k8_d, a nibble 16 k,
+// a lane kv_outlier_fixed), and the row's V added to the 62-bit accumulators at weight p
+// (KVQ8 kv_v_weight(p, sv) v8_d; KVQ4(+L) per group as the INT4 unit).
+void tip_k12(const uint8_t* k_row, TipTier t, const KvInt4Bank& bank, int32_t* k12);
+void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, int64_t* acc);
+// A region's attention mass in UQ0.16 at the head's end: min(65535, (l_r e_r rr + 2^44) >> 45),
+// e_r = exp_interp(online_index8(M - m_r, m, S)), rr = floor(2^46 / total).
+uint32_t tip_region_mass(uint32_t l_r, int32_t m_r, int32_t M, uint32_t total, uint32_t m, int shift);
+
 // ---- The rule (docs/tip.md "Regions and the rule") ----------------------------------
 
 // One (layer, head)'s region table: tiers, importance and query counts.

@@ -153,9 +153,11 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
   // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
   c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;
-  // TIP's tiers exist as a golden format only (docs/tip.md): no unit model reads them.
+  // TIP's tiers (docs/tip.md): the golden counterpart and the attention unit read them, the
+  // host runtime does not drive that unit yet.
   if (c.board.attention.kv_format == "tip")
-    throw FieldError("kv.format", "tip: the clocked and fast attention units do not read TIP's precision tiers yet; "
+    throw FieldError("kv.format", "tip: the host runtime does not drive the attention unit that reads TIP's precision "
+                                  "tiers yet (no KV-area layout, re-encoding or region tables in the token loop); "
                                   "bitsim eval scores them with the golden counterpart (rows board-online-softmax-tip, "
                                   "-tip-lean; docs/tip.md)");
   c.memory.kv_format = c.board.attention.kv();

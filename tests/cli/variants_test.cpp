@@ -258,16 +258,18 @@ TEST(Variants, Int4KvHoldsAContextPast512AndNamesItsCapacity) {
 }
 
 // docs/tip.md: the kv.tip.* keys are checked by name; kv.format = tip is refused on the board
-// (no unit model reads TIP's tiers yet: eval's golden rows do), for run and sweep alike.
+// (the attention unit reads TIP's tiers, the host does not drive it yet: eval's golden rows
+// score them), for run and sweep alike.
 TEST(Variants, TipIsRefusedOnTheBoardAndItsKeysAreChecked) {
   const Result run = bitsim("run --prompt x --model synthetic:tiny --tokens 1 --set attention.variant=online-softmax "
                             "--set kv.format=tip");
   EXPECT_EQ(run.code, 2);
-  EXPECT_NE(run.err.find("kv.format: tip: the clocked and fast attention units do not read"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("kv.format: tip: the host runtime does not drive the attention unit"), std::string::npos)
+      << run.err;
   const Result sweep = bitsim("sweep --check-model '' --tokens 1 --set attention.variant=online-softmax "
                               "--grid kv.format=int8,tip");
   EXPECT_EQ(sweep.code, 2);
-  EXPECT_NE(sweep.err.find("kv.format: tip: the clocked and fast"), std::string::npos) << sweep.err;
+  EXPECT_NE(sweep.err.find("kv.format: tip: the host runtime does not drive"), std::string::npos) << sweep.err;
   const struct {
     const char* set;
     const char* says;

@@ -3,7 +3,7 @@
 // holds the head (q, then T rows of K and of V), the fast fidelity's kernel
 // (hw::fast::attention_head, every kernel this CPU runs) must equal the golden reference
 // (golden::attention_head), and the header must re-encode to the same bytes. T's range is
-// the unit's: 1..512, or 1..2048 with the INT4 flag (model::attention_max_t). The head walker
+// the unit's: 1..512, or 1..2048 with the INT4 or TIP flag (model::attention_max_t). The head walker
 // the fast fidelity's attention engine runs (model::next_head) must agree with the header
 // parse and with attention_head_bytes.
 #include <cstring>
@@ -28,20 +28,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)m::attention_error_name(e);
     m::HeadLayout lay;
     const m::AttentionError we = m::next_head(data, size, &lay);
-    if (e != m::AttentionError::None ? we != e
-                                     : (lay.bytes != m::attention_head_bytes(h) ||
-                                        we != (lay.bytes > size ? m::AttentionError::Truncated : m::AttentionError::None)))
+    if (e == m::AttentionError::None && h.tip) {
+      // TIP: the tag beats after q size the head; a walker that read them agrees with them.
+      if (we == m::AttentionError::None &&
+          (lay.bytes != m::attention_head_bytes(h, lay.tiers.data()) || lay.bytes > size ||
+           int(lay.tiers.size()) != m::tip_regions(int(h.T), int(h.region_log2))))
+        bitsim::fuzz::fail("next_head disagrees with a TIP head's tags");
+      if (we != m::AttentionError::None && we != m::AttentionError::Truncated && we != m::AttentionError::ReservedBits)
+        bitsim::fuzz::fail("next_head gives a TIP head an error its tags cannot cause");
+    } else if (e != m::AttentionError::None ? we != e
+                                            : (lay.bytes != m::attention_head_bytes(h) ||
+                                               we != (lay.bytes > size ? m::AttentionError::Truncated
+                                                                       : m::AttentionError::None))) {
       bitsim::fuzz::fail("next_head disagrees with parse_attention_header");
+    }
     if (e0 != m::AttentionError::None && e != e0) bitsim::fuzz::fail("beat 0 check and header parse disagree");
     if (e != m::AttentionError::None) return;
-    if (h.T < 1 || h.T > uint32_t(m::attention_max_t(h.int4)) || h.m > m::kAttentionMaxM || h.shift > 63)
+    if (h.T < 1 || h.T > uint32_t(m::attention_max_t(h.int4 || h.tip)) || h.m > m::kAttentionMaxM || h.shift > 63)
       bitsim::fuzz::fail("a header outside its ranges parsed ok");
     uint8_t again[16];
     m::write_attention_header(h, again);
     if (std::memcmp(again, data, 16) != 0) bitsim::fuzz::fail("a valid header does not re-encode to its bytes");
     // The kernels below read int8 rows: an INT4 head's rows are in another format (its
-    // kernels are compared with golden by FastKernels.Int4AttentionEqualsGolden).
-    if (h.int4 || size < m::attention_head_bytes(int(h.T))) return;
+    // kernels are compared with golden by FastKernels.Int4AttentionEqualsGolden, TIP's by
+    // FastKernels.TipAttentionEqualsGolden).
+    if (h.int4 || h.tip || size < m::attention_head_bytes(int(h.T))) return;
     const auto* q = reinterpret_cast<const int8_t*>(data + 16);
     const int8_t* K = q + m::kHeadDim;
     const int8_t* V = K + size_t(h.T) * m::kHeadDim;

@@ -107,5 +107,44 @@ TEST(AttentionResources, OutlierChannelsDoNotChangeTheInt4Unit) {
   EXPECT_EQ(a.bram36, b.bram36);
 }
 
+TEST(AttentionResources, TheTipUnitIsTheInt4UnitPlusItsReadPathAndRegionState) {
+  // docs/tip.md "Stream": the INT4 unit's rows (150 DSP, 9,776 LUT) and TIP's, sized for
+  // 128 regions (T 2,048 at R 16) whatever kv.tip.* says.
+  const auto i4 = attention_resources(unit("online-softmax", "int4"));
+  const auto r = attention_resources(unit("online-softmax", "tip"));
+  ASSERT_EQ(i4.dsp, 150);
+  ASSERT_EQ(i4.lut, 9'776);
+  // DSP: 2 lanes x 8 KVQ8 V products of 48 x 8 (2 each), 2 region-sum rescales 26 x 15 (2
+  // each), 2 mass m multipliers and 2 mass interpolations (1 each).
+  EXPECT_EQ(row(r, "KVQ8 V products w x v8").dsp, 32);
+  EXPECT_EQ(row(r, "rescale of the region sum l").dsp, 4);
+  EXPECT_EQ(row(r, "mass exponent (m multiplier)").dsp, 2);
+  EXPECT_EQ(row(r, "mass exponent (interpolation)").dsp, 2);
+  EXPECT_EQ(r.dsp, 150 + 32 + 4 + 2 + 2);
+  // LUT, per lane: the K operand select 8 x 12; 8 accumulate selects of 62; the region sum's
+  // 26-bit add; tags 2 x (2 + 1) + 3; the mass exponent's z8 shift 147 and EXPI 255; the mass
+  // arithmetic 32 + 26 + 62 + 20 + 20 = 160. Two lanes.
+  EXPECT_EQ(row(r, "KVQ8 K operand select").lut, 2 * 96);
+  EXPECT_EQ(row(r, "KVQ8 V accumulate select").lut, 2 * 8 * 62);
+  EXPECT_EQ(row(r, "rescale of the region sum l").lut, 2 * 26);
+  EXPECT_EQ(row(r, "tier tags and row length").lut, 2 * 9);
+  EXPECT_EQ(row(r, "mass exponent (m multiplier)").lut, 2 * 147);
+  EXPECT_EQ(row(r, "mass exponent (interpolation)").lut, 2 * 255);
+  EXPECT_EQ(row(r, "region masses (on the sum's and normalizer's multipliers)").lut, 2 * 160);
+  EXPECT_EQ(r.lut, 9'776 + 192 + 992 + 52 + 18 + 294 + 510 + 320);
+  EXPECT_EQ(r.lut, 12'154);
+  // BRAM36: the (l_r, m_r) register file, 128 x 58 bits a lane.
+  EXPECT_EQ(row(r, "region register file (l_r, m_r) x 128").bram36, 2);
+  EXPECT_EQ(r.bram36, 2);
+  EXPECT_TRUE(r.lut_complete);
+  // The TIP keys do not change the unit (L and R come from its header).
+  AttentionUnitConfig lean = unit("online-softmax", "tip");
+  lean.tip = model::kTipLean;
+  const auto l = attention_resources(lean);
+  EXPECT_EQ(l.dsp, r.dsp);
+  EXPECT_EQ(l.lut, r.lut);
+  EXPECT_EQ(l.bram36, r.bram36);
+}
+
 }  // namespace
 }  // namespace bitsim::hw

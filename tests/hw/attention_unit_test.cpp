@@ -13,12 +13,15 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "golden/board_reference.h"
 #include "support/int4_head.h"
+#include "support/tip_head.h"
 #include "hw/sim_context.h"
 
 namespace bitsim::hw {
@@ -727,17 +730,31 @@ TEST(AttentionUnitInt4, CyclesHandWorkedRowsAndTail) {
   }
 }
 
+// A transfer `good` changed by `corrupt`, run on a unit built from `cfg`: the error `code`,
+// found before any row (row -1: in the header, the bank or TIP's tags).
+struct HeadErrorCase {
+  const char* what;
+  AttentionUnitConfig cfg;
+  AttentionError code;
+  std::function<void(std::vector<StreamBeat>&)> corrupt;
+};
+void expect_head_errors(const std::vector<StreamBeat>& good, const std::vector<HeadErrorCase>& cases) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    bitsim::hw::FreshSimContext ctx;
+    Bench b(c.cfg);
+    ASSERT_TRUE(b.run_one_transfer(test_bench::changed(good, c.corrupt))) << "hang";
+    const EngineLaneError e = b.engine.error(0);
+    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
+    EXPECT_EQ(e.row, -1);
+  }
+}
+
 TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
   std::mt19937 rng(81);
   const std::vector<int4_test::Int4Head> heads = {int4_test::random_int4_head(2, 3, rng)};
   const auto good = int4_transfer(heads);
-  struct Case {
-    const char* what;
-    AttentionUnitConfig cfg;
-    AttentionError code;
-    std::function<void(std::vector<StreamBeat>&)> corrupt;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<HeadErrorCase> cases = {
       {"INT4 header to the int8 online unit", online_config(), AttentionError::VariantMismatch, {}},
       {"int8 header to the INT4 unit", int4_config(), AttentionError::VariantMismatch,
        [](auto& s) { s[0].data &= ~(1ull << 27); s[1].data &= ~(0xFull << 32); }},
@@ -750,15 +767,257 @@ TEST(AttentionUnitInt4, VariantMismatchAndBadBank) {
       {"T = 513 to the int8 online unit", online_config(), AttentionError::BadLength,
        [](auto& s) { s[0].data = (s[0].data & ~(1ull << 27) & 0xFFFF'FFFFull) | (513ull << 32); s[1].data &= ~(0xFull << 32); }},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    bitsim::hw::FreshSimContext ctx;
-    Bench b(c.cfg);
-    ASSERT_TRUE(b.run_one_transfer(test_bench::changed(good, c.corrupt))) << "hang";
-    const EngineLaneError e = b.engine.error(0);
-    EXPECT_EQ(AttentionError(e.code), c.code) << attention_error_name(AttentionError(e.code));
-    EXPECT_EQ(e.row, -1);
+  expect_head_errors(good, cases);
+}
+
+// ---- The online-softmax unit reading TIP rows (docs/tip.md "Stream") -------------------
+
+// A head's one tag beat (up to 32 regions) as the stream holds it.
+void write_tip_tags_to(const tip_test::TipHead& h, uint64_t* beat) {
+  uint8_t b[8];
+  model::write_tip_tags(h.tiers, b);
+  std::memcpy(beat, b, 8);
+}
+
+AttentionUnitConfig tip_config() {
+  AttentionUnitConfig c = online_config();
+  c.kv_format = "tip";
+  return c;
+}
+
+// A TIP head's stream: header (flags bits 2 and 4, L, log2 R), q, tags, bank, the rows at
+// their tiers.
+std::vector<StreamBeat> tip_head_beats(const tip_test::TipHead& h, bool last) {
+  const std::vector<uint8_t> bytes = h.stream(last);
+  std::vector<StreamBeat> beats;
+  append_bytes(beats, bytes.data(), bytes.size());
+  EXPECT_EQ(bytes.size(), model::attention_head_bytes(h.header(last), h.tiers.data()));
+  beats.back().last = last;
+  return beats;
+}
+
+std::vector<StreamBeat> tip_transfer(const std::vector<tip_test::TipHead>& heads) {
+  return transfer_of(heads, tip_head_beats);
+}
+
+// Per head golden::attention_head_tip's o (two a beat), sum, then the masses four a beat.
+std::vector<StreamBeat> tip_expected(const std::vector<tip_test::TipHead>& heads) {
+  std::vector<StreamBeat> out;
+  for (const auto& h : heads) {
+    int32_t o[D];
+    uint32_t sum = 0;
+    std::vector<uint32_t> masses;
+    h.golden(o, &sum, &masses);
+    EXPECT_EQ(int(masses.size()), h.regions());
+    for (int i = 0; i < D; i += 2) out.push_back({uint64_t(uint32_t(o[i])) | (uint64_t(uint32_t(o[i + 1])) << 32), false});
+    out.push_back({uint64_t(sum), false});
+    for (size_t r = 0; r < masses.size(); r += 4) {
+      uint64_t beat = 0;
+      for (size_t j = 0; j < 4 && r + j < masses.size(); ++j) beat |= uint64_t(masses[r + j]) << (16 * j);
+      out.push_back({beat, false});
+    }
   }
+  out.back().last = true;
+  return out;
+}
+
+TEST(AttentionUnitTip, ContextsRegionSizesLanesAndMixedTiersBothLanesEqualGolden) {
+  bitsim::hw::FreshSimContext ctx;
+  Bench b(tip_config());
+  std::mt19937 rng(20261205);
+  std::vector<tip_test::TipHead> h0, h1;
+  uint64_t rows0 = 0, rows1 = 0;
+  int i = 0;
+  for (int T : {1, 2, 16, 17, 64, 65, 300, 512}) {
+    const int log2r = 4 + i % 5, lanes = i % 2 ? 8 : 4;
+    h0.push_back(tip_test::random_tip_head(T, log2r, lanes, rng));
+    h1.push_back(tip_test::random_tip_head(T, 8 - i % 5, 12 - lanes, rng));
+    rows0 += 2 * uint64_t(T);
+    rows1 += 2 * uint64_t(T);
+    ++i;
+  }
+  // One tier throughout, each of the three.
+  for (model::TipTier t : {model::TipTier::Kvq8, model::TipTier::Kvq4Lanes, model::TipTier::Kvq4}) {
+    h0.push_back(tip_test::random_tip_head(100, 5, 4, rng, std::vector<model::TipTier>(4, t)));
+    rows0 += 200;
+  }
+  ASSERT_TRUE(b.run_both_lanes(tip_transfer(h0), tip_transfer(h1)));
+  expect_beats_eq(b.sink[0]->beats, tip_expected(h0));
+  expect_beats_eq(b.sink[1]->beats, tip_expected(h1));
+  EXPECT_EQ(b.engine.stats(0).rows, rows0);
+  EXPECT_EQ(b.engine.stats(1).rows, rows1);
+  EXPECT_EQ(b.engine.stats(0).units, h0.size());
+  EXPECT_EQ(b.engine.stats(0).errors + b.engine.stats(1).errors, 0u);
+}
+
+TEST(AttentionUnitTip, FullContextAtTheSmallestRegionEqualsGolden) {
+  // T = 2,048 at R = 16: 128 regions, 4 tag beats, 32 mass beats; and T = 1,319 at R = 64.
+  bitsim::hw::FreshSimContext ctx;
+  Bench b(tip_config());
+  std::mt19937 rng(20261206);
+  const std::vector<tip_test::TipHead> h0 = {tip_test::random_tip_head(2048, 4, 4, rng)};
+  const std::vector<tip_test::TipHead> h1 = {tip_test::random_tip_head(1319, 6, 8, rng)};
+  ASSERT_TRUE(b.run_both_lanes(tip_transfer(h0), tip_transfer(h1)));
+  expect_beats_eq(b.sink[0]->beats, tip_expected(h0));
+  expect_beats_eq(b.sink[1]->beats, tip_expected(h1));
+  EXPECT_EQ(b.sink[0]->beats.size(), 49u + 32u);
+  EXPECT_EQ(b.sink[1]->beats.size(), 49u + 6u);
+}
+
+TEST(AttentionUnitTip, CyclesFollowTheBytesOfEachRowHandWorked) {
+  // A head of N input beats = 2 + 12 + G (tags) + B (bank: 25 at L = 4, 26 at L = 8) + its
+  // rows' beats (KVQ8 24, KVQ4+L 14 or 15, KVQ4 13); its last V beat is taken at edge N, its
+  // results pushed from N + drain + 143 + 6 (only when the last row is KVQ4(+L)) + regions,
+  // popped one edge later, one a beat (docs/tip.md "Stream"). drain 4.
+  using model::TipTier;
+  struct Case {
+    int T, log2r, lanes;
+    std::vector<TipTier> tiers;
+    uint64_t first_pop;  // by hand
+    size_t beats;
+  };
+  const std::vector<Case> cases = {
+      // T 3, one region, KVQ8: N = 2 + 12 + 1 + 25 + 3 x 24 = 112; 112 + 4 + 143 + 0 + 1 + 1.
+      {3, 4, 4, {TipTier::Kvq8}, 261, 50},
+      // KVQ4: N = 40 + 3 x 13 = 79; 79 + 4 + 143 + 6 + 1 + 1.
+      {3, 4, 4, {TipTier::Kvq4}, 234, 50},
+      // T 20 at R 16, L 8: KVQ4+L then KVQ8: N = 2 + 12 + 1 + 26 + 16 x 15 + 4 x 24 = 377;
+      // 377 + 4 + 143 + 0 + 2 + 1.
+      {20, 4, 8, {TipTier::Kvq4Lanes, TipTier::Kvq8}, 527, 50},
+      // The reverse, L 4: N = 2 + 12 + 1 + 25 + 16 x 24 + 4 x 14 = 480; 480 + 4 + 143 + 6 + 2 + 1.
+      {20, 4, 4, {TipTier::Kvq8, TipTier::Kvq4Lanes}, 636, 50},
+      // T 200 at R 32, 7 regions (2 mass beats): KVQ4 x 3, KVQ8 x 2, KVQ4+L (L 4) x 2 (the last
+      // of 8 rows): N = 40 + 96 x 13 + 64 x 24 + 40 x 14 = 3,384; 3,384 + 4 + 143 + 6 + 7 + 1.
+      {200, 5, 4, {TipTier::Kvq4, TipTier::Kvq4, TipTier::Kvq4, TipTier::Kvq8, TipTier::Kvq8, TipTier::Kvq4Lanes,
+                   TipTier::Kvq4Lanes}, 3545, 51},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(::testing::Message() << "T " << k.T << " R " << (1 << k.log2r) << " L " << k.lanes);
+    bitsim::hw::FreshSimContext ctx;
+    AttentionUnitConfig cfg = tip_config();
+    cfg.drain = 4;
+    Bench b(cfg);
+    std::mt19937 rng{uint32_t(k.T * 10 + k.lanes)};
+    const std::vector<tip_test::TipHead> heads = {tip_test::random_tip_head(k.T, k.log2r, k.lanes, rng, k.tiers)};
+    b.src[0]->append(tip_transfer(heads));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    expect_beats_eq(b.sink[0]->beats, tip_expected(heads));
+    ASSERT_EQ(b.sink[0]->beats.size(), k.beats);
+    for (uint64_t j = 0; j < k.beats; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], k.first_pop + j) << j;
+  }
+}
+
+TEST(AttentionUnitTip, VariantMismatchReservedTagsLanesRegionsAndBadBank) {
+  std::mt19937 rng(82);
+  const std::vector<tip_test::TipHead> heads = {tip_test::random_tip_head(40, 4, 4, rng)};  // 3 regions
+  const auto good = tip_transfer(heads);
+  const int tags = 14, bank = 15;  // beat indices
+  const std::vector<HeadErrorCase> cases = {
+      {"TIP header to the INT4 unit", int4_config(), AttentionError::VariantMismatch, {}},
+      {"TIP header to the int8 online unit", online_config(), AttentionError::VariantMismatch, {}},
+      {"INT4 header to the TIP unit", tip_config(), AttentionError::VariantMismatch,
+       [](auto& s) { s[0].data = (s[0].data & ~(1ull << 28)) | (1ull << 27); s[1].data &= ~(0xFull << 36); }},
+      {"TIP and INT4 flags together", tip_config(), AttentionError::ReservedBits, [](auto& s) { s[0].data |= 1ull << 27; }},
+      {"TIP header without the online flag", tip_config(), AttentionError::VariantMismatch,
+       [](auto& s) { s[0].data &= ~(1ull << 26); }},
+      {"5 lanes", tip_config(), AttentionError::ReservedBits,
+       [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 32)) | (5ull << 32); }},
+      {"region log2 9", tip_config(), AttentionError::ReservedBits,
+       [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 36)) | (9ull << 36); }},
+      {"region log2 3", tip_config(), AttentionError::ReservedBits,
+       [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 36)) | (3ull << 36); }},
+      {"tag 3", tip_config(), AttentionError::ReservedBits, [&](auto& s) { s[tags].data |= 3ull << 2; }},
+      {"a tag past the last region", tip_config(), AttentionError::ReservedBits,
+       [&](auto& s) { s[tags].data |= 1ull << 6; }},
+      {"a lane channel 96", tip_config(), AttentionError::ReservedBits,
+       [&](auto& s) { s[bank + 24].data = (s[bank + 24].data & ~0xFFull) | 96; }},
+      {"T = 2049", tip_config(), AttentionError::BadLength,
+       [](auto& s) { s[0].data = (s[0].data & 0xFFFF'FFFFull) | (2049ull << 32); }},
+  };
+  expect_head_errors(good, cases);
+}
+
+TEST(AttentionUnitTip, FastFaceEqualsTheClockedUnitAndKeysTheTiers) {
+  // The fast face (AttentionFastEngine: model::next_head, fast::attention_head_tip) on the
+  // same transfer, split over two DMA buffers mid-head, gives the clocked unit's result
+  // bytes; its batch key names each head's T, flags, L, log2 R and tag beats, so that heads
+  // whose tiers differ (and so their cycles) never share a timing record.
+  std::mt19937 rng(20261207);
+  const std::vector<tip_test::TipHead> heads = {tip_test::random_tip_head(70, 4, 8, rng),
+                                                tip_test::random_tip_head(1, 8, 4, rng),
+                                                tip_test::random_tip_head(600, 4, 4, rng)};  // 38 regions: 2 tag beats
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto b = heads[i].stream(i + 1 == heads.size());
+    bytes.insert(bytes.end(), b.begin(), b.end());
+  }
+  std::vector<StreamBeat> clocked;
+  {
+    bitsim::hw::FreshSimContext ctx;
+    Bench b(tip_config());
+    b.src[0]->append(tip_transfer(heads));
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    clocked = b.sink[0]->beats;
+  }
+  expect_beats_eq(clocked, tip_expected(heads));
+  std::vector<uint8_t> want(clocked.size() * 8);
+  for (size_t i = 0; i < clocked.size(); ++i) std::memcpy(want.data() + 8 * i, &clocked[i].data, 8);
+
+  auto run = [&](const std::vector<uint8_t>& in, bool timing_only, std::string* key, std::vector<uint8_t>* out) {
+    PagedMemory mem(uint64_t(1) << 24);
+    const uint64_t a = 0x10'0000, split = 1000;
+    mem.write(a, in.data(), split);
+    mem.write(a + 0x8'0000, in.data() + split, in.size() - split);
+    fast::Workers workers(1);
+    FastEngineContext ctx{mem, workers, timing_only, {}};
+    const std::vector<FastBuffer> stream = {{a, uint32_t(split)}, {a + 0x8'0000, uint32_t(in.size() - split)}};
+    return AttentionFastEngine(tip_config()).compute(ctx, stream, *key, *out);
+  };
+  std::string key;
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(run(bytes, false, &key, &got));
+  EXPECT_EQ(got, want);
+  // Head 0: T 70 at R 16 (5 regions), flags 0x14, L 8; head 1 one region; head 2 38 regions in
+  // two tag beats; the last head's flags carry bit 0.
+  uint64_t t0 = 0, t2a = 0, t2b = 0;
+  write_tip_tags_to(heads[0], &t0);
+  std::vector<uint8_t> tags2(16);
+  model::write_tip_tags(heads[2].tiers, tags2.data());
+  std::memcpy(&t2a, tags2.data(), 8);
+  std::memcpy(&t2b, tags2.data() + 8, 8);
+  uint64_t t1 = uint64_t(heads[1].tiers[0]);
+  EXPECT_EQ(key, fmt::format("h70,20,8,4,{:x}.;h1,20,4,8,{:x}.;h600,21,4,4,{:x}.{:x}.;", t0, t1, t2a, t2b));
+  // Timing only: the same key, zero results of the same size.
+  std::string key2;
+  std::vector<uint8_t> zeros;
+  ASSERT_TRUE(run(bytes, true, &key2, &zeros));
+  EXPECT_EQ(key2, key);
+  EXPECT_EQ(zeros, std::vector<uint8_t>(want.size(), 0));
+  // Another tier for one region: another key.
+  std::vector<tip_test::TipHead> other = heads;
+  other[0].tiers[4] = other[0].tiers[4] == model::TipTier::Kvq8 ? model::TipTier::Kvq4 : model::TipTier::Kvq8;
+  std::vector<uint8_t> ob;
+  for (size_t i = 0; i < other.size(); ++i) {
+    const auto b = other[i].stream(i + 1 == other.size());
+    ob.insert(ob.end(), b.begin(), b.end());
+  }
+  std::string key3;
+  std::vector<uint8_t> r3;
+  ASSERT_TRUE(run(ob, false, &key3, &r3));
+  EXPECT_NE(key3, key);
+  // A reserved tag, or a TIP stream to the INT4 unit's fast face: the clocked board's to answer.
+  std::vector<uint8_t> bad = bytes;
+  bad[model::kAttentionHeaderQBytes] |= 3;
+  std::string k4;
+  std::vector<uint8_t> r4;
+  EXPECT_FALSE(run(bad, false, &k4, &r4));
+  PagedMemory mem(uint64_t(1) << 24);
+  mem.write(0x1000, bytes.data(), bytes.size());
+  fast::Workers workers(1);
+  FastEngineContext ctx{mem, workers, false, {}};
+  std::string k5;
+  std::vector<uint8_t> r5;
+  EXPECT_FALSE(AttentionFastEngine(int4_config()).compute(ctx, {{0x1000, uint32_t(bytes.size())}}, k5, r5));
 }
 
 // ---- Speed -----------------------------------------------------------------------------

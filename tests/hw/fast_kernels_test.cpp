@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "support/int4_head.h"
+#include "support/tip_head.h"
 
 #include <algorithm>
 #include <atomic>
@@ -345,6 +346,57 @@ TEST(FastKernels, Int4AttentionEqualsGolden) {
       ++cases;
     }
   EXPECT_EQ(cases, 9 * 9);
+}
+
+TEST(FastKernels, TipAttentionEqualsGolden) {
+  // TIP's rows packed at their tiers' sizes as the unit's stream holds them, against
+  // golden::attention_head_tip (rows in fixed slots): o, sum and every region's mass; mixed
+  // tiers at every region size, both lane counts, and each tier alone.
+  std::mt19937 rng(4005);
+  int cases = 0;
+  auto check = [&](const tip_test::TipHead& h) {
+    int32_t want[kD];
+    uint32_t want_sum = 0;
+    std::vector<uint32_t> want_m;
+    h.golden(want, &want_sum, &want_m);
+    const std::vector<uint8_t> s = h.stream(true);
+    const size_t rows_at = model::kAttentionHeaderQBytes + size_t(model::tip_tag_beats(h.regions())) * 8 +
+                           model::tip_bank_bytes(h.lanes);
+    int32_t got[kD];
+    uint32_t sum = 0xDEADBEEF;
+    std::vector<uint32_t> masses(size_t(h.regions()), 0xDEADBEEF);
+    attention_head_tip(h.q.data(), h.bank, h.tiers.data(), h.region_log2, s.data() + rows_at, h.T, h.p.m, h.p.shift,
+                       got, &sum, masses.data());
+    ASSERT_EQ(sum, want_sum);
+    ASSERT_TRUE(std::equal(got, got + kD, want));
+    ASSERT_EQ(masses, want_m);
+    ++cases;
+  };
+  for (int T : {1, 2, 17, 64, 65, 513, 1319, 2048})
+    for (int log2r = 4; log2r <= 8; ++log2r)
+      for (int lanes : {4, 8}) {
+        SCOPED_TRACE(::testing::Message() << "T " << T << " R " << (1 << log2r) << " L " << lanes);
+        check(tip_test::random_tip_head(T, log2r, lanes, rng));
+      }
+  for (model::TipTier t : {model::TipTier::Kvq8, model::TipTier::Kvq4Lanes, model::TipTier::Kvq4}) {
+    SCOPED_TRACE(model::tip_tier_name(t));
+    check(tip_test::random_tip_head(300, 6, 4, rng, std::vector<model::TipTier>(5, t)));
+  }
+  EXPECT_EQ(cases, 8 * 5 * 2 + 3);
+  // The masses say where the attention went: a head whose q matches one region's keys puts
+  // most of its mass there.
+  tip_test::TipHead h = tip_test::random_tip_head(128, 5, 4, rng, std::vector<model::TipTier>(4, model::TipTier::Kvq8));
+  for (int d = 0; d < kD; ++d) h.q[size_t(d)] = 100;
+  for (int t = 0; t < h.T; ++t)
+    for (int d = 0; d < kD; ++d) h.slots[size_t(t) * tip_test::kSlot + size_t(d)] = uint8_t(int8_t(t / 32 == 2 ? 100 : -100));
+  h.p = {60'000, 24, false};
+  const std::vector<uint8_t> s = h.stream(true);
+  int32_t o[kD];
+  uint32_t sum = 0, masses[4] = {};
+  attention_head_tip(h.q.data(), h.bank, h.tiers.data(), 5, s.data() + model::kAttentionHeaderQBytes + 8 + 200, h.T,
+                     h.p.m, h.p.shift, o, &sum, masses);
+  EXPECT_GT(masses[2], 65'000u);
+  EXPECT_LT(masses[0] + masses[1] + masses[3], 500u);
 }
 
 TEST(FastKernels, OnlineAttentionEqualsGoldenInBothRowLayouts) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 
@@ -123,6 +124,79 @@ TEST(AttentionStream, EveryHeaderCheckInItsOrder) {
   EXPECT_EQ(parse(good[0], good[1] | (0x3Full << 24)), AttentionError::None);
   EXPECT_FALSE(h.int4);
   EXPECT_EQ(h.shift, 63u);
+}
+
+TEST(AttentionStream, TipHeaderFieldsAndTheirChecks) {
+  // Flags bit 4 (TIP rows, with bit 2), beat 1 bits 35:32 = L (4 or 8), bits 39:36 = log2 R
+  // (4..8); T 1..2,048 (docs/tip.md "Stream").
+  AttentionHeadHeader t;
+  t.T = 2048;
+  t.m = 12345;
+  t.shift = 24;
+  t.online = t.tip = true;
+  t.outliers = 8;
+  t.region_log2 = 6;
+  const auto good = encode_attention_header(t);
+  EXPECT_EQ((good[0] >> 24) & 0xFF, 0x14u);
+  EXPECT_EQ((good[1] >> 32) & 0xFF, 0x68u);
+  AttentionHeadHeader h;
+  auto parse = [&](uint64_t b0, uint64_t b1) { return parse_attention_header(b0, b1, &h); };
+  ASSERT_EQ(parse(good[0], good[1]), AttentionError::None);
+  EXPECT_TRUE(h.tip && h.online && !h.int4);
+  EXPECT_EQ(h.outliers, 8u);
+  EXPECT_EQ(h.region_log2, 6u);
+  EXPECT_EQ(h.T, 2048u);
+  uint8_t again[16];
+  write_attention_header(h, again);
+  EXPECT_EQ(std::memcmp(again, good.data(), 16), 0);
+  const uint64_t lanes_off = good[1] & ~(0xFull << 32), region_off = good[1] & ~(0xFull << 36);
+  for (uint64_t L : {0ull, 3ull, 5ull, 9ull, 15ull})
+    EXPECT_EQ(parse(good[0], lanes_off | (L << 32)), AttentionError::ReservedBits) << "L " << L;
+  EXPECT_EQ(parse(good[0], lanes_off | (4ull << 32)), AttentionError::None);
+  for (uint64_t r : {0ull, 3ull, 9ull, 15ull})
+    EXPECT_EQ(parse(good[0], region_off | (r << 36)), AttentionError::ReservedBits) << "log2 R " << r;
+  EXPECT_EQ(parse(good[0], region_off | (4ull << 36)), AttentionError::None);
+  EXPECT_EQ(parse(good[0], region_off | (8ull << 36)), AttentionError::None);
+  // TIP with INT4 is reserved; a region field without TIP too; bits 63:40 reserved.
+  EXPECT_EQ(parse(good[0] | (1ull << 27), good[1]), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0] & ~(1ull << 28), region_off), AttentionError::ReservedBits);  // L without INT4 or TIP
+  EXPECT_EQ(parse((good[0] & ~(1ull << 28)) | (1ull << 27), good[1]), AttentionError::ReservedBits);  // INT4, log2 R 6
+  EXPECT_EQ(parse(good[0], good[1] | (1ull << 40)), AttentionError::ReservedBits);
+  EXPECT_EQ(parse(good[0] | (1ull << 29), good[1]), AttentionError::ReservedBits);  // flags bit 5
+  // T past 2,048.
+  EXPECT_EQ(parse((good[0] & 0xFFFF'FFFF) | (2049ull << 32), good[1]), AttentionError::BadLength);
+}
+
+TEST(AttentionStream, WalkerReadsTipTagsAndSizesEachRowAtItsTier) {
+  // T 40 at R 16: 3 regions (16 + 16 + 8 rows) at KVQ4+L (L 4), KVQ8, KVQ4: 112 + 8 (tags) +
+  // 200 (bank) + 16 x 112 + 16 x 192 + 8 x 104 = 6,016 bytes.
+  AttentionHeadHeader t;
+  t.T = 40;
+  t.online = t.tip = true;
+  t.outliers = 4;
+  t.region_log2 = 4;
+  t.last = true;
+  const std::vector<TipTier> tiers = {TipTier::Kvq4Lanes, TipTier::Kvq8, TipTier::Kvq4};
+  std::vector<uint8_t> s(6016, 0);
+  write_attention_header(t, s.data());
+  write_tip_tags(tiers, s.data() + 112);
+  EXPECT_EQ(attention_head_bytes(t, tiers.data()), 6016u);
+  EXPECT_THROW(attention_head_bytes(t), Error);
+  HeadLayout lay;
+  ASSERT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::None);
+  EXPECT_EQ(lay.bytes, 6016u);
+  EXPECT_EQ(lay.tiers, tiers);
+  EXPECT_EQ(next_head(s.data(), s.size() - 1, &lay), AttentionError::Truncated);
+  EXPECT_EQ(next_head(s.data(), 119, &lay), AttentionError::Truncated);  // the tag beat cut
+  s[112] |= 3 << 4;  // region 2's tag 3
+  EXPECT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::ReservedBits);
+  // An INT4 head after a TIP layout: no tiers left over.
+  AttentionHeadHeader i4;
+  i4.online = i4.int4 = true;
+  std::vector<uint8_t> s4(attention_head_bytes(i4), 0);
+  write_attention_header(i4, s4.data());
+  ASSERT_EQ(next_head(s4.data(), s4.size(), &lay), AttentionError::None);
+  EXPECT_TRUE(lay.tiers.empty());
 }
 
 TEST(AttentionStream, ErrorNames) {

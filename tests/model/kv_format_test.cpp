@@ -81,6 +81,7 @@ TEST(KvFormat, BadValuesNameTheKey) {
     EXPECT_NE(std::string(e.what()).find("kv.format"), std::string::npos);
   }
   EXPECT_EQ(kv_format_of("int4"), KvFormat::Int4);
+  EXPECT_EQ(kv_format_of("tip"), KvFormat::Tip);
   EXPECT_THROW(kv_storage(KvFormat::Int4, 9), Error);
   EXPECT_THROW(kv_storage(KvFormat::Int4, -1), Error);
   try {

@@ -238,5 +238,130 @@ TEST(KvTip, CountersSaturate) {
   EXPECT_EQ(r.queries(0), 300u);
 }
 
+// ---- The stream (docs/tip.md "Stream") ------------------------------------------------
+
+TEST(KvTipStream, TagsTwoBitsARegionAndTheirReservedValues) {
+  EXPECT_EQ(tip_regions(1, 6), 1);
+  EXPECT_EQ(tip_regions(64, 6), 1);
+  EXPECT_EQ(tip_regions(65, 6), 2);
+  EXPECT_EQ(tip_regions(2048, 4), 128);
+  EXPECT_EQ(tip_tag_beats(32), 1);
+  EXPECT_EQ(tip_tag_beats(33), 2);
+  EXPECT_EQ(tip_tag_beats(128), 4);
+  EXPECT_EQ(tip_mass_beats(32), 8);
+  EXPECT_EQ(tip_mass_beats(5), 2);
+  // Regions 0..4: KVQ8, KVQ4+L, KVQ4, KVQ4+L, KVQ4 -> bits 00 01 10 01 10 from bit 0.
+  const std::vector<TipTier> t = {TipTier::Kvq8, TipTier::Kvq4Lanes, TipTier::Kvq4, TipTier::Kvq4Lanes, TipTier::Kvq4};
+  uint8_t b[8];
+  write_tip_tags(t, b);
+  uint64_t beat;
+  std::memcpy(&beat, b, 8);
+  EXPECT_EQ(beat, 0b10'01'10'01'00u);
+  std::vector<TipTier> back;
+  ASSERT_TRUE(read_tip_tags(b, 5, &back));
+  EXPECT_EQ(back, t);
+  // Region 40 sits in beat 1, bits 17:16.
+  std::vector<TipTier> many(41, TipTier::Kvq8);
+  many[40] = TipTier::Kvq4;
+  uint8_t b2[16];
+  write_tip_tags(many, b2);
+  uint64_t beat1;
+  std::memcpy(&beat1, b2 + 8, 8);
+  EXPECT_EQ(beat1, 2ull << 16);
+  ASSERT_TRUE(read_tip_tags(b2, 41, &back));
+  EXPECT_EQ(back, many);
+  // Tag 3 and a bit past the last region are reserved.
+  uint8_t bad[8] = {};
+  bad[0] = 3 << 2;
+  EXPECT_FALSE(read_tip_tags(bad, 2, &back));
+  EXPECT_FALSE(read_tip_tags(bad, 1, &back));  // region 1's bits, past a 1-region head
+  bad[0] = 0;
+  bad[7] = 0x80;                                // bits 63:62 = 2: region 31 at KVQ4
+  EXPECT_FALSE(read_tip_tags(bad, 31, &back));  // past a 31-region head
+  ASSERT_TRUE(read_tip_tags(bad, 32, &back));
+  EXPECT_EQ(back[31], TipTier::Kvq4);
+}
+
+TEST(KvTipStream, BankRoundTripsWithTheVScaleAfterTheLanes) {
+  std::vector<float> kmax(kHeadDim);
+  for (int d = 0; d < kHeadDim; ++d) kmax[size_t(d)] = 0.5f + 0.01f * float((d * 37) % 96);
+  for (int lanes : {4, 8}) {
+    const TipBank b = tip_bank(kmax.data(), 0.0123f, lanes);
+    std::vector<uint8_t> bytes(tip_bank_bytes(lanes), 0xAA);
+    write_tip_bank(b, bytes.data());
+    uint16_t sv;
+    std::memcpy(&sv, bytes.data() + 192 + lanes, 2);
+    EXPECT_EQ(sv, b.sv);
+    for (size_t i = 192 + size_t(lanes) + 2; i < bytes.size(); ++i) EXPECT_EQ(bytes[i], 0) << i;
+    const TipBank r = read_tip_bank(bytes.data(), lanes);
+    EXPECT_EQ(r.k.sk, b.k.sk);
+    EXPECT_EQ(r.k.outliers, b.k.outliers);
+    EXPECT_EQ(r.sv, b.sv);
+    bytes[192] = 96;  // not a channel
+    EXPECT_THROW(read_tip_bank(bytes.data(), lanes), Error);
+  }
+}
+
+TEST(KvTipStream, RowReadPathPerTierByHand) {
+  KvInt4Bank bank;
+  for (auto& s : bank.sk) s = fp16_from_float(0.5f);
+  bank.outliers = {5, 9, 10, 90};
+  uint8_t row[192] = {};
+  int32_t k12[kHeadDim];
+  // KVQ8: the int8 value is K's fixed point itself.
+  row[0] = uint8_t(int8_t(-100));
+  row[95] = 127;
+  tip_k12(row, TipTier::Kvq8, bank, k12);
+  EXPECT_EQ(k12[0], -100);
+  EXPECT_EQ(k12[95], 127);
+  EXPECT_EQ(k12[5], 0);
+  // KVQ4: 16 times the nibble, lanes ignored; KVQ4+L: lane 1 (channel 9) = rne(16 h / sk).
+  std::memset(row, 0, sizeof row);
+  kv_set_nibble(row, 9, -3);
+  kv_set_nibble(row, 4, 7);
+  const uint16_t h = fp16_from_float(1.25f);
+  std::memcpy(row + 48 + 2, &h, 2);
+  tip_k12(row, TipTier::Kvq4, bank, k12);
+  EXPECT_EQ(k12[9], -48);
+  EXPECT_EQ(k12[4], 112);
+  tip_k12(row, TipTier::Kvq4Lanes, bank, k12);
+  EXPECT_EQ(k12[9], 40);  // 16 x 1.25 / 0.5
+  EXPECT_EQ(k12[4], 112);
+  EXPECT_EQ(k12[5], 0);   // lane 0 holds 0
+  // V: KVQ8 one weight for the row, w = p sv 2^16; sv = 0.5, p = 3: w = 98,304.
+  uint8_t v[96] = {};
+  v[0] = 2;
+  v[50] = uint8_t(int8_t(-1));
+  int64_t acc[kHeadDim] = {};
+  tip_accumulate_v(v, TipTier::Kvq8, fp16_from_float(0.5f), 3, acc);
+  EXPECT_EQ(acc[0], 2 * 98'304);
+  EXPECT_EQ(acc[50], -98'304);
+  EXPECT_EQ(acc[1], 0);
+  // KVQ4: per group; group 1's scale 0.25 (w = 49,152), nibble 5 at channel 33.
+  uint8_t v4[56] = {};
+  kv_set_nibble(v4, 33, 5);
+  const uint16_t g1 = fp16_from_float(0.25f);
+  std::memcpy(v4 + 48 + 2, &g1, 2);
+  int64_t acc4[kHeadDim] = {};
+  tip_accumulate_v(v4, TipTier::Kvq4, 0, 3, acc4);
+  EXPECT_EQ(acc4[33], 5 * 49'152);
+  EXPECT_EQ(acc4[0], 0);
+}
+
+TEST(KvTipStream, RegionMassByHand) {
+  // One region holding the whole sum at the maximum: e = EXP[0] = 32767, rr = floor(2^46 /
+  // 1000) = 70,368,744,177; a = (1000 x 32767 x rr + 2^44) >> 45 = 65,534 (UQ0.16 of 1).
+  const uint32_t total = 1000;
+  EXPECT_EQ(tip_region_mass(1000, 7, 7, total, 50'000, 24), 65'534u);
+  // Half of the sum: 32,767.
+  const uint32_t half = tip_region_mass(500, 7, 7, total, 50'000, 24);
+  EXPECT_EQ(half, 32'767u);
+  // A region whose maximum lies below M is scaled by e^(m_r - M) < 1.
+  EXPECT_LT(tip_region_mass(500, 0, 100'000, total, 50'000, 24), half);
+  EXPECT_EQ(tip_region_mass(0, 7, 7, total, 50'000, 24), 0u);
+  // The cap: a sum rounded below the region's part (after a rescale) cannot pass 65,535.
+  EXPECT_EQ(tip_region_mass(1100, 7, 7, total, 50'000, 24), 65'535u);
+}
+
 }  // namespace
 }  // namespace bitsim::model
