@@ -37,7 +37,7 @@ Ddr::Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) : 
   ports_.resize(size_t(config_.ports));
   for (int i = 0; i < config_.ports; ++i) {
     PortState& p = ports_[size_t(i)];
-    p.link = std::make_unique<DdrPortLink>("port" + std::to_string(i));
+    p.link = links_[size_t(i)].get();
     p.reads.reset(size_t(config_.max_pending_bursts));
     p.writes.reset(size_t(config_.max_pending_bursts));
     p.responses.reset(size_t(config_.max_pending_bursts));
@@ -46,19 +46,6 @@ Ddr::Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) : 
   SC_METHOD(tick);
   sensitive << clock_.listen();
   dont_initialize();
-}
-
-DdrPortLink& Ddr::port(int i) {
-  if (i < 0 || i >= config_.ports)
-    throw Error(fmt::format("{}: port {} does not exist (ddr.ports = {})", name(), i, config_.ports));
-  return *ports_[size_t(i)].link;
-}
-
-void Ddr::end_of_elaboration() {
-  for (auto& p : ports_) {
-    wake_ |= p.link->ar.written_event();
-    wake_ |= p.link->aw.written_event();
-  }
 }
 
 // ---- bus side ---------------------------------------------------------------------------
@@ -90,12 +77,6 @@ bool Ddr::idle() const {
   for (const auto& p : ports_)
     if (p.link->ar.valid() || p.link->aw.valid()) return false;
   return true;
-}
-
-void Ddr::note_busy(DdrPortStats& s, uint64_t now) {
-  if (s.busy_cycles == 0) s.first_busy_cycle = now;
-  s.last_busy_cycle = now;
-  ++s.busy_cycles;
 }
 
 // One read beat of port p, when due, with room in its R FIFO and the beat's cost in the bucket.

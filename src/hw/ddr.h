@@ -26,7 +26,6 @@ class Ddr : public Memory {
   SC_HAS_PROCESS(Ddr);
   Ddr(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
 
-  DdrPortLink& port(int i) override;
   uint64_t read_latency_cycles() const { return read_latency_; }
   uint64_t write_latency_cycles() const { return write_latency_; }
   // Bursts held, arbiter slot, and the buckets as they would be refilled by `cycle`.
@@ -50,21 +49,19 @@ class Ddr : public Memory {
     bool error = false;
   };
   struct PortState {
-    std::unique_ptr<DdrPortLink> link;
+    DdrPortLink* link = nullptr;  // the base's links_[i]
     detail::FixedRing<PendingRead> reads;
     detail::FixedRing<PendingWrite> writes;
     detail::FixedRing<PendingResponse> responses;
   };
 
   void tick();
-  void end_of_elaboration() override;
   bool idle() const;
   bool outside(uint64_t addr, uint64_t n) const { return addr >= config_.size_bytes || n > config_.size_bytes - addr; }
   void accept(PortState& p, int index, uint64_t now);
   // One beat of a slot (tick), inlined into it (defined in ddr.cpp only).
   inline bool move_read(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);
   inline bool move_write(PortState& p, DdrPortStats& ps, size_t pi, uint64_t now);
-  void note_busy(DdrPortStats& s, uint64_t now);
   inline void refill(uint64_t now);  // the buckets, at each tick (inlined into it)
 
   uint64_t read_latency_ = 0, write_latency_ = 0;  // cycles
@@ -78,7 +75,6 @@ class Ddr : public Memory {
   int rr_start_ = 0;  // slot visited first at the next edge
   size_t in_flight_ = 0;  // bursts held over all ports (reads, writes, responses to send)
   std::vector<PortState> ports_;
-  sc_core::sc_event_or_list wake_;
   bool sleeping_ = false;
 };
 

@@ -23,23 +23,10 @@ Ddr3Memory::Ddr3Memory(sc_core::sc_module_name name, Clock& clock, const DdrConf
       crossing_(ddr3_board_clock(config_.ddr3, uint64_t(std::llround(clock.period().to_seconds() * 1e12)))),
       timing_(ddr3_board_engine(config_.ddr3, crossing_)) {
   ports_.resize(size_t(config_.ports));
-  for (int i = 0; i < config_.ports; ++i) ports_[size_t(i)].link = std::make_unique<DdrPortLink>("port" + std::to_string(i));
+  for (int i = 0; i < config_.ports; ++i) ports_[size_t(i)].link = links_[size_t(i)].get();
   SC_METHOD(tick);
   sensitive << clock_.listen();
   dont_initialize();
-}
-
-DdrPortLink& Ddr3Memory::port(int i) {
-  if (i < 0 || i >= config_.ports)
-    throw Error(fmt::format("{}: port {} does not exist (ddr.ports = {})", name(), i, config_.ports));
-  return *ports_[size_t(i)].link;
-}
-
-void Ddr3Memory::end_of_elaboration() {
-  for (auto& p : ports_) {
-    wake_ |= p.link->ar.written_event();
-    wake_ |= p.link->aw.written_event();
-  }
 }
 
 bool Ddr3Memory::idle() const {
@@ -47,12 +34,6 @@ bool Ddr3Memory::idle() const {
   for (const auto& p : ports_)
     if (p.link->ar.valid() || p.link->aw.valid()) return false;
   return true;
-}
-
-void Ddr3Memory::note_busy(DdrPortStats& s, uint64_t now) {
-  if (s.busy_cycles == 0) s.first_busy_cycle = now;
-  s.last_busy_cycle = now;
-  ++s.busy_cycles;
 }
 
 // A port's queue holds ddr3.queue_depth requests per direction; a full one stops AR / AW.

@@ -26,7 +26,6 @@ class Ddr3Memory : public Memory {
   SC_HAS_PROCESS(Ddr3Memory);
   Ddr3Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
 
-  DdrPortLink& port(int i) override;
   // Bursts held per port and direction: zero on a quiet memory.
   uint64_t state_fingerprint(uint64_t cycle) const override;
   MemoryState carried_state(uint64_t cycle) const override;
@@ -48,7 +47,7 @@ class Ddr3Memory : public Memory {
     bool error = false;
   };
   struct PortState {
-    std::unique_ptr<DdrPortLink> link;
+    DdrPortLink* link = nullptr;  // the base's links_[i]
     std::deque<Read> reads;
     std::deque<Write> writes;
     size_t data_next = 0;              // writes before this index have all their data
@@ -56,19 +55,16 @@ class Ddr3Memory : public Memory {
   };
 
   void tick();
-  void end_of_elaboration() override;
   bool idle() const;
   bool outside(uint64_t addr, uint64_t n) const { return addr >= config_.size_bytes || n > config_.size_bytes - addr; }
   void accept(PortState& p, int index, uint64_t now);
   bool take_write_beat(PortState& p, int index, uint64_t now);  // true when a beat moved
   void schedule(uint64_t now);  // lets the controller choose every burst it can by `now`
-  void note_busy(DdrPortStats& s, uint64_t now);
 
   Ddr3Crossing crossing_;
   Ddr3Timing timing_;
   std::vector<PortState> ports_;
   size_t in_flight_ = 0;  // bursts held over all ports
-  sc_core::sc_event_or_list wake_;
   bool sleeping_ = false;
 };
 

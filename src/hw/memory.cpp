@@ -13,6 +13,20 @@ Memory::Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& conf
   config_.validate(this->name());
   mem_ = PagedMemory(config_.size_bytes, this->name());
   stats_.ports.resize(size_t(config_.ports));
+  for (int i = 0; i < config_.ports; ++i) links_.push_back(std::make_unique<DdrPortLink>("port" + std::to_string(i)));
+}
+
+DdrPortLink& Memory::port(int i) {
+  if (i < 0 || i >= config_.ports)
+    throw Error(fmt::format("{}: port {} does not exist (ddr.ports = {})", name(), i, config_.ports));
+  return *links_[size_t(i)];
+}
+
+void Memory::end_of_elaboration() {
+  for (auto& l : links_) {
+    wake_ |= l->ar.written_event();
+    wake_ |= l->aw.written_event();
+  }
 }
 
 uint64_t Memory::read64(uint64_t addr) const {

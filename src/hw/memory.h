@@ -88,8 +88,9 @@ class Memory : public sc_core::sc_module {
   // Validates `config` (bitsim::Error naming the key) and allocates the storage lazily.
   Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
 
-  // The channels of port i (0 <= i < config.ports), for the HP port that drives it.
-  virtual DdrPortLink& port(int i) = 0;
+  // The channels of port i (0 <= i < config.ports), for the HP port that drives it; another i
+  // throws bitsim::Error naming ddr.ports.
+  DdrPortLink& port(int i);
 
   // Backdoor, zero simulated time. Throws bitsim::Error naming the range when any byte of
   // [addr, addr + n) lies outside the DDR. An untouched page reads as zero and reading it
@@ -130,6 +131,14 @@ class Memory : public sc_core::sc_module {
   // and a write under its byte strobe (a write listener is told by the caller, per burst).
   void bus_read_beat(uint64_t addr, uint64_t& data) const;
   void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
+  // The links' AR and AW written events (wake_), for a model that sleeps while idle.
+  void end_of_elaboration() override;
+  // A port's busy-edge statistics: one more edge at `now`.
+  static void note_busy(DdrPortStats& s, uint64_t now) {
+    if (s.busy_cycles == 0) s.first_busy_cycle = now;
+    s.last_busy_cycle = now;
+    ++s.busy_cycles;
+  }
   // Tells the request listener, if any, of a burst accepted at `cycle`.
   void heard(uint64_t cycle, int port, bool write, const DdrBurst& b) const {
     if (request_listener_) request_listener_(cycle, port, write, b.addr, b.beats * uint32_t(kBusBeatBytes));
@@ -139,6 +148,8 @@ class Memory : public sc_core::sc_module {
   DdrConfig config_;
   PagedMemory mem_;
   DdrStats stats_;
+  std::vector<std::unique_ptr<DdrPortLink>> links_;  // one per port, "port<i>"
+  sc_core::sc_event_or_list wake_;                    // any link's AR or AW written
   RequestListener request_listener_;
 };
 
