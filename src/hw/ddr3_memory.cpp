@@ -36,16 +36,22 @@ bool Ddr3Memory::idle() const {
   return true;
 }
 
+// The next burst of an AR or AW channel, checked, and told to the request listener.
+DdrBurst Ddr3Memory::take_burst(RegFifo<DdrBurst>& channel, int index, bool write, uint64_t now) {
+  const DdrBurst b = channel.pop();
+  if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
+    throw Error(fmt::format("{}: port {} {} burst at {:#x} of {} beats is malformed", name(), index,
+                            write ? "write" : "read", b.addr, b.beats));
+  heard(now, index, write, b);
+  return b;
+}
+
 // A port's queue holds ddr3.queue_depth requests per direction; a full one stops AR / AW.
 void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
   DdrPortLink& l = *p.link;
   const size_t depth = config_.ddr3.queue_depth;
   if (l.ar.valid() && p.reads.size() < depth) {
-    const DdrBurst b = l.ar.pop();
-    if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
-      throw Error(fmt::format("{}: port {} read burst at {:#x} of {} beats is malformed", name(), index, b.addr,
-                              b.beats));
-    heard(now, index, false, b);
+    const DdrBurst b = take_burst(l.ar, index, false, now);
     Read r;
     r.addr = b.addr;
     r.beats = b.beats;
@@ -65,11 +71,7 @@ void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
     ++in_flight_;
   }
   if (l.aw.valid() && p.writes.size() < depth) {
-    const DdrBurst b = l.aw.pop();
-    if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
-      throw Error(fmt::format("{}: port {} write burst at {:#x} of {} beats is malformed", name(), index, b.addr,
-                              b.beats));
-    heard(now, index, true, b);
+    const DdrBurst b = take_burst(l.aw, index, true, now);
     Write w;
     w.addr = b.addr;
     w.beats = b.beats;

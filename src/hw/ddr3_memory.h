@@ -57,6 +57,7 @@ class Ddr3Memory : public Memory {
   void tick();
   bool idle() const;
   bool outside(uint64_t addr, uint64_t n) const { return addr >= config_.size_bytes || n > config_.size_bytes - addr; }
+  DdrBurst take_burst(RegFifo<DdrBurst>& channel, int index, bool write, uint64_t now);
   void accept(PortState& p, int index, uint64_t now);
   bool take_write_beat(PortState& p, int index, uint64_t now);  // true when a beat moved
   void schedule(uint64_t now);  // lets the controller choose every burst it can by `now`
