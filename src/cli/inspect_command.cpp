@@ -56,8 +56,8 @@ void print_kv_capacity(const model::ModelConfig& c) {
   }
   fmt::print("  (capped at max_position_embeddings {}; the board's unit and the int8 online-softmax unit take "
              "T <= {}, the INT4 unit T <= {}: docs/variants-attention.md 8.8; tip: bytes per position at its "
-             "largest T; the attention unit reads it, the host does not drive that unit yet, docs/tip.md)\n",
-             c.max_position_embeddings, model::kKvPositions, model::kAttentionInt4MaxT);
+             "largest T, the TIP unit T <= {}, docs/tip.md)\n",
+             c.max_position_embeddings, model::kKvPositions, model::kAttentionInt4MaxT, model::kAttentionInt4MaxT);
 }
 
 // What inspect found: the model, its packed image and the load time.

@@ -638,6 +638,14 @@ const int8_t* BoardReference::v_rows(int layer, int head) const {
   return v_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * kHeadDim;
 }
 
+const model::TipRegions& BoardReference::tip_regions(int layer, int head) const {
+  return tip_regions_.at(size_t(layer) * model_.config.num_heads + head);
+}
+const uint8_t* BoardReference::tip_row(int layer, int head, int t) const {
+  const size_t lh = size_t(layer) * model_.config.num_heads + head;
+  return &tip_rows_.at((lh * size_t(options_.context) + size_t(t)) * kTipSlot);
+}
+
 const uint8_t* BoardReference::int4_bank(int layer, int head) const {
   const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).bank;
   return bank_bytes_.data() + (size_t(layer) * model_.config.num_heads + head) * st;

@@ -207,6 +207,10 @@ class BoardReference {
   const uint8_t* int4_bank(int layer, int head) const;
   const uint8_t* int4_k_rows(int layer, int head) const;
   const uint8_t* int4_v_rows(int layer, int head) const;
+  // kv.format = tip: a (layer, head)'s region table and the stored row of position t (its
+  // region's tier's bytes, K then V, at the start of a 192-byte slot).
+  const model::TipRegions& tip_regions(int layer, int head) const;
+  const uint8_t* tip_row(int layer, int head, int t) const;
 
  private:
   // `count` matvecs with w (x: count rows of w.cols, acc: count rows of w.rows).

@@ -40,7 +40,7 @@ DmaDriver::DmaDriver(Platform& platform, const MemoryMap& map, const DriverConfi
     : ps_(platform), map_(map), config_(config) {
   config_.validate("dma driver");
   access_ps_ = ps_of(config_.reg_access_ns);
-  mm2s_ring_ = map_.heads_per_lane() * 3;
+  mm2s_ring_ = map_.heads_per_lane() * std::max(3, map_.descriptors_per_head());
   s2mm_ring_ = map_.descriptor_capacity() - mm2s_ring_;
   if (s2mm_ring_ < 1) throw Error("dma driver: descriptor area too small");
 }
@@ -226,13 +226,21 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
   stats_.fixed_ps += ps_of(config_.call_overhead_ns);
   const int dmas[kLanes] = {kAt0, kAt1};
   uint64_t tail[kLanes] = {}, s2mm_desc[kLanes] = {};
-  uint64_t desc_bytes = 0;
+  uint64_t desc_bytes = 0, result_bytes[kLanes] = {};
   for (int lane = 0; lane < kLanes; ++lane) {
     const auto& hs = heads[lane];
     if (hs.empty()) continue;
     for (size_t i = 0; i < hs.size(); ++i) {
       const bool last = i + 1 == hs.size();
-      write_descriptor(lane, false, hs[i].header_q_addr, uint32_t(model::kAttentionHeaderQBytes), i == 0, false);
+      result_bytes[lane] += hs[i].head_result_bytes();
+      write_descriptor(lane, false, hs[i].header_q_addr, hs[i].header_q_bytes(), i == 0, false);
+      if (!hs[i].segments.empty()) {
+        for (size_t s = 0; s < hs[i].segments.size(); ++s)
+          tail[lane] = write_descriptor(lane, false, hs[i].segments[s].addr, hs[i].segments[s].bytes, false,
+                                        last && s + 1 == hs[i].segments.size());
+        desc_bytes += (1 + hs[i].segments.size()) * 64;
+        continue;
+      }
       if (hs[i].interleaved) {
         const uint32_t bytes = hs[i].stream_bytes ? hs[i].stream_bytes : 2 * hs[i].kv_bytes;
         tail[lane] = write_descriptor(lane, false, hs[i].k_addr, bytes, false, last);
@@ -243,8 +251,7 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
       tail[lane] = write_descriptor(lane, false, hs[i].v_addr, hs[i].kv_bytes, false, last);
       desc_bytes += 3 * 64;
     }
-    s2mm_desc[lane] = write_descriptor(lane, true, map_.attention_result(lane),
-                                       uint32_t(hs.size() * model::kAttentionResultBytes), true, true);
+    s2mm_desc[lane] = write_descriptor(lane, true, map_.attention_result(lane), uint32_t(result_bytes[lane]), true, true);
     desc_bytes += 64;
   }
   flush(cpu_written_bytes);
@@ -261,14 +268,14 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
     invalidate(64);
     uint32_t status = 0;
     ps_.mem_read(s2mm_desc[lane] + R::kDescStatus, &status, 4);
-    const uint32_t want = uint32_t(heads[lane].size() * model::kAttentionResultBytes);
+    const uint32_t want = uint32_t(result_bytes[lane]);
     if (!(status & R::kStsCmplt) || (status & R::kStsLengthMask) != want)
       engine_failure(false, lane, fmt::format("S2MM descriptor status 0x{:08x}: {} of {} result bytes",
                                               status, status & R::kStsLengthMask, want));
     wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
   }
   for (int lane = 0; lane < kLanes; ++lane)
-    if (!heads[lane].empty()) invalidate(heads[lane].size() * model::kAttentionResultBytes);
+    if (!heads[lane].empty()) invalidate(result_bytes[lane]);
   charge_per_transfer(stats_.transfers - transfers_before);
 }
 

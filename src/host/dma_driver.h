@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "host/memory_map.h"
+#include "model/attention_stream.h"
 #include "host/platform.h"
 #include "hw/config_field.h"
 #include "base/error.h"
@@ -131,6 +132,18 @@ struct HeadWork {
                                 // rows), 2 descriptors per head instead of 3
   uint32_t stream_bytes = 0;    // interleaved: when not 0, that buffer's bytes instead (INT4 KV:
                                 // the bank and T rows of the INT4 format)
+  // TIP (docs/tip.md "Stream"): when not empty, the head is header_bytes at header_q_addr
+  // (header, q and the tag beats), then these buffers in order (the bank, then each region's
+  // rows in its slot), one descriptor each; its result is result_bytes (with the masses).
+  struct Segment {
+    uint64_t addr = 0;
+    uint32_t bytes = 0;
+  };
+  std::vector<Segment> segments;
+  uint32_t header_bytes = 0;    // 0: the 112 bytes of header + q
+  uint32_t result_bytes = 0;    // 0: the 392 bytes of a head's result
+  uint32_t header_q_bytes() const { return header_bytes ? header_bytes : uint32_t(model::kAttentionHeaderQBytes); }
+  uint32_t head_result_bytes() const { return result_bytes ? result_bytes : uint32_t(model::kAttentionResultBytes); }
 };
 
 class DmaDriver {

@@ -15,9 +15,11 @@ namespace bitsim::host {
 namespace {
 using model::kHeaderBytes;
 using model::kHeadDim;
-// A head's header + q (112 bytes), each in a 128-byte slot.
+// A head's header + q (112 bytes), each in a 128-byte slot (TIP: with its tag beats, in
+// slots of a multiple of 64 bytes).
 constexpr uint64_t kHeadBufferBytes = 128;
 static_assert(kHeadBufferBytes >= model::kAttentionHeaderQBytes);
+uint64_t pad64(uint64_t b) { return (b + 63) / 64 * 64; }
 static_assert(MemoryMapConfig{}.kv_positions == model::kKvPositions, "the board's KV areas hold 512 positions");
 uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 double mib(uint64_t b) { return double(b) / 1048576.0; }
@@ -30,6 +32,26 @@ uint64_t stream_bytes(const MatmulGroup& g) {
   return b;
 }
 }  // namespace
+
+TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions) {
+  s.validate("kv.format = tip");
+  const model::TipStorage st = model::tip_storage(s, positions);
+  TipAreaLayout a;
+  a.region = s.region;
+  a.regions = st.regions;
+  a.bank = 0;
+  a.table = st.bank;
+  const int slots[3] = {st.kvq8, st.lanes, st.kvq4};
+  uint64_t at = a.table + st.table;
+  for (int t = 0; t < 3; ++t) {
+    a.pool[t] = at;
+    a.slots[t] = slots[t];
+    a.row_bytes[t] = model::tip_row_bytes(model::TipTier(t), s.lanes);
+    at += uint64_t(slots[t]) * uint64_t(s.region) * a.row_bytes[t];
+  }
+  a.bytes = at;
+  return a;
+}
 
 uint64_t MemoryMap::alloc(const std::string& name, uint64_t bytes, uint64_t align) {
   next_ = (next_ + align - 1) / align * align;
@@ -130,9 +152,12 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
 
   // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes (INT4: the bank and 512
   // rows of the INT4 format, interleaved).
-  kv_ = model::kv_storage(config_.kv_format, config_.kv_outlier_channels);
-  if (config_.kv_format == model::KvFormat::Int4 && !config_.kv_interleaved)
-    throw Error("kv.format = int4: the INT4 rows are laid out interleaved, for the online-softmax unit");
+  kv_ = model::kv_storage(config_.kv_format == model::KvFormat::Tip ? model::KvFormat::Int8 : config_.kv_format,
+                         config_.kv_outlier_channels);
+  if (config_.kv_format != model::KvFormat::Int8 && !config_.kv_interleaved)
+    throw Error(fmt::format("kv.format = {}: the rows are laid out interleaved, for the online-softmax unit",
+                            config_.kv_format == model::KvFormat::Tip ? "tip" : "int4"));
+  if (tip()) tip_ = tip_area_layout(config_.tip, config_.kv_positions);
   kv_base_ = alloc("kv cache", uint64_t(L) * model.num_heads * kv_area_bytes(), 4096);
   const uint64_t kv_end = next_;
 
@@ -145,16 +170,26 @@ void MemoryMap::plan_call_buffers() {
   if (config_.lanes != 1 && config_.lanes != 2)
     throw Error(fmt::format("host.lanes = {}: the engines have 1 or 2 lanes", config_.lanes));
   heads_per_lane_ = config_.lanes == 1 ? model_.num_heads : (model_.num_heads + 1) / 2;
-  heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * kHeadBufferBytes, 4096);
+  head_result_bytes_ = model::kAttentionResultBytes;
+  descriptors_per_head_ = config_.kv_interleaved ? 2 : 3;
+  if (tip()) {
+    // TIP (docs/tip.md "Stream"): header, q and the tag beats; the result and the mass beats;
+    // header+q+tags, the bank, then one descriptor per region.
+    const int regions = std::max(1, tip_.regions);
+    head_buffer_bytes_ = pad64(model::kAttentionHeaderQBytes + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
+    head_result_bytes_ += uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes;
+    descriptors_per_head_ = 2 + regions;
+  }
+  heads_base_ = alloc("attention headers+q", uint64_t(kLanes) * heads_per_lane_ * head_buffer_bytes_, 4096);
   uint64_t mm_result = 0;
   for (const auto& g : groups_)
     for (const auto& c : g.calls)
       for (const auto& s : c.lane) mm_result = std::max(mm_result, s.result_bytes);
-  descriptor_capacity_ = heads_per_lane_ * 3 + 8;
+  descriptor_capacity_ = heads_per_lane_ * std::max(3, descriptors_per_head_) + 8;
   for (int lane = 0; lane < kLanes; ++lane) {
     matmul_result_[lane] = alloc(fmt::format("matmul results lane {}", lane), mm_result, 4096);
     attention_result_[lane] = alloc(fmt::format("attention results lane {}", lane),
-                                    uint64_t(heads_per_lane_) * model::kAttentionResultBytes, 4096);
+                                    uint64_t(heads_per_lane_) * head_result_bytes_, 4096);
     descriptors_[lane] = alloc(fmt::format("sg descriptors lane {}", lane),
                                uint64_t(descriptor_capacity_) * hw::dma_reg::kDescBytes, 4096);
   }
@@ -176,7 +211,10 @@ void MemoryMap::check_cma(uint64_t weights_end, uint64_t kv_end) const {
   }
 }
 
-uint64_t MemoryMap::kv_area_bytes() const { return kv_.bank + uint64_t(config_.kv_positions) * kv_.per_position(); }
+uint64_t MemoryMap::kv_area_bytes() const {
+  if (tip()) return tip_.bytes;
+  return kv_.bank + uint64_t(config_.kv_positions) * kv_.per_position();
+}
 
 uint64_t MemoryMap::kv_row_stride() const {
   if (config_.kv_format == model::KvFormat::Int4) return kv_.per_position();
@@ -194,11 +232,11 @@ uint64_t MemoryMap::v_area(int layer, int head) const {
 }
 
 uint64_t MemoryMap::head_buffer(int lane, int slot) const {
-  return heads_base_ + (uint64_t(lane) * heads_per_lane_ + slot) * kHeadBufferBytes;
+  return heads_base_ + (uint64_t(lane) * heads_per_lane_ + slot) * head_buffer_bytes_;
 }
 
 int kv_context_cap(const model::ModelConfig& model, const MemoryMapConfig& config) {
-  return std::min(model::attention_max_t(config.kv_format == model::KvFormat::Int4),
+  return std::min(model::attention_max_t(config.kv_format != model::KvFormat::Int8),
                   std::max(1, model.max_position_embeddings));
 }
 
@@ -215,7 +253,9 @@ int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
   const uint64_t others = full.used_bytes() - kv;
   if (others >= config.cma_bytes) return 0;
   const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_heads);
-  int limit = model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, cap);
+  int limit = config.kv_format == model::KvFormat::Tip
+                  ? model::tip_largest_context(config.tip, lh, config.cma_bytes - others, cap)
+                  : model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, cap);
   // Page alignment of the buffers behind the cache can cost a little: the largest that fits.
   for (; limit > 0; --limit) {
     config.kv_positions = limit;

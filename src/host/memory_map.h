@@ -21,6 +21,7 @@
 
 #include "model/board_shape.h"
 #include "model/kv_format.h"
+#include "model/kv_tip.h"
 #include "model/model_config.h"
 
 namespace bitsim::host {
@@ -45,6 +46,9 @@ struct MemoryMapConfig {
   // the bank, then 512 rows of K_t (k.total() bytes) and V_t (56 bytes).
   model::KvFormat kv_format = model::KvFormat::Int8;
   int kv_outlier_channels = 0;
+  // kv.format = tip (with kv_interleaved; docs/tip.md "Storage accounting"): per (layer,
+  // head) the bank, the CPU's region table and the three pools of region slots (TipAreaLayout).
+  model::TipSettings tip{};
   // prefill.tokens_per_pass = P (docs/prefill.md): each stream slot holds the header and P
   // vectors of x before its rows, each result buffer R x P words; 1 is the board's layout.
   int tokens_per_pass = 1;
@@ -76,6 +80,24 @@ struct MatmulGroup {
   bool per_call = false;
   std::vector<MatmulCall> calls;  // one per segment unless the length limit splits it
 };
+
+// kv.format = tip: one (layer, head)'s KV area (docs/tip.md "Storage accounting"): the bank
+// (streamed to the unit), the region table (the CPU's: tier tag, importance, queries and slot
+// per region; the PL never reads it), then the pools of region slots, KVQ8, KVQ4+L and KVQ4,
+// each slot R rows at its tier's row size. bytes = model::tip_storage(tip, positions).total().
+struct TipAreaLayout {
+  int region = 0, regions = 0;
+  uint64_t bank = 0, table = 0;  // offsets in the area
+  uint64_t pool[3] = {};         // offset of each tier's pool (model::TipTier order)
+  int slots[3] = {};             // region slots per pool
+  uint64_t row_bytes[3] = {};    // a row's bytes at each tier
+  uint64_t bytes = 0;            // the whole area
+  // Where region slot `slot` of tier t starts, relative to the area.
+  uint64_t slot(model::TipTier t, int slot) const {
+    return pool[int(t)] + uint64_t(slot) * uint64_t(region) * row_bytes[int(t)];
+  }
+};
+TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions);
 
 struct Region {
   std::string name;
@@ -112,7 +134,15 @@ class MemoryMap {
   uint64_t kv_bank_bytes() const { return kv_.bank; }
   uint64_t kv_position_bytes() const { return kv_.per_position(); }
   const model::KvStorage& kv_storage() const { return kv_; }
-  uint64_t head_buffer(int lane, int slot) const;  // 112-byte header + q of the lane's slot-th head
+  uint64_t head_buffer(int lane, int slot) const;  // header + q (TIP: + tags) of the lane's slot-th head
+  // The largest head buffer (112 bytes; TIP: + its tag beats at the most regions) and result
+  // (392 bytes; TIP: + its mass beats) of one head, and the MM2S descriptors of one head in
+  // the SG ring (3; online 2; TIP 2 + the regions).
+  uint64_t head_buffer_bytes() const { return head_buffer_bytes_; }
+  uint64_t head_result_bytes() const { return head_result_bytes_; }
+  int descriptors_per_head() const { return descriptors_per_head_; }
+  const TipAreaLayout& tip_layout() const { return tip_; }
+  bool tip() const { return config_.kv_format == model::KvFormat::Tip; }
   uint64_t matmul_result(int lane) const { return matmul_result_[lane]; }
   uint64_t attention_result(int lane) const { return attention_result_[lane]; }
   uint64_t descriptors(int lane) const { return descriptors_[lane]; }  // 64-byte aligned ring
@@ -141,6 +171,9 @@ class MemoryMap {
   uint64_t heads_base_ = 0;
   uint64_t matmul_result_[kLanes] = {}, attention_result_[kLanes] = {}, descriptors_[kLanes] = {};
   int descriptor_capacity_ = 0, heads_per_lane_ = 0;
+  uint64_t head_buffer_bytes_ = 128, head_result_bytes_ = 0;
+  int descriptors_per_head_ = 3;
+  TipAreaLayout tip_;
 };
 
 // The context the KV cache can hold: the largest T within the attention unit's T range (512;

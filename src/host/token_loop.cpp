@@ -155,6 +155,24 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
     for (size_t i = 0; i < lh; ++i)
       banks_.push_back(model::kv_int4_bank(&scales.k_channel[i * kHeadDim], options_.kv_outlier_channels));
   }
+  if (tip()) {
+    if (!online()) throw Error("kv.format = tip needs attention.variant = online-softmax");
+    if (options_.walker.pl())
+      throw FieldError("host.walker", "pl with kv.format = tip: the walker keeps no TIP region tables (docs/tip.md)");
+    const model::TipSettings& mt = map.config().tip;
+    const model::TipSettings& ot = options_.tip;
+    if (mt.region != ot.region || mt.sink != ot.sink || mt.recent != ot.recent || mt.kvq8_regions != ot.kvq8_regions ||
+        mt.lane_regions != ot.lane_regions || mt.lanes != ot.lanes)
+      throw Error("kv.tip: the memory map's TIP settings are not the token loop's");
+    const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_heads);
+    if (scales.k_channel.size() != lh * kHeadDim || scales.v.size() != lh)
+      throw Error(fmt::format("KV scales: kv.format = tip needs {} per-channel K maxima and {} V scales, got {} and {}",
+                              lh * kHeadDim, lh, scales.k_channel.size(), scales.v.size()));
+    tip_banks_.reserve(lh);
+    for (size_t i = 0; i < lh; ++i)
+      tip_banks_.push_back(model::tip_bank(&scales.k_channel[i * kHeadDim], scales.v[i], ot.lanes));
+    tip_cache_ = std::make_unique<TipCache>(map, model.config.num_layers, model.config.num_heads);
+  }
 }
 
 void TokenLoop::load_weights(int threads) {
@@ -179,11 +197,24 @@ void TokenLoop::load_weights(int threads) {
 
 void TokenLoop::init() { driver_.init(); }
 
+const TipCache& TokenLoop::tip_cache() const {
+  if (!tip_cache_) throw Error("TIP region tables: kv.format is not tip");
+  return *tip_cache_;
+}
+
 // INT4: each (layer, head)'s bank into the head of its KV area, once (before the run, at no
 // simulated time: the scales are the calibration's, fixed for the run, like the weights).
 void TokenLoop::write_kv_banks() {
-  if (banks_.empty()) return;
   const int heads = model_.config.num_heads;
+  if (tip()) {  // TIP: the bank at the area's start (docs/tip.md "Stream")
+    scratch_.assign(model::tip_bank_bytes(options_.tip.lanes), 0);
+    for (size_t i = 0; i < tip_banks_.size(); ++i) {
+      model::write_tip_bank(tip_banks_[i], scratch_.data());
+      ps_.mem_write(map_.k_area(int(i) / heads, int(i) % heads) + map_.tip_layout().bank, scratch_.data(), scratch_.size());
+    }
+    return;
+  }
+  if (banks_.empty()) return;
   scratch_.assign(map_.kv_bank_bytes(), 0);
   for (size_t i = 0; i < banks_.size(); ++i) {
     model::write_kv_bank(banks_[i], scratch_.data());
@@ -195,6 +226,7 @@ void TokenLoop::set_position(int pos) {
   if (pos < 0 || pos >= map_.config().kv_positions)
     throw Error(fmt::format("position {} is outside the KV cache (0..{})", pos, map_.config().kv_positions - 1));
   pos_ = pos;
+  if (tip_cache_) tip_cache_->replay(pos);
 }
 
 void TokenLoop::cpu(CpuStep step, uint64_t elements, uint64_t bytes, uint64_t vectors) {
@@ -278,17 +310,18 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
 // activations and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res
 // one lane's attention results.
 struct TokenLoop::StepBuffers {
-  StepBuffers(int H, int F, int heads_per_lane)
+  StepBuffers(int H, int F, uint64_t result_bytes)
       : a(size_t(std::max(H, F))), q(H), k(H), v(H), o(H), g(F), u(F), d(H),
         xq(size_t(std::max(H, F))),
         acc(size_t(std::max(3 * H, 2 * F))),
         qq(kHeadDim),
-        res(size_t(model::kAttentionResultWords * heads_per_lane)) {}
+        res(size_t(result_bytes / 4)) {}
   std::vector<float> h, a, q, k, v, o, g, u, d;
   std::vector<int8_t> xq;
   std::vector<int32_t> acc;
   std::vector<int8_t> qq;
   std::vector<int32_t> res;
+  std::vector<uint8_t> tip_rows;  // TIP: each head's new KVQ8 row (K then V), written at its call
 };
 
 void TokenLoop::host_cache_maintenance(uint64_t bytes, bool clean) {
@@ -334,7 +367,8 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
   layer_ = -1;
   const int H = model_.config.hidden_size;
 
-  Chunk c(size_t(V), StepBuffers(H, model_.config.intermediate_size, map_.heads_per_lane()));
+  Chunk c(size_t(V), StepBuffers(H, model_.config.intermediate_size,
+                                 uint64_t(map_.heads_per_lane()) * map_.head_result_bytes()));
   for (int p = 0; p < V; ++p) {
     const float* e = model_.embedding(tokens[size_t(p)]);
     c[size_t(p)].h.assign(e, e + H);
@@ -391,6 +425,7 @@ void TokenLoop::decoder_layer(int l, Chunk& c, const golden::Probe& probe) {
   // 4. attention call per position (T = its position + 1). 5. finish attention.
   for (size_t p = 0; p < c.size(); ++p) {
     LaneHeads work;
+    if (tip()) kv_written += tip_place_and_write(l, pos_ + int(p), c[p]);
     const uint64_t written = kv_written + write_q_headers(l, pos_ + int(p), c[p], work);
     kv_written = 0;
     attention_call(l, pos_ + int(p), work, written);
@@ -472,7 +507,7 @@ uint64_t TokenLoop::append_chunk_kv(int l, Chunk& c) {
   // The heads' quantization (q's included; INT4: one more pass over q, K's channel scales
   // folded in) and their stores over the chunk: per position its K/V rows and headers + q.
   const uint64_t per_position = kv / c.size() + uint64_t(heads) * model::kAttentionHeaderQBytes;
-  cpu(CpuStep::QuantizeHeads, (int4() ? 4 : 3) * uint64_t(model_.config.hidden_size), per_position, c.size());
+  cpu(CpuStep::QuantizeHeads, (int4() || tip() ? 4 : 3) * uint64_t(model_.config.hidden_size), per_position, c.size());
   return kv;
 }
 
@@ -480,6 +515,16 @@ uint64_t TokenLoop::append_chunk_kv(int l, Chunk& c) {
 // channel scales and V's group scales) and appended to the cache at pos.
 uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
   const int heads = model_.config.num_heads;
+  if (tip()) {
+    // The new row at KVQ8, written into its region's slot at its position's call (after the
+    // placement that precedes it: tip_place_and_write).
+    const size_t row = 2 * size_t(kHeadDim);
+    b.tip_rows.resize(size_t(heads) * row);
+    model::encode_kvq8(b.k.data() + hd * kHeadDim, b.v.data() + hd * kHeadDim, tip_banks_[size_t(l) * heads + hd],
+                       b.tip_rows.data() + size_t(hd) * row);
+    (void)pos;
+    return row;
+  }
   if (int4()) {
     const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
     const model::KvStorage& st = map_.kv_storage();
@@ -507,10 +552,59 @@ uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
   return 2 * kHeadDim;
 }
 
+// TIP (docs/tip.md "Regions and the rule", "Re-encoding"): per head, the region leaving the
+// recent window before pos's row is placed; each demoted region's R rows are read from their
+// old slot, re-encoded one tier down from the stored integers (model::tip_demote) and written
+// into their new slot (all reads before any write: a swap hands one region's slot to the
+// other); then pos's KVQ8 row goes into its region's slot. The re-encoding is charged as the
+// K/V quantization it is (quantize_heads: per value, and the bytes stored).
+uint64_t TokenLoop::tip_place_and_write(int l, int pos, StepBuffers& b) {
+  const int heads = model_.config.num_heads, R = options_.tip.region;
+  const size_t row8 = 2 * size_t(kHeadDim);
+  uint64_t written = 0, values = 0;
+  std::vector<uint8_t> rows;
+  for (int hd = 0; hd < heads; ++hd) {
+    const model::TipBank& bank = tip_banks_[size_t(l) * heads + hd];
+    const std::vector<TipCache::Move> moves = tip_cache_->place(l, hd, pos);
+    std::vector<std::vector<uint8_t>> moved(moves.size());
+    for (size_t i = 0; i < moves.size(); ++i) {
+      const TipCache::Move& m = moves[i];
+      const uint64_t from = model::tip_row_bytes(m.from, options_.tip.lanes), to = model::tip_row_bytes(m.to, options_.tip.lanes);
+      rows.resize(size_t(R) * from);
+      ps_.mem_read(m.from_addr, rows.data(), rows.size());
+      moved[i].resize(size_t(R) * to);
+      for (int t = 0; t < R; ++t) {
+        const std::vector<uint8_t> r = model::tip_demote(rows.data() + size_t(t) * from, m.from, m.to, bank);
+        std::copy(r.begin(), r.end(), moved[i].begin() + std::ptrdiff_t(size_t(t) * to));
+      }
+      values += uint64_t(R) * row8;
+    }
+    for (size_t i = 0; i < moves.size(); ++i) {
+      ps_.mem_write(moves[i].to_addr, moved[i].data(), moved[i].size());
+      written += moved[i].size();
+    }
+    ps_.mem_write(tip_cache_->row(l, hd, pos), b.tip_rows.data() + size_t(hd) * row8, row8);
+  }
+  if (values) cpu(CpuStep::QuantizeHeads, values, written);
+  return written;
+}
+
 uint64_t TokenLoop::write_q_headers(int l, int pos, StepBuffers& b, LaneHeads& work) {
   uint64_t written = 0;
   for (int hd = 0; hd < model_.config.num_heads; ++hd) written += write_q_header(l, hd, pos, b, work);
   return written;
+}
+
+// INT4 and TIP (docs/variants-attention.md 8.3): q with K's channel scales sk_d folded in,
+// quantized per head; the header's m and S for K's fixed point sk_d / 16.
+void TokenLoop::q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, model::AttentionHeadHeader* hdr) {
+  float qf[kHeadDim];
+  for (int d = 0; d < kHeadDim; ++d) qf[d] = q[d] * model::float_from_fp16(sk[d]);
+  const float sq = num::quantize_symmetric(qf, kHeadDim, qq);
+  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+  t_->multiplier_lowered += mul.lowered > 0;
+  hdr->m = mul.m;
+  hdr->shift = uint32_t(mul.shift);
 }
 
 // One head: q quantized per head (INT4: K's channel scales folded in, s_k = 1/16 in m)
@@ -524,15 +618,25 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
   hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
   HeadWork w;
   w.header_q_addr = map_.head_buffer(lane, slot);
-  if (int4()) {
-    const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
-    float qf[kHeadDim];
-    for (int d = 0; d < kHeadDim; ++d) qf[d] = b.q[size_t(hd * kHeadDim + d)] * model::float_from_fp16(bank.sk[size_t(d)]);
-    const float sq = num::quantize_symmetric(qf, kHeadDim, b.qq.data());
-    const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
-    t_->multiplier_lowered += mul.lowered > 0;
-    hdr.m = mul.m;
-    hdr.shift = uint32_t(mul.shift);
+  std::vector<model::TipTier> tiers;
+  if (tip()) {
+    // q with K's channel scales folded in, as for INT4 (docs/tip.md "Tiers and their rows");
+    // the tags behind q; the bank, then each region's rows at its tier (docs/tip.md "Stream").
+    q_per_channel(b.q.data() + hd * kHeadDim, tip_banks_[size_t(l) * heads + hd].k.sk.data(), b.qq.data(), &hdr);
+    hdr.online = hdr.tip = true;
+    hdr.outliers = uint32_t(options_.tip.lanes);
+    int log2 = 0;
+    while ((1 << log2) < options_.tip.region) ++log2;
+    hdr.region_log2 = uint32_t(log2);
+    tiers = tip_cache_->tiers(l, hd, T);
+    const int regions = int(tiers.size());
+    w.header_bytes = uint32_t(model::kAttentionHeaderQBytes + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
+    w.result_bytes = uint32_t(model::kAttentionResultBytes + uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes);
+    w.interleaved = true;
+    w.segments.push_back({map_.k_area(l, hd) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes))});
+    for (const TipCache::Segment& sg : tip_cache_->segments(l, hd, T)) w.segments.push_back({sg.addr, sg.bytes});
+  } else if (int4()) {
+    q_per_channel(b.q.data() + hd * kHeadDim, banks_[size_t(l) * heads + hd].sk.data(), b.qq.data(), &hdr);
     hdr.online = hdr.int4 = true;
     hdr.outliers = uint32_t(options_.kv_outlier_channels);
     const model::KvStorage& st = map_.kv_storage();
@@ -550,12 +654,14 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     hdr.online = online();
     w = {map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd), uint32_t(T * kHeadDim), online()};
   }
-  uint8_t buf[model::kAttentionHeaderQBytes];
+  uint8_t buf[model::kAttentionHeaderQBytes + size_t(model::tip_tag_beats(model::kTipMaxRegions)) * model::kBeatBytes] = {};
   model::write_attention_header(hdr, buf);
   std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
-  ps_.mem_write(map_.head_buffer(lane, slot), buf, sizeof buf);
-  work[lane].push_back(w);
-  return sizeof buf;
+  if (tip()) model::write_tip_tags(tiers, buf + model::kAttentionHeaderQBytes);
+  const uint32_t bytes = w.header_q_bytes();
+  ps_.mem_write(map_.head_buffer(lane, slot), buf, bytes);
+  work[lane].push_back(std::move(w));
+  return bytes;
 }
 
 // The attention call of position pos: SG chains, per lane its heads x 3 descriptors.
@@ -577,12 +683,27 @@ void TokenLoop::attention_call(int l, int pos, const LaneHeads& work, uint64_t w
 // next position's call overwrites the result buffer).
 void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe) {
   const int heads = model_.config.num_heads;
+  uint64_t masses = 0;
   for (int lane = 0; lane < kLanes; ++lane) {
-    ps_.mem_read(map_.attention_result(lane), b.res.data(), work[lane].size() * model::kAttentionResultBytes);
+    if (work[lane].empty()) continue;
+    const size_t head_bytes = work[lane].front().head_result_bytes();  // one T: every head's the same
+    ps_.mem_read(map_.attention_result(lane), b.res.data(), work[lane].size() * head_bytes);
     for (size_t i = 0; i < work[lane].size(); ++i) {
       const int hd = lane * map_.heads_per_lane() + int(i);
-      const int32_t* r = b.res.data() + i * model::kAttentionResultWords;
-      if (int4())  // normalized on the PL, V's scales in the rows: s_v = 1
+      const int32_t* r = b.res.data() + i * head_bytes / 4;
+      if (tip()) {
+        // The region masses behind the 49 beats (UQ0.16, four a beat) into the counters.
+        const int regions = (pos + options_.tip.region) / options_.tip.region;
+        const auto* beats = reinterpret_cast<const uint8_t*>(r) + model::kAttentionResultBytes;
+        std::vector<uint32_t> a(static_cast<size_t>(regions));
+        for (int g = 0; g < regions; ++g) {
+          const uint8_t* f = beats + size_t(g / 4) * model::kBeatBytes + size_t(g % 4) * 2;
+          a[size_t(g)] = uint32_t(f[0]) | uint32_t(f[1]) << 8;
+        }
+        tip_cache_->add_masses(l, hd, a);
+        masses += uint64_t(regions);
+      }
+      if (int4() || tip())  // normalized on the PL, V's scales in the rows: s_v = 1
         num::attention_finish_online(r, 1.0f, kHeadDim, b.o.data() + hd * kHeadDim);
       else if (online())  // normalized on the PL (Q15.16)
         num::attention_finish_online(r, scales_.v_scale(l, hd, heads), kHeadDim, b.o.data() + hd * kHeadDim);
@@ -591,7 +712,8 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
                               b.o.data() + hd * kHeadDim);
     }
   }
-  cpu(CpuStep::AttnFinish, model_.config.hidden_size);
+  // TIP: one more element per region mass added to its counters.
+  cpu(CpuStep::AttnFinish, uint64_t(model_.config.hidden_size) + masses);
   emit(probe, l, "attn_out", b.o.data(), model_.config.hidden_size, pos);
 }
 

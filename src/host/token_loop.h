@@ -7,6 +7,7 @@
 // reference) and advance simulated time by the CPU cost model.
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
 #include "host/platform.h"
+#include "host/tip_cache.h"
 #include "host/walker.h"
+#include "model/attention_stream.h"
 #include "model/model_loader.h"
 
 namespace bitsim::host {
@@ -71,6 +74,8 @@ struct TokenLoopOptions {
   // written by the CPU with the V group scales, K's channel scales folded into q.
   model::KvFormat kv_format = model::KvFormat::Int8;
   int kv_outlier_channels = 0;
+  // kv.format = tip (docs/tip.md): the kv.tip.* settings (the memory map's must be the same).
+  model::TipSettings tip{};
 };
 
 class TokenLoop {
@@ -100,6 +105,8 @@ class TokenLoop {
   // Timing-only runs at a context T: the KV cache is taken as already holding T rows.
   void set_position(int pos);
   const DmaDriver& driver() const { return driver_; }
+  // kv.format = tip: the region tables and slots (Error with another format).
+  const TipCache& tip_cache() const;
   // Optional; not owned. Observing spends no simulated time.
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
@@ -111,6 +118,7 @@ class TokenLoop {
   void cpu(CpuStep step, uint64_t elements, uint64_t bytes = 0, uint64_t vectors = 1);
   bool online() const { return options_.attention_variant == model::AttentionVariant::OnlineSoftmax; }
   bool int4() const { return options_.kv_format == model::KvFormat::Int4; }
+  bool tip() const { return options_.kv_format == model::KvFormat::Tip; }
   void write_kv_banks();
   // host.walker = pl: the host starts the walker (a token or a layer), at the CPU's cost of
   // one driver call and two register accesses (docs/variants-host.md).
@@ -142,10 +150,15 @@ class TokenLoop {
   // heads' quantization (q's too) over the chunk. Returns the bytes written per position.
   uint64_t append_chunk_kv(int layer, Chunk& c);
   uint64_t append_kv(int layer, int head, int pos, StepBuffers& b);
+  // TIP (docs/tip.md): before position pos's attention call, per head the region leaving the
+  // recent window placed, demoted regions re-encoded into their new slots and the new KVQ8 row
+  // written. Returns the bytes the CPU wrote.
+  uint64_t tip_place_and_write(int layer, int pos, StepBuffers& b);
   // Position pos's header + q of every head into the head buffers; `work` gets each lane's
   // heads. Returns the bytes written.
   uint64_t write_q_headers(int layer, int pos, StepBuffers& b, LaneHeads& work);
   uint64_t write_q_header(int layer, int head, int pos, StepBuffers& b, LaneHeads& work);
+  void q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, model::AttentionHeadHeader* hdr);
   void attention_call(int layer, int pos, const LaneHeads& work, uint64_t written);
   void finish_attention(int layer, int pos, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
   void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name,
@@ -172,6 +185,8 @@ class TokenLoop {
   std::vector<int32_t> partial_;  // per-call: one segment's partial sums
   StepObserver* observer_ = nullptr;
   std::vector<model::KvInt4Bank> banks_;  // kv.format = int4: per (layer, head)
+  std::vector<model::TipBank> tip_banks_;  // kv.format = tip: per (layer, head)
+  std::unique_ptr<TipCache> tip_cache_;    // kv.format = tip: region tables and slots
   int token_ = 0, layer_ = -1;  // the token id and layer being run (for the observer)
   uint64_t begin_ps_ = 0;       // the step's (chunk's) start
   bool called_ = false;         // a driver call of the step (chunk) has started

@@ -19,8 +19,8 @@
 
 namespace bitsim::model {
 
-// Tip: the precision tiers of model/kv_tip.h (docs/tip.md): the golden reference and the
-// attention unit read them; the host does not drive them yet.
+// Tip: the precision tiers of model/kv_tip.h (docs/tip.md): the golden reference, the
+// attention unit and the host runtime (host/tip_cache.h) use them.
 enum class KvFormat : uint8_t { Int8, Int4, Tip };
 constexpr int kKvMaxOutlierChannels = 8;  // kv.outlier_channels 0..8
 constexpr int kKvInt4Bits = 4;

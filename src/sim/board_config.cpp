@@ -139,6 +139,14 @@ void validate(const SimConfig& c) {
   if (at.int4() && at.kind() != model::AttentionVariant::OnlineSoftmax)
     throw Error("kv.format = int4 needs attention.variant = online-softmax (the INT4 KV rows are read by the "
                 "online-softmax unit only; docs/variants-attention.md 8.1)");
+  // TIP's tiers (docs/tip.md) are read by the online-softmax unit built for them; the host's
+  // region tables are the CPU's (the PL walker keeps none).
+  if (at.tip_rows() && at.kind() != model::AttentionVariant::OnlineSoftmax)
+    throw FieldError("kv.format", "tip needs attention.variant = online-softmax (TIP's tiers are read by the "
+                                  "online-softmax unit built for them; docs/tip.md)");
+  if (at.tip_rows() && c.walker.pl())
+    throw FieldError("host.walker", "pl with kv.format = tip: the PL walker keeps no TIP region tables (the CPU "
+                                    "places the regions and re-encodes their rows; docs/tip.md)");
   if (!at.int4() && at.kv_outlier_channels != 0)
     throw Error(fmt::format("kv.outlier_channels = {}: outlier lanes exist with kv.format = int4 only",
                             at.kv_outlier_channels));
@@ -153,15 +161,9 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
   // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
   c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;
-  // TIP's tiers (docs/tip.md): the golden counterpart and the attention unit read them, the
-  // host runtime does not drive that unit yet.
-  if (c.board.attention.kv_format == "tip")
-    throw FieldError("kv.format", "tip: the host runtime does not drive the attention unit that reads TIP's precision "
-                                  "tiers yet (no KV-area layout, re-encoding or region tables in the token loop); "
-                                  "bitsim eval scores them with the golden counterpart (rows board-online-softmax-tip, "
-                                  "-tip-lean; docs/tip.md)");
   c.memory.kv_format = c.board.attention.kv();
   c.memory.kv_outlier_channels = c.board.attention.kv_outlier_channels;
+  c.memory.tip = c.board.attention.tip;
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   c.memory.tokens_per_pass = c.board.matmul.tokens_per_pass;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();

@@ -480,6 +480,7 @@ std::unique_ptr<golden::BoardReference> golden_reference(const BoardRunRequest& 
   if (!req.check) return nullptr;
   const hw::AttentionUnitConfig& a = plan.cfg.board.attention;
   golden::BoardReferenceOptions go{req.run.legacy_attention, threads, a.kind(), a.kv(), a.kv_outlier_channels};
+  go.tip = a.tip;
   go.build_threads = req.run.threads;  // built before the first token: every thread
   go.context = plan.capacity;
   return std::make_unique<golden::BoardReference>(l.model, l.scales, go);

@@ -445,6 +445,16 @@ class Scorer {
 std::string row_of(const hw::AttentionUnitConfig& a) {
   if (a.kind() == model::AttentionVariant::TwoPhase) return "board";
   if (a.kv() == model::KvFormat::Int8) return "board-online-softmax";
+  if (a.kv() == model::KvFormat::Tip) {
+    const auto same = [&](const model::TipSettings& t) {
+      return a.tip.region == t.region && a.tip.sink == t.sink && a.tip.recent == t.recent &&
+             a.tip.kvq8_regions == t.kvq8_regions && a.tip.lane_regions == t.lane_regions && a.tip.lanes == t.lanes;
+    };
+    if (same(model::TipSettings{})) return "board-online-softmax-tip";
+    if (same(model::kTipLean)) return "board-online-softmax-tip-lean";
+    if (same(model::kTipAllKvq8)) return "board-online-softmax-kvq8";
+    return "";
+  }
   if (a.kv_outlier_channels == 0) return "board-online-softmax-int4-kv";
   if (a.kv_outlier_channels == 4 || a.kv_outlier_channels == 8)
     return fmt::format("board-online-softmax-int4-kv-{}-outliers", a.kv_outlier_channels);
@@ -459,7 +469,9 @@ EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m,
   const std::vector<int> toks(first.input.begin(), first.input.begin() + req.board_positions);
   const SimConfig cfg = make_sim_config(req.params);
   const hw::AttentionUnitConfig& a = cfg.board.attention;
-  golden::BoardReference ref(m, scales, golden::BoardReferenceOptions{false, threads, a.kind(), a.kv(), a.kv_outlier_channels});
+  golden::BoardReferenceOptions ro{false, threads, a.kind(), a.kv(), a.kv_outlier_channels};
+  ro.tip = a.tip;
+  golden::BoardReference ref(m, scales, ro);
   SimulateOptions so;
   so.threads = threads;
   const auto outcomes = simulate_tokens(cfg, m, scales, toks, so);

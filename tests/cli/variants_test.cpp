@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/run_bitsim.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -257,19 +258,39 @@ TEST(Variants, Int4KvHoldsAContextPast512AndNamesItsCapacity) {
   EXPECT_NE(over.err.find("--tokens"), std::string::npos) << over.err;
 }
 
-// docs/tip.md: the kv.tip.* keys are checked by name; kv.format = tip is refused on the board
-// (the attention unit reads TIP's tiers, the host does not drive it yet: eval's golden rows
-// score them), for run and sweep alike.
-TEST(Variants, TipIsRefusedOnTheBoardAndItsKeysAreChecked) {
-  const Result run = bitsim("run --prompt x --model synthetic:tiny --tokens 1 --set attention.variant=online-softmax "
-                            "--set kv.format=tip");
-  EXPECT_EQ(run.code, 2);
-  EXPECT_NE(run.err.find("kv.format: tip: the host runtime does not drive the attention unit"), std::string::npos)
-      << run.err;
-  const Result sweep = bitsim("sweep --check-model '' --tokens 1 --set attention.variant=online-softmax "
-                              "--grid kv.format=int8,tip");
-  EXPECT_EQ(sweep.code, 2);
-  EXPECT_NE(sweep.err.find("kv.format: tip: the host runtime does not drive"), std::string::npos) << sweep.err;
+// docs/tip.md: kv.format = tip on the online-softmax unit, with regions small enough that
+// they leave the recent window within the run (placed, re-encoded and streamed at their
+// tiers): both fidelities give the same times and the golden counterpart's logits; its MMIO
+// recording replays equal on both; the two-phase unit and the PL walker are refused; the
+// kv.tip.* keys are checked by name.
+TEST(Variants, TipRunsInBothFidelitiesWithItsGoldenAndItsKeysAreChecked) {
+  const std::string tip = " --set attention.variant=online-softmax --set kv.format=tip --set kv.tip.region=16 "
+                          "--set kv.tip.sink=0 --set kv.tip.recent=16 --set kv.tip.kvq8_regions=0 "
+                          "--set kv.tip.lane_regions=1";
+  expect_fidelities_agree("--model synthetic:tiny --tokens 40" + tip);
+  // Fewer bytes than the same run with every region at KVQ8, from the first demotion on.
+  const auto t = run_json("--model synthetic:tiny --tokens 40" + tip);
+  const auto t8 = run_json("--model synthetic:tiny --tokens 40" + tip + " --set kv.tip.kvq8_regions=2048");
+  ASSERT_FALSE(t.is_null());
+  ASSERT_FALSE(t8.is_null());
+  EXPECT_LT(t["tokens"].back()["bytes_read"].get<uint64_t>(), t8["tokens"].back()["bytes_read"].get<uint64_t>());
+  EXPECT_EQ(t["tokens"][5]["bytes_read"], t8["tokens"][5]["bytes_read"]);  // before any region left the window
+  const bitsim::test::MadeTempDir dir;
+  const std::string rec = (dir.path / "tip.mmio").string();
+  const Result run = bitsim("run --model synthetic:tiny --prompt x --tokens 36 --quiet --record-mmio " + rec + tip);
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const char* fidelity : {"fast", "cycle"}) {
+    const Result r = bitsim(std::string("replay ") + rec + " --json --fidelity " + fidelity);
+    ASSERT_EQ(r.code, 0) << fidelity << ": " << r.err;
+    EXPECT_TRUE(nlohmann::json::parse(r.out)["equal"].get<bool>()) << fidelity;
+  }
+  const Result two = bitsim("run --prompt x --model synthetic:tiny --tokens 1 --set kv.format=tip");
+  EXPECT_EQ(two.code, 2);
+  EXPECT_NE(two.err.find("kv.format: tip needs attention.variant = online-softmax"), std::string::npos) << two.err;
+  const Result walker = bitsim("run --prompt x --model synthetic:tiny --tokens 1 --set attention.variant=online-softmax "
+                               "--set kv.format=tip --set host.walker=pl");
+  EXPECT_EQ(walker.code, 2);
+  EXPECT_NE(walker.err.find("host.walker: pl with kv.format = tip"), std::string::npos) << walker.err;
   const struct {
     const char* set;
     const char* says;

@@ -38,12 +38,14 @@ MemoryMapConfig memory_of(const hw::BoardConfig& b) {
   c.per_call_row_trits = b.matmul.per_call() ? b.matmul.per_call_row_trits : 0;
   c.kv_format = b.attention.kv();
   c.kv_outlier_channels = b.attention.kv_outlier_channels;
+  c.tip = b.attention.tip;
   return c;
 }
 TokenLoopOptions options_of(const hw::BoardConfig& b) {
   TokenLoopOptions o{false, b.attention.kind()};
   o.kv_format = b.attention.kv();
   o.kv_outlier_channels = b.attention.kv_outlier_channels;
+  o.tip = b.attention.tip;
   return o;
 }
 
@@ -286,6 +288,103 @@ TEST(TokenLoop, Int4KvWritesTheBankAndRowsOnceAndEqualsItsGolden) {
     // The KV cache region shrinks with the format.
     EXPECT_EQ(r.map.kv_storage().per_position(), st.per_position());
   }
+}
+
+// kv.format = tip (docs/tip.md) with regions of 16 and a recent window of one region, so that
+// regions leave the window from position 31 on: the host places them by the masses the unit
+// returns, re-encodes the demoted rows into slots of their new tier, and streams each region
+// at its tier. Every token's logits equal the golden counterpart's; at the end the region
+// tables (tiers, importance, queries) and every stored row are the golden's; the attention
+// reads, against TIP with every region at KVQ8, exactly the bytes the demotions saved.
+TEST(TokenLoop, TipPlacesRegionsReencodesTheirRowsAndEqualsItsGolden) {
+  for (const int lanes : {4, 8}) {
+    SCOPED_TRACE(lanes);
+    const model::TipSettings tip{.region = 16, .sink = lanes == 4 ? 16 : 0, .recent = 16, .kvq8_regions = 1,
+                                 .lane_regions = 1, .lanes = lanes};
+    model::TipSettings all8 = tip;
+    all8.kvq8_regions = 2048;
+    hw::BoardConfig bc = online_board(), bc8 = online_board();
+    bc.attention.kv_format = bc8.attention.kv_format = "tip";
+    bc.attention.tip = tip;
+    bc8.attention.tip = all8;
+    Rig r(11, 3, {}, bc), r8(11, 3, {}, bc8);
+    golden::BoardReferenceOptions go{.attention_variant = model::AttentionVariant::OnlineSoftmax,
+                                     .kv_format = model::KvFormat::Tip};
+    go.tip = tip;
+    golden::BoardReference ref(r.m, r.scales, go);
+    const int heads = r.m.config.num_heads, layers = r.m.config.num_layers, R = tip.region;
+    const int n = 5 * R + 3;  // regions 0..5; the last partial
+    TokenTiming t, t8;
+    for (int i = 0; i < n; ++i) {
+      const int token = int((i * 37 + 11) % r.m.config.vocab_size);
+      const uint64_t desc0 = r.loop.driver().stats().descriptors;
+      const std::vector<float> got = r.loop.step(token, &t);
+      const std::vector<float> want = ref.step(token);
+      r8.loop.step(token, &t8);
+      ASSERT_EQ(got.size(), want.size());
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+      // Per layer's call, per head: header + q + tags, the bank, one per region; per lane one
+      // for the results.
+      const uint64_t regions = uint64_t(i / R + 1);
+      EXPECT_EQ(r.loop.driver().stats().descriptors - desc0, uint64_t(layers) * (uint64_t(heads) * (2 + regions) + 2))
+          << "token " << i;
+    }
+    // The tables and the rows: the golden's. Some regions left KVQ8 (both lower tiers used).
+    int demoted[3] = {};
+    uint64_t saved = 0;
+    for (int l = 0; l < layers; ++l)
+      for (int hd = 0; hd < heads; ++hd) {
+        const std::vector<model::TipTier> tiers = r.loop.tip_cache().tiers(l, hd, n);
+        const model::TipRegions& want = ref.tip_regions(l, hd);
+        for (int g = 0; g < int(tiers.size()); ++g) {
+          EXPECT_EQ(tiers[size_t(g)], want.tier(g)) << l << " " << hd << " region " << g;
+          EXPECT_EQ(r.loop.tip_cache().regions(l, hd).importance(g), want.importance(g)) << l << " " << hd << " " << g;
+          EXPECT_EQ(r.loop.tip_cache().regions(l, hd).queries(g), want.queries(g)) << l << " " << hd << " " << g;
+          ++demoted[int(tiers[size_t(g)])];
+          if (g < int(tiers.size()) - 1)
+            saved += uint64_t(R) * (192 - model::tip_row_bytes(tiers[size_t(g)], lanes));
+        }
+        const std::vector<TipCache::Segment> segs = r.loop.tip_cache().segments(l, hd, n);
+        for (int pos = 0; pos < n; ++pos) {
+          const model::TipTier tier = tiers[size_t(pos / R)];
+          std::vector<uint8_t> row(model::tip_row_bytes(tier, lanes));
+          r.board.memory().read(segs[size_t(pos / R)].addr + uint64_t(pos % R) * row.size(), row.data(), row.size());
+          EXPECT_EQ(0, std::memcmp(row.data(), ref.tip_row(l, hd, pos), row.size())) << l << " " << hd << " " << pos;
+        }
+        std::vector<uint8_t> bank(model::tip_bank_bytes(lanes)), want_bank(bank.size());
+        r.board.memory().read(r.map.k_area(l, hd), bank.data(), bank.size());
+        model::write_tip_bank(model::tip_bank(&r.scales.k_channel[(size_t(l) * heads + hd) * model::kHeadDim],
+                                              r.scales.v[size_t(l) * heads + hd], lanes),
+                              want_bank.data());
+        EXPECT_EQ(bank, want_bank) << l << " " << hd;
+      }
+    EXPECT_GT(demoted[int(model::TipTier::Kvq4Lanes)], 0);
+    EXPECT_GT(demoted[int(model::TipTier::Kvq4)], 0);
+    EXPECT_EQ(t8.attention_bytes - t.attention_bytes, saved);
+  }
+}
+
+// Timing-only runs at a context T (set_position): the tables and slots as a run from 0 with no
+// attention mass leaves them, the oldest regions demoted first.
+TEST(TokenLoop, TipSetPositionReplaysThePlacementsWithoutMass) {
+  hw::BoardConfig bc = online_board();
+  bc.attention.kv_format = "tip";
+  bc.attention.tip = {.region = 16, .sink = 16, .recent = 32, .kvq8_regions = 1, .lane_regions = 2, .lanes = 4};
+  Rig r(12, 2, {}, bc);
+  r.loop.set_position(150);
+  // Regions 0 (sink), then 1..6 left the window (at 47, 63, ..., 127): 1 keeps KVQ8, 2 and 3
+  // take the lanes, 4..6 drop to KVQ4 (no mass: a leaving region never beats an older one);
+  // 7..9 are in the window.
+  const std::vector<model::TipTier> tiers = r.loop.tip_cache().tiers(0, 1, 150);
+  using T = model::TipTier;
+  EXPECT_EQ(tiers, (std::vector<T>{T::Kvq8, T::Kvq8, T::Kvq4Lanes, T::Kvq4Lanes, T::Kvq4, T::Kvq4, T::Kvq4, T::Kvq8,
+                                   T::Kvq8, T::Kvq8}));
+  TokenTiming t;
+  r.loop.step(5, &t);
+  EXPECT_EQ(r.loop.position(), 151);
+  // A second set_position starts the tables again.
+  r.loop.set_position(20);
+  EXPECT_EQ(r.loop.tip_cache().tiers(0, 1, 20), (std::vector<T>{T::Kvq8, T::Kvq8}));
 }
 
 TEST(TokenLoop, RefusesAnAttentionVariantWithoutItsKvLayout) {

@@ -72,7 +72,7 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant, c
     }
     // Every other scenario the PL layer walker, started per token or per layer, with its
     // operators' throughputs drawn.
-    if (scenario % 2 == 1) {
+    if (scenario % 2 == 1 && kv != "tip") {  // (the walker keeps no TIP region tables: refused)
       p.set_value("host.walker", std::string("pl"), "test");
       p.set_value("walker.start", std::string(variants() % 2 ? "layer" : "token"), "test");
       p.set_value("walker.epc.rmsnorm", double(1 + variants() % 8), "test");
@@ -83,6 +83,17 @@ void generated_scenarios(uint32_t seed, int count, const std::string& variant, c
     if (kv == "int4") {
       p.set_value("kv.format", kv, "test");
       p.set_value("kv.outlier_channels", int64_t(variants() % 9), "test");
+    }
+    // TIP's tiers (docs/tip.md): the region size, sink, window, budgets and lanes drawn.
+    if (kv == "tip") {
+      const int region = 16 << (variants() % 2);
+      p.set_value("kv.format", kv, "test");
+      p.set_value("kv.tip.region", int64_t(region), "test");
+      p.set_value("kv.tip.sink", int64_t(region * int(variants() % 2)), "test");
+      p.set_value("kv.tip.recent", int64_t(region * int(1 + variants() % 2)), "test");
+      p.set_value("kv.tip.kvq8_regions", int64_t(variants() % 3), "test");
+      p.set_value("kv.tip.lane_regions", int64_t(variants() % 3), "test");
+      p.set_value("kv.tip.lanes", int64_t(variants() % 2 ? 8 : 4), "test");
     }
     // The latency-bandwidth memory: each port's bandwidth drawn where it binds and where the
     // port does.
@@ -169,6 +180,38 @@ TEST(Fidelity, GeneratedScenariosDdr3MemoryOnlineSoftmaxGiveIdenticalCycleCounts
 // and the INT4 rows in the stream, the outlier lanes' row sizes, the V tail's latency.
 TEST(Fidelity, GeneratedScenariosInt4KvGiveIdenticalCycleCounts) {
   generated_scenarios(20261202, 6, "online-softmax", "int4");
+}
+
+// TIP's tiers (docs/tip.md): the tag beats, the bank, each region's rows at its tier and the
+// masses in the result, in both fidelities.
+TEST(Fidelity, GeneratedScenariosTipGiveIdenticalCycleCounts) { generated_scenarios(20261207, 4, "online-softmax", "tip"); }
+
+// TIP with regions leaving the window within the run: re-encoded rows in other slots, tags of
+// three tiers, a descriptor per region, in both fidelities with the same logits; and at a
+// context reached by set_position (the placements replayed), timing-only equals cycle.
+TEST(Fidelity, TipRegionsLeavingTheWindow) {
+  std::mt19937 g(9);
+  const auto m = random_model(g, 2, 200, 1, 300);
+  for (const char* memory : {"wall", "ddr3"}) {
+    ParamSet p = board_params();
+    p.set("attention.variant=online-softmax", "test");
+    p.set("kv.format=tip", "test");
+    p.set("kv.tip.region=16", "test");
+    p.set("kv.tip.sink=0", "test");
+    p.set("kv.tip.recent=16", "test");
+    p.set("kv.tip.kvq8_regions=1", "test");
+    p.set("kv.tip.lane_regions=1", "test");
+    p.set(std::string("ddr.model=") + memory, "test");
+    const SimConfig cfg = make_sim_config(p);
+    const auto s = scales_for(m);
+    std::vector<int> toks(56);
+    for (auto& t : toks) t = int(g() % 300);
+    expect_same(simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kCycle}),
+                simulate_tokens(cfg, m, s, toks, {.fidelity = Fidelity::kFast}), std::string("tip 56 tokens ") + memory);
+    expect_same(simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = Fidelity::kCycle, .start_position = 300}),
+                simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = Fidelity::kTimingOnly, .start_position = 300}),
+                std::string("tip start at 300 ") + memory);
+  }
 }
 
 TEST(Fidelity, LongContextAndStartPosition) {
