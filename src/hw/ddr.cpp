@@ -90,18 +90,7 @@ bool Ddr::idle() const {
     return false;
   }
   bucket -= cost_;
-  DdrReadBeat beat;
-  beat.tag = r.tag;
-  beat.error = r.error;
-  beat.last = r.done + 1 == r.beats;
-  if (!r.error) {
-    bus_read_beat(r.addr + uint64_t(r.done) * kBeatBytes, beat.data);
-    ps.bytes_read += kBeatBytes;
-  }
-  p.link->r.push(beat);
-  if (++r.done == r.beats) {
-    if (r.error) ++ps.decerr_bursts;
-    ++ps.read_bursts;
+  if (emit_read_beat(*this, r, *p.link, ps)) {
     p.reads.pop_front();
     --in_flight_;
   }

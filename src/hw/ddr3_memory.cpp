@@ -190,19 +190,8 @@ void Ddr3Memory::tick() {
     if (!p.reads.empty()) {
       Read& r = p.reads.front();
       if (r.done < r.known && r.due[r.done] <= now && p.link->r.ready()) {
-        DdrReadBeat beat;
-        beat.tag = r.tag;
-        beat.error = r.error;
-        beat.last = r.done + 1 == r.beats;
-        if (!r.error) {
-          bus_read_beat(r.addr + uint64_t(r.done) * kBusBeatBytes, beat.data);
-          ps.bytes_read += kBusBeatBytes;
-        }
-        p.link->r.push(beat);
         moved = true;
-        if (++r.done == r.beats) {
-          if (r.error) ++ps.decerr_bursts;
-          ++ps.read_bursts;
+        if (emit_read_beat(*this, r, *p.link, ps)) {
           p.reads.pop_front();
           --in_flight_;
         }

@@ -131,6 +131,26 @@ class Memory : public sc_core::sc_module {
   // and a write under its byte strobe (a write listener is told by the caller, per burst).
   void bus_read_beat(uint64_t addr, uint64_t& data) const;
   void bus_write_beat(uint64_t addr, uint64_t data, uint8_t strobe);
+  // The next beat of read burst `r` (tag, error, addr, beats, done) pushed on `link`'s R
+  // channel: its data from the storage (none for a DECERR burst), `last` on the burst's last
+  // beat, the port's statistics counted. True when that was the burst's last beat (the caller
+  // drops the burst). The one beat builder of every model.
+  template <typename Read>
+  static bool emit_read_beat(const Memory& m, Read& r, DdrPortLink& link, DdrPortStats& ps) {
+    DdrReadBeat beat;
+    beat.tag = r.tag;
+    beat.error = r.error;
+    beat.last = r.done + 1 == r.beats;
+    if (!r.error) {
+      m.bus_read_beat(r.addr + uint64_t(r.done) * kBusBeatBytes, beat.data);
+      ps.bytes_read += kBusBeatBytes;
+    }
+    link.r.push(beat);
+    if (++r.done < r.beats) return false;
+    if (r.error) ++ps.decerr_bursts;
+    ++ps.read_bursts;
+    return true;
+  }
   // The links' AR and AW written events (wake_), for a model that sleeps while idle.
   void end_of_elaboration() override;
   // A port's busy-edge statistics: one more edge at `now`.
