@@ -25,25 +25,33 @@ Ddr3Crossing Ddr3Crossing::of(double device_mhz, uint64_t pl_period_ps, uint64_t
   return x;
 }
 
-Ddr3Timing::Ddr3Timing(const Ddr3Config& c, uint64_t origin)
-    : c_(c), q_(c.ports), banks_(c.banks), next_refresh_(origin + c.trefi) {
-  c_.validate("ddr3");
-  for (Bank& b : banks_) b.act_ok = b.pre_ok = b.col_ok = origin;
-  last_act_ = last_col_ = last_rd_ = last_wr_ = origin;
-}
-
 static uint32_t log2u(uint32_t v) {
   uint32_t n = 0;
   while ((1u << n) < v) ++n;
   return n;
 }
 
+Ddr3Timing::Ddr3Timing(const Ddr3Config& c, uint64_t origin)
+    : c_(c), q_(c.ports), banks_(c.banks), next_refresh_(origin + c.trefi) {
+  c_.validate("ddr3");
+  bus_bits_ = log2u(c_.bus_bytes);
+  col_bits_ = log2u(c_.columns);
+  bank_bits_ = log2u(c_.banks);
+  row_bits_ = log2u(c_.rows);
+  row_bank_col_ = c_.address_map == "row-bank-col";
+  closed_page_ = c_.page_policy == "closed";
+  frfcfs_ = c_.scheduler == "frfcfs-port";
+  for (Bank& b : banks_) b.act_ok = b.pre_ok = b.col_ok = origin;
+  last_act_ = last_col_ = last_rd_ = last_wr_ = origin;
+}
+
+
 Ddr3Address Ddr3Timing::map(uint64_t addr) const {
-  const uint32_t bb = log2u(c_.bus_bytes), cb = log2u(c_.columns), kb = log2u(c_.banks), rb = log2u(c_.rows);
-  const uint64_t w = addr >> bb;
+  const uint32_t cb = col_bits_, kb = bank_bits_, rb = row_bits_;
+  const uint64_t w = addr >> bus_bits_;
   Ddr3Address a;
   a.column = uint32_t(w & (c_.columns - 1));
-  if (c_.address_map == "row-bank-col") {
+  if (row_bank_col_) {
     a.bank = uint32_t((w >> cb) & (c_.banks - 1));
     a.row = uint32_t((w >> (cb + kb)) & (c_.rows - 1));
   } else {
@@ -100,7 +108,7 @@ void Ddr3Timing::commit(const Ddr3Address& a, bool write, const Plan& p) {
   last_col_ = p.col_t;
   last_write_ = write;
   (write ? last_wr_ : last_rd_) = p.col_t;
-  if (c_.page_policy == "closed") {
+  if (closed_page_) {
     b.act_ok = std::max(b.act_ok, b.pre_ok + c_.trp);
     b.row = -1;
   }
@@ -144,7 +152,7 @@ std::optional<Ddr3Served> Ddr3Timing::step() {
     if (q_[p].empty() || q_[p].front().arrival > decide) continue;
     const Burst& bu = q_[p].front();
     const Ddr3Address a = map(bu.addr);
-    const bool hit = c_.scheduler == "frfcfs-port" && banks_[a.bank].row == int64_t(a.row);
+    const bool hit = frfcfs_ && banks_[a.bank].row == int64_t(a.row);
     Plan pl = plan(a, bu.write, bu.arrival);
     const bool better = best < 0 || (hit && !best_hit) ||
                         (hit == best_hit && bu.arrival < q_[best].front().arrival);

@@ -117,6 +117,9 @@ class Ddr3Timing {
   void refresh();
 
   Ddr3Config c_;
+  // The config's choices and bit widths, decided once (map, step and commit run per burst).
+  uint32_t bus_bits_ = 0, col_bits_ = 0, bank_bits_ = 0, row_bits_ = 0;
+  bool row_bank_col_ = true, closed_page_ = false, frfcfs_ = true;
   std::vector<std::deque<Burst>> q_;  // per port, in order
   std::vector<Bank> banks_;
   std::vector<uint64_t> acts_;  // last four ACT times (tFAW)
