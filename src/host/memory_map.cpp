@@ -152,6 +152,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
 
   // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes (INT4: the bank and 512
   // rows of the INT4 format, interleaved).
+  // (TIP's area is tip_: kv_ keeps the int8 rows' accounting there, which no TIP path reads.)
   kv_ = model::kv_storage(config_.kv_format == model::KvFormat::Tip ? model::KvFormat::Int8 : config_.kv_format,
                          config_.kv_outlier_channels);
   if (config_.kv_format != model::KvFormat::Int8 && !config_.kv_interleaved)

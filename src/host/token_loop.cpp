@@ -625,9 +625,7 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     q_per_channel(b.q.data() + hd * kHeadDim, tip_banks_[size_t(l) * heads + hd].k.sk.data(), b.qq.data(), &hdr);
     hdr.online = hdr.tip = true;
     hdr.outliers = uint32_t(options_.tip.lanes);
-    int log2 = 0;
-    while ((1 << log2) < options_.tip.region) ++log2;
-    hdr.region_log2 = uint32_t(log2);
+    hdr.region_log2 = uint32_t(__builtin_ctz(unsigned(options_.tip.region)));  // a power of two (validated)
     tiers = tip_cache_->tiers(l, hd, T);
     const int regions = int(tiers.size());
     w.header_bytes = uint32_t(model::kAttentionHeaderQBytes + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);

@@ -13,10 +13,6 @@
 
 namespace bitsim::model {
 
-namespace {
-uint64_t pad_to_beat(uint64_t b) { return (b + kBeatBytes - 1) / kBeatBytes * kBeatBytes; }
-}  // namespace
-
 KvFormat kv_format_of(const std::string& name) {
   if (name == "int8") return KvFormat::Int8;
   if (name == "int4") return KvFormat::Int4;
@@ -40,14 +36,14 @@ KvStorage kv_storage(KvFormat format, int n) {
   const uint64_t nibbles = uint64_t(kHeadDim) * kKvInt4Bits / 8;  // 48
   s.k.payload = uint64_t(kHeadDim - n) * kKvInt4Bits / 8;
   s.k.outliers = uint64_t(n) * kKvFp16Bytes;
-  s.k.padding = (nibbles - s.k.payload) + pad_to_beat(nibbles + s.k.outliers) - (nibbles + s.k.outliers);
+  s.k.padding = (nibbles - s.k.payload) + kv_pad_to_beat(nibbles + s.k.outliers) - (nibbles + s.k.outliers);
   // V: 48 bytes of nibbles, one fp16 scale per group of 32 values, padded to a beat.
   s.v.payload = nibbles;
   s.v.scales = uint64_t(kHeadDim / kKvVGroup) * kKvFp16Bytes;
-  s.v.padding = pad_to_beat(s.v.payload + s.v.scales) - (s.v.payload + s.v.scales);
+  s.v.padding = kv_pad_to_beat(s.v.payload + s.v.scales) - (s.v.payload + s.v.scales);
   // The bank: 96 fp16 K channel scales, then (with outliers) one byte per outlier channel
   // index, padded to a beat.
-  s.bank = pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + uint64_t(n));
+  s.bank = kv_pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + uint64_t(n));
   return s;
 }
 
@@ -103,7 +99,6 @@ void kv_set_nibble(uint8_t* row, int d, int q) {
 }
 
 namespace {
-constexpr int kNibbleBytes = kHeadDim / 2;  // 48
 int8_t quantize4(float x, float inv_or_scale, bool divide) {
   const float q = num::rne(divide ? x / inv_or_scale : x * inv_or_scale);
   return int8_t(q < -8.0f ? -8 : q > 7.0f ? 7 : (q != q ? 0 : int(q)));
@@ -119,7 +114,7 @@ void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int 
     kv_set_nibble(row, d, is_outlier(d, outliers, n) ? int8_t(0) : quantize4(k[d], float_from_fp16(sk[d]), true));
   for (int j = 0; j < n; ++j) {
     const uint16_t h = fp16_from_float(k[outliers[j]]);
-    std::memcpy(row + kNibbleBytes + 2 * j, &h, 2);
+    std::memcpy(row + kKvNibbleBytes + 2 * j, &h, 2);
   }
 }
 
@@ -127,7 +122,7 @@ void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, 
   for (int d = 0; d < kHeadDim; ++d) k[d] = float(get_nibble(row, d)) * float_from_fp16(sk[d]);
   for (int j = 0; j < n; ++j) {
     uint16_t h;
-    std::memcpy(&h, row + kNibbleBytes + 2 * j, 2);
+    std::memcpy(&h, row + kKvNibbleBytes + 2 * j, 2);
     k[outliers[j]] = float_from_fp16(h);
   }
 }
@@ -137,7 +132,7 @@ void encode_v_int4(const float* v, uint8_t* row) {
   for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
     const float a = std::max(num::max_abs(v + g * kKvVGroup, kKvVGroup), 1e-5f);
     const uint16_t s = fp16_from_float(a / 7.0f);
-    std::memcpy(row + kNibbleBytes + 2 * g, &s, 2);
+    std::memcpy(row + kKvNibbleBytes + 2 * g, &s, 2);
     const float sf = float_from_fp16(s);
     for (int i = 0; i < kKvVGroup; ++i) kv_set_nibble(row, g * kKvVGroup + i, quantize4(v[g * kKvVGroup + i], sf, true));
   }
@@ -146,7 +141,7 @@ void encode_v_int4(const float* v, uint8_t* row) {
 void decode_v_int4(const uint8_t* row, float* v) {
   for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
     uint16_t s;
-    std::memcpy(&s, row + kNibbleBytes + 2 * g, 2);
+    std::memcpy(&s, row + kKvNibbleBytes + 2 * g, 2);
     const float sf = float_from_fp16(s);
     for (int i = 0; i < kKvVGroup; ++i) v[g * kKvVGroup + i] = float(get_nibble(row, g * kKvVGroup + i)) * sf;
   }

@@ -26,6 +26,10 @@ constexpr int kKvMaxOutlierChannels = 8;  // kv.outlier_channels 0..8
 constexpr int kKvInt4Bits = 4;
 constexpr int kKvVGroup = 32;             // V: one fp16 scale per 32 values of a token's row
 constexpr int kKvFp16Bytes = 2;
+// An INT4 row's packed nibbles (96 channels, two a byte): its lanes and scales start behind them.
+constexpr int kKvNibbleBytes = kHeadDim / 2;  // 48
+// Bytes padded to a whole 8-byte beat (rows, banks and the TIP bank).
+constexpr uint64_t kv_pad_to_beat(uint64_t b) { return (b + kBeatBytes - 1) / kBeatBytes * kBeatBytes; }
 
 // The bytes of one token's row of K or of V of one (layer, head), by kind.
 struct KvRowBytes {

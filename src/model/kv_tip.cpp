@@ -12,9 +12,7 @@
 namespace bitsim::model {
 
 namespace {
-uint64_t pad_to_beat(uint64_t b) { return (b + kBeatBytes - 1) / kBeatBytes * kBeatBytes; }
 constexpr int kMaxPositions = kAttentionInt4MaxT;
-constexpr int kNibbleBytes = kHeadDim / 2;
 int q8(float x, float scale) {
   const float q = num::rne(x / scale);
   return q != q ? 0 : q < -127.0f ? -127 : q > 127.0f ? 127 : int(q);
@@ -51,7 +49,7 @@ uint64_t tip_row_bytes(TipTier t, int lanes) {
   return s.per_position();
 }
 
-uint64_t tip_bank_bytes(int lanes) { return pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + kKvFp16Bytes + uint64_t(lanes)); }
+uint64_t tip_bank_bytes(int lanes) { return kv_pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + kKvFp16Bytes + uint64_t(lanes)); }
 
 TipStorage tip_storage(const TipSettings& s, int positions) {
   TipStorage st;
@@ -110,7 +108,7 @@ std::vector<uint8_t> tip_demote(const uint8_t* row, TipTier from, TipTier to, co
     for (int j = 0; j < n; ++j) {
       const int d = bank.k.outliers[size_t(j)];
       const uint16_t h = fp16_from_float(float(int8_t(row[d])) * float_from_fp16(bank.k.sk[size_t(d)]) * 0.0625f);
-      std::memcpy(K + kNibbleBytes + 2 * j, &h, 2);
+      std::memcpy(K + kKvNibbleBytes + 2 * j, &h, 2);
     }
     float v[kHeadDim];
     const float sv = float_from_fp16(bank.sv);
@@ -120,10 +118,10 @@ std::vector<uint8_t> tip_demote(const uint8_t* row, TipTier from, TipTier to, co
   }
   // KVQ4+L -> KVQ4: the lanes become nibbles; V is unchanged.
   const KvStorage in = kv_storage(KvFormat::Int4, lanes);
-  std::memcpy(K, row, kNibbleBytes);
+  std::memcpy(K, row, kKvNibbleBytes);
   for (int j = 0; j < lanes; ++j) {
     uint16_t h;
-    std::memcpy(&h, row + kNibbleBytes + 2 * j, 2);
+    std::memcpy(&h, row + kKvNibbleBytes + 2 * j, 2);
     const int d = bank.k.outliers[size_t(j)];
     kv_set_nibble(K, d, nibble_of(float(kv_outlier_fixed(h, bank.k.sk[size_t(d)]))));
   }
@@ -178,7 +176,7 @@ void tip_k12(const uint8_t* k_row, TipTier t, const KvInt4Bank& bank, int32_t* k
   if (t == TipTier::Kvq4) return;
   for (size_t j = 0; j < bank.outliers.size(); ++j) {
     uint16_t h;
-    std::memcpy(&h, k_row + kNibbleBytes + 2 * j, 2);
+    std::memcpy(&h, k_row + kKvNibbleBytes + 2 * j, 2);
     const int d = bank.outliers[j];
     k12[d] = kv_outlier_fixed(h, bank.sk[size_t(d)]);
   }
@@ -192,7 +190,7 @@ void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, 
   }
   for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
     uint16_t s;
-    std::memcpy(&s, v_row + kNibbleBytes + 2 * g, 2);
+    std::memcpy(&s, v_row + kKvNibbleBytes + 2 * g, 2);
     const int64_t w = kv_v_weight(p, s);
     for (int i = 0; i < kKvVGroup; ++i) acc[g * kKvVGroup + i] += w * kv_nibble(v_row, g * kKvVGroup + i);
   }
