@@ -21,6 +21,14 @@ struct Ddr3Config {
   uint32_t ports = 4, queue_depth = 8;
   std::string scheduler = "frfcfs-port";
   std::string page_policy = "open";
+  // Read/write switching (docs/ddr3.md "Read/write switching"): UG585's transaction stores
+  // (reads in the low-priority read store, writes in the write store) and the DDRC's
+  // LPR_reg / WR_reg fields with the PS7 configuration's ps7_init values; `fifo` mixes both
+  // directions in one queue per port, in arrival order.
+  std::string rw_policy = "ug585";
+  uint32_t timer_ncks = 64;  // device cycles per pulse of the DDRC's 32-cycle timer (docs/ddr3.md)
+  uint32_t lpr_max_starve_x32 = 2, lpr_xact_run_length = 8, lpr_min_non_critical_x32 = 1;
+  uint32_t w_max_starve_x32 = 2, w_xact_run_length = 8, w_min_non_critical_x32 = 1;
   double ctrl_latency_ns = 53.47;  // fitted by bitsim calibrate under ddr.model = ddr3 (docs/ddr3.md)
   double clock_mhz = 525;
 
@@ -63,14 +71,44 @@ struct Ddr3Config {
     v(c.trtp, FieldInfo{"ddr3.trtp", 1, 64, "nCK", B, "read to precharge (JEDEC 7.5 ns: 4)"});
     v(c.trfc, FieldInfo{"ddr3.trfc", 1, 4096, "nCK", B, "refresh cycle (4 Gb 260 ns: 137)"});
     v(c.trefi, FieldInfo{"ddr3.trefi", 1, 1 << 20, "nCK", B, "refresh interval (7.8 us: 4,095)"});
-    v(c.address_map, FieldInfo{"ddr3.address_map", 0, 0, "", S, "address to row/bank/column (docs/ddr3.md)", 1, true,
+    v(c.address_map, FieldInfo{"ddr3.address_map", 0, 0, "", B,
+                               "address to row/bank/column (ps7_init addrmap registers, x16: row-bank-col; "
+                               "docs/ddr3.md)",
+                               1, true,
                                {"row-bank-col", "bank-row-col"}});
     v(c.ports, FieldInfo{"ddr3.ports", 1, 8, "ports", B, "controller AXI ports (UG585: 4)"});
     v(c.queue_depth, FieldInfo{"ddr3.queue_depth", 1, 256, "requests", S, "requests a port may hold"});
     v(c.scheduler, FieldInfo{"ddr3.scheduler", 0, 0, "", S, "in order per port, first-ready first-come across ports",
                              1, true, {"frfcfs-port", "in-order"}});
-    v(c.page_policy, FieldInfo{"ddr3.page_policy", 0, 0, "", S, "rows left open or closed after each burst", 1, true,
+    v(c.page_policy, FieldInfo{"ddr3.page_policy", 0, 0, "", B,
+                               "rows left open or closed after each burst (ps7_init ctrl_reg1 pageclose 0: open)", 1,
+                               true,
                                {"open", "closed"}});
+    v(c.rw_policy, FieldInfo{"ddr3.rw_policy", 0, 0, "", S,
+                             "read/write switching: UG585's read and write transaction stores (ug585) or one queue "
+                             "per port in arrival order (fifo)",
+                             1, true, {"ug585", "fifo"}});
+    v(c.timer_ncks, FieldInfo{"ddr3.timer_ncks", 1, 1024, "nCK", S,
+                              "device cycles per pulse of the DDRC's starvation timer (32 cycles of a controller "
+                              "clock taken at half the device clock; UG585 does not name the clock)"});
+    v(c.lpr_max_starve_x32, FieldInfo{"ddr3.lpr_max_starve_x32", 0, 2047, "pulses", B,
+                                      "timer pulses a pending read waits unserved before the read store goes "
+                                      "critical (LPR_reg; ps7_init: 2)"});
+    v(c.lpr_xact_run_length, FieldInfo{"ddr3.lpr_xact_run_length", 0, 15, "bursts", B,
+                                       "bursts a critical read store serves before it is hard non-critical "
+                                       "(LPR_reg; ps7_init: 8)"});
+    v(c.lpr_min_non_critical_x32, FieldInfo{"ddr3.lpr_min_non_critical_x32", 0, 2047, "pulses", B,
+                                            "timer pulses the read store stays hard non-critical (LPR_reg; "
+                                            "ps7_init: 1)"});
+    v(c.w_max_starve_x32, FieldInfo{"ddr3.w_max_starve_x32", 0, 2047, "pulses", B,
+                                    "timer pulses a pending write waits unserved before the write store goes "
+                                    "critical (WR_reg; ps7_init: 2)"});
+    v(c.w_xact_run_length, FieldInfo{"ddr3.w_xact_run_length", 0, 15, "bursts", B,
+                                     "bursts a critical write store serves before it is hard non-critical (WR_reg; "
+                                     "ps7_init: 8)"});
+    v(c.w_min_non_critical_x32, FieldInfo{"ddr3.w_min_non_critical_x32", 0, 2047, "pulses", B,
+                                          "timer pulses the write store stays hard non-critical (WR_reg; ps7_init: "
+                                          "1)"});
     v(c.ctrl_latency_ns, FieldInfo{"ddr3.ctrl_latency_ns", 0, 10000, "ns", Evidence::kCalibrated,
                                    "controller and interconnect latency added to each completion (fitted by bitsim "
                                    "calibrate with ddr.model = ddr3 to the attention unit alone at T=512)"});

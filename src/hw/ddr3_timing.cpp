@@ -32,7 +32,7 @@ static uint32_t log2u(uint32_t v) {
 }
 
 Ddr3Timing::Ddr3Timing(const Ddr3Config& c, uint64_t origin)
-    : c_(c), q_(c.ports), banks_(c.banks), next_refresh_(origin + c.trefi) {
+    : c_(c), q_(2 * size_t(c.ports)), banks_(c.banks), next_refresh_(origin + c.trefi) {
   c_.validate("ddr3");
   bus_bits_ = log2u(c_.bus_bytes);
   col_bits_ = log2u(c_.columns);
@@ -41,6 +41,9 @@ Ddr3Timing::Ddr3Timing(const Ddr3Config& c, uint64_t origin)
   row_bank_col_ = c_.address_map == "row-bank-col";
   closed_page_ = c_.page_policy == "closed";
   frfcfs_ = c_.scheduler == "frfcfs-port";
+  fifo_ = c_.rw_policy == "fifo";
+  timer_off_ = (c_.timer_ncks - origin % c_.timer_ncks) % c_.timer_ncks;  // a pulse at the origin
+  for (Store& s : st_) s.hnc_end = s.last_served = origin;
   for (Bank& b : banks_) b.act_ok = b.pre_ok = b.col_ok = origin;
   last_act_ = last_col_ = last_rd_ = last_wr_ = origin;
 }
@@ -129,13 +132,50 @@ void Ddr3Timing::submit(const Ddr3Request& r, uint64_t id) {
   if (r.port >= c_.ports) throw Error("ddr3: request port out of range");
   const uint32_t bb = c_.bus_bytes * c_.burst_length;
   const uint64_t first = r.addr / bb * bb, stop = r.addr + std::max<uint32_t>(r.bytes, 1);
-  for (uint64_t a = first; a < stop; a += bb) q_[r.port].push_back(Burst{id, r.arrival, a, r.write, a + bb >= stop});
+  auto& q = q_[2 * size_t(r.port) + r.write];
+  for (uint64_t a = first; a < stop; a += bb) q.push_back(Burst{id, r.arrival, a, seq_++, r.write, a + bb >= stop});
 }
 
 bool Ddr3Timing::idle() const {
   for (const auto& pq : q_)
     if (!pq.empty()) return false;
   return true;
+}
+
+int Ddr3Timing::offer(uint32_t p, uint64_t t) const {
+  const auto& r = q_[2 * p];
+  const auto& w = q_[2 * p + 1];
+  int k = -1;
+  if (fifo_) {  // the port's oldest submission, whichever its direction
+    if (!r.empty() && (w.empty() || r.front().seq < w.front().seq)) k = int(2 * p);
+    else if (!w.empty()) k = int(2 * p + 1);
+  } else {
+    k = int(2 * p + (write_mode_ ? 1 : 0));
+    if (q_[k].empty()) return -1;
+  }
+  return k >= 0 && q_[k].front().arrival <= t ? k : -1;
+}
+
+void Ddr3Timing::switch_mode(uint64_t t) {
+  bool pending[2] = {false, false};
+  uint64_t oldest[2] = {UINT64_MAX, UINT64_MAX};
+  for (size_t k = 0; k < q_.size(); ++k)
+    if (!q_[k].empty() && q_[k].front().arrival <= t) {
+      pending[k & 1] = true;
+      oldest[k & 1] = std::min(oldest[k & 1], q_[k].front().arrival);
+    }
+  const uint32_t starve[2] = {c_.lpr_max_starve_x32, c_.w_max_starve_x32};
+  for (int d = 0; d < 2; ++d) {
+    Store& s = st_[d];
+    // A store whose oldest pending burst came after its last service was empty in between:
+    // nothing starved, so it is not critical (docs/ddr3.md).
+    if (!pending[d] || oldest[d] > s.last_served) s.critical = false, s.served = 0;
+    if (!pending[d] || s.critical || t < s.hnc_end) continue;
+    const uint64_t since = std::max({s.last_served, oldest[d], s.hnc_end});
+    if (pulse(t) - pulse(since) >= starve[d]) s.critical = true, s.served = 0;
+  }
+  if (write_mode_ ? pending[0] && (st_[0].critical || !pending[1]) : pending[1] && (st_[1].critical || !pending[0]))
+    write_mode_ = !write_mode_;
 }
 
 std::optional<Ddr3Served> Ddr3Timing::step() {
@@ -148,15 +188,17 @@ std::optional<Ddr3Served> Ddr3Timing::step() {
   if (decide == UINT64_MAX) return std::nullopt;
   if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
   catch_up(decide);  // a refresh due by the decision goes first (docs/ddr3.md, "Refresh")
+  if (!fifo_) switch_mode(decide);
   for (uint32_t p = 0; p < c_.ports; ++p) {
-    if (q_[p].empty() || q_[p].front().arrival > decide) continue;
-    const Burst& bu = q_[p].front();
+    const int k = offer(p, decide);
+    if (k < 0) continue;
+    const Burst& bu = q_[k].front();
     const Ddr3Address a = map(bu.addr);
     const bool hit = frfcfs_ && banks_[a.bank].row == int64_t(a.row);
     Plan pl = plan(a, bu.write, bu.arrival);
     const bool better = best < 0 || (hit && !best_hit) ||
                         (hit == best_hit && bu.arrival < q_[best].front().arrival);
-    if (better) best = p, bp = pl, best_hit = hit;
+    if (better) best = k, bp = pl, best_hit = hit;
   }
   const Burst bu = q_[best].front();
   const Ddr3Address a = map(bu.addr);
@@ -166,6 +208,15 @@ std::optional<Ddr3Served> Ddr3Timing::step() {
   }
   commit(a, bu.write, bp);
   q_[best].pop_front();
+  if (!fifo_) {
+    Store& s = st_[bu.write];
+    s.last_served = decide;
+    const uint32_t run = bu.write ? c_.w_xact_run_length : c_.lpr_xact_run_length;
+    if (s.critical && ++s.served >= run) {
+      s.critical = false, s.served = 0;
+      s.hnc_end = decide + uint64_t(bu.write ? c_.w_min_non_critical_x32 : c_.lpr_min_non_critical_x32) * c_.timer_ncks;
+    }
+  }
   const uint64_t end = bp.col_t + (bu.write ? c_.cwl : c_.cl) + c_.burst_length / 2 + c_.cycles(c_.ctrl_latency_ns);
   return Ddr3Served{bu.id, end, bu.last};
 }
@@ -202,13 +253,15 @@ uint64_t Ddr3Timing::horizon() const {
   // The longest command-to-command distance of the rules in plan(), commit() and refresh(),
   // with room to spare.
   return uint64_t(c_.trc) + c_.tras + c_.trp + c_.trcd + c_.trfc + c_.tfaw + c_.trrd + c_.tccd + c_.cl + c_.cwl +
-         c_.burst_length + c_.twr + c_.twtr + c_.trtp + 16;
+         c_.burst_length + c_.twr + c_.twtr + c_.trtp + 16 +
+         uint64_t(std::max(c_.lpr_min_non_critical_x32, c_.w_min_non_critical_x32)) * c_.timer_ncks;
 }
 
-// Words: 0 next refresh, 1 flags (any ACT, any column command, last column a write),
-// 2 last ACT, 3 last column, 4 last read, 5 last write, 6 ACTs in the tFAW list, then per
-// bank: row + 1 (0: none), act_ok, pre_ok, col_ok; then the four tFAW times. Times relative
-// to now - horizon().
+// Words: 0 next refresh, 1 flags (any ACT, any column command, last column a write, write
+// mode, read store critical, write store critical), 2 last ACT, 3 last column, 4 last read,
+// 5 last write, 6 ACTs in the tFAW list, then per bank: row + 1 (0: none), act_ok, pre_ok,
+// col_ok; then the four tFAW times; then per store (reads, writes): bursts served while
+// critical, hnc_end, last_served; then the timer's phase. Times relative to now - horizon().
 std::vector<uint64_t> Ddr3Timing::save(uint64_t now) const {
   if (!idle()) throw Error("ddr3: the state was asked for while requests are queued");
   Ddr3Timing t = *this;
@@ -219,7 +272,8 @@ std::vector<uint64_t> Ddr3Timing::save(uint64_t now) const {
   std::vector<uint64_t> w;
   w.reserve(saved_words(c_));
   w.push_back(rel(t.next_refresh_));
-  w.push_back(uint64_t(t.any_act_) | uint64_t(t.any_col_) << 1 | uint64_t(t.last_write_) << 2);
+  w.push_back(uint64_t(t.any_act_) | uint64_t(t.any_col_) << 1 | uint64_t(t.last_write_) << 2 |
+              uint64_t(t.write_mode_) << 3 | uint64_t(t.st_[0].critical) << 4 | uint64_t(t.st_[1].critical) << 5);
   for (const uint64_t v : {t.last_act_, t.last_col_, t.last_rd_, t.last_wr_}) w.push_back(rel(v));
   w.push_back(t.acts_.size());
   for (const Bank& b : t.banks_) {
@@ -229,6 +283,13 @@ std::vector<uint64_t> Ddr3Timing::save(uint64_t now) const {
     w.push_back(rel(b.col_ok));
   }
   for (size_t i = 0; i < 4; ++i) w.push_back(i < t.acts_.size() ? rel(t.acts_[i]) : 0);
+  for (const Store& s : t.st_) {
+    w.push_back(s.served);
+    w.push_back(rel(s.hnc_end));
+    w.push_back(rel(s.last_served));
+  }
+  const uint64_t n = c_.timer_ncks;  // (now - h) mod n without wrapping below zero
+  w.push_back((t.timer_off_ + now % n + n - h % n) % n);
   w.resize(saved_words(c_), 0);
   return w;
 }
@@ -244,7 +305,8 @@ void Ddr3Timing::load(const uint64_t* w, size_t n, uint64_t now) {
   size_t i = 0;
   next_refresh_ = base + w[i++];
   const uint64_t flags = w[i++];
-  any_act_ = flags & 1, any_col_ = flags & 2, last_write_ = flags & 4;
+  any_act_ = flags & 1, any_col_ = flags & 2, last_write_ = flags & 4, write_mode_ = flags & 8;
+  st_[0].critical = flags & 16, st_[1].critical = flags & 32;
   for (uint64_t* v : {&last_act_, &last_col_, &last_rd_, &last_wr_}) *v = base + w[i++];
   const size_t acts = size_t(std::min<uint64_t>(w[i++], 4));
   for (Bank& b : banks_) {
@@ -256,6 +318,14 @@ void Ddr3Timing::load(const uint64_t* w, size_t n, uint64_t now) {
   }
   acts_.clear();
   for (size_t k = 0; k < acts; ++k) acts_.push_back(base + w[i + k]);
+  i += 4;
+  for (Store& s : st_) {
+    s.served = uint32_t(w[i++]);
+    s.hnc_end = base + w[i++];
+    s.last_served = base + w[i++];
+  }
+  if (w[i] >= c_.timer_ncks) throw Error(fmt::format("ddr3: a carried timer phase {} of {} cycles", w[i], c_.timer_ncks));
+  timer_off_ = (w[i] + c_.timer_ncks - base % c_.timer_ncks) % c_.timer_ncks;
 }
 
 Ddr3Snapshot Ddr3Timing::snapshot() const {

@@ -95,7 +95,7 @@ class Ddr3Timing {
   // Ddr3Crossing::origin).
   std::vector<uint64_t> save(uint64_t now) const;
   void load(const uint64_t* words, size_t n, uint64_t now);
-  static size_t saved_words(const Ddr3Config& c) { return 11 + 4 * size_t(c.banks); }
+  static size_t saved_words(const Ddr3Config& c) { return 18 + 4 * size_t(c.banks); }
   // Device cycles within which a past command can still constrain a later one.
   uint64_t horizon() const;
 
@@ -105,8 +105,16 @@ class Ddr3Timing {
     uint64_t act_ok = 0, pre_ok = 0, col_ok = 0;
   };
   struct Burst {
-    uint64_t id, arrival, addr;
+    uint64_t id, arrival, addr, seq;  // seq: submission order (one queue per port under fifo)
     bool write, last;
+  };
+  // A transaction store of UG585's read/write switching (docs/ddr3.md): critical after
+  // max_starve timer pulses unserved, hard non-critical until hnc_end after run_length
+  // bursts served while critical.
+  struct Store {
+    bool critical = false;
+    uint32_t served = 0;
+    uint64_t hnc_end = 0, last_served = 0;
   };
   struct Plan {
     bool pre = false, act = false;
@@ -115,12 +123,21 @@ class Ddr3Timing {
   Plan plan(const Ddr3Address& a, bool write, uint64_t t0) const;
   void commit(const Ddr3Address& a, bool write, const Plan& p);
   void refresh();
+  // UG585's stores and mode at decision time `t` (rw_policy = ug585).
+  void switch_mode(uint64_t t);
+  uint64_t pulse(uint64_t t) const { return (t + timer_off_) / c_.timer_ncks; }
+  // The queue port p offers at decision time t, or -1.
+  int offer(uint32_t p, uint64_t t) const;
 
   Ddr3Config c_;
   // The config's choices and bit widths, decided once (map, step and commit run per burst).
   uint32_t bus_bits_ = 0, col_bits_ = 0, bank_bits_ = 0, row_bits_ = 0;
-  bool row_bank_col_ = true, closed_page_ = false, frfcfs_ = true;
-  std::vector<std::deque<Burst>> q_;  // per port, in order
+  bool row_bank_col_ = true, closed_page_ = false, frfcfs_ = true, fifo_ = false;
+  std::vector<std::deque<Burst>> q_;  // per port and direction (2 p + write), in order
+  uint64_t seq_ = 0;
+  bool write_mode_ = false;
+  Store st_[2];           // reads, writes
+  uint64_t timer_off_ = 0;  // the timer pulses where (t + timer_off_) % timer_ncks == 0
   std::vector<Bank> banks_;
   std::vector<uint64_t> acts_;  // last four ACT times (tFAW)
   uint64_t last_act_ = 0;

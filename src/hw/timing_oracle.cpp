@@ -144,9 +144,12 @@ class OraclePs : public sc_core::sc_module {
         result_.engines[0][lane] = board_.matmul().registers(lane);
         result_.engines[1][lane] = board_.attention().registers(lane);
       }
-      const uint64_t end = board_.clock().cycle();
-      result_.memory_after = board_.memory().carried_state(end);
-      result_.memory_after_edge = end > kOracleFirstEdge ? end - kOracleFirstEdge : 0;
+      // The memory's state as of the batch's quiet edge, not the end of the settling: the next
+      // batch may open before that end, and the memory is idle from the quiet edge on (every
+      // request it served was for a transfer that has completed by then).
+      const uint64_t quiet = std::max<uint64_t>(last_active + 1, kOracleFirstEdge);
+      result_.memory_after = board_.memory().carried_state(quiet);
+      result_.memory_after_edge = quiet - kOracleFirstEdge;
     } catch (...) {
       failure = std::current_exception();
     }

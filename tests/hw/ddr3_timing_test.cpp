@@ -2,6 +2,8 @@
 // completion derived here from the documented constants (ctrl latency 0).
 #include "hw/ddr3_timing.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -12,6 +14,7 @@ namespace {
 const Ddr3Config C = [] {
   Ddr3Config c;
   c.ctrl_latency_ns = 0;  // the figures below are the device's alone
+  c.rw_policy = "fifo";   // the JEDEC rules alone, in arrival order; UG585's switching is tested below
   return c;
 }();
 const uint64_t kBurst = C.burst_length / 2;  // data cycles of one BL8 burst
@@ -171,6 +174,114 @@ TEST(Ddr3Timing, ASavedStateLoadedElsewhereServesTheSameFuture) {
   Ddr3Timing busy(C);
   busy.submit(rd(0, 0), 0);
   EXPECT_THROW(busy.save(10), Error);
+}
+
+// UG585's switching (docs/ddr3.md, "Read/write switching"): the controller starts in read
+// mode, so a read and a write arriving together on one port go read first (fifo: in arrival
+// order, the write first); each direction has its own queue per port.
+TEST(Ddr3Timing, Ug585ServesAReadBeforeAWriteThatArrivedWithIt) {
+  Ddr3Config c = C;
+  c.rw_policy = "ug585";
+  Ddr3Timing t(c);
+  const auto d = t.run({wr(0, 0), rd(0, 16)});
+  EXPECT_EQ(d[1], C.trcd + C.cl + kBurst);
+  EXPECT_EQ(d[0], C.trcd + (C.cl + C.tccd + 2 - C.cwl) + C.cwl + kBurst);  // RD to WR turnaround
+  Ddr3Timing f(C);
+  const auto e = f.run({wr(0, 0), rd(0, 16)});
+  EXPECT_LT(e[0], e[1]);
+}
+
+// A write that arrives with a stream of reads waits in read mode until its store goes
+// critical: w_max_starve_x32 pulses of the timer (timer_ncks device cycles each, the first at
+// the engine's origin); the first decision from then on serves it, after the RD to WR
+// turnaround. With the write store's starvation limit doubled it waits twice as long.
+TEST(Ddr3Timing, Ug585WriteWaitsForItsStoreToGoCritical) {
+  for (const uint32_t starve : {2u, 4u}) {
+    Ddr3Config c = C;
+    c.rw_policy = "ug585";
+    c.w_max_starve_x32 = starve;
+    Ddr3Timing t(c);
+    std::vector<Ddr3Request> r = {wr(0, 1600)};
+    for (uint64_t i = 0; i < 100; ++i) r.push_back(rd(0, 16 * i));  // one open row: a read every tCCD
+    const auto d = t.run(r);
+    // Reads take column slots trcd + k tccd; the write is chosen at the first decision (the
+    // slot after the previous read) at or after the critical time.
+    const uint64_t critical = uint64_t(starve) * c.timer_ncks;
+    uint64_t k = 0;
+    while (C.trcd + k * C.tccd < critical) ++k;
+    const uint64_t last_read_col = C.trcd + (k - 1) * C.tccd;
+    const uint64_t write_col = std::max(C.trcd + k * C.tccd, last_read_col + C.cl + C.tccd + 2 - C.cwl);
+    EXPECT_EQ(d[0], write_col + C.cwl + kBurst) << "starve " << starve;
+    // The k reads before it were served back to back; the one after waits for WR to RD.
+    EXPECT_EQ(d[k], last_read_col + C.cl + kBurst) << "starve " << starve;
+    EXPECT_EQ(d[k + 1], write_col + C.cwl + kBurst + C.twtr + C.cl + kBurst) << "starve " << starve;
+  }
+}
+
+// A critical store serves xact_run_length bursts, then is hard non-critical: with writes and
+// reads both streaming, the engine alternates between runs of each direction rather than
+// turning the bus around for every burst, and a longer run length makes longer runs.
+TEST(Ddr3Timing, Ug585AlternatesRunsOfReadsAndWrites) {
+  auto switches = [](uint32_t starve) {
+    Ddr3Config c = C;
+    c.rw_policy = "ug585";
+    c.lpr_max_starve_x32 = c.w_max_starve_x32 = starve;
+    Ddr3Timing t(c);
+    for (uint64_t i = 0; i < 128; ++i) {
+      t.submit(rd(0, 16 * i), i);
+      t.submit(wr(0, 4096 + 16 * i, 1), 1000 + i);
+    }
+    int n = 0;
+    bool last = false, any = false;
+    while (const auto s = t.step()) {
+      const bool w = s->id >= 1000;
+      n += any && w != last;
+      last = w, any = true;
+    }
+    return n;
+  };
+  const int fast = switches(1), slow = switches(4);
+  EXPECT_GT(fast, 2);
+  EXPECT_LT(fast, 128);  // runs, not a turnaround per burst
+  EXPECT_LT(slow, fast);
+}
+
+}  // namespace
+}  // namespace bitsim::hw
+
+namespace bitsim::hw {
+namespace {
+
+// UG585's read/write switching carries its state across an idle gap too: generated mixed
+// traffic, saved at an idle point and loaded at another time (any phase of the starvation
+// timer), serves the same future as the engine that went on, burst by burst.
+TEST(Ddr3Timing, SwitchingStateSurvivesSaveAndLoadUnderGeneratedTraffic) {
+  Ddr3Config c;
+  uint64_t rng = 12345;
+  auto next = [&] { rng = rng * 6364136223846793005ull + 1442695040888963407ull; return rng >> 33; };
+  for (int round = 0; round < 40; ++round) {
+    auto traffic = [&](uint64_t t0, int n) {
+      std::vector<Ddr3Request> r;
+      for (int i = 0; i < n; ++i)
+        r.push_back({t0 + next() % 200, uint32_t(next() % 4), next() % 2 == 0,
+                     (next() % 4096) * 128 + (next() % 3 == 0 ? kRowStride * (next() % 5) : 0), 128});
+      std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
+      return r;
+    };
+    Ddr3Timing went_on(c, 1000);
+    const auto first = traffic(1000, 40);
+    const auto d0 = went_on.run(first);
+    const uint64_t now = *std::max_element(d0.begin(), d0.end()) + next() % 300;
+    const std::vector<uint64_t> words = went_on.save(now);
+    const uint64_t shift = 777 + next() % 1000;
+    Ddr3Timing loaded(c, 500);
+    loaded.load(words.data(), words.size(), now + shift);
+    const auto after = traffic(now, 60);
+    auto shifted = after;
+    for (auto& r : shifted) r.arrival += shift;
+    const auto a = went_on.run(after), b = loaded.run(shifted);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i] + shift, b[i]) << "round " << round << " request " << i;
+  }
 }
 
 }  // namespace
