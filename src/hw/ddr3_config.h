@@ -91,24 +91,20 @@ struct Ddr3Config {
     v(c.timer_ncks, FieldInfo{"ddr3.timer_ncks", 1, 1024, "nCK", S,
                               "device cycles per pulse of the DDRC's starvation timer (32 cycles of a controller "
                               "clock taken at half the device clock; UG585 does not name the clock)"});
-    v(c.lpr_max_starve_x32, FieldInfo{"ddr3.lpr_max_starve_x32", 0, 2047, "pulses", B,
-                                      "timer pulses a pending read waits unserved before the read store goes "
-                                      "critical (LPR_reg; ps7_init: 2)"});
-    v(c.lpr_xact_run_length, FieldInfo{"ddr3.lpr_xact_run_length", 0, 15, "bursts", B,
-                                       "bursts a critical read store serves before it is hard non-critical "
-                                       "(LPR_reg; ps7_init: 8)"});
-    v(c.lpr_min_non_critical_x32, FieldInfo{"ddr3.lpr_min_non_critical_x32", 0, 2047, "pulses", B,
-                                            "timer pulses the read store stays hard non-critical (LPR_reg; "
-                                            "ps7_init: 1)"});
-    v(c.w_max_starve_x32, FieldInfo{"ddr3.w_max_starve_x32", 0, 2047, "pulses", B,
-                                    "timer pulses a pending write waits unserved before the write store goes "
-                                    "critical (WR_reg; ps7_init: 2)"});
-    v(c.w_xact_run_length, FieldInfo{"ddr3.w_xact_run_length", 0, 15, "bursts", B,
-                                     "bursts a critical write store serves before it is hard non-critical (WR_reg; "
-                                     "ps7_init: 8)"});
-    v(c.w_min_non_critical_x32, FieldInfo{"ddr3.w_min_non_critical_x32", 0, 2047, "pulses", B,
-                                          "timer pulses the write store stays hard non-critical (WR_reg; ps7_init: "
-                                          "1)"});
+    // The two transaction stores' fields, one shape (LPR_reg and WR_reg).
+    auto store = [&](auto& starve, auto& run, auto& non_critical, const std::string& prefix, const std::string& dir,
+                     const std::string& reg) {
+      v(starve, FieldInfo{"ddr3." + prefix + "_max_starve_x32", 0, 2047, "pulses", B,
+                          "timer pulses a pending " + dir + " waits unserved before the " + dir +
+                              " store goes critical (" + reg + "; ps7_init: 2)"});
+      v(run, FieldInfo{"ddr3." + prefix + "_xact_run_length", 0, 15, "bursts", B,
+                       "bursts a critical " + dir + " store serves before it is hard non-critical (" + reg +
+                           "; ps7_init: 8)"});
+      v(non_critical, FieldInfo{"ddr3." + prefix + "_min_non_critical_x32", 0, 2047, "pulses", B,
+                                "timer pulses the " + dir + " store stays hard non-critical (" + reg + "; ps7_init: 1)"});
+    };
+    store(c.lpr_max_starve_x32, c.lpr_xact_run_length, c.lpr_min_non_critical_x32, "lpr", "read", "LPR_reg");
+    store(c.w_max_starve_x32, c.w_xact_run_length, c.w_min_non_critical_x32, "w", "write", "WR_reg");
     v(c.ctrl_latency_ns, FieldInfo{"ddr3.ctrl_latency_ns", 0, 10000, "ns", Evidence::kCalibrated,
                                    "controller and interconnect latency added to each completion (fitted by bitsim "
                                    "calibrate with ddr.model = ddr3 to the attention unit alone at T=512)"});
