@@ -116,8 +116,7 @@ bool Ddr3Memory::take_write_beat(PortState& p, int index, uint64_t now) {
 // read beats may leave and write responses may be sent.
 void Ddr3Memory::schedule(uint64_t now) {
   const uint64_t device_now = crossing_.device(now);
-  for (auto d = timing_.next_decision(); d && *d <= device_now; d = timing_.next_decision()) {
-    const auto s = timing_.step();
+  while (const auto s = timing_.step(device_now)) {
     const size_t pi = size_t(s->id >> 48);
     const bool write = s->id & kWriteBit;
     const uint64_t seq = s->id & kSeqMask;

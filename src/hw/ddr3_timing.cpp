@@ -32,12 +32,15 @@ static uint32_t log2u(uint32_t v) {
 }
 
 Ddr3Timing::Ddr3Timing(const Ddr3Config& c, uint64_t origin)
-    : c_(c), q_(2 * size_t(c.ports)), banks_(c.banks), next_refresh_(origin + c.trefi) {
+    : c_(c), q_(2 * size_t(c.ports)), head_(2 * size_t(c.ports), UINT64_MAX), banks_(c.banks),
+      next_refresh_(origin + c.trefi) {
   c_.validate("ddr3");
   bus_bits_ = log2u(c_.bus_bytes);
   col_bits_ = log2u(c_.columns);
   bank_bits_ = log2u(c_.banks);
   row_bits_ = log2u(c_.rows);
+  burst_bytes_ = c_.bus_bytes * c_.burst_length;
+  ctrl_cycles_ = c_.cycles(c_.ctrl_latency_ns);
   row_bank_col_ = c_.address_map == "row-bank-col";
   closed_page_ = c_.page_policy == "closed";
   frfcfs_ = c_.scheduler == "frfcfs-port";
@@ -130,39 +133,52 @@ void Ddr3Timing::refresh() {
 
 void Ddr3Timing::submit(const Ddr3Request& r, uint64_t id) {
   if (r.port >= c_.ports) throw Error("ddr3: request port out of range");
-  const uint32_t bb = c_.bus_bytes * c_.burst_length;
-  const uint64_t first = r.addr / bb * bb, stop = r.addr + std::max<uint32_t>(r.bytes, 1);
-  auto& q = q_[2 * size_t(r.port) + r.write];
-  for (uint64_t a = first; a < stop; a += bb) q.push_back(Burst{id, r.arrival, a, seq_++, r.write, a + bb >= stop});
+  const uint64_t first = r.addr / burst_bytes_ * burst_bytes_, stop = r.addr + std::max<uint32_t>(r.bytes, 1);
+  const size_t k = 2 * size_t(r.port) + r.write;
+  q_[k].push_back(Burst{id, r.arrival, first, stop, seq_++, map(first), r.write});
+  head_[k] = q_[k].front().arrival;
 }
 
-bool Ddr3Timing::idle() const {
-  for (const auto& pq : q_)
-    if (!pq.empty()) return false;
-  return true;
+// The head request's next burst, or the next request.
+void Ddr3Timing::pop(size_t k) {
+  Burst& b = q_[k].front();
+  if (!b.last(burst_bytes_)) {
+    b.addr += burst_bytes_;
+    b.at = map(b.addr);
+    return;
+  }
+  q_[k].pop_front();
+  head_[k] = q_[k].empty() ? UINT64_MAX : q_[k].front().arrival;
 }
+
+uint64_t Ddr3Timing::earliest() const {
+  uint64_t e = UINT64_MAX;
+  for (const uint64_t h : head_) e = std::min(e, h);
+  return e;
+}
+
+bool Ddr3Timing::idle() const { return earliest() == UINT64_MAX; }
 
 int Ddr3Timing::offer(uint32_t p, uint64_t t) const {
-  const auto& r = q_[2 * p];
-  const auto& w = q_[2 * p + 1];
   int k = -1;
   if (fifo_) {  // the port's oldest submission, whichever its direction
+    const auto& r = q_[2 * p];
+    const auto& w = q_[2 * p + 1];
     if (!r.empty() && (w.empty() || r.front().seq < w.front().seq)) k = int(2 * p);
     else if (!w.empty()) k = int(2 * p + 1);
   } else {
     k = int(2 * p + (write_mode_ ? 1 : 0));
-    if (q_[k].empty()) return -1;
   }
-  return k >= 0 && q_[k].front().arrival <= t ? k : -1;
+  return k >= 0 && head_[size_t(k)] <= t ? k : -1;  // an empty queue's head is UINT64_MAX
 }
 
 void Ddr3Timing::switch_mode(uint64_t t) {
   bool pending[2] = {false, false};
   uint64_t oldest[2] = {UINT64_MAX, UINT64_MAX};
-  for (size_t k = 0; k < q_.size(); ++k)
-    if (!q_[k].empty() && q_[k].front().arrival <= t) {
+  for (size_t k = 0; k < head_.size(); ++k)
+    if (head_[k] <= t) {
       pending[k & 1] = true;
-      oldest[k & 1] = std::min(oldest[k & 1], q_[k].front().arrival);
+      oldest[k & 1] = std::min(oldest[k & 1], head_[k]);
     }
   const uint32_t starve[2] = {c_.lpr_max_starve_x32, c_.w_max_starve_x32};
   for (int d = 0; d < 2; ++d) {
@@ -178,36 +194,32 @@ void Ddr3Timing::switch_mode(uint64_t t) {
     write_mode_ = !write_mode_;
 }
 
-std::optional<Ddr3Served> Ddr3Timing::step() {
+std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
   int best = -1;
-  Plan bp;
   bool best_hit = false;
-  uint64_t decide = UINT64_MAX;
-  for (auto& pq : q_)
-    if (!pq.empty()) decide = std::min(decide, pq.front().arrival);
+  uint64_t decide = earliest();
   if (decide == UINT64_MAX) return std::nullopt;
   if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
+  if (decide > limit) return std::nullopt;
   catch_up(decide);  // a refresh due by the decision goes first (docs/ddr3.md, "Refresh")
   if (!fifo_) switch_mode(decide);
   for (uint32_t p = 0; p < c_.ports; ++p) {
     const int k = offer(p, decide);
     if (k < 0) continue;
-    const Burst& bu = q_[k].front();
-    const Ddr3Address a = map(bu.addr);
-    const bool hit = frfcfs_ && banks_[a.bank].row == int64_t(a.row);
-    Plan pl = plan(a, bu.write, bu.arrival);
-    const bool better = best < 0 || (hit && !best_hit) ||
-                        (hit == best_hit && bu.arrival < q_[best].front().arrival);
-    if (better) best = k, bp = pl, best_hit = hit;
+    const Burst& bu = q_[size_t(k)].front();
+    const bool hit = frfcfs_ && banks_[bu.at.bank].row == int64_t(bu.at.row);
+    const bool better = best < 0 || (hit && !best_hit) || (hit == best_hit && bu.arrival < head_[size_t(best)]);
+    if (better) best = k, best_hit = hit;
   }
-  const Burst bu = q_[best].front();
-  const Ddr3Address a = map(bu.addr);
+  const Burst bu = q_[size_t(best)].front();
+  const Ddr3Address a = bu.at;
+  Plan bp = plan(a, bu.write, bu.arrival);
   while ((bp.act ? bp.act_t : bp.col_t) >= next_refresh_ || (bp.pre && bp.pre_t >= next_refresh_)) {
     refresh();
     bp = plan(a, bu.write, bu.arrival);
   }
   commit(a, bu.write, bp);
-  q_[best].pop_front();
+  pop(size_t(best));
   if (!fifo_) {
     Store& s = st_[bu.write];
     s.last_served = decide;
@@ -217,8 +229,8 @@ std::optional<Ddr3Served> Ddr3Timing::step() {
       s.hnc_end = decide + uint64_t(bu.write ? c_.w_min_non_critical_x32 : c_.lpr_min_non_critical_x32) * c_.timer_ncks;
     }
   }
-  const uint64_t end = bp.col_t + (bu.write ? c_.cwl : c_.cl) + c_.burst_length / 2 + c_.cycles(c_.ctrl_latency_ns);
-  return Ddr3Served{bu.id, end, bu.last};
+  const uint64_t end = bp.col_t + (bu.write ? c_.cwl : c_.cl) + c_.burst_length / 2 + ctrl_cycles_;
+  return Ddr3Served{bu.id, end, bu.last(burst_bytes_)};
 }
 
 std::vector<uint64_t> Ddr3Timing::run(const std::vector<Ddr3Request>& requests) {
@@ -230,9 +242,7 @@ std::vector<uint64_t> Ddr3Timing::run(const std::vector<Ddr3Request>& requests) 
 }
 
 std::optional<uint64_t> Ddr3Timing::next_decision() const {
-  uint64_t decide = UINT64_MAX;
-  for (const auto& pq : q_)
-    if (!pq.empty()) decide = std::min(decide, pq.front().arrival);
+  uint64_t decide = earliest();
   if (decide == UINT64_MAX) return std::nullopt;
   if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
   return decide;

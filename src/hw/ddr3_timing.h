@@ -50,13 +50,17 @@ struct Ddr3Crossing {
   // From the device clock and the PL clock's period in ps; throws naming ddr3.clock_mhz when
   // the ratio has no small exact form (kHz resolution).
   static Ddr3Crossing of(double device_mhz, uint64_t pl_period_ps, uint64_t origin = 0);
-  uint64_t device(uint64_t edge) const {
-    return origin + uint64_t(((unsigned __int128)(edge + phase) * num + den - 1) / den);
-  }
+  uint64_t device(uint64_t edge) const { return origin + ceil_ratio(edge + phase, num, den); }
   uint64_t edge(uint64_t t) const {
     t = t > origin ? t - origin : 0;
-    const uint64_t e = uint64_t(((unsigned __int128)t * den + num - 1) / num);
+    const uint64_t e = ceil_ratio(t, den, num);
     return e > phase ? e - phase : 0;
+  }
+  // ceil(v * a / b), in 64 bits when v * a + b cannot overflow them (every run's times), else
+  // in 128 (the same value): the PL's per-edge conversions stay off the 128-bit division.
+  static uint64_t ceil_ratio(uint64_t v, uint64_t a, uint64_t b) {
+    if (v < (uint64_t(1) << 40) && a < (uint64_t(1) << 22) && b < (uint64_t(1) << 22)) return (v * a + b - 1) / b;
+    return uint64_t(((unsigned __int128)v * a + b - 1) / b);
   }
 };
 
@@ -74,7 +78,9 @@ class Ddr3Timing {
   // run() would serve next among those queued, or nothing when idle. run() is submit() of
   // every request, then step() until idle: one scheduler, one timing model.
   void submit(const Ddr3Request& r, uint64_t id);
-  std::optional<Ddr3Served> step();
+  // step(limit) serves nothing, and returns nothing, when the next decision time is later
+  // than `limit` (a clocked caller's device cycle now).
+  std::optional<Ddr3Served> step(uint64_t limit = UINT64_MAX);
   bool idle() const;
   Ddr3Snapshot snapshot() const;
   const Ddr3Config& config() const { return c_; }
@@ -104,9 +110,14 @@ class Ddr3Timing {
     int64_t row = -1;
     uint64_t act_ok = 0, pre_ok = 0, col_ok = 0;
   };
+  // A request in its port's queue; its head burst is the one at `addr` (the request's
+  // bursts are served in address order, so a request's entry advances rather than holding
+  // one entry per burst).
   struct Burst {
-    uint64_t id, arrival, addr, seq;  // seq: submission order (one queue per port under fifo)
-    bool write, last;
+    uint64_t id, arrival, addr, stop, seq;  // seq: submission order (one queue per port under fifo)
+    Ddr3Address at;                         // map(addr)
+    bool write;
+    bool last(uint64_t burst_bytes) const { return addr + burst_bytes >= stop; }
   };
   // A transaction store of UG585's read/write switching (docs/ddr3.md): critical after
   // max_starve timer pulses unserved, hard non-critical until hnc_end after run_length
@@ -131,9 +142,13 @@ class Ddr3Timing {
 
   Ddr3Config c_;
   // The config's choices and bit widths, decided once (map, step and commit run per burst).
-  uint32_t bus_bits_ = 0, col_bits_ = 0, bank_bits_ = 0, row_bits_ = 0;
+  uint32_t bus_bits_ = 0, col_bits_ = 0, bank_bits_ = 0, row_bits_ = 0, burst_bytes_ = 0;
+  uint64_t ctrl_cycles_ = 0;  // c_.cycles(ctrl_latency_ns)
   bool row_bank_col_ = true, closed_page_ = false, frfcfs_ = true, fifo_ = false;
   std::vector<std::deque<Burst>> q_;  // per port and direction (2 p + write), in order
+  std::vector<uint64_t> head_;         // per queue: its head's arrival, UINT64_MAX when empty
+  uint64_t earliest() const;           // the earliest head arrival (UINT64_MAX: idle)
+  void pop(size_t k);
   uint64_t seq_ = 0;
   bool write_mode_ = false;
   Store st_[2];           // reads, writes
