@@ -91,6 +91,35 @@ TEST(Ddr3Timing, BackToBackHitsAtTccd) {
   EXPECT_EQ(d[0], C.trcd + 7 * C.tccd + C.cl + kBurst);
 }
 
+// A request is served burst by burst in address order, its last burst alone marked last,
+// from an unaligned start across a row's end into the next bank; step(limit) serves nothing
+// before the decision time.
+TEST(Ddr3Timing, ARequestIsServedBurstByBurstInAddressOrder) {
+  Ddr3Timing t(C);
+  const uint64_t start = kRowBytes - 40;  // 8 bytes into a DRAM burst, 40 bytes before the row ends
+  t.submit({100, 1, false, start, 64}, 7);  // [start, start + 64): 5 bursts, 3 in bank 0, 2 in bank 1
+  EXPECT_EQ(t.next_decision(), std::optional<uint64_t>(100));
+  EXPECT_FALSE(t.step(99).has_value());  // not yet decided
+  std::vector<Ddr3Served> got;
+  while (const auto s = t.step(100 + 64)) got.push_back(*s);
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].id, 7u);
+    EXPECT_EQ(got[k].last, k + 1 == got.size()) << "burst " << k;
+  }
+  // Bank 0: ACT at 100, column commands tCCD apart; bank 1: its ACT tRRD after bank 0's, its
+  // first column command tRCD later (after the third of bank 0).
+  const uint64_t col0 = 100 + C.trcd;
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(got[k].end, col0 + k * C.tccd + C.cl + kBurst) << "burst " << k;
+  const uint64_t col3 = std::max<uint64_t>(100 + C.trrd + C.trcd, col0 + 3 * C.tccd);
+  EXPECT_EQ(got[3].end, col3 + C.cl + kBurst);
+  EXPECT_EQ(got[4].end, col3 + C.tccd + C.cl + kBurst);
+  const Ddr3Snapshot s = t.snapshot();
+  EXPECT_EQ(s.open_row[0], 0);
+  EXPECT_EQ(s.open_row[1], 0);
+  EXPECT_TRUE(t.idle());
+}
+
 TEST(Ddr3Timing, AddressMapping) {
   Ddr3Timing t(C);
   EXPECT_EQ(t.map(1u << 1).column, 1u);
