@@ -197,10 +197,9 @@ void Ddr3Timing::switch_mode(uint64_t t) {
 std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
   int best = -1;
   bool best_hit = false;
-  uint64_t decide = earliest();
-  if (decide == UINT64_MAX) return std::nullopt;
-  if (any_col_) decide = std::max(decide, last_col_ + c_.tccd);
-  if (decide > limit) return std::nullopt;
+  const std::optional<uint64_t> next = next_decision();
+  if (!next || *next > limit) return std::nullopt;
+  const uint64_t decide = *next;
   catch_up(decide);  // a refresh due by the decision goes first (docs/ddr3.md, "Refresh")
   if (!fifo_) switch_mode(decide);
   for (uint32_t p = 0; p < c_.ports; ++p) {
