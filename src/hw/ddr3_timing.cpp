@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -153,8 +154,22 @@ void Ddr3Timing::pop(size_t k) {
 
 uint64_t Ddr3Timing::earliest() const {
   uint64_t e = UINT64_MAX;
+  if (fifo_) {
+    // A port's later submission that arrives first still waits for its older one: deciding
+    // at its arrival would find nothing to offer.
+    for (uint32_t p = 0; p < c_.ports; ++p)
+      if (const int k = fifo_head(p); k >= 0) e = std::min(e, head_[size_t(k)]);
+    return e;
+  }
   for (const uint64_t h : head_) e = std::min(e, h);
   return e;
+}
+
+int Ddr3Timing::fifo_head(uint32_t p) const {
+  const auto& r = q_[2 * p];
+  const auto& w = q_[2 * p + 1];
+  if (!r.empty() && (w.empty() || r.front().seq < w.front().seq)) return int(2 * p);
+  return w.empty() ? -1 : int(2 * p + 1);
 }
 
 bool Ddr3Timing::idle() const { return earliest() == UINT64_MAX; }
@@ -162,10 +177,7 @@ bool Ddr3Timing::idle() const { return earliest() == UINT64_MAX; }
 int Ddr3Timing::offer(uint32_t p, uint64_t t) const {
   int k = -1;
   if (fifo_) {  // the port's oldest submission, whichever its direction
-    const auto& r = q_[2 * p];
-    const auto& w = q_[2 * p + 1];
-    if (!r.empty() && (w.empty() || r.front().seq < w.front().seq)) k = int(2 * p);
-    else if (!w.empty()) k = int(2 * p + 1);
+    k = fifo_head(p);
   } else {
     k = int(2 * p + (write_mode_ ? 1 : 0));
   }
@@ -210,6 +222,9 @@ std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
     const bool better = best < 0 || (hit && !best_hit) || (hit == best_hit && bu.arrival < head_[size_t(best)]);
     if (better) best = k, best_hit = hit;
   }
+  // The decision time is an offered head's arrival (earliest(), and switch_mode() turns to a
+  // direction with one pending), so some port offers a burst.
+  if (best < 0) throw std::logic_error(fmt::format("ddr3: no port offers a burst at decision time {}", decide));
   const Burst bu = q_[size_t(best)].front();
   const Ddr3Address a = bu.at;
   Plan bp = plan(a, bu.write, bu.arrival);

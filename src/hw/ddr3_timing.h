@@ -139,6 +139,9 @@ class Ddr3Timing {
   uint64_t pulse(uint64_t t) const { return (t + timer_off_) / c_.timer_ncks; }
   // The queue port p offers at decision time t, or -1.
   int offer(uint32_t p, uint64_t t) const;
+  // rw_policy = fifo: the queue holding port p's oldest submission, whichever direction and
+  // whenever it arrives (a port serves its submissions in order), or -1 when both are empty.
+  int fifo_head(uint32_t p) const;
 
   Ddr3Config c_;
   // The config's choices and bit widths, decided once (map, step and commit run per burst).
@@ -147,7 +150,9 @@ class Ddr3Timing {
   bool row_bank_col_ = true, closed_page_ = false, frfcfs_ = true, fifo_ = false;
   std::vector<std::deque<Burst>> q_;  // per port and direction (2 p + write), in order
   std::vector<uint64_t> head_;         // per queue: its head's arrival, UINT64_MAX when empty
-  uint64_t earliest() const;           // the earliest head arrival (UINT64_MAX: idle)
+  // The earliest arrival of a head that can be offered (UINT64_MAX: idle); under fifo only
+  // each port's fifo_head() can be.
+  uint64_t earliest() const;
   void pop(size_t k);
   uint64_t seq_ = 0;
   bool write_mode_ = false;

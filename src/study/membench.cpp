@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/stop_signal.h"
 #include "hw/ddr3_timing.h"
 
 namespace bitsim::study {
@@ -109,6 +110,7 @@ MembenchResult run_membench(const MembenchSetup& s, MemPattern p) {
   r.masters = s.masters;
   while (const auto sv = ddr.step()) {
     if (!sv->last) continue;
+    check_stop();  // SIGINT / SIGTERM: nothing of a pattern is kept (each takes under a second)
     const int i = int(sv->id);
     --m[i].outstanding;
     r.bytes += bytes;
