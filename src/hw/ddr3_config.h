@@ -16,7 +16,7 @@ namespace bitsim::hw {
 struct Ddr3Config {
   uint32_t banks = 8, rows = 32768, columns = 1024, bus_bytes = 2, burst_length = 8;
   uint32_t cl = 7, cwl = 6, trcd = 7, trp = 7, tras = 19, trc = 26, tfaw = 21, trrd = 6;
-  uint32_t tccd = 4, twr = 8, twtr = 4, trtp = 4, trfc = 137, trefi = 4095;
+  uint32_t tccd = 4, twr = 8, twtr = 4, trtp = 4, trfc = 158, trefi = 4064;
   std::string address_map = "row-bank-col";
   uint32_t ports = 4, queue_depth = 8;
   std::string scheduler = "frfcfs-port";
@@ -29,7 +29,7 @@ struct Ddr3Config {
   uint32_t timer_ncks = 64;  // device cycles per pulse of the DDRC's 32-cycle timer (docs/ddr3.md)
   uint32_t lpr_max_starve_x32 = 2, lpr_xact_run_length = 8, lpr_min_non_critical_x32 = 1;
   uint32_t w_max_starve_x32 = 2, w_xact_run_length = 8, w_min_non_critical_x32 = 1;
-  double ctrl_latency_ns = 53.47;  // fitted by bitsim calibrate under ddr.model = ddr3 (docs/ddr3.md)
+  double ctrl_latency_ns = 51.27;  // fitted by bitsim calibrate under ddr.model = ddr3 (docs/ddr3.md)
   double clock_mhz = 525;
 
   // A time in ns as whole device cycles, rounded up (docs/ddr3.md, "Clocks and units").
@@ -69,8 +69,12 @@ struct Ddr3Config {
     v(c.twr, FieldInfo{"ddr3.twr", 1, 64, "nCK", B, "write recovery (JEDEC 15 ns: 8)"});
     v(c.twtr, FieldInfo{"ddr3.twtr", 1, 64, "nCK", B, "write to read (JEDEC 7.5 ns: 4)"});
     v(c.trtp, FieldInfo{"ddr3.trtp", 1, 64, "nCK", B, "read to precharge (JEDEC 7.5 ns: 4)"});
-    v(c.trfc, FieldInfo{"ddr3.trfc", 1, 4096, "nCK", B, "refresh cycle (4 Gb 260 ns: 137)"});
-    v(c.trefi, FieldInfo{"ddr3.trefi", 1, 1 << 20, "nCK", B, "refresh interval (7.8 us: 4,095)"});
+    v(c.trfc, FieldInfo{"ddr3.trfc", 1, 4096, "nCK", B,
+                        "refresh cycle as the controller is programmed (ps7_init t_rfc_min: 158, about 300 ns; "
+                        "the 4 Gb device's minimum is 260 ns)"});
+    v(c.trefi, FieldInfo{"ddr3.trefi", 1, 1 << 20, "nCK", B,
+                         "refresh interval as the controller is programmed (ps7_init t_rfc_nom_x32 127: "
+                         "4,064, 7.74 us)"});
     v(c.address_map, FieldInfo{"ddr3.address_map", 0, 0, "", B,
                                "address to row/bank/column (ps7_init addrmap registers, x16: row-bank-col; "
                                "docs/ddr3.md)",
