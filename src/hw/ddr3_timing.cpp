@@ -175,12 +175,8 @@ int Ddr3Timing::fifo_head(uint32_t p) const {
 bool Ddr3Timing::idle() const { return earliest() == UINT64_MAX; }
 
 int Ddr3Timing::offer(uint32_t p, uint64_t t) const {
-  int k = -1;
-  if (fifo_) {  // the port's oldest submission, whichever its direction
-    k = fifo_head(p);
-  } else {
-    k = int(2 * p + (write_mode_ ? 1 : 0));
-  }
+  // fifo: the port's oldest submission, whichever its direction; ug585: the mode's queue.
+  const int k = fifo_ ? fifo_head(p) : int(2 * p + (write_mode_ ? 1 : 0));
   return k >= 0 && head_[size_t(k)] <= t ? k : -1;  // an empty queue's head is UINT64_MAX
 }
 
