@@ -24,6 +24,10 @@ class Membench final : public Command {
                       "Override one config key: KEY=VALUE (repeatable)");
     sub_->add_option("--pattern", patterns_, "Run only these patterns (repeatable): seq-read, rand-read, seq-write, "
                                              "rand-write, seq-mixed, rand-mixed");
+    sub_->add_option("--page-offset", page_offset_,
+                     "Sequential patterns: DRAM pages between consecutive masters' buffer starts (0: all four "
+                     "start in one bank; default 2: each in its own bank)")
+        ->check(CLI::Range(0, study::kMaxPageOffset));
     sub_->add_flag("--json", json_, "Write one bitsim.membench/1 JSON document to stdout");
   }
 
@@ -37,6 +41,7 @@ class Membench final : public Command {
     s.ddr3 = c.board.ddr.ddr3;
     s.hp = c.board.hp;
     s.pl_mhz = c.board.clock.mhz;
+    s.page_offset = page_offset_;
     std::vector<study::MembenchResult> rows;
     for (auto p : pats) rows.push_back(study::run_membench(s, p));
     const auto limits = study::limit_sweep(s);
@@ -60,15 +65,17 @@ class Membench final : public Command {
                                         {"burst_bytes", s.hp.max_burst_beats * study::kHpBeatBytes},
                                         {"outstanding_reads", s.hp.max_outstanding_reads},
                                         {"outstanding_writes", s.hp.max_outstanding_writes},
+                                        {"page_offset", s.page_offset},
                                         {"patterns", jr},
                                         {"limits", jl}}
                              .dump(2));
       return 0;
     }
     fmt::print("DDR efficiency, four HP masters, bursts of {} B, closed loop ({} reads / {} writes outstanding per "
-               "master: hp.max_outstanding_*); peak {:.3f} GB/s board (derived from the ddr3.* keys)\n",
+               "master: hp.max_outstanding_*), sequential buffers {} pages apart; peak {:.3f} GB/s board (derived "
+               "from the ddr3.* keys)\n",
                s.hp.max_burst_beats * study::kHpBeatBytes, s.hp.max_outstanding_reads, s.hp.max_outstanding_writes,
-               peak);
+               s.page_offset, peak);
     fmt::print("  {:<18} {:>19} {:>19} {:>13} {:>18}\n", "pattern", "GB/s", "efficiency", "UG585", "difference");
     for (const auto& r : rows) {
       const auto& i = study::mem_pattern_info(r.pattern);
@@ -88,6 +95,7 @@ class Membench final : public Command {
  private:
   BoardArgs board_;
   std::vector<std::string> patterns_;
+  int page_offset_ = study::MembenchSetup{}.page_offset;
   bool json_ = false;
 };
 

@@ -65,6 +65,9 @@ struct Master {
 
 MembenchResult run_membench(const MembenchSetup& s, MemPattern p) {
   if (s.masters < 1 || s.masters > 4) throw Error(fmt::format("membench: {} HP masters (1 to 4)", s.masters));
+  if (s.page_offset < 0 || s.page_offset > kMaxPageOffset)
+    throw Error(fmt::format("membench: page offset {} between the masters' buffers, expected 0..{}", s.page_offset,
+                            kMaxPageOffset));
   s.ddr3.validate("membench");
   s.hp.validate("membench");
   const bool random = p == MemPattern::RandRead || p == MemPattern::RandWrite || p == MemPattern::RandMixed;
@@ -79,9 +82,10 @@ MembenchResult run_membench(const MembenchSetup& s, MemPattern p) {
     m[i].write = p == MemPattern::SeqWrite || p == MemPattern::RandWrite ||
                  ((p == MemPattern::SeqMixed || p == MemPattern::RandMixed) && i % 2 == 1);
     m[i].limit = m[i].write ? s.hp.max_outstanding_writes : s.hp.max_outstanding_reads;
-    // Each master's buffer starts in its own bank (two pages apart under row-bank-col), as
-    // separately allocated buffers do; region starts alone would all fall in bank 0.
-    m[i].next_addr = uint64_t(i) * region + uint64_t(2 * i) * page;
+    // By default each master's buffer starts in its own bank (two pages apart under
+    // row-bank-col), as separately allocated buffers do; region starts alone (page_offset 0)
+    // all fall in bank 0.
+    m[i].next_addr = uint64_t(i) * region + uint64_t(s.page_offset) * uint64_t(i) * page;
   }
   uint64_t rng = s.seed;
   hw::Ddr3Timing ddr(s.ddr3);

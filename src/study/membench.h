@@ -32,7 +32,13 @@ struct MembenchSetup {
   bool port_rate = true; // limit each master to its HP port's rate (false: the controller alone)
   uint64_t bytes_per_master = 1 << 20;
   uint64_t seed = 1;     // random addresses (a fixed generator: same figures everywhere)
+  // Sequential patterns: DRAM pages between consecutive masters' buffer starts beyond the
+  // quarter boundaries. UG585 does not say where its buffers lay; 2 puts the four in
+  // different banks under row-bank-col, 0 puts all four in one bank (docs/ddr3.md).
+  int page_offset = 2;
 };
+// The largest page_offset run_membench takes.
+inline constexpr int kMaxPageOffset = 1024;
 
 struct MembenchResult {
   MemPattern pattern;

@@ -689,6 +689,20 @@ TEST(Cli, MembenchRefusesAnUnknownPatternAndKey) {
   r = bitsim("membench --set ddr3.nonesuch=1");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "ddr3.nonesuch")) << r.err;
+  r = bitsim("membench --page-offset 5000");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "--page-offset")) << r.err;
+}
+
+TEST(Cli, MembenchPageOffsetMovesTheSequentialRows) {
+  const auto apart = bitsim("membench --json --pattern seq-write");
+  const auto together = bitsim("membench --json --pattern seq-write --page-offset 0");
+  ASSERT_EQ(apart.code, 0) << apart.err;
+  ASSERT_EQ(together.code, 0) << together.err;
+  const auto a = nlohmann::json::parse(apart.out), t = nlohmann::json::parse(together.out);
+  EXPECT_EQ(a["page_offset"], 2);
+  EXPECT_EQ(t["page_offset"], 0);
+  EXPECT_LT(t["patterns"][0]["efficiency_percent"].get<double>(), a["patterns"][0]["efficiency_percent"].get<double>());
 }
 
 }  // namespace
