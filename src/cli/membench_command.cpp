@@ -27,7 +27,8 @@ class Membench final : public Command {
     sub_->add_option("--page-offset", page_offset_,
                      "Sequential patterns: DRAM pages between consecutive masters' buffer starts (0: all four "
                      "start in one bank; default 2: each in its own bank)")
-        ->check(CLI::Range(0, study::kMaxPageOffset));
+        ->transform(integer_in(0, study::kMaxPageOffset))
+        ->capture_default_str();
     sub_->add_flag("--json", json_, "Write one bitsim.membench/1 JSON document to stdout");
   }
 
