@@ -35,7 +35,7 @@ void BM_GoldenTokenStep(benchmark::State& state) {
   const auto shape = state.range(0) ? model::Shape::BitnetLarge : model::Shape::Tiny;
   model::SyntheticSource s(shape, 1);
   const auto m = model::load_ternary_model(s, 2);
-  golden::KvScales scales;
+  model::KvScales scales;
   const size_t n = size_t(m.config.num_layers) * m.config.num_heads;
   scales.k.assign(n, 0.05f);
   scales.v.assign(n, 0.05f);

@@ -34,10 +34,10 @@
 
 #include "golden/board_reference.h"
 #include "host/ps.h"
-#include "hw/attention_unit.h"
+#include "hw/circuits/attention_unit.h"
 #include "hw/board.h"
-#include "hw/sim_context.h"
-#include "hw/sc_kernel.h"
+#include "hw/parts/sim_context.h"
+#include "hw/parts/sc_kernel.h"
 #include "base/error.h"
 #include "model/packed_image.h"
 
@@ -64,7 +64,7 @@ struct Figure {
 std::vector<Figure> g_figures;
 
 // The simulated CPU's program: 32-bit register accesses with their CPU cost.
-uint64_t dma_base(hw::DmaId d) { return hw::board_map::kDmaBase[int(d)]; }
+uint64_t dma_base(hw::DmaId d) { return hw::EngineRegistry::board().dma_base(int(d)); }
 void wr(host::Ps& ps, hw::DmaId d, uint32_t off, uint32_t v) { ps.write32(dma_base(d) + off, v, kAccessPs); }
 uint32_t rd(host::Ps& ps, hw::DmaId d, uint32_t off) { return ps.read32(dma_base(d) + off, kAccessPs); }
 

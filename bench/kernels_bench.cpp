@@ -1,4 +1,4 @@
-// Fast-fidelity kernels (hw/fast_kernels.h): figures only, never a failure on a number.
+// Fast-fidelity kernels (hw/fast/fast_kernels.h): figures only, never a failure on a number.
 //
 //   BM_DecodeModel         the whole bitnet-large packed image (24 layers + lm_head, 728M
 //                          weights) decoded into the cached form
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "golden/board_reference.h"
-#include "hw/fast_kernels.h"
+#include "hw/fast/fast_kernels.h"
 #include "model/packed_image.h"
 
 // libsystemc requires the symbol; this binary never calls it.

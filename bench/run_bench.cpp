@@ -32,7 +32,7 @@ using namespace bitsim;
 struct Loaded {
   sim::SimConfig cfg;
   model::TernaryModel model;
-  golden::KvScales scales;
+  model::KvScales scales;
   std::vector<int> ids;
 };
 
@@ -49,7 +49,7 @@ const Loaded& loaded() {
     const auto calib = golden::calibration_tokens(*tok, mc.bos_token_id);
     auto r = std::make_unique<Loaded>(Loaded{sim::make_sim_config(p), model::load_ternary_model(*source, 2), {}, {}});
     r->scales = golden::calibrate_kv_scales(r->model, calib, 2);
-    r->ids = sim::bench_token_ids(calib, golden::kMaxContext);
+    r->ids = study::bench_token_ids(calib, golden::kMaxContext);
     return r;
   }();
   return *l;
@@ -57,12 +57,12 @@ const Loaded& loaded() {
 
 void BM_FastToken(benchmark::State& state) {
   const Loaded& l = loaded();
-  sim::FastTokenRunner runner(l.cfg, l.model, l.scales, int(state.range(0)));
+  study::FastTokenRunner runner(l.cfg, l.model, l.scales, int(state.range(0)));
   runner.step(l.ids[0], 0);  // warm-up, untimed
   int pos = 0;
   double sim_s = 0, wall_s = 0;
   for (auto _ : state) {
-    const sim::TimedToken t = runner.step(l.ids[size_t(pos)], pos);
+    const study::TimedToken t = runner.step(l.ids[size_t(pos)], pos);
     state.SetIterationTime(t.wall_s);
     sim_s += double(t.timing.total_ps()) * 1e-12;
     wall_s += t.wall_s;
@@ -79,8 +79,8 @@ BENCHMARK(BM_FastToken)->Arg(2)->ArgName("threads")->UseManualTime()->Unit(bench
 void BM_CycleToken(benchmark::State& state) {
   const Loaded& l = loaded();
   for (auto _ : state) {
-    const auto toks = sim::cycle_tokens_timed(l.cfg, l.model, l.scales, {l.ids[0]});
-    const sim::TimedToken& t = toks.at(0);
+    const auto toks = study::cycle_tokens_timed(l.cfg, l.model, l.scales, {l.ids[0]});
+    const study::TimedToken& t = toks.at(0);
     state.SetIterationTime(t.wall_s);
     const double cycles = double(t.timing.total_ps()) * 1e-12 * l.cfg.board.clock.mhz * 1e6;
     state.counters["simulated_ms"] = benchmark::Counter(double(t.timing.total_ps()) * 1e-9);

@@ -1,6 +1,6 @@
 // bitsim._bitsim: the Python module's C++ half (docs/python.md). Each function calls the
-// same library entry point as the bitsim command (sim::run_board, sim::run_sweep,
-// sim::run_eval, sim::validate, the board config's keys) and hands back its records as
+// same library entry point as the bitsim command (sim::run_board, study::run_sweep,
+// study::run_eval, sim::validate, the board config's keys) and hands back its records as
 // columns, one per field of the record's field list (study/record.h) and in its order. The
 // Python half (python/bitsim/__init__.py) checks the arguments, makes the tables (pandas or
 // numpy) and raises the exceptions.
@@ -132,7 +132,7 @@ py::object column(const std::vector<const R*>& rows, T R::* m) {
 
 // Every field of `fields` as a column (name -> column) into `out`, in the list's order.
 template <typename R>
-void add_columns(py::dict& out, const std::vector<const R*>& rows, const sim::Fields<R>& fields) {
+void add_columns(py::dict& out, const std::vector<const R*>& rows, const study::Fields<R>& fields) {
   for (const auto& f : fields) std::visit([&](auto m) { out[f.name] = column(rows, m); }, f.member);
 }
 
@@ -144,7 +144,7 @@ std::vector<const R*> pointers(const std::vector<R>& rows) {
 }
 
 template <typename R>
-py::dict columns(const std::vector<R>& rows, const sim::Fields<R>& fields) {
+py::dict columns(const std::vector<R>& rows, const study::Fields<R>& fields) {
   py::dict out;
   add_columns(out, pointers(rows), fields);
   return out;
@@ -272,7 +272,7 @@ sim::BoardRunRequest run_request(const RunArgs& a) {
 // The per-token table: the fields of bitsim.run/1's tokens (the logits digest among them, as
 // 16 hex digits), then the token's exact picoseconds that `bitsim regress` compares.
 py::dict token_columns(const std::vector<sim::TokenRecord>& tokens) {
-  py::dict out = columns(tokens, sim::run_token_fields());
+  py::dict out = columns(tokens, study::run_token_fields());
   std::vector<uint64_t> mm, at, cpu, walker;
   for (const auto& t : tokens) {
     mm.push_back(t.timing.matmul_ps);
@@ -332,7 +332,7 @@ py::dict run(const RunArgs& a) {
   for (const auto& [k, v] : res.config) config[text(k)] = text(v);
   out["config"] = config;
   out["tokens"] = token_columns(res.tokens);
-  out["summary"] = from_json(sim::run_summary_json(res));
+  out["summary"] = from_json(study::run_summary_json(res));
   out["mismatch"] = text(res.mismatch);
   out["checked"] = res.checked;
   if (a.logits) {
@@ -412,24 +412,24 @@ py::object key_column(const sim::ParamSet& base, const std::string& key, const s
 py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t context, int64_t jobs,
                const std::string& check_model, const std::string& config_file, const std::vector<std::string>& sets,
                bool interruptible) {
-  sim::SweepResult r;
-  sim::SweepOptions o;
+  study::SweepResult r;
+  study::SweepOptions o;
   sim::ParamSet base = sim::board_params();
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(simulation_lock());
     StopScope scope(interruptible);
     base = params_of(config_file, sets);
-    for (const auto& a : axes) o.grid.push_back(sim::parse_axis(base, a, "grid"));
-    sim::check_grid_axes(o.grid, "grid");
+    for (const auto& a : axes) o.grid.push_back(study::parse_axis(base, a, "grid"));
+    study::check_grid_axes(o.grid, "grid");
     o.tokens = int(in_range(tokens, "tokens", 1, 64));
     o.context = int(in_range(context, "context", 1, model::kAttentionInt4MaxT));
     o.jobs = int(in_range(jobs, "jobs", 1, 64));
     o.check_model = check_model;
-    r = sim::run_sweep(base, o);
+    r = study::run_sweep(base, o);
     if (!r.stopped_by) r.stopped_by = scope.signal();
   }
-  std::vector<const sim::SweepPoint*> done;
+  std::vector<const study::SweepPoint*> done;
   for (const auto& p : r.points)
     if (p.done) done.push_back(&p);
   py::dict cols;
@@ -438,11 +438,11 @@ py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t con
     for (const auto* p : done) values.push_back(p->values[k]);
     cols[text(r.keys[k])] = key_column(base, r.keys[k], values);
   }
-  add_columns(cols, done, sim::sweep_point_fields());
-  std::vector<sim::Provenance> prov;
+  add_columns(cols, done, study::sweep_point_fields());
+  std::vector<study::Provenance> prov;
   for (const auto* p : done) prov.push_back(p->prov);
-  add_columns(cols, pointers(prov), sim::provenance_fields());
-  nlohmann::json doc = sim::sweep_json(r, o);
+  add_columns(cols, pointers(prov), study::provenance_fields());
+  nlohmann::json doc = study::sweep_json(r, o);
   doc.erase("points");
   py::dict out;
   out["rows"] = cols;
@@ -457,13 +457,13 @@ py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t con
 py::dict eval(const std::string& model, const std::string& text_file, int64_t tokens, int64_t board, int64_t compare,
               const std::string& tokenizer, int64_t threads, const std::string& config_file,
               const std::vector<std::string>& sets, bool cache, const std::string& cache_dir, bool interruptible) {
-  sim::EvalResult r;
+  study::EvalResult r;
   std::vector<std::string> warnings;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(simulation_lock());
     StopScope scope(interruptible);
-    sim::EvalRequest req;
+    study::EvalRequest req;
     req.model = model;
     req.text = text_file;
     if (!tokenizer.empty()) req.tokenizer = tokenizer;
@@ -474,14 +474,14 @@ py::dict eval(const std::string& model, const std::string& text_file, int64_t to
     req.params = params_of(config_file, sets);
     req.cache = cache_of(cache, cache_dir);
     req.cache_warning = [&](const std::string& w) { warnings.push_back(w); };
-    r = sim::run_eval(req);
+    r = study::run_eval(req);
   }
-  nlohmann::json doc = sim::eval_json(r);
+  nlohmann::json doc = study::eval_json(r);
   doc.erase("rows");
   doc.erase("logits_vs_float");
   py::dict out;
-  out["rows"] = columns(r.rows, sim::eval_row_fields());
-  out["compare"] = columns(r.compare, sim::eval_compare_fields());
+  out["rows"] = columns(r.rows, study::eval_row_fields());
+  out["compare"] = columns(r.compare, study::eval_compare_fields());
   out["attrs"] = from_json(doc);
   out["warnings"] = warnings_list(warnings);
   return out;
@@ -489,14 +489,14 @@ py::dict eval(const std::string& model, const std::string& text_file, int64_t to
 
 py::dict validate(const std::string& config_file, const std::vector<std::string>& sets, bool python_profile,
                   bool interruptible) {
-  std::vector<sim::ValidationRow> rows;
+  std::vector<study::ValidationRow> rows;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(simulation_lock());
     StopScope scope(interruptible);
-    rows = sim::validate(params_of(config_file, sets), python_profile);
+    rows = study::validate(params_of(config_file, sets), python_profile);
   }
-  return columns(rows, sim::validation_row_fields());
+  return columns(rows, study::validation_row_fields());
 }
 
 py::object param_value(const sim::ParamValue& v) {

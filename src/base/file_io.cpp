@@ -1,5 +1,6 @@
 #include "base/file_io.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,20 +36,6 @@ const char* kind_of(mode_t m) {
   if (S_ISBLK(m)) return "a block device";
   if (S_ISSOCK(m)) return "a socket";
   return "not a regular file";
-}
-
-// Writes all of `data` to `fd`; false on any error (errno set).
-bool write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t k = ::write(fd, data, size);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += k;
-    size -= size_t(k);
-  }
-  return true;
 }
 
 fs::path folder_of(const fs::path& p) {
@@ -265,6 +252,20 @@ void write_file(const fs::path& path, const std::string& content, const std::str
   if (::close(fd) != 0 || !ok)
     throw Error(fmt::format("{} {}: write failed: {}", what, path.string(), std::strerror(ok ? errno : err)));
   out.commit();
+}
+
+bool write_all(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t k = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));  // a piece the kernel takes whole
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += k;
+    size -= size_t(k);
+  }
+  return true;
 }
 
 }  // namespace bitsim::io

@@ -53,6 +53,10 @@ void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<Name
 // check_output_file, then `content` through an OutputFile.
 void write_file(const std::filesystem::path& path, const std::string& content, const std::string& what);
 
+// Writes all `size` bytes of `data` to `fd`, again after EINTR; false on any other error
+// (errno set).
+bool write_all(int fd, const void* data, size_t size);
+
 // An output written by another writer (a stream, SystemC's VCD writer): it writes to
 // temp_path(), then commit() puts the finished file in place. Destroyed uncommitted (an
 // error, a signal), it removes the temporary file and leaves the target as it was.

@@ -12,7 +12,7 @@
 namespace bitsim::cli {
 
 std::vector<std::string> bench_run_command(const std::string& exe, const BoardArgs& board,
-                                           const sim::BenchRunProcess& p) {
+                                           const study::BenchRunProcess& p) {
   std::vector<std::string> argv{exe,         "run",    "--model",   p.model,
                                 "--prompt",  "A",      "--tokens",  std::to_string(p.tokens),
                                 "--json",    "--quiet", "--threads", std::to_string(p.threads),
@@ -59,10 +59,10 @@ class Bench final : public Command {
     std::error_code ec;
     const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) throw Error("bench: cannot find this bitsim executable (/proc/self/exe): " + ec.message());
-    opt_.run_command = [exe, board = board_](const sim::BenchRunProcess& p) { return bench_run_command(exe, board, p); };
-    const sim::BenchOptions eff = sim::effective_bench_options(opt_);
-    sim::BenchLoad load;
-    load.start = sim::host_load_average();
+    opt_.run_command = [exe, board = board_](const study::BenchRunProcess& p) { return bench_run_command(exe, board, p); };
+    const study::BenchOptions eff = study::effective_bench_options(opt_);
+    study::BenchLoad load;
+    load.start = study::host_load_average();
     const auto t0 = std::chrono::steady_clock::now();
     std::function<void(const std::string&)> status;
     if (!quiet_)
@@ -70,11 +70,11 @@ class Bench final : public Command {
         fmt::print(stderr, "[{:7.1f} s] {}\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s);
       };
-    const auto figs = sim::run_bench(eff, status);
+    const auto figs = study::run_bench(eff, status);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    load.end = sim::host_load_average();
-    if (!json_file_.empty()) io::write_file(json_file_, sim::bench_json(figs, eff, wall_s, load) + "\n", "--json");
-    fmt::print("{}", sim::bench_table(figs, eff, wall_s, load));
+    load.end = study::host_load_average();
+    if (!json_file_.empty()) io::write_file(json_file_, study::bench_json(figs, eff, wall_s, load) + "\n", "--json");
+    fmt::print("{}", study::bench_table(figs, eff, wall_s, load));
     return 0;
   }
 
@@ -94,7 +94,7 @@ class Bench final : public Command {
         ->transform(integer_in(1, 20))->capture_default_str();
   }
 
-  sim::BenchOptions opt_;
+  study::BenchOptions opt_;
   BoardArgs board_;
   std::string json_file_;
   bool quiet_ = false;

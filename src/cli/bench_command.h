@@ -15,6 +15,6 @@ std::unique_ptr<Command> add_bench_command(CLI::App& app);
 // The command line of one `bitsim run` process of the bench: the executable `exe` with the
 // process's flags and the board config's (--config as an absolute path, every --set).
 std::vector<std::string> bench_run_command(const std::string& exe, const BoardArgs& board,
-                                           const sim::BenchRunProcess& p);
+                                           const study::BenchRunProcess& p);
 
 }  // namespace bitsim::cli

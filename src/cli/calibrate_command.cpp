@@ -15,10 +15,10 @@ namespace bitsim::cli {
 
 namespace {
 
-void print_calibration(const sim::CalibrationResult& res, bool json) {
+void print_calibration(const study::CalibrationResult& res, bool json) {
   if (json) {
     nlohmann::json params = nlohmann::json::array();
-    for (const auto& f : res.parameters) params.push_back(sim::record_json(f, sim::fitted_parameter_fields()));
+    for (const auto& f : res.parameters) params.push_back(study::record_json(f, study::fitted_parameter_fields()));
     fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.calibrate/1"}, {"parameters", params},
                                       {"residuals", rows_json(res.residuals)}}.dump(2));
     return;
@@ -45,7 +45,7 @@ class Calibrate final : public Command {
   int run() override {
     const sim::ParamSet p = board_params(board_);
     if (write_) io::check_output_file(config_file(), "calibrate --write: config file");
-    const auto res = sim::calibrate(p, status_printer(quiet_));
+    const auto res = study::calibrate(p, status_printer(quiet_));
     print_calibration(res, json_);
     if (write_) {
       const std::string file = config_file();

@@ -35,7 +35,7 @@ constexpr const char* kEvalHelp =
     "  board-online-softmax-tip-lean  TIP with a leaner setting (region 32, sink 32, recent 128, 2 KVQ8 regions)";
 
 // The perplexities, the board check and the comparison as a table.
-void print_eval(const sim::EvalResult& r) {
+void print_eval(const study::EvalResult& r) {
   fmt::print("model      {} ({})\n", r.model, r.shape);
   if (r.model_sha256) fmt::print("           model.safetensors sha256 {}\n", *r.model_sha256);
   fmt::print("tokenizer  {}\n", r.tokenizer);
@@ -117,9 +117,9 @@ class Eval final : public Command {
     if (!file.empty()) req_.params.load_toml(file);
     req_.cache = cache_settings(cache_);
     req_.cache_warning = print_warning;
-    const sim::EvalResult r = sim::run_eval(req_, status_printer(quiet_));
+    const study::EvalResult r = study::run_eval(req_, status_printer(quiet_));
     if (json_)
-      fmt::print("{}\n", sim::eval_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+      fmt::print("{}\n", study::eval_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     else
       print_eval(r);
     return r.board && !r.board->logits_equal ? 3 : 0;
@@ -136,7 +136,7 @@ class Eval final : public Command {
   }
 
   CacheArgs cache_;
-  sim::EvalRequest req_;
+  study::EvalRequest req_;
   std::string tokenizer_, config_;
   bool json_ = false, quiet_ = false;
 };

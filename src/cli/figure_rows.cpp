@@ -4,13 +4,13 @@
 
 namespace bitsim::cli {
 
-nlohmann::json rows_json(const std::vector<sim::ValidationRow>& rows) {
+nlohmann::json rows_json(const std::vector<study::ValidationRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : rows) out.push_back(sim::record_json(r, sim::validation_row_fields()));
+  for (const auto& r : rows) out.push_back(study::record_json(r, study::validation_row_fields()));
   return out;
 }
 
-void print_rows(const std::vector<sim::ValidationRow>& rows) {
+void print_rows(const std::vector<study::ValidationRow>& rows) {
   fmt::print("{:<18} {:>4} {:<13} {:>11} {:>9} {:>8}  {}\n", "scenario", "T", "figure", "simulated", "board",
              "error %", "evidence");
   for (const auto& r : rows) {

@@ -9,7 +9,7 @@
 
 namespace bitsim::cli {
 
-nlohmann::json rows_json(const std::vector<sim::ValidationRow>& rows);
-void print_rows(const std::vector<sim::ValidationRow>& rows);
+nlohmann::json rows_json(const std::vector<study::ValidationRow>& rows);
+void print_rows(const std::vector<study::ValidationRow>& rows);
 
 }  // namespace bitsim::cli

@@ -20,7 +20,7 @@ namespace bitsim::cli {
 
 namespace {
 
-constexpr double kBoardImageMiB = sim::board_figures::kPackedImageMiB;
+constexpr double kBoardImageMiB = study::board_figures::kPackedImageMiB;
 
 // The KV cache per format (model/kv_format.h: the whole storage) and the largest context
 // whose cache fits the shipped contiguous memory beside everything else the board keeps there.

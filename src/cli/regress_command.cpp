@@ -18,7 +18,7 @@ namespace bitsim::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Status = sim::RegressOutcome::Status;
+using Status = study::RegressOutcome::Status;
 
 constexpr const char* kRegressHelp =
     "Runs every scenario of the suite (default configs/regress.toml) on the simulated board and compares its exact "
@@ -45,14 +45,14 @@ class Regress final : public Command {
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
   }
   int run() override {
-    const std::string file = suite_.empty() ? sim::default_regress_suite_path() : suite_;
+    const std::string file = suite_.empty() ? study::default_regress_suite_path() : suite_;
     if (file.empty()) throw Error("--suite: configs/regress.toml was not found beside the source tree; give --suite FILE");
     const bool board_changed = !board_.sets.empty() || !board_.config.empty();
     if (update_ && board_changed)
       throw Error("--update: the baselines are of the shipped board; drop --set / --config to update them");
     const sim::ParamSet base = board_params(board_);
     // Every scenario checked on this board, run or not (exit 2, FILE:LINE).
-    sim::RegressSuite suite = sim::load_regress_suite(file, base);
+    study::RegressSuite suite = study::load_regress_suite(file, base);
     if (!baselines_.empty()) suite.baseline_dir = baselines_;
     const auto selected = select(suite);
     if (!junit_.empty()) io::check_output_file(junit_, "--junit");
@@ -61,10 +61,10 @@ class Regress final : public Command {
     fmt::print("regress: {} scenario(s) of {}, baselines in {}{}\n", selected.size(), file,
                suite.baseline_dir.string(), board_changed ? " (board changed by --config/--set)" : "");
     const auto t0 = Clock::now();
-    std::vector<sim::RegressOutcome> outcomes;
-    for (const sim::RegressScenario* s : selected) outcomes.push_back(run_one(*s, suite, base));
+    std::vector<study::RegressOutcome> outcomes;
+    for (const study::RegressScenario* s : selected) outcomes.push_back(run_one(*s, suite, base));
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!junit_.empty()) io::write_file(junit_, sim::regress_junit_xml(outcomes, wall), "--junit");
+    if (!junit_.empty()) io::write_file(junit_, study::regress_junit_xml(outcomes, wall), "--junit");
 
     int failed = 0;
     for (const auto& o : outcomes)
@@ -76,8 +76,8 @@ class Regress final : public Command {
   }
 
  private:
-  std::vector<const sim::RegressScenario*> select(const sim::RegressSuite& suite) const {
-    std::vector<const sim::RegressScenario*> out;
+  std::vector<const study::RegressScenario*> select(const study::RegressSuite& suite) const {
+    std::vector<const study::RegressScenario*> out;
     const std::set<std::string> only(only_.begin(), only_.end());
     std::set<std::string> wanted = only;
     for (const auto& s : suite.scenarios)
@@ -95,7 +95,7 @@ class Regress final : public Command {
   // read now: a damaged one is bad input (exit 2, naming it), a missing one a failure of its
   // scenario (exit 1). With --update the folder must take every file (created if absent) and
   // a damaged baseline is replaced, said so.
-  void check_baselines(const sim::RegressSuite& suite, const std::vector<const sim::RegressScenario*>& selected) {
+  void check_baselines(const study::RegressSuite& suite, const std::vector<const study::RegressScenario*>& selected) {
     const auto& dir = suite.baseline_dir;
     std::error_code ec;
     const auto st = std::filesystem::status(dir, ec);
@@ -105,7 +105,7 @@ class Regress final : public Command {
       std::filesystem::create_directories(dir, ec);
       if (ec) throw Error(fmt::format("--update: cannot create the baseline folder {} ({})", dir.string(), ec.message()));
     }
-    for (const sim::RegressScenario* s : selected) {
+    for (const study::RegressScenario* s : selected) {
       const std::filesystem::path file = dir / (s->name + ".json");
       if (update_) io::check_output_file(file, "--update baseline");
       const auto fst = std::filesystem::symlink_status(file, ec);
@@ -113,7 +113,7 @@ class Regress final : public Command {
       if (!std::filesystem::is_regular_file(file, ec))  // a FIFO, a folder, a device: never read nor written into
         throw Error(fmt::format("baseline {}: not a regular file; remove it", file.string()));
       try {
-        baselines_read_[s->name] = sim::read_regress_baseline(file);
+        baselines_read_[s->name] = study::read_regress_baseline(file);
       } catch (const Error& e) {
         if (!update_)
           throw Error(fmt::format("{} (`bitsim regress --update` replaces it with this build's figures)", e.what()));
@@ -122,22 +122,22 @@ class Regress final : public Command {
     }
   }
 
-  sim::RegressOutcome run_one(const sim::RegressScenario& s, const sim::RegressSuite& suite,
+  study::RegressOutcome run_one(const study::RegressScenario& s, const study::RegressSuite& suite,
                               const sim::ParamSet& base) const {
-    sim::RegressOutcome o;
+    study::RegressOutcome o;
     o.scenario = s.name;
     o.kind = s.kind;
     if (!quiet_) fmt::print(stderr, "regress: running {} ({}) ...\n", s.name, s.kind);
     const auto t0 = Clock::now();
     const std::filesystem::path baseline = suite.baseline_dir / (s.name + ".json");
     try {
-      const std::vector<sim::RegressFigure> now = sim::run_regress_scenario(s, base);
+      const std::vector<study::RegressFigure> now = study::run_regress_scenario(s, base);
       o.figures = now.size();
       const auto old = baselines_read_.find(s.name);
       const bool have = old != baselines_read_.end();
-      if (have) o.moved = sim::compare_regress_figures(old->second, now);
+      if (have) o.moved = study::compare_regress_figures(old->second, now);
       if (update_) {
-        sim::write_regress_baseline(baseline, s.name, now);
+        study::write_regress_baseline(baseline, s.name, now);
         o.status = Status::kUpdated;
       } else if (!have) {
         o.status = Status::kNoBaseline;
@@ -154,8 +154,8 @@ class Regress final : public Command {
     return o;
   }
 
-  void report(const sim::RegressOutcome& o, const std::filesystem::path& baseline) const {
-    fmt::print("  {:<22} {:<9} {:<12} {:>6} figures {:>7.1f} s\n", o.scenario, o.kind, sim::regress_status_name(o.status),
+  void report(const study::RegressOutcome& o, const std::filesystem::path& baseline) const {
+    fmt::print("  {:<22} {:<9} {:<12} {:>6} figures {:>7.1f} s\n", o.scenario, o.kind, study::regress_status_name(o.status),
                o.figures, o.wall_s);
     if (o.status == Status::kError) fmt::print("      error: {}\n", o.error);
     if (o.status == Status::kNoBaseline) fmt::print("      no baseline {} (run with --update to write it)\n", o.error);
@@ -176,7 +176,7 @@ class Regress final : public Command {
   std::string suite_, baselines_, junit_;
   std::vector<std::string> only_;
   bool update_ = false, quiet_ = false;
-  std::map<std::string, std::vector<sim::RegressFigure>> baselines_read_;  // scenario -> its baseline, as read
+  std::map<std::string, std::vector<study::RegressFigure>> baselines_read_;  // scenario -> its baseline, as read
   std::map<std::string, std::string> damaged_;                             // scenario -> why (--update replaces it)
   int show_ = 3;
 };

@@ -36,8 +36,8 @@ json run_json(const sim::BoardRunResult& r) {
               {"text", r.generated_text},
               {"config", cfg},
               {"evidence", "simulated"},
-              {"tokens", sim::records_json(r.tokens, sim::run_token_fields())},
-              {"summary", sim::run_summary_json(r)}};
+              {"tokens", study::records_json(r.tokens, study::run_token_fields())},
+              {"summary", study::run_summary_json(r)}};
 }
 
 // The per-token table.
@@ -94,7 +94,7 @@ void print_costs_and_check(const sim::BoardRunResult& r) {
   fmt::print("  driver calls          {:.1f} per token, fixed call cost {:.3f} ms per token = {:.1f}% of token "
              "time  [simulated]\n",
              fixed.calls_per_token, fixed.fixed_ms_per_token, 100.0 * fixed.share);
-  const int checked = sim::run_summary(r).logits_checked;
+  const int checked = study::run_summary(r).logits_checked;
   int skipped = 0;
   for (const auto& t : r.tokens) skipped += !t.has_logits;
   const std::string without =
@@ -122,7 +122,7 @@ void print_costs_and_check(const sim::BoardRunResult& r) {
 // The per-token table and the summary of a run.
 void print_run(const sim::BoardRunResult& r) {
   print_token_table(r);
-  const sim::RunSummary s = sim::run_summary(r);
+  const study::RunSummary s = study::run_summary(r);
   fmt::print("\nsummary\n");
   fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
   fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", s.median_total_ms, s.tok_s);
@@ -133,7 +133,7 @@ void print_run(const sim::BoardRunResult& r) {
   fmt::print("  prefill               P = {} tokens per weight pass: {} on the Zynq-7020 ({} BRAM36, {} LUT, {} DSP "
              "with the board's; model)  [simulated]\n", s.tokens_per_pass, s.prefill_fit,
              r.prefill.total_bram36(), r.prefill.total_lut(), r.prefill.total_dsp());
-  namespace B = sim::board_figures;
+  namespace B = study::board_figures;
   fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
              B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);
   if (r.walker) print_walker(r);

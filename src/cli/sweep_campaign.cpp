@@ -63,7 +63,7 @@ struct ScriptStrings {
   std::string out, script, config, exe;
 };
 
-ScriptStrings checked_script_strings(const sim::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line) {
+ScriptStrings checked_script_strings(const study::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line) {
   using script::refuse_control_chars;
   refuse_control_chars(c.out, "--out");
   refuse_control_chars(c.slurm_script, "--slurm-script");
@@ -85,14 +85,14 @@ ScriptStrings checked_script_strings(const sim::SweepOptions& o, const CampaignC
 
 // What one task costs: the base check and one point, measured in this process; the largest
 // shard's points.
-SlurmPlan plan_slurm_array(const sim::ParamSet& base, const sim::SweepOptions& o, int shards, bool quiet) {
+SlurmPlan plan_slurm_array(const sim::ParamSet& base, const study::SweepOptions& o, int shards, bool quiet) {
   SlurmPlan plan;
-  sim::SweepResult grid;
-  const auto configs = sim::sweep_configs(base, o, grid);
+  study::SweepResult grid;
+  const auto configs = study::sweep_configs(base, o, grid);
   plan.points = configs.size();
   std::vector<int> per_shard(size_t(shards), 0);
   for (size_t i = 0; i < configs.size(); ++i)
-    ++per_shard[size_t(sim::shard_of(sim::point_key(grid.keys, configs[i]), shards))];
+    ++per_shard[size_t(study::shard_of(study::point_key(grid.keys, configs[i]), shards))];
   plan.largest = *std::max_element(per_shard.begin(), per_shard.end());
   plan.smallest = *std::min_element(per_shard.begin(), per_shard.end());
 
@@ -100,11 +100,11 @@ SlurmPlan plan_slurm_array(const sim::ParamSet& base, const sim::SweepOptions& o
   if (!o.check_model.empty()) {
     if (status) status(fmt::format("measuring the base config's functional check on {} ...", o.check_model));
     const auto t0 = std::chrono::steady_clock::now();
-    (void)sim::check_sweep_base(base, o.check_model);
+    (void)study::check_sweep_base(base, o.check_model);
     plan.check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   if (status) status(fmt::format("measuring one point ({}) ...", grid.points.empty() ? "" : grid.points[0].values[0]));
-  const sim::SweepPoint one = sim::measure_sweep_point(configs[0], o);
+  const study::SweepPoint one = study::measure_sweep_point(configs[0], o);
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   plan.point_s = one.prov.wall_s;
@@ -116,7 +116,7 @@ SlurmPlan plan_slurm_array(const sim::ParamSet& base, const sim::SweepOptions& o
 }
 
 // The task's command line: the sweep as given, its shard from the array.
-std::string slurm_task_command(const sim::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line,
+std::string slurm_task_command(const study::SweepOptions& o, const CampaignCli& c, const SweepCommandLine& line,
                                const ScriptStrings& s) {
   using script::sh_word;
   std::string cmd = "\"$BITSIM\" sweep";
@@ -184,7 +184,7 @@ std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const
       "exec {cmd}\n",
       fmt::arg("version", kVersion), fmt::arg("commit", kGitCommit), fmt::arg("points", plan.points),
       fmt::arg("shards", c.shards), fmt::arg("largest", plan.largest), fmt::arg("cap", c.max_running),
-      fmt::arg("script", sh_word(s.script)), fmt::arg("host", script::comment_text(sim::host_name())),
+      fmt::arg("script", sh_word(s.script)), fmt::arg("host", script::comment_text(study::host_name())),
       fmt::arg("check", plan.check_s), fmt::arg("point", plan.point_s), fmt::arg("peak", plan.peak_mib),
       fmt::arg("mf", kMemFactor), fmt::arg("me", kMemExtraMiB), fmt::arg("tf", kTimeFactor),
       fmt::arg("te", kTimeExtraS), fmt::arg("last", c.shards - 1), fmt::arg("mem", plan.mem_mib),
@@ -195,11 +195,11 @@ std::string slurm_script_text(const SlurmPlan& plan, const CampaignCli& c, const
 }
 
 // `bitsim sweep --slurm-script FILE`: one point measured here, then the script.
-int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, const CampaignCli& c,
+int write_slurm_script(const sim::ParamSet& base, const study::SweepOptions& o, const CampaignCli& c,
                        const SweepCommandLine& line, bool quiet) {
   check_slurm_request(c);
   const ScriptStrings s = checked_script_strings(o, c, line);
-  sim::check_sweep_options(o);
+  study::check_sweep_options(o);
   // Outputs checked before the work: the directory for the tasks' logs and the script's.
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(s.out) / "logs", ec);
@@ -220,29 +220,29 @@ int write_slurm_script(const sim::ParamSet& base, const sim::SweepOptions& o, co
 
 // The shard to run: --shard K/N, else the Slurm array task's, else the whole grid; and
 // where it came from.
-std::pair<sim::Shard, std::string> shard_to_run(const CampaignCli& c) {
-  if (!c.shard.empty()) return {sim::parse_shard(c.shard, "--shard"), "--shard"};
-  std::optional<sim::Shard> s;
+std::pair<study::Shard, std::string> shard_to_run(const CampaignCli& c) {
+  if (!c.shard.empty()) return {study::parse_shard(c.shard, "--shard"), "--shard"};
+  std::optional<study::Shard> s;
   try {
-    s = sim::shard_from_slurm([](const char* n) { return std::getenv(n); });
+    s = study::shard_from_slurm([](const char* n) { return std::getenv(n); });
   } catch (const Error& e) {
     throw Error(fmt::format("{}; give --shard K/N", e.what()));
   }
   if (s) return {*s, "the Slurm array task"};
-  return {sim::Shard{}, "the whole grid"};
+  return {study::Shard{}, "the whole grid"};
 }
 
 // run_shard, its refusals naming the flag that lifts them.
-sim::ShardReport run_shard_naming_flags(const sim::ParamSet& base, const sim::SweepOptions& o,
-                                        const sim::CampaignOptions& opt, bool quiet) {
-  using Lifted = sim::CampaignRefused::LiftedBy;
+study::ShardReport run_shard_naming_flags(const sim::ParamSet& base, const study::SweepOptions& o,
+                                        const study::CampaignOptions& opt, bool quiet) {
+  using Lifted = study::CampaignRefused::LiftedBy;
   try {
-    return sim::run_shard(base, o, opt, status_printer(quiet));
+    return study::run_shard(base, o, opt, status_printer(quiet));
   } catch (const Stopped& s) {
     // Interrupted, not failed: no file for the points stopped, the finished ones kept.
     throw Stopped(s.signal(), fmt::format("{}: campaign {} interrupted; its finished points are kept and "
                                           "`--resume` completes it", s.what(), opt.dir));
-  } catch (const sim::CampaignRefused& e) {
+  } catch (const study::CampaignRefused& e) {
     if (e.lifted_by == Lifted::kResume)
       throw Error(fmt::format("{}; --resume keeps the valid ones and redoes the rest", e.what()));
     throw Error(fmt::format("{}; --allow-mixed runs anyway", e.what()));
@@ -279,20 +279,20 @@ bool campaign_requested(const CampaignCli& c) {
   return !c.out.empty() || !c.shard.empty() || c.resume || !c.slurm_script.empty();
 }
 
-int run_campaign(const sim::ParamSet& base, const sim::SweepOptions& o, const CampaignCli& c,
+int run_campaign(const sim::ParamSet& base, const study::SweepOptions& o, const CampaignCli& c,
                  const SweepCommandLine& line, bool quiet) {
   if (!c.slurm_script.empty()) return write_slurm_script(base, o, c, line, quiet);
   if (c.out.empty()) throw Error("--shard/--resume: give the campaign directory with --out DIR");
   if (!line.csv.empty() || !line.json.empty())
     throw Error("--csv/--json: a campaign shard writes its points into --out; `bitsim sweep merge DIR --csv F` "
                 "writes the table");
-  sim::CampaignOptions opt;
+  study::CampaignOptions opt;
   opt.dir = c.out;
   opt.resume = c.resume;
   opt.allow_mixed = c.allow_mixed;
   const auto [shard, from] = shard_to_run(c);
   opt.shard = shard;
-  const sim::ShardReport r = run_shard_naming_flags(base, o, opt, quiet);
+  const study::ShardReport r = run_shard_naming_flags(base, o, opt, quiet);
   fmt::print("shard {}/{} ({}): {} of the grid's {} points; {} already done (kept), {} run, {} failed -> {}\n",
              opt.shard.index, opt.shard.count, from, r.shard_points, r.grid_points, r.skipped, r.ran, r.failed.size(),
              c.out);
@@ -311,9 +311,9 @@ int run_campaign(const sim::ParamSet& base, const sim::SweepOptions& o, const Ca
 namespace {
 
 // The campaign directory read; its errors say that `sweep merge` found them.
-sim::MergeResult merge_naming_command(const std::string& dir) {
+study::MergeResult merge_naming_command(const std::string& dir) {
   try {
-    return sim::merge_campaign(dir);
+    return study::merge_campaign(dir);
   } catch (const Error& e) {
     throw Error(fmt::format("sweep merge: {}", e.what()));
   }
@@ -322,7 +322,7 @@ sim::MergeResult merge_naming_command(const std::string& dir) {
 }  // namespace
 
 int run_merge(const MergeCli& a) {
-  const sim::MergeResult m = merge_naming_command(a.dir);
+  const study::MergeResult m = merge_naming_command(a.dir);
   fmt::print("campaign {}: {} of {} points completed (campaign.json: bitsim {}, commit {}, base config {})\n", a.dir,
              m.result.points.size(), m.total, m.version, m.commit, m.base_config_hash);
   for (const auto& p : m.missing) {
@@ -340,8 +340,8 @@ int run_merge(const MergeCli& a) {
                m.result.points.size());
     return kIncompleteExit;
   }
-  if (!a.csv.empty()) io::write_file(a.csv, sim::merge_csv(m), "--csv");
-  if (!a.json.empty()) io::write_file(a.json, sim::merge_json(m).dump(2) + "\n", "--json");
+  if (!a.csv.empty()) io::write_file(a.csv, study::merge_csv(m), "--csv");
+  if (!a.json.empty()) io::write_file(a.json, study::merge_json(m).dump(2) + "\n", "--json");
   if (m.complete())
     fmt::print("complete: all {} points{}\n", m.total, outputs ? "; merged" : "");
   else

@@ -39,7 +39,7 @@ struct SweepCommandLine {
 void add_campaign_options(CLI::App* sweep, CampaignCli& c);
 void add_merge_subcommand(CLI::App* sweep, MergeCli& m);
 bool campaign_requested(const CampaignCli& c);
-int run_campaign(const sim::ParamSet& base, const sim::SweepOptions& options, const CampaignCli& c,
+int run_campaign(const sim::ParamSet& base, const study::SweepOptions& options, const CampaignCli& c,
                  const SweepCommandLine& line, bool quiet);
 int run_merge(const MergeCli& m);
 

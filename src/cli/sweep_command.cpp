@@ -70,15 +70,15 @@ class Sweep final : public Command {
     io::check_outputs(outputs, {{"--config", board_.config}});
     const sim::ParamSet base = board_params(board_);
     if (grid_.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
-    for (const auto& g : grid_) opt_.grid.push_back(sim::parse_axis(base, g, "--grid"));
-    sim::check_grid_axes(opt_.grid, "--grid");
+    for (const auto& g : grid_) opt_.grid.push_back(study::parse_axis(base, g, "--grid"));
+    study::check_grid_axes(opt_.grid, "--grid");
     if (campaign_requested(campaign_))
       return run_campaign(base, opt_, campaign_, {board_.config, board_.sets, grid_, csv_, json_}, quiet_);
     const bool tty = ::isatty(STDERR_FILENO) && !quiet_;
-    const sim::SweepResult r = sim::run_sweep(base, opt_, progress_printer(tty, quiet_), status_printer(quiet_));
-    const std::string csv = sim::sweep_csv(r);
+    const study::SweepResult r = study::run_sweep(base, opt_, progress_printer(tty, quiet_), status_printer(quiet_));
+    const std::string csv = study::sweep_csv(r);
     if (!csv_.empty()) io::write_file(csv_, csv, "--csv");
-    if (!json_.empty()) io::write_file(json_, sim::sweep_json(r, opt_).dump(2) + "\n", "--json");
+    if (!json_.empty()) io::write_file(json_, study::sweep_json(r, opt_).dump(2) + "\n", "--json");
     if (r.stopped_by) return report_stopped(r, csv, tty);
     fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
                "every figure simulated\n", r.points.size(), opt_.context, opt_.tokens);
@@ -91,7 +91,7 @@ class Sweep final : public Command {
 
  private:
   // A sweep stopped by SIGINT / SIGTERM: what was done, marked partial; 128 + the signal.
-  int report_stopped(const sim::SweepResult& r, const std::string& csv, bool tty) const {
+  int report_stopped(const study::SweepResult& r, const std::string& csv, bool tty) const {
     if (tty) fmt::print(stderr, "\n");
     fmt::print(stderr, "bitsim: sweep stopped by {}: {} of {} points done{}, marked partial\n",
                signal_name(r.stopped_by), r.points_done(), r.points.size(),
@@ -104,7 +104,7 @@ class Sweep final : public Command {
 
   BoardArgs board_;
   std::vector<std::string> grid_;
-  sim::SweepOptions opt_;
+  study::SweepOptions opt_;
   std::string csv_, json_;
   bool quiet_ = false;
   CampaignCli campaign_;  // --out, --shard, --resume, ... (cli/sweep_campaign.h)

@@ -26,7 +26,7 @@ class Validate final : public Command {
 
   int run() override {
     const sim::ParamSet p = board_params(board_);
-    const auto rows = sim::validate(p, !no_python_, status_printer(quiet_ || json_));
+    const auto rows = study::validate(p, !no_python_, status_printer(quiet_ || json_));
     if (json_) {
       fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.validate/1"}, {"rows", rows_json(rows)}}.dump(2));
       return 0;

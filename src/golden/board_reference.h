@@ -18,6 +18,7 @@
 
 #include "golden/compact_trits.h"
 #include "golden/shared_rows.h"
+#include "model/kv_scales.h"
 #include "model/attention_stream.h"
 #include "model/board_shape.h"
 #include "model/kv_format.h"
@@ -90,15 +91,8 @@ void parallel_matvec(const model::TernaryMatrix& w, const int8_t* x, int32_t* ac
 
 // ---- KV scales and calibration -------------------------------------------------------
 
-// Fixed K and V scales, one per (layer, head), index layer * heads + head.
-struct KvScales {
-  std::vector<float> k, v;
-  // Per channel: max|K_d| over the calibration pass, index (layer * heads + head) * 96 + d
-  // (kv.format = int4: the bank's K channel scales, docs/variants-attention.md 8.2).
-  std::vector<float> k_channel;
-  float k_scale(int layer, int head, int heads) const { return k[size_t(layer) * heads + head]; }
-  float v_scale(int layer, int head, int heads) const { return v[size_t(layer) * heads + head]; }
-};
+// KvScales: model/kv_scales.h (the token loop uses them too).
+using model::KvScales;
 
 // The fixed calibration text (English prose written for bitsim, not an evaluation text).
 const std::string& calibration_text();
@@ -113,15 +107,9 @@ KvScales calibrate_kv_scales(const model::TernaryModel& m, const std::vector<int
 
 // ---- Observing intermediate tensors (to locate a divergence) --------------------------
 
-struct StepProbe {
-  int layer;            // -1 for embedding / final steps
-  const char* step;     // e.g. "attn_in_norm", "q", "attn_out", "logits"
-  const float* data;    // float tensors
-  const int32_t* idata; // or int32 tensors (matmul accumulators), one of the two is set
-  int n;
-  int position = 0;     // the context position the tensor belongs to (0-based)
-};
-using Probe = std::function<void(const StepProbe&)>;
+// StepProbe and Probe: model/kv_scales.h (the token loop takes them too).
+using model::Probe;
+using model::StepProbe;
 
 // ---- The token step ------------------------------------------------------------------
 

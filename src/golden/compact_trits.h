@@ -2,7 +2,7 @@
 // CompactTrits: a ternary matrix in 2 bits per trit, read by the golden reference's matmul
 // on every checked token (a quarter of the bytes of the int8 trits: the golden check is
 // bound by the bytes it reads). Written independently of the fast fidelity's kernels
-// (hw/fast_kernels.h) so that the check still checks them.
+// (hw/fast/fast_kernels.h) so that the check still checks them.
 //
 // Layout: each row is ceil(n / 128) blocks of 32 bytes. In block b, byte k holds the trits
 // of columns 128b + k, 128b + k + 32, 128b + k + 64 and 128b + k + 96 in bits 0-1, 2-3,

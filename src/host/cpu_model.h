@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hw/config_field.h"
+#include "base/config_field.h"
 
 namespace bitsim::host {
 
@@ -33,7 +33,7 @@ const char* cpu_step_name(CpuStep s);
 
 // The shipped default is the calibrated Cortex-A9 (`bitsim calibrate` fits every
 // coefficient with one factor to BOARD.md's CPU column); visit() gives each field's key,
-// range, unit, evidence label and meaning (hw/config_field.h).
+// range, unit, evidence label and meaning (base/config_field.h).
 struct CpuModelConfig {
   double step_overhead_ns = 5457.6254;  // fixed cost of each step (call, loop set-up), ns
   // ns per element of each step kind, in CpuStep order (one scale fitted to BOARD.md's CPU
@@ -45,8 +45,8 @@ struct CpuModelConfig {
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
-    using hw::Evidence;
-    using hw::FieldInfo;
+    using bitsim::Evidence;
+    using bitsim::FieldInfo;
     v(c.step_overhead_ns, FieldInfo{"cpu.step_overhead_ns", 0, 1e7, "ns", Evidence::kCalibrated,
                                     "fixed Cortex-A9 time of each CPU step of the token loop"});
     for (int i = 0; i < kCpuSteps; ++i) {
@@ -58,7 +58,7 @@ struct CpuModelConfig {
                                      "CPU stores into DMA buffers (headers, x, K/V rows, descriptors)"});
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
-  void validate(const std::string& who) const { hw::check_fields(*this, who); }
+  void validate(const std::string& who) const { bitsim::check_fields(*this, who); }
 };
 
 class CpuModel {

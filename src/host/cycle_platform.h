@@ -1,6 +1,7 @@
 #pragma once
 // CyclePlatform: the host's Platform on the clocked SystemC board (cycle fidelity): the
 // PS's TLM socket for registers, the DDR backdoor for the CPU's loads and stores.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,7 @@
 #include "host/platform.h"
 #include "host/ps.h"
 #include "hw/board.h"
-#include "hw/progress_watchdog.h"
+#include "hw/parts/progress_watchdog.h"
 
 namespace bitsim::host {
 
@@ -24,11 +25,12 @@ class CyclePlatform : public Platform {
   void check_idle_board(std::vector<std::string>* out) { idle_violations_ = out; }
   uint32_t read32(uint64_t addr, uint64_t access_ps) override {
     const uint32_t v = ps_.read32(addr, access_ps);
-    watchdog_.check(board_.clock().cycle());  // a poll that can never end is an error (hw/progress_watchdog.h)
+    watchdog_.check(board_.clock().cycle());  // a poll that can never end is an error (hw/parts/progress_watchdog.h)
     // Log transfers as the host observes them complete (a DMASR read).
-    for (int d = 0; d < 4; ++d)
+    seen_.resize(size_t(board_.dma_count()));
+    for (int d = 0; d < board_.dma_count(); ++d)
       for (int c = 0; c < 2; ++c) {
-        const auto& st = board_.dma(hw::DmaId(d)).stats(hw::DmaChannel(c));
+        const auto& st = board_.dma(d).stats(hw::DmaChannel(c));
         if (st.transfers > seen_[d][c]) {
           seen_[d][c] = st.transfers;
           log_.push_back({d, c, st.last_start_cycle, st.last_completion_cycle});
@@ -50,15 +52,15 @@ class CyclePlatform : public Platform {
     for (const auto& p : board_.memory().stats().ports) b += p.bytes_read;
     return b;
   }
-  bool dma_has_sg(int id) const override { return board_.dma(hw::DmaId(id)).config().has_sg; }
+  bool dma_has_sg(int id) const override { return board_.dma(id).config().has_sg; }
 
  private:
   void check_idle(uint64_t addr) {
     const uint32_t off = uint32_t(addr & 0xFFFF) % hw::dma_reg::kS2mmOffset;
     if (off != hw::dma_reg::kMm2sLength && off != hw::dma_reg::kMm2sTaildesc) return;
-    for (int d = 0; d < 4; ++d)
+    for (int d = 0; d < board_.dma_count(); ++d)
       for (int c = 0; c < 2; ++c)
-        if (board_.dma(hw::DmaId(d)).active(hw::DmaChannel(c))) return;
+        if (board_.dma(d).active(hw::DmaChannel(c))) return;
     // A write at time t takes effect at the edge after t: the state it meets is that edge's.
     const uint64_t edge = ps_.now_ps() / board_.clock().period().value() + 1;
     const auto now = board_.state_fingerprints(edge);
@@ -71,7 +73,7 @@ class CyclePlatform : public Platform {
   Ps& ps_;
   hw::Board& board_;
   hw::ProgressWatchdog watchdog_{board_};
-  uint64_t seen_[4][2] = {};
+  std::vector<std::array<uint64_t, 2>> seen_;  // transfers seen, by DMA and channel
   std::vector<std::pair<std::string, uint64_t>> reset_state_;
   std::vector<std::string>* idle_violations_ = nullptr;
   std::vector<TransferRecord> log_;

@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "hw/axi_dma.h"
+#include "hw/circuits/engine_registry.h"
+
+#include "hw/interconnect/axi_dma.h"
 #include "hw/board.h"
-#include "hw/engine_regs.h"
+#include "hw/circuits/engine_regs.h"
 #include "base/error.h"
 #include "base/stop_signal.h"
 #include "model/attention_stream.h"
@@ -19,8 +21,10 @@ namespace R = hw::dma_reg;
 
 namespace {
 constexpr uint32_t kIocAndErrors = R::kSrIocIrq | R::kSrErrIrq;
-const char* dma_name(int d) { return hw::board_map::kDmaName[d]; }
-constexpr int kMm0 = 0, kMm1 = 1, kAt0 = 2, kAt1 = 3;
+// The driver drives the shipped board's engines (hw::EngineRegistry::board()): DMA d feeds
+// lane d % 2 of engine d / 2.
+const char* dma_name(int d) { return hw::EngineRegistry::board().dma_name(d).c_str(); }
+int engine_index(const char* name) { return hw::EngineRegistry::board().find(name); }
 std::string sr_errors(uint32_t sr) {
   std::string s;
   auto add = [&](uint32_t bit, const char* name) {
@@ -52,12 +56,12 @@ uint32_t DmaDriver::rd(int d, uint32_t off) {
     stats_.fixed_ps += access_ps_;
     ++call_accesses_;
   }
-  return ps_.read32(hw::board_map::kDmaBase[d] + off, access_ps_);
+  return ps_.read32(hw::EngineRegistry::board().dma_base(d) + off, access_ps_);
 }
 void DmaDriver::wr(int d, uint32_t off, uint32_t v) {
   stats_.fixed_ps += access_ps_;
   ++call_accesses_;
-  ps_.write32(hw::board_map::kDmaBase[d] + off, v, access_ps_);
+  ps_.write32(hw::EngineRegistry::board().dma_base(d) + off, v, access_ps_);
 }
 
 void DmaDriver::flush(uint64_t bytes) {
@@ -84,7 +88,7 @@ void DmaDriver::charge_per_transfer(uint64_t transfers) {
 }
 
 void DmaDriver::init() {
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < hw::EngineRegistry::board().dma_count(); ++d) {
     const bool sg = ps_.dma_has_sg(d);
     for (uint32_t base : {0u, R::kS2mmOffset}) {
       wr(d, base + R::kMm2sDmacr, R::kCrReset);
@@ -150,32 +154,37 @@ void DmaDriver::wait_idle(int d, uint32_t sr_offset, const char* what) {
   }
 }
 
-void DmaDriver::engine_failure(bool matmul, int lane, const std::string& what) {
-  const uint64_t base = (matmul ? hw::board_map::kMatmulRegs : hw::board_map::kAttentionRegs) +
-                        uint64_t(lane) * hw::engine_reg::kLaneStride;
+void DmaDriver::engine_failure(int engine, int lane, const std::string& what) {
+  const hw::EngineKind& kind = hw::EngineRegistry::board()[engine];
+  const uint64_t base = kind.regs + uint64_t(lane) * hw::engine_reg::kLaneStride;
   const uint32_t status = ps_.read32(base + hw::engine_reg::kStatus, access_ps_);
   const uint32_t code = ps_.read32(base + hw::engine_reg::kErrorCode, access_ps_);
   const uint32_t unit = ps_.read32(base + hw::engine_reg::kErrorUnit, access_ps_);
   const uint32_t row = ps_.read32(base + hw::engine_reg::kErrorRow, access_ps_);
   std::string detail;
   if (status & hw::engine_reg::kStatusError) {
-    const std::string name = matmul ? model::stream_error_name(model::StreamError(code))
-                                    : hw::attention_error_name(hw::AttentionError(code));
-    detail = fmt::format("{} in {} {}", name, matmul ? "group" : "head", unit);
+    detail = fmt::format("{} in {} {}", kind.error_name(code), kind.unit, unit);
     if (row != hw::engine_reg::kNone) detail += fmt::format(", row {}", row);
   } else {
     detail = "no engine error latched";
   }
-  throw Error(fmt::format("{} engine lane {}: {} ({})", matmul ? "matmul" : "attention", lane, what, detail));
+  throw Error(fmt::format("{} engine lane {}: {} ({})", kind.name, lane, what, detail));
+}
+
+DmaDriver::Call DmaDriver::open_call(const char* engine, uint64_t& calls) {
+  ++calls;
+  call_accesses_ = 0;
+  ps_.spend(ps_of(config_.call_overhead_ns));
+  stats_.fixed_ps += ps_of(config_.call_overhead_ns);
+  const int e = engine_index(engine);
+  return Call{e, {hw::EngineRegistry::dma_of(e, 0), hw::EngineRegistry::dma_of(e, 1)}, stats_.transfers};
 }
 
 void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
-  ++stats_.matmul_calls;
-  call_accesses_ = 0;
-  const uint64_t transfers_before = stats_.transfers;
-  ps_.spend(ps_of(config_.call_overhead_ns));
-  stats_.fixed_ps += ps_of(config_.call_overhead_ns);
-  const int dmas[kLanes] = {kMm0, kMm1};
+  const Call c = open_call("matmul", stats_.matmul_calls);
+  const int mm = c.engine;
+  const int* dmas = c.dmas;
+  const uint64_t transfers_before = c.transfers_before;
   // A lane without rows (host.lanes = 1) is not programmed.
   for (int lane = 0; lane < kLanes; ++lane)
     if (call.lane[lane].rows) flush(call.lane[lane].rows_addr - call.lane[lane].addr);
@@ -193,7 +202,7 @@ void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
     wait_idle(dmas[lane], R::kS2mmDmasr, "S2MM");
     const uint32_t got = rd(dmas[lane], R::kS2mmLength);
     if (got != call.lane[lane].result_bytes)
-      engine_failure(true, lane, fmt::format("S2MM received {} of {} result bytes", got, call.lane[lane].result_bytes));
+      engine_failure(mm, lane, fmt::format("S2MM received {} of {} result bytes", got, call.lane[lane].result_bytes));
     wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
   }
   for (int lane = 0; lane < kLanes; ++lane)
@@ -219,12 +228,10 @@ uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint3
 }
 
 void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cpu_written_bytes) {
-  ++stats_.attention_calls;
-  call_accesses_ = 0;
-  const uint64_t transfers_before = stats_.transfers;
-  ps_.spend(ps_of(config_.call_overhead_ns));
-  stats_.fixed_ps += ps_of(config_.call_overhead_ns);
-  const int dmas[kLanes] = {kAt0, kAt1};
+  const Call c = open_call("attention", stats_.attention_calls);
+  const int at = c.engine;
+  const int* dmas = c.dmas;
+  const uint64_t transfers_before = c.transfers_before;
   uint64_t tail[kLanes] = {}, s2mm_desc[kLanes] = {};
   uint64_t desc_bytes = 0, result_bytes[kLanes] = {};
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -270,7 +277,7 @@ void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cp
     ps_.mem_read(s2mm_desc[lane] + R::kDescStatus, &status, 4);
     const uint32_t want = uint32_t(result_bytes[lane]);
     if (!(status & R::kStsCmplt) || (status & R::kStsLengthMask) != want)
-      engine_failure(false, lane, fmt::format("S2MM descriptor status 0x{:08x}: {} of {} result bytes",
+      engine_failure(at, lane, fmt::format("S2MM descriptor status 0x{:08x}: {} of {} result bytes",
                                               status, status & R::kStsLengthMask, want));
     wait_idle(dmas[lane], R::kMm2sDmasr, "MM2S");
   }

@@ -18,7 +18,7 @@
 #include "host/memory_map.h"
 #include "model/attention_stream.h"
 #include "host/platform.h"
-#include "hw/config_field.h"
+#include "base/config_field.h"
 #include "base/error.h"
 
 #include <fmt/format.h>
@@ -27,7 +27,7 @@ namespace bitsim::host {
 
 // The shipped default is the C driver (the board's final state) with its calibrated costs;
 // python() is PYNQ's driver. visit() gives each field's key (driver.<profile>.<field>),
-// range, unit, evidence label and meaning (hw/config_field.h).
+// range, unit, evidence label and meaning (base/config_field.h).
 struct DriverConfig {
   std::string profile = "c";           // c | python
   double reg_access_ns = 200;          // CPU time of one AXI-Lite register access
@@ -65,8 +65,8 @@ struct DriverConfig {
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
-    using hw::Evidence;
-    using hw::FieldInfo;
+    using bitsim::Evidence;
+    using bitsim::FieldInfo;
     v(c.profile, FieldInfo{"driver.profile", 0, 0, "", Evidence::kBoard,
                            "DMA driver: c (the board's final state) or python (PYNQ's driver)", 1, true, {"c", "python"}});
     const bool py = c.profile == "python";
@@ -103,7 +103,7 @@ struct DriverConfig {
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const {
-    hw::check_fields(*this, who);  // both at 0 still poll: a poll takes at least kMinPollStepPs
+    bitsim::check_fields(*this, who);  // both at 0 still poll: a poll takes at least kMinPollStepPs
   }
 };
 
@@ -172,7 +172,15 @@ class DmaDriver {
   void charge_per_transfer(uint64_t transfers);
   void invalidate(uint64_t bytes);
   void wait_idle(int dma, uint32_t sr_offset, const char* what);
-  [[noreturn]] void engine_failure(bool matmul, int lane, const std::string& what);
+  [[noreturn]] void engine_failure(int engine, int lane, const std::string& what);
+  // The opening of a call on the shipped engine `engine`: counted in `calls`, the fixed CPU
+  // time spent; its engine index, its lanes' DMAs and the transfers before it.
+  struct Call {
+    int engine;
+    int dmas[kLanes];
+    uint64_t transfers_before;
+  };
+  Call open_call(const char* engine, uint64_t& calls);
   uint64_t write_descriptor(int lane, bool s2mm, uint64_t buffer, uint32_t bytes, bool sof, bool eof);
 
   Platform& ps_;

@@ -3,7 +3,7 @@
 // plain counter in picoseconds; register accesses reach the FastBoard at the same times as
 // the PS's TLM transactions reach the clocked board.
 #include "host/platform.h"
-#include "hw/fast_board.h"
+#include "hw/fast/fast_board.h"
 
 namespace bitsim::host {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "hw/axi_dma.h"
+#include "hw/interconnect/axi_dma.h"
 #include "model/attention_stream.h"
 #include "base/error.h"
 #include "model/packed_image.h"

@@ -10,10 +10,12 @@
 
 #include <fmt/format.h>
 
+#include "hw/circuits/engine_registry.h"
+
 #include "host/memory_map.h"
-#include "hw/axi_dma.h"
+#include "hw/interconnect/axi_dma.h"
 #include "hw/board.h"
-#include "hw/engine_regs.h"
+#include "hw/circuits/engine_regs.h"
 #include "base/error.h"
 #include "base/file_io.h"
 
@@ -244,17 +246,13 @@ void save_program(const MmioProgram& program, const std::string& path) {
 }
 
 std::string register_name(uint64_t addr) {
-  namespace M = hw::board_map;
-  for (int d = 0; d < 4; ++d)
-    if (addr >= M::kDmaBase[d] && addr < M::kDmaBase[d] + M::kWindow)
-      return fmt::format("{} {}", M::kDmaName[d], dma_register_name(uint32_t(addr - M::kDmaBase[d])));
-  for (int e = 0; e < 2; ++e) {
-    const uint64_t base = e ? M::kAttentionRegs : M::kMatmulRegs;
-    if (addr >= base && addr < base + M::kWindow) {
-      const uint64_t off = addr - base;
-      return fmt::format("{} lane {} {}", e ? "attention" : "matmul", off / hw::engine_reg::kLaneStride,
-                         engine_register_name(uint32_t(off % hw::engine_reg::kLaneStride)));
-    }
+  const hw::EngineRegistry& engines = hw::EngineRegistry::board();
+  if (const int d = engines.dma_at(addr); d >= 0)
+    return fmt::format("{} {}", engines.dma_name(d), dma_register_name(uint32_t(addr - engines.dma_base(d))));
+  if (const int e = engines.engine_at(addr); e >= 0) {
+    const uint64_t off = addr - engines[e].regs;
+    return fmt::format("{} lane {} {}", engines[e].name, off / hw::engine_reg::kLaneStride,
+                       engine_register_name(uint32_t(off % hw::engine_reg::kLaneStride)));
   }
   return fmt::format("0x{:08x}", addr);
 }

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
-#include "hw/attention_resources.h"
+#include "hw/circuits/attention_resources.h"
 #include "model/board_shape.h"
 #include "model/packed_image.h"
 

@@ -1,29 +1,19 @@
 #pragma once
 // Prefill (docs/prefill.md): the prompt in chunks of P = prefill.tokens_per_pass tokens, each
-// weight row streamed once per chunk. The matmul engine's side (the V-vector group, its key
-// prefill.tokens_per_pass) lives in hw/matmul_engine.h; here the host's key and the
-// resource estimate of the P-vector engine beside the Zynq-7020 and what the board uses.
+// weight row streamed once per chunk. Its keys live in one config, hw::PrefillConfig
+// (hw/circuits/prefill_config.h); here the resource estimate of the P-vector engine beside
+// the Zynq-7020 and what the board uses.
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "host/walker.h"
-#include "hw/attention_unit.h"
-#include "hw/config_field.h"
+#include "hw/circuits/attention_unit.h"
+#include "base/config_field.h"
 
 namespace bitsim::host {
-
-struct PrefillConfig {
-  bool all_logits = false;  // prefill.all_logits: the lm_head for every prompt position too
-
-  template <typename Self, typename Visitor>
-  static void visit(Self& c, Visitor&& v) {
-    v(c.all_logits, hw::FieldInfo{"prefill.all_logits", 0, 1, "", hw::Evidence::kSimulated,
-                              "prefill: also compute (and check) the lm_head for every prompt position, not only "
-                              "the last (verification; the realistic time to first token skips them)"});
-  }
-  void validate(const std::string& who) const { hw::check_fields(*this, who); }
-};
 
 // The resource estimate of the matmul engine built for P vectors (model: stated
 // per-operator costs, docs/prefill.md 4), the extra P - 1 vectors of both lanes, beside the
@@ -57,6 +47,13 @@ constexpr int kPrefillProductsPerVector = 40, kPrefillProductLut = 8;  // trit x
 constexpr int kPrefillTreeAdders = 39, kPrefillAdderLut = 12;         // 40-input adder tree
 constexpr int kPrefillAccumulatorLut = 32;                            // int32 accumulator
 constexpr int kPrefillResultLut = 16;                                 // a result word's shift register
+
+// The prompt chunk that starts at position `step` (docs/prefill.md 6): P = tokens_per_pass
+// positions, the last chunk of the prompt shorter, never past `capacity` positions. The one
+// rule of the prompt's chunks: the run's token loop and the prefill measurement both take it.
+inline int prompt_chunk(int step, int prompt_tokens, int tokens_per_pass, int capacity = INT32_MAX) {
+  return std::max(1, std::min({std::max(1, tokens_per_pass), prompt_tokens - step, capacity - step}));
+}
 
 // P in 1..model::kMaxVectors (else bitsim::Error naming prefill.tokens_per_pass);
 // `walker`: the layer walker's estimate when host.walker = pl.

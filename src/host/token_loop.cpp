@@ -19,11 +19,11 @@ namespace bitsim::host {
 namespace {
 using model::kHeadDim;
 
-void emit(const golden::Probe& probe, int layer, const char* step, const float* d, int n, int position) {
-  if (probe) probe(golden::StepProbe{layer, step, d, nullptr, n, position});
+void emit(const model::Probe& probe, int layer, const char* step, const float* d, int n, int position) {
+  if (probe) probe(model::StepProbe{layer, step, d, nullptr, n, position});
 }
-void emit_int(const golden::Probe& probe, int layer, const char* step, const int32_t* d, int n, int position) {
-  if (probe) probe(golden::StepProbe{layer, step, nullptr, d, n, position});
+void emit_int(const model::Probe& probe, int layer, const char* step, const int32_t* d, int n, int position) {
+  if (probe) probe(model::StepProbe{layer, step, nullptr, d, n, position});
 }
 
 // The matrices of a group, stacked: qkv = [q; k; v], gate_up = [gate; up].
@@ -123,7 +123,7 @@ DriverConfig walker_driver(const WalkerConfig& w, uint64_t period_ps, const Driv
 }  // namespace
 
 TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::TernaryModel& model,
-                     const golden::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
+                     const model::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
                      TokenLoopOptions options)
     : ps_(platform),
       map_(map),
@@ -343,12 +343,12 @@ void TokenLoop::start_walker() {
   ++t_->walker_starts;
 }
 
-std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const golden::Probe& probe) {
+std::vector<float> TokenLoop::step(int token, TokenTiming* timing, const model::Probe& probe) {
   return std::move(chunk({token}, timing, true, probe).front());
 }
 
 std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens, TokenTiming* timing, bool all_logits,
-                                                 const golden::Probe& probe) {
+                                                 const model::Probe& probe) {
   const int V = int(tokens.size());
   if (V < 1 || V > std::max(1, map_.config().tokens_per_pass))
     throw Error(fmt::format("a prompt chunk of {} tokens: prefill.tokens_per_pass is {}", V,
@@ -411,7 +411,7 @@ void TokenLoop::check_step(int token) const {
 
 // One decoder layer over the chunk: CIRCUITS.md 5, steps 1 to 9, each matmul group one call
 // with the chunk's vectors; attention one call per position after the chunk's K/V.
-void TokenLoop::decoder_layer(int l, Chunk& c, const golden::Probe& probe) {
+void TokenLoop::decoder_layer(int l, Chunk& c, const model::Probe& probe) {
   layer_ = l;
   const model::LayerWeights& L = model_.layers[l];
   const int H = model_.config.hidden_size;
@@ -459,7 +459,7 @@ std::vector<float> TokenLoop::norm_and_quantize(Vec x, const float* weight, int 
 // as the part's acc_name) dequantized on the CPU with the part's w_scale into the part's
 // output: qkv (q, k, v), o_proj, gate_up (gate, up), down_proj.
 void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
-                                   const std::vector<float>& s, Chunk& c, const golden::Probe& probe) {
+                                   const std::vector<float>& s, Chunk& c, const model::Probe& probe) {
   std::vector<const int8_t*> xq;
   std::vector<int32_t*> acc;
   for (StepBuffers& b : c) {
@@ -484,7 +484,7 @@ void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::i
   cpu(CpuStep::Dequantize, parts.size() * uint64_t(rows), 0, c.size());
 }
 
-void TokenLoop::rope_q_and_k(int l, Chunk& c, const golden::Probe& probe) {
+void TokenLoop::rope_q_and_k(int l, Chunk& c, const model::Probe& probe) {
   const int H = model_.config.hidden_size;
   for (size_t p = 0; p < c.size(); ++p)
     for (int hd = 0; hd < model_.config.num_heads; ++hd) {
@@ -679,7 +679,7 @@ void TokenLoop::attention_call(int l, int pos, const LaneHeads& work, uint64_t w
 
 // CPU: each head's attention output from the unit's results, into o (after each call: the
 // next position's call overwrites the result buffer).
-void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe) {
+void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuffers& b, const model::Probe& probe) {
   const int heads = model_.config.num_heads;
   uint64_t masses = 0;
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -718,7 +718,7 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
 // A [hidden, *] projection (o_proj, down_proj) on the board, dequantized with its w_scale
 // and added to the residual stream h; its accumulators go to the probe as `acc_name`.
 void TokenLoop::projection_residual(int l, const MatmulGroup& g, float w_scale, const char* acc_name,
-                                    const std::vector<float>& s, Chunk& c, const golden::Probe& probe) {
+                                    const std::vector<float>& s, Chunk& c, const model::Probe& probe) {
   const int H = model_.config.hidden_size;
   grouped_projection(l, g, H, {{acc_name, w_scale, &StepBuffers::d}}, s, c, probe);
   for (StepBuffers& b : c) num::add_inplace(b.h.data(), b.d.data(), H);
@@ -736,7 +736,7 @@ std::vector<float> TokenLoop::silu_gate_ffn_norm(const model::LayerWeights& L, C
 // Final RMSNorm, quantize, lm_head (split by lane and by the length limit; one group of
 // the positions' vectors), dequantize, argmax; returns the logits of the positions `which`.
 std::vector<std::vector<float>> TokenLoop::final_norm_lm_head(Chunk& c, const std::vector<int>& which,
-                                                              const golden::Probe& probe) {
+                                                              const model::Probe& probe) {
   const int vocab = model_.config.vocab_size;
   Chunk sel;
   if (which.size() == c.size()) sel = std::move(c);

@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "golden/board_reference.h"
+#include "model/kv_scales.h"
+#include "numerics/numerics.h"
 #include "host/cpu_model.h"
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
@@ -81,7 +82,7 @@ struct TokenLoopOptions {
 class TokenLoop {
  public:
   TokenLoop(Platform& platform, const MemoryMap& map, const model::TernaryModel& model,
-            const golden::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
+            const model::KvScales& scales, const CpuModelConfig& cpu, const DriverConfig& driver,
             TokenLoopOptions options = {});
 
   // Writes the packed weights image into DDR (zero simulated time: it is loaded before the
@@ -91,7 +92,7 @@ class TokenLoop {
   void init();
   // One token at position() (in the PS thread). Returns the logits; `probe` sees the same
   // intermediate tensors as the golden reference's.
-  std::vector<float> step(int token, TokenTiming* timing, const golden::Probe& probe = {});
+  std::vector<float> step(int token, TokenTiming* timing, const model::Probe& probe = {});
   // Prefill (docs/prefill.md 5-6): V = tokens.size() prompt tokens (1..prefill.tokens_per_pass)
   // at positions position() .. position()+V-1 as one chunk: every matmul group one call with
   // the V vectors, the CPU steps over the V vectors, the chunk's K/V appended before one
@@ -100,7 +101,7 @@ class TokenLoop {
   // golden check's tensors) sees every position's, each with its position; the order of a
   // position's tensors is the golden reference's. A chunk of one token is step().
   std::vector<std::vector<float>> chunk(const std::vector<int>& tokens, TokenTiming* timing, bool all_logits,
-                                        const golden::Probe& probe = {});
+                                        const model::Probe& probe = {});
   int position() const { return pos_; }
   // Timing-only runs at a context T: the KV cache is taken as already holding T rows.
   void set_position(int pos);
@@ -135,7 +136,7 @@ class TokenLoop {
   using Vec = std::vector<float> StepBuffers::*;
   using LaneHeads = std::vector<HeadWork>[kLanes];
   void check_step(int token) const;
-  void decoder_layer(int layer, Chunk& c, const golden::Probe& probe);
+  void decoder_layer(int layer, Chunk& c, const model::Probe& probe);
   // RMSNorm of each position's `x` (n elements) into a, quantized into xq; the scales.
   std::vector<float> norm_and_quantize(Vec x, const float* weight, int n, Chunk& c);
   struct ProjectionPart {
@@ -144,8 +145,8 @@ class TokenLoop {
     Vec out;               // its dequantized rows
   };
   void grouped_projection(int layer, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
-                          const std::vector<float>& x_scale, Chunk& c, const golden::Probe& probe);
-  void rope_q_and_k(int layer, Chunk& c, const golden::Probe& probe);
+                          const std::vector<float>& x_scale, Chunk& c, const model::Probe& probe);
+  void rope_q_and_k(int layer, Chunk& c, const model::Probe& probe);
   // Every position's K and V rows of every head appended to the cache; the CPU's cost of the
   // heads' quantization (q's too) over the chunk. Returns the bytes written per position.
   uint64_t append_chunk_kv(int layer, Chunk& c);
@@ -160,19 +161,19 @@ class TokenLoop {
   uint64_t write_q_header(int layer, int head, int pos, StepBuffers& b, LaneHeads& work);
   void q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, model::AttentionHeadHeader* hdr);
   void attention_call(int layer, int pos, const LaneHeads& work, uint64_t written);
-  void finish_attention(int layer, int pos, const LaneHeads& work, StepBuffers& b, const golden::Probe& probe);
+  void finish_attention(int layer, int pos, const LaneHeads& work, StepBuffers& b, const model::Probe& probe);
   void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name,
-                           const std::vector<float>& x_scale, Chunk& c, const golden::Probe& probe);
+                           const std::vector<float>& x_scale, Chunk& c, const model::Probe& probe);
   std::vector<float> silu_gate_ffn_norm(const model::LayerWeights& L, Chunk& c);
   // The final norm and the lm_head for the positions `which` of the chunk; their logits.
   std::vector<std::vector<float>> final_norm_lm_head(Chunk& c, const std::vector<int>& which,
-                                                     const golden::Probe& probe);
+                                                     const model::Probe& probe);
   void note_call_start();  // the first driver call of the step or chunk sets lead_ps
 
   Platform& ps_;
   const MemoryMap& map_;
   const model::TernaryModel& model_;
-  const golden::KvScales& scales_;
+  const model::KvScales& scales_;
   CpuModel cpu_;
   DriverConfig host_driver_;  // the CPU's driver costs (with the walker: its starts)
   WalkerModel walker_;

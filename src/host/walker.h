@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "host/cpu_model.h"
-#include "hw/config_field.h"
+#include "base/config_field.h"
 #include "model/model_config.h"
 
 namespace bitsim::host {
@@ -50,8 +50,8 @@ struct WalkerConfig {
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
-    using hw::Evidence;
-    using hw::FieldInfo;
+    using bitsim::Evidence;
+    using bitsim::FieldInfo;
     v(c.mode, FieldInfo{"host.walker", 0, 0, "", Evidence::kSimulated,
                         "who runs the small operations between the engine calls: cpu (the board: the Cortex-A9 "
                         "and the C driver) or pl (APEX's layer walker, a third circuit; docs/variants-host.md)",
@@ -75,7 +75,7 @@ struct WalkerConfig {
                                      "layer walker: one AXI-Lite access to a DMA register (model)"});
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
-  void validate(const std::string& who) const { hw::check_fields(*this, who); }
+  void validate(const std::string& who) const { bitsim::check_fields(*this, who); }
 };
 
 class WalkerModel {

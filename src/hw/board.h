@@ -3,6 +3,9 @@
 // bandwidth wall, HP0 and HP2, four AXI DMAs (mm0, mm1 feed the matmul engine's lanes;
 // at0, at1 the attention unit's; mm0 and at0 on HP0, mm1 and at1 on HP2), the two
 // engines, the interrupt lines, and the address map of the PS's AXI-Lite bus (GP0).
+// The engines, their DMAs and their register windows come from the engine registry the
+// config holds (hw/circuits/engine_registry.h: BoardConfig::engines); the memory model from
+// the memory registry (hw/memory/memory_registry.h: DdrConfig::models).
 //
 // The PS side: `ps_bus` is a TLM-2.0 target the PS's initiator socket binds to; it routes
 // each register access by address to a DMA or an engine. `memory()` is the backdoor for the
@@ -18,41 +21,18 @@
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 
-#include "hw/attention_unit.h"
-#include "hw/axi_dma.h"
-#include "hw/clock.h"
-#include "hw/memory.h"
-#include "hw/hp_port.h"
-#include "hw/matmul_engine.h"
+#include "hw/circuits/attention_unit.h"
+#include "hw/circuits/engine_registry.h"
+#include "hw/interconnect/axi_dma.h"
+#include "hw/parts/clock.h"
+#include "hw/memory/memory.h"
+#include "hw/interconnect/hp_port.h"
+#include "hw/circuits/matmul_engine.h"
+#include "hw/circuits/prefill_config.h"
 
 namespace bitsim::hw {
 
-// AXI-Lite address map (model: the PYNQ base design's defaults for AXI DMA and custom IP).
-namespace board_map {
-constexpr uint64_t kDmaBase[4] = {0x4040'0000, 0x4041'0000, 0x4042'0000, 0x4043'0000};
-constexpr const char* kDmaName[4] = {"mm0", "mm1", "at0", "at1"};
-constexpr uint64_t kMatmulRegs = 0x43C0'0000;
-constexpr uint64_t kAttentionRegs = 0x43C1'0000;
-constexpr uint64_t kWindow = 0x1'0000;  // 64 KB per peripheral
-
-// The board's engines (its circuits), by engine index: the register window and the DMAs that
-// feed lane 0 and lane 1. Board wires the clocked engines and FastBoard its fast engines
-// (make_fast_engine) from this table; a new circuit is one more row.
-struct EngineSlot {
-  const char* name;
-  uint64_t regs;  // register window (two lanes of engine_reg::kLaneStride)
-  int dma[2];     // the DMA of lane 0 and of lane 1 (MM2S feeds the engine, S2MM takes its results)
-};
-constexpr int kEngineCount = 2;
-constexpr EngineSlot kEngines[kEngineCount] = {{"matmul", kMatmulRegs, {0, 1}}, {"attention", kAttentionRegs, {2, 3}}};
-// The engine DMA d feeds, or -1.
-constexpr int engine_of_dma(int d) {
-  for (int e = 0; e < kEngineCount; ++e)
-    if (kEngines[e].dma[0] == d || kEngines[e].dma[1] == d) return e;
-  return -1;
-}
-}  // namespace board_map
-
+// The shipped board's DMAs by name (EngineRegistry::board(): DMA d feeds lane d % 2 of engine d / 2).
 enum class DmaId { Mm0 = 0, Mm1 = 1, At0 = 2, At1 = 3 };
 
 // The board as `bitsim run` simulates it: BoardConfig{} is the shipped board (the key table,
@@ -67,9 +47,13 @@ struct BoardConfig {
   int hp_ports = 2;                  // HP ports used: 2 (the board: lane 0 on HP0, lane 1 on HP2)
                                      // or 1 (all four DMAs on HP0; docs/variants-host.md)
   MatmulEngineConfig matmul;
+  PrefillConfig prefill;  // prefill.* (the matmul engine is built for prefill.tokens_per_pass vectors)
   AttentionUnitConfig attention;
+  // The circuits the board is built from (not a key: the shipped board's unless a caller
+  // registers another engine).
+  std::shared_ptr<const EngineRegistry> engines = EngineRegistry::board_handle();
 
-  // Every field of every module, in key order (hw/config_field.h).
+  // Every field of every module, in key order (base/config_field.h).
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
     ClockConfig::visit(c.clock, v);
@@ -84,6 +68,7 @@ struct BoardConfig {
                             "HP ports the DMAs use: 2 (the board: mm0/at0 on HP0, mm1/at1 on HP2) or 1 (all four "
                             "DMAs share HP0: half the port bandwidth; docs/variants-host.md)"});
     MatmulEngineConfig::visit(c.matmul, v);
+    PrefillConfig::visit(c.prefill, v);
     AttentionUnitConfig::visit(c.attention, v);
   }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
@@ -92,12 +77,22 @@ struct BoardConfig {
     ddr.validate(who);
     hp.validate(who);
     dma.validate(who);
-    matmul.validate(who);
+    prefill.validate(who);  // before the engine that takes its P: the user's key is named
+    matmul_config().validate(who);
     attention.validate(who);
     check_own(who);
   }
-  // The board's own field (board.hp_ports), with the range its visit() declares.
+  // The matmul engine's config as the board builds it: the keys' values, and the activation
+  // vectors its groups may carry from prefill.tokens_per_pass.
+  MatmulEngineConfig matmul_config() const {
+    MatmulEngineConfig m = matmul;
+    m.max_vectors = prefill.tokens_per_pass;
+    return m;
+  }
+  // The board's own fields (board.hp_ports, with the range its visit() declares; prefill.*,
+  // which the board hands to the matmul engine as its vectors per group).
   void check_own(const std::string& who) const {
+    prefill.validate(who);
     visit(*this, [&](const auto& field, const FieldInfo& f) {
       if (f.key == "board.hp_ports") check_field(field, f, who);
     });
@@ -116,13 +111,21 @@ class Board : public sc_core::sc_module {
   const Memory& memory() const { return *memory_; }
   AxiDma& dma(DmaId id) { return *dma_[size_t(id)]; }
   const AxiDma& dma(DmaId id) const { return *dma_[size_t(id)]; }
+  AxiDma& dma(int d) { return *dma_.at(size_t(d)); }
+  const AxiDma& dma(int d) const { return *dma_.at(size_t(d)); }
+  int dma_count() const { return int(dma_.size()); }
   HpPort& hp(int i) { return *hp_[size_t(i)]; }
-  MatmulEngine& matmul() { return *matmul_; }
-  AttentionUnit& attention() { return *attention_; }
+  // Engine e of the registry (the clocked face), and the shipped two by name.
+  EngineLanes& engine(int e) { return *engines_.at(size_t(e)); }
+  const EngineLanes& engine(int e) const { return *engines_.at(size_t(e)); }
+  int engine_count() const { return int(engines_.size()); }
+  const EngineRegistry& engines() const { return *config_.engines; }
+  MatmulEngine& matmul() { return dynamic_cast<MatmulEngine&>(engine(engines().find("matmul"))); }
+  AttentionUnit& attention() { return dynamic_cast<AttentionUnit&>(engine(engines().find("attention"))); }
   const BoardConfig& config() const { return config_; }
-  uint64_t dma_base(DmaId id) const { return board_map::kDmaBase[size_t(id)]; }
+  uint64_t dma_base(DmaId id) const { return engines().dma_base(int(id)); }
 
-  // Timing state of each clocked module at edge `cycle` (hw/fingerprint.h), by module name:
+  // Timing state of each clocked module at edge `cycle` (hw/parts/fingerprint.h), by module name:
   // the DDR, the HP ports, the DMAs and the engines' lanes.
   std::vector<std::pair<std::string, uint64_t>> state_fingerprints(uint64_t cycle) const;
 
@@ -136,10 +139,9 @@ class Board : public sc_core::sc_module {
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<Memory> memory_;
   std::array<std::unique_ptr<HpPort>, kLanes> hp_;  // one per lane
-  std::array<std::unique_ptr<AxiDma>, 4> dma_;
-  std::unique_ptr<MatmulEngine> matmul_;
-  std::unique_ptr<AttentionUnit> attention_;
-  // One initiator per AXI-Lite target: 4 DMAs, then the matmul and attention registers.
+  std::vector<std::unique_ptr<AxiDma>> dma_;          // by registry DMA index
+  std::vector<std::unique_ptr<EngineLanes>> engines_;  // by registry engine index
+  // One initiator per AXI-Lite target: the DMAs, then the engines' registers.
   std::vector<std::unique_ptr<tlm_utils::simple_initiator_socket<Board>>> targets_;
   uint64_t bus_accesses_ = 0;
 };

@@ -5,7 +5,7 @@
 //
 // Not here: the stream formats (model/packed_image.h for the matmul engine,
 // model/attention_stream.h for the attention unit) and the AXI DMA's register and SG
-// descriptor layout (hw/axi_dma.h, namespace dma_reg: a descriptor is dma_reg::kDescBytes
+// descriptor layout (hw/interconnect/axi_dma.h, namespace dma_reg: a descriptor is dma_reg::kDescBytes
 // = 64 bytes, 0x40-aligned).
 
 namespace bitsim::model {

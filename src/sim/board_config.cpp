@@ -15,8 +15,8 @@ namespace {
 // where the contiguous region starts, its size, and the INT8 lm_head switch.
 template <typename Self, typename Visitor>
 void visit_memory(Self& m, Visitor&& v) {
-  using hw::Evidence;
-  using hw::FieldInfo;
+  using bitsim::Evidence;
+  using bitsim::FieldInfo;
   v(m.cma_base, FieldInfo{"cma.base", 0, double(512ull << 20), "bytes", Evidence::kSimulated,
                           "physical address of the contiguous-memory region"});
   v(m.cma_bytes, FieldInfo{"cma.mib", 1, 512, "MiB", Evidence::kSimulated,
@@ -35,19 +35,19 @@ void visit_memory(Self& m, Visitor&& v) {
 struct AddSpecs {
   std::vector<ParamSpec>& out;
   template <typename T>
-  void operator()(const T& field, const hw::FieldInfo& f) const {
+  void operator()(const T& field, const bitsim::FieldInfo& f) const {
     if (!f.keyed) return;
     for (const auto& s : out)
       if (s.key == f.key) return;  // driver.profile: declared by the first profile
-    ParamSpec s{f.key, ParamType::Real, 0.0, f.min, f.max, f.choices, f.unit, hw::evidence_name(f.evidence), f.doc};
+    ParamSpec s{f.key, ParamType::Real, 0.0, f.min, f.max, f.choices, f.unit, bitsim::evidence_name(f.evidence), f.doc};
     if constexpr (std::is_same_v<T, bool>) {
       s.type = ParamType::Boolean, s.value = field, s.min = 0, s.max = -1;
     } else if constexpr (std::is_same_v<T, std::string>) {
       s.type = ParamType::Text, s.value = field, s.min = 0, s.max = -1;
     } else if constexpr (std::is_floating_point_v<T>) {
-      s.value = hw::key_value(field, f);
+      s.value = bitsim::key_value(field, f);
     } else {
-      s.type = ParamType::Integer, s.value = int64_t(hw::key_value(field, f));
+      s.type = ParamType::Integer, s.value = int64_t(bitsim::key_value(field, f));
     }
     out.push_back(std::move(s));
   }
@@ -57,7 +57,7 @@ struct AddSpecs {
 struct FromParams {
   const ParamSet& p;
   template <typename T>
-  void operator()(T& field, const hw::FieldInfo& f) const {
+  void operator()(T& field, const bitsim::FieldInfo& f) const {
     if (!f.keyed) return;
     if constexpr (std::is_same_v<T, bool>) field = p.boolean(f.key);
     else if constexpr (std::is_same_v<T, std::string>) field = p.text(f.key);
@@ -93,8 +93,6 @@ ParamSet board_params() {
   host::CpuModelConfig::visit(cpu, add);
   const host::WalkerConfig walker;
   host::WalkerConfig::visit(walker, add);
-  const host::PrefillConfig prefill;
-  host::PrefillConfig::visit(prefill, add);
   return ParamSet(std::move(s));
 }
 
@@ -122,13 +120,12 @@ void validate(const SimConfig& c) {
   c.driver.validate("driver");
   c.cpu.validate("cpu");
   c.walker.validate("layer walker");
-  c.prefill.validate("prefill");
   // The per-call stream has no header to carry the V vectors of a prefill group.
-  if (c.board.matmul.per_call() && c.board.matmul.tokens_per_pass > 1)
+  if (c.board.matmul.per_call() && c.board.prefill.tokens_per_pass > 1)
     throw FieldError("prefill.tokens_per_pass",
                      fmt::format("{} needs matmul.format = header (the per-call stream has no header to carry the "
                                  "chunk's vectors; docs/prefill.md)",
-                                 c.board.matmul.tokens_per_pass));
+                                 c.board.prefill.tokens_per_pass));
   // Generated scenarios with both found the two fidelities' transfers to differ (1116
   // against 960 DMA transfers at 250 MHz): refused until that is found and fixed.
   if (c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax && c.board.matmul.per_call())
@@ -165,12 +162,11 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.kv_outlier_channels = c.board.attention.kv_outlier_channels;
   c.memory.tip = c.board.attention.tip;
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
-  c.memory.tokens_per_pass = c.board.matmul.tokens_per_pass;
+  c.memory.tokens_per_pass = c.board.prefill.tokens_per_pass;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);
   host::WalkerConfig::visit(c.walker, from);
-  host::PrefillConfig::visit(c.prefill, from);
   validate(c);
   return c;
 }

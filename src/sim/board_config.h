@@ -17,7 +17,7 @@
 namespace bitsim::sim {
 
 // Every key, with its default, range, unit, evidence label and meaning, taken from the
-// modules' config structs (their visit(), hw/config_field.h): the defaults are the shipped
+// modules' config structs (their visit(), base/config_field.h): the defaults are the shipped
 // board, hw::BoardConfig{}.
 ParamSet board_params();
 
@@ -39,7 +39,6 @@ struct SimConfig {
   host::CpuModelConfig cpu;
   host::MemoryMapConfig memory;
   host::WalkerConfig walker;  // host.walker and the walker's keys (host/walker.h)
-  host::PrefillConfig prefill;  // prefill.all_logits (prefill.tokens_per_pass: board.matmul)
 };
 
 // The modules' own checks (ranges and the rules between fields): bitsim::Error naming the key.

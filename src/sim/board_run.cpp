@@ -16,7 +16,7 @@
 #include "golden/board_reference.h"
 #include "host/memory_map.h"
 #include "host/token_loop.h"
-#include "hw/clock.h"
+#include "hw/parts/clock.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "base/utf8.h"
@@ -44,8 +44,8 @@ struct Recorded {
   std::vector<int32_t> i;
 };
 
-golden::Probe recorder(std::vector<Recorded>& out) {
-  return [&out](const golden::StepProbe& p) {
+model::Probe recorder(std::vector<Recorded>& out) {
+  return [&out](const model::StepProbe& p) {
     Recorded r{p.layer, p.position, p.step, {}, {}};
     if (p.data) r.f.assign(p.data, p.data + p.n);
     if (p.idata) r.i.assign(p.idata, p.idata + p.n);
@@ -271,14 +271,13 @@ class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
              const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
-             Clock::time_point start, int capacity, bool all_logits)
+             Clock::time_point start, int capacity, const hw::PrefillConfig& prefill)
       : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), start_(start),
-        capacity_(capacity), all_logits_(all_logits), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
+        capacity_(capacity), prefill_(prefill), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
 
   void operator()(host::TokenLoop& loop) {
     loop.init();
     const int total = res_.prompt_tokens + req_.run.tokens;
-    const int P = std::max(1, res_.tokens_per_pass);
     int next = ids_[0];
     for (int step = 0; step < total;) {
       if (step >= capacity_) {
@@ -287,7 +286,7 @@ class Generation {
       }
       const bool generated = step >= res_.prompt_tokens;
       // The prompt in chunks of P (the last may be shorter; docs/prefill.md 6), then decode.
-      const int V = generated ? 1 : std::min({P, res_.prompt_tokens - step, capacity_ - step});
+      const int V = generated ? 1 : host::prompt_chunk(step, res_.prompt_tokens, prefill_.tokens_per_pass, capacity_);
       std::vector<int> tokens;
       for (int i = 0; i < V; ++i) {
         if (req_.before_step) req_.before_step(session_, step + i);
@@ -318,10 +317,10 @@ class Generation {
     // The golden reference runs the same tokens on its own thread while the board runs them;
     // the logits are compared when both have finished.
     GoldenStep gold;
-    if (req_.check) gold.start(*ref_, tokens, all_logits_ || generated, gold_steps_);
+    if (req_.check) gold.start(*ref_, tokens, prefill_.all_logits || generated, gold_steps_);
     std::vector<std::vector<float>> logits;
     try {
-      logits = loop.chunk(tokens, &t, all_logits_ || generated, req_.check ? recorder(board_steps_) : golden::Probe{});
+      logits = loop.chunk(tokens, &t, prefill_.all_logits || generated, req_.check ? recorder(board_steps_) : model::Probe{});
     } catch (...) {
       gold.join();
       throw;
@@ -384,7 +383,7 @@ class Generation {
   BoardRunResult& res_;
   Clock::time_point start_;  // run_board's call (the time to the first token counts from it)
   int capacity_;  // positions the KV cache holds
-  bool all_logits_ = false;  // prefill.all_logits: the lm_head for every prompt position
+  hw::PrefillConfig prefill_;  // chunks of prefill.tokens_per_pass; prefill.all_logits: every prompt position's lm_head
   Sampler sampler_;
   model::StreamDecoder decoder_;
   std::vector<Recorded> board_steps_, gold_steps_;
@@ -446,7 +445,7 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   res.kv_capacity = capacity;
   res.kv_capacity_cap = host::kv_context_cap(mc, cfg.memory);
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
-  res.tokens_per_pass = cfg.board.matmul.tokens_per_pass;
+  res.tokens_per_pass = cfg.board.prefill.tokens_per_pass;
   res.prefill = prefill_resources_of(cfg, mc, capacity);
   const std::string why =
       capacity < res.kv_capacity_cap
@@ -608,7 +607,7 @@ RequestFigures request_figures(const BoardRunResult& r) {
 host::PrefillResources prefill_resources_of(const SimConfig& cfg, const model::ModelConfig& mc, int capacity) {
   std::optional<host::WalkerResources> walker;
   if (cfg.walker.pl()) walker = host::walker_resources(cfg.walker, mc, capacity);
-  return host::prefill_resources(cfg.board.matmul.tokens_per_pass, cfg.board.attention, walker);
+  return host::prefill_resources(cfg.board.prefill.tokens_per_pass, cfg.board.attention, walker);
 }
 
 void check_board_run(const BoardRunRequest& req) {
@@ -635,7 +634,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const TimingCacheUse timing(*sim, store.get(), cfg.board, res, cb);
   Session session(*sim);
   Generation generation(req, cb, *plan.tokenizer, plan.ids, ref.get(), session, res, t_start, plan.capacity,
-                        cfg.prefill.all_logits);
+                        cfg.board.prefill);
   outputs.observe(*sim);
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights(rr.threads);
@@ -658,7 +657,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
 }
 
 std::vector<TokenOutcome> simulate_tokens(const SimConfig& cfg, const model::TernaryModel& m,
-                                          const golden::KvScales& scales, const std::vector<int>& tokens,
+                                          const model::KvScales& scales, const std::vector<int>& tokens,
                                           const SimulateOptions& o, hw::FastBoardStats* fast_stats,
                                           std::vector<host::TransferRecord>* transfers) {
   SimulationOptions so(o.fidelity, o.threads, o.legacy_attention);

@@ -13,8 +13,8 @@
 #include "golden/board_reference.h"
 #include "host/prefill.h"
 #include "host/token_loop.h"
-#include "hw/attention_resources.h"
-#include "hw/fast_board.h"
+#include "hw/circuits/attention_resources.h"
+#include "hw/fast/fast_board.h"
 #include "model/model_loader.h"
 #include "sim/board_config.h"
 #include "sim/cache_store.h"
@@ -43,8 +43,8 @@ struct BoardRunRequest {
   Fidelity fidelity = Fidelity::kFast;  // all three give the same cycle counts; timing-only
                                         // skips the arithmetic (needs check off)
   bool check = true;              // compare every token's logits with the golden reference
-  std::string vcd_file{};          // cycle fidelity: a VCD of the clocked signals (hw/vcd_probe.h)
-  std::string dram_trace_file{};   // cycle fidelity: every request the memory accepts (hw/dram_trace.h)
+  std::string vcd_file{};          // cycle fidelity: a VCD of the clocked signals (hw/parts/vcd_probe.h)
+  std::string dram_trace_file{};   // cycle fidelity: every request the memory accepts (hw/memory/dram_trace.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file{};        // when set: write a Chrome trace of the run there (sim/trace.h)
   bool keep_transfers = false;    // keep every DMA transfer's start and completion in the result
@@ -182,7 +182,7 @@ struct SimulateOptions {
   std::vector<std::string>* idle_violations = nullptr;
 };
 std::vector<TokenOutcome> simulate_tokens(const SimConfig& config, const model::TernaryModel& model,
-                                          const golden::KvScales& scales, const std::vector<int>& tokens,
+                                          const model::KvScales& scales, const std::vector<int>& tokens,
                                           const SimulateOptions& options, hw::FastBoardStats* fast_stats = nullptr,
                                           std::vector<host::TransferRecord>* transfers = nullptr);
 

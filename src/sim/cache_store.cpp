@@ -18,6 +18,7 @@
 #include "base/content_hash.h"
 #include "base/stop_signal.h"
 #include "base/error.h"
+#include "base/file_io.h"
 #include "base/parse_number.h"
 
 namespace bitsim::sim {
@@ -63,20 +64,6 @@ class Locked {
 };
 
 constexpr size_t kWritePiece = size_t(64) << 20;
-
-bool write_all(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n) {
-    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t(1) << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
 
 // A regular file opened for reading without blocking (a FIFO or a device is refused before
 // anything waits on it); -1 if it is not one.
@@ -171,12 +158,12 @@ bool write_payload(int fd, const std::vector<model::ImagePart>& parts, model::Co
         if ((stopped = stop_signal() != 0)) break;
         const size_t n = std::min(kWritePiece, p.bytes - at);
         hash.update(d + at, n);
-        ok = write_all(fd, d + at, n);
+        ok = io::write_all(fd, d + at, n);
       }
     } else {
       zeros.assign(p.bytes, 0);
       hash.update(zeros.data(), zeros.size());
-      ok = write_all(fd, zeros.data(), zeros.size());
+      ok = io::write_all(fd, zeros.data(), zeros.size());
     }
   }
   return ok;
@@ -422,7 +409,7 @@ bool CacheStore::put(const std::string& kind, const std::string& key, const std:
   model::ContentHash hash;
   bool stopped = false;
   // The header is a placeholder until the payload is written and hashed.
-  bool ok = write_all(fd, &h, sizeof h) && write_payload(fd, parts, hash, stopped);
+  bool ok = io::write_all(fd, &h, sizeof h) && write_payload(fd, parts, hash, stopped);
   if (ok) {
     seal(h, hash);
     ok = ::pwrite(fd, &h, sizeof h, 0) == ssize_t(sizeof h);

@@ -47,7 +47,7 @@ golden::MatmulFn FastMatvec::matmul_fn(hw::fast::Workers& workers) const {
   };
 }
 
-golden::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads,
+model::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads,
                                           int batch) {
   const FastMatvec fast(m, /*with_lm_head=*/false, threads);
   hw::fast::Workers workers(threads);

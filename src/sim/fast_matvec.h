@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "golden/board_reference.h"
-#include "hw/fast_kernels.h"
+#include "hw/fast/fast_kernels.h"
 #include "model/model_loader.h"
 
 namespace bitsim::sim {
@@ -34,7 +34,7 @@ class FastMatvec {
 // at a time) with its matmuls on the decoded kernels over `threads` threads; the scales are
 // bit for bit the plain loop's (FastMatvec.CalibrationGivesThePlainLoopsScales).
 constexpr int kCalibrationBatch = 48;
-golden::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads,
+model::KvScales calibrate_kv_scales_fast(const model::TernaryModel& m, const std::vector<int>& tokens, int threads,
                                           int batch = kCalibrationBatch);
 
 }  // namespace bitsim::sim

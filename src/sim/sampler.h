@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "hw/config_field.h"
+#include "base/config_field.h"
 
 namespace bitsim::sim {
 
 // The run's sampling (`bitsim run --temperature --top-k --seed`, not board keys); visit()
-// gives each field's name, range and meaning (hw/config_field.h).
+// gives each field's name, range and meaning (base/config_field.h).
 struct SamplerConfig {
   float temperature = 0.0f;  // 0: greedy
   int top_k = 0;             // 0: all tokens
@@ -20,8 +20,8 @@ struct SamplerConfig {
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
-    using hw::Evidence;
-    using hw::FieldInfo;
+    using bitsim::Evidence;
+    using bitsim::FieldInfo;
     v(c.temperature, FieldInfo{"sampler.temperature", 0, 100, "", Evidence::kSimulated,
                                "softmax temperature of the next-token choice; 0 is greedy", 1, false});
     v(c.top_k, FieldInfo{"sampler.top_k", 0, 2147483647.0, "tokens", Evidence::kSimulated,
@@ -30,7 +30,7 @@ struct SamplerConfig {
                         "seed of the sampler's splitmix64 generator", 1, false});
   }
   // Throws bitsim::Error naming `who` and the field out of range.
-  void validate(const std::string& who) const { hw::check_fields(*this, who); }
+  void validate(const std::string& who) const { bitsim::check_fields(*this, who); }
 };
 
 class Sampler {

@@ -6,10 +6,10 @@
 #include "host/fast_platform.h"
 #include "host/ps.h"
 #include "hw/board.h"
-#include "hw/sim_context.h"
-#include "hw/sc_kernel.h"
-#include "hw/dram_trace.h"
-#include "hw/vcd_probe.h"
+#include "hw/parts/sim_context.h"
+#include "hw/parts/sc_kernel.h"
+#include "hw/memory/dram_trace.h"
+#include "hw/parts/vcd_probe.h"
 #include "base/error.h"
 
 namespace bitsim::sim {
@@ -110,7 +110,7 @@ std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const Simula
 }
 
 Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, const model::TernaryModel& m,
-                       const golden::KvScales& s, const SimulationOptions& o)
+                       const model::KvScales& s, const SimulationOptions& o)
     : machine_(std::move(machine)) {
   map_ = std::make_unique<host::MemoryMap>(m.config, c.memory);
   host::TokenLoopOptions lo{o.legacy_attention, c.board.attention.kind(), c.walker,
@@ -124,7 +124,7 @@ Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, con
 Simulation::~Simulation() { loop_.reset(); }
 
 std::unique_ptr<Simulation> make_simulation(const SimConfig& config, const model::TernaryModel& model,
-                                            const golden::KvScales& scales, const SimulationOptions& options) {
+                                            const model::KvScales& scales, const SimulationOptions& options) {
   validate(config);
   return std::make_unique<Simulation>(make_machine(config.board, options), config, model, scales, options);
 }

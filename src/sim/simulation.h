@@ -18,7 +18,7 @@
 #include "host/mmio_program.h"
 #include "host/platform.h"
 #include "host/token_loop.h"
-#include "hw/fast_board.h"
+#include "hw/fast/fast_board.h"
 #include "model/ternary.h"
 #include "sim/board_config.h"
 
@@ -37,8 +37,8 @@ struct SimulationOptions {
   Fidelity fidelity = Fidelity::kFast;
   int threads = 2;                  // host threads of the fast kernels
   bool legacy_attention = false;    // the earlier attention unit's fixed >> 8 shift
-  std::string vcd_file;             // cycle only: a VCD of the clocked signals (hw/vcd_probe.h)
-  std::string dram_trace_file;      // cycle only: every request the memory accepts (hw/dram_trace.h)
+  std::string vcd_file;             // cycle only: a VCD of the clocked signals (hw/parts/vcd_probe.h)
+  std::string dram_trace_file;      // cycle only: every request the memory accepts (hw/memory/dram_trace.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   // Cycle only: check at every register write on a quiet board that the board is in its
   // state after reset (host::CyclePlatform::check_idle_board); violations are appended here.
@@ -84,7 +84,7 @@ std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const Simula
 class Simulation {
  public:
   Simulation(std::unique_ptr<Machine> machine, const SimConfig& config, const model::TernaryModel& model,
-             const golden::KvScales& scales, const SimulationOptions& options);
+             const model::KvScales& scales, const SimulationOptions& options);
   ~Simulation();
   Fidelity fidelity() const { return machine_->fidelity(); }
   const host::MemoryMap& map() const { return *map_; }
@@ -108,6 +108,6 @@ class Simulation {
 // and scales must outlive it. The clocked board lives in its own SystemC context: one
 // cycle-fidelity simulation at a time per thread.
 std::unique_ptr<Simulation> make_simulation(const SimConfig& config, const model::TernaryModel& model,
-                                            const golden::KvScales& scales, const SimulationOptions& options);
+                                            const model::KvScales& scales, const SimulationOptions& options);
 
 }  // namespace bitsim::sim

@@ -70,7 +70,7 @@ std::string file_content_hash(const fs::path& file, CacheStore* store) {
 }
 
 namespace {
-std::vector<uint8_t> scales_bytes(const golden::KvScales& s) {
+std::vector<uint8_t> scales_bytes(const model::KvScales& s) {
   // k, v (n each), then the per-channel K maxima (n * 96).
   const uint32_t n = uint32_t(s.k.size());
   std::vector<uint8_t> b(4 + size_t(n) * 8 + s.k_channel.size() * 4);
@@ -148,7 +148,7 @@ model::TernaryModel load_model(const model::TensorSource& source, const std::str
   return m;
 }
 
-golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& identity,
+model::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& identity,
                                 const std::vector<int>& tokens, int threads, CacheStore* store, bool* cached) {
   if (cached) *cached = false;
   if (!store || identity.empty()) return calibrate_kv_scales_fast(m, tokens, threads);
@@ -162,7 +162,7 @@ golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string&
     uint32_t count = 0;
     std::memcpy(&count, p->data, 4);
     if (count == n) {
-      golden::KvScales s;
+      model::KvScales s;
       s.k.resize(n);
       s.v.resize(n);
       std::memcpy(s.k.data(), p->data + 4, n * 4);
@@ -173,7 +173,7 @@ golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string&
       return s;
     }
   }
-  golden::KvScales s = calibrate_kv_scales_fast(m, tokens, threads);
+  model::KvScales s = calibrate_kv_scales_fast(m, tokens, threads);
   store->put("kvscales", key, scales_bytes(s));
   return s;
 }

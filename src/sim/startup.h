@@ -52,7 +52,7 @@ model::TernaryModel load_model(const model::TensorSource& source, const std::str
 // The K/V scales of `m` over `tokens`: from the cache on a hit, else computed by the
 // calibration pass on the fast kernels (calibrate_kv_scales_fast, sim/fast_matvec.h: bit for
 // bit the plain loop's scales) and stored. `identity` is model_identity() of m's source.
-golden::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& identity,
+model::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& identity,
                                 const std::vector<int>& tokens, int threads, CacheStore* store,
                                 bool* cached = nullptr);
 
@@ -79,7 +79,7 @@ class BackgroundStore {
 // Both, with status lines and times.
 struct PreparedModel {
   model::TernaryModel model;
-  golden::KvScales scales;
+  model::KvScales scales;
   StartupTimes times;
   // The model's cache entry while it is written; its image views `model`'s arrays, so it
   // is declared after the model and joined before the model goes.

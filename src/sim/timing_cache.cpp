@@ -39,7 +39,7 @@ std::string timing_cache_key(const hw::BoardConfig& board, const std::string& ex
   model::ContentHash h;
   h.add(kCacheVersion).add("timing").add(executable);
   hw::BoardConfig copy = board;
-  hw::BoardConfig::visit(copy, [&](auto& field, const hw::FieldInfo& f) {
+  hw::BoardConfig::visit(copy, [&](auto& field, const bitsim::FieldInfo& f) {
     using T = std::decay_t<decltype(field)>;
     h.add(f.key);
     if constexpr (std::is_same_v<T, std::string>) {

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "hw/board.h"
-#include "hw/fast_board.h"
+#include "hw/fast/fast_board.h"
 #include "sim/cache_store.h"
 
 namespace bitsim::sim {

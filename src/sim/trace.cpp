@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "hw/circuits/engine_registry.h"
 
 namespace bitsim::sim {
 
@@ -27,7 +28,9 @@ std::string short_group(const std::string& group) {
 }  // namespace trace
 
 namespace {
-constexpr const char* kDma[4] = {"mm0", "mm1", "at0", "at1"};
+// The run's board is the shipped one (hw::EngineRegistry::board()): its DMAs' names.
+const std::string& dma_name(int d) { return hw::EngineRegistry::board().dma_name(d); }
+constexpr int kDmas = 4;  // mm0, mm1, at0, at1: the trace's thread ids (trace::dma_tid)
 constexpr const char* kChannel[2] = {"MM2S", "S2MM"};
 
 const char* cat_name(TraceWriter::Cat c) {
@@ -100,10 +103,10 @@ void write_track_names(EventList& events) {
       write_meta(events, "thread_name", trace::kPlPid, tid, fmt::format("{} lane {}", a ? "attention" : "matmul", lane));
       write_meta(events, "thread_sort_index", trace::kPlPid, tid, tid);
     }
-  for (int d = 0; d < 4; ++d)
+  for (int d = 0; d < kDmas; ++d)
     for (int c = 0; c < 2; ++c) {
       const int tid = trace::dma_tid(d, c);
-      write_meta(events, "thread_name", trace::kPlPid, tid, fmt::format("DMA {} {}", kDma[d], kChannel[c]));
+      write_meta(events, "thread_name", trace::kPlPid, tid, fmt::format("DMA {} {}", dma_name(d), kChannel[c]));
       write_meta(events, "thread_sort_index", trace::kPlPid, tid, tid);
     }
 }
@@ -223,13 +226,13 @@ void TraceWriter::add_transfers(const std::vector<host::TransferRecord>& transfe
     spans_.push_back(s);
   };
   // Per DMA, the k-th MM2S transfer and the k-th S2MM transfer belong to the same call.
-  std::vector<const host::TransferRecord*> by[4][2];
+  std::vector<const host::TransferRecord*> by[kDmas][2];
   for (const auto& t : transfers) {
-    if (t.dma < 0 || t.dma > 3 || t.channel < 0 || t.channel > 1) continue;
+    if (t.dma < 0 || t.dma >= kDmas || t.channel < 0 || t.channel > 1) continue;
     by[t.dma][t.channel].push_back(&t);
     span(Cat::Dma, trace::dma_tid(t.dma, t.channel), t.dma >= 2, t.start, t.completion);
   }
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < kDmas; ++d) {
     const size_t n = std::min(by[d][0].size(), by[d][1].size());
     for (size_t k = 0; k < n; ++k)
       span(Cat::Engine, trace::engine_tid(d >= 2, d % 2), d >= 2, by[d][0][k]->start, by[d][1][k]->completion);

@@ -33,7 +33,7 @@
 #include "sim/simulation.h"
 #include "study/sweep.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -67,17 +67,17 @@ BenchFigure figure(std::string name, std::string unit, double value, double goal
 // ---- FastTokenRunner ---------------------------------------------------------------------
 
 struct FastTokenRunner::Impl {
-  SimConfig cfg;
-  std::unique_ptr<Simulation> sim;
+  sim::SimConfig cfg;
+  std::unique_ptr<sim::Simulation> sim;
   double setup_s = 0;
 };
 
-FastTokenRunner::FastTokenRunner(const SimConfig& config, const model::TernaryModel& model,
-                                 const golden::KvScales& scales, int threads)
+FastTokenRunner::FastTokenRunner(const sim::SimConfig& config, const model::TernaryModel& model,
+                                 const model::KvScales& scales, int threads)
     : impl_(std::make_unique<Impl>()) {
   const auto t0 = Clock::now();
   impl_->cfg = config;
-  impl_->sim = make_simulation(impl_->cfg, model, scales, SimulationOptions(Fidelity::kFast, threads));
+  impl_->sim = sim::make_simulation(impl_->cfg, model, scales, sim::SimulationOptions(sim::Fidelity::kFast, threads));
   impl_->sim->loop().load_weights(threads);
   impl_->sim->run([](host::TokenLoop& loop) { loop.init(); });
   impl_->setup_s = seconds_since(t0);
@@ -102,10 +102,10 @@ hw::FastBoardStats FastTokenRunner::stats() const { return impl_->sim->fast_stat
 
 // ---- Cycle fidelity ----------------------------------------------------------------------
 
-std::vector<TimedToken> cycle_tokens_timed(const SimConfig& cfg, const model::TernaryModel& m,
-                                           const golden::KvScales& scales, const std::vector<int>& tokens) {
+std::vector<TimedToken> cycle_tokens_timed(const sim::SimConfig& cfg, const model::TernaryModel& m,
+                                           const model::KvScales& scales, const std::vector<int>& tokens) {
   std::vector<TimedToken> out;
-  const auto sim = make_simulation(cfg, m, scales, SimulationOptions(Fidelity::kCycle));
+  const auto sim = sim::make_simulation(cfg, m, scales, sim::SimulationOptions(sim::Fidelity::kCycle));
   sim->loop().load_weights();
   sim->run([&](host::TokenLoop& loop) {
     loop.init();
@@ -285,16 +285,16 @@ struct CheckedRuns {
 CheckedRuns checked_runs(const BenchOptions& o, const fs::path& warm_cache, const Status& status) {
   CheckedRuns c;
   for (int rep = 0; rep < o.repeat; ++rep) {
-    status(fmt::format("[5/6] run_board {} --prompt A --tokens {} (fast, golden check on every token; {} of {}) ...",
+    status(fmt::format("[5/6] sim::run_board {} --prompt A --tokens {} (fast, golden check on every token; {} of {}) ...",
                        o.model, o.tokens - 1, rep + 1, o.repeat));
-    BoardRunRequest req{.run = RunRequest{}, .params = o.params};
+    sim::BoardRunRequest req{.run = sim::RunRequest{}, .params = o.params};
     req.run.model = o.model;
     req.run.prompt = "A";
     req.run.tokens = o.tokens - 1;  // BOS + "A" + N - 1 generated = N + 1 steps with the byte tokenizer
     req.run.threads = o.threads;
     req.run.cache.enabled = true;
     req.run.cache.dir = warm_cache;
-    const BoardRunResult run = run_board(req, {});
+    const sim::BoardRunResult run = sim::run_board(req, {});
     if (!run.mismatch.empty()) throw Error("bench: the golden check failed: " + run.mismatch);
     double wall = 0;
     int n = 0;
@@ -326,9 +326,9 @@ PrefillRuns prefill_runs(const BenchOptions& o, const fs::path& warm_cache, cons
   std::string prompt;
   for (int i = 0; i + 1 < o.prefill_prompt_tokens; ++i) prompt += char('a' + i % 26);
   const auto prompt_wall = [&](int P, bool check, int rep) {
-    status(fmt::format("[5/6] prefill: run_board {} with a {}-token prompt at P = {}{} ({} of {}) ...", o.model,
+    status(fmt::format("[5/6] prefill: sim::run_board {} with a {}-token prompt at P = {}{} ({} of {}) ...", o.model,
                        o.prefill_prompt_tokens, P, check ? ", golden check" : ", no check", rep + 1, o.repeat));
-    BoardRunRequest req{.run = RunRequest{}, .params = o.params};
+    sim::BoardRunRequest req{.run = sim::RunRequest{}, .params = o.params};
     req.params.set(fmt::format("prefill.tokens_per_pass={}", P), "bench");
     req.run.model = o.model;
     req.run.prompt = prompt;
@@ -337,7 +337,7 @@ PrefillRuns prefill_runs(const BenchOptions& o, const fs::path& warm_cache, cons
     req.run.cache.enabled = true;
     req.run.cache.dir = warm_cache;
     req.check = check;
-    const BoardRunResult run = run_board(req, {});
+    const sim::BoardRunResult run = sim::run_board(req, {});
     if (!run.mismatch.empty()) throw Error("bench: the golden check failed: " + run.mismatch);
     r.prompt_tokens = run.prompt_tokens;
     double wall = 0;
@@ -378,7 +378,7 @@ void prefill_figure(std::vector<BenchFigure>& f, const BenchOptions& o, const Pr
 // The model and K/V scales for the in-process timing runs, from the warm start-up cache.
 struct TimingModel {
   model::TernaryModel model;
-  golden::KvScales scales;
+  model::KvScales scales;
   std::vector<int> ids;
   double load_s = 0;
 };
@@ -390,11 +390,11 @@ TimingModel load_timing_model(const BenchOptions& o, const fs::path& warm_cache,
   const model::ModelConfig mc = source->config();
   auto tokenizer = model::select_tokenizer(std::nullopt, model::model_folder(o.model), mc.vocab_size);
   const std::vector<int> calib = golden::calibration_tokens(*tokenizer, mc.bos_token_id);
-  CacheSettings cs;
+  sim::CacheSettings cs;
   cs.enabled = true;
   cs.dir = warm_cache;
-  const auto store = CacheStore::open(cs, {});
-  PreparedModel p = prepare_model(*source, calib, o.threads, store.get());
+  const auto store = sim::CacheStore::open(cs, {});
+  sim::PreparedModel p = sim::prepare_model(*source, calib, o.threads, store.get());
   TimingModel t{std::move(p.model), std::move(p.scales), {}, 0};
   t.load_s = seconds_since(t0);
   t.ids = bench_token_ids(calib, golden::kMaxContext);
@@ -410,7 +410,7 @@ struct FastWindows {
   size_t oracle_runs_first = 0, oracle_runs_later = 0;
 };
 
-FastWindows fast_windows(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
+FastWindows fast_windows(const sim::SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
   const int N = o.tokens;
   status(fmt::format("[6/6] fast fidelity, {} passes of {} + {} tokens at T from 1 and from {} (no check) ...",
                      o.repeat, N, N, golden::kMaxContext - N + 1));
@@ -440,7 +440,7 @@ struct CycleRuns {
   bool same_sim = true;
 };
 
-CycleRuns cycle_runs(const SimConfig& cfg, const TimingModel& t, const BenchOptions& o,
+CycleRuns cycle_runs(const sim::SimConfig& cfg, const TimingModel& t, const BenchOptions& o,
                      const std::vector<TimedToken>& fast, const Status& status) {
   CycleRuns c;
   for (int i = 0; i < o.cycle_tokens; ++i) c.fast_per_token += fast[size_t(i)].wall_s / o.cycle_tokens;
@@ -639,7 +639,7 @@ ProcessRun run_process(const std::vector<std::string>& argv, const fs::path& scr
 std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<void(const std::string&)> status_cb) {
   const BenchOptions o = effective_bench_options(options);
   const Status status = [&](const std::string& s) { if (status_cb) status_cb(s); };
-  const SimConfig cfg = make_sim_config(o.params);
+  const sim::SimConfig cfg = sim::make_sim_config(o.params);
   const ScratchDir scratch;
   const fs::path warm_cache = scratch.path() / "cache";
   const ProcessFigures procs = process_runs(o, scratch.path(), warm_cache, status);
@@ -745,4 +745,4 @@ std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions&
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -26,13 +26,13 @@
 
 #include "golden/board_reference.h"
 #include "host/token_loop.h"
-#include "hw/fast_board.h"
+#include "hw/fast/fast_board.h"
 #include "model/model_loader.h"
 #include "sim/board_config.h"
 #include "sim/params.h"
 #include "study/record.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 // One `bitsim run` process of the process figures: the prompt "A", JSON out, no progress
 // lines, the bench's board config, its own start-up cache folder.
@@ -56,7 +56,7 @@ struct BenchOptions {
   int prefill_prompt_tokens = 511;  // the prefill figure's prompt, BOS included (with the byte tokenizer)
   int prefill_tokens_per_pass = 8;  // its P, against P = 1
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
-  ParamSet params = board_params();  // the board config
+  sim::ParamSet params = sim::board_params();  // the board config
   // The command line of a `bitsim run` process (the executable and its arguments, with the
   // same board config); required. The CLI knows the flags.
   std::function<std::vector<std::string>(const BenchRunProcess&)> run_command;
@@ -111,7 +111,7 @@ struct TimedToken {
 // stay warm), functional (the engines compute), no golden check. Mirrors simulate_tokens.
 class FastTokenRunner {
  public:
-  FastTokenRunner(const SimConfig& config, const model::TernaryModel& model, const golden::KvScales& scales,
+  FastTokenRunner(const sim::SimConfig& config, const model::TernaryModel& model, const model::KvScales& scales,
                   int threads);
   ~FastTokenRunner();
   // One token at `position` (0..511): the KV cache is taken as holding `position` rows.
@@ -126,8 +126,8 @@ class FastTokenRunner {
 
 // Cycle fidelity (the clocked SystemC board): `tokens` from position 0, each token's wall
 // time measured inside the PS thread (SystemC elaboration and the weights image excluded).
-std::vector<TimedToken> cycle_tokens_timed(const SimConfig& config, const model::TernaryModel& model,
-                                           const golden::KvScales& scales, const std::vector<int>& tokens);
+std::vector<TimedToken> cycle_tokens_timed(const sim::SimConfig& config, const model::TernaryModel& model,
+                                           const model::KvScales& scales, const std::vector<int>& tokens);
 
 // n token ids: the calibration sequence (BOS and the calibration text), repeated.
 std::vector<int> bench_token_ids(const std::vector<int>& calibration, int n);
@@ -142,4 +142,4 @@ struct ProcessRun {
 };
 ProcessRun run_process(const std::vector<std::string>& argv, const std::filesystem::path& scratch_dir);
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -2,7 +2,7 @@
 // The real board's measured figures (BOARD.md), the one place bitsim keeps them: calibrate
 // and validate fit and compare against them, run and bench print them beside the simulated
 // ones, inspect compares the packed image with them. Every figure here is `board`.
-namespace bitsim::sim::board_figures {
+namespace bitsim::study::board_figures {
 
 // End to end, one token at a time (C DMA driver, NEON CPU ops): BOARD.md, "End to end".
 struct EndToEnd {
@@ -24,4 +24,4 @@ constexpr double kPythonTransferOverheadUs = 150.0;
 // The packed ternary weights of bitnet-large on the board (BOARD.md, "The model on the board").
 constexpr double kPackedImageMiB = 141.3;
 
-}  // namespace bitsim::sim::board_figures
+}  // namespace bitsim::study::board_figures

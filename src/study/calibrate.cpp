@@ -1,5 +1,7 @@
 #include "study/calibrate.h"
 
+#include "hw/memory/memory_registry.h"
+
 #include "study/board_figures.h"
 
 #include <algorithm>
@@ -16,7 +18,7 @@
 #include "sim/board_run.h"
 #include "sim/simulation.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 namespace {
 
@@ -30,8 +32,8 @@ const model::TernaryModel& shape_model() {
   return m;
 }
 
-golden::KvScales any_scales(const model::ModelConfig& c) {
-  golden::KvScales s;
+model::KvScales any_scales(const model::ModelConfig& c) {
+  model::KvScales s;
   s.k.assign(size_t(c.num_layers) * c.num_heads, 0.05f);
   s.v = s.k;
   s.k_channel.assign(s.k.size() * size_t(model::kHeadDim), 0.05f * 127.0f);  // max|K_d| of the same scale
@@ -47,9 +49,9 @@ ValidationRow row(const std::string& scenario, int T, const std::string& figure,
 
 }  // namespace
 
-std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, int count,
+std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& p, int first_context, int count,
                                         std::vector<host::TransferRecord>* transfers) {
-  SimConfig cfg = make_sim_config(p);
+  sim::SimConfig cfg = sim::make_sim_config(p);
   const auto& m = shape_model();
   // The KV areas hold the config's context limit, as in bitsim run (host::kv_context_limit).
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
@@ -59,29 +61,30 @@ std::vector<TokenOutcome> timing_tokens(const ParamSet& p, int first_context, in
                             first_context, first_context + count - 1, cfg.memory.kv_positions,
                             p.to_string("kv.format"), p.to_string("cma.mib")));
   const std::vector<int> toks(size_t(count), m.config.bos_token_id);
-  SimulateOptions o;
-  o.fidelity = Fidelity::kTimingOnly;
+  sim::SimulateOptions o;
+  o.fidelity = sim::Fidelity::kTimingOnly;
   o.start_position = first_context - 1;
-  return simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
+  return sim::simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
 }
 
-PrefillMeasured measure_prefill(const ParamSet& p, int prompt_tokens) {
-  SimConfig cfg = make_sim_config(p);
+PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
+  sim::SimConfig cfg = sim::make_sim_config(p);
   const auto& m = shape_model();
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
   if (capacity > 0) cfg.memory.kv_positions = capacity;
   if (prompt_tokens < 1 || prompt_tokens > cfg.memory.kv_positions)
     throw Error(fmt::format("--prompt-tokens {}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
                             prompt_tokens, cfg.memory.kv_positions, p.to_string("kv.format"), p.to_string("cma.mib")));
-  const int P = std::max(1, cfg.board.matmul.tokens_per_pass);
-  const golden::KvScales scales = any_scales(m.config);  // the token loop keeps a reference
-  const auto sim = make_simulation(cfg, m, scales, SimulationOptions(Fidelity::kTimingOnly, 1));
+  const model::KvScales scales = any_scales(m.config);  // the token loop keeps a reference
+  const auto sim = sim::make_simulation(cfg, m, scales, sim::SimulationOptions(sim::Fidelity::kTimingOnly, 1));
   sim->loop().load_weights(1);
   uint64_t total = 0, lead = 0;
   sim->run([&](host::TokenLoop& loop) {
     loop.init();
-    for (int first = 0; first < prompt_tokens; first += P) {
-      const std::vector<int> toks(size_t(std::min(P, prompt_tokens - first)), m.config.bos_token_id);
+    for (int first = 0; first < prompt_tokens;) {
+      const std::vector<int> toks(size_t(host::prompt_chunk(first, prompt_tokens, cfg.board.prefill.tokens_per_pass)),
+                                  m.config.bos_token_id);
+      first += int(toks.size());
       host::TokenTiming t;
       loop.chunk(toks, &t, false);
       if (first == 0) lead = t.lead_ps;
@@ -102,7 +105,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Measured measure_window(const ParamSet& p, int first_context, int tokens) {
+Measured measure_window(const sim::ParamSet& p, int first_context, int tokens) {
   const auto out = timing_tokens(p, first_context, tokens);
   std::vector<double> mm, at, cpu, wk, tot, gbs;
   Measured r;
@@ -126,13 +129,13 @@ Measured measure_window(const ParamSet& p, int first_context, int tokens) {
   return r;
 }
 
-Measured measure_end_to_end(const ParamSet& p, int T) {
+Measured measure_end_to_end(const sim::ParamSet& p, int T) {
   if (T < 8 || T > model::kKvPositions)
     throw Error(fmt::format("end-to-end context {} must be in 8..{}", T, model::kKvPositions));
   return measure_window(p, T - 7, 8);
 }
 
-std::pair<double, double> measure_attention_alone(const ParamSet& p, int T) {
+std::pair<double, double> measure_attention_alone(const sim::ParamSet& p, int T) {
   std::vector<host::TransferRecord> tr;
   const auto out = timing_tokens(p, T, 1, &tr);
   // Group the attention DMAs' transfers (at0, at1) into calls: a call's transfers overlap.
@@ -160,10 +163,10 @@ std::pair<double, double> measure_attention_alone(const ParamSet& p, int T) {
   return {ms, gbs};
 }
 
-double python_transfer_overhead_us(const ParamSet& params) {
+double python_transfer_overhead_us(const sim::ParamSet& params) {
   // A token's time at T = 64 with the python driver less its time with a driver that costs
   // nothing (the transfers at their theoretical time), per channel start.
-  ParamSet py = params, theory = params;
+  sim::ParamSet py = params, theory = params;
   py.set("driver.profile=python");
   theory.set("driver.profile=c");
   for (const char* k : {"reg_access_ns", "call_overhead_ns", "flush_fixed_ns", "flush_ns_per_byte",
@@ -174,10 +177,10 @@ double python_transfer_overhead_us(const ParamSet& params) {
   return (mp.total_ms - mt.total_ms) * 1e3 / double(std::max<uint64_t>(mp.dma_calls, 1));
 }
 
-std::vector<ValidationRow> validate(const ParamSet& params, bool with_python,
+std::vector<ValidationRow> validate(const sim::ParamSet& params, bool with_python,
                                     const std::function<void(const std::string&)>& status) {
   std::vector<ValidationRow> rows;
-  auto add_e2e = [&](const ParamSet& p, const std::string& scenario, const std::string& profile, bool board) {
+  auto add_e2e = [&](const sim::ParamSet& p, const std::string& scenario, const std::string& profile, bool board) {
     for (int T : {64, 128, 256, 384, 512}) {
       if (status) status(fmt::format("{} ({} driver) at T={} ...", scenario, profile, T));
       const Measured m = measure_end_to_end(p, T);
@@ -198,7 +201,7 @@ std::vector<ValidationRow> validate(const ParamSet& params, bool with_python,
   rows.push_back(row("attention_alone", 512, "attention_ms", ms, kAttentionAloneMs));
   rows.push_back(row("attention_alone", 512, "read_gb_s", gbs, kAttentionAloneGbS));
   if (with_python) {
-    ParamSet py = params;
+    sim::ParamSet py = params;
     py.set("driver.profile=python");
     add_e2e(py, "end_to_end_python", "python", false);
     if (status) status("python driver: time per transfer beyond theory at T=64 ...");
@@ -211,15 +214,21 @@ std::vector<ValidationRow> validate(const ParamSet& params, bool with_python,
 namespace {
 using Status = std::function<void(const std::string&)>;
 
+// The calibration the memory model's registration names (hw/memory/memory_registry.h).
+const hw::MemoryKind::Calibration& memory_calibration(const sim::ParamSet& p) {
+  return hw::MemoryRegistry::board().at(p.text("ddr.model"), "calibrate").calibration;
+}
+
 // 1. The memory's latency <- the attention unit alone at T=512 (monotonic: bisection): the
-//    wall's read latency, or under ddr.model = ddr3 the controller's latency (docs/ddr3.md),
-//    the one figure the DRAM model does not take from the device's data.
-void fit_read_latency(ParamSet& p, CalibrationResult& res, const Status& status) {
-  const bool ddr3 = p.text("ddr.model") == "ddr3";
-  const std::string key = ddr3 ? "ddr3.ctrl_latency_ns" : "ddr.read_latency_ns";
+//    key the memory model names (the wall's read latency; under ddr.model = ddr3 the
+//    controller's latency, docs/ddr3.md, the one figure the DRAM model does not take from
+//    the device's data).
+void fit_read_latency(sim::ParamSet& p, CalibrationResult& res, const Status& status) {
+  const hw::MemoryKind::Calibration& cal = memory_calibration(p);
+  const std::string& key = cal.key;
   const double before = p.real(key);
-  double lo = 0, hi = ddr3 ? 1000 : 3000;
-  for (int it = 0; it < (ddr3 ? 12 : 14); ++it) {
+  double lo = 0, hi = cal.bracket_ns;
+  for (int it = 0; it < cal.steps; ++it) {
     const double mid = 0.5 * (lo + hi);
     p.set_value(key, mid, "calibrate");
     const double ms = measure_attention_alone(p, 512).first;
@@ -235,16 +244,13 @@ void fit_read_latency(ParamSet& p, CalibrationResult& res, const Status& status)
   }
   const double rounded = std::round(best * 100.0) / 100.0;
   p.set_value(key, rounded, "calibrate");
-  res.parameters.push_back({key, "ns",
-                            ddr3 ? "DDR3 controller and interconnect latency added to each burst's completion"
-                                 : "DDR read latency seen by the PL (burst accepted -> first beat)",
-                            before, rounded});
+  res.parameters.push_back({key, "ns", cal.meaning, before, rounded});
 }
 
 // 2. The C driver's fixed cost per call and its cache-maintenance cost per byte <- the
 //    matmul column and the attention column (both linear in the two; the matmul calls
 //    clean x and invalidate large result buffers, the attention calls mostly small ones).
-void fit_driver(ParamSet& p, CalibrationResult& res, const ParamSet& input, const Status& status) {
+void fit_driver(sim::ParamSet& p, CalibrationResult& res, const sim::ParamSet& input, const Status& status) {
   const double c_before = p.real("driver.c.call_overhead_ns");
   const double b_before = p.real("driver.c.flush_ns_per_byte");
   const double target_mm = 0.5 * (kBoard[0].matmul_ms + kBoard[1].matmul_ms);
@@ -291,7 +297,7 @@ void fit_driver(ParamSet& p, CalibrationResult& res, const ParamSet& input, cons
 }
 
 // 3. One factor on every CPU coefficient <- the CPU column (linear in it).
-void fit_cpu_scale(ParamSet& p, CalibrationResult& res, const ParamSet& input, const Status& status) {
+void fit_cpu_scale(sim::ParamSet& p, CalibrationResult& res, const sim::ParamSet& input, const Status& status) {
   const double target = 0.5 * (kBoard[0].cpu_ms + kBoard[1].cpu_ms);
   for (int it = 0; it < 2; ++it) {
     const double cpu = 0.5 * (measure_end_to_end(p, 64).cpu_ms + measure_end_to_end(p, 512).cpu_ms);
@@ -307,14 +313,14 @@ void fit_cpu_scale(ParamSet& p, CalibrationResult& res, const ParamSet& input, c
 }
 }  // namespace
 
-CalibrationResult calibrate(const ParamSet& input, const std::function<void(const std::string&)>& status) {
+CalibrationResult calibrate(const sim::ParamSet& input, const std::function<void(const std::string&)>& status) {
   CalibrationResult res{{}, {}, input};
-  ParamSet& p = res.params;
+  sim::ParamSet& p = res.params;
   p.set("driver.profile=c");
   fit_read_latency(p, res, status);
-  // Under ddr3 only the memory's own latency is fitted: the driver's and the CPU's costs are
-  // the wall calibration's (docs/ddr3.md, "Validated without refitting").
-  if (p.text("ddr.model") != "ddr3") {
+  // A model may fit only its own latency (ddr3): the driver's and the CPU's costs are then the
+  // wall calibration's (docs/ddr3.md, "Validated without refitting").
+  if (memory_calibration(p).fits_host) {
     fit_driver(p, res, input, status);
     fit_cpu_scale(p, res, input, status);
   }
@@ -339,4 +345,4 @@ const Fields<CalibrationResult::Fitted>& fitted_parameter_fields() {
   return fields;
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

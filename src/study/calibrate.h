@@ -26,7 +26,7 @@
 #include "sim/params.h"
 #include "study/record.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 struct ValidationRow {
   std::string scenario;            // end_to_end | attention_alone
@@ -52,27 +52,27 @@ double median(std::vector<double> v);
 // `count` timing-only tokens of the bitnet-large shape at contexts first_context,
 // first_context+1, ... (BOS tokens, K/V scales 0.05: timing does not depend on them); every
 // DMA transfer's start and completion appended to `transfers` when given.
-std::vector<TokenOutcome> timing_tokens(const ParamSet& params, int first_context, int count,
+std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& params, int first_context, int count,
                                         std::vector<host::TransferRecord>* transfers = nullptr);
 // Median figures over `tokens` timing-only tokens at contexts first_context, first_context+1, ...
-Measured measure_window(const ParamSet& params, int first_context, int tokens);
+Measured measure_window(const sim::ParamSet& params, int first_context, int tokens);
 // Prefill (docs/prefill.md 7): a timing-only prompt of `prompt_tokens` tokens of the
 // bitnet-large shape from position 0, in chunks of prefill.tokens_per_pass: the time to the
 // last prompt position's logits from the first DMA start, and prompt tokens per second.
 struct PrefillMeasured {
   double ttft_ms = 0, prefill_tok_s = 0;
 };
-PrefillMeasured measure_prefill(const ParamSet& params, int prompt_tokens);
+PrefillMeasured measure_prefill(const sim::ParamSet& params, int prompt_tokens);
 // Median figures over 8 timing-only tokens at contexts T-7..T.
-Measured measure_end_to_end(const ParamSet& params, int T);
+Measured measure_end_to_end(const sim::ParamSet& params, int T);
 // The attention unit alone at context T: circuit ms for one token and read GB/s.
-std::pair<double, double> measure_attention_alone(const ParamSet& params, int T);
+std::pair<double, double> measure_attention_alone(const sim::ParamSet& params, int T);
 
 // BOARD.md: from Python each DMA transfer took about 150 us longer than theory. The python
 // driver profile's prediction of that figure (us per DMA channel start at T = 64): a token's
 // time with the python driver less its time with a driver that costs nothing.
-double python_transfer_overhead_us(const ParamSet& params);
-std::vector<ValidationRow> validate(const ParamSet& params, bool with_python_profile,
+double python_transfer_overhead_us(const sim::ParamSet& params);
+std::vector<ValidationRow> validate(const sim::ParamSet& params, bool with_python_profile,
                                     const std::function<void(const std::string&)>& status = {});
 
 struct CalibrationResult {
@@ -82,10 +82,10 @@ struct CalibrationResult {
   };
   std::vector<Fitted> parameters;
   std::vector<ValidationRow> residuals;  // the calibration rows after the fit
-  ParamSet params;                        // the fitted config
+  sim::ParamSet params;                        // the fitted config
 };
-CalibrationResult calibrate(const ParamSet& params, const std::function<void(const std::string&)>& status = {});
+CalibrationResult calibrate(const sim::ParamSet& params, const std::function<void(const std::string&)>& status = {});
 // A fitted parameter's fields (bitsim.calibrate/1's "parameters").
 const Fields<CalibrationResult::Fitted>& fitted_parameter_fields();
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -30,7 +30,7 @@
 #include "sim/board_config.h"
 #include "study/provenance.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 namespace fs = std::filesystem;
 
@@ -78,7 +78,7 @@ std::string display_name(const std::vector<std::string>& keys, const std::vector
 
 std::string file_of(const std::string& key) { return fmt::format("points/{:016x}.json", point_hash(key)); }
 
-nlohmann::json campaign_document(const ParamSet& base, const SweepOptions& o, const std::vector<GridPoint>& pts) {
+nlohmann::json campaign_document(const sim::ParamSet& base, const SweepOptions& o, const std::vector<GridPoint>& pts) {
   nlohmann::json axes = nlohmann::json::array();
   for (const auto& a : o.grid) axes.push_back({{"key", a.key}, {"values", a.values}});
   nlohmann::json points = nlohmann::json::array();
@@ -198,7 +198,7 @@ void check_figures(const SweepPoint& p, const std::string& src) {
 
 // The point file's "config" against the campaign's config of that point: every key when the
 // file has the campaign's base config, else (a mixed campaign, which the merge names) the swept keys.
-void check_point_config(const nlohmann::json& j, const ParamSet& expected, const std::vector<std::string>& swept,
+void check_point_config(const nlohmann::json& j, const sim::ParamSet& expected, const std::vector<std::string>& swept,
                         bool same_base, const std::string& src) {
   if (!j.contains("config") || !j["config"].is_object()) throw Error(fmt::format("{}: no \"config\" object", src));
   const auto have = j["config"].get<std::map<std::string, std::string>>();
@@ -225,7 +225,7 @@ void check_point_config(const nlohmann::json& j, const ParamSet& expected, const
 
 // prompt_tokens: the campaign's (campaign.json "prompt_tokens"): a point of a campaign that
 // times a prompt holds ttft_ms and prefill_tok_s, a point of one that does not holds neither.
-PointFile read_point(const fs::path& dir, const GridPoint& g, const ParamSet& expected,
+PointFile read_point(const fs::path& dir, const GridPoint& g, const sim::ParamSet& expected,
                      const std::vector<std::string>& swept, const std::string& campaign_hash, int prompt_tokens) {
   PointFile r;
   const fs::path file = dir / g.file;
@@ -278,7 +278,7 @@ PointFile read_point(const fs::path& dir, const GridPoint& g, const ParamSet& ex
   return r;
 }
 
-void write_point(const fs::path& dir, const GridPoint& g, const ParamSet& config, const std::string& base_hash,
+void write_point(const fs::path& dir, const GridPoint& g, const sim::ParamSet& config, const std::string& base_hash,
                  const Shard& shard, const std::string& base_check, const SweepPoint* result, const std::string& error) {
   nlohmann::json point = nlohmann::json::object();
   nlohmann::json j{{"schema", kPointSchema},
@@ -405,7 +405,7 @@ struct PointRunner {
   std::string run(int i) const {
     const GridPoint& g = pts[size_t(i)];
     try {
-      const ParamSet config = configs[size_t(i)];
+      const sim::ParamSet config = configs[size_t(i)];
       const SweepPoint p = measure_sweep_point(config, options);
       write_point(dir, g, config, base_hash, shard, base_check, &p, "");
       return "";
@@ -489,8 +489,8 @@ struct CampaignGrid {
 };
 
 // The base config of a campaign: the defaults with campaign.json's "base_config" set.
-ParamSet base_of(const nlohmann::json& flat) {
-  ParamSet p = board_params();
+sim::ParamSet base_of(const nlohmann::json& flat) {
+  sim::ParamSet p = sim::board_params();
   for (const auto& [k, v] : flat.items()) p.set(k + "=" + v.get<std::string>(), "base_config");
   return p;
 }
@@ -539,7 +539,7 @@ CampaignGrid read_campaign_file(const fs::path& file, MergeResult& m) {
     m.commit = doc.at("git_commit").get<std::string>();
     std::vector<GridPoint> listed;
     for (const auto& p : doc.at("points")) listed.push_back(grid_point_of(p, m.result.keys));
-    const ParamSet base = base_of(doc.at("base_config"));
+    const sim::ParamSet base = base_of(doc.at("base_config"));
     if (config_hash(base) != m.base_config_hash)
       throw Error(fmt::format("base_config_hash {} is not the hash {} of its base_config", m.base_config_hash,
                               config_hash(base)));
@@ -619,7 +619,7 @@ std::optional<Shard> shard_from_slurm(const std::function<const char*(const char
   return Shard{task - min, *count};
 }
 
-std::string point_key(const std::vector<std::string>& keys, const ParamSet& point) {
+std::string point_key(const std::vector<std::string>& keys, const sim::ParamSet& point) {
   std::vector<std::string> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
   std::string k;
@@ -638,7 +638,7 @@ uint64_t point_hash(const std::string& key) {
 
 int shard_of(const std::string& key, int count) { return int(point_hash(key) % uint64_t(count)); }
 
-ShardReport run_shard(const ParamSet& base, const SweepOptions& o, const CampaignOptions& c,
+ShardReport run_shard(const sim::ParamSet& base, const SweepOptions& o, const CampaignOptions& c,
                       const std::function<void(const std::string&)>& status) {
   check_sweep_options(o);
   if (c.dir.empty()) throw Error("campaign: no directory given (a campaign needs one)");
@@ -735,4 +735,4 @@ nlohmann::json merge_json(const MergeResult& m) {
   return j;
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

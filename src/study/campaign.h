@@ -23,7 +23,7 @@
 #include "sim/params.h"
 #include "study/sweep.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 struct Shard {
   int index = 0;  // K, 0 <= K < count
@@ -40,7 +40,7 @@ Shard parse_shard(const std::string& text, const std::string& origin = "shard");
 std::optional<Shard> shard_from_slurm(const std::function<const char*(const char*)>& env);
 
 // The canonical key of a point over the swept keys, its 64-bit hash and its shard.
-std::string point_key(const std::vector<std::string>& keys, const ParamSet& point);
+std::string point_key(const std::vector<std::string>& keys, const sim::ParamSet& point);
 uint64_t point_hash(const std::string& key);
 int shard_of(const std::string& key, int count);
 
@@ -73,7 +73,7 @@ struct ShardReport {
 // another campaign (other axes, tokens or context; another base config unless
 // allow_mixed), or holding results of this shard's points without `resume` (those two as
 // CampaignRefused).
-ShardReport run_shard(const ParamSet& base, const SweepOptions& options, const CampaignOptions& campaign,
+ShardReport run_shard(const sim::ParamSet& base, const SweepOptions& options, const CampaignOptions& campaign,
                       const std::function<void(const std::string&)>& status = {});
 
 struct MissingPoint {
@@ -103,4 +103,4 @@ std::string merge_csv(const MergeResult& m);
 // bitsim.sweep/1 with a "campaign" object (complete, partial, completed, total, missing).
 nlohmann::json merge_json(const MergeResult& m);
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

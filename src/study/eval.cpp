@@ -16,7 +16,7 @@
 
 #include "golden/board_reference.h"
 #include "golden/float_reference.h"
-#include "hw/fast_kernels.h"
+#include "hw/fast/fast_kernels.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "model/attention_stream.h"
@@ -31,7 +31,7 @@
 #include "sim/startup.h"
 #include "sim/board_run.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 namespace {
 
@@ -246,7 +246,7 @@ class Scorer {
     double nll = 0, kl_f = 0, kl_ft = 0;
     int64_t top1_f = 0, top1_ft = 0, n = 0;
   };
-  Scorer(const model::TernaryModel& m, const golden::KvScales& scales, const std::vector<Window>& windows,
+  Scorer(const model::TernaryModel& m, const model::KvScales& scales, const std::vector<Window>& windows,
          int window, int threads)
       : m_(m), scales_(scales), windows_(windows), window_(window), buckets_(eval_buckets(window)),
         threads_(threads), head8_(make_int8_head(m)),
@@ -412,7 +412,7 @@ class Scorer {
     const Window& win = windows_[w];
     std::vector<float> hidden(size_t(m_.config.hidden_size));
     const int last = m_.config.num_layers - 1;
-    const golden::Probe probe = [&](const golden::StepProbe& sp) {
+    const model::Probe probe = [&](const model::StepProbe& sp) {
       if (sp.layer == last && sp.data && std::strcmp(sp.step, "residual") == 0)
         std::copy(sp.data, sp.data + sp.n, hidden.begin());
     };
@@ -424,13 +424,13 @@ class Scorer {
   }
 
   const model::TernaryModel& m_;
-  const golden::KvScales& scales_;
+  const model::KvScales& scales_;
   const std::vector<Window>& windows_;
   const int window_;
   const std::vector<std::pair<int, int>> buckets_;
   int threads_;
   const Int8Head head8_;
-  const FastMatvec fast_;
+  const sim::FastMatvec fast_;
   const size_t vocab_;
   std::vector<int> jobs_;  // the jobs after the float one that run at this window
   std::vector<Refs> refs_;  // per thread
@@ -464,17 +464,17 @@ std::string row_of(const hw::AttentionUnitConfig& a) {
 // The first positions of window 0 through the simulated board with the request's config,
 // compared with the golden reference of that config's arithmetic (the row row_of names):
 // the board's, or a variant's when the config selects one.
-EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m, const golden::KvScales& scales,
+EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m, const model::KvScales& scales,
                            const Window& first, int threads) {
   const std::vector<int> toks(first.input.begin(), first.input.begin() + req.board_positions);
-  const SimConfig cfg = make_sim_config(req.params);
+  const sim::SimConfig cfg = sim::make_sim_config(req.params);
   const hw::AttentionUnitConfig& a = cfg.board.attention;
   golden::BoardReferenceOptions ro{false, threads, a.kind(), a.kv(), a.kv_outlier_channels};
   ro.tip = a.tip;
   golden::BoardReference ref(m, scales, ro);
-  SimulateOptions so;
+  sim::SimulateOptions so;
   so.threads = threads;
-  const auto outcomes = simulate_tokens(cfg, m, scales, toks, so);
+  const auto outcomes = sim::simulate_tokens(cfg, m, scales, toks, so);
   EvalBoardCheck check;
   check.positions = req.board_positions;
   check.arithmetic = row_of(a);
@@ -492,7 +492,7 @@ EvalBoardCheck board_check(const EvalRequest& req, const model::TernaryModel& m,
 
 // The board rows' logits against FloatReference (ternary lm_head, as the board's) over the
 // first `n` positions of window 0.
-std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const golden::KvScales& scales,
+std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const model::KvScales& scales,
                                              const Window& first, int n) {
   golden::FloatReference fl(m, golden::FloatReferenceOptions{true});
   std::vector<std::vector<float>> ref;
@@ -514,7 +514,7 @@ std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const
        {.attention_variant = model::AttentionVariant::OnlineSoftmax, .kv_format = model::KvFormat::Int4,
         .kv_outlier_channels = 8}},
   };
-  const FastMatvec fast(m, /*with_lm_head=*/true, 2);
+  const sim::FastMatvec fast(m, /*with_lm_head=*/true, 2);
   std::vector<EvalLogitCompare> out;
   for (const Row& r : rows) {
     golden::BoardReference bd(m, scales, r.o);
@@ -550,16 +550,16 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   EvalResult res;
   const int threads = std::max(1, req.threads);
   Prepared pre = prepare(req, res);
-  if (req.board_positions > 0) (void)make_sim_config(req.params);  // a bad config is refused before the work
+  if (req.board_positions > 0) (void)sim::make_sim_config(req.params);  // a bad config is refused before the work
 
   status(fmt::format("loading {} ...", res.model));
   auto t0 = Clock::now();
-  const std::unique_ptr<CacheStore> store = CacheStore::open(req.cache, req.cache_warning);
-  const std::string identity = store ? model_identity(*pre.source, store.get()) : std::string();
-  const model::TernaryModel m = load_model(*pre.source, identity, threads, store.get());
+  const std::unique_ptr<sim::CacheStore> store = sim::CacheStore::open(req.cache, req.cache_warning);
+  const std::string identity = store ? sim::model_identity(*pre.source, store.get()) : std::string();
+  const model::TernaryModel m = sim::load_model(*pre.source, identity, threads, store.get());
   pre.source.reset();
-  const golden::KvScales scales =
-      load_kv_scales(m, identity, golden::calibration_tokens(*pre.tokenizer, pre.config.bos_token_id), threads,
+  const model::KvScales scales =
+      sim::load_kv_scales(m, identity, golden::calibration_tokens(*pre.tokenizer, pre.config.bos_token_id), threads,
                      store.get());
   res.load_s = seconds_since(t0);
 
@@ -678,4 +678,4 @@ nlohmann::json eval_json(const EvalResult& r) {
   return j;
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

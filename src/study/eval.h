@@ -49,7 +49,7 @@
 #include "sim/params.h"
 #include "study/record.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 struct EvalRequest {
   std::string model;                                // a checkpoint folder or synthetic:SHAPE[:SEED]
@@ -61,9 +61,9 @@ struct EvalRequest {
                                                     // over the first N positions (0: no comparison)
   int window = 0;                                   // positions per window; 0: min(512, max_position_embeddings)
   int threads = 2;                                  // host threads (results do not depend on it)
-  ParamSet params = board_params();                 // board config of the board check
-  CacheSettings cache;                              // the start-up cache (off by default here)
-  CacheWarn cache_warning;                          // where its warnings go
+  sim::ParamSet params = sim::board_params();                 // board config of the board check
+  sim::CacheSettings cache;                              // the start-up cache (off by default here)
+  sim::CacheWarn cache_warning;                          // where its warnings go
 };
 
 // One context bucket of a row: the positions from..to (1-based, in the window).
@@ -140,4 +140,4 @@ const Fields<EvalLogitCompare>& eval_compare_fields();
 // The bitsim.eval/2 document (docs/json-schemas.md).
 nlohmann::json eval_json(const EvalResult& result);
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

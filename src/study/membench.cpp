@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "base/stop_signal.h"
-#include "hw/ddr3_timing.h"
+#include "hw/memory/ddr3_timing.h"
 
 namespace bitsim::study {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "hw/ddr3_config.h"
-#include "hw/hp_port.h"
+#include "hw/memory/ddr3_config.h"
+#include "hw/interconnect/hp_port.h"
 
 namespace bitsim::study {
 

@@ -13,19 +13,19 @@
 #include "host/mmio_program.h"
 #include "base/error.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 std::string hash_hex(const std::string& text) {
   return fmt::format("{:016x}", host::fnv1a64(text.data(), text.size()));
 }
 
-std::string canonical_config(const ParamSet& p) {
+std::string canonical_config(const sim::ParamSet& p) {
   std::string out;
   for (const auto& [key, value] : p.flat()) out += key + "=" + value + "\n";  // std::map: sorted by key
   return out;
 }
 
-std::string config_hash(const ParamSet& p) { return hash_hex(canonical_config(p)); }
+std::string config_hash(const sim::ParamSet& p) { return hash_hex(canonical_config(p)); }
 
 std::string model_hash(const model::ModelConfig& c) {
   return hash_hex(fmt::format("hidden_size={}\nintermediate_size={}\nnum_layers={}\nnum_heads={}\nnum_kv_heads={}\n"
@@ -63,7 +63,7 @@ PointMeter::PointMeter() : t0_(std::chrono::steady_clock::now()) {
   }
 }
 
-Provenance PointMeter::finish(const ParamSet& point, const std::string& fidelity, const model::ModelConfig& model) const {
+Provenance PointMeter::finish(const sim::ParamSet& point, const std::string& fidelity, const model::ModelConfig& model) const {
   Provenance p;
   p.version = kVersion;
   p.commit = kGitCommit;
@@ -111,4 +111,4 @@ Provenance provenance_from_json(const nlohmann::json& j, const std::string& sour
   return p;
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

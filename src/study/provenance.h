@@ -15,7 +15,7 @@
 #include "sim/params.h"
 #include "study/record.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 struct Provenance {
   std::string version;       // bitsim version (src/version.h.in)
@@ -32,8 +32,8 @@ struct Provenance {
 std::string hash_hex(const std::string& text);
 // The canonical text of a config: "key=value\n" for every key, sorted by key, values as
 // ParamSet::to_string prints them (so "125" and "125.0" are the same config).
-std::string canonical_config(const ParamSet& p);
-std::string config_hash(const ParamSet& p);
+std::string canonical_config(const sim::ParamSet& p);
+std::string config_hash(const sim::ParamSet& p);
 // Hash of a model's shape (every ModelConfig field); sweeps simulate the bitnet-large shape.
 std::string model_hash(const model::ModelConfig& c);
 std::string host_name();
@@ -46,7 +46,7 @@ class PointMeter {
  public:
   PointMeter();
   // The provenance of the point measured since construction.
-  Provenance finish(const ParamSet& point, const std::string& fidelity, const model::ModelConfig& model) const;
+  Provenance finish(const sim::ParamSet& point, const std::string& fidelity, const model::ModelConfig& model) const;
 
  private:
   std::chrono::steady_clock::time_point t0_;
@@ -63,4 +63,4 @@ nlohmann::json provenance_json(const Provenance& p);
 Provenance provenance_from_json(const nlohmann::json& j, const std::string& source);
 
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

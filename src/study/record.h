@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 template <typename R>
 struct Field {
@@ -172,4 +172,4 @@ std::string record_csv_row(const R& r, const Fields<R>& fields) {
   return out;
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

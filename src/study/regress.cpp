@@ -21,7 +21,7 @@
 #include "study/calibrate.h"
 #include "study/sweep.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 namespace {
 
@@ -59,24 +59,24 @@ void add_transfers(std::vector<RegressFigure>& out, const std::vector<host::Tran
   out.push_back({"transfers digest", hex(transfers_digest(transfers))});
 }
 
-ParamSet scenario_params(const RegressScenario& s, const ParamSet& base) {
-  ParamSet p = base;
+sim::ParamSet scenario_params(const RegressScenario& s, const sim::ParamSet& base) {
+  sim::ParamSet p = base;
   for (const auto& a : s.sets) p.set(a, fmt::format("scenario {}: set", s.name));
   return p;
 }
 
-BoardRunRequest run_request(const RegressScenario& s, const ParamSet& params) {
-  BoardRunRequest req{RunRequest{}, params};
+sim::BoardRunRequest run_request(const RegressScenario& s, const sim::ParamSet& params) {
+  sim::BoardRunRequest req{sim::RunRequest{}, params};
   req.run.model = s.model;
   req.run.prompt = s.prompt;
   req.run.tokens = s.tokens;
-  req.fidelity = fidelity_of(s.fidelity);
+  req.fidelity = sim::fidelity_of(s.fidelity);
   req.check = true;
   req.keep_transfers = true;
   return req;
 }
 
-SweepOptions sweep_options(const RegressScenario& s, const ParamSet& params) {
+SweepOptions sweep_options(const RegressScenario& s, const sim::ParamSet& params) {
   SweepOptions o;
   for (const auto& g : s.grid) o.grid.push_back(parse_axis(params, g, fmt::format("scenario {}: grid", s.name)));
   o.tokens = s.tokens;
@@ -86,12 +86,12 @@ SweepOptions sweep_options(const RegressScenario& s, const ParamSet& params) {
   return o;
 }
 
-std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const ParamSet& params) {
-  const BoardRunResult r = run_board(run_request(s, params));
+std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const sim::ParamSet& params) {
+  const sim::BoardRunResult r = sim::run_board(run_request(s, params));
   std::vector<RegressFigure> out;
   out.push_back({"prompt_tokens", r.prompt_tokens});
   std::string ids;
-  for (const TokenRecord& t : r.tokens) {
+  for (const sim::TokenRecord& t : r.tokens) {
     const std::string prefix = fmt::format("token {}", t.index);
     out.push_back({prefix + " id", t.token_id});
     add_timing(out, prefix, t.timing);
@@ -105,16 +105,16 @@ std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const Para
   return out;
 }
 
-std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const ParamSet& params) {
+std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const sim::ParamSet& params) {
   std::vector<host::TransferRecord> transfers;
-  const std::vector<TokenOutcome> toks = timing_tokens(params, s.context, s.tokens, &transfers);
+  const std::vector<sim::TokenOutcome> toks = timing_tokens(params, s.context, s.tokens, &transfers);
   std::vector<RegressFigure> out;
   for (size_t i = 0; i < toks.size(); ++i) add_timing(out, fmt::format("T={}", s.context + int(i)), toks[i].timing);
   add_transfers(out, transfers);
   return out;
 }
 
-std::vector<RegressFigure> run_scenario_sweep(const RegressScenario& s, const ParamSet& params) {
+std::vector<RegressFigure> run_scenario_sweep(const RegressScenario& s, const sim::ParamSet& params) {
   const SweepResult r = run_sweep(params, sweep_options(s, params));
   std::vector<RegressFigure> out;
   for (const SweepPoint& p : r.points) {
@@ -133,7 +133,7 @@ std::vector<RegressFigure> run_scenario_sweep(const RegressScenario& s, const Pa
   return out;
 }
 
-std::vector<RegressFigure> run_scenario_validate(const ParamSet& params) {
+std::vector<RegressFigure> run_scenario_validate(const sim::ParamSet& params) {
   std::vector<RegressFigure> out;
   for (const ValidationRow& r : validate(params, true))
     out.push_back({fmt::format("{} T={} {} ({})", r.scenario, r.context, r.figure, r.profile), real_text(r.simulated)});
@@ -145,7 +145,7 @@ std::vector<RegressFigure> run_scenario_validate(const ParamSet& params) {
 // A fidelity a run scenario can name: cycle or fast (timing-only computes no logits).
 bool is_run_fidelity(const std::string& name) {
   try {
-    return fidelity_of(name) != Fidelity::kTimingOnly;
+    return sim::fidelity_of(name) != sim::Fidelity::kTimingOnly;
   } catch (const Error&) {
     return false;
   }
@@ -284,9 +284,9 @@ std::string default_regress_suite_path() {
   return std::filesystem::exists(p, ec) ? p.string() : std::string();
 }
 
-RegressSuite load_regress_suite(const std::filesystem::path& file) { return load_regress_suite(file, board_params()); }
+RegressSuite load_regress_suite(const std::filesystem::path& file) { return load_regress_suite(file, sim::board_params()); }
 
-void check_regress_scenario(const RegressScenario& s, const ParamSet& base) {
+void check_regress_scenario(const RegressScenario& s, const sim::ParamSet& base) {
   // The field a check is about, for the error's FILE:LINE (the scenario's own line otherwise).
   std::string field;
   auto at = [&](const std::string& f) {
@@ -295,12 +295,12 @@ void check_regress_scenario(const RegressScenario& s, const ParamSet& base) {
   };
   try {
     field = "set";
-    const ParamSet params = scenario_params(s, base);
+    const sim::ParamSet params = scenario_params(s, base);
     field = "";
-    (void)make_sim_config(params);
+    (void)sim::make_sim_config(params);
     if (s.kind == "run") {
       field = "model";
-      check_board_run(run_request(s, params));
+      sim::check_board_run(run_request(s, params));
     } else if (s.kind == "sweep") {
       field = "grid";
       const SweepOptions o = sweep_options(s, params);
@@ -320,7 +320,7 @@ void check_regress_scenario(const RegressScenario& s, const ParamSet& base) {
   }
 }
 
-RegressSuite load_regress_suite(const std::filesystem::path& file, const ParamSet& base) {
+RegressSuite load_regress_suite(const std::filesystem::path& file, const sim::ParamSet& base) {
   const std::string text = io::read_file(file, "suite file", io::kMaxSmallFileBytes);
   toml::table root;
   try {
@@ -357,8 +357,8 @@ RegressSuite load_regress_suite(const std::filesystem::path& file, const ParamSe
   return suite;
 }
 
-std::vector<RegressFigure> run_regress_scenario(const RegressScenario& s, const ParamSet& base) {
-  const ParamSet params = scenario_params(s, base);
+std::vector<RegressFigure> run_regress_scenario(const RegressScenario& s, const sim::ParamSet& base) {
+  const sim::ParamSet params = scenario_params(s, base);
   if (s.kind == "run") return run_scenario_run(s, params);
   if (s.kind == "timing") return run_scenario_timing(s, params);
   if (s.kind == "sweep") return run_scenario_sweep(s, params);
@@ -472,4 +472,4 @@ std::string regress_junit_xml(const std::vector<RegressOutcome>& outcomes, doubl
   return x.str();
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -15,7 +15,7 @@
 
 #include "sim/params.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 // One exact figure: an integer or a text (reals are written as text with 17 digits so
 // that the comparison is exact and the baseline reads back bit for bit).
@@ -52,14 +52,14 @@ std::string default_regress_suite_path();
 // `set` keys and values, its `grid` axes, its model, tokenizer and prompt against the KV
 // capacity, the board config): a bitsim::Error names FILE:LINE, the scenario and the field.
 RegressSuite load_regress_suite(const std::filesystem::path& file);
-RegressSuite load_regress_suite(const std::filesystem::path& file, const ParamSet& base);
+RegressSuite load_regress_suite(const std::filesystem::path& file, const sim::ParamSet& base);
 // One scenario's check (as load_regress_suite does for each); the error begins with the
 // field's FILE:LINE when the scenario came from a file.
-void check_regress_scenario(const RegressScenario& s, const ParamSet& base);
+void check_regress_scenario(const RegressScenario& s, const sim::ParamSet& base);
 
 // Runs one scenario on `base` (the board config after --config / --set) and returns its
 // figures in a fixed order.
-std::vector<RegressFigure> run_regress_scenario(const RegressScenario& s, const ParamSet& base);
+std::vector<RegressFigure> run_regress_scenario(const RegressScenario& s, const sim::ParamSet& base);
 
 // A figure whose value differs, or that exists on one side only (then `before` or `after`
 // is "(none)").
@@ -94,4 +94,4 @@ const char* regress_status_name(RegressOutcome::Status s);
 // moved, missing-baseline or failed scenario).
 std::string regress_junit_xml(const std::vector<RegressOutcome>& outcomes, double wall_s);
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

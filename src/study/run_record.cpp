@@ -4,10 +4,10 @@
 
 #include "study/calibrate.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
-const Fields<TokenRecord>& run_token_fields() {
-  using T = TokenRecord;
+const Fields<sim::TokenRecord>& run_token_fields() {
+  using T = sim::TokenRecord;
   static const Fields<T> fields{
       {"index", &T::index},           {"context", &T::context},         {"token_id", &T::token_id},
       {"text", &T::text},             {"generated", &T::generated},     {"matmul_ms", &T::matmul_ms},
@@ -19,7 +19,7 @@ const Fields<TokenRecord>& run_token_fields() {
   return fields;
 }
 
-RunSummary run_summary(const BoardRunResult& r) {
+RunSummary run_summary(const sim::BoardRunResult& r) {
   RunSummary s;
   std::vector<double> totals;
   int equal = 0;
@@ -42,7 +42,7 @@ RunSummary run_summary(const BoardRunResult& r) {
   s.model_cached = r.model_cached;
   s.scales_cached = r.scales_cached;
   s.sim_tok_per_wall_s = r.wall_s > 0 ? double(r.tokens.size()) / r.wall_s : 0.0;
-  const FixedCostShare fixed = fixed_cost_share(r);
+  const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
   s.driver_calls_per_token = fixed.calls_per_token;
   s.fixed_call_ms_per_token = fixed.fixed_ms_per_token;
   s.fixed_cost_share = fixed.share;
@@ -91,7 +91,7 @@ const Fields<RunSummary>& run_summary_fields() {
   return fields;
 }
 
-TimingCacheSummary timing_cache_summary(const BoardRunResult& r) {
+TimingCacheSummary timing_cache_summary(const sim::BoardRunResult& r) {
   return {.batches = r.fast.batches, .hits = r.fast.cache_hits, .clocked_runs = r.fast.oracle_runs,
           .clocked_cycles = r.fast.oracle_cycles, .clocked_wall_s = r.fast.oracle_wall_s,
           .shapes_from_startup_cache = r.timing_entries_cached};
@@ -156,14 +156,14 @@ nlohmann::json attention_resources_json(const hw::AttentionResources& a) {
   return j;
 }
 
-nlohmann::json run_summary_json(const BoardRunResult& r) {
+nlohmann::json run_summary_json(const sim::BoardRunResult& r) {
   nlohmann::json summary = record_json(run_summary(r), run_summary_fields());
   if (!r.mismatch.empty()) summary["mismatch"] = r.mismatch;
   if (r.stopped_at_capacity) summary["stopped_at_capacity"] = true;
-  if (r.fidelity != Fidelity::kCycle) summary["timing_cache"] = record_json(timing_cache_summary(r), timing_cache_fields());
+  if (r.fidelity != sim::Fidelity::kCycle) summary["timing_cache"] = record_json(timing_cache_summary(r), timing_cache_fields());
   if (r.walker) summary["walker_resources"] = walker_resources_json(*r.walker);
   summary["attention_resources"] = attention_resources_json(r.attention);
   return summary;
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

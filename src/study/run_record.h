@@ -12,9 +12,9 @@
 #include "sim/board_run.h"
 #include "study/record.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
-const Fields<TokenRecord>& run_token_fields();
+const Fields<sim::TokenRecord>& run_token_fields();
 
 // The summary's figures over the run's tokens (the nested objects, the mismatch and the
 // capacity stop are written beside them).
@@ -39,7 +39,7 @@ struct RunSummary {
   std::string prefill_fit;                // "fits", or "DOES NOT FIT (BRAM36 142 > 140)" (model)
 };
 
-RunSummary run_summary(const BoardRunResult& r);
+RunSummary run_summary(const sim::BoardRunResult& r);
 const Fields<RunSummary>& run_summary_fields();
 
 // The fast fidelity's batch timings over the run ("timing_cache"; fast and timing-only).
@@ -49,7 +49,7 @@ struct TimingCacheSummary {
   double clocked_wall_s = 0;                      // this host's wall time in those runs
   uint64_t shapes_from_startup_cache = 0;         // batch shapes whose timing the start-up cache gave
 };
-TimingCacheSummary timing_cache_summary(const BoardRunResult& r);
+TimingCacheSummary timing_cache_summary(const sim::BoardRunResult& r);
 const Fields<TimingCacheSummary>& timing_cache_fields();
 
 // The layer walker's resources ("walker_resources"; host.walker = pl): per operator, and the
@@ -65,6 +65,6 @@ nlohmann::json attention_resources_json(const hw::AttentionResources& a);
 
 // The whole "summary" object of bitsim.run/1: the figures, the mismatch, the capacity stop
 // and the nested objects.
-nlohmann::json run_summary_json(const BoardRunResult& r);
+nlohmann::json run_summary_json(const sim::BoardRunResult& r);
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

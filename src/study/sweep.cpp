@@ -22,7 +22,7 @@
 #include "sim/board_run.h"
 #include "study/calibrate.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 namespace {
 
@@ -38,7 +38,7 @@ SweepPoint decode(const std::string& line) {
 
 }  // namespace
 
-SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::string& origin) {
+SweepAxis parse_axis(const sim::ParamSet& base, const std::string& spec, const std::string& origin) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 >= spec.size())
     throw Error(fmt::format("{} '{}': expected KEY=V1,V2,... (any config key, or clock_mhz)", origin, spec));
@@ -50,7 +50,7 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::s
     const size_t comma = spec.find(',', pos);
     const std::string v = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (v.empty()) throw Error(fmt::format("{} '{}': an empty value", origin, spec));
-    ParamSet probe = base;
+    sim::ParamSet probe = base;
     probe.set(a.key + "=" + v, origin);  // out of range or wrong type: an Error naming the key and range
     a.values.push_back(v);
     if (comma == std::string::npos) break;
@@ -59,7 +59,7 @@ SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::s
   return a;
 }
 
-std::string timing_closure(const ParamSet& p) {
+std::string timing_closure(const sim::ParamSet& p) {
   // BOARD.md: 142.86 MHz failed timing twice, inside the AXI DMA's 23-bit transfer-length
   // counter; 125 MHz passed. A wider counter is at least as hard to close, a narrower one
   // unknown; nothing is known between the two clocks.
@@ -70,7 +70,7 @@ std::string timing_closure(const ParamSet& p) {
   return "unknown";
 }
 
-SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
+SweepPoint measure_sweep_point(const sim::ParamSet& p, const SweepOptions& o) {
   const PointMeter meter;
   SweepPoint r;
   static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens);
@@ -78,9 +78,9 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
   r.timing = timing_closure(p);
   {
     // The estimate at the KV capacity of the bitnet-large shape, as `bitsim run` gives it.
-    const SimConfig cfg = make_sim_config(p);
+    const sim::SimConfig cfg = sim::make_sim_config(p);
     const model::ModelConfig mc = model::ModelConfig::bitnet_large();
-    r.fit = prefill_resources_of(cfg, mc, host::kv_context_limit(mc, cfg.memory)).verdict();
+    r.fit = sim::prefill_resources_of(cfg, mc, host::kv_context_limit(mc, cfg.memory)).verdict();
   }
   r.tpot_ms = r.total_ms;
   if (o.prompt_tokens > 0) {
@@ -89,7 +89,7 @@ SweepPoint measure_sweep_point(const ParamSet& p, const SweepOptions& o) {
     r.prefill_tok_s = pre.prefill_tok_s;
   }
   // measure_window simulates the bitnet-large shape, timing-only (study/calibrate.h).
-  r.prov = meter.finish(p, fidelity_name(Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
+  r.prov = meter.finish(p, sim::fidelity_name(sim::Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
   return r;
 }
 
@@ -121,13 +121,13 @@ SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& sou
   return p;
 }
 
-ParamSet SweepGrid::operator[](size_t i) const {
-  ParamSet p = base_;
+sim::ParamSet SweepGrid::operator[](size_t i) const {
+  sim::ParamSet p = base_;
   for (size_t k = 0; k < keys_.size(); ++k) p.set(keys_[k] + "=" + values_[i][k], "grid point");
   return p;
 }
 
-SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult& res) {
+SweepGrid sweep_configs(const sim::ParamSet& base, const SweepOptions& o, SweepResult& res) {
   res.keys.clear();
   for (const auto& a : o.grid) res.keys.push_back(a.key);
   std::vector<std::vector<std::string>> values{{}};
@@ -149,7 +149,7 @@ SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult
   std::vector<std::string> errors(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     try {
-      (void)make_sim_config(all[i]);  // every module accepts the point
+      (void)sim::make_sim_config(all[i]);  // every module accepts the point
     } catch (const Error& e) {
       errors[i] = e.what();
       if (errors[i].empty()) errors[i] = "refused";
@@ -182,12 +182,12 @@ SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& o, SweepResult
   return grid;
 }
 
-std::string check_sweep_base(const ParamSet& base, const std::string& model) {
-  BoardRunRequest req{RunRequest{}, base};
+std::string check_sweep_base(const sim::ParamSet& base, const std::string& model) {
+  sim::BoardRunRequest req{sim::RunRequest{}, base};
   req.run.model = model;
   req.run.prompt = "Sweep check";
   req.run.tokens = 2;
-  const BoardRunResult r = run_board(std::move(req));
+  const sim::BoardRunResult r = sim::run_board(std::move(req));
   if (!r.mismatch.empty()) throw Error("sweep: the base config's functional check failed: " + r.mismatch);
   return fmt::format("{} tokens of {} bit-identical to the golden reference", r.tokens.size(), model);
 }
@@ -348,7 +348,7 @@ void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& orig
                                 origin, grid[i].key, j + 1, i + 1));
 }
 
-SweepResult run_sweep(const ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
+SweepResult run_sweep(const sim::ParamSet& base, const SweepOptions& o, const std::function<void(int, int)>& progress,
                       const std::function<void(const std::string&)>& status) {
   check_sweep_options(o);
   const auto t0 = std::chrono::steady_clock::now();
@@ -414,4 +414,4 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
                         {"skipped", r.skipped},       {"points", pts}};
 }
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -16,7 +16,7 @@
 #include "study/calibrate.h"
 #include "study/provenance.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 
 struct SweepAxis {
   std::string key;                  // a config key ("clock.mhz"); `clock_mhz` is accepted for it
@@ -60,13 +60,13 @@ struct SweepResult {
 
 // "KEY=V1,V2,..." -> an axis (the key resolved and every value checked). Errors begin with
 // `origin`, where the axis came from.
-SweepAxis parse_axis(const ParamSet& base, const std::string& spec, const std::string& origin = "grid axis");
+SweepAxis parse_axis(const sim::ParamSet& base, const std::string& spec, const std::string& origin = "grid axis");
 // What is known about closing timing at this point's clock and DMA length width (BOARD.md).
-std::string timing_closure(const ParamSet& point);
+std::string timing_closure(const sim::ParamSet& point);
 
 // On SIGINT / SIGTERM (base/stop_signal.h) the workers are killed and reaped and the
 // result returned with stopped_by set: the points done so far, marked partial.
-SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
+SweepResult run_sweep(const sim::ParamSet& base, const SweepOptions& options,
                       const std::function<void(int done, int total)>& progress = {},
                       const std::function<void(const std::string&)>& status = {});
 
@@ -75,30 +75,30 @@ SweepResult run_sweep(const ParamSet& base, const SweepOptions& options,
 // 10,000 points holds 10,000 lists of values, not 10,000 configs.
 class SweepGrid {
  public:
-  SweepGrid(ParamSet base, std::vector<std::string> keys, std::vector<std::vector<std::string>> values)
+  SweepGrid(sim::ParamSet base, std::vector<std::string> keys, std::vector<std::vector<std::string>> values)
       : base_(std::move(base)), keys_(std::move(keys)), values_(std::move(values)) {}
   size_t size() const { return values_.size(); }
-  ParamSet operator[](size_t i) const;
+  sim::ParamSet operator[](size_t i) const;
   const std::vector<std::string>& values(size_t i) const { return values_[i]; }
 
  private:
-  ParamSet base_;
+  sim::ParamSet base_;
   std::vector<std::string> keys_;
   std::vector<std::vector<std::string>> values_;
 };
 // The grid with every point's config checked; `res` gets the keys and the points (values only).
 // Points whose combination of values is refused are left out and named in res.skipped when
 // each of their values runs in another point; a value no point accepts is the point's Error.
-SweepGrid sweep_configs(const ParamSet& base, const SweepOptions& options, SweepResult& res);
+SweepGrid sweep_configs(const sim::ParamSet& base, const SweepOptions& options, SweepResult& res);
 // Checks the options (grid, tokens, context, jobs): a bitsim::Error naming the one at fault.
 void check_sweep_options(const SweepOptions& options);
 // Refuses two axes over one key (their error begins with `origin`).
 void check_grid_axes(const std::vector<SweepAxis>& grid, const std::string& origin = "sweep grid");
 // One functional run of the base config on `model`, logits checked against the golden
 // reference; what it found (a bitsim::Error on a mismatch).
-std::string check_sweep_base(const ParamSet& base, const std::string& model);
+std::string check_sweep_base(const sim::ParamSet& base, const std::string& model);
 // One point, timing-only, with its provenance (this process's wall time and peak memory).
-SweepPoint measure_sweep_point(const ParamSet& point, const SweepOptions& options);
+SweepPoint measure_sweep_point(const sim::ParamSet& point, const SweepOptions& options);
 // A point's figures (JSON keys and CSV columns, in CSV order, with their formats; the
 // provenance follows them as its own record).
 const Fields<SweepPoint>& sweep_point_fields();
@@ -110,4 +110,4 @@ SweepPoint sweep_point_from_json(const nlohmann::json& j, const std::string& sou
 std::string sweep_csv(const SweepResult& r);
 nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o);
 
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

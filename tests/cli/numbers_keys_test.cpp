@@ -315,7 +315,7 @@ TEST(Keys, AKeySetTwiceInAProgramASuiteOrAJsonFileIsAnErrorNamingIt) {
   write(f.path / "b.json", "{\"schema\": \"bitsim.regress-baseline/1\", \"scenario\": \"x\", \"figures\": [], "
                            "\"figures\": [[\"a\", 1]]}");
   try {
-    (void)sim::read_regress_baseline(f.path / "b.json");
+    (void)study::read_regress_baseline(f.path / "b.json");
     ADD_FAILURE() << "a baseline with \"figures\" twice was read";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the key \"figures\" appears twice"), std::string::npos) << e.what();

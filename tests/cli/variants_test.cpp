@@ -329,7 +329,7 @@ TEST(Variants, LegacyAttentionWithTheOnlineUnitIsRefusedNamingTheOption) {
       << r.err;
 }
 
-// The attention unit's resource estimate (hw/attention_resources.h) in the run's summary,
+// The attention unit's resource estimate (hw/circuits/attention_resources.h) in the run's summary,
 // for the unit the config builds.
 TEST(Variants, RunSummaryCarriesTheAttentionUnitsResources) {
   const auto board = run_json("--model synthetic:tiny --tokens 1");

@@ -11,7 +11,7 @@
 
 #include "fuzz_common.h"
 #include "golden/board_reference.h"
-#include "hw/fast_kernels.h"
+#include "hw/fast/fast_kernels.h"
 #include "model/attention_stream.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -32,21 +32,21 @@ struct CampaignDir {
     dir = base / ("bitsim-fuzz-" + std::to_string(::getpid()) + "-campaign");
     std::filesystem::remove_all(dir);
     const sim::ParamSet params = sim::load_board_params("");
-    sim::SweepOptions o;
-    o.grid.push_back(sim::parse_axis(params, "clock.mhz=100,125"));
+    study::SweepOptions o;
+    o.grid.push_back(study::parse_axis(params, "clock.mhz=100,125"));
     o.tokens = 1;
     o.context = 1;
     o.check_model.clear();
-    sim::CampaignOptions c;
+    study::CampaignOptions c;
     c.dir = dir.string();
-    const sim::ShardReport r = sim::run_shard(params, o, c);
+    const study::ShardReport r = study::run_shard(params, o, c);
     if (r.ran != 2 || !r.failed.empty()) fail("the campaign of the fuzz target did not run its 2 points");
-    const sim::MergeResult m = sim::merge_campaign(dir.string());
+    const study::MergeResult m = study::merge_campaign(dir.string());
     if (!m.complete() || m.total != 2) fail("the campaign of the fuzz target is not complete");
     points = m.total;
     sim::ParamSet first = params;
     first.set("clock.mhz=100");
-    point_file = dir / "points" / (fmt::format("{:016x}", sim::point_hash(sim::point_key({"clock.mhz"}, first))) + ".json");
+    point_file = dir / "points" / (fmt::format("{:016x}", study::point_hash(study::point_key({"clock.mhz"}, first))) + ".json");
     if (!std::filesystem::is_regular_file(point_file)) fail("the first point's result file is not where expected");
   }
   ~CampaignDir() {
@@ -65,12 +65,12 @@ inline const CampaignDir& campaign_dir() {
 // adds up (completed and missing points are the campaign's points) and prints.
 inline void merge_and_check(const std::filesystem::path& dir) {
   expect_only_bitsim_errors([&] {
-    const sim::MergeResult m = sim::merge_campaign(dir.string());
+    const study::MergeResult m = study::merge_campaign(dir.string());
     if (m.total < 0 || m.result.points.size() + m.missing.size() != size_t(m.total))
       fail("completed + missing points != the campaign's points");
     if (m.complete() != m.missing.empty()) fail("complete() disagrees with the missing points");
-    (void)sim::merge_csv(m);
-    (void)sim::merge_json(m).dump();
+    (void)study::merge_csv(m);
+    (void)study::merge_json(m).dump();
   });
 }
 

@@ -10,7 +10,7 @@
 
 #include "fuzz_common.h"
 #include "golden/board_reference.h"
-#include "hw/fast_kernels.h"
+#include "hw/fast/fast_kernels.h"
 #include "model/packed_image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

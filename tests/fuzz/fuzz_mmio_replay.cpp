@@ -17,7 +17,7 @@
 #include "fuzz_common.h"
 #include "host/mmio_program.h"
 #include "hw/board.h"
-#include "hw/dma_registers.h"
+#include "hw/interconnect/dma_registers.h"
 #include "sim/replay.h"
 #include "support/mmio_programs.h"
 
@@ -41,8 +41,8 @@ uint32_t pick_value(FuzzedDataProvider& in) {
 
 uint64_t pick_register(FuzzedDataProvider& in) {
   const int where = in.ConsumeIntegralInRange<int>(0, 9);
-  if (where < 8) return bitsim::hw::board_map::kDmaBase[where / 2] + 4u * in.ConsumeIntegralInRange<uint32_t>(0, 0x17);
-  return (where == 8 ? bitsim::hw::board_map::kMatmulRegs : bitsim::hw::board_map::kAttentionRegs) +
+  if (where < 8) return bitsim::hw::EngineRegistry::board().dma_base(where / 2) + 4u * in.ConsumeIntegralInRange<uint32_t>(0, 0x17);
+  return (where == 8 ? bitsim::hw::EngineRegistry::board()[0].regs : bitsim::hw::EngineRegistry::board()[1].regs) +
          4u * in.ConsumeIntegralInRange<uint32_t>(0, 0xF);
 }
 

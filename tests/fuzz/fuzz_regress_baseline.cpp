@@ -11,10 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static bitsim::fuzz::ScratchFile again("baseline-again.json");
   const auto& path = scratch.write(data, size);
   bitsim::fuzz::expect_only_bitsim_errors([&] {
-    const auto figures = bitsim::sim::read_regress_baseline(path);
-    const std::string text = bitsim::sim::regress_baseline_text("fuzz", figures);
+    const auto figures = bitsim::study::read_regress_baseline(path);
+    const std::string text = bitsim::study::regress_baseline_text("fuzz", figures);
     const auto& back_path = again.write(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-    if (bitsim::sim::read_regress_baseline(back_path) != figures)
+    if (bitsim::study::read_regress_baseline(back_path) != figures)
       bitsim::fuzz::fail("a baseline written back reads as other figures");
   });
   return 0;

@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static bitsim::fuzz::ScratchFile scratch("regress.toml");
   const auto& path = scratch.write(data, size);
   bitsim::fuzz::expect_only_bitsim_errors([&] {
-    const bitsim::sim::RegressSuite suite = bitsim::sim::load_regress_suite(path);
+    const bitsim::study::RegressSuite suite = bitsim::study::load_regress_suite(path);
     if (suite.scenarios.empty()) bitsim::fuzz::fail("a suite without scenarios loaded");
     std::set<std::string> names;
     for (const auto& s : suite.scenarios) {

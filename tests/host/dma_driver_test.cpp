@@ -17,9 +17,9 @@
 #include "host/ps.h"
 #include "host/mmio_program.h"
 #include "hw/board.h"
-#include "hw/fast_board.h"
-#include "hw/sim_context.h"
-#include "hw/sc_kernel.h"
+#include "hw/fast/fast_board.h"
+#include "hw/parts/sim_context.h"
+#include "hw/parts/sc_kernel.h"
 #include "model/attention_stream.h"
 #include "base/error.h"
 #include "model/packed_image.h"
@@ -32,7 +32,7 @@ namespace {
 namespace R = hw::dma_reg;
 using Kind = MmioOp::Kind;
 
-uint64_t dma(int d) { return hw::board_map::kDmaBase[d]; }
+uint64_t dma(int d) { return hw::EngineRegistry::board().dma_base(d); }
 
 // A board, a memory map for a model of `heads` heads, and the driver on a recording platform.
 struct Rig {

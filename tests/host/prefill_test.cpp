@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "hw/attention_resources.h"
+#include "hw/circuits/attention_resources.h"
 #include "model/model_config.h"
 #include "model/packed_image.h"
 

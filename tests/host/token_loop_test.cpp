@@ -12,7 +12,7 @@
 
 #include "golden/board_reference.h"
 #include "host/fast_platform.h"
-#include "hw/fast_board.h"
+#include "hw/fast/fast_board.h"
 #include "base/error.h"
 #include "numerics/numerics.h"
 #include "support/random_model.h"
@@ -70,7 +70,7 @@ struct Rig {
   }
   std::mt19937 g;
   model::TernaryModel m;
-  golden::KvScales scales;
+  model::KvScales scales;
   MemoryMap map;
   hw::FastBoard board;
   FastPlatform platform;
@@ -166,7 +166,7 @@ TEST(TokenLoop, IntermediateTensorsMatchTheGoldenProbes) {
     std::vector<uint8_t> bytes;
   };
   auto recorder = [](std::vector<Seen>& out) {
-    return [&out](const golden::StepProbe& p) {
+    return [&out](const model::StepProbe& p) {
       const void* d = p.data ? static_cast<const void*>(p.data) : static_cast<const void*>(p.idata);
       const auto* b = static_cast<const uint8_t*>(d);
       out.push_back({p.layer, p.step, std::vector<uint8_t>(b, b + size_t(p.n) * 4)});
@@ -190,7 +190,7 @@ TEST(TokenLoop, EachStepAppendsTheQuantizedKvRowsAtItsPosition) {
   Rig r(7);
   const int heads = r.m.config.num_heads;
   std::vector<float> k_rope[2], v[2];
-  auto probe = [&](const golden::StepProbe& p) {
+  auto probe = [&](const model::StepProbe& p) {
     if (p.layer < 0 || !p.data) return;
     if (std::string(p.step) == "k_rope") k_rope[p.layer].assign(p.data, p.data + p.n);
     if (std::string(p.step) == "v") v[p.layer].assign(p.data, p.data + p.n);
@@ -434,7 +434,7 @@ TEST(TokenLoop, Int4ContextPast512EqualsItsGoldenAndEndsAtTheMapsPositions) {
   bc.attention.kv_format = "int4";
   std::mt19937 g(13);
   const model::TernaryModel m = testing::random_model(g, 2, 160, 2, 400);
-  const golden::KvScales scales = testing::fixed_scales(m);
+  const model::KvScales scales = testing::fixed_scales(m);
   MemoryMapConfig mc = memory_of(bc);
   mc.kv_positions = 700;
   const MemoryMap map(m.config, mc);
@@ -486,7 +486,7 @@ TEST(TokenLoop, PollsSkippedWhileTheFastBoardIsQuietAreCountedExactly) {
   for (const hw::BoardConfig& bc : {hw::BoardConfig{}, online_board()}) {
     std::mt19937 g(21);
     const model::TernaryModel m = testing::random_model(g, 3, 200, 2, 400);
-    const golden::KvScales scales = testing::fixed_scales(m);
+    const model::KvScales scales = testing::fixed_scales(m);
     const MemoryMap map(m.config, memory_of(bc));
     hw::FastBoard b1(bc, hw::FastBoardOptions{false, 1}), b2(bc, hw::FastBoardOptions{false, 1});
     FastPlatform skipping(b1), f2(b2);
@@ -621,7 +621,7 @@ TEST(TokenLoop, WeightsImageIsTheSameBytesOnAnyNumberOfPackingThreads) {
     bc.matmul.format = format;
     std::mt19937 g(11);
     const model::TernaryModel m = testing::random_model(g, 3, 162, 2, 400);
-    const golden::KvScales scales = testing::fixed_scales(m);
+    const model::KvScales scales = testing::fixed_scales(m);
     const MemoryMap map(m.config, memory_of(bc));
     std::vector<std::vector<uint8_t>> images;
     for (int threads : {1, 3}) {

@@ -1,7 +1,7 @@
-// The attention unit's resource model (hw/attention_resources.h) against hand counts:
+// The attention unit's resource model (hw/circuits/attention_resources.h) against hand counts:
 // docs/variants-attention.md 5 (the board's 17 DSP, the online unit's 60, the datapath LUTs
 // of both) and 8.7 (the INT4 unit's DSP and LUTs, operator by operator).
-#include "hw/attention_resources.h"
+#include "hw/circuits/attention_resources.h"
 
 #include <gtest/gtest.h>
 

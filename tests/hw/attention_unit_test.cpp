@@ -3,7 +3,7 @@
 // back-pressure, both lanes, every malformed stream, the status registers, and the
 // simulation speed.
 #include "support/stream_bench.h"
-#include "hw/attention_unit.h"
+#include "hw/circuits/attention_unit.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@
 #include "golden/board_reference.h"
 #include "support/int4_head.h"
 #include "support/tip_head.h"
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 
 namespace bitsim::hw {
 namespace {

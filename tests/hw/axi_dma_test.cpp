@@ -3,8 +3,8 @@
 // simple MM2S and S2MM transfers byte for byte, SG chains of 1, 3 and 100 descriptors with
 // their status write-back, the length limit, hand-worked cycle counts computed from the
 // documented latencies, and the simulation speed of a long MM2S stream.
-#include "hw/ddr.h"
-#include "hw/axi_dma.h"
+#include "hw/memory/ddr.h"
+#include "hw/interconnect/axi_dma.h"
 
 #include <gtest/gtest.h>
 
@@ -18,8 +18,8 @@
 
 #include <tlm_utils/simple_initiator_socket.h>
 
-#include "hw/hp_port.h"
-#include "hw/sim_context.h"
+#include "hw/interconnect/hp_port.h"
+#include "hw/parts/sim_context.h"
 #include "base/error.h"
 #include "support/clocked_module.h"
 #include "support/run_until.h"

@@ -12,7 +12,7 @@
 //   - the DDR wall at board level (250 MHz: the wall binds; 100 MHz: the ports bind);
 //   - a hand-worked cycle count of one matmul transfer through the whole board.
 // Each test runs the simulation in bounded chunks: the clock never stops by itself.
-#include "hw/ddr.h"
+#include "hw/memory/ddr.h"
 #include "hw/board.h"
 
 #include <gtest/gtest.h>
@@ -30,10 +30,10 @@
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
 #include "host/ps.h"
-#include "hw/engine_regs.h"
-#include "hw/progress_watchdog.h"
-#include "hw/sim_context.h"
-#include "hw/sc_kernel.h"
+#include "hw/circuits/engine_regs.h"
+#include "hw/parts/progress_watchdog.h"
+#include "hw/parts/sim_context.h"
+#include "hw/parts/sc_kernel.h"
 #include "base/error.h"
 #include "model/packed_image.h"
 
@@ -90,10 +90,10 @@ struct Rig {
   uint32_t rd(DmaId d, uint32_t off) { return cpu.read(board.dma_base(d) + off); }
   void wr(DmaId d, uint32_t off, uint32_t v) { cpu.write(board.dma_base(d) + off, v); }
   uint32_t matmul_reg(int lane, uint32_t off) {
-    return cpu.read(board_map::kMatmulRegs + uint64_t(lane) * engine_reg::kLaneStride + off);
+    return cpu.read(EngineRegistry::board()[0].regs + uint64_t(lane) * engine_reg::kLaneStride + off);
   }
   uint32_t attention_reg(int lane, uint32_t off) {
-    return cpu.read(board_map::kAttentionRegs + uint64_t(lane) * engine_reg::kLaneStride + off);
+    return cpu.read(EngineRegistry::board()[1].regs + uint64_t(lane) * engine_reg::kLaneStride + off);
   }
   bool idle(DmaId d, uint32_t sr) { return (rd(d, sr) & kSrIdle) != 0; }
   // Runs in chunks of `chunk` cycles until pred() holds; fails the test after max_cycles.
@@ -442,7 +442,7 @@ TEST(Board, MalformedMatmulStreamIsReportedNotAHang) {
   EXPECT_EQ(r.matmul_reg(1, engine_reg::kStatus), 0u);
 
   // CONTROL.clear over ps_bus; the lane works again.
-  r.cpu.write(board_map::kMatmulRegs + engine_reg::kControl, engine_reg::kControlClear);
+  r.cpu.write(EngineRegistry::board()[0].regs + engine_reg::kControl, engine_reg::kControlClear);
   r.run_cycles(2);
   EXPECT_EQ(r.matmul_reg(0, engine_reg::kStatus), 0u);
   EXPECT_EQ(r.matmul_reg(0, engine_reg::kErrorCode), 0u);
@@ -465,16 +465,16 @@ TEST(Board, UnmappedAxiLiteAddressIsAnAddressError) {
     EXPECT_EQ(r.cpu.access(tlm::TLM_WRITE_COMMAND, a, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE) << std::hex << a;
   }
   // Inside a window but not a register: the target itself answers the address error.
-  EXPECT_EQ(r.cpu.access(tlm::TLM_READ_COMMAND, board_map::kDmaBase[2] + 0x0C, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
-  EXPECT_EQ(r.cpu.access(tlm::TLM_READ_COMMAND, board_map::kMatmulRegs + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(r.cpu.access(tlm::TLM_READ_COMMAND, EngineRegistry::board().dma_base(2) + 0x0C, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(r.cpu.access(tlm::TLM_READ_COMMAND, EngineRegistry::board()[0].regs + 0x200, &v), tlm::TLM_ADDRESS_ERROR_RESPONSE);
   // Every mapped target answers at its base: the DMAs' reset values, the engines' STATUS.
   for (int i = 0; i < 4; ++i) {
     const bool sg = i >= 2;
-    EXPECT_EQ(r.cpu.read(board_map::kDmaBase[i] + kMm2sDmacr), kCrResetValue) << i;
-    EXPECT_EQ(r.cpu.read(board_map::kDmaBase[i] + kS2mmDmasr), kSrHalted | (sg ? kSrSgIncld : 0u)) << i;
+    EXPECT_EQ(r.cpu.read(EngineRegistry::board().dma_base(i) + kMm2sDmacr), kCrResetValue) << i;
+    EXPECT_EQ(r.cpu.read(EngineRegistry::board().dma_base(i) + kS2mmDmasr), kSrHalted | (sg ? kSrSgIncld : 0u)) << i;
   }
-  EXPECT_EQ(r.cpu.read(board_map::kMatmulRegs + 0x100 + engine_reg::kStatus), 0u);
-  EXPECT_EQ(r.cpu.read(board_map::kAttentionRegs + 0x100 + engine_reg::kErrorUnit), engine_reg::kNone);
+  EXPECT_EQ(r.cpu.read(EngineRegistry::board()[0].regs + 0x100 + engine_reg::kStatus), 0u);
+  EXPECT_EQ(r.cpu.read(EngineRegistry::board()[1].regs + 0x100 + engine_reg::kErrorUnit), engine_reg::kNone);
   EXPECT_EQ(r.board.bus_accesses(), 12u + 2 + 8 + 2);
 }
 
@@ -484,7 +484,7 @@ TEST(Board, PsAccessToAnUnmappedAddressFails) {
   Board board("board", BoardConfig{});
   uint32_t dmacr = 0;
   host::Ps ps("ps", [&](host::Ps& p) {
-    dmacr = p.read32(board_map::kDmaBase[1] + kMm2sDmacr, 200'000);
+    dmacr = p.read32(EngineRegistry::board().dma_base(1) + kMm2sDmacr, 200'000);
     p.write32(0x4050'0000, 1, 200'000);
   });
   ps.bus.bind(board.ps_bus);

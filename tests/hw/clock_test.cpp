@@ -2,7 +2,7 @@
 // cycle 0 at time 0, and the gating while nobody listens: a module that sleeps and is woken
 // acts at the first edge strictly after its wake, with the cycle number the running clock
 // gives, whether or not another listener keeps the clock running meanwhile.
-#include "hw/clock.h"
+#include "hw/parts/clock.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "hw/sim_context.h"
-#include "hw/sc_kernel.h"
+#include "hw/parts/sim_context.h"
+#include "hw/parts/sc_kernel.h"
 
 namespace bitsim::hw {
 namespace {

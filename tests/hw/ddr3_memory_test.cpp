@@ -3,7 +3,7 @@
 // the device, and the state carried across an idle gap: a memory opened from it times the
 // next burst as the memory that idled does, and the fast side's advance() equals the clocked
 // memory idling.
-#include "hw/ddr3_memory.h"
+#include "hw/memory/ddr3_memory.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 #include "support/ddr_port_driver.h"
 #include "support/error_of.h"
 #include "support/run_until.h"

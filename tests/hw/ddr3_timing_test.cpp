@@ -1,6 +1,6 @@
 // The DDR3 timing engine against docs/ddr3.md: each rule by a request pattern, each expected
 // completion derived here from the documented constants (ctrl latency 0).
-#include "hw/ddr3_timing.h"
+#include "hw/memory/ddr3_timing.h"
 
 #include <algorithm>
 

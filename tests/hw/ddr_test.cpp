@@ -1,7 +1,7 @@
 // Ddr (CIRCUITS.md 1, docs/hw-timing.md "DDR"): the lazy backdoor, read and write burst
 // timing, DECERR, the write listener, and the bandwidth wall with two ports streaming at
 // a clock where the ports bind and at one where the wall binds.
-#include "hw/ddr.h"
+#include "hw/memory/ddr.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <deque>
 #include <vector>
 
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 #include "support/ddr_port_driver.h"
 #include "support/run_until.h"
 #include "base/error.h"

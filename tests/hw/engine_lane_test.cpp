@@ -1,10 +1,10 @@
-// EngineLanes (hw/engine_lane.h): the lane machinery both engines share, driven by a small
+// EngineLanes (hw/circuits/engine_lane.h): the lane machinery both engines share, driven by a small
 // test datapath: result timing and order, back-pressure and stalls, a datapath asking for an
 // empty queue, busy, framing (truncated, trailing data), the error sequence (latch, abort,
 // discard to TLAST, zero beat, stop, clear, clear while discarding), the status registers
 // and the config checks.
 #include "support/stream_bench.h"
-#include "hw/engine_lane.h"
+#include "hw/circuits/engine_lane.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 
 namespace bitsim::hw {
 namespace {

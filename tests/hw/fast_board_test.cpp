@@ -4,7 +4,7 @@
 // differs is a new shape; register reads see a change from the picosecond after its edge;
 // a write into a decoded weight area drops the decoded copy; the timing-only mode moves no
 // results but keeps the timing.
-#include "hw/fast_board.h"
+#include "hw/fast/fast_board.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 
 #include "golden/board_reference.h"
-#include "hw/engine_regs.h"
+#include "hw/circuits/engine_regs.h"
 #include "base/error.h"
 #include "model/packed_image.h"
 #include "support/matmul_stream.h"
@@ -26,7 +26,7 @@ namespace R = dma_reg;
 using Stream = test::MatmulStream;
 Stream make_stream(int rows, int n, uint32_t seed) { return test::random_matmul_stream(rows, n, seed); }
 
-const uint64_t kMm0 = board_map::kDmaBase[0];
+const uint64_t kMm0 = EngineRegistry::board().dma_base(0);
 constexpr uint64_t kAccess = 200'000;  // ps per register access
 
 struct Outcome {
@@ -111,7 +111,7 @@ TEST(FastBoard, APrefillGroupGivesEachPositionsGoldenSumsAndItsShapeIsItsOwn) {
   // from the clocked board (the oracle) and a second batch of the shape reuses it; a group
   // of 1 vector is another shape, the board's.
   BoardConfig cfg;
-  cfg.matmul.tokens_per_pass = 8;
+  cfg.prefill.tokens_per_pass = 8;
   FastBoard b(cfg, FastBoardOptions{false, 1});
   const uint64_t P = b.period_ps();
   const Stream s1 = test::random_matmul_stream(37, 300, 1, 8), s2 = test::random_matmul_stream(37, 300, 2, 8);
@@ -255,7 +255,7 @@ TEST(FastBoard, EngineCountersAddUpOverBatches) {
   FastBoard b(BoardConfig{}, FastBoardOptions{false, 1});
   const uint64_t P = b.period_ps();
   const Stream s = make_stream(11, 64, 8);
-  const uint64_t lane0 = board_map::kMatmulRegs;
+  const uint64_t lane0 = EngineRegistry::board()[0].regs;
   uint64_t t = 1'000'000;
   for (int k = 1; k <= 3; ++k) {
     const Outcome o = run_matmul(b, t, s, 0x0010'0000, 0x0020'0000);
@@ -281,7 +281,7 @@ TEST(FastBoard, AGeneralBatchRunsOnceOnTheClockedBoardHoweverManyReads) {
   FastBoard b(BoardConfig{}, FastBoardOptions{false, 1});
   const uint64_t P = b.period_ps();
   const Stream s = make_stream(48, 256, 11);
-  const uint64_t lane0 = board_map::kMatmulRegs;
+  const uint64_t lane0 = EngineRegistry::board()[0].regs;
   const uint64_t stream_addr = 0x0010'0000, result_addr = 0x0020'0000;
   b.memory().write(stream_addr, s.bytes.data(), s.bytes.size());
   uint64_t t = 1'000'000;

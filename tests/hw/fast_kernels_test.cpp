@@ -1,7 +1,7 @@
-// Fast kernels (hw/fast_kernels.h): bit-exact against the golden plain loops
+// Fast kernels (hw/fast/fast_kernels.h): bit-exact against the golden plain loops
 // (golden::ternary_matvec, golden::attention_head) on every kernel this CPU can run, the
 // decoder's invalid-trit check, the Workers pool.
-#include "hw/fast_kernels.h"
+#include "hw/fast/fast_kernels.h"
 
 #include <gtest/gtest.h>
 

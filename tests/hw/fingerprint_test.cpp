@@ -1,4 +1,4 @@
-// State fingerprints (hw/fingerprint.h): the clocked modules' timing state, compared with
+// State fingerprints (hw/parts/fingerprint.h): the clocked modules' timing state, compared with
 // the state after reset. The idle-board check of the fidelity test relies on them; these
 // tests show that they see a transfer in flight and a drained wall, and that a quiet board
 // returns to its reset state.
@@ -8,10 +8,10 @@
 
 #include "host/cycle_platform.h"
 #include "host/ps.h"
-#include "hw/ddr.h"
+#include "hw/memory/ddr.h"
 #include "hw/board.h"
-#include "hw/sim_context.h"
-#include "hw/sc_kernel.h"
+#include "hw/parts/sim_context.h"
+#include "hw/parts/sc_kernel.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {
@@ -42,7 +42,7 @@ TEST(Fingerprint, SeesATransferAndTheWallAndComesBackAfterIt) {
   std::vector<std::string> mid, late;
   std::vector<std::pair<std::string, uint64_t>> idle;
   host::Ps ps("ps", [&](host::Ps& p) {
-    const uint64_t mm0 = board_map::kDmaBase[0], period = board.clock().period().value();
+    const uint64_t mm0 = EngineRegistry::board().dma_base(0), period = board.clock().period().value();
     board.memory().write(0x100000, stream.data(), stream.size());
     for (uint32_t base : {0u, R::kS2mmOffset}) {
       p.write32(mm0 + base + R::kMm2sDmacr, R::kCrReset, 200'000);

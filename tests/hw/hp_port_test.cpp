@@ -1,8 +1,8 @@
 // HpPort (CIRCUITS.md 1, docs/hw-timing.md "HP port"): splitting at 16 beats and at 4 KB
 // boundaries, in-order routing with `last` per request, B per write request, round-robin
 // among masters, DECERR routing, and the outstanding limit seen in the timing.
-#include "hw/ddr.h"
-#include "hw/hp_port.h"
+#include "hw/memory/ddr.h"
+#include "hw/interconnect/hp_port.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 #include "base/error.h"
 #include "support/clocked_module.h"
 #include "support/run_until.h"

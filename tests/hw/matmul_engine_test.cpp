@@ -2,7 +2,7 @@
 // golden::ternary_matvec, the documented cycle counts, back-pressure, both lanes, every
 // malformed stream, the status registers, and the simulation speed.
 #include "support/stream_bench.h"
-#include "hw/matmul_engine.h"
+#include "hw/circuits/matmul_engine.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "golden/board_reference.h"
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 
 namespace bitsim::hw {
 namespace {
@@ -585,8 +585,8 @@ TEST(MatmulEngine, ConfigValidation) {
   EXPECT_NE(error_of(c, "d").find("matmul.reg_base"), std::string::npos);
   for (int p : {0, model::kMaxVectors + 1}) {
     c = {};
-    c.tokens_per_pass = p;
-    EXPECT_NE(error_of(c, p == 0 ? "e" : "e2").find("prefill.tokens_per_pass"), std::string::npos) << p;
+    c.max_vectors = p;
+    EXPECT_NE(error_of(c, p == 0 ? "e" : "e2").find("matmul.max_vectors"), std::string::npos) << p;
   }
 }
 
@@ -641,7 +641,7 @@ TEST(MatmulEngine, PrefillGroupsEqualGoldenPerPositionWithTheirCycles) {
   // are ready pipeline_depth edges after its last beat and leave one beat per edge.
   bitsim::hw::FreshSimContext ctx;
   MatmulEngineConfig cfg;
-  cfg.tokens_per_pass = 8;
+  cfg.max_vectors = 8;
   Bench b(cfg);
   std::mt19937 rng(37);
   const std::vector<PrefillGroup> groups = {random_prefill_group(3, 1536, 8, rng), random_prefill_group(5, 203, 5, rng),
@@ -675,7 +675,7 @@ TEST(MatmulEngine, ABoardEngineRefusesPrefillGroupsAndAPrefillEngineMoreVectorsT
     SCOPED_TRACE(fmt::format("engine of {} vectors, group of {}", built, sent));
     bitsim::hw::FreshSimContext ctx;
     MatmulEngineConfig cfg;
-    cfg.tokens_per_pass = built;
+    cfg.max_vectors = built;
     Bench b(cfg);
     ASSERT_TRUE(b.run_one_transfer(to_beats(prefill_stream({random_prefill_group(2, 13, sent, rng)}))));
     sc_core::sc_start(b.clock.period() * 50.0);

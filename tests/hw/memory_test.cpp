@@ -1,16 +1,16 @@
-// Memory (hw/memory.h) and the memory model's fast-side part (hw/memory_model.h): make_memory
+// Memory (hw/memory/memory.h) and the memory model's fast-side part (hw/memory/memory_model.h): make_memory
 // builds the model ddr.model names, a model name outside the key's choices is refused naming
 // the key, and the shipped models carry no state across an idle gap (an empty carried state,
 // a refused non-empty one, nothing added to a batch key).
-#include "hw/memory.h"
+#include "hw/memory/memory.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "base/error.h"
-#include "hw/ddr.h"
-#include "hw/sim_context.h"
+#include "hw/memory/ddr.h"
+#include "hw/parts/sim_context.h"
 #include "support/error_of.h"
 
 namespace bitsim::hw {

@@ -8,7 +8,7 @@
 
 #include "host/mmio_program.h"
 #include "hw/board.h"
-#include "hw/engine_regs.h"
+#include "hw/circuits/engine_regs.h"
 #include "sim/board_config.h"
 #include "sim/replay.h"
 #include "sim/simulation.h"
@@ -49,7 +49,7 @@ host::MmioOp reg(host::MmioOp::Kind k, uint64_t t, uint64_t addr, uint32_t v = 0
 TEST(RegisterDifferential, RunStopAndHaltOnAnIdleChannelReadTheSame) {
   // The sequence of the structure issue: RS = 1 and read back; RS = 0 on the idle channel
   // and read DMASR; then a start, which a halted channel must ignore.
-  const uint64_t mm0 = hw::board_map::kDmaBase[0];
+  const uint64_t mm0 = hw::EngineRegistry::board().dma_base(0);
   host::MmioProgram p;
   using K = host::MmioOp::Kind;
   uint64_t t = 1'000'000;
@@ -83,8 +83,8 @@ TEST(RegisterDifferential, AResetOrStopAfterTheStartBeforeAnyReadReadsTheSame) {
   // had begun on the clocked board (here 1,904 bytes of zeros into matmul lane 0: a header
   // error and its zero beat); the fast board dropped it as if it had never begun and read
   // BEATS_OUT 0 where the clocked board read 1.
-  const uint64_t mm0 = hw::board_map::kDmaBase[0];
-  const uint64_t lane0 = hw::board_map::kMatmulRegs;
+  const uint64_t mm0 = hw::EngineRegistry::board().dma_base(0);
+  const uint64_t lane0 = hw::EngineRegistry::board()[0].regs;
   using K = host::MmioOp::Kind;
   for (const uint32_t dmacr : {uint32_t(R::kCrReset), 0u})
     for (const uint64_t after : {300'000ull, 2'000'000ull, 6'500'000ull}) {
@@ -114,7 +114,7 @@ TEST(RegisterDifferential, AResetOfAQuietChannelDuringABatchReadsTheSame) {
   // channel, which had nothing on the bus. The clocked board completes such a reset within
   // the write (S2MM_DMACR reads 0x00010000 again); the fast board kept the reset bit set
   // (0x00010004), since the batch's record has no change for a write that undid itself.
-  const uint64_t mm0 = hw::board_map::kDmaBase[0];
+  const uint64_t mm0 = hw::EngineRegistry::board().dma_base(0);
   using K = host::MmioOp::Kind;
   for (const bool read_between : {false, true}) {
     SCOPED_TRACE(read_between ? "a read before the reset" : "no read before the reset");
@@ -140,7 +140,7 @@ TEST(RegisterDifferential, AChainOrBufferOutsideTheDdrReadsTheSame) {
   // fast board read the descriptor from its own DDR to learn the batch's shape and stopped
   // the program with "ddr: read ... is outside the DDR". The same for a simple-mode buffer
   // at the DDR's end.
-  const uint64_t att1 = hw::board_map::kDmaBase[3], mm0 = hw::board_map::kDmaBase[0];
+  const uint64_t att1 = hw::EngineRegistry::board().dma_base(3), mm0 = hw::EngineRegistry::board().dma_base(0);
   using K = host::MmioOp::Kind;
   for (const bool sg : {true, false}) {
     SCOPED_TRACE(sg ? "descriptor outside" : "buffer outside");
@@ -239,7 +239,7 @@ class PrefillPrograms : public ::testing::TestWithParam<int> {};
 
 TEST_P(PrefillPrograms, EveryReadEqualOnBothFidelities) {
   hw::BoardConfig config;
-  config.matmul.tokens_per_pass = 8;
+  config.prefill.tokens_per_pass = 8;
   const bool chaos = GetParam() % 2 == 1;
   testing::MmioProgramGenerator gen(uint64_t(GetParam()) * 6007 + 37, chaos, 8);
   const host::MmioProgram p = gen.generate(4);

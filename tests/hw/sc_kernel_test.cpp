@@ -1,8 +1,8 @@
-// start_simulation (hw/sc_kernel.h): sc_start for simulations with an SC_THREAD. It runs the
+// start_simulation (hw/parts/sc_kernel.h): sc_start for simulations with an SC_THREAD. It runs the
 // kernel as sc_start does, and in an AddressSanitizer build it leaves ASan knowing the
 // caller's real stack after threads ran and returned: LeakSanitizer can then check the
 // process (before, its scan of the ended thread's freed stack was a fatal error).
-#include "hw/sc_kernel.h"
+#include "hw/parts/sc_kernel.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BITSIM_TEST_ASAN 1

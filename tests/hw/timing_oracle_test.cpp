@@ -5,7 +5,7 @@
 // that the record is the clocked board's (results, final registers, reads at given times),
 // that it does not depend on the buffers' addresses beyond their page offsets, and that a
 // batch that cannot settle is an error.
-#include "hw/timing_oracle.h"
+#include "hw/fast/timing_oracle.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "golden/board_reference.h"
-#include "hw/engine_regs.h"
+#include "hw/circuits/engine_regs.h"
 #include "base/error.h"
 #include "model/packed_image.h"
 #include "support/matmul_stream.h"
@@ -37,6 +37,7 @@ const uint64_t kAccess = 200'000;  // ps between the two starts
 // MM2S_LENGTH written kAccess apart.
 OracleBatch matmul_batch(const MatmulShape& s, uint64_t stream_addr, uint64_t result_addr) {
   OracleBatch b;
+  b.initial.resize(size_t(EngineRegistry::board().dma_count()));
   for (int d = 0; d < 4; ++d)
     for (int c = 0; c < 2; ++c) b.initial[d][c] = DmaChannelRegisters(c == 1, d >= 2);
   for (int c = 0; c < 2; ++c) {
@@ -45,7 +46,7 @@ OracleBatch matmul_batch(const MatmulShape& s, uint64_t stream_addr, uint64_t re
     r.write(R::kMm2sSa, uint32_t(c ? result_addr : stream_addr));  // SA (MM2S) or DA (S2MM)
   }
   b.memory.push_back({stream_addr, s.bytes});
-  const uint64_t mm0 = board_map::kDmaBase[0];
+  const uint64_t mm0 = EngineRegistry::board().dma_base(0);
   b.actions.push_back({OracleAction::Kind::kWrite, kT0, mm0 + R::kS2mmLength, s.result_bytes, 0, {}});
   b.actions.push_back({OracleAction::Kind::kWrite, kT0 + kAccess, mm0 + R::kMm2sLength, uint32_t(s.bytes.size()), 0, {}});
   return b;
@@ -148,7 +149,7 @@ TEST(TimingOracle, RecordedChangesAreWhatTheClockedBoardReadsThen) {
     }
   ASSERT_LT(k, changes.size());
   ASSERT_GT(k, 0u);
-  const uint64_t mm0 = board_map::kDmaBase[0];
+  const uint64_t mm0 = EngineRegistry::board().dma_base(0);
   const uint64_t t = changes[k].time_ps;
   const uint64_t late = (kOracleFirstEdge + r.quiet_edge + 500) * kPeriod;
   OracleBatch probed = batch;
@@ -217,7 +218,7 @@ TEST(TimingOracle, ALiveRunReadsWhatAWholeRunReads) {
   // again from the opening), and more polls.
   const MatmulShape s = test::random_matmul_stream(40, 200, 9);
   OracleBatch batch = matmul_batch(s, 0x0010'0100, 0x0020'0000);
-  const uint64_t mm0 = board_map::kDmaBase[0];
+  const uint64_t mm0 = EngineRegistry::board().dma_base(0);
   uint64_t t = batch.actions.back().time_ps;
   for (int i = 0; i < 60; ++i) {
     t += 40 * kPeriod + (i % 3 == 0 ? 0 : 1 + 997 * uint64_t(i));

@@ -61,11 +61,11 @@ TEST(TrainedModel, FixedPromptOnTheSimulatedBoardGivesTheStoredTokens) {
 }
 
 TEST(TrainedModel, FloatPerplexityOfAFixedSliceIsTheStoredValue) {
-  sim::EvalRequest q;
+  study::EvalRequest q;
   q.model = kModel.string();
   q.text = kModel / "test.txt";
   q.tokens = 512;
-  const auto r = sim::run_eval(q);
+  const auto r = study::run_eval(q);
   ASSERT_EQ(r.rows.at(0).arithmetic, "float");
   const double stored = 43.52571827132799;
   EXPECT_NEAR(r.rows.at(0).ppl, stored, 1e-4 * stored);

@@ -17,7 +17,7 @@ case "$3" in
 [[mutant]]
 name = "planted-nowhere"
 what = "a fault whose text no longer occurs in its file"
-file = "src/hw/hp_port.cpp"
+file = "src/hw/interconnect/hp_port.cpp"
 find = "this line was never in the HP port's source"
 replace = "nor this one"
 targets = ["hp_port_test"]
@@ -28,7 +28,7 @@ TOML
     rc=$?
     echo "$out"
     [ "$rc" -eq 1 ] || { echo "FAIL: exit $rc, expected 1"; exit 1; }
-    echo "$out" | grep -q "stale mutant planted-nowhere: src/hw/hp_port.cpp: the planted text occurs 0 times" ||
+    echo "$out" | grep -q "stale mutant planted-nowhere: src/hw/interconnect/hp_port.cpp: the planted text occurs 0 times" ||
       { echo "FAIL: the stale mutant is not named"; exit 1; }
     echo "$out" | grep -q "0 of 1 mutants" || { echo "FAIL: no summary"; exit 1; }
     ;;

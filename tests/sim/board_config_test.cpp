@@ -1,5 +1,5 @@
 // The board config's facts live in one place: the key table, the shipped defaults and the
-// modules' validation all come from the config structs' visit() (hw/config_field.h).
+// modules' validation all come from the config structs' visit() (base/config_field.h).
 #include "sim/board_config.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "host/cpu_model.h"
 #include "hw/board.h"
-#include "hw/sim_context.h"
+#include "hw/parts/sim_context.h"
 #include "base/error.h"
 #include "sim/sampler.h"
 
@@ -22,7 +22,7 @@ namespace {
 template <typename Config>
 std::map<std::string, std::string> values_of(const Config& c) {
   std::map<std::string, std::string> out;
-  Config::visit(c, [&](const auto& field, const hw::FieldInfo& f) {
+  Config::visit(c, [&](const auto& field, const bitsim::FieldInfo& f) {
     if (f.keyed) out[f.key] = fmt::format("{}", field);
   });
   return out;
@@ -32,7 +32,7 @@ std::map<std::string, std::string> values_of(const Config& c) {
 template <typename Config>
 bool set_field(Config& c, const std::string& key, double v) {
   bool found = false;
-  Config::visit(c, [&](auto& field, const hw::FieldInfo& f) {
+  Config::visit(c, [&](auto& field, const bitsim::FieldInfo& f) {
     using T = std::decay_t<decltype(field)>;
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       if (f.key == key) {
@@ -222,8 +222,8 @@ TEST(BoardConfig, PrefillKeysAreTheBoardByDefaultAndBadInputNamesTheKey) {
   // docs/prefill.md: P = 1 and no extra logits are the board; P outside 1..64 and P > 1 with
   // the per-call stream (no header to carry the vectors) are errors naming the key.
   const SimConfig board = make_sim_config(board_params());
-  EXPECT_EQ(board.board.matmul.tokens_per_pass, 1);
-  EXPECT_FALSE(board.prefill.all_logits);
+  EXPECT_EQ(board.board.prefill.tokens_per_pass, 1);
+  EXPECT_FALSE(board.board.prefill.all_logits);
   for (const char* bad : {"prefill.tokens_per_pass=0", "prefill.tokens_per_pass=65"}) {
     const std::string e = config_error({bad});
     EXPECT_NE(e.find("prefill.tokens_per_pass"), std::string::npos) << bad << ": " << e;
@@ -236,8 +236,8 @@ TEST(BoardConfig, PrefillKeysAreTheBoardByDefaultAndBadInputNamesTheKey) {
   p.set("prefill.tokens_per_pass=16");
   p.set("prefill.all_logits=true");
   const SimConfig c = make_sim_config(p);
-  EXPECT_EQ(c.board.matmul.tokens_per_pass, 16);
-  EXPECT_TRUE(c.prefill.all_logits);
+  EXPECT_EQ(c.board.prefill.tokens_per_pass, 16);
+  EXPECT_TRUE(c.board.prefill.all_logits);
   const std::string dump = config_file_text(board_params());
   EXPECT_NE(dump.find("tokens_per_pass = 1"), std::string::npos);
   EXPECT_NE(dump.find("all_logits = false"), std::string::npos);

@@ -29,10 +29,10 @@ TEST(FastMatvec, CalibrationGivesThePlainLoopsScales) {
   const model::TernaryModel m = model::load_ternary_model(model::SyntheticSource(model::Shape::Tiny, 11), 2);
   const auto tokens = calibration(m);
   ASSERT_EQ(tokens.size(), size_t(golden::kCalibrationTokens));
-  const golden::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
+  const model::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
   for (int threads : {1, 2, 3})
     for (int batch : {1, 7, sim::kCalibrationBatch, 144}) {
-      const golden::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, threads, batch);
+      const model::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, threads, batch);
       EXPECT_TRUE(same_bits(fast.k, plain.k)) << threads << " threads, batch " << batch;
       EXPECT_TRUE(same_bits(fast.v, plain.v)) << threads << " threads, batch " << batch;
       EXPECT_TRUE(same_bits(fast.k_channel, plain.k_channel)) << threads << " threads, batch " << batch;
@@ -47,8 +47,8 @@ TEST(FastMatvec, CalibrationGivesThePlainLoopsScalesOnRandomModels) {
     const model::TernaryModel m = bitsim::testing::random_model(g, heads, ffn, layers, 300);
     std::vector<int> tokens;
     for (int i = 0; i < 40; ++i) tokens.push_back(int(g() % 300));
-    const golden::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
-    const golden::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, 2);
+    const model::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
+    const model::KvScales fast = sim::calibrate_kv_scales_fast(m, tokens, 2);
     EXPECT_TRUE(same_bits(fast.k, plain.k)) << heads << " heads, FFN " << ffn;
     EXPECT_TRUE(same_bits(fast.v, plain.v)) << heads << " heads, FFN " << ffn;
   }

@@ -18,7 +18,7 @@ namespace bitsim::sim {
 namespace {
 
 using testing::random_model;
-golden::KvScales scales_for(const model::TernaryModel& m) { return testing::fixed_scales(m); }
+model::KvScales scales_for(const model::TernaryModel& m) { return testing::fixed_scales(m); }
 
 void expect_same(const std::vector<TokenOutcome>& cyc, const std::vector<TokenOutcome>& fast, const std::string& what) {
   ASSERT_EQ(cyc.size(), fast.size()) << what;
@@ -160,7 +160,7 @@ TEST(Fidelity, GeneratedScenariosOnlineSoftmaxGiveIdenticalCycleCounts) {
   generated_scenarios(20261201, 6, "online-softmax");
 }
 
-// The latency-bandwidth memory (ddr.model; hw/memory_model.h): a fixed latency and a bandwidth
+// The latency-bandwidth memory (ddr.model; hw/memory/memory_model.h): a fixed latency and a bandwidth
 // per port, no shared wall, in both fidelities.
 TEST(Fidelity, GeneratedScenariosLatencyBandwidthMemoryGiveIdenticalCycleCounts) {
   generated_scenarios(20261204, 6, "two-phase", "int8", "latency-bandwidth");
@@ -257,7 +257,7 @@ TEST(Fidelity, Int4ContextPast512) {
 TEST(Fidelity, BitnetLargeTwoTokensIdentical) {
   model::SyntheticSource src(model::Shape::BitnetLarge, 0x5EED);
   const auto m = model::load_ternary_model(src, 2);
-  golden::KvScales s;
+  model::KvScales s;
   s.k.assign(size_t(m.config.num_layers) * m.config.num_heads, 0.05f);
   s.v.assign(s.k.size(), 0.05f);
   const SimConfig cfg = make_sim_config(board_params());

@@ -17,8 +17,8 @@ const model::TernaryModel& tiny() {
   return m;
 }
 
-golden::KvScales scales_of(const model::TernaryModel& m) {
-  golden::KvScales s;
+model::KvScales scales_of(const model::TernaryModel& m) {
+  model::KvScales s;
   s.k.assign(size_t(m.config.num_layers) * m.config.num_heads, 0.05f);
   s.v = s.k;
   return s;
@@ -32,7 +32,7 @@ struct Ran {
 };
 
 Ran run_two_tokens(Fidelity f) {
-  const golden::KvScales scales = scales_of(tiny());
+  const model::KvScales scales = scales_of(tiny());
   const auto sim = make_simulation(make_sim_config(board_params()), tiny(), scales, SimulationOptions(f));
   EXPECT_EQ(sim->fidelity(), f);
   Ran r;
@@ -93,7 +93,7 @@ TEST(Simulation, UnknownFidelityNamesTheValueAndTheChoices) {
 TEST(Simulation, RefusesABadConfigNamingTheKey) {
   SimConfig c = make_sim_config(board_params());
   c.board.attention.drain = 1025;
-  const golden::KvScales scales = scales_of(tiny());
+  const model::KvScales scales = scales_of(tiny());
   for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast}) {
     try {
       (void)make_simulation(c, tiny(), scales, SimulationOptions(f));
@@ -105,14 +105,14 @@ TEST(Simulation, RefusesABadConfigNamingTheKey) {
 }
 
 TEST(Simulation, VcdOnlyOnTheClockedBoard) {
-  const golden::KvScales scales = scales_of(tiny());
+  const model::KvScales scales = scales_of(tiny());
   SimulationOptions o(Fidelity::kFast);
   o.vcd_file = (std::filesystem::temp_directory_path() / "bitsim-simulation-test.vcd").string();
   EXPECT_THROW((void)make_simulation(make_sim_config(board_params()), tiny(), scales, o), Error);
 }
 
 TEST(Simulation, HostProgramErrorsComeBackFromTheClockedBoard) {
-  const golden::KvScales scales = scales_of(tiny());
+  const model::KvScales scales = scales_of(tiny());
   const auto sim = make_simulation(make_sim_config(board_params()), tiny(), scales, SimulationOptions(Fidelity::kCycle));
   EXPECT_THROW(sim->run([](host::TokenLoop&) { throw Error("from the PS thread"); }), Error);
 }

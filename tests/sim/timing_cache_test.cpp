@@ -58,7 +58,7 @@ void expect_same_run(const BoardRunResult& a, const BoardRunResult& b) {
 // A tiny model's fast board after a few tokens, with its timing cache filled.
 struct TinyBoard {
   model::TernaryModel m;
-  golden::KvScales scales;
+  model::KvScales scales;
   std::unique_ptr<Simulation> sim;
   explicit TinyBoard(int tokens) {
     model::SyntheticSource src(model::Shape::Tiny, 1);

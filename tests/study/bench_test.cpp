@@ -24,7 +24,7 @@
 #include "base/error.h"
 #include "cli/bench_command.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
 namespace fs = std::filesystem;
@@ -160,10 +160,10 @@ TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
   // with the fast board warmed by one untimed token as run_bench does it.
   auto source = model::open_model_source("synthetic:tiny");
   const model::TernaryModel m = model::load_ternary_model(*source, 1);
-  golden::KvScales scales;
+  model::KvScales scales;
   scales.k.assign(size_t(m.config.num_layers) * size_t(m.config.num_heads), 0.05f);
   scales.v.assign(scales.k.size(), 0.05f);
-  const SimConfig cfg = make_sim_config(board_params());
+  const sim::SimConfig cfg = sim::make_sim_config(sim::board_params());
   const std::vector<int> ids{1, 7, 300};
   FastTokenRunner fast(cfg, m, scales, 1);
   fast.step(ids[0], 0);  // warm-up
@@ -273,4 +273,4 @@ TEST(Bench, CliRejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

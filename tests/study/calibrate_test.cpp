@@ -9,12 +9,12 @@
 
 #include "sim/board_config.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
-ParamSet shipped() {
-  ParamSet p = board_params();
-  const std::string file = default_config_path();
+sim::ParamSet shipped() {
+  sim::ParamSet p = sim::board_params();
+  const std::string file = sim::default_config_path();
   EXPECT_FALSE(file.empty()) << "configs/pynq-z2.toml not found";
   if (!file.empty()) p.load_toml(file);
   return p;
@@ -42,7 +42,7 @@ TEST(Validate, EveryBoardFigureWithinTwoPercent) {
 // configs/dma-pg022.toml (the DMA's read buffer as the IP sizes it, with the calibration
 // fitted again to it) says at its top that it puts all 12 board figures within 2% as well.
 TEST(Validate, TheDmaPg022PresetFitsEveryBoardFigureToo) {
-  ParamSet p = shipped();
+  sim::ParamSet p = shipped();
   p.load_toml(std::filesystem::path(BITSIM_SOURCE_DIR) / "configs" / "dma-pg022.toml");
   EXPECT_EQ(p.integer("dma.mm2s_fifo_beats"), 96);
   EXPECT_NE(p.real("ddr.read_latency_ns"), shipped().real("ddr.read_latency_ns"));
@@ -58,7 +58,7 @@ TEST(Validate, TheDmaPg022PresetFitsEveryBoardFigureToo) {
 }
 
 TEST(Validate, OnlyAttentionGrowsWithContext) {
-  const ParamSet p = shipped();
+  const sim::ParamSet p = shipped();
   const Measured a = measure_end_to_end(p, 64), b = measure_end_to_end(p, 512);
   EXPECT_DOUBLE_EQ(a.matmul_ms, b.matmul_ms);
   EXPECT_NEAR(a.cpu_ms, b.cpu_ms, 0.05);
@@ -66,7 +66,7 @@ TEST(Validate, OnlyAttentionGrowsWithContext) {
 }
 
 TEST(Validate, PythonDriverIsSlowerAndAPrediction) {
-  ParamSet c = shipped(), py = shipped();
+  sim::ParamSet c = shipped(), py = shipped();
   py.set("driver.profile=python");
   const Measured mc = measure_end_to_end(c, 64), mp = measure_end_to_end(py, 64);
   EXPECT_GT(mp.matmul_ms, mc.matmul_ms + 5.0);  // 97 calls, each with Python's register accesses
@@ -77,7 +77,7 @@ TEST(Validate, PythonDriverIsSlowerAndAPrediction) {
 // beyond theory follows the access cost and count it is given, one transfer at a time.
 TEST(Validate, PythonTransferOverheadFollowsTheAccessCostAndCount) {
   auto overhead = [](const std::string& set) {
-    ParamSet p = shipped();
+    sim::ParamSet p = shipped();
     p.set("driver.profile=python");
     if (!set.empty()) p.set(set);
     return python_transfer_overhead_us(p);
@@ -105,4 +105,4 @@ TEST(Validate, PythonTransferOverheadFollowsTheAccessCostAndCount) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -24,7 +24,7 @@
 #include "support/run_bitsim.h"
 #include "support/temp_dir.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
 using ::testing::HasSubstr;
@@ -56,7 +56,7 @@ std::string without_provenance(const std::string& csv) {
   return out;
 }
 
-SweepOptions grid_options(const ParamSet& base, std::vector<std::string> axes, int tokens = 1) {
+SweepOptions grid_options(const sim::ParamSet& base, std::vector<std::string> axes, int tokens = 1) {
   SweepOptions o;
   for (const auto& a : axes) o.grid.push_back(parse_axis(base, a));
   o.tokens = tokens;
@@ -110,8 +110,8 @@ TEST(Campaign, ShardsFromTheCommandLineAndFromASlurmArray) {
 }
 
 TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
-  const ParamSet base = board_params();
-  ParamSet a = base, b = base;
+  const sim::ParamSet base = sim::board_params();
+  sim::ParamSet a = base, b = base;
   a.set("clock.mhz=125");
   a.set("dma.length_bits=23");
   b.set("dma.length_bits=23");
@@ -144,7 +144,7 @@ TEST(Campaign, APointHasOneKeyAndLandsInExactlyOneShard) {
 }
 
 TEST(Campaign, EightShardsMergeIntoTheRowsOfOneLocalRun) {
-  const ParamSet base = board_params();
+  const sim::ParamSet base = sim::board_params();
   const SweepOptions o = grid_options(base, {"clock_mhz=100,125,142.86,200", "dma.length_bits=16,23"});
   TempDir dir;
   CampaignOptions c;
@@ -163,7 +163,7 @@ TEST(Campaign, EightShardsMergeIntoTheRowsOfOneLocalRun) {
       EXPECT_EQ(int(m.result.points.size()) + int(m.missing.size()), 8);
       for (const auto& p : m.missing) {
         EXPECT_TRUE(p.error.empty()) << p.error;
-        ParamSet q = base;
+        sim::ParamSet q = base;
         const auto eq = p.point.find(' ');
         q.set(p.point.substr(0, eq));
         q.set(p.point.substr(eq + 1));
@@ -197,7 +197,7 @@ TEST(Campaign, EightShardsMergeIntoTheRowsOfOneLocalRun) {
 }
 
 TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
-  const ParamSet base = board_params();
+  const sim::ParamSet base = sim::board_params();
   SweepOptions o = grid_options(base, {"clock_mhz=100,125", "dma.length_bits=20,23"});
   o.jobs = 2;
   TempDir dir;
@@ -258,7 +258,7 @@ TEST(Campaign, ResumeKeepsValidResultsAndRedoesMissingFailedAndCorruptOnes) {
 }
 
 TEST(Campaign, ADirectoryHoldsOneCampaign) {
-  const ParamSet base = board_params();
+  const sim::ParamSet base = sim::board_params();
   const SweepOptions o = grid_options(base, {"clock_mhz=100,125"});
   TempDir dir;
   CampaignOptions c;
@@ -268,7 +268,7 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
   c.shard = {1, 2};
   const SweepOptions other = grid_options(base, {"clock_mhz=100,150"});
   EXPECT_THAT([&] { run_shard(base, other, c); }, ThrowsMessage<Error>(HasSubstr("another campaign")));
-  ParamSet base2 = base;
+  sim::ParamSet base2 = base;
   base2.set("ddr.wall_gb_s=1.5");
   try {
     run_shard(base2, o, c);
@@ -453,7 +453,7 @@ void write_json(const fs::path& p, const nlohmann::json& j) { std::ofstream(p, s
 const fs::path& finished_campaign() {
   static TempDir dir;
   static const fs::path c = [] {
-    const ParamSet base = board_params();
+    const sim::ParamSet base = sim::board_params();
     CampaignOptions opt;
     opt.dir = (dir.path / "c").string();
     run_shard(base, grid_options(base, {"clock_mhz=100,125", "dma.length_bits=23,26"}), opt);
@@ -567,7 +567,7 @@ TEST(Campaign, MergeChecksEachPointFilesConfigAndFigures) {
 }
 
 TEST(Campaign, AxesInAnotherOrderOrSpellingAreTheSameCampaign) {
-  const ParamSet base = board_params();
+  const sim::ParamSet base = sim::board_params();
   TempDir dir;
   CampaignOptions c;
   c.dir = dir.path.string();
@@ -605,4 +605,4 @@ TEST(CampaignCli, MergeReportsCorruptFilesWithTheirExitCodes) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

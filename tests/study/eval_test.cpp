@@ -24,7 +24,7 @@
 
 namespace fs = std::filesystem;
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
 const fs::path kModel = fs::path(BITSIM_SOURCE_DIR) / "models" / "kjv-ternary";
@@ -440,4 +440,4 @@ TEST(EvalCli, BadInputExitsTwoNamingTheFileOrOption) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "hw/ddr3_timing.h"
+#include "hw/memory/ddr3_timing.h"
 
 namespace bitsim::study {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/attention_resources.h"
+#include "hw/circuits/attention_resources.h"
 #include "study/bench.h"
 #include "study/calibrate.h"
 #include "study/eval.h"
@@ -20,7 +20,7 @@
 #include "study/run_record.h"
 #include "study/sweep.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
 using ::testing::StrEq;
@@ -193,7 +193,7 @@ TEST(Record, EvalRowsWriteTheirBucketsAndTheRowsNotRun) {
 }
 
 TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
-  TokenRecord t;
+  sim::TokenRecord t;
   t.index = 3;
   t.text = "the";
   t.generated = true;
@@ -203,7 +203,7 @@ TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
   EXPECT_TRUE(j["logits_equal"].is_null());
   EXPECT_TRUE(j["generated"].get<bool>());
   EXPECT_EQ(j["dma_calls"].get<uint64_t>(), 484u);
-  TokenRecord back;
+  sim::TokenRecord back;
   record_from_json(j, run_token_fields(), "test", "token field", back);
   EXPECT_FALSE(back.logits_equal.has_value());
   EXPECT_EQ(back.text, "the");
@@ -218,9 +218,9 @@ TEST(Record, ARunTokenWritesNullForAnUncheckedTokenAndReadsBack) {
 }
 
 TEST(Record, RunSummaryFromTheTokens) {
-  BoardRunResult r;
+  sim::BoardRunResult r;
   for (double ms : {80.0, 100.0, 90.0}) {
-    TokenRecord t;
+    sim::TokenRecord t;
     t.total_ms = ms;
     t.generated = ms > 85;
     t.logits_equal = true;
@@ -248,9 +248,9 @@ TEST(Record, RunSummaryFromTheTokens) {
   EXPECT_EQ(j["fixed_cost_share_evidence"], "simulated");
 }
 
-BoardRunResult sample_run() {
-  BoardRunResult r;
-  r.fidelity = Fidelity::kFast;
+sim::BoardRunResult sample_run() {
+  sim::BoardRunResult r;
+  r.fidelity = sim::Fidelity::kFast;
   r.mismatch = "layer 0 q_acc element 3";
   r.stopped_at_capacity = true;
   r.fast.batches = 9;
@@ -261,7 +261,7 @@ BoardRunResult sample_run() {
 }
 
 TEST(Record, TheSummarysNestedObjectsFollowTheirFieldLists) {
-  BoardRunResult r = sample_run();
+  sim::BoardRunResult r = sample_run();
   r.attention.rows[0].lut.reset();
   const nlohmann::json j = run_summary_json(r);
   EXPECT_EQ(j["timing_cache"]["batches"].get<uint64_t>(), 9u);
@@ -275,7 +275,7 @@ TEST(Record, TheSummarysNestedObjectsFollowTheirFieldLists) {
   EXPECT_EQ(w["device"]["lut"].get<int>(), host::WalkerResources::kDeviceLut);
   EXPECT_EQ(w["dsp"].get<int>(), r.walker->dsp);
   EXPECT_EQ(w["operators"][0]["name"], r.walker->rows[0].name);
-  r.fidelity = Fidelity::kCycle;
+  r.fidelity = sim::Fidelity::kCycle;
   r.walker.reset();
   EXPECT_FALSE(run_summary_json(r).contains("timing_cache"));
   EXPECT_FALSE(run_summary_json(r).contains("walker_resources"));
@@ -407,4 +407,4 @@ TEST(RecordDocs, ValidationRowAndFittedParameterFieldsAreTheDocumentedOnes) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -17,7 +17,7 @@
 #include "support/run_bitsim.h"
 #include "support/temp_dir.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
 namespace fs = std::filesystem;
@@ -138,7 +138,7 @@ TEST(RegressScenarioRun, TimingFiguresAreDeterministicAndFollowTheBoard) {
   s.kind = "timing";
   s.context = 64;
   s.tokens = 1;
-  const ParamSet base = load_board_params("");
+  const sim::ParamSet base = sim::load_board_params("");
   const auto a = run_regress_scenario(s, base);
   EXPECT_EQ(a, run_regress_scenario(s, base));
   s.sets = {"ddr.wall_gb_s=1.0"};
@@ -285,4 +285,4 @@ TEST(RegressCli, ADamagedBaselineExitsTwoAndUpdateReplacesIt) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -12,14 +12,14 @@
 #include "base/error.h"
 #include "sim/board_config.h"
 
-namespace bitsim::sim {
+namespace bitsim::study {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 // Options over `axes` at one timing-only token per point, without the functional check.
-SweepOptions one_token(const ParamSet& p, const std::vector<std::string>& axes) {
+SweepOptions one_token(const sim::ParamSet& p, const std::vector<std::string>& axes) {
   SweepOptions o;
   for (const auto& a : axes) o.grid.push_back(parse_axis(p, a));
   o.tokens = 1;
@@ -28,7 +28,7 @@ SweepOptions one_token(const ParamSet& p, const std::vector<std::string>& axes) 
 }
 
 TEST(Sweep, AxisParsingChecksKeysAndValues) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   const auto a = parse_axis(p, "clock_mhz=100,125");
   EXPECT_EQ(a.key, "clock.mhz");
   EXPECT_EQ(a.values, (std::vector<std::string>{"100", "125"}));
@@ -41,7 +41,7 @@ TEST(Sweep, AxisParsingChecksKeysAndValues) {
 }
 
 TEST(Sweep, TimingClosureFollowsTheBoard) {
-  ParamSet p = board_params();
+  sim::ParamSet p = sim::board_params();
   EXPECT_EQ(timing_closure(p), "met (board)");
   p.set("clock.mhz=142.86");
   EXPECT_EQ(timing_closure(p), "fails timing (board)");
@@ -53,7 +53,7 @@ TEST(Sweep, TimingClosureFollowsTheBoard) {
 }
 
 TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   SweepOptions o;
   o.grid.push_back(parse_axis(p, "clock_mhz=100,125,142.86,200"));
   o.tokens = 2;
@@ -97,7 +97,7 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
 // The PL walker's own time is a column: 0 with the CPU, and the four columns add up to the
 // token's time (one token per point: no medians between them).
 TEST(Sweep, WalkerTimeIsItsOwnColumn) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   const SweepOptions o = one_token(p, {"host.walker=cpu,pl"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 2u);
@@ -124,7 +124,7 @@ TEST(Sweep, WalkerTimeIsItsOwnColumn) {
 // of prefill.tokens_per_pass; the weight pass shared by a chunk shortens the time to the
 // first token; without the option the columns are empty.
 TEST(Sweep, PromptTokensGiveTheTimeToFirstTokenOfEachP) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   SweepOptions o;
   o.grid = {parse_axis(p, "prefill.tokens_per_pass=1,8")};
   o.tokens = 1;
@@ -148,7 +148,7 @@ TEST(Sweep, PromptTokensGiveTheTimeToFirstTokenOfEachP) {
 // Every point carries the prefill engine's fit verdict (docs/prefill.md 4), as `bitsim run`
 // gives it: P = 8 fits beside the CPU host, not beside the PL walker; P = 16 fits neither.
 TEST(Sweep, EachPointCarriesThePrefillFitVerdict) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   SweepOptions o;
   o.grid = {parse_axis(p, "prefill.tokens_per_pass=1,8,16"), parse_axis(p, "host.walker=cpu,pl")};
   o.tokens = 1;
@@ -163,7 +163,7 @@ TEST(Sweep, EachPointCarriesThePrefillFitVerdict) {
 }
 
 TEST(Sweep, TwoAxesMakeTheProduct) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   const SweepOptions o = one_token(p, {"clock_mhz=100,125", "dma.length_bits=18,23"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 4u);
@@ -174,7 +174,7 @@ TEST(Sweep, TwoAxesMakeTheProduct) {
 // A combination the config validation refuses (INT4 KV with the two-phase unit) is left out
 // and named; the valid points run, and INT4 KV moves fewer bytes in less attention time.
 TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
-  const ParamSet p = board_params();
+  const sim::ParamSet p = sim::board_params();
   const SweepOptions o = one_token(p, {"attention.variant=two-phase,online-softmax", "kv.format=int8,int4"});
   const SweepResult r = run_sweep(p, o);
   ASSERT_EQ(r.points.size(), 3u);
@@ -193,4 +193,4 @@ TEST(Sweep, RefusedCombinationsAreSkippedAndNamed) {
 }
 
 }  // namespace
-}  // namespace bitsim::sim
+}  // namespace bitsim::study

@@ -4,7 +4,7 @@
 // Test scaffolding only.
 #include <systemc>
 
-#include "hw/clock.h"
+#include "hw/parts/clock.h"
 
 namespace bitsim::test {
 

@@ -7,8 +7,8 @@
 
 #include <systemc>
 
-#include "hw/clock.h"
-#include "hw/memory.h"
+#include "hw/parts/clock.h"
+#include "hw/memory/memory.h"
 
 namespace bitsim::test {
 

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "host/mmio_program.h"
-#include "hw/attention_unit.h"
+#include "hw/circuits/attention_unit.h"
 #include "hw/board.h"
-#include "hw/engine_regs.h"
+#include "hw/circuits/engine_regs.h"
 #include "model/packed_image.h"
 #include "model/ternary.h"
 
@@ -79,7 +79,7 @@ class MmioProgramGenerator {
     uint32_t result_bytes = 0;
   };
 
-  uint64_t dma(int d) const { return hw::board_map::kDmaBase[d]; }
+  uint64_t dma(int d) const { return hw::EngineRegistry::board().dma_base(d); }
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
 
@@ -227,7 +227,7 @@ class MmioProgramGenerator {
       read(dma(d) + off);
   }
   void read_engines() {
-    for (uint64_t base : {hw::board_map::kMatmulRegs, hw::board_map::kAttentionRegs})
+    for (uint64_t base : {hw::EngineRegistry::board()[0].regs, hw::EngineRegistry::board()[1].regs})
       for (int lane = 0; lane < 2; ++lane)
         for (uint32_t off = 0; off <= hw::engine_reg::kBeatsOut; off += 4)
           read(base + uint64_t(lane) * hw::engine_reg::kLaneStride + off);
@@ -330,7 +330,7 @@ class MmioProgramGenerator {
           break;
         case 5:
           for (uint32_t off = 0; off <= hw::engine_reg::kBeatsOut; off += 4)
-            read((attention ? hw::board_map::kAttentionRegs : hw::board_map::kMatmulRegs) +
+            read((attention ? hw::EngineRegistry::board()[1].regs : hw::EngineRegistry::board()[0].regs) +
                  uint64_t(lane) * hw::engine_reg::kLaneStride + off);
           break;
         default:
@@ -363,7 +363,7 @@ class MmioProgramGenerator {
       if (attention) mem_read(at_[lane].result, at_[lane].result_bytes);
       else mem_read(mm_[lane].result, mm_[lane].result_bytes);
     }
-    if (chance(0.5)) write(hw::board_map::kMatmulRegs + hw::engine_reg::kControl, hw::engine_reg::kControlClear);
+    if (chance(0.5)) write(hw::EngineRegistry::board()[0].regs + hw::engine_reg::kControl, hw::engine_reg::kControlClear);
   }
 
   std::mt19937_64 rng_;

@@ -55,8 +55,8 @@ inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int
   return m;
 }
 
-inline golden::KvScales fixed_scales(const model::TernaryModel& m) {
-  golden::KvScales s;
+inline model::KvScales fixed_scales(const model::TernaryModel& m) {
+  model::KvScales s;
   s.k.assign(size_t(m.config.num_layers) * size_t(m.config.num_heads), 0.04f);
   s.v.assign(s.k.size(), 0.03f);
   // kv.format = int4: per-channel K maxima of the same scale, a few channels larger (the

@@ -7,7 +7,7 @@
 
 #include <systemc>
 
-#include "hw/clock.h"
+#include "hw/parts/clock.h"
 
 namespace bitsim::test {
 

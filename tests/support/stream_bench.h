@@ -17,9 +17,9 @@
 #include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
 
-#include "hw/clock.h"
-#include "hw/engine_lane.h"
-#include "hw/reg_fifo.h"
+#include "hw/parts/clock.h"
+#include "hw/circuits/engine_lane.h"
+#include "hw/parts/reg_fifo.h"
 #include "support/clocked_module.h"
 #include "support/tlm_access.h"
 

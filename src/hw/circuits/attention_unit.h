@@ -1,0 +1,217 @@
+#pragma once
+// AttentionUnit: the integer attention unit of CIRCUITS.md section 3, clocked as in
+// docs/hw-timing.md (last section): the shared engine lanes (engine_lane.h: streams, result
+// queue, busy, error latch, discard, clear, status registers) with the attention datapath.
+// One head at a time per lane, 8 MACs per lane (one 8-byte beat per clock) shared by the K
+// phase and the V phase, and one m multiplier shared by the lanes. Per head: header (2
+// beats), q (12), T K rows (12 each), T V rows (12 each) in; acc_0..acc_95, sum, 0 (98 words,
+// 49 beats) out, TLAST on the last beat of the head flagged last. The stream format is
+// model/attention_stream.h; the arithmetic equals golden::attention_head bit for bit (both
+// modes), the weight step being num::attention_weight.
+//
+// The datapath, per lane, per beat taken at edge c:
+//   - s_t is complete with row t's last K beat; p_t is computed when row t's first V beat is
+//     taken (the shared multiplier is asked once per 12 cycles per lane, at most 2 multiplies
+//     per 12 cycles in all: it never stalls, so the model does not arbitrate it);
+//   - a head whose last V beat is taken at c queues its 49 result beats for edge c + drain
+//     (they leave one per edge, as the result stream has room). The result bank holds one
+//     head: a head's last V beat is taken only at an edge where the lane's queue is empty
+//     (all earlier beats pushed at earlier edges); only heads shorter than 49 + drain beats
+//     (T = 1) can wait for it when the output is not back-pressured.
+//   - TLAST must be on exactly the last beat of the head flagged last (else Truncated, or
+//     TrailingData when it is missing there);
+//   - errors (model::AttentionError): the lane does the rest (engine_lane.h). Details:
+//     docs/hw-timing.md.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <systemc>
+
+#include "hw/parts/clock.h"
+#include "hw/circuits/engine_lane.h"
+#include "hw/circuits/engine_registry.h"
+#include "hw/fast/fast_engine.h"
+#include "model/attention_stream.h"
+#include "model/kv_format.h"
+#include "model/kv_tip.h"
+
+namespace bitsim::hw {
+
+// The unit's ERROR_CODE values, by their hw name (the host's driver decodes them).
+using model::AttentionError;
+using model::attention_error_name;
+
+// The shipped default is the board's attention unit as bitsim runs it (the board sets
+// reg_base); visit() gives each field's key, range, unit, evidence label and meaning
+// (base/config_field.h).
+struct AttentionUnitConfig {
+  int drain = 4;               // cycles from a head's last V beat to the push of its first
+                               // result beat (model, no board figure). Default 4: the MAC
+                               // pipeline's last accumulate plus the output register
+  int input_fifo_beats = 2;    // depth of each lane's input stream FIFO (beats)
+  int output_fifo_beats = 16;  // depth of each lane's output stream FIFO (beats); when it is
+                               // full the lane takes no input
+  uint64_t reg_base = 0x43C1'0000;  // byte address of the status register block (lane l at
+                                    // reg_base + l * 0x100); transactions on `ctrl` carry
+                                    // absolute addresses (0 behind an offset-passing router)
+  std::string variant = "two-phase";  // the circuit: the board's two-phase unit, or the
+                                      // online-softmax unit (docs/variants-attention.md)
+  std::string kv_format = "int8";     // the KV rows it reads: the board's int8, or the INT4
+                                      // codec (docs/variants-attention.md 8; online-softmax only)
+  int kv_outlier_channels = 0;        // int4: K channels kept as fp16 outlier lanes (0..8)
+  model::TipSettings tip;             // kv.format = tip: the precision tiers (docs/tip.md)
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.drain, FieldInfo{"attention.drain", 0, 1024, "cycles", Evidence::kSimulated,
+                         "attention unit: head's last V beat -> first result beat (CIRCUITS.md 3)"});
+    visit_engine_ports(c, "attention", "attention unit", v);
+    v(c.variant, FieldInfo{"attention.variant", 0, 0, "", Evidence::kSimulated,
+                           "attention circuit: two-phase (the board's: K phase, V phase, division on the CPU) "
+                           "or online-softmax (APEX: one pass, running max, interpolated exp, division on the "
+                           "PL; docs/variants-attention.md)",
+                           1, true, {model::kAttentionVariantNames[0], model::kAttentionVariantNames[1]}});
+    v(c.kv_format, FieldInfo{"kv.format", 0, 0, "", Evidence::kSimulated,
+                             "KV cache format: int8 (the board's, fixed per-(layer, head) scales) or int4 (APEX's "
+                             "KVQ: K per channel, V per token in groups of 32 with fp16 scales; needs "
+                             "attention.variant = online-softmax; docs/variants-attention.md 8)",
+                             1, true, {"int8", "int4", "tip"}});
+    v(c.kv_outlier_channels, FieldInfo{"kv.outlier_channels", 0, model::kKvMaxOutlierChannels, "channels",
+                                       Evidence::kSimulated,
+                                       "kv.format = int4: the K channels with the largest calibration max|K| kept "
+                                       "as fp16 outlier lanes (0..8; must be 0 with int8)"});
+    v(c.tip.region, FieldInfo{"kv.tip.region", 16, 256, "positions", Evidence::kSimulated,
+                              "kv.format = tip: positions per region, a power of two (docs/tip.md)"});
+    v(c.tip.sink, FieldInfo{"kv.tip.sink", 0, model::kAttentionInt4MaxT, "positions", Evidence::kSimulated,
+                            "kv.format = tip: the first positions always kept at KVQ8, a multiple of kv.tip.region"});
+    v(c.tip.recent, FieldInfo{"kv.tip.recent", 16, model::kAttentionInt4MaxT, "positions", Evidence::kSimulated,
+                              "kv.format = tip: the last positions kept at KVQ8, a multiple of kv.tip.region"});
+    v(c.tip.kvq8_regions, FieldInfo{"kv.tip.kvq8_regions", 0, model::kAttentionInt4MaxT, "regions", Evidence::kSimulated,
+                                    "kv.format = tip: regions past the recent window that keep KVQ8 (the most "
+                                    "attended, by mean attention mass)"});
+    v(c.tip.lane_regions, FieldInfo{"kv.tip.lane_regions", 0, model::kAttentionInt4MaxT, "regions", Evidence::kSimulated,
+                                    "kv.format = tip: regions held at KVQ4 with fp16 outlier lanes (the next most "
+                                    "attended); the rest are KVQ4"});
+    v(c.tip.lanes, FieldInfo{"kv.tip.lanes", 4, 8, "lanes", Evidence::kSimulated,
+                             "kv.format = tip: fp16 outlier lanes of a KVQ4+L row, 4 or 8"});
+  }
+  model::AttentionVariant kind() const { return model::attention_variant_of(variant); }
+  model::KvFormat kv() const { return model::kv_format_of(kv_format); }
+  bool int4() const { return kv() == model::KvFormat::Int4; }
+  bool tip_rows() const { return kv() == model::KvFormat::Tip; }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const {
+    check_engine_fields(*this, "attention", engine_reg::kLaneStride, who);
+    tip.validate(who);
+  }
+};
+
+// The attention arithmetic of one lane (CIRCUITS.md 3).
+class AttentionDatapath final : public LaneDatapath {
+ public:
+  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false,
+                             bool tip = false)
+      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_), tip_(tip && online_ && !int4) {}
+  uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
+  uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
+  int error_row() const override;
+  uint32_t queue_entries(int result_delay) const override;
+  uint32_t room_for_next_beat(uint32_t capacity) const override;
+  void take(EngineLane& lane, const StreamBeat& beat, uint64_t c) override;
+  void abort(EngineLane&, uint64_t) override { phase_ = Phase::Header0; }
+  uint64_t multiplies() const { return multiplies_; }
+
+ private:
+  enum class Phase : uint8_t { Header0, Header1, Q, Tags, Bank, K, V };
+  void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void q_beat(const StreamBeat& b);
+  void k_beat(EngineLane& lane, const StreamBeat& b);
+  void v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void finish_head(EngineLane& lane, bool tlast, uint64_t c);
+  // The online-softmax unit (docs/variants-attention.md): rows interleaved K_t V_t.
+  void online_k_done(EngineLane& lane);
+  void online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  void online_v_row_done(EngineLane& lane, bool tlast, uint64_t c);
+  // The INT4 KV rows (docs/variants-attention.md 8.3-8.4): the bank, then K_t V_t.
+  void int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  // INT4 and TIP rows (the 62-bit datapath; model::tip_k12, model::tip_accumulate_v).
+  void wide_k_beat(EngineLane& lane, const StreamBeat& b);
+  void wide_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  // TIP rows (docs/tip.md "Stream"): the tag beats, the bank, then K_t V_t at each region's
+  // tier; the region registers (l_r, m_r) and the masses after the normalizer.
+  void tip_tag_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
+  model::TipTier tip_tier() const { return tip_tiers_[size_t(t_ >> h_.region_log2)]; }
+  int row_beats() const;  // beats of the current row (K or V)
+
+  bool online_ = false;          // this lane's circuit is the online-softmax unit
+  bool int4_ = false;            // online: the unit reads INT4 KV rows (kv.format = int4)
+  bool tip_ = false;             // online: the unit reads TIP rows (kv.format = tip)
+  bool rescale_ = false;         // online: the current row grew the maximum (alpha applies)
+  uint32_t alpha_ = 0;           // online: the rescale factor of the current row
+
+  Phase phase_ = Phase::Header0;
+  uint64_t header0_ = 0;
+  model::AttentionHeadHeader h_;
+  int T_ = 0;
+  int beat_ = 0;  // beat within q or within the current row (0..11)
+  int t_ = 0;     // current K or V row
+  int32_t s_cur_ = 0, s_max_ = 0, p_ = 0;
+  uint32_t sum_ = 0;
+  uint64_t multiplies_ = 0;  // uses of the shared m multiplier (V rows outside legacy mode)
+  alignas(8) std::array<int8_t, model::kHeadDim> q_{};
+  std::array<int32_t, model::kHeadDim> acc_{};
+  std::array<int32_t, model::kAttentionMaxT> s_{};
+  // INT4: the head's row sizes, its bank, the row being collected, 60-bit accumulators.
+  model::KvStorage int4_st_;
+  std::array<uint8_t, 208> bank_bytes_{};
+  model::KvInt4Bank bank_;
+  std::array<uint8_t, 2 * model::kHeadDim> row_{};
+  std::array<int64_t, model::kHeadDim> acc64_{};
+  // TIP: the tag beats and the regions' tiers, the V scale, the current region's part l of the
+  // sum and the register file of (l_r, m_r).
+  std::array<uint8_t, model::tip_tag_beats(model::kTipMaxRegions) * model::kBeatBytes> tag_bytes_{};
+  std::vector<model::TipTier> tip_tiers_;
+  uint16_t sv_ = 0;
+  uint32_t l_ = 0;
+  std::array<uint32_t, model::kTipMaxRegions> l_r_{};
+  std::array<int32_t, model::kTipMaxRegions> m_r_{};
+};
+
+// The attention unit in fast fidelity (hw/fast/fast_engine.h): the chain's buffers as one stream,
+// walked head by head with model::next_head; each head's scores, weights and weighted sum by
+// the fast kernels of the unit's variant. A header for another variant is the clocked
+// unit's error (the batch runs on the clocked board). Key: "h{T},{flags},{outliers};" per head
+// (TIP: "h{T},{flags},{L},{log2 R},{tag beats in hex};").
+class AttentionFastEngine final : public FastEngine {
+ public:
+  explicit AttentionFastEngine(const AttentionUnitConfig& config) : config_(config) {}
+  bool compute(FastEngineContext& ctx, const std::vector<FastBuffer>& stream, std::string& key,
+               std::vector<uint8_t>& results) const override;
+
+ private:
+  // One head at s (its layout h) into the result bytes at `out` (kAttentionResultBytes).
+  bool head(const uint8_t* s, const model::HeadLayout& h, uint8_t* out, bool timing_only) const;
+  AttentionUnitConfig config_;
+};
+
+// The attention unit: the engine lanes with an AttentionDatapath per lane.
+class AttentionUnit : public EngineLanes {
+ public:
+  // Throws std::invalid_argument for a drain outside 0..1024 (and as EngineLanes).
+  AttentionUnit(sc_core::sc_module_name name, Clock& clock, const AttentionUnitConfig& config);
+  const AttentionUnitConfig& config() const { return config_; }
+  // Uses of the shared m multiplier by a lane (V rows outside legacy mode).
+  uint64_t multiplies(int lane) const;
+
+ private:
+  AttentionUnitConfig config_;
+};
+
+// The attention unit's registration (hw/circuits/engine_registry.h): registers at
+// 0x43C1_0000, lanes fed by at0 (0x4042_0000) and at1 (0x4043_0000), with the SG engine by
+// board.attention_dma_sg (CIRCUITS.md 5: SG chains).
+EngineKind attention_unit_kind();
+
+}  // namespace bitsim::hw

@@ -1,0 +1,253 @@
+#include "hw/memory/ddr3_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "hw/parts/fingerprint.h"
+
+namespace bitsim::hw {
+
+namespace {
+constexpr uint64_t kWriteBit = 1ull << 47;
+constexpr uint64_t kSeqMask = kWriteBit - 1;
+uint64_t burst_id(size_t port, bool write, uint64_t seq) { return uint64_t(port) << 48 | (write ? kWriteBit : 0) | (seq & kSeqMask); }
+}  // namespace
+
+uint32_t Ddr3Memory::controller_port(const Ddr3Config& c, int i) { return std::min<uint32_t>(c.ports - 1, 2 + uint32_t(i)); }
+
+Ddr3Memory::Ddr3Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
+    : Memory(name, clock, config),
+      crossing_(ddr3_board_clock(config_.ddr3, uint64_t(std::llround(clock.period().to_seconds() * 1e12)))),
+      timing_(ddr3_board_engine(config_.ddr3, crossing_)) {
+  ports_.resize(size_t(config_.ports));
+  for (int i = 0; i < config_.ports; ++i) ports_[size_t(i)].link = links_[size_t(i)].get();
+  SC_METHOD(tick);
+  sensitive << clock_.listen();
+  dont_initialize();
+}
+
+bool Ddr3Memory::idle() const {
+  if (in_flight_ > 0) return false;
+  for (const auto& p : ports_)
+    if (p.link->ar.valid() || p.link->aw.valid()) return false;
+  return true;
+}
+
+// The next burst of an AR or AW channel, checked, and told to the request listener.
+DdrBurst Ddr3Memory::take_burst(RegFifo<DdrBurst>& channel, int index, bool write, uint64_t now) {
+  const DdrBurst b = channel.pop();
+  if (b.beats == 0 || b.beats > 256 || b.addr % kBusBeatBytes != 0)
+    throw Error(fmt::format("{}: port {} {} burst at {:#x} of {} beats is malformed", name(), index,
+                            write ? "write" : "read", b.addr, b.beats));
+  heard(now, index, write, b);
+  return b;
+}
+
+// A port's queue holds ddr3.queue_depth requests per direction; a full one stops AR / AW.
+void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
+  DdrPortLink& l = *p.link;
+  const size_t depth = config_.ddr3.queue_depth;
+  // A burst taken from AR or AW: its address, length and tag, its place in its direction's
+  // order, and DECERR when it lies outside the DDR.
+  auto open = [&](Burst& x, const DdrBurst& b, uint64_t& seq) {
+    x.addr = b.addr;
+    x.beats = b.beats;
+    x.tag = b.tag;
+    x.seq = seq++;
+    x.error = outside(b.addr, uint64_t(b.beats) * kBusBeatBytes);
+  };
+  if (l.ar.valid() && p.reads.size() < depth) {
+    const DdrBurst b = take_burst(l.ar, index, false, now);
+    Read r;
+    open(r, b, p.read_seq);
+    r.due.assign(b.beats, 0);
+    if (r.error) {  // DECERR: answered from the next edge on, the DRAM not involved
+      std::fill(r.due.begin(), r.due.end(), now + 1);
+      r.known = b.beats;
+    } else {
+      timing_.submit(Ddr3Request{crossing_.device(now), controller_port(config_.ddr3, index), false, b.addr,
+                                 b.beats * uint32_t(kBusBeatBytes)},
+                     burst_id(size_t(index), false, r.seq));
+    }
+    p.reads.push_back(std::move(r));
+    ++in_flight_;
+  }
+  if (l.aw.valid() && p.writes.size() < depth) {
+    Write w;
+    open(w, take_burst(l.aw, index, true, now), p.write_seq);
+    p.writes.push_back(w);
+    ++in_flight_;
+  }
+}
+
+// One write beat from the W FIFO into the controller's write data buffer; the burst's last
+// beat submits it to the DRAM.
+bool Ddr3Memory::take_write_beat(PortState& p, int index, uint64_t now) {
+  if (p.data_next >= p.writes.size() || !p.link->w.valid()) return false;
+  Write& w = p.writes[p.data_next];
+  const WriteBeat beat = p.link->w.pop();
+  const bool last = w.done + 1 == w.beats;
+  if (beat.last != last)
+    throw Error(fmt::format("{}: port {} write beat {} of the burst at {:#x} ({} beats) has last = {}", name(), index,
+                            w.done, w.addr, w.beats, beat.last));
+  DdrPortStats& ps = stats_.ports[size_t(index)];
+  if (!w.error) {
+    bus_write_beat(w.addr + uint64_t(w.done) * kBusBeatBytes, beat.data, beat.strobe);
+    ps.bytes_written += kBusBeatBytes;
+  }
+  if (++w.done < w.beats) return true;
+  ++p.data_next;
+  if (w.error) {
+    w.response_due = now + 1;
+    return true;
+  }
+  mem_.notify(w.addr, size_t(w.beats) * kBusBeatBytes);
+  timing_.submit(Ddr3Request{crossing_.device(now), controller_port(config_.ddr3, index), true, w.addr,
+                             w.beats * uint32_t(kBusBeatBytes)},
+                 burst_id(size_t(index), true, w.seq));
+  return true;
+}
+
+// The controller chooses a burst at each decision time up to the device cycle of `now`: by
+// then every request that could compete has arrived. Completions become the edges at which
+// read beats may leave and write responses may be sent.
+void Ddr3Memory::schedule(uint64_t now) {
+  const uint64_t device_now = crossing_.device(now);
+  while (const auto s = timing_.step(device_now)) {
+    const size_t pi = size_t(s->id >> 48);
+    const bool write = s->id & kWriteBit;
+    const uint64_t seq = s->id & kSeqMask;
+    const uint64_t edge = std::max(now + 1, crossing_.edge(s->end));
+    PortState& p = ports_[pi];
+    if (write) {
+      if (s->last) p.writes[size_t(seq - p.writes.front().seq)].response_due = edge;
+      continue;
+    }
+    Read& r = p.reads[size_t(seq - p.reads.front().seq)];
+    // DRAM burst `served` holds beats [2 served - first, 2 served + 2 - first) of the AXI burst
+    // (first = 1 when it starts in the second half of a 16-byte DRAM burst).
+    const uint32_t per = uint32_t(config_.ddr3.bus_bytes * config_.ddr3.burst_length / kBusBeatBytes);
+    const uint32_t first = uint32_t(r.addr % (per * kBusBeatBytes) / kBusBeatBytes);
+    const uint32_t upto = std::min<uint32_t>(r.beats, (r.served + 1) * per - first);
+    for (; r.known < upto; ++r.known) r.due[r.known] = edge;
+    ++r.served;
+  }
+}
+
+uint64_t Ddr3Memory::state_fingerprint(uint64_t) const {
+  Fingerprint f;
+  f.add(in_flight_);
+  for (const PortState& p : ports_) f.add(p.reads.size()).add(p.writes.size()).add(p.data_next);
+  return f.value();
+}
+
+MemoryState Ddr3Memory::carried_state(uint64_t cycle) const {
+  if (in_flight_ > 0 || !timing_.idle())
+    throw Error(fmt::format("{}: the carried state was asked for at edge {} while {} bursts are in flight", name(),
+                            cycle, in_flight_));
+  return MemoryState{ddr3_carry(timing_, crossing_, cycle)};
+}
+
+void Ddr3Memory::restore_state(const MemoryState& state) { crossing_ = ddr3_restore(timing_, crossing_, state.words, name()); }
+
+void Ddr3Memory::tick() {
+  if (!awake_at_edge()) return;
+  const uint64_t now = clock_.cycle();
+
+  uint32_t wrote = 0;  // ports that took a write beat
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& p = ports_[i];
+    if (p.link->ar.valid() || p.link->aw.valid()) accept(p, int(i), now);
+    if (take_write_beat(p, int(i), now)) wrote |= 1u << i;
+  }
+  schedule(now);
+
+  bool any = false;
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& p = ports_[i];
+    DdrPortStats& ps = stats_.ports[i];
+    bool moved = wrote & (1u << i);
+    // A write response, in order, once its last DRAM burst has completed.
+    if (!p.writes.empty() && p.data_next > 0 && p.writes.front().response_due <= now && p.link->b.ready()) {
+      const Write& w = p.writes.front();
+      p.link->b.push(DdrWriteResponse{w.tag, w.error});
+      if (w.error) ++ps.decerr_bursts;
+      ++ps.write_bursts;
+      p.writes.pop_front();
+      --p.data_next;
+      --in_flight_;
+    }
+    // A read beat, in order, once the DRAM burst that holds it has completed.
+    if (!p.reads.empty()) {
+      Read& r = p.reads.front();
+      if (r.done < r.known && r.due[r.done] <= now && p.link->r.ready()) {
+        moved = true;
+        if (emit_read_beat(*this, r, *p.link, ps)) {
+          p.reads.pop_front();
+          --in_flight_;
+        }
+      }
+    }
+    if (moved) {
+      note_busy(ps, now);
+      any = true;
+    }
+  }
+  if (any) {
+    if (stats_.busy_cycles == 0) stats_.first_busy_cycle = now;
+    stats_.last_busy_cycle = now;
+    ++stats_.busy_cycles;
+  }
+
+  if (idle()) sleep_until_request();
+}
+
+namespace {
+
+// ddr.model = ddr3's fast side: the same words as Ddr3Memory::carried_state (a tag, the
+// clock crossing's phase, Ddr3Timing::save), advanced over a gap by the engine itself, and
+// every buffer's address in the key (its banks and rows set the timing).
+class Ddr3MemoryTiming : public MemoryTiming {
+ public:
+  Ddr3MemoryTiming(const Ddr3Config& c, uint64_t pl_period_ps)
+      : config_(c), crossing_(ddr3_board_clock(c, pl_period_ps)) {}
+  void key_facts(uint64_t addr, uint64_t, std::string& key) const override { key += fmt::format("@{:x}", addr); }
+  MemoryState initial_state() const override { return MemoryState{ddr3_carry(ddr3_board_engine(config_, crossing_), crossing_, 0)}; }
+  MemoryState advance(const MemoryState& state, uint64_t idle_cycles) const override {
+    Ddr3Timing t = ddr3_board_engine(config_, crossing_);
+    const Ddr3Crossing x = ddr3_restore(t, crossing_, state.words, "memory model");
+    return idle_cycles == 0 ? state : MemoryState{ddr3_carry(t, x, idle_cycles)};
+  }
+
+ private:
+  Ddr3Config config_;
+  Ddr3Crossing crossing_;
+};
+
+}  // namespace
+
+MemoryKind ddr3_memory_kind() {
+  MemoryKind k;
+  k.name = "ddr3";
+  k.clocked = [](sc_core::sc_module_name n, Clock& clock, const DdrConfig& c) {
+    return std::unique_ptr<Memory>(std::make_unique<Ddr3Memory>(n, clock, c));
+  };
+  k.fast = [](const DdrConfig& c, uint64_t pl_period_ps) {
+    return std::unique_ptr<MemoryTiming>(std::make_unique<Ddr3MemoryTiming>(c.ddr3, pl_period_ps));
+  };
+  // The one figure the DRAM model does not take from the device's data (docs/ddr3.md); the
+  // host's costs stay the wall calibration's ("Validated without refitting").
+  k.calibration = {"ddr3.ctrl_latency_ns", "DDR3 controller and interconnect latency added to each burst's completion",
+                   1000, 12, false};
+  k.watchdog_keys = [](const DdrConfig& c) {
+    return std::vector<std::string>{fmt::format("ddr3.queue_depth = {}", c.ddr3.queue_depth),
+                                    fmt::format("ddr3.trfc = {}", c.ddr3.trfc),
+                                    fmt::format("ddr3.trefi = {}", c.ddr3.trefi)};
+  };
+  return k;
+}
+
+}  // namespace bitsim::hw

@@ -1,0 +1,79 @@
+#pragma once
+// Ddr3Memory: ddr.model = ddr3, the board's DDR3 device and the Zynq DDR controller clocked
+// with the PL (docs/ddr3.md, "The memory on the board"). Each HP port's bursts enter the
+// controller port it is wired to (board port i -> controller port min(ddr3.ports - 1, 2 + i):
+// HP0 -> 2, HP2 -> 3); hw::Ddr3Timing chooses and times every DRAM burst; read beats leave
+// once the DRAM burst that holds them has completed, one beat per port and edge, in order;
+// a write enters the controller when its last data beat is taken and is answered once its
+// last DRAM burst has completed. Open rows, the refresh phase and the clock crossing's phase
+// survive an idle gap (carried_state / restore_state; the fast side is in
+// hw/memory/memory_model.cpp).
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <systemc>
+
+#include "hw/memory/ddr3_timing.h"
+#include "hw/memory/memory.h"
+#include "hw/memory/memory_registry.h"
+
+namespace bitsim::hw {
+
+class Ddr3Memory : public Memory {
+ public:
+  SC_HAS_PROCESS(Ddr3Memory);
+  Ddr3Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config);
+
+  // Bursts held per port and direction: zero on a quiet memory.
+  uint64_t state_fingerprint(uint64_t cycle) const override;
+  MemoryState carried_state(uint64_t cycle) const override;
+  void restore_state(const MemoryState& state) override;
+  const Ddr3Crossing& crossing() const { return crossing_; }
+  // The controller port board port `i` is wired to.
+  static uint32_t controller_port(const Ddr3Config& c, int i);
+
+ private:
+  // What a read and a write burst share: where, how long, its tag and order, DECERR.
+  struct Burst {
+    uint64_t addr = 0, seq = 0;
+    uint32_t beats = 0, done = 0, tag = 0;
+    bool error = false;
+  };
+  struct Read : Burst {
+    uint32_t known = 0, served = 0;
+    std::vector<uint64_t> due;  // per beat: the edge it may leave (the first `known`)
+  };
+  struct Write : Burst {
+    uint64_t response_due = UINT64_MAX;
+  };
+  struct PortState {
+    DdrPortLink* link = nullptr;  // the base's links_[i]
+    std::deque<Read> reads;
+    std::deque<Write> writes;
+    size_t data_next = 0;              // writes before this index have all their data
+    uint64_t read_seq = 0, write_seq = 0;  // sequence numbers of the next read / write
+  };
+
+  void tick();
+  bool idle() const;
+  bool outside(uint64_t addr, uint64_t n) const { return addr >= config_.size_bytes || n > config_.size_bytes - addr; }
+  DdrBurst take_burst(RegFifo<DdrBurst>& channel, int index, bool write, uint64_t now);
+  void accept(PortState& p, int index, uint64_t now);
+  bool take_write_beat(PortState& p, int index, uint64_t now);  // true when a beat moved
+  void schedule(uint64_t now);  // lets the controller choose every burst it can by `now`
+
+  Ddr3Crossing crossing_;
+  Ddr3Timing timing_;
+  std::vector<PortState> ports_;
+  size_t in_flight_ = 0;  // bursts held over all ports
+};
+
+// ddr.model = ddr3's registration (hw/memory/memory_registry.h): this clocked half and its
+// fast half (the carried state: open rows, refresh and crossing phase; every buffer's
+// address in the batch key).
+MemoryKind ddr3_memory_kind();
+
+}  // namespace bitsim::hw

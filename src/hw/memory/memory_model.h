@@ -1,0 +1,135 @@
+#pragma once
+// The memory model's SystemC-free part: its config (the ddr.* keys, ddr.model among them),
+// the state it carries across an idle gap, and what the fast fidelity asks of it
+// (MemoryTiming). The clocked part is hw::Memory (hw/memory/memory.h).
+//
+// The fast fidelity reuses a batch's timing whenever the batch's shape is the same
+// (docs/architecture.md, "A transfer through both fidelities"). A memory model takes part in
+// that in three ways, each here:
+//   - the address facts of a transfer its timing depends on enter the batch key (key_facts;
+//     none for wall and latency-bandwidth, whose timing does not depend on where a buffer
+//     lies beyond the HP port's 4 KB rule, which enters the key through
+//     hw::axi_boundary_offset; ddr3 keys on every buffer's address);
+//   - the state that survives an idle gap (open rows, a refresh counter: MemoryState) is
+//     carried by the fast board from one batch to the next, advanced over the gap (advance),
+//     and opens the timing oracle's clocked board (Memory::restore_state); its fingerprint
+//     enters the key;
+//   - everything else of the memory's timing state is back at its reset value whenever the
+//     board is quiet (the idle-board check, Board::state_fingerprints, covers that part).
+// wall and latency-bandwidth carry nothing: their MemoryState is empty, and their keys are
+// those of a board without a memory model. ddr3 carries its open rows, refresh phase and
+// clock-crossing phase, and its timing depends on where each buffer lies (docs/ddr3.md).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/config_field.h"
+#include "hw/memory/ddr3_config.h"
+#include "hw/memory/memory_registry.h"
+
+namespace bitsim::hw {
+
+// The shipped default is the board's DDR as bitsim runs it; visit() gives each field's key,
+// range, unit, evidence label and meaning (base/config_field.h).
+struct DdrConfig {
+  // Which model times the DDR (docs/hw-timing.md, "DDR"): "wall" (the board's measured
+  // bandwidth wall, one token bucket shared by the ports and both directions),
+  // "latency-bandwidth" (a fixed latency and a bandwidth per port, no shared wall) or "ddr3"
+  // (banks, rows, refresh and the controller: docs/ddr3.md, the ddr3.* keys).
+  std::string model = "wall";
+  uint64_t size_bytes = 512ull << 20;  // DDR size in bytes, a multiple of 1 MiB (BOARD.md: 512 MB)
+  double wall_bytes_per_s = 2.009e9;   // bandwidth wall shared by all ports and both directions,
+                                       // bytes per second (key ddr.wall_gb_s, in GB/s)
+  double port_bytes_per_s = 1.0045e9;  // latency-bandwidth: each port's own bandwidth, both
+                                       // directions, bytes per second (key ddr.port_gb_s)
+  double read_latency_ns = 367.86;     // read burst accepted -> its first beat may leave, ns;
+                                       // rounded up to whole PL cycles (calibrated)
+  double write_latency_ns = 50.0;      // write burst's last beat taken -> its response leaves, ns;
+                                       // rounded up to whole PL cycles
+  int ports = 2;                       // HP ports wired to the DDR (BOARD.md: HP0 and HP2)
+  int max_pending_bursts = 16;         // bursts the DDR holds per port and direction (accepted, not
+                                       // finished); a full queue stops taking AR / AW
+  Ddr3Config ddr3;                     // ddr.model = ddr3: the device and the controller (ddr3.* keys)
+  // The memory models ddr.model chooses from (not a key: the shipped ones unless a caller
+  // registers another).
+  std::shared_ptr<const MemoryRegistry> models = MemoryRegistry::board_handle();
+
+  // The registration of the model ddr.model names; throws bitsim::Error naming ddr.model and
+  // the choices when the registry has none of that name.
+  const MemoryKind& kind(const std::string& who = "memory model") const { return models->at(model, who); }
+
+  bool per_port_bandwidth() const { return model == "latency-bandwidth"; }
+
+  template <typename Self, typename Visitor>
+  static void visit(Self& c, Visitor&& v) {
+    v(c.model, FieldInfo{"ddr.model", 0, 0, "", Evidence::kSimulated,
+                         "memory model: wall (one bandwidth wall shared by the ports, fitted to the board), "
+                         "latency-bandwidth (a fixed latency and a bandwidth per port, no shared wall) or ddr3 (the "
+                         "DDR3 device's banks, rows and refresh behind the Zynq controller: the ddr3.* keys)",
+                         1, true, MemoryRegistry::board().names()});
+    v(c.size_bytes, FieldInfo{"ddr.size_bytes", double(1ull << 20), double(1ull << 40), "bytes", Evidence::kBoard,
+                              "DDR size, a multiple of 1 MiB (BOARD.md: 512 MB)", 1, false});
+    v(c.wall_bytes_per_s, FieldInfo{"ddr.wall_gb_s", 0.01, 100, "GB/s", Evidence::kBoard,
+                                    "DDR read wall seen from the PL, shared by both HP ports (BOARD.md: 2.009 GB/s "
+                                    "measured)", 1e9});
+    v(c.port_bytes_per_s, FieldInfo{"ddr.port_gb_s", 0.01, 100, "GB/s", Evidence::kSimulated,
+                                    "ddr.model = latency-bandwidth: each port's own bandwidth, reads and writes "
+                                    "together (default: half the wall)", 1e9});
+    v(c.read_latency_ns, FieldInfo{"ddr.read_latency_ns", 0, 10000, "ns", Evidence::kCalibrated,
+                                   "read burst accepted -> first data beat (no board figure; fitted, CIRCUITS.md 6)"});
+    v(c.write_latency_ns, FieldInfo{"ddr.write_latency_ns", 0, 10000, "ns", Evidence::kSimulated,
+                                    "write burst's last beat -> write response"});
+    v(c.ports, FieldInfo{"ddr.ports", 1, 16, "ports", Evidence::kBoard,
+                         "HP ports wired to the DDR (BOARD.md: HP0 and HP2)", 1, false});
+    v(c.max_pending_bursts, FieldInfo{"ddr.max_pending_bursts", 1, 256, "bursts", Evidence::kSimulated,
+                                      "bursts the DDR controller queues per port and direction"});
+    Ddr3Config::visit(c.ddr3, v);
+  }
+  // Throws bitsim::Error naming `who` and the key of the first field out of range.
+  void validate(const std::string& who) const {
+    // ddr.model against the config's own registry (a registered model beyond the shipped
+    // choices is valid here); every other field against its declared range.
+    visit(*this, [&](const auto& field, const FieldInfo& f) {
+      if (f.key != "ddr.model") check_field(field, f, who);
+    });
+    kind(who);
+    ddr3.validate(who);
+    if (size_bytes % (1ull << 20) != 0)
+      throw Error(fmt::format("{}: ddr.size_bytes = {} is not a multiple of 1 MiB", who, size_bytes));
+  }
+};
+
+// The part of a memory's timing state that survives an idle gap, as the model's own words
+// (opaque to the board). Empty for wall and latency-bandwidth; ddr3's words are in
+// hw/memory/ddr3_timing.h (ddr3_carry).
+struct MemoryState {
+  std::vector<uint64_t> words;
+  bool empty() const { return words.empty(); }
+  bool operator==(const MemoryState&) const = default;
+};
+
+// What the fast fidelity asks of the memory model, without SystemC.
+class MemoryTiming {
+ public:
+  virtual ~MemoryTiming() = default;
+  // Appends to `key` the facts of a transfer of `bytes` bytes at `addr` that the memory's
+  // timing depends on beyond the HP port's 4 KB rule. Default: none (wall, latency-bandwidth).
+  virtual void key_facts(uint64_t addr, uint64_t bytes, std::string& key) const {
+    (void)addr, (void)bytes, (void)key;
+  }
+  // The carried state of a memory at reset (edge 0 of a board that opens nothing).
+  virtual MemoryState initial_state() const { return {}; }
+  // The carried state `idle_cycles` PL cycles later, with no request in between.
+  virtual MemoryState advance(const MemoryState& state, uint64_t idle_cycles) const {
+    (void)idle_cycles;
+    return state;
+  }
+  // Appends the carried state to a batch key (nothing for an empty state).
+  virtual void key_state(const MemoryState& state, std::string& key) const;
+};
+
+// The fast-side part of the model `config.model` names, for a PL clock of `pl_period_ps`.
+std::unique_ptr<MemoryTiming> make_memory_timing(const DdrConfig& config, uint64_t pl_period_ps);
+
+}  // namespace bitsim::hw
