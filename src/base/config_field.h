@@ -22,16 +22,26 @@
 namespace bitsim {
 
 // Where a value comes from:
-//   board      - measured on the real board or fixed by its datasheets / IP documentation
-//   calibrated - fitted by `bitsim calibrate` to a board measurement (CIRCUITS.md 6)
-//   simulated  - a modelling choice of bitsim with no board measurement behind it
-enum class Evidence { kBoard, kCalibrated, kSimulated };
+//   board           - measured on the real board or fixed by its datasheets / IP documentation
+//   calibrated      - fitted by `bitsim calibrate` to a board measurement (CIRCUITS.md 6)
+//   simulated       - a modelling choice of bitsim with no board measurement behind it
+//   datasheet       - a published part's datasheet figure (or a simulator's memspec copied from
+//                     one), not of a part known to be on the board: the energy model's DDR3 IDD
+//                     sets (docs/energy.md)
+//   vendor-estimate - a vendor's power estimate (Vivado report_power, XPE / UG440, an
+//                     application note's worked figure), not a measurement: the energy model's
+//                     PS7 and PL coefficients (docs/energy.md)
+// No power of the real board has been measured: no energy figure or coefficient is board or
+// calibrated (../shared/spec/ENERGY.md).
+enum class Evidence { kBoard, kCalibrated, kSimulated, kDatasheet, kVendorEstimate };
 
 inline const char* evidence_name(Evidence e) {
   switch (e) {
     case Evidence::kBoard: return "board";
     case Evidence::kCalibrated: return "calibrated";
     case Evidence::kSimulated: return "simulated";
+    case Evidence::kDatasheet: return "datasheet";
+    case Evidence::kVendorEstimate: return "vendor-estimate";
   }
   return "?";
 }

@@ -100,7 +100,9 @@ Ddr3Timing::Plan Ddr3Timing::plan(const Ddr3Address& a, bool write, uint64_t t0)
 void Ddr3Timing::commit(const Ddr3Address& a, bool write, const Plan& p) {
   Bank& b = banks_[a.bank];
   const uint32_t half = c_.burst_length / 2;
+  if (p.pre) ++counts_.pre, issued(p.pre_t, Ddr3Command::kPre, a.bank);
   if (p.act) {
+    ++counts_.act, issued(p.act_t, Ddr3Command::kAct, a.bank);
     b.row = a.row;
     b.act_ok = p.act_t + c_.trc;
     b.pre_ok = p.act_t + c_.tras;
@@ -111,11 +113,13 @@ void Ddr3Timing::commit(const Ddr3Address& a, bool write, const Plan& p) {
     if (acts_.size() > 4) acts_.erase(acts_.begin());
   }
   b.pre_ok = std::max<uint64_t>(b.pre_ok, write ? p.col_t + c_.cwl + half + c_.twr : p.col_t + c_.trtp);
+  ++(write ? counts_.wr : counts_.rd), issued(p.col_t, write ? Ddr3Command::kWr : Ddr3Command::kRd, a.bank);
   any_col_ = true;
   last_col_ = p.col_t;
   last_write_ = write;
   (write ? last_wr_ : last_rd_) = p.col_t;
   if (closed_page_) {
+    ++counts_.pre, issued(b.pre_ok, Ddr3Command::kPre, a.bank);  // at the earliest time the bank allows
     b.act_ok = std::max(b.act_ok, b.pre_ok + c_.trp);
     b.row = -1;
   }
@@ -123,8 +127,12 @@ void Ddr3Timing::commit(const Ddr3Address& a, bool write, const Plan& p) {
 
 void Ddr3Timing::refresh() {
   uint64_t ref = next_refresh_;
+  uint32_t open = 0;
   for (auto& b : banks_)
-    if (b.row >= 0) ref = std::max(ref, std::max(next_refresh_, b.pre_ok) + c_.trp);
+    if (b.row >= 0) ref = std::max(ref, std::max(next_refresh_, b.pre_ok) + c_.trp), ++open;
+  // Open banks: one PREA when the last of them may close, tRP before the REF.
+  if (open > 0) ++counts_.prea, counts_.prea_banks += open, issued(ref - c_.trp, Ddr3Command::kPrea, 0);
+  ++counts_.ref, issued(ref, Ddr3Command::kRef, 0);
   for (auto& b : banks_) {
     b.row = -1;
     b.act_ok = std::max(b.act_ok, ref + c_.trfc);
@@ -264,7 +272,12 @@ void Ddr3Timing::catch_up(uint64_t now) {
   // Every later refresh of the gap finds all banks precharged: only the last one's tRFC can
   // still bind, so the ones between are skipped in one step (the same act_ok as one by one).
   if (next_refresh_ <= now) {
-    next_refresh_ += (now - next_refresh_) / c_.trefi * c_.trefi;
+    // The skipped refreshes still happen, each on time with every bank precharged.
+    const uint64_t skipped = (now - next_refresh_) / c_.trefi;
+    counts_.ref += skipped;
+    if (listener_)
+      for (uint64_t k = 0; k < skipped; ++k) issued(next_refresh_ + k * c_.trefi, Ddr3Command::kRef, 0);
+    next_refresh_ += skipped * c_.trefi;
     refresh();
   }
 }
@@ -285,6 +298,7 @@ uint64_t Ddr3Timing::horizon() const {
 std::vector<uint64_t> Ddr3Timing::save(uint64_t now) const {
   if (!idle()) throw Error("ddr3: the state was asked for while requests are queued");
   Ddr3Timing t = *this;
+  t.listener_ = nullptr;  // the copy's refreshes are performed again by this engine
   t.catch_up(now);
   // v - (now - horizon()), or 0 for a time that can bind nothing after `now`.
   const uint64_t h = horizon();
@@ -353,6 +367,18 @@ Ddr3Snapshot Ddr3Timing::snapshot() const {
   for (const auto& b : banks_) s.open_row.push_back(b.row);
   s.next_refresh = next_refresh_;
   return s;
+}
+
+const char* ddr3_command_name(Ddr3Command c) {
+  switch (c) {
+    case Ddr3Command::kAct: return "ACT";
+    case Ddr3Command::kPre: return "PRE";
+    case Ddr3Command::kPrea: return "PREA";
+    case Ddr3Command::kRd: return "RD";
+    case Ddr3Command::kWr: return "WR";
+    case Ddr3Command::kRef: return "REF";
+  }
+  return "?";
 }
 
 namespace {

@@ -3,8 +3,10 @@
 // (docs/ddr3.md is its contract). All times are device cycles (525 MHz by default).
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hw/memory/ddr3_config.h"
@@ -30,6 +32,25 @@ struct Ddr3Served {
 struct Ddr3Address {
   uint32_t bank = 0, row = 0, column = 0;
 };
+
+// The DRAM commands the engine issues, by DRAMPower's names (docs/energy.md, "DRAM
+// commands"): ACT and PRE of one bank, PREA (the precharge of every open bank before a
+// refresh), RD and WR (one BL8 burst each), REF. Counting them changes no timing.
+enum class Ddr3Command { kAct, kPre, kPrea, kRd, kWr, kRef };
+const char* ddr3_command_name(Ddr3Command c);  // "ACT", "PRE", "PREA", "RD", "WR", "REF"
+
+// The commands issued since the engine was built (load() keeps the count: a carried state has none).
+// prea_banks: the open banks the PREAs closed (each costs one bank's precharge energy).
+struct Ddr3CommandCounts {
+  uint64_t act = 0, pre = 0, prea = 0, prea_banks = 0, rd = 0, wr = 0, ref = 0;
+  bool operator==(const Ddr3CommandCounts&) const = default;
+};
+
+// Sees every command as the engine commits it: its device cycle, the command and its bank
+// (0 for PREA and REF). Commands come in the order the engine decides them, which is not
+// always cycle order (a burst's ACT may be placed before an earlier decision's column
+// command; docs/energy.md says how a trace writer orders them).
+using Ddr3CommandListener = std::function<void(uint64_t cycle, Ddr3Command command, uint32_t bank)>;
 
 // The state that survives between calls (and could become MemoryState): open rows and the
 // refresh phase, plus the earliest times of the next commands.
@@ -105,6 +126,12 @@ class Ddr3Timing {
   // Device cycles within which a past command can still constrain a later one.
   uint64_t horizon() const;
 
+  // The commands issued so far (docs/energy.md), and an optional listener of each (an empty
+  // function removes it). Neither changes any timing; save() performs its refreshes on a
+  // copy that neither counts nor calls the listener.
+  const Ddr3CommandCounts& command_counts() const { return counts_; }
+  void set_command_listener(Ddr3CommandListener listener) { listener_ = std::move(listener); }
+
  private:
   struct Bank {
     int64_t row = -1;
@@ -165,6 +192,11 @@ class Ddr3Timing {
   uint64_t last_col_ = 0, last_rd_ = 0, last_wr_ = 0;
   bool any_col_ = false, last_write_ = false;
   uint64_t next_refresh_;
+  Ddr3CommandCounts counts_;
+  Ddr3CommandListener listener_;
+  void issued(uint64_t cycle, Ddr3Command command, uint32_t bank) {
+    if (listener_) listener_(cycle, command, bank);
+  }
 };
 
 // The state ddr.model = ddr3 carries across an idle gap (hw::MemoryState's words), one
