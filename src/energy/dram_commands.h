@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "hw/ddr3_timing.h"
+#include "hw/memory/ddr3_timing.h"
 
 namespace bitsim::energy {
 

@@ -38,7 +38,7 @@ void EnergyConfig::apply(const DramIdd& idd) {
 }
 
 void EnergyConfig::validate(const std::string& who) const {
-  hw::check_fields(*this, who);
+  check_fields(*this, who);
   if (!(vdd_v > 0))
     throw Error(fmt::format("{}: energy.dram.vdd_v = {} V: the DRAM's supply must be above 0 V", who, vdd_v));
   // Each energy above background is a difference of two currents (docs/energy.md, "DRAM");
@@ -266,23 +266,23 @@ Breakdown energy(const EnergyConfig& c, const Activity& a) {
 
 namespace {
 
-int strength(hw::Evidence e) {
+int strength(Evidence e) {
   switch (e) {
-    case hw::Evidence::kBoard: return 5;
-    case hw::Evidence::kCalibrated: return 4;
-    case hw::Evidence::kDatasheet: return 3;
-    case hw::Evidence::kVendorEstimate: return 2;
-    case hw::Evidence::kSimulated: return 1;
+    case Evidence::kBoard: return 5;
+    case Evidence::kCalibrated: return 4;
+    case Evidence::kDatasheet: return 3;
+    case Evidence::kVendorEstimate: return 2;
+    case Evidence::kSimulated: return 1;
   }
   return 0;
 }
 
 // The weakest label of the keys named.
-hw::Evidence weakest(const EnergyConfig& c, std::initializer_list<const char*> keys) {
-  hw::Evidence w = hw::Evidence::kBoard;
+Evidence weakest(const EnergyConfig& c, std::initializer_list<const char*> keys) {
+  Evidence w = Evidence::kBoard;
   for (const char* key : keys) {
     bool found = false;
-    EnergyConfig::visit(c, [&](const auto&, const hw::FieldInfo& f) {
+    EnergyConfig::visit(c, [&](const auto&, const FieldInfo& f) {
       if (f.key != key) return;
       found = true;
       if (strength(f.evidence) < strength(w)) w = f.evidence;
@@ -295,7 +295,7 @@ hw::Evidence weakest(const EnergyConfig& c, std::initializer_list<const char*> k
 }  // namespace
 
 std::vector<Component> components(const Breakdown& b, const EnergyConfig& c, DramModel model) {
-  using hw::Evidence;
+  using Evidence;
   // Under the wall models the DRAM's counts are an approximation: simulated whatever the IDDs.
   auto dram = [&](std::initializer_list<const char*> keys) {
     return model == DramModel::kBytes ? Evidence::kSimulated : weakest(c, keys);
@@ -330,8 +330,8 @@ std::vector<Component> components(const Breakdown& b, const EnergyConfig& c, Dra
   return out;
 }
 
-hw::Evidence total_evidence(const EnergyConfig& c, DramModel model) {
-  hw::Evidence w = hw::Evidence::kBoard;
+Evidence total_evidence(const EnergyConfig& c, DramModel model) {
+  Evidence w = Evidence::kBoard;
   for (const Component& k : components(Breakdown{}, c, model))
     if (strength(k.evidence) < strength(w)) w = k.evidence;
   return w;

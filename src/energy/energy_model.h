@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "hw/config_field.h"
-#include "hw/ddr3_config.h"
+#include "base/config_field.h"
+#include "hw/memory/ddr3_config.h"
 
 namespace bitsim::energy {
 
@@ -79,8 +79,8 @@ struct EnergyConfig {
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
-    using hw::Evidence;
-    using hw::FieldInfo;
+
+
     const auto D = Evidence::kDatasheet, V = Evidence::kVendorEstimate, S = Evidence::kSimulated,
                B = Evidence::kBoard;
     std::vector<std::string> sets;
@@ -260,11 +260,11 @@ struct Breakdown {
 struct Component {
   std::string name;  // "dram.read", "pl.clock.matmul", "ps.wait", ...
   double mj = 0;
-  hw::Evidence evidence = hw::Evidence::kSimulated;
+  Evidence evidence = Evidence::kSimulated;
 };
 std::vector<Component> components(const Breakdown& b, const EnergyConfig& c, DramModel model);
 // The weakest label of a whole figure (the total's): simulated unless every key is stronger.
-hw::Evidence total_evidence(const EnergyConfig& c, DramModel model);
+Evidence total_evidence(const EnergyConfig& c, DramModel model);
 
 // The per-command energies of one device, pJ (docs/energy.md, "DRAM"), and the background
 // power by state, mW.

@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "energy/dram_commands.h"
-#include "hw/ddr3_timing.h"
+#include "hw/memory/ddr3_timing.h"
 
 namespace bitsim::energy {
 namespace {
@@ -433,22 +433,22 @@ TEST(Energy, AnImpossibleActivityRefusesNamingItsField) {
 
 TEST(Energy, NoFigureIsLabelledBoardOrCalibrated) {
   const EnergyConfig c;
-  EnergyConfig::visit(c, [](const auto&, const hw::FieldInfo& f) {
-    EXPECT_NE(f.evidence, hw::Evidence::kCalibrated) << f.key;
+  EnergyConfig::visit(c, [](const auto&, const FieldInfo& f) {
+    EXPECT_NE(f.evidence, Evidence::kCalibrated) << f.key;
     EXPECT_EQ(f.key.rfind("energy.", 0), 0u) << f.key;
     EXPECT_FALSE(f.doc.empty()) << f.key;
   });
   for (const DramModel m : {DramModel::kBytes, DramModel::kCommands}) {
     for (const Component& k : components(Breakdown{}, c, m)) {
-      EXPECT_NE(k.evidence, hw::Evidence::kBoard) << k.name;
-      EXPECT_NE(k.evidence, hw::Evidence::kCalibrated) << k.name;
+      EXPECT_NE(k.evidence, Evidence::kBoard) << k.name;
+      EXPECT_NE(k.evidence, Evidence::kCalibrated) << k.name;
     }
-    EXPECT_EQ(total_evidence(c, m), hw::Evidence::kSimulated);
+    EXPECT_EQ(total_evidence(c, m), Evidence::kSimulated);
   }
   const auto parts = components(Breakdown{}, c, DramModel::kCommands);
-  EXPECT_STREQ(hw::evidence_name(parts[0].evidence), "datasheet");   // dram.act_pre: the IDD set
-  EXPECT_STREQ(hw::evidence_name(parts[6].evidence), "vendor-estimate");  // pl.static: the Vivado report
-  EXPECT_STREQ(hw::evidence_name(components(Breakdown{}, c, DramModel::kBytes)[0].evidence), "simulated");
+  EXPECT_STREQ(evidence_name(parts[0].evidence), "datasheet");   // dram.act_pre: the IDD set
+  EXPECT_STREQ(evidence_name(parts[6].evidence), "vendor-estimate");  // pl.static: the Vivado report
+  EXPECT_STREQ(evidence_name(components(Breakdown{}, c, DramModel::kBytes)[0].evidence), "simulated");
 }
 
 // docs/energy.md, "A first-order check": one bitnet-large token at T = 64 as the board runs
