@@ -44,15 +44,15 @@ json run_json(const sim::BoardRunResult& r) {
 void print_token_table(const sim::BoardRunResult& r) {
   fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled\n",
              r.model, r.shape, r.tokenizer, sim::fidelity_name(r.fidelity));
-  fmt::print("{:>5} {:>4} {:>8} {:<7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {:<6} {}\n", "token", "T",
-             "id", "phase", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd", "GB/s",
-             "% wall", "logits", "logits digest");
+  fmt::print("{:>5} {:>4} {:>8} {:<7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {:>8}  {:<6} {}\n",
+             "token", "T", "id", "phase", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd",
+             "GB/s", "% wall", "mJ", "logits", "logits digest");
   for (const auto& t : r.tokens)
     fmt::print("{:>5} {:>4} {:>8} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f} {:>10} {:>6.1f} {:>6.3f}  {:<7.1f} "
-               "{:<6} {}\n",
+               "{:>8.3f}  {:<6} {}\n",
                t.index, t.context, t.token_id, t.phase, t.matmul_ms, t.attention_ms, t.cpu_ms, t.total_ms,
                t.total_ms > 0 ? 1e3 / t.total_ms : 0.0, t.dma_calls, t.bytes_read / 1e6, t.read_gb_s,
-               100.0 * t.read_gb_s / r.wall_gb_s,
+               100.0 * t.read_gb_s / r.wall_gb_s, t.energy_mj,
                t.logits_equal ? (*t.logits_equal ? "equal" : "DIFFER") : "-", t.logits_digest_hex.value_or("-"));
   bool shared = false;
   for (const auto& t : r.tokens) shared |= t.chunk_tokens > 1;
@@ -133,6 +133,12 @@ void print_run(const sim::BoardRunResult& r) {
   fmt::print("  prefill               P = {} tokens per weight pass: {} on the Zynq-7020 ({} BRAM36, {} LUT, {} DSP "
              "with the board's; model)  [simulated]\n", s.tokens_per_pass, s.prefill_fit,
              r.prefill.total_bram36(), r.prefill.total_lut(), r.prefill.total_dsp());
+  fmt::print("  energy per token      {:.2f} mJ (DRAM {:.2f}, PL {:.2f}, PS {:.2f}), {:.3f} W average, {:.2f} tok/J  "
+             "[simulated: {} IDD set, vendor power estimates; docs/energy.md]\n",
+             s.energy_mj_per_token, s.dram_mj_per_token, s.pl_mj_per_token, s.ps_mj_per_token, s.avg_power_w,
+             s.tokens_per_j, r.energy_config.idd_set);
+  fmt::print("  request energy        the prompt {:.4f} J ({:.2f} mJ per prompt token), {:.2f} mJ per output token  "
+             "[simulated]\n", s.prompt_j, s.prompt_mj_per_token, s.decode_mj_per_token);
   namespace B = study::board_figures;
   fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
              B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);

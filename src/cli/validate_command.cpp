@@ -27,8 +27,18 @@ class Validate final : public Command {
   int run() override {
     const sim::ParamSet p = board_params(board_);
     const auto rows = study::validate(p, !no_python_, status_printer(quiet_ || json_));
+    // The energy beside the time figures (docs/energy.md): the board's two end-to-end
+    // contexts, with no board figure to compare them with.
+    nlohmann::json energy = nlohmann::json::array();
+    for (const int T : {64, 512}) {
+      const study::Measured m = study::measure_end_to_end(p, T);
+      energy.push_back({{"context", T}, {"energy_mj_per_token", m.energy_mj}, {"avg_power_w", m.avg_power_w},
+                        {"tokens_per_j", m.tokens_per_j}, {"board", nullptr},
+                        {"evidence", "simulated (datasheet IDD currents, vendor power estimates)"}});
+    }
     if (json_) {
-      fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.validate/1"}, {"rows", rows_json(rows)}}.dump(2));
+      fmt::print("{}\n", nlohmann::json{{"schema", "bitsim.validate/1"}, {"rows", rows_json(rows)}, {"energy", energy}}
+                              .dump(2));
       return 0;
     }
     fmt::print("bitsim against the board (BOARD.md); fidelity fast, timing-only, bitnet-large shape, "
@@ -41,6 +51,11 @@ class Validate final : public Command {
         within += std::fabs(*r.error_pct) <= 2.0;
       }
     fmt::print("\n{} of {} board figures within 2%\n", within, with_board);
+    for (const auto& e : energy)
+      fmt::print("energy per token at T={}: {:.2f} mJ, {:.3f} W, {:.2f} tok/J  [simulated: datasheet IDD currents, "
+                 "vendor power estimates; no board power figure exists to compare it with]\n",
+                 e["context"].get<int>(), e["energy_mj_per_token"].get<double>(), e["avg_power_w"].get<double>(),
+                 e["tokens_per_j"].get<double>());
     // The python driver's figure is BOARD.md's "about 150 us": the prediction is not fitted
     // to it, and 2% is not its precision; its error is printed, not counted.
     for (const auto& r : rows)

@@ -295,7 +295,6 @@ Evidence weakest(const EnergyConfig& c, std::initializer_list<const char*> keys)
 }  // namespace
 
 std::vector<Component> components(const Breakdown& b, const EnergyConfig& c, DramModel model) {
-  using Evidence;
   // Under the wall models the DRAM's counts are an approximation: simulated whatever the IDDs.
   auto dram = [&](std::initializer_list<const char*> keys) {
     return model == DramModel::kBytes ? Evidence::kSimulated : weakest(c, keys);

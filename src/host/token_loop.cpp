@@ -271,10 +271,10 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
     cpu(CpuStep::WriteHeaders, 0, uint64_t(used) * (head + size_t(V) * xbytes));
     note_call_start();
     const uint64_t t0 = ps_.now_ps();
-    const uint64_t fixed0 = driver_.stats().fixed_ps;
+    const DriverStats before = driver_.stats();
     driver_.matmul(call, g.n);
     t_->matmul_ps += ps_.now_ps() - t0;
-    t_->fixed_call_ps += driver_.stats().fixed_ps - fixed0;
+    count_driver(before);
     if (observer_) observer_->call("matmul", g.name, part, pos_, layer_, t0, ps_.now_ps());
     ++part;
     ++t_->matmul_calls;
@@ -332,6 +332,15 @@ void TokenLoop::host_cache_maintenance(uint64_t bytes, bool clean) {
   ps_.spend(ps);
   t_->cpu_ps += ps;
   t_->fixed_call_ps += fixed;
+  (clean ? t_->flushed_bytes : t_->invalidated_bytes) += bytes;
+}
+
+// A driver call's share of the token's figures: its fixed cost and its cache maintenance.
+void TokenLoop::count_driver(const DriverStats& before) {
+  const DriverStats& now = driver_.stats();
+  t_->fixed_call_ps += now.fixed_ps - before.fixed_ps;
+  t_->flushed_bytes += now.flushed_bytes - before.flushed_bytes;
+  t_->invalidated_bytes += now.invalidated_bytes - before.invalidated_bytes;
 }
 
 void TokenLoop::start_walker() {
@@ -667,10 +676,10 @@ void TokenLoop::attention_call(int l, int pos, const LaneHeads& work, uint64_t w
   note_call_start();
   const uint64_t t0 = ps_.now_ps();
   const uint64_t b0 = ps_.pl_bytes_read();
-  const uint64_t fixed0 = driver_.stats().fixed_ps;
+  const DriverStats before = driver_.stats();
   driver_.attention(work, written);
   t_->attention_ps += ps_.now_ps() - t0;
-  t_->fixed_call_ps += driver_.stats().fixed_ps - fixed0;
+  count_driver(before);
   if (observer_) observer_->call("attention", fmt::format("layer {} attention", l), 0, pos, l, t0, ps_.now_ps());
   t_->attention_bytes += ps_.pl_bytes_read() - b0;
   ++t_->attention_calls;

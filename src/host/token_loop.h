@@ -39,6 +39,10 @@ struct TokenTiming {
   // part of each cache maintenance; inside matmul_ps and attention_ps.
   uint64_t fixed_call_ps = 0;
   uint64_t walker_starts = 0;  // host.walker = pl: the host's starts of the walker
+  // The CPU's DDR traffic beside the PL's (the energy model's DRAM bytes): the bytes it
+  // cleaned from its cache to DDR (headers, x, q, K/V rows, descriptors) and the results it
+  // invalidated and read back (which the PL wrote).
+  uint64_t flushed_bytes = 0, invalidated_bytes = 0;
   // From the step's (or chunk's) start to its first driver call's start: the CPU work before
   // the first DMA (the time to first token counts from the first DMA start).
   uint64_t lead_ps = 0;
@@ -126,6 +130,7 @@ class TokenLoop {
   void start_walker();
   // host.walker = pl: the CPU's clean (or invalidate) of a buffer it hands to (or takes from)
   // the walker, at the driver's cost per buffer and per byte.
+  void count_driver(const DriverStats& before);
   void host_cache_maintenance(uint64_t bytes, bool clean);
 
   // The pieces of chunk(), in the order CIRCUITS.md 5 lists them; each charges its CPU cost

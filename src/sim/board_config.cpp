@@ -93,6 +93,8 @@ ParamSet board_params() {
   host::CpuModelConfig::visit(cpu, add);
   const host::WalkerConfig walker;
   host::WalkerConfig::visit(walker, add);
+  const energy::EnergyConfig energy;
+  energy::EnergyConfig::visit(energy, add);
   return ParamSet(std::move(s));
 }
 
@@ -120,6 +122,7 @@ void validate(const SimConfig& c) {
   c.driver.validate("driver");
   c.cpu.validate("cpu");
   c.walker.validate("layer walker");
+  c.energy.validate("energy");
   // The per-call stream has no header to carry the V vectors of a prefill group.
   if (c.board.matmul.per_call() && c.board.prefill.tokens_per_pass > 1)
     throw FieldError("prefill.tokens_per_pass",
@@ -167,6 +170,7 @@ SimConfig make_sim_config(const ParamSet& p) {
   host::DriverConfig::visit(c.driver, from);
   host::CpuModelConfig::visit(c.cpu, from);
   host::WalkerConfig::visit(c.walker, from);
+  energy::EnergyConfig::visit(c.energy, from);
   validate(c);
   return c;
 }

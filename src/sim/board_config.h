@@ -9,6 +9,7 @@
 #include "host/cpu_model.h"
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
+#include "energy/energy_model.h"
 #include "host/prefill.h"
 #include "host/walker.h"
 #include "hw/board.h"
@@ -39,6 +40,7 @@ struct SimConfig {
   host::CpuModelConfig cpu;
   host::MemoryMapConfig memory;
   host::WalkerConfig walker;  // host.walker and the walker's keys (host/walker.h)
+  energy::EnergyConfig energy;  // energy.* (energy/energy_model.h, docs/energy.md)
 };
 
 // The modules' own checks (ranges and the rules between fields): bitsim::Error naming the key.

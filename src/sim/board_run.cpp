@@ -1,5 +1,7 @@
 #include "sim/board_run.h"
 
+#include "sim/energy_account.h"
+
 #include "host/mmio_program.h"
 
 #include <algorithm>
@@ -260,6 +262,8 @@ host::TokenTiming share_of(const host::TokenTiming& t, int V, int p) {
   s.attention_calls = part(t.attention_calls);
   s.fixed_call_ps = part(t.fixed_call_ps);
   s.walker_starts = part(t.walker_starts);
+  s.flushed_bytes = part(t.flushed_bytes);
+  s.invalidated_bytes = part(t.invalidated_bytes);
   s.multiplier_lowered = int(part(uint64_t(t.multiplier_lowered)));
   s.lead_ps = p == 0 ? t.lead_ps : 0;
   return s;
@@ -271,9 +275,10 @@ class Generation {
  public:
   Generation(const BoardRunRequest& req, const BoardRunCallbacks& cb, const model::Tokenizer& tokenizer,
              const std::vector<int>& ids, golden::BoardReference* ref, BoardSession& session, BoardRunResult& res,
-             Clock::time_point start, int capacity, const hw::PrefillConfig& prefill)
+             Clock::time_point start, int capacity, const hw::PrefillConfig& prefill, EnergyAccount energy)
       : req_(req), cb_(cb), tokenizer_(tokenizer), ids_(ids), ref_(ref), session_(session), res_(res), start_(start),
-        capacity_(capacity), prefill_(prefill), sampler_(req.run.sampler), decoder_(tokenizer, ids) {}
+        capacity_(capacity), prefill_(prefill), energy_(std::move(energy)), sampler_(req.run.sampler),
+        decoder_(tokenizer, ids) {}
 
   void operator()(host::TokenLoop& loop) {
     loop.init();
@@ -345,6 +350,11 @@ class Generation {
       rec.phase = generated ? "decode" : "prefill";
       rec.chunk_tokens = V;
       fill_timing(rec, share_of(t, V, p));
+      rec.energy = token_energy(energy_, rec.timing);
+      rec.energy_mj = rec.energy.total();
+      rec.dram_mj = rec.energy.dram();
+      rec.pl_mj = rec.energy.pl();
+      rec.ps_mj = rec.energy.ps() + rec.energy.board_other;
       if (!l.empty()) {
         rec.logits_digest = host::fnv1a64(l.data(), l.size() * sizeof(float));
         rec.logits_digest_hex = fmt::format("{:016x}", rec.logits_digest);
@@ -384,6 +394,7 @@ class Generation {
   Clock::time_point start_;  // run_board's call (the time to the first token counts from it)
   int capacity_;  // positions the KV cache holds
   hw::PrefillConfig prefill_;  // chunks of prefill.tokens_per_pass; prefill.all_logits: every prompt position's lm_head
+  EnergyAccount energy_;       // each token's energy from its figures
   Sampler sampler_;
   model::StreamDecoder decoder_;
   std::vector<Recorded> board_steps_, gold_steps_;
@@ -447,6 +458,7 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   if (cfg.walker.pl()) res.walker = host::walker_resources(cfg.walker, mc, capacity);
   res.tokens_per_pass = cfg.board.prefill.tokens_per_pass;
   res.prefill = prefill_resources_of(cfg, mc, capacity);
+  res.energy_config = cfg.energy;
   const std::string why =
       capacity < res.kv_capacity_cap
           ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
@@ -634,7 +646,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const TimingCacheUse timing(*sim, store.get(), cfg.board, res, cb);
   Session session(*sim);
   Generation generation(req, cb, *plan.tokenizer, plan.ids, ref.get(), session, res, t_start, plan.capacity,
-                        cfg.board.prefill);
+                        cfg.board.prefill, energy_account(cfg, l.model.config, plan.capacity));
   outputs.observe(*sim);
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights(rr.threads);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "golden/board_reference.h"
+#include "energy/energy_model.h"
 #include "host/prefill.h"
 #include "host/token_loop.h"
 #include "hw/circuits/attention_resources.h"
@@ -78,6 +79,10 @@ struct TokenRecord {
   // The same as 16 hex digits (docs/json-schemas.md); empty where no logits were computed.
   std::optional<std::string> logits_digest_hex;
   double wall_ms = 0;             // this host's wall time for the token (incl. the check)
+  // The token's energy (sim/energy_account.h, docs/energy.md; simulated: datasheet and vendor
+  // estimates), by component, and its total and three parts in mJ.
+  energy::Breakdown energy;
+  double energy_mj = 0, dram_mj = 0, pl_mj = 0, ps_mj = 0;
 };
 
 // The request's figures (docs/prefill.md 7), all simulated: TTFT from the first DMA start to
@@ -114,6 +119,7 @@ struct BoardRunResult {
   int tokens_per_pass = 1;                      // prefill.tokens_per_pass
   host::PrefillResources prefill;               // its resource estimate and fit verdict (model)
   RequestFigures figures;                       // TTFT, prefill tok/s, TPOT, request time
+  energy::EnergyConfig energy_config;           // the energy.* keys the tokens' energy used
 };
 
 // The driver's fixed per-call cost over a run (docs/variants-host.md): driver calls per token

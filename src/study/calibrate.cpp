@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
+#include "sim/energy_account.h"
 #include "sim/simulation.h"
 
 namespace bitsim::study {
@@ -67,6 +68,12 @@ std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& p, int first_c
   return sim::simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
 }
 
+sim::EnergyAccount shape_energy_account(const sim::ParamSet& p) {
+  const sim::SimConfig cfg = sim::make_sim_config(p);
+  const model::ModelConfig mc = model::ModelConfig::bitnet_large();
+  return sim::energy_account(cfg, mc, std::max(1, host::kv_context_limit(mc, cfg.memory)));
+}
+
 PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
   sim::SimConfig cfg = sim::make_sim_config(p);
   const auto& m = shape_model();
@@ -79,6 +86,8 @@ PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
   const auto sim = sim::make_simulation(cfg, m, scales, sim::SimulationOptions(sim::Fidelity::kTimingOnly, 1));
   sim->loop().load_weights(1);
   uint64_t total = 0, lead = 0;
+  const sim::EnergyAccount account = shape_energy_account(p);
+  double energy_mj = 0;
   sim->run([&](host::TokenLoop& loop) {
     loop.init();
     for (int first = 0; first < prompt_tokens;) {
@@ -89,12 +98,14 @@ PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
       loop.chunk(toks, &t, false);
       if (first == 0) lead = t.lead_ps;
       total += t.total_ps();
+      energy_mj += sim::token_energy(account, t).total();
     }
   });
   PrefillMeasured r;
   const uint64_t ttft = total - std::min(total, lead);
   r.ttft_ms = double(ttft) / 1e9;
   r.prefill_tok_s = ttft > 0 ? double(prompt_tokens) / (double(ttft) / 1e12) : 0.0;
+  r.prompt_j = energy_mj * 1e-3;
   return r;
 }
 
@@ -109,8 +120,11 @@ Measured measure_window(const sim::ParamSet& p, int first_context, int tokens) {
   const auto out = timing_tokens(p, first_context, tokens);
   std::vector<double> mm, at, cpu, wk, tot, gbs;
   Measured r;
+  const sim::EnergyAccount account = shape_energy_account(p);
+  sim::EnergyFigures energy;
   for (const auto& o : out) {
     const auto& t = o.timing;
+    energy.add(sim::token_energy(account, t), 1, t.total_ps());
     mm.push_back(double(t.matmul_ps) / 1e9);
     at.push_back(double(t.attention_ps) / 1e9);
     cpu.push_back(double(t.cpu_ps) / 1e9);
@@ -126,6 +140,9 @@ Measured measure_window(const sim::ParamSet& p, int first_context, int tokens) {
   r.total_ms = median(tot);
   r.tok_s = 1e3 / r.total_ms;
   r.read_gb_s = median(gbs);
+  r.energy_mj = energy.mj_per_token();
+  r.avg_power_w = energy.avg_power_w();
+  r.tokens_per_j = energy.tokens_per_j();
   return r;
 }
 

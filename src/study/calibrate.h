@@ -23,6 +23,7 @@
 
 #include "host/platform.h"
 #include "sim/board_run.h"
+#include "sim/energy_account.h"
 #include "sim/params.h"
 #include "study/record.h"
 
@@ -46,6 +47,9 @@ struct Measured {
   double walker_ms = 0;     // host.walker = pl: the walker's operator steps (inside total_ms)
   double read_gb_s = 0;     // bytes read / (matmul + attention time), median
   uint64_t dma_calls = 0;   // DMA channel starts per token (the same for every token)
+  // Energy (docs/energy.md; simulated): mJ per token, the mean over the window (so that its
+  // parts add up), the average power over the window's time, tokens per joule.
+  double energy_mj = 0, avg_power_w = 0, tokens_per_j = 0;
 };
 // The median of a set of figures (the mean of the middle two for an even count).
 double median(std::vector<double> v);
@@ -61,8 +65,12 @@ Measured measure_window(const sim::ParamSet& params, int first_context, int toke
 // last prompt position's logits from the first DMA start, and prompt tokens per second.
 struct PrefillMeasured {
   double ttft_ms = 0, prefill_tok_s = 0;
+  double prompt_j = 0;  // the prompt's energy, its chunks summed (docs/energy.md; simulated)
 };
 PrefillMeasured measure_prefill(const sim::ParamSet& params, int prompt_tokens);
+// The energy account of the bitnet-large shape on the config's board, at the KV capacity
+// `bitsim run` would give it (sim/energy_account.h).
+sim::EnergyAccount shape_energy_account(const sim::ParamSet& params);
 // Median figures over 8 timing-only tokens at contexts T-7..T.
 Measured measure_end_to_end(const sim::ParamSet& params, int T);
 // The attention unit alone at context T: circuit ms for one token and read GB/s.

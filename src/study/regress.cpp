@@ -114,6 +114,26 @@ std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const s
   return out;
 }
 
+// The energy of bitnet-large timing-only tokens (docs/energy.md): per token its total and its
+// three parts, and the CPU's DDR traffic the DRAM term prices.
+std::vector<RegressFigure> run_scenario_energy(const RegressScenario& s, const sim::ParamSet& params) {
+  const std::vector<sim::TokenOutcome> toks = timing_tokens(params, s.context, s.tokens);
+  const sim::EnergyAccount account = shape_energy_account(params);
+  std::vector<RegressFigure> out;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const std::string prefix = fmt::format("T={}", s.context + int(i));
+    const energy::Breakdown b = sim::token_energy(account, toks[i].timing);
+    out.push_back({prefix + " total_ps", toks[i].timing.total_ps()});
+    out.push_back({prefix + " flushed_bytes", toks[i].timing.flushed_bytes});
+    out.push_back({prefix + " invalidated_bytes", toks[i].timing.invalidated_bytes});
+    out.push_back({prefix + " energy_mj", real_text(b.total())});
+    out.push_back({prefix + " dram_mj", real_text(b.dram())});
+    out.push_back({prefix + " pl_mj", real_text(b.pl())});
+    out.push_back({prefix + " ps_mj", real_text(b.ps() + b.board_other)});
+  }
+  return out;
+}
+
 std::vector<RegressFigure> run_scenario_sweep(const RegressScenario& s, const sim::ParamSet& params) {
   const SweepResult r = run_sweep(params, sweep_options(s, params));
   std::vector<RegressFigure> out;
@@ -216,9 +236,9 @@ RegressScenario parse_scenario(const std::filesystem::path& file, const toml::ta
                               "grid, set)", where(file, v), key));
   }
   check_name(file, node, s.name);
-  static const std::set<std::string> kinds{"run", "timing", "sweep", "validate"};
+  static const std::set<std::string> kinds{"run", "timing", "sweep", "validate", "energy"};
   if (!kinds.count(s.kind))
-    throw Error(fmt::format("{}: scenario '{}': kind '{}' is not one of run, timing, sweep, validate", where(file, node),
+    throw Error(fmt::format("{}: scenario '{}': kind '{}' is not one of run, timing, sweep, validate, energy", where(file, node),
                             s.name, s.kind));
   if (!is_run_fidelity(s.fidelity))
     throw Error(fmt::format("{}: scenario '{}': fidelity '{}' is not fast or cycle", where(file, node), s.name,
@@ -361,6 +381,7 @@ std::vector<RegressFigure> run_regress_scenario(const RegressScenario& s, const 
   const sim::ParamSet params = scenario_params(s, base);
   if (s.kind == "run") return run_scenario_run(s, params);
   if (s.kind == "timing") return run_scenario_timing(s, params);
+  if (s.kind == "energy") return run_scenario_energy(s, params);
   if (s.kind == "sweep") return run_scenario_sweep(s, params);
   if (s.kind == "validate") return run_scenario_validate(params);
   throw Error(fmt::format("scenario {}: unknown kind '{}'", s.name, s.kind));

@@ -1,5 +1,7 @@
 #include "study/run_record.h"
 
+#include "sim/energy_account.h"
+
 #include <vector>
 
 #include "study/calibrate.h"
@@ -15,7 +17,9 @@ const Fields<sim::TokenRecord>& run_token_fields() {
       {"walker_ms", &T::walker_ms},   {"dma_calls", &T::dma_calls},     {"driver_calls", &T::driver_calls},
       {"fixed_call_ms", &T::fixed_call_ms}, {"bytes_read", &T::bytes_read}, {"read_gb_s", &T::read_gb_s},
       {"wall_ms", &T::wall_ms},       {"logits_equal", &T::logits_equal},
-      {"phase", &T::phase},           {"chunk_tokens", &T::chunk_tokens}, {"logits_digest", &T::logits_digest_hex}};
+      {"phase", &T::phase},           {"chunk_tokens", &T::chunk_tokens}, {"logits_digest", &T::logits_digest_hex},
+      {"energy_mj", &T::energy_mj},   {"dram_mj", &T::dram_mj},         {"pl_mj", &T::pl_mj},
+      {"ps_mj", &T::ps_mj}};
   return fields;
 }
 
@@ -32,6 +36,22 @@ RunSummary run_summary(const sim::BoardRunResult& r) {
     }
   }
   s.tokens = r.tokens.size();
+  sim::EnergyFigures all, prompt, decode;
+  for (const auto& t : r.tokens) {
+    all.add(t.energy, 1, t.timing.total_ps());
+    (t.generated ? decode : prompt).add(t.energy, 1, t.timing.total_ps());
+  }
+  s.energy_mj_per_token = all.mj_per_token();
+  if (all.tokens) {
+    s.dram_mj_per_token = all.total.dram() / double(all.tokens);
+    s.pl_mj_per_token = all.total.pl() / double(all.tokens);
+    s.ps_mj_per_token = (all.total.ps() + all.total.board_other) / double(all.tokens);
+  }
+  s.avg_power_w = all.avg_power_w();
+  s.tokens_per_j = all.tokens_per_j();
+  s.prompt_j = prompt.total.total() * 1e-3;
+  s.prompt_mj_per_token = prompt.mj_per_token();
+  s.decode_mj_per_token = decode.mj_per_token();
   s.median_total_ms = median(totals);
   s.tok_s = s.median_total_ms > 0 ? 1e3 / s.median_total_ms : 0.0;
   for (double t : totals) s.simulated_s += t / 1e3;
@@ -87,7 +107,17 @@ const Fields<RunSummary>& run_summary_fields() {
                                 {"request_ms", &S::request_ms},
                                 {"request_ms_evidence", &S::request_ms_evidence},
                                 {"tokens_per_pass", &S::tokens_per_pass},
-                                {"prefill_fit", &S::prefill_fit}};
+                                {"prefill_fit", &S::prefill_fit},
+                                {"energy_mj_per_token", &S::energy_mj_per_token},
+                                {"dram_mj_per_token", &S::dram_mj_per_token},
+                                {"pl_mj_per_token", &S::pl_mj_per_token},
+                                {"ps_mj_per_token", &S::ps_mj_per_token},
+                                {"avg_power_w", &S::avg_power_w},
+                                {"tokens_per_j", &S::tokens_per_j},
+                                {"prompt_j", &S::prompt_j},
+                                {"prompt_mj_per_token", &S::prompt_mj_per_token},
+                                {"decode_mj_per_token", &S::decode_mj_per_token},
+                                {"energy_evidence", &S::energy_evidence}};
   return fields;
 }
 
@@ -163,7 +193,21 @@ nlohmann::json run_summary_json(const sim::BoardRunResult& r) {
   if (r.fidelity != sim::Fidelity::kCycle) summary["timing_cache"] = record_json(timing_cache_summary(r), timing_cache_fields());
   if (r.walker) summary["walker_resources"] = walker_resources_json(*r.walker);
   summary["attention_resources"] = attention_resources_json(r.attention);
+  summary["energy"] = run_energy_json(r);
   return summary;
+}
+
+nlohmann::json run_energy_json(const sim::BoardRunResult& r) {
+  energy::Breakdown total;
+  for (const auto& t : r.tokens) total += t.energy;
+  const double n = r.tokens.empty() ? 1.0 : double(r.tokens.size());
+  nlohmann::json comps = nlohmann::json::array();
+  for (const energy::Component& c : energy::components(total, r.energy_config, energy::DramModel::kBytes))
+    comps.push_back({{"name", c.name}, {"mj_per_token", c.mj / n}, {"evidence", evidence_name(c.evidence)}});
+  return {{"idd_set", r.energy_config.idd_set},
+          {"dram_pricing", "bytes"},
+          {"board_figure", nullptr},
+          {"components", comps}};
 }
 
 }  // namespace bitsim::study

@@ -37,9 +37,19 @@ struct RunSummary {
               tpot_ms_evidence = "simulated", request_ms_evidence = "simulated";
   int tokens_per_pass = 1;                // prefill.tokens_per_pass
   std::string prefill_fit;                // "fits", or "DOES NOT FIT (BRAM36 142 > 140)" (model)
+  // Energy (docs/energy.md), over the run's tokens: mJ per token in all and by part, the
+  // average power over the simulated time, tokens per joule; the prompt's joules (to the
+  // first token) and mJ per prompt token; mJ per generated token. No board figure exists:
+  // every energy figure is a prediction from datasheets and vendor estimates.
+  double energy_mj_per_token = 0, dram_mj_per_token = 0, pl_mj_per_token = 0, ps_mj_per_token = 0;
+  double avg_power_w = 0, tokens_per_j = 0;
+  double prompt_j = 0, prompt_mj_per_token = 0, decode_mj_per_token = 0;
+  std::string energy_evidence = "simulated (datasheet IDD currents, vendor power estimates)";
 };
 
 RunSummary run_summary(const sim::BoardRunResult& r);
+// The run's energy by component (mJ per token), each with its evidence label ("energy").
+nlohmann::json run_energy_json(const sim::BoardRunResult& r);
 const Fields<RunSummary>& run_summary_fields();
 
 // The fast fidelity's batch timings over the run ("timing_cache"; fast and timing-only).

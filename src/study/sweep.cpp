@@ -87,6 +87,7 @@ SweepPoint measure_sweep_point(const sim::ParamSet& p, const SweepOptions& o) {
     const PrefillMeasured pre = measure_prefill(p, o.prompt_tokens);
     r.ttft_ms = pre.ttft_ms;
     r.prefill_tok_s = pre.prefill_tok_s;
+    r.prompt_j = pre.prompt_j;
   }
   // measure_window simulates the bitnet-large shape, timing-only (study/calibrate.h).
   r.prov = meter.finish(p, sim::fidelity_name(sim::Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
@@ -102,7 +103,11 @@ const Fields<SweepPoint>& sweep_point_fields() {
                                 {"dma_calls", &P::dma_calls},           {"timing", &P::timing},
                                 {"fit", &P::fit},
                                 {"tpot_ms", &P::tpot_ms, "{:.4f}"},     {"ttft_ms", &P::ttft_ms, "{:.4f}"},
-                                {"prefill_tok_s", &P::prefill_tok_s, "{:.4f}"}};
+                                {"prefill_tok_s", &P::prefill_tok_s, "{:.4f}"},
+                                {"energy_mj_per_token", &P::energy_mj, "{:.4f}"},
+                                {"avg_power_w", &P::avg_power_w, "{:.4f}"},
+                                {"tokens_per_j", &P::tokens_per_j, "{:.4f}"},
+                                {"prompt_j", &P::prompt_j, "{:.6f}"}};
   return fields;
 }
 

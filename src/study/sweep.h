@@ -42,6 +42,7 @@ struct SweepPoint : Measured {
   std::string fit;                  // the prefill engine of P on the Zynq-7020: fits | DOES NOT FIT (BRAM36 162 > 140)
   double tpot_ms = 0;               // time per output token: total_ms, the median token at T
   std::optional<double> ttft_ms, prefill_tok_s;  // with --prompt-tokens N (else empty)
+  std::optional<double> prompt_j;                 // the prompt's energy, with --prompt-tokens N
   bool done = false;                // measured (false: the sweep was stopped before this point)
   Provenance prov;                  // who computed the point, where, at what cost
 };

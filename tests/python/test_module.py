@@ -23,7 +23,7 @@ def dumped_keys(text):
     for line in text.splitlines():
         if m := re.fullmatch(r"\[(.+)\]", line):
             table = m.group(1)
-        elif m := re.fullmatch(r"# (.*) \[(?:(.*); )?(board|calibrated|simulated)\]", line):
+        elif m := re.fullmatch(r"# (.*) \[(?:(.*); )?(board|calibrated|simulated|datasheet|vendor-estimate)\]", line):
             comment = m.groups()
         elif line and not line.startswith("#") and comment:
             leaf = line.split(" = ")[0]

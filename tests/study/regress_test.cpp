@@ -50,7 +50,7 @@ std::string suite_error(const std::string& text) {
   return "";
 }
 
-TEST(RegressSuite, ShippedSuiteCoversRunsBothFidelitiesTimingSweepAndValidate) {
+TEST(RegressSuite, ShippedSuiteCoversRunsBothFidelitiesTimingSweepValidateAndEnergy) {
   const RegressSuite s = load_regress_suite(default_regress_suite_path());
   std::set<std::string> kinds, fidelities;
   std::set<int> contexts;
@@ -60,7 +60,7 @@ TEST(RegressSuite, ShippedSuiteCoversRunsBothFidelitiesTimingSweepAndValidate) {
     if (sc.kind == "timing") contexts.insert(sc.context);
     EXPECT_TRUE(fs::exists(s.baseline_dir / (sc.name + ".json"))) << sc.name;
   }
-  EXPECT_EQ(kinds, (std::set<std::string>{"run", "timing", "sweep", "validate"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"run", "timing", "sweep", "validate", "energy"}));
   EXPECT_EQ(fidelities, (std::set<std::string>{"fast", "cycle"}));
   EXPECT_EQ(contexts, (std::set<int>{1, 64, 256, 511}));
 }
@@ -151,7 +151,7 @@ TEST(RegressScenarioRun, TimingFiguresAreDeterministicAndFollowTheBoard) {
 TEST(RegressCli, ShippedSuitePassesAgainstItsCheckedInBaselines) {
   const auto r = run_bitsim("regress --quiet");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("passed: 12 of 12 scenario(s) as in their baselines"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("passed: 14 of 14 scenario(s) as in their baselines"), std::string::npos) << r.out;
 }
 
 TEST(RegressCli, AChangedBoardExitsOneNamesTheFirstMovedFigureAndWritesJUnit) {
