@@ -350,7 +350,7 @@ class Generation {
       rec.phase = generated ? "decode" : "prefill";
       rec.chunk_tokens = V;
       fill_timing(rec, share_of(t, V, p));
-      rec.energy = token_energy(energy_, rec.timing);
+      rec.energy = token_energy(energy_, rec.timing, V);
       rec.energy_mj = rec.energy.total();
       rec.dram_mj = rec.energy.dram();
       rec.pl_mj = rec.energy.pl();

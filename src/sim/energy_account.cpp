@@ -49,7 +49,7 @@ EnergyAccount energy_account(const SimConfig& config, const model::ModelConfig& 
   return a;
 }
 
-energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTiming& t) {
+energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTiming& t, int chunk_tokens) {
   energy::Activity a = account.design;
   const uint64_t period = a.pl_period_ps;
   a.duration_ps = t.total_ps();
@@ -58,7 +58,8 @@ energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTi
   a.circuit(Circuit::kAttention).busy_cycles = cycles(t.attention_ps);
   a.circuit(Circuit::kDma).busy_cycles = 2 * cycles(t.matmul_ps + t.attention_ps);  // a call's two DMAs
   if (a.circuit(Circuit::kWalker).resources.lut > 0) a.circuit(Circuit::kWalker).busy_cycles = cycles(t.walker_ps);
-  if (a.circuit(Circuit::kPrefill).resources.lut > 0) a.circuit(Circuit::kPrefill).busy_cycles = cycles(t.matmul_ps);
+  if (a.circuit(Circuit::kPrefill).resources.lut > 0 && chunk_tokens > 1)
+    a.circuit(Circuit::kPrefill).busy_cycles = cycles(t.matmul_ps);
   a.dram_bytes_read = t.bytes_read + t.invalidated_bytes;
   a.dram_bytes_written = t.flushed_bytes + t.invalidated_bytes;
   // The device moves data for the bytes' time at the wall's rate (a bank counted open then).

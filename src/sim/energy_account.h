@@ -40,8 +40,10 @@ struct EnergyAccount {
 // `model` and `capacity`: the walker's tables and the prefill vectors are sized for them.
 EnergyAccount energy_account(const SimConfig& config, const model::ModelConfig& model, int capacity);
 
-// The energy of one token's (or chunk's, or its share's) figures.
-energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTiming& t);
+// The energy of one token's (or chunk's, or its share's) figures; `chunk_tokens`: the V of the
+// prefill chunk they belong to (the extra vectors of a P-vector engine toggle only when V > 1;
+// their clock tree runs always).
+energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTiming& t, int chunk_tokens = 1);
 
 // The energy of an idle interval of `ps` (static power and background only).
 energy::Breakdown idle_energy(const EnergyAccount& account, uint64_t ps);

@@ -98,7 +98,7 @@ PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
       loop.chunk(toks, &t, false);
       if (first == 0) lead = t.lead_ps;
       total += t.total_ps();
-      energy_mj += sim::token_energy(account, t).total();
+      energy_mj += sim::token_energy(account, t, int(toks.size())).total();
     }
   });
   PrefillMeasured r;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -251,6 +252,27 @@ void expect_inverted(const Outcome& o, int words) {
       ASSERT_EQ(o.results[size_t(call) * words * 8 + i], uint8_t(~uint8_t(i * 7 + call))) << call << " " << i;
 }
 
+// The fast fidelity gave the clocked board's transfers: every start and completion edge.
+void expect_same_transfers(const Outcome& cycle, const Outcome& fast) {
+  ASSERT_EQ(fast.transfers.size(), cycle.transfers.size());
+  for (size_t i = 0; i < cycle.transfers.size(); ++i) {
+    EXPECT_EQ(fast.transfers[i].dma, cycle.transfers[i].dma) << i;
+    EXPECT_EQ(fast.transfers[i].start, cycle.transfers[i].start) << i;
+    EXPECT_EQ(fast.transfers[i].completion, cycle.transfers[i].completion) << i;
+  }
+  EXPECT_EQ(fast.end_ps, cycle.end_ps);
+}
+
+// The transfers on both fidelities, each result checked, the two compared.
+std::pair<Outcome, Outcome> run_both(const BoardConfig& board, int words) {
+  Outcome cycle = run_invert(board, sim::Fidelity::kCycle, words);
+  Outcome fast = run_invert(board, sim::Fidelity::kFast, words);
+  expect_inverted(cycle, words);
+  expect_inverted(fast, words);
+  expect_same_transfers(cycle, fast);
+  return {std::move(cycle), std::move(fast)};
+}
+
 TEST(Registry, TheShippedBoardIsMatmulThenAttentionOnFourDmas) {
   const EngineRegistry& r = EngineRegistry::board();
   ASSERT_EQ(r.count(), 2);
@@ -266,36 +288,15 @@ TEST(Registry, TheShippedBoardIsMatmulThenAttentionOnFourDmas) {
 }
 
 TEST(Registry, AToyEngineAddedThroughTheRegistryAloneRunsInBothFidelitiesWithTheSameCycles) {
-  const BoardConfig board = toy_board(false);
-  const Outcome cycle = run_invert(board, sim::Fidelity::kCycle, 96);
-  const Outcome fast = run_invert(board, sim::Fidelity::kFast, 96);
-  expect_inverted(cycle, 96);
-  expect_inverted(fast, 96);
+  const auto [cycle, fast] = run_both(toy_board(false), 96);
   ASSERT_EQ(cycle.transfers.size(), size_t(2 * kCalls));  // MM2S and S2MM of each call
-  ASSERT_EQ(fast.transfers.size(), cycle.transfers.size());
-  for (size_t i = 0; i < cycle.transfers.size(); ++i) {
-    EXPECT_EQ(fast.transfers[i].dma, cycle.transfers[i].dma) << i;
-    EXPECT_EQ(fast.transfers[i].dma, 4) << "the toy's lane 0 DMA follows the shipped four";
-    EXPECT_EQ(fast.transfers[i].start, cycle.transfers[i].start) << i;
-    EXPECT_EQ(fast.transfers[i].completion, cycle.transfers[i].completion) << i;
-  }
-  EXPECT_EQ(fast.end_ps, cycle.end_ps);
+  for (const auto& t : cycle.transfers) EXPECT_EQ(t.dma, 4) << "the toy's lane 0 DMA follows the shipped four";
   EXPECT_EQ(fast.fast.oracle_runs, 2u) << "the third call is the second's shape";
   EXPECT_EQ(fast.fast.cache_hits, 1u);
 }
 
 TEST(Registry, AToyMemoryModelAddedThroughTheRegistryAloneRunsInBothFidelitiesWithTheSameCycles) {
-  const BoardConfig board = toy_board(true);
-  const Outcome cycle = run_invert(board, sim::Fidelity::kCycle, 64);
-  const Outcome fast = run_invert(board, sim::Fidelity::kFast, 64);
-  expect_inverted(cycle, 64);
-  expect_inverted(fast, 64);
-  ASSERT_EQ(fast.transfers.size(), cycle.transfers.size());
-  for (size_t i = 0; i < cycle.transfers.size(); ++i) {
-    EXPECT_EQ(fast.transfers[i].start, cycle.transfers[i].start) << i;
-    EXPECT_EQ(fast.transfers[i].completion, cycle.transfers[i].completion) << i;
-  }
-  EXPECT_EQ(fast.end_ps, cycle.end_ps);
+  const auto [cycle, fast] = run_both(toy_board(true), 64);
   // The toy's timing differs from the wall's: the model the registry named did run.
   const Outcome wall = run_invert(toy_board(false), sim::Fidelity::kCycle, 64);
   EXPECT_NE(wall.transfers.back().completion, cycle.transfers.back().completion);

@@ -119,6 +119,26 @@ TEST(PlotSweep, DrawsAPngFromASweepCsv) {
   expect_png(out);
 }
 
+// plot_energy.py on the design-space energy data (docs/data/energy/*.csv as bitsim sweep wrote
+// them); a sweep CSV without the energy columns is refused naming the file and column, exit 2.
+TEST(PlotEnergy, DrawsTheParetoPlotFromSweepCsvsAndRefusesACsvWithoutEnergy) {
+  if (!have_matplotlib()) GTEST_SKIP() << "matplotlib is not installed (apt-get install python3-matplotlib)";
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const fs::path out = dir.path / "pareto.png";
+  const std::string data = std::string(BITSIM_SOURCE_DIR) + "/docs/data/energy/";
+  const auto r = run_command(kTools + "plot_energy.py " + out.string() + " board=" + data + "board-T64.csv clock=" +
+                             data + "clock-T64.csv walker=" + data + "walker-T64.csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_png(out);
+  fs::remove(out);
+  const std::string clock = std::string(BITSIM_SOURCE_DIR) + "/docs/sweep-clock.csv";
+  const auto bad = run_command(kTools + "plot_energy.py " + out.string() + " old=" + clock);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("sweep-clock.csv: column 'tokens_per_j' missing"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // plot_prefill.py on the design-space data as bitsim sweep wrote it (docs/data/prefill-ttft-*.csv);
 // bad input named, exit 2, no image.
 TEST(PlotPrefill, DrawsAPngFromTheSweepCsvsAndRefusesBadInput) {
