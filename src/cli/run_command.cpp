@@ -134,9 +134,9 @@ void print_run(const sim::BoardRunResult& r) {
              "with the board's; model)  [simulated]\n", s.tokens_per_pass, s.prefill_fit,
              r.prefill.total_bram36(), r.prefill.total_lut(), r.prefill.total_dsp());
   fmt::print("  energy per token      {:.2f} mJ (DRAM {:.2f}, PL {:.2f}, PS {:.2f}), {:.3f} W average, {:.2f} tok/J  "
-             "[simulated: {} IDD set, vendor power estimates; docs/energy.md]\n",
+             "[{}; docs/energy.md]\n",
              s.energy_mj_per_token, s.dram_mj_per_token, s.pl_mj_per_token, s.ps_mj_per_token, s.avg_power_w,
-             s.tokens_per_j, r.energy_config.idd_set);
+             s.tokens_per_j, s.energy_evidence);
   fmt::print("  request energy        the prompt {:.4f} J ({:.2f} mJ per prompt token), {:.2f} mJ per output token  "
              "[simulated]\n", s.prompt_j, s.prompt_mj_per_token, s.decode_mj_per_token);
   namespace B = study::board_figures;

@@ -47,6 +47,8 @@ DmaDriver::DmaDriver(Platform& platform, const MemoryMap& map, const DriverConfi
   mm2s_ring_ = map_.heads_per_lane() * std::max(3, map_.descriptors_per_head());
   s2mm_ring_ = map_.descriptor_capacity() - mm2s_ring_;
   if (s2mm_ring_ < 1) throw Error("dma driver: descriptor area too small");
+  matmul_ = engine_index("matmul");
+  attention_ = engine_index("attention");
 }
 
 uint64_t DmaDriver::ps_of(double ns) const { return uint64_t(std::llround(ns * 1000.0)); }
@@ -171,17 +173,16 @@ void DmaDriver::engine_failure(int engine, int lane, const std::string& what) {
   throw Error(fmt::format("{} engine lane {}: {} ({})", kind.name, lane, what, detail));
 }
 
-DmaDriver::Call DmaDriver::open_call(const char* engine, uint64_t& calls) {
+DmaDriver::Call DmaDriver::open_call(int e, uint64_t& calls) {
   ++calls;
   call_accesses_ = 0;
   ps_.spend(ps_of(config_.call_overhead_ns));
   stats_.fixed_ps += ps_of(config_.call_overhead_ns);
-  const int e = engine_index(engine);
   return Call{e, {hw::EngineRegistry::dma_of(e, 0), hw::EngineRegistry::dma_of(e, 1)}, stats_.transfers};
 }
 
 void DmaDriver::matmul(const MatmulCall& call, int /*n*/) {
-  const Call c = open_call("matmul", stats_.matmul_calls);
+  const Call c = open_call(matmul_, stats_.matmul_calls);
   const int mm = c.engine;
   const int* dmas = c.dmas;
   const uint64_t transfers_before = c.transfers_before;
@@ -228,7 +229,7 @@ uint64_t DmaDriver::write_descriptor(int lane, bool s2mm, uint64_t buffer, uint3
 }
 
 void DmaDriver::attention(const std::vector<HeadWork> heads[kLanes], uint64_t cpu_written_bytes) {
-  const Call c = open_call("attention", stats_.attention_calls);
+  const Call c = open_call(attention_, stats_.attention_calls);
   const int at = c.engine;
   const int* dmas = c.dmas;
   const uint64_t transfers_before = c.transfers_before;

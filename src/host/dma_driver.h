@@ -173,14 +173,16 @@ class DmaDriver {
   void invalidate(uint64_t bytes);
   void wait_idle(int dma, uint32_t sr_offset, const char* what);
   [[noreturn]] void engine_failure(int engine, int lane, const std::string& what);
-  // The opening of a call on the shipped engine `engine`: counted in `calls`, the fixed CPU
-  // time spent; its engine index, its lanes' DMAs and the transfers before it.
+  // The opening of a call on the shipped engine of registry index `engine`: counted in
+  // `calls`, the fixed CPU time spent; its engine index, its lanes' DMAs and the transfers
+  // before it.
   struct Call {
     int engine;
     int dmas[kLanes];
     uint64_t transfers_before;
   };
-  Call open_call(const char* engine, uint64_t& calls);
+  Call open_call(int engine, uint64_t& calls);
+  int matmul_ = 0, attention_ = 0;  // the shipped engines' registry indices
   uint64_t write_descriptor(int lane, bool s2mm, uint64_t buffer, uint32_t bytes, bool sof, bool eof);
 
   Platform& ps_;

@@ -77,10 +77,9 @@ struct BoardConfig {
     ddr.validate(who);
     hp.validate(who);
     dma.validate(who);
-    prefill.validate(who);  // before the engine that takes its P: the user's key is named
+    check_own(who);  // prefill before the engine that takes its P: the user's key is named
     matmul_config().validate(who);
     attention.validate(who);
-    check_own(who);
   }
   // The matmul engine's config as the board builds it: the keys' values, and the activation
   // vectors its groups may carry from prefill.tokens_per_pass.

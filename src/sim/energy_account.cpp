@@ -5,6 +5,7 @@
 
 #include "hw/parts/clock.h"
 #include "sim/board_config.h"
+#include "sim/board_run.h"
 
 namespace bitsim::sim {
 
@@ -24,8 +25,7 @@ EnergyAccount energy_account(const SimConfig& config, const model::ModelConfig& 
   const hw::AttentionResources attention = hw::attention_resources(config.board.attention);
   std::optional<host::WalkerResources> walker;
   if (config.walker.pl()) walker = host::walker_resources(config.walker, model, capacity);
-  const host::PrefillResources prefill =
-      host::prefill_resources(config.board.prefill.tokens_per_pass, config.board.attention, walker);
+  const host::PrefillResources prefill = prefill_resources_of(config, model, capacity);
   EnergyAccount a;
   a.config = config.energy;
   energy::Activity& d = a.design;
@@ -69,6 +69,12 @@ energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTi
   a.cpu_compute_ps = compute;
   a.cpu_wait_ps = a.duration_ps - compute;
   return energy::energy(account.config, a);
+}
+
+std::string energy_evidence(const energy::EnergyConfig& config) {
+  const std::string dram = config.idd_set == "custom" ? "custom IDD currents"
+                                                      : "the " + config.idd_set + " IDD set (datasheet)";
+  return "simulated: " + dram + ", vendor power estimates for the PS7 and the PL's static power, the model's coefficients";
 }
 
 energy::Breakdown idle_energy(const EnergyAccount& account, uint64_t ps) {

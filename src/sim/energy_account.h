@@ -45,6 +45,11 @@ EnergyAccount energy_account(const SimConfig& config, const model::ModelConfig& 
 // their clock tree runs always).
 energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTiming& t, int chunk_tokens = 1);
 
+// The evidence label of every energy figure the config gives, and what it rests on: the
+// published IDD set it names (datasheet) or the user's currents (custom), the PL's and PS7's
+// vendor estimates, the model's own coefficients.
+std::string energy_evidence(const energy::EnergyConfig& config);
+
 // The energy of an idle interval of `ps` (static power and background only).
 energy::Breakdown idle_energy(const EnergyAccount& account, uint64_t ps);
 

@@ -52,6 +52,7 @@ RunSummary run_summary(const sim::BoardRunResult& r) {
   s.prompt_j = prompt.total.total() * 1e-3;
   s.prompt_mj_per_token = prompt.mj_per_token();
   s.decode_mj_per_token = decode.mj_per_token();
+  s.energy_evidence = sim::energy_evidence(r.energy_config);
   s.median_total_ms = median(totals);
   s.tok_s = s.median_total_ms > 0 ? 1e3 / s.median_total_ms : 0.0;
   for (double t : totals) s.simulated_s += t / 1e3;

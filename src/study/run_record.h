@@ -44,7 +44,7 @@ struct RunSummary {
   double energy_mj_per_token = 0, dram_mj_per_token = 0, pl_mj_per_token = 0, ps_mj_per_token = 0;
   double avg_power_w = 0, tokens_per_j = 0;
   double prompt_j = 0, prompt_mj_per_token = 0, decode_mj_per_token = 0;
-  std::string energy_evidence = "simulated (datasheet IDD currents, vendor power estimates)";
+  std::string energy_evidence;  // sim::energy_evidence of the run's energy config
 };
 
 RunSummary run_summary(const sim::BoardRunResult& r);
