@@ -14,13 +14,24 @@ namespace bitsim::cli {
 std::vector<std::string> bench_run_command(const std::string& exe, const BoardArgs& board,
                                            const study::BenchRunProcess& p) {
   std::vector<std::string> argv{exe,         "run",    "--model",   p.model,
-                                "--prompt",  "A",      "--tokens",  std::to_string(p.tokens),
+                                "--prompt",  p.prompt, "--tokens",  std::to_string(p.tokens),
                                 "--json",    "--quiet", "--threads", std::to_string(p.threads),
                                 "--cache-dir", p.cache_dir};
   if (!p.check) argv.push_back("--no-check");
   if (!board.config.empty()) argv.insert(argv.end(), {"--config", std::filesystem::absolute(board.config).string()});
   for (const auto& kv : board.sets) argv.insert(argv.end(), {"--set", kv});
+  for (const auto& kv : p.sets) argv.insert(argv.end(), {"--set", kv});
   return argv;
+}
+
+std::string bench_run_text(const study::BenchRunProcess& p) {
+  std::string s = "bitsim run";
+  if (!p.model.empty()) s += " --model " + p.model;
+  if (!p.prompt.empty()) s += " --prompt " + p.prompt;
+  if (p.tokens != 0) s += " --tokens " + std::to_string(p.tokens);
+  for (const auto& kv : p.sets) s += " --set " + kv;
+  if (!p.check) s += " --no-check";
+  return s;
 }
 
 namespace {
@@ -60,6 +71,7 @@ class Bench final : public Command {
     const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) throw Error("bench: cannot find this bitsim executable (/proc/self/exe): " + ec.message());
     opt_.run_command = [exe, board = board_](const study::BenchRunProcess& p) { return bench_run_command(exe, board, p); };
+    opt_.run_text = bench_run_text;
     const study::BenchOptions eff = study::effective_bench_options(opt_);
     study::BenchLoad load;
     load.start = study::host_load_average();

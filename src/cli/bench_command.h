@@ -16,5 +16,8 @@ std::unique_ptr<Command> add_bench_command(CLI::App& app);
 // process's flags and the board config's (--config as an absolute path, every --set).
 std::vector<std::string> bench_run_command(const std::string& exe, const BoardArgs& board,
                                            const study::BenchRunProcess& p);
+// The same run as a user types it (for the bench's texts): "bitsim run --model M --prompt A
+// --tokens N [--set KEY=VALUE ...] [--no-check]", leaving out an empty model or prompt and 0 tokens.
+std::string bench_run_text(const study::BenchRunProcess& p);
 
 }  // namespace bitsim::cli

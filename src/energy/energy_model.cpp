@@ -198,14 +198,8 @@ void check_activity(const EnergyConfig& c, const Activity& a) {
     refuse(fmt::format("dram_busy_ps = {} ps exceed duration_ps = {} ps", a.dram_busy_ps, a.duration_ps));
 }
 
-}  // namespace
-
-Breakdown energy(const EnergyConfig& c, const Activity& a) {
-  c.validate("energy");
-  check_activity(c, a);
-  Breakdown b;
+void add_dram(const EnergyConfig& c, const Activity& a, Breakdown& b) {
   const double dur = double(a.duration_ps);
-
   // DRAM: per device, times the devices side by side on the bus (each sees every command).
   const DramTiming& t = a.dram;
   const double devices = double(t.bus_bytes / c.device_bytes);
@@ -235,7 +229,10 @@ Breakdown energy(const EnergyConfig& c, const Activity& a) {
   b.dram_refresh = devices * ref * e.ref * kPjToMj;
   b.dram_background = devices * (open * e.open_mw + (device_cycles - open) * e.precharged_mw) * tck * kPjToMj;
   b.dram_io = devices * (rd * e.io_rd + wr * e.io_wr) * kPjToMj;
+}
 
+void add_pl(const EnergyConfig& c, const Activity& a, Breakdown& b) {
+  const double dur = double(a.duration_ps);
   // PL: static over the interval; per circuit the clock tree over the interval and the logic
   // while busy (docs/energy.md, "PL").
   b.pl_static = c.pl_static_w * dur * kWattPsToMj;
@@ -252,15 +249,28 @@ Breakdown energy(const EnergyConfig& c, const Activity& a) {
     b.pl_clock[size_t(i)] = double(ca.instances) * clock_uw * dur * kUwPsToMj;
     b.pl_dynamic[size_t(i)] = busy_uw * double(ca.busy_cycles) * double(a.pl_period_ps) * kUwPsToMj;
   }
+}
 
+void add_ps(const EnergyConfig& c, const Activity& a, Breakdown& b) {
+  const double dur = double(a.duration_ps);
   // PS: the idle figure over the interval; the busy cores' increment while computing, and
   // while polling a fraction of it (docs/energy.md, "PS").
   b.ps_static = c.ps_static_w * dur * kWattPsToMj;
   const double cores_w = double(c.ps_busy_cores) * c.ps_core_w();
   b.ps_compute = cores_w * double(a.cpu_compute_ps) * kWattPsToMj;
   b.ps_wait = c.ps_wait == "poll" ? cores_w * c.ps_poll_fraction * double(a.cpu_wait_ps) * kWattPsToMj : 0.0;
+}
 
-  b.board_other = c.board_other_w * dur * kWattPsToMj;
+}  // namespace
+
+Breakdown energy(const EnergyConfig& c, const Activity& a) {
+  c.validate("energy");
+  check_activity(c, a);
+  Breakdown b;
+  add_dram(c, a, b);
+  add_pl(c, a, b);
+  add_ps(c, a, b);
+  b.board_other = c.board_other_w * double(a.duration_ps) * kWattPsToMj;
   return b;
 }
 

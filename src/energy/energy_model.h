@@ -79,10 +79,14 @@ struct EnergyConfig {
 
   template <typename Self, typename Visitor>
   static void visit(Self& c, Visitor&& v) {
-
-
-    const auto D = Evidence::kDatasheet, V = Evidence::kVendorEstimate, S = Evidence::kSimulated,
-               B = Evidence::kBoard;
+    visit_dram(c, v);
+    visit_pl(c, v);
+    visit_ps(c, v);
+  }
+  // The DRAM, PL and PS fields, in that order.
+  template <typename Self, typename Visitor>
+  static void visit_dram(Self& c, Visitor&& v) {
+    const auto D = Evidence::kDatasheet, S = Evidence::kSimulated, B = Evidence::kBoard;
     std::vector<std::string> sets;
     for (const DramIdd& p : dram_idd_presets()) sets.push_back(p.name);
     sets.push_back("custom");
@@ -114,6 +118,10 @@ struct EnergyConfig {
                                 "pins a x16 device drives on a read: DQ 16 + DQS 2 differential pairs"});
     v(c.io_write_pins, FieldInfo{"energy.dram.io_write_pins", 0, 128, "pins", D,
                                  "pins a x16 device terminates on a write: DQ 16 + DQS 2 pairs + DM 2"});
+  }
+  template <typename Self, typename Visitor>
+  static void visit_pl(Self& c, Visitor&& v) {
+    const auto V = Evidence::kVendorEstimate, S = Evidence::kSimulated;
     v(c.pl_static_w, FieldInfo{"energy.pl.static_w", 0, 10, "W", V,
                                "device static power of the xc7z020 (Vivado report_power of a Zynq-7020 design: "
                                "0.145 W)"});
@@ -138,6 +146,10 @@ struct EnergyConfig {
     v(c.dma_ff, FieldInfo{"energy.pl.dma_ff", 0, 1e5, "FF", S, "FFs of one AXI DMA v7.1 (PG021 class)"});
     v(c.dma_bram36, FieldInfo{"energy.pl.dma_bram36", 0, 140, "BRAM36", S,
                               "BRAM36 of one AXI DMA v7.1's FIFOs (PG021 class)"});
+  }
+  template <typename Self, typename Visitor>
+  static void visit_ps(Self& c, Visitor&& v) {
+    const auto V = Evidence::kVendorEstimate, S = Evidence::kSimulated, B = Evidence::kBoard;
     v(c.ps_active_w, FieldInfo{"energy.ps.active_w", 0, 10, "W", V,
                                "PS7 power with its Cortex-A9s busy, DDR controller, interconnect, HP ports and "
                                "DDR PHY included (Vivado report_power of a Zynq-7020 design: 1.533 W)"});

@@ -197,7 +197,7 @@ std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem:
     if (!f.metadata().contains("bitsim.synthetic"))
       throw Error(fmt::format("model folder {}: no tokenizer.model, and {} is not a synthetic checkpoint (its "
                               "metadata has no bitsim.synthetic): put the checkpoint's tokenizer.model in the "
-                              "folder or give --tokenizer FILE",
+                              "folder or give a tokenizer file",
                               model_folder->string(), weights.string()));
   }
   if (!file) return make_byte_tokenizer(vocab_size);

@@ -130,8 +130,7 @@ void check_request(const BoardRunRequest& req) {
   if (!req.vcd_file.empty() && req.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("vcd file {}: the clocked signals exist in the cycle fidelity only", req.vcd_file));
   if (!req.dram_trace_file.empty() && req.fidelity != Fidelity::kCycle)
-    throw Error(fmt::format("dram trace file {}: the memory's requests are traced in the cycle fidelity only "
-                            "(--fidelity cycle)",
+    throw Error(fmt::format("dram trace file {}: the memory's requests are traced in the cycle fidelity only",
                             req.dram_trace_file));
   // Outputs are refused now rather than after the run (base/file_io.h): each on its own, no
   // two naming one file, none naming an input.
@@ -349,16 +348,7 @@ class Generation {
       rec.generated = generated;
       rec.phase = generated ? "decode" : "prefill";
       rec.chunk_tokens = V;
-      fill_timing(rec, share_of(t, V, p));
-      rec.energy = token_energy(energy_, rec.timing, V);
-      rec.energy_mj = rec.energy.total();
-      rec.dram_mj = rec.energy.dram();
-      rec.pl_mj = rec.energy.pl();
-      rec.ps_mj = rec.energy.ps() + rec.energy.board_other;
-      if (!l.empty()) {
-        rec.logits_digest = host::fnv1a64(l.data(), l.size() * sizeof(float));
-        rec.logits_digest_hex = fmt::format("{:016x}", rec.logits_digest);
-      }
+      fill_costs(rec, share_of(t, V, p), V, l);
       std::string new_text;
       if (generated) {
         new_text = decoder_.push(token);
@@ -372,6 +362,20 @@ class Generation {
       if (!res_.mismatch.empty()) break;
     }
     return logits;
+  }
+
+  // A position's timing (its share of the chunk's), its energy and its logits' digest.
+  void fill_costs(TokenRecord& rec, const host::TokenTiming& share, int V, const std::vector<float>& l) {
+    fill_timing(rec, share);
+    rec.energy = token_energy(energy_, rec.timing, V);
+    rec.energy_mj = rec.energy.total();
+    rec.dram_mj = rec.energy.dram();
+    rec.pl_mj = rec.energy.pl();
+    rec.ps_mj = rec.energy.ps() + rec.energy.board_other;
+    if (!l.empty()) {
+      rec.logits_digest = host::fnv1a64(l.data(), l.size() * sizeof(float));
+      rec.logits_digest_hex = fmt::format("{:016x}", rec.logits_digest);
+    }
   }
 
   bool check(int step, const std::vector<float>& g, const std::vector<float>& logits) {

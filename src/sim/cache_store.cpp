@@ -215,7 +215,7 @@ void check_cache_folder(const fs::path& dir) {
     if (classify(name) == FileClass::kForeign || e.is_directory(e1))
       throw Error(fmt::format("start-up cache folder {}: not a bitsim cache: it holds '{}' (a cache folder holds "
                               "only KIND-KEY.bin entries, their .hits files, temp files and `lock`); choose another "
-                              "folder with --cache-dir or BITSIM_CACHE_DIR",
+                              "cache folder (or set BITSIM_CACHE_DIR)",
                               dir.string(), name));
   }
   if (ec) throw Error(fmt::format("start-up cache folder {}: cannot be listed: {}", dir.string(), ec.message()));
@@ -327,6 +327,26 @@ void CacheStore::remove_entry_locked(const fs::path& path) {
   fs::remove(hits, ec);
 }
 
+namespace {
+
+// What is wrong with the mapped entry of `size` bytes at base, "" if nothing: its header (magic,
+// checksum, version, kind and key) and its payload's length and content hash. h gets the header.
+std::string entry_fault(const void* base, size_t size, const std::string& kind, const std::string& key, Header& h) {
+  std::memcpy(&h, base, sizeof h);
+  const bool key_ok = std::string(h.kind, strnlen(h.kind, sizeof h.kind)) == kind &&
+                      std::string(h.key, strnlen(h.key, sizeof h.key)) == key;
+  if (std::memcmp(h.magic, kMagic, 8) != 0) return "not a bitsim cache entry (bad magic)";
+  if (h.header_checksum != model::checksum64(&h, offsetof(Header, header_checksum))) return "corrupt header";
+  if (h.version != kCacheVersion || h.header_bytes != kHeaderBytes || !key_ok) return "header of another entry or version";
+  if (size != kHeaderBytes + h.payload_bytes)
+    return fmt::format("truncated ({} bytes, the header says {})", size, kHeaderBytes + h.payload_bytes);
+  const auto d = model::ContentHash().update(static_cast<const uint8_t*>(base) + kHeaderBytes, h.payload_bytes).digest();
+  if (d[0] != h.payload_hash[0] || d[1] != h.payload_hash[1]) return "corrupt payload (checksum mismatch)";
+  return {};
+}
+
+}  // namespace
+
 std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, const std::string& key) {
   const fs::path path = entry_path(kind, key);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -353,21 +373,7 @@ std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, cons
   ::close(fd);
   std::shared_ptr<void> keep;
   if (base != MAP_FAILED) keep = std::shared_ptr<void>(base, [size](void* p) { ::munmap(p, size); });
-  if (fault.empty()) {
-    std::memcpy(&h, base, sizeof h);
-    const bool key_ok = std::string(h.kind, strnlen(h.kind, sizeof h.kind)) == kind &&
-                        std::string(h.key, strnlen(h.key, sizeof h.key)) == key;
-    if (std::memcmp(h.magic, kMagic, 8) != 0) fault = "not a bitsim cache entry (bad magic)";
-    else if (h.header_checksum != model::checksum64(&h, offsetof(Header, header_checksum))) fault = "corrupt header";
-    else if (h.version != kCacheVersion || h.header_bytes != kHeaderBytes || !key_ok)
-      fault = "header of another entry or version";
-    else if (size != kHeaderBytes + h.payload_bytes)
-      fault = fmt::format("truncated ({} bytes, the header says {})", size, kHeaderBytes + h.payload_bytes);
-    else {
-      const auto d = model::ContentHash().update(static_cast<uint8_t*>(base) + kHeaderBytes, h.payload_bytes).digest();
-      if (d[0] != h.payload_hash[0] || d[1] != h.payload_hash[1]) fault = "corrupt payload (checksum mismatch)";
-    }
-  }
+  if (fault.empty()) fault = entry_fault(base, size, kind, key, h);
   Locked lock(mutex_, lock_fd_);
   if (!fault.empty() && !own) {
     // Without the magic the file is not provably the cache's: it is left as it is.

@@ -6,7 +6,7 @@
 // transfers it started and the bytes the PL read from DDR during it (the platform's
 // counters read at the end of each step: the PL moves data only inside driver calls). The
 // rows of a token add up to its TokenTiming (total time, DMA calls, bytes read).
-// Columns: docs/json-schemas.md ("bitsim run --layers-csv").
+// Columns: docs/json-schemas.md (the run's layers CSV).
 #include <cstdint>
 #include <string>
 #include <vector>

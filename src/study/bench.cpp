@@ -160,7 +160,7 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
   if (o.prefill_tokens_per_pass < 2 || o.prefill_tokens_per_pass > 64)
     throw Error(fmt::format("bench: prefill at P = {}, expected 2..64 (prefill.tokens_per_pass)",
                             o.prefill_tokens_per_pass));
-  if (!o.run_command) throw Error("bench: the command line of the process figures is not set");
+  if (!o.run_command || !o.run_text) throw Error("bench: the command line of the process figures is not set");
   return o;
 }
 
@@ -209,7 +209,14 @@ class ScratchDir {
   fs::path path_;
 };
 
-// One `bitsim run --prompt A --json --quiet` process with its own start-up cache folder.
+// An unchecked run of `tokens` tokens on the bench's model (in the texts: without it).
+BenchRunProcess no_check(int tokens, std::string prompt = "A") {
+  BenchRunProcess p{.tokens = tokens, .check = false};
+  p.prompt = std::move(prompt);
+  return p;
+}
+
+// One `bitsim run` process (JSON out, quiet) with its own start-up cache folder.
 struct RunProcess {
   ProcessRun proc;
   double first_token_s = 0, load_s = 0, calibration_s = 0;
@@ -221,10 +228,11 @@ struct RunProcess {
 RunProcess bitsim_run(const BenchOptions& o, const fs::path& cache_dir, const fs::path& scratch, int tokens,
                       bool check) {
   RunProcess r;
-  r.proc = run_process(o.run_command({o.model, tokens, o.threads, cache_dir.string(), check}), scratch);
+  const BenchRunProcess run{o.model, tokens, o.threads, cache_dir.string(), check};
+  r.proc = run_process(o.run_command(run), scratch);
   if (r.proc.exit_code != 0)
-    throw Error(fmt::format("bench: `bitsim run --model {} --tokens {}` exited with {}: {}", o.model, tokens,
-                            r.proc.exit_code, r.proc.err.substr(0, 2000)));
+    throw Error(fmt::format("bench: `{}` exited with {}: {}", o.run_text(run), r.proc.exit_code,
+                            r.proc.err.substr(0, 2000)));
   try {
     const nlohmann::json j = nlohmann::json::parse(r.proc.out);
     const auto& s = j.at("summary");
@@ -252,8 +260,8 @@ ProcessFigures process_runs(const BenchOptions& o, const fs::path& scratch, cons
                             const Status& status) {
   ProcessFigures p;
   for (int i = 0; i < o.repeat; ++i) {
-    status(fmt::format("[1/6] cold: `bitsim run --model {} --prompt A --tokens 1` with an empty start-up cache ({} of {}) ...",
-                       o.model, i + 1, o.repeat));
+    status(fmt::format("[1/6] cold: `{}` with an empty start-up cache ({} of {}) ...", o.run_text({o.model, 1}),
+                       i + 1, o.repeat));
     const fs::path dir = i + 1 == o.repeat ? warm_cache : scratch / fmt::format("cold-cache-{}", i);
     p.cold.push_back(bitsim_run(o, dir, scratch, 1, true));
     if (dir != warm_cache) fs::remove_all(dir);
@@ -263,13 +271,12 @@ ProcessFigures process_runs(const BenchOptions& o, const fs::path& scratch, cons
     p.warm.push_back(bitsim_run(o, warm_cache, scratch, 1, true));
   }
   for (int i = 0; i < o.repeat; ++i) {
-    status(fmt::format("[3/6] warm: `bitsim run --prompt A --tokens {} --no-check` ({} of {}) ...", o.run_tokens, i + 1,
-                       o.repeat));
+    status(fmt::format("[3/6] warm: `{}` ({} of {}) ...", o.run_text(no_check(o.run_tokens)), i + 1, o.repeat));
     p.whole.push_back(bitsim_run(o, warm_cache, scratch, o.run_tokens, false));
   }
   for (int i = 0; i < o.repeat; ++i) {
-    status(fmt::format("[4/6] warm: `bitsim run --prompt A --tokens {} --no-check` for the peak memory ({} of {}) ...",
-                       o.memory_tokens - 2, i + 1, o.repeat));
+    status(fmt::format("[4/6] warm: `{}` for the peak memory ({} of {}) ...",
+                       o.run_text(no_check(o.memory_tokens - 2)), i + 1, o.repeat));
     p.memory.push_back(bitsim_run(o, warm_cache, scratch, o.memory_tokens - 2, false));
   }
   return p;
@@ -285,8 +292,8 @@ struct CheckedRuns {
 CheckedRuns checked_runs(const BenchOptions& o, const fs::path& warm_cache, const Status& status) {
   CheckedRuns c;
   for (int rep = 0; rep < o.repeat; ++rep) {
-    status(fmt::format("[5/6] sim::run_board {} --prompt A --tokens {} (fast, golden check on every token; {} of {}) ...",
-                       o.model, o.tokens - 1, rep + 1, o.repeat));
+    status(fmt::format("[5/6] sim::run_board as `{}` (fast, golden check on every token; {} of {}) ...",
+                       o.run_text({o.model, o.tokens - 1}), rep + 1, o.repeat));
     sim::BoardRunRequest req{.run = sim::RunRequest{}, .params = o.params};
     req.run.model = o.model;
     req.run.prompt = "A";
@@ -367,11 +374,12 @@ void prefill_figure(std::vector<BenchFigure>& f, const BenchOptions& o, const Pr
   f.push_back(figure_of(
       fmt::format("prefill speed-up, a {}-token prompt at P = {} over P = 1, golden check", r.prompt_tokens, P), "x",
       r.speedup, 3, true, ">= 3x", "measured (this host); the tokens are simulated",
-      fmt::format("run_board as `bitsim run --prompt TEXT --tokens 1 --set prefill.tokens_per_pass=P` (fast "
+      fmt::format("run_board as `{}` (fast "
                   "fidelity, warm start-up cache), {} runs of each P; value = the prompt's wall at P = 1 / at P = {} "
                   "(each the sum of its positions' walls incl. the check): P = 1 {} s, P = {} {} s; {} of {} "
                   "computed logits bit-identical. Without the check: P = 1 {} s, P = {} {} s, speed-up {} x",
-                  o.repeat, P, list(r.p1_s), P, list(r.pp_s), r.equal, r.checked, list(r.p1_nocheck_s), P,
+                  o.run_text({.tokens = 1, .prompt = "TEXT", .sets = {"prefill.tokens_per_pass=P"}}), o.repeat, P,
+                  list(r.p1_s), P, list(r.pp_s), r.equal, r.checked, list(r.p1_nocheck_s), P,
                   list(r.pp_nocheck_s), list(r.speedup_nocheck))));
 }
 
@@ -486,11 +494,11 @@ BenchFigure sweep_figure(const BenchOptions& o, const Status& status) {
   const double goal = kGoalPoints / (kGoalHours * 3600.0) / kGoalJobs;
   const double med = median(rate);
   return figure_of("timing-only sweep points per wall second, one process", "points/s", rate, goal, true,
-                   fmt::format(">= {:.2f} (10,000 points in {:.0f} h with --jobs {:.0f})", goal, kGoalHours, kGoalJobs),
+                   fmt::format(">= {:.2f} (10,000 points in {:.0f} h in {:.0f} processes)", goal, kGoalHours, kGoalJobs),
                    "measured (this host); the points are simulated",
                    fmt::format("{} points (clock.mhz 100..250, the bitnet-large shape, {} tokens at T={}), one after "
                                "the other in one process, {} times: {} s; 10,000 points at the median: {:.1f} h in one "
-                               "process, {:.1f} h with --jobs 2",
+                               "process, {:.1f} h in 2 processes",
                                o.sweep_points, so.tokens, so.context, o.repeat, list(wall), kGoalPoints / med / 3600.0,
                                kGoalPoints / med / 3600.0 / kGoalJobs));
 }
@@ -515,11 +523,11 @@ void process_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const P
   f.push_back(figure_of(
       fmt::format("time to the first token, cold (empty start-up cache), {}", o.model), "s", each(p.cold, ttft), 8,
       false, "<= 8 s", "measured (this host)",
-      fmt::format("`bitsim run --model {} --prompt A --tokens 1` as a process, each with a new empty --cache-dir; "
+      fmt::format("`{}` as a process, each with a new empty start-up cache folder; "
                   "value = the run's summary.first_token_s (its start to the first generated token's step done: "
                   "BOS, the prompt, the first generated; {} checked steps); load {} s, K/V calibration {} s; "
                   "whole processes {} s; model and K/V scales from the cache in {} of {}",
-                  o.model, p.cold.front().steps, list(each(p.cold, [](const RunProcess& r) { return r.load_s; })),
+                  o.run_text({o.model, 1}), p.cold.front().steps, list(each(p.cold, [](const RunProcess& r) { return r.load_s; })),
                   list(each(p.cold, [](const RunProcess& r) { return r.calibration_s; })), list(each(p.cold, wall)),
                   count_cached(p.cold), p.cold.size())));
   f.push_back(figure_of(
@@ -536,19 +544,19 @@ void process_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const P
       fmt::format("the warm runs above, each process timed from spawn to exit (exec, start-up, {} checked steps, the "
                   "JSON report, exit)", p.warm.front().steps)));
   f.push_back(figure_of(
-      fmt::format("a whole {}-token `bitsim run --no-check`, start-up included, warm", o.run_tokens), "tok/s",
+      fmt::format("a whole {}-token `{}`, start-up included, warm", o.run_tokens, o.run_text(no_check(0, ""))), "tok/s",
       each(p.whole, [&](const RunProcess& r) { return o.run_tokens / r.proc.wall_s; }), 15, true, ">= 15 tok/s",
       "measured (this host); the tokens are simulated",
-      fmt::format("`bitsim run --prompt A --tokens {} --no-check` as a process with the warm cache ({} steps); value = "
+      fmt::format("`{}` as a process with the warm cache ({} steps); value = "
                   "generated tokens / the process's wall from spawn to exit ({} s)",
-                  o.run_tokens, p.whole.front().steps, list(each(p.whole, wall)))));
+                  o.run_text(no_check(o.run_tokens)), p.whole.front().steps, list(each(p.whole, wall)))));
   f.push_back(figure_of(
       fmt::format("peak resident memory, {}, {} tokens", o.model, o.memory_tokens), "GB",
       each(p.memory, [](const RunProcess& r) { return r.proc.maxrss_bytes / 1e9; }), 1.5, false, "<= 1.5 GB",
       "measured (this host)",
-      fmt::format("`bitsim run --prompt A --tokens {} --no-check` as a process with the warm cache ({} steps: T = 1..{}); "
+      fmt::format("`{}` as a process with the warm cache ({} steps: T = 1..{}); "
                   "value = wait4's ru_maxrss of the process (GB = 1e9 bytes); its wall {} s",
-                  o.memory_tokens - 2, p.memory.front().steps, p.memory.front().steps, list(each(p.memory, wall)))));
+                  o.run_text(no_check(o.memory_tokens - 2)), p.memory.front().steps, p.memory.front().steps, list(each(p.memory, wall)))));
 }
 
 // The figures of the in-process token rates.
@@ -560,11 +568,11 @@ void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const Fast
       "N / the window's summed wall; the first pass also clocked each new batch shape once ({} runs on the clocked "
       "board; {} in the later passes), as a first run at a config does without the start-up cache's timing entry",
       w.cold_s, w.setup_s, o.repeat, w.oracle_runs_first, w.oracle_runs_later);
-  f.push_back(figure_of(fmt::format("simulated tok/s per wall second, --no-check, {}", t_range(1, N)), "tok/s",
+  f.push_back(figure_of(fmt::format("simulated tok/s per wall second, no check, {}", t_range(1, N)), "tok/s",
                         w.low_rate, 30, true, ">= 30", "measured (this host); the tokens are simulated",
                         fmt::format("{} tokens at {}; {}", N, t_range(1, N), common)));
   f.push_back(figure_of(
-      fmt::format("simulated tok/s per wall second, --no-check, {}", t_range(hi0, golden::kMaxContext)), "tok/s",
+      fmt::format("simulated tok/s per wall second, no check, {}", t_range(hi0, golden::kMaxContext)), "tok/s",
       w.high_rate, 30, true,
       fmt::format(">= 30 (the real board: {} tok/s at T=512)", board_figures::kEndToEndT512.tok_s),
       "measured (this host); the tokens are simulated",
@@ -572,11 +580,11 @@ void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const Fast
   f.push_back(figure_of(
       "simulated tok/s per wall second, golden check on every token", "tok/s", c.rate, 15, true, ">= 15, stable",
       "measured (this host); the tokens are simulated",
-      fmt::format("run_board as `bitsim run --prompt A --tokens {}` with the warm start-up cache, {} runs (fast "
+      fmt::format("run_board as `{}` with the warm start-up cache, {} runs (fast "
                   "fidelity, the golden BoardReference beside the board on every token: {} of {} logits "
                   "bit-identical); value = steps 2..{} ({}) / their summed per-token wall incl. the check; the "
                   "first step of each run is in the time to the first token",
-                  N - 1, o.repeat, c.equal, c.steps, N + 1, t_range(2, N + 1))));
+                  o.run_text({.tokens = N - 1}), o.repeat, c.equal, c.steps, N + 1, t_range(2, N + 1))));
 }
 
 // The figures of the cycle fidelity.

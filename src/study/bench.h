@@ -42,6 +42,8 @@ struct BenchRunProcess {
   int threads = 2;
   std::string cache_dir;
   bool check = true;  // the golden check on every token
+  std::string prompt = "A";
+  std::vector<std::string> sets;  // KEY=VALUE settings beyond the bench's board config
 };
 
 struct BenchOptions {
@@ -60,6 +62,9 @@ struct BenchOptions {
   // The command line of a `bitsim run` process (the executable and its arguments, with the
   // same board config); required. The CLI knows the flags.
   std::function<std::vector<std::string>(const BenchRunProcess&)> run_command;
+  // The same run as a user types it, for the figures' texts: the command, the model if not
+  // empty, the prompt, the tokens if not 0, the settings, no check if not checked; required.
+  std::function<std::string(const BenchRunProcess&)> run_text;
 };
 
 struct BenchFigure {

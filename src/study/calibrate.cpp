@@ -80,7 +80,7 @@ PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
   if (capacity > 0) cfg.memory.kv_positions = capacity;
   if (prompt_tokens < 1 || prompt_tokens > cfg.memory.kv_positions)
-    throw Error(fmt::format("--prompt-tokens {}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
+    throw Error(fmt::format("prompt tokens {}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
                             prompt_tokens, cfg.memory.kv_positions, p.to_string("kv.format"), p.to_string("cma.mib")));
   const model::KvScales scales = any_scales(m.config);  // the token loop keeps a reference
   const auto sim = sim::make_simulation(cfg, m, scales, sim::SimulationOptions(sim::Fidelity::kTimingOnly, 1));

@@ -195,7 +195,7 @@ Prepared prepare(const EvalRequest& req, EvalResult& res) {
   const int first_bucket = std::min(eval_buckets(res.window).front().second, res.window);
   if (int64_t(p.ids.size()) < first_bucket)
     throw Error(fmt::format("text file {}: {} tokens scored, fewer than the first context bucket's {} positions "
-                            "(1-{}); score a longer text, or a smaller --window",
+                            "(1-{}); score a longer text, or a smaller window",
                             req.text.string(), p.ids.size(), first_bucket, first_bucket));
   return p;
 }
@@ -542,6 +542,34 @@ std::vector<EvalLogitCompare> compare_logits(const model::TernaryModel& m, const
   return out;
 }
 
+// The row of arithmetic k: its mean NLL over every scored token and its buckets.
+EvalRow eval_row(const Scorer& scorer, int k, int64_t scored_tokens) {
+  const auto& names = eval_arithmetics();
+  EvalRow row;
+  row.arithmetic = names[size_t(k)].first;
+  row.meaning = names[size_t(k)].second;
+  row.evidence = "simulated";
+  row.tokens = scored_tokens;
+  row.nll_mean = scorer.sum(k) / double(scored_tokens);
+  row.ppl = std::exp(row.nll_mean);
+  for (size_t b = 0; b < scorer.buckets().size(); ++b) {
+    const Scorer::Acc a = scorer.bucket(k, b);
+    if (a.n == 0) continue;
+    EvalBucket bk;
+    bk.from = scorer.buckets()[b].first;
+    bk.to = scorer.buckets()[b].second;
+    bk.tokens = a.n;
+    bk.nll_mean = a.nll / double(a.n);
+    bk.ppl = std::exp(bk.nll_mean);
+    bk.kl_float = a.kl_f / double(a.n);
+    bk.kl_float_ternary_head = a.kl_ft / double(a.n);
+    bk.top1_float = double(a.top1_f) / double(a.n);
+    bk.top1_float_ternary_head = double(a.top1_ft) / double(a.n);
+    row.buckets.push_back(bk);
+  }
+  return row;
+}
+
 }  // namespace
 
 EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::string&)>& on_status) {
@@ -570,33 +598,10 @@ EvalResult run_eval(const EvalRequest& req, const std::function<void(const std::
   scorer.run();
   const auto& names = eval_arithmetics();
   for (int k = 0; k < kKinds; ++k) {
-    if (!Scorer::runs(k, res.window)) {
+    if (Scorer::runs(k, res.window))
+      res.rows.push_back(eval_row(scorer, k, res.scored_tokens));
+    else
       res.rows_not_run.push_back(names[size_t(k)].first);
-      continue;
-    }
-    EvalRow row;
-    row.arithmetic = names[size_t(k)].first;
-    row.meaning = names[size_t(k)].second;
-    row.evidence = "simulated";
-    row.tokens = res.scored_tokens;
-    row.nll_mean = scorer.sum(k) / double(res.scored_tokens);
-    row.ppl = std::exp(row.nll_mean);
-    for (size_t b = 0; b < scorer.buckets().size(); ++b) {
-      const Scorer::Acc a = scorer.bucket(k, b);
-      if (a.n == 0) continue;
-      EvalBucket bk;
-      bk.from = scorer.buckets()[b].first;
-      bk.to = scorer.buckets()[b].second;
-      bk.tokens = a.n;
-      bk.nll_mean = a.nll / double(a.n);
-      bk.ppl = std::exp(bk.nll_mean);
-      bk.kl_float = a.kl_f / double(a.n);
-      bk.kl_float_ternary_head = a.kl_ft / double(a.n);
-      bk.top1_float = double(a.top1_f) / double(a.n);
-      bk.top1_float_ternary_head = double(a.top1_ft) / double(a.n);
-      row.buckets.push_back(bk);
-    }
-    res.rows.push_back(row);
   }
   if (req.board_positions > 0) {
     status(fmt::format("running the first {} positions through the simulated board ...", req.board_positions));

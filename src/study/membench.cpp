@@ -61,22 +61,18 @@ struct Master {
   double port_free = 0;  // device cycle the HP port's data channel is free again
 };
 
-}  // namespace
 
-MembenchResult run_membench(const MembenchSetup& s, MemPattern p) {
+void check_setup(const MembenchSetup& s) {
   if (s.masters < 1 || s.masters > 4) throw Error(fmt::format("membench: {} HP masters (1 to 4)", s.masters));
   if (s.page_offset < 0 || s.page_offset > kMaxPageOffset)
     throw Error(fmt::format("membench: page offset {} between the masters' buffers, expected 0..{}", s.page_offset,
                             kMaxPageOffset));
   s.ddr3.validate("membench");
   s.hp.validate("membench");
-  const bool random = p == MemPattern::RandRead || p == MemPattern::RandWrite || p == MemPattern::RandMixed;
-  const uint32_t bytes = uint32_t(s.hp.max_burst_beats) * kHpBeatBytes;
-  const uint64_t size = uint64_t(s.ddr3.banks) * s.ddr3.rows * s.ddr3.columns * s.ddr3.bus_bytes;
-  const uint64_t page = uint64_t(s.ddr3.columns) * s.ddr3.bus_bytes;
-  const uint64_t region = size / uint64_t(s.masters) / page * page - 8 * page;
-  // Device cycles one request's data occupies its HP port (8 B per PL cycle).
-  const double port_cycles = double(s.hp.max_burst_beats) * s.ddr3.clock_mhz / s.pl_mhz;
+}
+
+// The masters of pattern p, each with its own region of the device.
+std::vector<Master> make_masters(const MembenchSetup& s, MemPattern p, uint64_t region, uint64_t page) {
   std::vector<Master> m(size_t(s.masters));
   for (int i = 0; i < s.masters; ++i) {
     m[i].write = p == MemPattern::SeqWrite || p == MemPattern::RandWrite ||
@@ -87,6 +83,21 @@ MembenchResult run_membench(const MembenchSetup& s, MemPattern p) {
     // all fall in bank 0.
     m[i].next_addr = uint64_t(i) * region + uint64_t(s.page_offset) * uint64_t(i) * page;
   }
+  return m;
+}
+
+}  // namespace
+
+MembenchResult run_membench(const MembenchSetup& s, MemPattern p) {
+  check_setup(s);
+  const bool random = p == MemPattern::RandRead || p == MemPattern::RandWrite || p == MemPattern::RandMixed;
+  const uint32_t bytes = uint32_t(s.hp.max_burst_beats) * kHpBeatBytes;
+  const uint64_t size = uint64_t(s.ddr3.banks) * s.ddr3.rows * s.ddr3.columns * s.ddr3.bus_bytes;
+  const uint64_t page = uint64_t(s.ddr3.columns) * s.ddr3.bus_bytes;
+  const uint64_t region = size / uint64_t(s.masters) / page * page - 8 * page;
+  // Device cycles one request's data occupies its HP port (8 B per PL cycle).
+  const double port_cycles = double(s.hp.max_burst_beats) * s.ddr3.clock_mhz / s.pl_mhz;
+  std::vector<Master> m = make_masters(s, p, region, page);
   uint64_t rng = s.seed;
   hw::Ddr3Timing ddr(s.ddr3);
   auto issue = [&](int i, uint64_t t) {

@@ -59,6 +59,7 @@ TEST(Bench, QuickRunReturnsTwelveFiguresEachAMedianOfItsRepetitions) {
   o.quick = true;
   o.repeat = 3;
   o.run_command = run_command();
+  o.run_text = cli::bench_run_text;
   // The bench's temporary folder goes under a TMPDIR of this test's own, which must be empty
   // again afterwards.
   const fs::path tmp = fs::temp_directory_path() / ("bitsim_bench_tmp_" + std::to_string(::getpid()));
@@ -197,12 +198,21 @@ TEST(Bench, ARunProcessCarriesTheBoardConfig) {
   const auto checked = cli::bench_run_command("/bin/bitsim", {}, {"synthetic:tiny", 1, 2, "/tmp/c", true});
   EXPECT_EQ(std::count(checked.begin(), checked.end(), "--no-check"), 0);
   EXPECT_EQ(std::count(checked.begin(), checked.end(), "--config"), 0);
+  // The texts spell the same run as a user types it.
+  EXPECT_EQ(cli::bench_run_text({"synthetic:tiny", 3, 2, "/tmp/c", false}),
+            "bitsim run --model synthetic:tiny --prompt A --tokens 3 --no-check");
+  EXPECT_EQ(cli::bench_run_text({.tokens = 1, .prompt = "TEXT", .sets = {"prefill.tokens_per_pass=P"}}),
+            "bitsim run --prompt TEXT --tokens 1 --set prefill.tokens_per_pass=P");
+  const auto with_sets = cli::bench_run_command("/bin/bitsim", {}, {.model = "m", .sets = {"a=1"}});
+  EXPECT_EQ(with_sets.back(), "a=1");
 }
 
 TEST(Bench, OptionsAreChecked) {
   BenchOptions o;
   EXPECT_THROW(effective_bench_options(o), Error);  // no command line for the process figures
   o.run_command = run_command();
+  EXPECT_THROW(effective_bench_options(o), Error);  // no text of it
+  o.run_text = cli::bench_run_text;
   EXPECT_NO_THROW(effective_bench_options(o));
   // Each of these changes to valid options is refused.
   const std::vector<std::pair<const char*, std::function<void(BenchOptions&)>>> refused{

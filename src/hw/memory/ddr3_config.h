@@ -49,7 +49,13 @@ struct Ddr3Config {
 
   template <typename C, typename V>
   static void visit(C& c, V&& v) {
-    const auto B = Evidence::kBoard, S = Evidence::kSimulated;
+    visit_device(c, v);
+    visit_controller(c, v);
+  }
+  // The device's geometry and timings.
+  template <typename C, typename V>
+  static void visit_device(C& c, V&& v) {
+    const auto B = Evidence::kBoard;
     v(c.clock_mhz, FieldInfo{"ddr3.clock_mhz", 100, 1200, "MHz", B,
                              "device clock (base design FREQ_MHZ 525: 1,050 MT/s); the nCK timings count its cycles"});
     v(c.banks, FieldInfo{"ddr3.banks", 1, 64, "banks", B, "banks of the device (4 Gb x16: 8)"});
@@ -75,6 +81,11 @@ struct Ddr3Config {
     v(c.trefi, FieldInfo{"ddr3.trefi", 1, 1 << 20, "nCK", B,
                          "refresh interval as the controller is programmed (ps7_init t_rfc_nom_x32 127: "
                          "4,064, 7.74 us)"});
+  }
+  // The controller: address map, ports, queues, scheduling and its latency.
+  template <typename C, typename V>
+  static void visit_controller(C& c, V&& v) {
+    const auto B = Evidence::kBoard, S = Evidence::kSimulated;
     v(c.address_map, FieldInfo{"ddr3.address_map", 0, 0, "", B,
                                "address to row/bank/column (ps7_init addrmap registers, x16: row-bank-col; "
                                "docs/ddr3.md)",
