@@ -1,7 +1,9 @@
 #include "cli/bench_command.h"
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <functional>
 
 #include <fmt/format.h>
@@ -60,11 +62,16 @@ class Bench final : public Command {
                       "Override one config key: KEY=VALUE (repeatable)");
     sub_->add_flag("--quick", opt_.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
     sub_->add_option("--json", json_file_, "Also write a bitsim.bench/2 JSON document to FILE")->check(file_name());
+    sub_->add_option("--compare", compare_file_,
+                     "A stored bitsim.bench/2 JSON (bench --json): print each figure against it and mark any "
+                     "figure more than 25% worse (exit 3 if one is)");
     sub_->add_flag("--quiet", quiet_, "No progress lines on stderr");
   }
 
   int run() override {
     if (!json_file_.empty()) io::check_output_file(json_file_, "--json");
+    std::optional<study::BenchStored> stored;  // read before the work: a bad file fails at once
+    if (!compare_file_.empty()) stored = study::read_bench_json(compare_file_);
     opt_.params = board_params(board_);
     // The process figures run this same executable with the same board config.
     std::error_code ec;
@@ -87,7 +94,10 @@ class Bench final : public Command {
     load.end = study::host_load_average();
     if (!json_file_.empty()) io::write_file(json_file_, study::bench_json(figs, eff, wall_s, load) + "\n", "--json");
     fmt::print("{}", study::bench_table(figs, eff, wall_s, load));
-    return 0;
+    if (!stored) return 0;
+    const auto rows = study::compare_bench(figs, *stored);
+    fmt::print("{}", study::bench_comparison_table(rows, *stored));
+    return std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.worse; }) ? 3 : 0;
   }
 
  private:
@@ -109,6 +119,7 @@ class Bench final : public Command {
   study::BenchOptions opt_;
   BoardArgs board_;
   std::string json_file_;
+  std::string compare_file_;
   bool quiet_ = false;
 };
 

@@ -16,6 +16,8 @@
 #include <cstring>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <chrono>
 #include <optional>
 
@@ -209,12 +211,17 @@ class ScratchDir {
   fs::path path_;
 };
 
-// An unchecked run of `tokens` tokens on the bench's model (in the texts: without it).
-BenchRunProcess no_check(int tokens, std::string prompt = "A") {
-  BenchRunProcess p{.tokens = tokens, .check = false};
+// A run of `tokens` tokens of `model` (in the texts: an empty model is left out).
+BenchRunProcess process(std::string model, int tokens, bool check = true, std::string prompt = "A") {
+  BenchRunProcess p;
+  p.model = std::move(model);
+  p.tokens = tokens;
+  p.check = check;
   p.prompt = std::move(prompt);
   return p;
 }
+// An unchecked run of `tokens` tokens on the bench's model (in the texts: without it).
+BenchRunProcess no_check(int tokens, std::string prompt = "A") { return process("", tokens, false, std::move(prompt)); }
 
 // One `bitsim run` process (JSON out, quiet) with its own start-up cache folder.
 struct RunProcess {
@@ -228,7 +235,9 @@ struct RunProcess {
 RunProcess bitsim_run(const BenchOptions& o, const fs::path& cache_dir, const fs::path& scratch, int tokens,
                       bool check) {
   RunProcess r;
-  const BenchRunProcess run{o.model, tokens, o.threads, cache_dir.string(), check};
+  BenchRunProcess run = process(o.model, tokens, check);
+  run.threads = o.threads;
+  run.cache_dir = cache_dir.string();
   r.proc = run_process(o.run_command(run), scratch);
   if (r.proc.exit_code != 0)
     throw Error(fmt::format("bench: `{}` exited with {}: {}", o.run_text(run), r.proc.exit_code,
@@ -260,7 +269,7 @@ ProcessFigures process_runs(const BenchOptions& o, const fs::path& scratch, cons
                             const Status& status) {
   ProcessFigures p;
   for (int i = 0; i < o.repeat; ++i) {
-    status(fmt::format("[1/6] cold: `{}` with an empty start-up cache ({} of {}) ...", o.run_text({o.model, 1}),
+    status(fmt::format("[1/6] cold: `{}` with an empty start-up cache ({} of {}) ...", o.run_text(process(o.model, 1)),
                        i + 1, o.repeat));
     const fs::path dir = i + 1 == o.repeat ? warm_cache : scratch / fmt::format("cold-cache-{}", i);
     p.cold.push_back(bitsim_run(o, dir, scratch, 1, true));
@@ -293,7 +302,7 @@ CheckedRuns checked_runs(const BenchOptions& o, const fs::path& warm_cache, cons
   CheckedRuns c;
   for (int rep = 0; rep < o.repeat; ++rep) {
     status(fmt::format("[5/6] sim::run_board as `{}` (fast, golden check on every token; {} of {}) ...",
-                       o.run_text({o.model, o.tokens - 1}), rep + 1, o.repeat));
+                       o.run_text(process(o.model, o.tokens - 1)), rep + 1, o.repeat));
     sim::BoardRunRequest req{.run = sim::RunRequest{}, .params = o.params};
     req.run.model = o.model;
     req.run.prompt = "A";
@@ -369,6 +378,12 @@ PrefillRuns prefill_runs(const BenchOptions& o, const fs::path& warm_cache, cons
   return r;
 }
 
+std::string prefill_text(const BenchOptions& o) {
+  BenchRunProcess p = process("", 1, true, "TEXT");
+  p.sets = {"prefill.tokens_per_pass=P"};
+  return o.run_text(p);
+}
+
 void prefill_figure(std::vector<BenchFigure>& f, const BenchOptions& o, const PrefillRuns& r) {
   const int P = o.prefill_tokens_per_pass;
   f.push_back(figure_of(
@@ -378,7 +393,7 @@ void prefill_figure(std::vector<BenchFigure>& f, const BenchOptions& o, const Pr
                   "fidelity, warm start-up cache), {} runs of each P; value = the prompt's wall at P = 1 / at P = {} "
                   "(each the sum of its positions' walls incl. the check): P = 1 {} s, P = {} {} s; {} of {} "
                   "computed logits bit-identical. Without the check: P = 1 {} s, P = {} {} s, speed-up {} x",
-                  o.run_text({.tokens = 1, .prompt = "TEXT", .sets = {"prefill.tokens_per_pass=P"}}), o.repeat, P,
+                  prefill_text(o), o.repeat, P,
                   list(r.p1_s), P, list(r.pp_s), r.equal, r.checked, list(r.p1_nocheck_s), P,
                   list(r.pp_nocheck_s), list(r.speedup_nocheck))));
 }
@@ -527,7 +542,7 @@ void process_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const P
                   "value = the run's summary.first_token_s (its start to the first generated token's step done: "
                   "BOS, the prompt, the first generated; {} checked steps); load {} s, K/V calibration {} s; "
                   "whole processes {} s; model and K/V scales from the cache in {} of {}",
-                  o.run_text({o.model, 1}), p.cold.front().steps, list(each(p.cold, [](const RunProcess& r) { return r.load_s; })),
+                  o.run_text(process(o.model, 1)), p.cold.front().steps, list(each(p.cold, [](const RunProcess& r) { return r.load_s; })),
                   list(each(p.cold, [](const RunProcess& r) { return r.calibration_s; })), list(each(p.cold, wall)),
                   count_cached(p.cold), p.cold.size())));
   f.push_back(figure_of(
@@ -584,7 +599,7 @@ void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const Fast
                   "fidelity, the golden BoardReference beside the board on every token: {} of {} logits "
                   "bit-identical); value = steps 2..{} ({}) / their summed per-token wall incl. the check; the "
                   "first step of each run is in the time to the first token",
-                  o.run_text({.tokens = N - 1}), o.repeat, c.equal, c.steps, N + 1, t_range(2, N + 1))));
+                  o.run_text(process("", N - 1)), o.repeat, c.equal, c.steps, N + 1, t_range(2, N + 1))));
 }
 
 // The figures of the cycle fidelity.
@@ -751,6 +766,101 @@ std::string bench_json(const std::vector<BenchFigure>& figs, const BenchOptions&
                    {"load_average", {{"start", load.start}, {"end", load.end}}},
                    {"figures", records_json(figs, bench_figure_fields())}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+BenchStored parse_bench_json(const std::string& text, const std::string& source) {
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return Error(fmt::format("stored bench {}: {} {}", source, field, why));
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("stored bench {}: not JSON: {}", source, e.what()));
+  }
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string())
+    throw bad("schema", "is missing (expected \"bitsim.bench/2\", what bitsim bench --json writes)");
+  if (j["schema"] != "bitsim.bench/2") throw bad("schema", fmt::format("is {}, expected \"bitsim.bench/2\"", j["schema"].dump()));
+  if (!j.contains("figures") || !j["figures"].is_array()) throw bad("figures", "is missing or not an array");
+  BenchStored st;
+  st.source = source;
+  for (size_t i = 0; i < j["figures"].size(); ++i) {
+    const auto& f = j["figures"][i];
+    const std::string at = fmt::format("figures[{}]", i);
+    if (!f.is_object()) throw bad(at, "is not an object");
+    if (!f.contains("name") || !f["name"].is_string()) throw bad(at + ".name", "is missing or not a string");
+    if (!f.contains("value") || !f["value"].is_number()) throw bad(at + ".value", "is missing or not a number");
+    if (!f.contains("higher_is_better") || !f["higher_is_better"].is_boolean())
+      throw bad(at + ".higher_is_better", "is missing or not true/false");
+    BenchStoredFigure x{f["name"].get<std::string>(), f.value("unit", std::string()), f["value"].get<double>(),
+                        f["higher_is_better"].get<bool>()};
+    if (!std::isfinite(x.value) || x.value < 0) throw bad(at + ".value", fmt::format("is {}, not a figure", x.value));
+    for (const auto& y : st.figures)
+      if (y.name == x.name) throw bad(at + ".name", fmt::format("'{}' appears twice", x.name));
+    st.figures.push_back(std::move(x));
+  }
+  if (j.contains("load_average") && j["load_average"].is_object() && j["load_average"].contains("start") &&
+      j["load_average"]["start"].is_array())
+    for (const auto& v : j["load_average"]["start"])
+      if (v.is_number()) st.load_start.push_back(v.get<double>());
+  return st;
+}
+
+BenchStored read_bench_json(const std::filesystem::path& file) {
+  return parse_bench_json(io::read_file(file, "stored bench", io::kMaxRecordFileBytes), file.string());
+}
+
+std::vector<BenchComparison> compare_bench(const std::vector<BenchFigure>& now, const BenchStored& stored) {
+  std::vector<BenchComparison> rows;
+  auto find = [&](const std::string& name) -> const BenchStoredFigure* {
+    for (const auto& f : stored.figures)
+      if (f.name == name) return &f;
+    return nullptr;
+  };
+  for (const auto& f : now) {
+    BenchComparison c{f.name, f.unit, "", f.value, std::nullopt};
+    if (const BenchStoredFigure* s = find(f.name)) {
+      c.stored = s->value;
+      c.stored_unit = s->unit;
+      c.comparable = s->unit == f.unit;
+      if (!c.comparable) {
+        rows.push_back(std::move(c));
+        continue;
+      }
+      const double a = f.higher_is_better ? s->value : f.value, b = f.higher_is_better ? f.value : s->value;
+      c.worse_by = b > 0 ? a / b - 1.0 : (a > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+      c.worse = c.worse_by > kBenchWorseLimit;
+    }
+    rows.push_back(std::move(c));
+  }
+  for (const auto& s : stored.figures) {
+    bool seen = false;
+    for (const auto& f : now) seen |= f.name == s.name;
+    if (!seen) rows.push_back(BenchComparison{s.name, s.unit, s.unit, std::nullopt, s.value});
+  }
+  return rows;
+}
+
+std::string bench_comparison_table(const std::vector<BenchComparison>& rows, const BenchStored& stored) {
+  std::string s = fmt::format("\nagainst the stored run {} (host load average at its start: {}); WORSE marks a figure "
+                              "more than {:.0f}% worse, in its own direction\n\n",
+                              stored.source, load_text(stored.load_start), kBenchWorseLimit * 100);
+  s += "| figure | now | stored | change | |\n|---|---|---|---|---|\n";
+  int worse = 0;
+  auto value = [](const std::optional<double>& v, const std::string& unit) {
+    return v ? fmt::format("{:.4g} {}", *v, unit) : std::string("(not in that run)");
+  };
+  for (const auto& r : rows) {
+    const std::string change = r.comparable ? (r.worse_by > 0 ? fmt::format("{:.1f}% worse", r.worse_by * 100)
+                                                              : fmt::format("{:.1f}% better", -r.worse_by * 100))
+                               : (r.now && r.stored) ? std::string("units differ")
+                                                     : std::string("-");
+    s += fmt::format("| {} | {} | {} | {} | {} |\n", r.name, value(r.now, r.unit), value(r.stored, r.stored_unit), change,
+                     r.worse ? "WORSE" : "");
+    worse += r.worse;
+  }
+  s += fmt::format("\n{} figure(s) more than {:.0f}% worse than the stored run\n", worse, kBenchWorseLimit * 100);
+  return s;
 }
 
 }  // namespace bitsim::study

@@ -20,6 +20,7 @@
 // tokens and PL cycles they count are simulated.
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,34 @@ std::string bench_table(const std::vector<BenchFigure>& figures, const BenchOpti
                         const BenchLoad& load = {});
 std::string bench_json(const std::vector<BenchFigure>& figures, const BenchOptions& options, double wall_s,
                        const BenchLoad& load = {});
+// bench --compare: each figure of this run against the same-named figure of a stored run
+// (a bitsim.bench/2 document), and the stored figures this run does not have.
+inline constexpr double kBenchWorseLimit = 0.25;  // a figure more than 25% worse is marked
+struct BenchStoredFigure {
+  std::string name, unit;
+  double value = 0;
+  bool higher_is_better = true;
+};
+struct BenchStored {
+  std::string source;  // the file
+  std::vector<BenchStoredFigure> figures;
+  std::vector<double> load_start;  // its load average at the start, if recorded
+};
+// Reads a stored bench document; bitsim::Error naming the file and the field at fault.
+BenchStored parse_bench_json(const std::string& text, const std::string& source);
+BenchStored read_bench_json(const std::filesystem::path& file);
+struct BenchComparison {
+  std::string name, unit, stored_unit;
+  std::optional<double> now, stored;  // absent: the figure is not in that run
+  bool comparable = false;  // in both runs, in the same unit
+  // How much worse this run is in the figure's own direction (0.30: 30% worse; negative:
+  // better): stored/now - 1 for a figure where higher is better, now/stored - 1 otherwise.
+  double worse_by = 0;
+  bool worse = false;  // worse_by > kBenchWorseLimit
+};
+std::vector<BenchComparison> compare_bench(const std::vector<BenchFigure>& now, const BenchStored& stored);
+std::string bench_comparison_table(const std::vector<BenchComparison>& rows, const BenchStored& stored);
+
 // The fields of a figure and of the options in that document (docs/json-schemas.md).
 const Fields<BenchFigure>& bench_figure_fields();
 const Fields<BenchOptions>& bench_option_fields();

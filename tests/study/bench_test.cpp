@@ -182,9 +182,19 @@ TEST(Bench, FastAndCycleRunnersGiveTheSameSimulatedTimePerToken) {
   EXPECT_GT(fast.stats().cache_hits, 0u);
 }
 
+BenchRunProcess run_of(const std::string& model, int tokens, bool check) {
+  BenchRunProcess p;
+  p.model = model;
+  p.tokens = tokens;
+  p.threads = 2;
+  p.cache_dir = "/tmp/c";
+  p.check = check;
+  return p;
+}
+
 TEST(Bench, ARunProcessCarriesTheBoardConfig) {
   const cli::BoardArgs board{"configs/pynq-z2.toml", {"clock.mhz=100", "ddr.wall_gb_s=1.5"}};
-  const auto argv = cli::bench_run_command("/bin/bitsim", board, {"synthetic:tiny", 3, 2, "/tmp/c", false});
+  const auto argv = cli::bench_run_command("/bin/bitsim", board, run_of("synthetic:tiny", 3, false));
   const auto at = [&](const std::string& flag) { return std::find(argv.begin(), argv.end(), flag) - argv.begin(); };
   ASSERT_GE(argv.size(), 2u);
   EXPECT_EQ(argv[0], "/bin/bitsim");
@@ -195,15 +205,20 @@ TEST(Bench, ARunProcessCarriesTheBoardConfig) {
   EXPECT_EQ(argv[size_t(at("--config")) + 1], fs::absolute("configs/pynq-z2.toml").string());
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--set"), 2);
   EXPECT_EQ(argv.back(), "ddr.wall_gb_s=1.5");
-  const auto checked = cli::bench_run_command("/bin/bitsim", {}, {"synthetic:tiny", 1, 2, "/tmp/c", true});
+  const auto checked = cli::bench_run_command("/bin/bitsim", {}, run_of("synthetic:tiny", 1, true));
   EXPECT_EQ(std::count(checked.begin(), checked.end(), "--no-check"), 0);
   EXPECT_EQ(std::count(checked.begin(), checked.end(), "--config"), 0);
   // The texts spell the same run as a user types it.
-  EXPECT_EQ(cli::bench_run_text({"synthetic:tiny", 3, 2, "/tmp/c", false}),
+  EXPECT_EQ(cli::bench_run_text(run_of("synthetic:tiny", 3, false)),
             "bitsim run --model synthetic:tiny --prompt A --tokens 3 --no-check");
-  EXPECT_EQ(cli::bench_run_text({.tokens = 1, .prompt = "TEXT", .sets = {"prefill.tokens_per_pass=P"}}),
+  BenchRunProcess prefill = run_of("", 1, true);
+  prefill.prompt = "TEXT";
+  prefill.sets = {"prefill.tokens_per_pass=P"};
+  EXPECT_EQ(cli::bench_run_text(prefill),
             "bitsim run --prompt TEXT --tokens 1 --set prefill.tokens_per_pass=P");
-  const auto with_sets = cli::bench_run_command("/bin/bitsim", {}, {.model = "m", .sets = {"a=1"}});
+  BenchRunProcess with_set = run_of("m", 1, true);
+  with_set.sets = {"a=1"};
+  const auto with_sets = cli::bench_run_command("/bin/bitsim", {}, with_set);
   EXPECT_EQ(with_sets.back(), "a=1");
 }
 
@@ -273,6 +288,121 @@ TEST(Bench, CliQuickWritesJson) {
     EXPECT_TRUE(fig.at("how").is_string());
   }
   EXPECT_NE(out.find(std::to_string(met) + " of 12 goals met"), std::string::npos) << out;
+}
+
+// A stored run of two figures, one where higher is better and one where lower is.
+std::string stored_json(double rate, double seconds) {
+  return nlohmann::json{{"schema", "bitsim.bench/2"},
+                        {"load_average", {{"start", {0.5, 0.6, 0.7}}}},
+                        {"figures",
+                         {{{"name", "rate"}, {"unit", "tok/s"}, {"value", rate}, {"higher_is_better", true}},
+                          {{"name", "time"}, {"unit", "s"}, {"value", seconds}, {"higher_is_better", false}},
+                          {{"name", "gone"}, {"unit", "s"}, {"value", 1.0}, {"higher_is_better", false}}}}}
+      .dump();
+}
+
+BenchFigure now_figure(const std::string& name, double value, bool higher, const std::string& unit) {
+  BenchFigure f;
+  f.name = name;
+  f.unit = unit;
+  f.value = value;
+  f.higher_is_better = higher;
+  return f;
+}
+
+TEST(Bench, CompareMarksAFigureMoreThanAQuarterWorseInItsOwnDirection) {
+  // rate 100 -> 79 is 26.6% worse (100/79 - 1), time 2.0 -> 2.4 is 20% worse: only the rate is marked.
+  const BenchStored st = parse_bench_json(stored_json(100, 2.0), "stored.json");
+  ASSERT_EQ(st.figures.size(), 3u);
+  EXPECT_EQ(st.load_start, (std::vector<double>{0.5, 0.6, 0.7}));
+  const auto rows = compare_bench({now_figure("rate", 79, true, "tok/s"), now_figure("time", 2.4, false, "s"),
+                                   now_figure("new", 1, true, "u")},
+                                  st);
+  ASSERT_EQ(rows.size(), 4u);  // the three of this run, then the stored one this run lacks
+  EXPECT_NEAR(rows[0].worse_by, 100.0 / 79 - 1, 1e-12);
+  EXPECT_TRUE(rows[0].worse);
+  EXPECT_NEAR(rows[1].worse_by, 0.2, 1e-12);
+  EXPECT_FALSE(rows[1].worse);
+  EXPECT_FALSE(rows[2].stored.has_value());
+  EXPECT_FALSE(rows[2].worse);
+  EXPECT_EQ(rows[3].name, "gone");
+  EXPECT_FALSE(rows[3].now.has_value());
+  // Better in its own direction: negative, never marked.
+  const auto better = compare_bench({now_figure("rate", 200, true, "tok/s"), now_figure("time", 1.0, false, "s")}, st);
+  EXPECT_NEAR(better[0].worse_by, -0.5, 1e-12);
+  EXPECT_NEAR(better[1].worse_by, -0.5, 1e-12);
+  EXPECT_FALSE(better[0].worse || better[1].worse);
+  const std::string table = bench_comparison_table(rows, st);
+  EXPECT_NE(table.find("| rate | 79 tok/s | 100 tok/s | 26.6% worse | WORSE |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| time | 2.4 s | 2 s | 20.0% worse |  |"), std::string::npos) << table;
+  // A figure of the same name in another unit is not compared.
+  const auto other = compare_bench({now_figure("rate", 1, true, "points/s")}, st);
+  EXPECT_FALSE(other[0].comparable || other[0].worse);
+  EXPECT_NE(bench_comparison_table(other, st).find("units differ"), std::string::npos);
+  EXPECT_NE(table.find("1 figure(s) more than 25% worse"), std::string::npos) << table;
+  EXPECT_NE(table.find("stored.json (host load average at its start: 0.50 0.60 0.70)"), std::string::npos);
+}
+
+TEST(Bench, AStoredRunIsReadOrRefusedNamingTheField) {
+  // The stored runs in docs/data read as they are.
+  for (const char* f : {"docs/data/bench-ddr3.json"}) {
+    const BenchStored st = read_bench_json(fs::path(BITSIM_SOURCE_DIR) / f);
+    EXPECT_GT(st.figures.size(), 5u) << f;
+  }
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"not json", "not JSON"},
+      {R"({"figures": []})", "schema is missing"},
+      {R"({"schema": "bitsim.bench/1", "figures": []})", "schema is \"bitsim.bench/1\""},
+      {R"({"schema": "bitsim.bench/2"})", "figures is missing"},
+      {R"({"schema": "bitsim.bench/2", "figures": [{"name": "a", "higher_is_better": true}]})", "figures[0].value"},
+      {R"({"schema": "bitsim.bench/2", "figures": [{"value": 1, "higher_is_better": true}]})", "figures[0].name"},
+      {R"({"schema": "bitsim.bench/2", "figures": [{"name": "a", "value": 1}]})", "figures[0].higher_is_better"},
+      {R"({"schema": "bitsim.bench/2", "figures": [{"name": "a", "value": -1, "higher_is_better": true}]})",
+       "figures[0].value is -1"},
+      {R"({"schema": "bitsim.bench/2", "figures": [{"name": "a", "value": 1, "higher_is_better": true},
+          {"name": "a", "value": 2, "higher_is_better": true}]})",
+       "figures[1].name 'a' appears twice"},
+  };
+  for (const auto& [text, want] : bad) {
+    try {
+      (void)parse_bench_json(text, "s.json");
+      ADD_FAILURE() << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("stored bench s.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Bench, CliComparesWithAStoredRun) {
+  const fs::path dir = fs::temp_directory_path() / ("bitsim_bench_cmp_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // A bad stored file is refused before the bench runs.
+  std::ofstream(dir / "bad.json") << "{}";
+  const std::string bad = std::string(BITSIM_BINARY) + " bench --quick --repeat 1 --quiet --compare " +
+                          (dir / "bad.json").string() + " 2>" + (dir / "err").string() + " >/dev/null";
+  int st = std::system(bad.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+  std::ifstream e(dir / "err");
+  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find((dir / "bad.json").string()), std::string::npos) << err;
+  // A stored run far better than any host: every figure it shares is marked, exit 3.
+  nlohmann::json j{{"schema", "bitsim.bench/2"}, {"figures", nlohmann::json::array()}};
+  j["figures"].push_back({{"name", "simulated tok/s per wall second, golden check on every token"},
+                          {"value", 1e9}, {"higher_is_better", true}});
+  std::ofstream(dir / "fast.json") << j.dump();
+  const std::string cmd = std::string(BITSIM_BINARY) + " bench --quick --repeat 1 --quiet --compare " +
+                          (dir / "fast.json").string() + " >" + (dir / "out").string();
+  st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 3);
+  std::ifstream o(dir / "out");
+  const std::string out((std::istreambuf_iterator<char>(o)), std::istreambuf_iterator<char>());
+  EXPECT_NE(out.find("| simulated tok/s per wall second, golden check on every token |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| WORSE |"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 figure(s) more than 25% worse"), std::string::npos) << out;
+  fs::remove_all(dir);
 }
 
 TEST(Bench, CliRejectsBadOptions) {
