@@ -390,7 +390,7 @@ TEST(Bench, CliComparesWithAStoredRun) {
   // A stored run far better than any host: every figure it shares is marked, exit 3.
   nlohmann::json j{{"schema", "bitsim.bench/2"}, {"figures", nlohmann::json::array()}};
   j["figures"].push_back({{"name", "simulated tok/s per wall second, golden check on every token"},
-                          {"value", 1e9}, {"higher_is_better", true}});
+                          {"unit", "tok/s"}, {"value", 1e9}, {"higher_is_better", true}});
   std::ofstream(dir / "fast.json") << j.dump();
   const std::string cmd = std::string(BITSIM_BINARY) + " bench --quick --repeat 1 --quiet --compare " +
                           (dir / "fast.json").string() + " >" + (dir / "out").string();
