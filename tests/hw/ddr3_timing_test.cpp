@@ -332,5 +332,27 @@ TEST(Ddr3Timing, SwitchingStateSurvivesSaveAndLoadUnderGeneratedTraffic) {
   }
 }
 
+// ddr3.cam_entries (docs/ddr3.md, "The CAM"): the scheduler chooses only among the first N
+// pending bursts in arrival order. Port 1's row-conflicting read arrives before port 0's
+// second read, a row hit: first-ready first-come serves the hit first; with a CAM of one
+// entry only the oldest pending burst can be chosen, so the order is the arrival order.
+TEST(Ddr3Timing, TheCamLimitsWhatTheSchedulerMayChoose) {
+  const std::vector<Ddr3Request> reqs{rd(0, 0, 0), rd(1, kRowStride, 1), rd(2, 16, 0)};
+  Ddr3Timing free_choice(C);
+  const auto a = free_choice.run(reqs);
+  EXPECT_LT(a[2], a[1]);  // the hit overtakes
+  Ddr3Config one = C;
+  one.cam_entries = 1;
+  Ddr3Timing cam(one);
+  const auto b = cam.run(reqs);
+  EXPECT_LT(b[0], b[1]);
+  EXPECT_LT(b[1], b[2]);  // in arrival order
+  // A CAM as large as everything pending changes nothing.
+  Ddr3Config big = C;
+  big.cam_entries = 3;
+  Ddr3Timing all(big);
+  EXPECT_EQ(all.run(reqs), a);
+}
+
 }  // namespace
 }  // namespace bitsim::hw

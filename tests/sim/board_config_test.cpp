@@ -250,14 +250,14 @@ TEST(BoardConfig, Ddr3KeysAreInTheTableWithTheirEvidence) {
   std::map<std::string, std::string> evidence;
   for (const auto& s : p.specs())
     if (s.key.rfind("ddr3.", 0) == 0) evidence[s.key] = s.evidence;
-  EXPECT_EQ(evidence.size(), 34u);  // every field of Ddr3Config, clock_mhz among them
+  EXPECT_EQ(evidence.size(), 35u);  // every field of Ddr3Config, clock_mhz among them
   // The DDRC's register settings (address map, open page, the LPR/WR store fields) are the
   // PS7 configuration's ps7_init values (docs/ddr3.md, "Sources of the controller's settings").
   for (const char* k : {"ddr3.clock_mhz", "ddr3.cl", "ddr3.trfc", "ddr3.trefi", "ddr3.banks", "ddr3.ports",
                         "ddr3.address_map", "ddr3.page_policy", "ddr3.lpr_max_starve_x32", "ddr3.w_xact_run_length",
                         "ddr3.w_min_non_critical_x32"})
     EXPECT_EQ(evidence[k], "board") << k;
-  for (const char* k : {"ddr3.queue_depth", "ddr3.scheduler", "ddr3.rw_policy", "ddr3.timer_ncks"})
+  for (const char* k : {"ddr3.queue_depth", "ddr3.cam_entries", "ddr3.scheduler", "ddr3.rw_policy", "ddr3.timer_ncks"})
     EXPECT_EQ(evidence[k], "simulated") << k;
   EXPECT_EQ(evidence["ddr3.ctrl_latency_ns"], "calibrated");  // bitsim calibrate fits it under ddr3
   EXPECT_EQ(p.real("ddr3.clock_mhz"), 525.0);

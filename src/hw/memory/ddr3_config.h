@@ -18,7 +18,7 @@ struct Ddr3Config {
   uint32_t cl = 7, cwl = 6, trcd = 7, trp = 7, tras = 19, trc = 26, tfaw = 21, trrd = 6;
   uint32_t tccd = 4, twr = 8, twtr = 4, trtp = 4, trfc = 158, trefi = 4064;
   std::string address_map = "row-bank-col";
-  uint32_t ports = 4, queue_depth = 8;
+  uint32_t ports = 4, queue_depth = 8, cam_entries = 0;
   std::string scheduler = "frfcfs-port";
   std::string page_policy = "open";
   // Read/write switching (docs/ddr3.md "Read/write switching"): UG585's transaction stores
@@ -93,6 +93,10 @@ struct Ddr3Config {
                                {"row-bank-col", "bank-row-col"}});
     v(c.ports, FieldInfo{"ddr3.ports", 1, 8, "ports", B, "controller AXI ports (UG585: 4)"});
     v(c.queue_depth, FieldInfo{"ddr3.queue_depth", 1, 256, "requests", S, "requests a port may hold"});
+    v(c.cam_entries, FieldInfo{"ddr3.cam_entries", 0, 1024, "bursts", S,
+                               "DRAM bursts the scheduler may choose among per direction, all ports together (UG585 "
+                               "10.1: two 32-entry CAMs); 0: no limit beyond the ports' queues, as calibrated "
+                               "(docs/ddr3.md, \"The CAM\")"});
     v(c.scheduler, FieldInfo{"ddr3.scheduler", 0, 0, "", S, "in order per port, first-ready first-come across ports",
                              1, true, {"frfcfs-port", "in-order"}});
     v(c.page_policy, FieldInfo{"ddr3.page_policy", 0, 0, "", B,

@@ -210,6 +210,25 @@ void Ddr3Timing::switch_mode(uint64_t t) {
     write_mode_ = !write_mode_;
 }
 
+// The CAM of a direction holds its first cam_entries pending bursts in the order they reached
+// the controller (arrival, then submission); the rest wait in their ports' queues. A port's
+// head is the oldest of its port, so the bursts ahead of it are other ports' arrived bursts.
+// The oldest arrived head has none ahead of it: some head is always in the CAM.
+bool Ddr3Timing::in_cam(size_t k, uint64_t t) const {
+  if (c_.cam_entries == 0) return true;  // no CAM limit
+  const Burst& h = q_[k].front();
+  uint64_t ahead = 0;
+  for (size_t j = k & 1; j < q_.size(); j += 2) {
+    if (j == k) continue;
+    for (const Burst& b : q_[j]) {
+      if (b.arrival > t || b.arrival > h.arrival || (b.arrival == h.arrival && b.seq > h.seq)) break;
+      ahead += (b.stop - b.addr + burst_bytes_ - 1) / burst_bytes_;
+      if (ahead >= c_.cam_entries) return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
   int best = -1;
   bool best_hit = false;
@@ -220,7 +239,7 @@ std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
   if (!fifo_) switch_mode(decide);
   for (uint32_t p = 0; p < c_.ports; ++p) {
     const int k = offer(p, decide);
-    if (k < 0) continue;
+    if (k < 0 || !in_cam(size_t(k), decide)) continue;
     const Burst& bu = q_[size_t(k)].front();
     const bool hit = frfcfs_ && banks_[bu.at.bank].row == int64_t(bu.at.row);
     const bool better = best < 0 || (hit && !best_hit) || (hit == best_hit && bu.arrival < head_[size_t(best)]);

@@ -175,6 +175,8 @@ class Ddr3Timing {
   uint32_t bus_bits_ = 0, col_bits_ = 0, bank_bits_ = 0, row_bits_ = 0, burst_bytes_ = 0;
   uint64_t ctrl_cycles_ = 0;  // c_.cycles(ctrl_latency_ns)
   bool row_bank_col_ = true, closed_page_ = false, frfcfs_ = true, fifo_ = false;
+  // Whether the head of queue k is among the CAM's entries at decision time t (docs/ddr3.md).
+  bool in_cam(size_t k, uint64_t t) const;
   std::vector<std::deque<Burst>> q_;  // per port and direction (2 p + write), in order
   std::vector<uint64_t> head_;         // per queue: its head's arrival, UINT64_MAX when empty
   // The earliest arrival of a head that can be offered (UINT64_MAX: idle); under fifo only
