@@ -180,7 +180,8 @@ void append_utf8(char32_t cp, std::string* out) {
   }
 }
 
-// GPT-2's bytes_to_unicode: the code point that stands for each byte.
+// GPT-2's bytes_to_unicode: the code point that stands for each byte (all below U+0144).
+constexpr size_t kByteCodePoints = 0x144;
 std::array<char32_t, 256> byte_code_points() {
   std::array<char32_t, 256> cps{};
   char32_t next = 256;
@@ -443,9 +444,12 @@ class Loader {
     if (v && !v->is_null() && *v != allowed) fail(field, fmt::format("{} is not read: {}", brief(*v), why));
   }
 
+  static bool is_id(const Json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTokenId;
+  }
+
   int id_value(const Json& v, const std::string& field) const {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTokenId)
-      fail(field, fmt::format("expected a token id (an integer from 0 to {}), found {}", kMaxTokenId, brief(v)));
+    if (!is_id(v)) fail(field, fmt::format("expected a token id (an integer from 0 to {}), found {}", kMaxTokenId, brief(v)));
     return v.get<int>();
   }
 
@@ -518,11 +522,14 @@ class Loader {
   }
 
   void read_vocab(const Json& vocab) {
+    // (The field's name is made only for a message: a vocabulary has 10^5 entries.)
+    const auto field = [](const std::string& token) { return fmt::format("model.vocab[{}]", Json(token).dump()); };
+    d_.vocab.reserve(vocab.size());
+    token_of_id_.reserve(vocab.size());
     for (const auto& [token, v] : vocab.items()) {
-      const std::string field = fmt::format("model.vocab[{}]", Json(token).dump());
-      const int id = id_value(v, field);
+      const int id = is_id(v) ? v.get<int>() : id_value(v, field(token));
       if (const auto [it, fresh] = token_of_id_.emplace(id, token); !fresh)
-        fail(field, fmt::format("id {} is also the id of {}", id, Json(it->second).dump()));
+        fail(field(token), fmt::format("id {} is also the id of {}", id, Json(it->second).dump()));
       d_.vocab.emplace(token, id);
     }
     const auto cps = byte_code_points();
@@ -537,31 +544,32 @@ class Loader {
     }
   }
 
-  int token_id(const std::string& token, const std::string& field, const char* what) const {
+  int token_id(const std::string& token, int rank, const char* what) const {
     const auto it = d_.vocab.find(token);
-    if (it == d_.vocab.end()) fail(field, fmt::format("{} {} is not in model.vocab", what, Json(token).dump()));
+    if (it == d_.vocab.end())
+      fail(fmt::format("model.merges[{}]", rank), fmt::format("{} {} is not in model.vocab", what, Json(token).dump()));
     return it->second;
   }
 
   void read_merge(const Json& m, int rank) {
-    const std::string field = fmt::format("model.merges[{}]", rank);
+    const auto field = [&] { return fmt::format("model.merges[{}]", rank); };
     std::string a, b;
     if (m.is_string()) {
       const std::string s = m.get<std::string>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos || sp == 0 || sp + 1 == s.size())
-        fail(field, fmt::format("{} is not two tokens separated by one space", brief(m)));
+        fail(field(), fmt::format("{} is not two tokens separated by one space", brief(m)));
       a = s.substr(0, sp), b = s.substr(sp + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
       a = m[0].get<std::string>(), b = m[1].get<std::string>();
     } else {
-      fail(field, fmt::format("expected \"A B\" or [\"A\", \"B\"], found {}", brief(m)));
+      fail(field(), fmt::format("expected \"A B\" or [\"A\", \"B\"], found {}", brief(m)));
     }
-    const int ia = token_id(a, field, "the token"), ib = token_id(b, field, "the token");
-    const int merged = token_id(a + b, field, "the merged token");
+    const int ia = token_id(a, rank, "the token"), ib = token_id(b, rank, "the token");
+    const int merged = token_id(a + b, rank, "the merged token");
     const auto [it, fresh] = d_.merges.emplace(pair_key(ia, ib), Merge{rank, merged});
     if (!fresh)
-      fail(field, fmt::format("the pair {} {} is merged already by model.merges[{}]", Json(a).dump(), Json(b).dump(),
+      fail(field(), fmt::format("the pair {} {} is merged already by model.merges[{}]", Json(a).dump(), Json(b).dump(),
                               it->second.rank));
   }
 
@@ -605,28 +613,22 @@ class Loader {
     for (const AddedToken& a : d_.added) d_.size = std::max(d_.size, a.id + 1);
     d_.id_bytes.assign(size_t(d_.size), std::string());
     d_.added_of.assign(size_t(d_.size), -1);
-    std::unordered_map<std::string, unsigned char> byte_of;
+    ByteOf byte_of;
+    byte_of.fill(-1);
     const auto cps = byte_code_points();
-    for (size_t b = 0; b < 256; ++b) {
-      std::string c;
-      append_utf8(cps[b], &c);
-      byte_of.emplace(c, uint8_t(b));
-    }
+    for (size_t b = 0; b < 256; ++b) byte_of[cps[b]] = int16_t(b);
     for (const auto& [token, id] : d_.vocab) d_.id_bytes[size_t(id)] = token_bytes(token, byte_of);
     for (size_t k = 0; k < d_.added.size(); ++k) d_.added_of[size_t(d_.added[k].id)] = int(k);
   }
 
   // A vocabulary token's bytes: its characters through the byte alphabet; a token with a
   // character outside it is its own UTF-8 (as HF's ByteLevel decoder does).
-  static std::string token_bytes(const std::string& token, const std::unordered_map<std::string, unsigned char>& byte_of) {
+  using ByteOf = std::array<int16_t, kByteCodePoints>;  // the byte a code point stands for, or -1
+  static std::string token_bytes(const std::string& token, const ByteOf& byte_of) {
     std::string out;
     for (const Char& c : characters(token)) {
-      std::string ch;
-      if (c.cp == kNotUtf8) return token;
-      append_utf8(c.cp, &ch);
-      const auto it = byte_of.find(ch);
-      if (it == byte_of.end()) return token;
-      out += char(it->second);
+      if (c.cp >= byte_of.size() || byte_of[c.cp] < 0) return token;
+      out += char(byte_of[c.cp]);
     }
     return out;
   }

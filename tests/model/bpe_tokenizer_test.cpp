@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "support/error_of.h"
 #include "support/temp_dir.h"
 
@@ -31,8 +32,6 @@ using Pieces = std::vector<std::string_view>;
 fs::path fixture(const char* name) { return fs::path(BITSIM_SOURCE_DIR) / "tests" / "data" / "bpe" / name; }
 const fs::path kLlama3 = fixture("llama3-small.json");
 const fs::path kGpt2 = fixture("gpt2-small.json");
-
-bool valid_utf8(const std::string& s);
 
 // ---------------------------------------------------------------------------------------
 // The split, worked by hand from the patterns (docs/tokenizers.md).
@@ -201,19 +200,6 @@ TEST(BpeTokenizer, RoundTripsEveryByteString) {
 // ---------------------------------------------------------------------------------------
 // Streaming.
 
-bool valid_utf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    i += len;
-  }
-  return true;
-}
-
 TEST(BpeTokenizer, StreamDecoderPrintsCharactersSplitAcrossIds) {
   const auto tok = load_bpe_tokenizer(kLlama3);
   const std::string text = kExpected[0].text;  // "... 日本語 🙂"
@@ -228,7 +214,7 @@ TEST(BpeTokenizer, StreamDecoderPrintsCharactersSplitAcrossIds) {
   chunks.push_back(sd.flush());
   std::string joined;
   for (const std::string& c : chunks) {
-    EXPECT_TRUE(valid_utf8(c)) << "a chunk that is not whole UTF-8";
+    EXPECT_FALSE(first_invalid_utf8(c)) << "a chunk that is not whole UTF-8";
     joined += c;
   }
   EXPECT_EQ(joined, text);
