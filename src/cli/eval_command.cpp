@@ -102,7 +102,7 @@ class Eval final : public Command {
     sub_->add_option("--window", req_.window,
                      "Positions per window, 1..max_position_embeddings (default: min(512, max_position_embeddings))")
         ->transform(integer_in(1, std::numeric_limits<int>::max()));
-    sub_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
+    sub_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model or a Hugging Face tokenizer.json (byte-level BPE) overriding the model's");
     sub_->add_option("--threads", req_.threads, "Host threads (the results do not depend on it)")
         ->transform(integer_in(1, 64))->capture_default_str();
     sub_->add_option("--config", config_, "Board config TOML for --board (default: configs/pynq-z2.toml)");

@@ -196,7 +196,7 @@ class Run final : public Command {
     sub_->add_option("--tokens", run.tokens, "Tokens to generate (the KV capacity bounds the prompt and these)")
         ->transform(integer_in(0, model::kAttentionInt4MaxT - 1))
         ->capture_default_str();
-    sub_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model overriding the model's");
+    sub_->add_option("--tokenizer", tokenizer_, "A SentencePiece tokenizer.model or a Hugging Face tokenizer.json (byte-level BPE) overriding the model's");
   }
 
   void add_sampler_options() {

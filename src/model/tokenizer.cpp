@@ -1,5 +1,6 @@
 #include "model/tokenizer.h"
 
+#include "model/bpe_tokenizer.h"
 #include "model/safetensors.h"
 
 #include <fmt/format.h>
@@ -183,27 +184,26 @@ std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem:
                                             const std::optional<std::filesystem::path>& model_folder,
                                             int vocab_size) {
   std::optional<std::filesystem::path> file = override_file;
-  if (!file && model_folder) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
     std::error_code ec;
-    const auto candidate = *model_folder / "tokenizer.model";
-    if (std::filesystem::is_regular_file(candidate, ec)) file = candidate;
+    if (!file && model_folder && std::filesystem::is_regular_file(*model_folder / name, ec)) file = *model_folder / name;
   }
   if (!file && model_folder) {
-    // A folder without tokenizer.model: the byte tokenizer is the synthetic checkpoints' own
+    // A folder without a tokenizer: the byte tokenizer is the synthetic checkpoints' own
     // (make-model marks them in the safetensors metadata); a trained checkpoint scored or run
     // with it would give numbers that mean nothing.
     const auto weights = *model_folder / "model.safetensors";
     const SafetensorsFile f = SafetensorsFile::open(weights);
     if (!f.metadata().contains("bitsim.synthetic"))
-      throw Error(fmt::format("model folder {}: no tokenizer.model, and {} is not a synthetic checkpoint (its "
-                              "metadata has no bitsim.synthetic): put the checkpoint's tokenizer.model in the "
-                              "folder or give a tokenizer file",
+      throw Error(fmt::format("model folder {}: no tokenizer.model or tokenizer.json, and {} is not a synthetic "
+                              "checkpoint (its metadata has no bitsim.synthetic): put the checkpoint's tokenizer in "
+                              "the folder or give a tokenizer file",
                               model_folder->string(), weights.string()));
   }
   if (!file) return make_byte_tokenizer(vocab_size);
-  auto tok = load_sentencepiece(*file);
+  auto tok = file->extension() == ".json" ? load_bpe_tokenizer(*file) : load_sentencepiece(*file);
   if (tok->vocab_size() > vocab_size)
-    throw Error(fmt::format("tokenizer {} has {} pieces, more than the model's vocabulary of {}",
+    throw Error(fmt::format("tokenizer {} has {} tokens, more than the model's vocabulary of {} (its embedding's rows)",
                             file->string(), tok->vocab_size(), vocab_size));
   return tok;
 }

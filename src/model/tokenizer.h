@@ -1,7 +1,8 @@
 #pragma once
-// Tokenizers: SentencePiece (the LLaMA-2 tokenizer.model of the real checkpoint) and a
-// byte-level tokenizer for synthetic models, plus StreamDecoder for printing generated
-// tokens one at a time.
+// Tokenizers: SentencePiece (the LLaMA-2 tokenizer.model of the real checkpoint), the
+// byte-level BPE of a Hugging Face tokenizer.json (bpe_tokenizer.h) and a byte-level
+// tokenizer for synthetic models, plus StreamDecoder for printing generated tokens one at a
+// time.
 //
 // Id conventions (LLaMA-2): 0 <unk>, 1 <s> (BOS), 2 </s> (EOS), 3..258 the byte-fallback
 // pieces <0x00>..<0xFF>. bitnet-large adds 32000 <pad> and 32001 </line>, which are not in
@@ -29,7 +30,7 @@ class Tokenizer {
   // pieces "<id>".
   virtual std::string piece(int id) const = 0;
   virtual int vocab_size() const = 0;
-  virtual std::string describe() const = 0;  // "sentencepiece: <path>" or "byte-level (synthetic model)"
+  virtual std::string describe() const = 0;  // "sentencepiece: <path>", "bpe: <path>" or "byte-level (synthetic model)"
   virtual bool is_synthetic() const = 0;
 };
 
@@ -44,12 +45,14 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& model
 // outside [0, vocab_size) is a bitsim::Error. piece(id) is decode({id}). Throws bitsim::Error if vocab_size < 259.
 std::unique_ptr<Tokenizer> make_byte_tokenizer(int vocab_size);
 
-// The explicit override file if given (it must load); else <model_folder>/tokenizer.model if
-// the folder has one; else the byte-level tokenizer of vocab_size ids: for a synthetic model
-// (no folder), or a folder whose model.safetensors carries make-model's `bitsim.synthetic`
-// metadata; a folder of a trained checkpoint without its tokenizer is a bitsim::Error. A SentencePiece
-// tokenizer with more pieces than vocab_size (the model's vocabulary) is a bitsim::Error
-// naming the file: its ids would index past the embedding table.
+// The explicit override file if given (it must load: a name ending in .json is a Hugging Face
+// tokenizer.json, read by load_bpe_tokenizer in bpe_tokenizer.h, any other a SentencePiece
+// model); else <model_folder>/tokenizer.model if the folder has one; else
+// <model_folder>/tokenizer.json; else the byte-level tokenizer of vocab_size ids: for a
+// synthetic model (no folder), or a folder whose model.safetensors carries make-model's
+// `bitsim.synthetic` metadata; a folder of a trained checkpoint without its tokenizer is a
+// bitsim::Error. A tokenizer with more ids than vocab_size (the model's vocabulary) is a
+// bitsim::Error naming the file: its ids would index past the embedding table.
 std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem::path>& override_file,
                                             const std::optional<std::filesystem::path>& model_folder,
                                             int vocab_size);
@@ -64,7 +67,7 @@ std::unique_ptr<Tokenizer> select_tokenizer(const std::optional<std::filesystem:
 // SentencePiece's leading '▁' right: SentencePiece drops the space of the first piece of a
 // decode, so decode({▁Paris}) is "Paris" but the difference between decode({▁is, ▁Paris})
 // and decode({▁is}) is " Paris". Text is held back (push returns "" and the offsets stay)
-// while the window's text ends in an incomplete UTF-8 sequence (byte tokenizer) or in
+// while the window's text ends in an incomplete UTF-8 sequence (byte tokenizer, BPE) or in
 // U+FFFD (what SentencePiece makes of an incomplete byte-fallback sequence) while the raw
 // bytes of its last ids are the start of a sequence that more bytes can complete, so a
 // multi-byte character split across byte-fallback ids is printed whole, once complete. A

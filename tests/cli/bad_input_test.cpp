@@ -287,6 +287,14 @@ TEST(BadInput, MessagesNameTheThingAtFault) {
   const Result sp = bitsim(kTiny + "--tokenizer " + (d.path / "bad.model").string());
   expect_refused(sp, {"tokenizer file " + (d.path / "bad.model").string(), "not a SentencePiece model"});
   EXPECT_FALSE(has(sp.err, ".cc(")) << sp.err;  // no library source position
+
+  // A tokenizer.json whose merge names a token the vocabulary lacks: the file and the field.
+  std::ifstream fixture(std::string(BITSIM_SOURCE_DIR) + "/tests/data/bpe/llama3-small.json");
+  std::string json((std::istreambuf_iterator<char>(fixture)), std::istreambuf_iterator<char>());
+  json.replace(json.find("\"merges\": ["), 11, "\"merges\": [\"q zz\", ");
+  std::ofstream(d.path / "tokenizer.json") << json;
+  expect_refused(bitsim(kTiny + "--tokenizer " + (d.path / "tokenizer.json").string()),
+                 {(d.path / "tokenizer.json").string() + ": model.merges[0]: the token \"zz\" is not in model.vocab"});
 }
 
 }  // namespace

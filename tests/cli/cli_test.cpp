@@ -117,6 +117,23 @@ TEST(Cli, RunTinyJsonFollowsTheSchema) {
   for (const char* k : {"tok_s", "median_total_ms", "wall_s", "sim_tok_per_wall_s"}) EXPECT_GT(s[k].get<double>(), 0.0) << k;
 }
 
+// A Hugging Face tokenizer.json given by --tokenizer: the prompt's ids are its BPE ids
+// (tests/model/bpe_tokenizer_test.cpp has where they come from), the generated text its decode.
+TEST(Cli, RunWithATokenizerJson) {
+  const std::string file = std::string(BITSIM_SOURCE_DIR) + "/tests/data/bpe/llama3-small.json";
+  const auto r = bitsim("run --model synthetic:tiny --prompt 'Hello the world' --tokens 3 --json --tokenizer " + file);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokenizer"], "bpe: " + file);
+  const auto& toks = j["tokens"];
+  ASSERT_EQ(toks.size(), size_t(1 + 3 + 3));  // BOS + "Hello" " the" " world" + 3 generated
+  EXPECT_EQ(toks[1]["token_id"], 293);
+  EXPECT_EQ(toks[2]["token_id"], 258);
+  EXPECT_EQ(toks[3]["token_id"], 266);
+  EXPECT_EQ(toks[2]["text"], " the");
+  EXPECT_EQ(j["summary"]["logits_equal"], true);
+}
+
 TEST(Cli, NoCheckGivesNullLogitsEqual) {
   const auto r = bitsim("run --model synthetic:tiny --prompt 'a' --tokens 1 --json --no-check");
   ASSERT_EQ(r.code, 0) << r.err;
