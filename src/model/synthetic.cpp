@@ -57,18 +57,25 @@ void gen_norm(uint64_t key, int64_t begin, int64_t count, float* dst) {
   }
 }
 
+constexpr Shape kShapes[] = {Shape::BitnetLarge, Shape::Tiny, Shape::TinyGqa, Shape::BitnetLargeGqa4};
+
 }  // namespace
 
 Shape parse_shape(const std::string& s) {
-  if (s == "bitnet-large") return Shape::BitnetLarge;
-  if (s == "tiny") return Shape::Tiny;
-  throw Error(fmt::format("unknown model shape '{}' (valid: bitnet-large, tiny)", s));
+  std::string valid;
+  for (Shape shape : kShapes) {
+    if (s == shape_name(shape)) return shape;
+    valid += (valid.empty() ? "" : ", ") + std::string(shape_name(shape));
+  }
+  throw Error(fmt::format("unknown model shape '{}' (valid: {})", s, valid));
 }
 
 const char* shape_name(Shape s) {
   switch (s) {
     case Shape::BitnetLarge: return "bitnet-large";
     case Shape::Tiny: return "tiny";
+    case Shape::TinyGqa: return "tiny-gqa";
+    case Shape::BitnetLargeGqa4: return "bitnet-large-gqa4";
   }
   return "?";
 }
@@ -77,6 +84,8 @@ ModelConfig config_for(Shape s) {
   switch (s) {
     case Shape::BitnetLarge: return ModelConfig::bitnet_large();
     case Shape::Tiny: return ModelConfig::tiny();
+    case Shape::TinyGqa: return ModelConfig::tiny_gqa();
+    case Shape::BitnetLargeGqa4: return ModelConfig::bitnet_large_gqa4();
   }
   throw Error("config_for: invalid Shape value");
 }
