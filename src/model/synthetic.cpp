@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/error.h"
 #include "base/file_io.h"
@@ -61,13 +62,16 @@ constexpr Shape kShapes[] = {Shape::BitnetLarge, Shape::Tiny, Shape::TinyGqa, Sh
 
 }  // namespace
 
+std::vector<std::string> shape_names() {
+  std::vector<std::string> names;
+  for (Shape shape : kShapes) names.emplace_back(shape_name(shape));
+  return names;
+}
+
 Shape parse_shape(const std::string& s) {
-  std::string valid;
-  for (Shape shape : kShapes) {
+  for (Shape shape : kShapes)
     if (s == shape_name(shape)) return shape;
-    valid += (valid.empty() ? "" : ", ") + std::string(shape_name(shape));
-  }
-  throw Error(fmt::format("unknown model shape '{}' (valid: {})", s, valid));
+  throw Error(fmt::format("unknown model shape '{}' (valid: {})", s, fmt::join(shape_names(), ", ")));
 }
 
 const char* shape_name(Shape s) {

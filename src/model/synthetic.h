@@ -23,6 +23,7 @@
 // norm(h) . embed_tokens have a std of about 0.8 -- all far from any float limit, with
 // attention scores of std ~0.25 (nearly uniform attention).
 #include <cstdint>
+#include <vector>
 #include <filesystem>
 #include <string>
 #include <unordered_map>
@@ -42,6 +43,7 @@ enum class Shape { BitnetLarge, Tiny, TinyGqa, BitnetLargeGqa4 };
 // "bitnet-large" | "tiny" | "tiny-gqa" | "bitnet-large-gqa4"; Error listing the valid names
 Shape parse_shape(const std::string& s);
 const char* shape_name(Shape);  // the inverse of parse_shape
+std::vector<std::string> shape_names();  // every shape's name, in parse_shape's order
 ModelConfig config_for(Shape);  // ModelConfig::bitnet_large(), tiny(), tiny_gqa(), bitnet_large_gqa4()
 
 class SyntheticSource : public TensorSource {
