@@ -118,7 +118,7 @@ class Inspect final : public Command {
     const auto t0 = std::chrono::steady_clock::now();
     const model::TernaryModel m = model::load_ternary_model(*src, 2);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const Inspection in{c, m, model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size),
+    const Inspection in{c, m, model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size, c.kv_dim()),
                         load_s};
     if (json_)
       fmt::print("{}\n", inspect_json(in).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -18,8 +18,8 @@ class MakeModel final : public Command {
  public:
   explicit MakeModel(CLI::App& app)
       : Command(app.add_subcommand("make-model", "Write a synthetic checkpoint in the real file layout")) {
-    sub_->add_option("--shape", shape_, "Model shape: bitnet-large or tiny")
-        ->check(CLI::IsMember({"bitnet-large", "tiny"}))
+    sub_->add_option("--shape", shape_, "Model shape: bitnet-large, tiny, tiny-gqa or bitnet-large-gqa4")
+        ->check(CLI::IsMember(model::shape_names()))
         ->capture_default_str();
     sub_->add_option("--seed", seed_, "Seed of the weight generator")
         ->transform(unsigned_in(0, std::numeric_limits<uint64_t>::max()))

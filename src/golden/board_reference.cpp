@@ -293,7 +293,8 @@ std::vector<int> calibration_tokens(const model::Tokenizer& tok, int bos_token_i
 namespace {
 
 // attention(layer, pos, q, k, v, o): q, k, v are one position's float head vectors after
-// RoPE, [heads*96]; writes o [heads*96].
+// RoPE, q [heads*96], k and v [kv_heads*96]; writes o [heads*96]. Query head h reads K/V head
+// h / (heads / kv_heads) (grouped-query attention, HF repeat_kv).
 using AttentionStep = std::function<void(int layer, int pos, const float* q, const float* k,
                                          const float* v, float* o)>;
 
@@ -332,9 +333,10 @@ class PositionsPass {
   PositionsPass(const TernaryModel& m, const num::RopeTable& rope, int n, int pos0, const MatmulFn& matmul,
                 const AttentionStep& attention, const Probe& probe)
       : m_(m), rope_(rope), n_(n), pos0_(pos0), H_(m.config.hidden_size), F_(m.config.intermediate_size),
-        attention_(attention), probe_(probe), linear_{matmul, probe, pos0, {}} {
+        KV_(m.config.kv_dim()), attention_(attention), probe_(probe), linear_{matmul, probe, pos0, {}} {
     const size_t N = size_t(n), W = size_t(std::max(H_, F_));
-    for (auto* buf : {&h_, &q_, &k_, &v_, &o_, &d_}) buf->resize(N * H_);
+    for (auto* buf : {&h_, &q_, &o_, &d_}) buf->resize(N * H_);
+    for (auto* buf : {&k_, &v_}) buf->resize(N * KV_);  // num_kv_heads x 96 per position
     for (auto* buf : {&g_, &u_}) buf->resize(N * F_);
     a_.resize(N * W);
     xq_.resize(N * W);
@@ -400,24 +402,23 @@ class PositionsPass {
     }
   }
 
-  // Position i of layer l: RoPE on its q and k, then its attention.
+  // Position i of layer l: RoPE on its q (every query head) and k (every K/V head), then its
+  // attention.
   void rope_and_attention(int l, int i) {
-    const int H = H_;
-    for (int hd = 0; hd < m_.config.num_heads; ++hd) {
-      num::rope_apply(row(q_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
-      num::rope_apply(row(k_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
-    }
+    const int H = H_, KV = KV_;
+    for (int hd = 0; hd < m_.config.num_heads; ++hd) num::rope_apply(row(q_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
+    for (int g = 0; g < m_.config.num_kv_heads; ++g) num::rope_apply(row(k_, i, KV) + g * kHeadDim, pos0_ + i, rope_);
     emit(probe_, l, "q_rope", row(q_, i, H), H, pos0_ + i);
-    emit(probe_, l, "k_rope", row(k_, i, H), H, pos0_ + i);
-    emit(probe_, l, "v", row(v_, i, H), H, pos0_ + i);
+    emit(probe_, l, "k_rope", row(k_, i, KV), KV, pos0_ + i);
+    emit(probe_, l, "v", row(v_, i, KV), KV, pos0_ + i);
     // 3-5. attention (quantize q/K/V, append to the cache, the unit, the CPU finish).
-    attention_(l, pos0_ + i, row(q_, i, H), row(k_, i, H), row(v_, i, H), row(o_, i, H));
+    attention_(l, pos0_ + i, row(q_, i, H), row(k_, i, KV), row(v_, i, KV), row(o_, i, H));
     emit(probe_, l, "attn_out", row(o_, i, H), H, pos0_ + i);
   }
 
   const TernaryModel& m_;
   const num::RopeTable& rope_;
-  const int n_, pos0_, H_, F_;
+  const int n_, pos0_, H_, F_, KV_;  // KV_: k and v rows per position (num_kv_heads x 96)
   const AttentionStep& attention_;
   const Probe& probe_;
   Linear linear_;
@@ -523,29 +524,34 @@ KvScales calibrate_kv_scales_batched(const TernaryModel& m, const std::vector<in
                                      int batch) {
   check_model(m);
   const auto& c = m.config;
-  const int heads = c.num_heads, H = c.hidden_size;
+  const int heads = c.num_heads, kv_heads = c.num_kv_heads, KV = c.kv_dim();
   const size_t P = tokens.size();  // positions
   if (tokens.empty() || P > size_t(kMaxContext))
     throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, P));
   if (batch < 1) throw Error(fmt::format("calibration batch {}: must be at least 1 position", batch));
   num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
-  std::vector<float> kmax(size_t(c.num_layers) * heads, 0.0f), vmax(kmax.size(), 0.0f);
+  // One scale per (layer, K/V head): the cache holds K/V heads.
+  std::vector<float> kmax(size_t(c.num_layers) * kv_heads, 0.0f), vmax(kmax.size(), 0.0f);
   std::vector<float> kch(kmax.size() * kHeadDim, 0.0f);  // per channel, for the INT4 bank
-  // Float K/V cache [layer][pos][H].
-  std::vector<float> kc(size_t(c.num_layers) * P * H), vc(kc.size());
+  // Float K/V cache [layer][pos][kv_heads * 96].
+  std::vector<float> kc(size_t(c.num_layers) * P * KV), vc(kc.size());
   std::vector<float> scores(P);
   const AttentionStep attention = [&](int l, int pos, const float* q, const float* k, const float* v, float* o) {
-    const float* k_layer = kc.data() + size_t(l) * P * H;
-    const float* v_layer = vc.data() + size_t(l) * P * H;
-    std::copy(k, k + H, kc.data() + (size_t(l) * P + pos) * H);
-    std::copy(v, v + H, vc.data() + (size_t(l) * P + pos) * H);
-    for (int hd = 0; hd < heads; ++hd) {
-      const int off = hd * kHeadDim;
-      track_max_abs(k + off, &kmax[size_t(l) * heads + hd]);
-      float* ch = &kch[(size_t(l) * heads + hd) * kHeadDim];
+    const float* k_layer = kc.data() + size_t(l) * P * KV;
+    const float* v_layer = vc.data() + size_t(l) * P * KV;
+    std::copy(k, k + KV, kc.data() + (size_t(l) * P + pos) * KV);
+    std::copy(v, v + KV, vc.data() + (size_t(l) * P + pos) * KV);
+    for (int g = 0; g < kv_heads; ++g) {
+      const int off = g * kHeadDim;
+      track_max_abs(k + off, &kmax[size_t(l) * kv_heads + g]);
+      float* ch = &kch[(size_t(l) * kv_heads + g) * kHeadDim];
       for (int d = 0; d < kHeadDim; ++d) ch[d] = std::max(ch[d], std::fabs(k[off + d]));
-      track_max_abs(v + off, &vmax[size_t(l) * heads + hd]);
-      float_attention_head(q + off, k_layer + off, v_layer + off, H, pos + 1, scores.data(), o + off);
+      track_max_abs(v + off, &vmax[size_t(l) * kv_heads + g]);
+    }
+    for (int hd = 0; hd < heads; ++hd) {  // query head hd reads its group's K/V head
+      const int kv_off = c.kv_head(hd) * kHeadDim;
+      float_attention_head(q + hd * kHeadDim, k_layer + kv_off, v_layer + kv_off, KV, pos + 1, scores.data(),
+                           o + hd * kHeadDim);
     }
   };
   for (size_t pos = 0; pos < P; pos += size_t(batch)) {
@@ -573,10 +579,11 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
                             int4 ? "INT4" : "attention", model::attention_max_t(int4)));
   const size_t C = size_t(options_.context);
   const size_t per_layer_head = C * kHeadDim;
-  const size_t n = size_t(model_.config.num_layers) * model_.config.num_heads * per_layer_head;
-  const size_t want = size_t(model_.config.num_layers) * model_.config.num_heads;
+  // The caches, banks and scales are per (layer, K/V head).
+  const size_t want = size_t(model_.config.num_layers) * model_.config.num_kv_heads;
+  const size_t n = want * per_layer_head;
   if (scales_.k.size() != want || scales_.v.size() != want)
-    throw Error(fmt::format("KV scales: expected {} per kind (layers x heads), got {} K and {} V",
+    throw Error(fmt::format("KV scales: expected {} per kind (layers x K/V heads), got {} K and {} V",
                             want, scales_.k.size(), scales_.v.size()));
   if (options_.kv_format == model::KvFormat::Int4) {
     if (options_.attention_variant != model::AttentionVariant::OnlineSoftmax)
@@ -632,31 +639,31 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {
-  return k_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * kHeadDim;
+  return k_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
 }
 const int8_t* BoardReference::v_rows(int layer, int head) const {
-  return v_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * kHeadDim;
+  return v_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
 }
 
 const model::TipRegions& BoardReference::tip_regions(int layer, int head) const {
-  return tip_regions_.at(size_t(layer) * model_.config.num_heads + head);
+  return tip_regions_.at(size_t(layer) * model_.config.num_kv_heads + head);
 }
 const uint8_t* BoardReference::tip_row(int layer, int head, int t) const {
-  const size_t lh = size_t(layer) * model_.config.num_heads + head;
+  const size_t lh = size_t(layer) * model_.config.num_kv_heads + head;
   return &tip_rows_.at((lh * size_t(options_.context) + size_t(t)) * kTipSlot);
 }
 
 const uint8_t* BoardReference::int4_bank(int layer, int head) const {
   const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).bank;
-  return bank_bytes_.data() + (size_t(layer) * model_.config.num_heads + head) * st;
+  return bank_bytes_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * st;
 }
 const uint8_t* BoardReference::int4_k_rows(int layer, int head) const {
   const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).k.total();
-  return k4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * st;
+  return k4_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * st;
 }
 const uint8_t* BoardReference::int4_v_rows(int layer, int head) const {
   const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).v.total();
-  return v4_cache_.data() + (size_t(layer) * model_.config.num_heads + head) * size_t(options_.context) * st;
+  return v4_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * st;
 }
 
 void BoardReference::matmul(const TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const {
@@ -679,67 +686,117 @@ void BoardReference::matmul(const TernaryMatrix& w, const int8_t* x, int count, 
 
 // The INT4 KV codec (docs/variants-attention.md 8.2): the rows encoded as stored, K's channel
 // scales folded into q, s_k = 1/16 in m; the unit's integer pipeline; the CPU finish with
-// s_v = 1 (the V scales are in the rows).
+// s_v = 1 (the V scales are in the rows). Each K/V head's row is encoded once; every query
+// head of its group reads it (grouped-query attention).
 void BoardReference::attention_int4(int l, int pos, const float* q, const float* k, const float* v, float* o) {
-  const int heads = model_.config.num_heads, n = options_.kv_outlier_channels;
+  const auto& c = model_.config;
+  const int n = options_.kv_outlier_channels;
   const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
   std::array<int8_t, kHeadDim> qq{};
-  std::array<float, kHeadDim> qf{};
   std::array<int32_t, kHeadDim> oq{};
-  for (int hd = 0; hd < heads; ++hd) {
-    const size_t lh = size_t(l) * heads + hd;
+  for (int g = 0; g < c.num_kv_heads; ++g) {
+    const size_t lh = size_t(l) * c.num_kv_heads + g;
     const model::KvInt4Bank& bank = banks_[lh];
     uint8_t* K = &k4_cache_[lh * size_t(options_.context) * st.k.total()];
     uint8_t* V = &v4_cache_[lh * size_t(options_.context) * st.v.total()];
-    model::encode_k_int4(k + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos) * st.k.total());
-    model::encode_v_int4(v + hd * kHeadDim, V + size_t(pos) * st.v.total());
-    for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[hd * kHeadDim + d] * model::float_from_fp16(bank.sk[size_t(d)]);
-    const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq.data());
-    const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
-    stats_.multiplier_lowered += mul.lowered > 0;
-    stats_.multiplier_saturated += mul.saturated;
-    uint32_t sum = 0;
-    attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos + 1, n, AttentionParams{mul.m, mul.shift, false},
-                        oq.data(), &sum);
-    num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+    model::encode_k_int4(k + g * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos) * st.k.total());
+    model::encode_v_int4(v + g * kHeadDim, V + size_t(pos) * st.v.total());
+    for (int hd = g * c.group(); hd < (g + 1) * c.group(); ++hd) {
+      const AttentionParams p = per_channel_query(q + hd * kHeadDim, bank.sk.data(), qq.data());
+      uint32_t sum = 0;
+      attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos + 1, n, p, oq.data(), &sum);
+      num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+    }
   }
 }
 
-// TIP (docs/tip.md): before the row of `pos` is written, the region leaving the recent
-// window is placed and demoted rows re-encoded; the new row is written at KVQ8; the unit
-// reads every row at its region's tier; the query's region masses go to the counters.
-void BoardReference::attention_tip(int l, int pos, const float* q, const float* k, const float* v, float* o) {
-  const int heads = model_.config.num_heads, R = options_.tip.region;
-  std::array<int8_t, kHeadDim> qq{};
+// INT4 and TIP: q with K's channel scales sk_d folded in, quantized per head into qq; the
+// header's m and S for K's fixed point sk_d / 16.
+AttentionParams BoardReference::per_channel_query(const float* q, const uint16_t* sk, int8_t* qq) {
   std::array<float, kHeadDim> qf{};
+  for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[d] * model::float_from_fp16(sk[size_t(d)]);
+  const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq);
+  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+  stats_.multiplier_lowered += mul.lowered > 0;
+  stats_.multiplier_saturated += mul.saturated;
+  return AttentionParams{mul.m, mul.shift, false};
+}
+
+// TIP (docs/tip.md), one K/V head's rows before position pos is read: the region leaving the
+// recent window is placed and demoted rows re-encoded; the new row is written at KVQ8.
+void BoardReference::tip_place_and_write(size_t lh, int pos, const float* k, const float* v) {
+  const int R = options_.tip.region;
+  const model::TipBank& bank = tip_banks_[lh];
+  model::TipRegions& regions = tip_regions_[lh];
+  uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * kTipSlot];
+  const int leaving = regions.leaving(pos);
+  if (leaving >= 0)
+    for (const model::TipRegions::Change& c : regions.place(leaving))
+      for (int t = c.region * R; t < (c.region + 1) * R; ++t) {
+        const std::vector<uint8_t> row = model::tip_demote(rows + size_t(t) * kTipSlot, c.from, c.to, bank);
+        std::fill_n(rows + size_t(t) * kTipSlot, kTipSlot, uint8_t(0));
+        std::copy(row.begin(), row.end(), rows + size_t(t) * kTipSlot);
+      }
+  model::encode_kvq8(k, v, bank, rows + size_t(pos) * kTipSlot);
+}
+
+// TIP: each K/V head's rows placed and written once; every query head of its group reads
+// them at their region's tier, and its region masses go to the K/V head's counters (the
+// group's query heads each count as one query of that K/V head).
+void BoardReference::attention_tip(int l, int pos, const float* q, const float* k, const float* v, float* o) {
+  const auto& c = model_.config;
+  const int R = options_.tip.region;
+  std::array<int8_t, kHeadDim> qq{};
   std::array<int32_t, kHeadDim> oq{};
   std::vector<uint32_t> masses;
-  for (int hd = 0; hd < heads; ++hd) {
-    const size_t lh = size_t(l) * heads + hd;
-    const model::TipBank& bank = tip_banks_[lh];
+  for (int g = 0; g < c.num_kv_heads; ++g) {
+    const size_t lh = size_t(l) * c.num_kv_heads + g;
+    tip_place_and_write(lh, pos, k + g * kHeadDim, v + g * kHeadDim);
     model::TipRegions& regions = tip_regions_[lh];
-    uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * kTipSlot];
-    const int leaving = regions.leaving(pos);
-    if (leaving >= 0)
-      for (const model::TipRegions::Change& c : regions.place(leaving))
-        for (int t = c.region * R; t < (c.region + 1) * R; ++t) {
-          const std::vector<uint8_t> row = model::tip_demote(rows + size_t(t) * kTipSlot, c.from, c.to, bank);
-          std::fill_n(rows + size_t(t) * kTipSlot, kTipSlot, uint8_t(0));
-          std::copy(row.begin(), row.end(), rows + size_t(t) * kTipSlot);
-        }
-    model::encode_kvq8(k + hd * kHeadDim, v + hd * kHeadDim, bank, rows + size_t(pos) * kTipSlot);
     std::vector<model::TipTier> tiers(size_t(pos / R + 1));
     for (size_t r = 0; r < tiers.size(); ++r) tiers[r] = regions.tier(int(r));
-    for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[hd * kHeadDim + d] * model::float_from_fp16(bank.k.sk[size_t(d)]);
-    const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq.data());
-    const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
-    stats_.multiplier_lowered += mul.lowered > 0;
-    stats_.multiplier_saturated += mul.saturated;
-    uint32_t sum = 0;
-    attention_head_tip(qq.data(), bank, rows, kTipSlot, tiers.data(), R, pos + 1, AttentionParams{mul.m, mul.shift, false},
-                       oq.data(), &sum, &masses);
-    regions.add_masses(masses);
-    num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+    const uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * kTipSlot];
+    for (int hd = g * c.group(); hd < (g + 1) * c.group(); ++hd) {
+      const AttentionParams p = per_channel_query(q + hd * kHeadDim, tip_banks_[lh].k.sk.data(), qq.data());
+      uint32_t sum = 0;
+      attention_head_tip(qq.data(), tip_banks_[lh], rows, kTipSlot, tiers.data(), R, pos + 1, p, oq.data(), &sum,
+                         &masses);
+      regions.add_masses(masses);
+      num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+    }
+  }
+}
+
+// The board's int8 rows (CIRCUITS.md 3, 5): each K/V head's K and V quantized with its fixed
+// scales and appended once; then every query head of its group: q quantized per head
+// (dynamic scale), the header's m and S, the unit over T = pos + 1 rows, the CPU finish.
+void BoardReference::attention_int8(int l, int pos, const float* q, const float* k, const float* v, float* o) {
+  const auto& c = model_.config;
+  const int kv_heads = c.num_kv_heads;
+  std::array<int8_t, kHeadDim> qq{};
+  std::array<int32_t, kHeadDim> acc{};
+  for (int g = 0; g < kv_heads; ++g) {
+    const float sk = scales_.k_scale(l, g, kv_heads), sv = scales_.v_scale(l, g, kv_heads);
+    int8_t* K = const_cast<int8_t*>(k_rows(l, g));
+    int8_t* V = const_cast<int8_t*>(v_rows(l, g));
+    num::quantize_fixed(k + g * kHeadDim, kHeadDim, sk, K + size_t(pos) * kHeadDim);
+    num::quantize_fixed(v + g * kHeadDim, kHeadDim, sv, V + size_t(pos) * kHeadDim);
+    for (int hd = g * c.group(); hd < (g + 1) * c.group(); ++hd) {
+      const float sq = num::quantize_symmetric(q + hd * kHeadDim, kHeadDim, qq.data());
+      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+      stats_.multiplier_lowered += mul.lowered > 0;
+      stats_.multiplier_saturated += mul.saturated;
+      const AttentionParams p{mul.m, mul.shift, options_.legacy_attention};
+      uint32_t sum = 0;
+      if (options_.attention_variant == model::AttentionVariant::OnlineSoftmax) {
+        // The online-softmax unit divides on the PL; the CPU scales by s_v.
+        attention_head_online(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
+        num::attention_finish_online(acc.data(), sv, kHeadDim, o + hd * kHeadDim);
+        continue;
+      }
+      attention_head(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
+      num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);  // o_d = acc_d * (s_v / sum)
+    }
   }
 }
 
@@ -758,44 +815,16 @@ std::vector<std::vector<float>> BoardReference::chunk(const std::vector<int>& to
   if (n < 1) throw Error("a chunk of no tokens");
   if (pos_ + n > options_.context)
     throw Error(fmt::format("context full: the board's KV cache holds {} positions", options_.context));
-  const auto& c = model_.config;
-  const int heads = c.num_heads;
   stats_ = {};
   const MatmulFn mm = [this](const TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) {
     matmul(w, x, count, acc);
   };
-  std::array<int8_t, kHeadDim> qq{};
-  std::array<int32_t, kHeadDim> acc{};
   // Position pos's attention at layer l: its K/V appended, then the unit over T = pos + 1
   // rows (the chunk's earlier positions' rows are in the cache by then: position order).
   const AttentionStep attention = [&](int l, int pos, const float* q, const float* k, const float* v, float* o) {
     if (options_.kv_format == model::KvFormat::Int4) return attention_int4(l, pos, q, k, v, o);
     if (options_.kv_format == model::KvFormat::Tip) return attention_tip(l, pos, q, k, v, o);
-    for (int hd = 0; hd < heads; ++hd) {
-      const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
-      // 3. quantize q per head (dynamic scale), K and V with the fixed scales; append.
-      const float sq = num::quantize_symmetric(q + hd * kHeadDim, kHeadDim, qq.data());
-      int8_t* K = const_cast<int8_t*>(k_rows(l, hd));
-      int8_t* V = const_cast<int8_t*>(v_rows(l, hd));
-      num::quantize_fixed(k + hd * kHeadDim, kHeadDim, sk, K + size_t(pos) * kHeadDim);
-      num::quantize_fixed(v + hd * kHeadDim, kHeadDim, sv, V + size_t(pos) * kHeadDim);
-      // The header's multiplier m and shift S.
-      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
-      stats_.multiplier_lowered += mul.lowered > 0;
-      stats_.multiplier_saturated += mul.saturated;
-      AttentionParams p{mul.m, mul.shift, options_.legacy_attention};
-      // 4. the attention unit over T = pos + 1 rows.
-      uint32_t sum = 0;
-      if (options_.attention_variant == model::AttentionVariant::OnlineSoftmax) {
-        // The online-softmax unit divides on the PL; the CPU scales by s_v.
-        attention_head_online(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
-        num::attention_finish_online(acc.data(), sv, kHeadDim, o + hd * kHeadDim);
-        continue;
-      }
-      attention_head(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
-      // 5. CPU finish: o_d = acc_d * (s_v / sum).
-      num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);
-    }
+    attention_int8(l, pos, q, k, v, o);
   };
   std::vector<int> logits_of;
   for (int i = all_logits ? 0 : n - 1; i < n; ++i) logits_of.push_back(i);

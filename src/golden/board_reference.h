@@ -187,7 +187,9 @@ class BoardReference {
   const KvScales& scales() const { return scales_; }
   const TokenStats& last_stats() const { return stats_; }
   const model::TernaryModel& model() const { return model_; }
-  // KV cache rows as the board stores them (CIRCUITS.md 5): [layer][head][512][96] int8.
+  // KV cache rows as the board stores them (CIRCUITS.md 5): [layer][K/V head][512][96] int8.
+  // Every accessor below takes a K/V head (0..num_kv_heads-1; the query head under plain
+  // multi-head attention).
   const int8_t* k_rows(int layer, int head) const;
   const int8_t* v_rows(int layer, int head) const;
   // kv.format = int4: a (layer, head)'s bank bytes and its stored K and V rows
@@ -203,8 +205,13 @@ class BoardReference {
  private:
   // `count` matvecs with w (x: count rows of w.cols, acc: count rows of w.rows).
   void matmul(const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const;
+  // One position's attention at a layer in each KV format: q [heads*96], k and v
+  // [kv_heads*96]; query head h reads K/V head h / group() (grouped-query attention).
+  void attention_int8(int layer, int pos, const float* q, const float* k, const float* v, float* o);
   void attention_int4(int layer, int pos, const float* q, const float* k, const float* v, float* o);
   void attention_tip(int layer, int pos, const float* q, const float* k, const float* v, float* o);
+  AttentionParams per_channel_query(const float* q, const uint16_t* sk, int8_t* qq);
+  void tip_place_and_write(size_t layer_kv_head, int pos, const float* k, const float* v);
   static constexpr size_t kTipSlot = 2 * kHeadDim;  // a position's row at its tier, in the largest tier's bytes
   const model::TernaryModel& model_;
   std::unordered_map<const model::TernaryMatrix*, CompactTrits> compact_;  // with options.compact_trits

@@ -73,23 +73,23 @@ std::vector<float> FloatReference::step(int token) {
     const auto& L = model_.layers[l];
     Eigen::VectorXf a = rmsnorm(h, L.input_norm);
     Eigen::VectorXf q = bitlinear(W.q, a), k = bitlinear(W.k, a), v = bitlinear(W.v, a);
-    for (int i = 0; i < heads; ++i) {
-      rope(q.segment(i * hd, hd), pos_);
-      rope(k.segment(i * hd, hd), pos_);
-    }
+    for (int i = 0; i < heads; ++i) rope(q.segment(i * hd, hd), pos_);
+    for (int g = 0; g < c.num_kv_heads; ++g) rope(k.segment(g * hd, hd), pos_);  // k, v: kv_heads x hd
     k_cache_[l].push_back(k);
     v_cache_[l].push_back(v);
     const int T = pos_ + 1;
     Eigen::VectorXf o(H);
     const float scale = 1.0f / std::sqrt(float(hd));
     for (int i = 0; i < heads; ++i) {
+      // Grouped-query attention (HF repeat_kv): query head i reads K/V head i / (heads / kv_heads).
+      const int kv = c.kv_head(i) * hd;
       Eigen::VectorXf scores(T);
-      for (int t = 0; t < T; ++t) scores[t] = q.segment(i * hd, hd).dot(k_cache_[l][t].segment(i * hd, hd)) * scale;
+      for (int t = 0; t < T; ++t) scores[t] = q.segment(i * hd, hd).dot(k_cache_[l][t].segment(kv, hd)) * scale;
       const float mx = scores.maxCoeff();
       for (int t = 0; t < T; ++t) scores[t] = std::exp(scores[t] - mx);
       scores /= scores.sum();
       Eigen::VectorXf oh = Eigen::VectorXf::Zero(hd);
-      for (int t = 0; t < T; ++t) oh += scores[t] * v_cache_[l][t].segment(i * hd, hd);
+      for (int t = 0; t < T; ++t) oh += scores[t] * v_cache_[l][t].segment(kv, hd);
       o.segment(i * hd, hd) = oh;
     }
     o = rmsnorm(o, L.inner_attn_norm);

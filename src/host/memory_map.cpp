@@ -136,12 +136,12 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   if (config_.cma_base + config_.cma_bytes > config_.ddr_bytes)
     throw Error(fmt::format("cma.base + cma.mib = 0x{:x} is past the end of DDR (0x{:x})",
                             config_.cma_base + config_.cma_bytes, config_.ddr_bytes));
-  const int H = model.hidden_size, F = model.intermediate_size, L = model.num_layers;
+  const int H = model.hidden_size, F = model.intermediate_size, L = model.num_layers, KV = model.kv_dim();
   const uint64_t row_h = model::packed_row_bytes(H), row_f = model::packed_row_bytes(F);
 
   // 1. The weights image, in token-loop order.
   for (int l = 0; l < L; ++l) {
-    groups_.push_back(plan_group(fmt::format("layer {} qkv", l), 3 * H, H, row_h));
+    groups_.push_back(plan_group(fmt::format("layer {} qkv", l), H + 2 * KV, H, row_h));  // q, then k and v
     groups_.push_back(plan_group(fmt::format("layer {} o", l), H, H, row_h));
     groups_.push_back(plan_group(fmt::format("layer {} gate_up", l), 2 * F, H, row_h));
     groups_.push_back(plan_group(fmt::format("layer {} down", l), H, F, row_f));
@@ -150,8 +150,9 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
                                config_.int8_lm_head ? pad8(uint64_t(H)) : row_h, config_.int8_lm_head));
   const uint64_t weights_end = next_;
 
-  // 2. The KV cache: per (layer, head) K then V, 512 rows x 96 bytes (INT4: the bank and 512
-  // rows of the INT4 format, interleaved).
+  // 2. The KV cache: per (layer, K/V head) K then V, 512 rows x 96 bytes (INT4: the bank and
+  // 512 rows of the INT4 format, interleaved). Grouped-query attention: num_kv_heads areas per
+  // layer, each read by the query heads of its group.
   // (TIP's area is tip_: kv_ keeps the int8 rows' accounting there, which no TIP path reads.)
   kv_ = model::kv_storage(config_.kv_format == model::KvFormat::Tip ? model::KvFormat::Int8 : config_.kv_format,
                          config_.kv_outlier_channels);
@@ -159,7 +160,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
     throw Error(fmt::format("kv.format = {}: the rows are laid out interleaved, for the online-softmax unit",
                             config_.kv_format == model::KvFormat::Tip ? "tip" : "int4"));
   if (tip()) tip_ = tip_area_layout(config_.tip, config_.kv_positions);
-  kv_base_ = alloc("kv cache", uint64_t(L) * model.num_heads * kv_area_bytes(), 4096);
+  kv_base_ = alloc("kv cache", uint64_t(L) * model.num_kv_heads * kv_area_bytes(), 4096);
   const uint64_t kv_end = next_;
 
   plan_call_buffers();
@@ -223,7 +224,7 @@ uint64_t MemoryMap::kv_row_stride() const {
 }
 
 uint64_t MemoryMap::k_area(int layer, int head) const {
-  return kv_base_ + (uint64_t(layer) * model_.num_heads + head) * kv_area_bytes();
+  return kv_base_ + (uint64_t(layer) * model_.num_kv_heads + head) * kv_area_bytes();
 }
 
 uint64_t MemoryMap::v_area(int layer, int head) const {
@@ -253,7 +254,7 @@ int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
     if (r.name == "kv cache") kv = r.bytes;
   const uint64_t others = full.used_bytes() - kv;
   if (others >= config.cma_bytes) return 0;
-  const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_heads);
+  const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_kv_heads);  // KV areas
   int limit = config.kv_format == model::KvFormat::Tip
                   ? model::tip_largest_context(config.tip, lh, config.cma_bytes - others, cap)
                   : model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, cap);

@@ -9,9 +9,10 @@
 // call, so one simple-mode MM2S transfer carries the whole group (the board's image holds
 // these slots too: docs/packed-image.md). Results: one buffer per lane, 4 bytes per row
 // padded to a beat.
-// Attention calls: per (layer, head) a K area and a V area of 512 rows x 96 bytes (the
-// online-softmax unit: one area of 512 rows x 192 bytes, K_t and V_t interleaved); per
-// lane and head a 112-byte header+q buffer (16 + 96); per lane a result buffer of 8 heads x
+// Attention calls: per (layer, K/V head) a K area and a V area of 512 rows x 96 bytes (the
+// online-softmax unit: one area of 512 rows x 192 bytes, K_t and V_t interleaved; with
+// grouped-query attention the query heads of a group read their K/V head's area); per lane
+// and query head a 112-byte header+q buffer (16 + 96); per lane a result buffer of 8 heads x
 // 49 beats; per lane a ring of SG descriptors (64-byte aligned).
 // Every buffer starts on a 4 KiB page, as CMA buffers from the board's allocator do.
 // A layout that does not fit the CMA size is refused with the sizes that do not fit.
@@ -120,8 +121,8 @@ class MemoryMap {
   // V = 1 with tokens_per_pass = 1 is `call` itself.
   MatmulCall with_vectors(const MatmulGroup& g, const MatmulCall& call, int vectors) const;
 
-  // The (layer, head)'s KV area: 512 x 96 bytes of K (interleaved: the area's start; INT4: its
-  // bank, the rows behind it).
+  // The (layer, K/V head)'s KV area: 512 x 96 bytes of K (interleaved: the area's start; INT4:
+  // its bank, the rows behind it). `head` is a K/V head (ModelConfig::kv_head of a query head).
   uint64_t k_area(int layer, int head) const;
   uint64_t v_area(int layer, int head) const;   // V row 0 (interleaved: k_area + 96; INT4: + bank + K row)
   // Where row t of K and of V lives (rows kv_row_stride() apart).

@@ -147,7 +147,7 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
     throw Error("kv.format: the memory map's KV layout is not the token loop's format");
   if (options_.kv_format == model::KvFormat::Int4) {
     if (!online()) throw Error("kv.format = int4 needs attention.variant = online-softmax");
-    const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_heads);
+    const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_kv_heads);  // a bank per K/V head
     if (scales.k_channel.size() != lh * kHeadDim)
       throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", lh * kHeadDim,
                               scales.k_channel.size()));
@@ -164,14 +164,14 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
     if (mt.region != ot.region || mt.sink != ot.sink || mt.recent != ot.recent || mt.kvq8_regions != ot.kvq8_regions ||
         mt.lane_regions != ot.lane_regions || mt.lanes != ot.lanes)
       throw Error("kv.tip: the memory map's TIP settings are not the token loop's");
-    const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_heads);
+    const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_kv_heads);  // a bank per K/V head
     if (scales.k_channel.size() != lh * kHeadDim || scales.v.size() != lh)
       throw Error(fmt::format("KV scales: kv.format = tip needs {} per-channel K maxima and {} V scales, got {} and {}",
                               lh * kHeadDim, lh, scales.k_channel.size(), scales.v.size()));
     tip_banks_.reserve(lh);
     for (size_t i = 0; i < lh; ++i)
       tip_banks_.push_back(model::tip_bank(&scales.k_channel[i * kHeadDim], scales.v[i], ot.lanes));
-    tip_cache_ = std::make_unique<TipCache>(map, model.config.num_layers, model.config.num_heads);
+    tip_cache_ = std::make_unique<TipCache>(map, model.config.num_layers, model.config.num_kv_heads);
   }
 }
 
@@ -202,10 +202,10 @@ const TipCache& TokenLoop::tip_cache() const {
   return *tip_cache_;
 }
 
-// INT4: each (layer, head)'s bank into the head of its KV area, once (before the run, at no
-// simulated time: the scales are the calibration's, fixed for the run, like the weights).
+// INT4: each (layer, K/V head)'s bank into the head of its KV area, once (before the run, at
+// no simulated time: the scales are the calibration's, fixed for the run, like the weights).
 void TokenLoop::write_kv_banks() {
-  const int heads = model_.config.num_heads;
+  const int heads = model_.config.num_kv_heads;
   if (tip()) {  // TIP: the bank at the area's start (docs/tip.md "Stream")
     scratch_.assign(model::tip_bank_bytes(options_.tip.lanes), 0);
     for (size_t i = 0; i < tip_banks_.size(); ++i) {
@@ -308,12 +308,12 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
 
 // One position's vectors, sized for the model: h the residual stream, a the normed
 // activations and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res
-// one lane's attention results.
+// one lane's attention results; k and v hold the K/V heads (KV = num_kv_heads x 96 values).
 struct TokenLoop::StepBuffers {
-  StepBuffers(int H, int F, uint64_t result_bytes)
-      : a(size_t(std::max(H, F))), q(H), k(H), v(H), o(H), g(F), u(F), d(H),
+  StepBuffers(int H, int KV, int F, uint64_t result_bytes)
+      : a(size_t(std::max(H, F))), q(H), k(KV), v(KV), o(H), g(F), u(F), d(H),
         xq(size_t(std::max(H, F))),
-        acc(size_t(std::max(3 * H, 2 * F))),
+        acc(size_t(std::max(H + 2 * KV, 2 * F))),
         qq(kHeadDim),
         res(size_t(result_bytes / 4)) {}
   std::vector<float> h, a, q, k, v, o, g, u, d;
@@ -376,7 +376,7 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
   layer_ = -1;
   const int H = model_.config.hidden_size;
 
-  Chunk c(size_t(V), StepBuffers(H, model_.config.intermediate_size,
+  Chunk c(size_t(V), StepBuffers(H, model_.config.kv_dim(), model_.config.intermediate_size,
                                  uint64_t(map_.heads_per_lane()) * map_.head_result_bytes()));
   for (int p = 0; p < V; ++p) {
     const float* e = model_.embedding(tokens[size_t(p)]);
@@ -426,8 +426,9 @@ void TokenLoop::decoder_layer(int l, Chunk& c, const model::Probe& probe) {
   const int H = model_.config.hidden_size;
   // 1. input RMSNorm, quantize x. 2. q, k, v rows in one group per lane.
   std::vector<float> s = norm_and_quantize(&StepBuffers::h, L.input_norm.data(), H, c);
-  grouped_projection(l, map_.qkv(l), H, {{"q_acc", L.q.scale, &StepBuffers::q}, {"k_acc", L.k.scale, &StepBuffers::k},
-                                          {"v_acc", L.v.scale, &StepBuffers::v}}, s, c, probe);
+  const int KV = model_.config.kv_dim();  // k and v rows: num_kv_heads x 96
+  grouped_projection(l, map_.qkv(l), {{"q_acc", L.q.scale, &StepBuffers::q, H}, {"k_acc", L.k.scale, &StepBuffers::k, KV},
+                                      {"v_acc", L.v.scale, &StepBuffers::v, KV}}, s, c, probe);
   // 3. RoPE, quantize q per head, K and V with the fixed scales, append; headers.
   rope_q_and_k(l, c, probe);
   uint64_t kv_written = append_chunk_kv(l, c);
@@ -446,9 +447,9 @@ void TokenLoop::decoder_layer(int l, Chunk& c, const model::Probe& probe) {
   projection_residual(l, map_.o(l), L.o.scale, "o_acc", s, c, probe);
   s = norm_and_quantize(&StepBuffers::h, L.post_attn_norm.data(), H, c);
   // 7. gate and up. 8. SiLU(gate) * up, ffn_layernorm, quantize.
-  grouped_projection(l, map_.gate_up(l), model_.config.intermediate_size,
-                     {{"gate_acc", L.gate.scale, &StepBuffers::g}, {"up_acc", L.up.scale, &StepBuffers::u}}, s, c,
-                     probe);
+  const int F = model_.config.intermediate_size;
+  grouped_projection(l, map_.gate_up(l), {{"gate_acc", L.gate.scale, &StepBuffers::g, F}, {"up_acc", L.up.scale, &StepBuffers::u, F}},
+                     s, c, probe);
   s = silu_gate_ffn_norm(L, c);
   // 9. down_proj, dequantize, residual.
   projection_residual(l, map_.down(l), L.down.scale, "down_acc", s, c, probe);
@@ -464,10 +465,10 @@ std::vector<float> TokenLoop::norm_and_quantize(Vec x, const float* weight, int 
   return s;
 }
 
-// A matmul group on the board, then each of its matrices' `rows` accumulators (to the probe
-// as the part's acc_name) dequantized on the CPU with the part's w_scale into the part's
-// output: qkv (q, k, v), o_proj, gate_up (gate, up), down_proj.
-void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
+// A matmul group on the board, then each of its matrices' accumulators (the part's `rows`;
+// to the probe as the part's acc_name) dequantized on the CPU with the part's w_scale into
+// the part's output: qkv (q, k, v), o_proj, gate_up (gate, up), down_proj.
+void TokenLoop::grouped_projection(int l, const MatmulGroup& g, std::initializer_list<ProjectionPart> parts,
                                    const std::vector<float>& s, Chunk& c, const model::Probe& probe) {
   std::vector<const int8_t*> xq;
   std::vector<int32_t*> acc;
@@ -479,51 +480,55 @@ void TokenLoop::grouped_projection(int l, const MatmulGroup& g, int rows, std::i
   for (size_t i = 0; i < c.size(); ++i) {
     const int32_t* a = c[i].acc.data();
     for (const ProjectionPart& p : parts) {
-      emit_int(probe, l, p.acc_name, a, rows, pos_ + int(i));
-      a += rows;
+      emit_int(probe, l, p.acc_name, a, p.rows, pos_ + int(i));
+      a += p.rows;
     }
   }
+  uint64_t rows = 0;
   for (size_t i = 0; i < c.size(); ++i) {
     const int32_t* a = c[i].acc.data();
     for (const ProjectionPart& p : parts) {
-      num::dequantize(a, rows, p.w_scale, s[i], (c[i].*p.out).data());
-      a += rows;
+      num::dequantize(a, p.rows, p.w_scale, s[i], (c[i].*p.out).data());
+      a += p.rows;
     }
   }
-  cpu(CpuStep::Dequantize, parts.size() * uint64_t(rows), 0, c.size());
+  for (const ProjectionPart& p : parts) rows += uint64_t(p.rows);
+  cpu(CpuStep::Dequantize, rows, 0, c.size());
 }
 
+// RoPE on every query head of q and every K/V head of k.
 void TokenLoop::rope_q_and_k(int l, Chunk& c, const model::Probe& probe) {
-  const int H = model_.config.hidden_size;
-  for (size_t p = 0; p < c.size(); ++p)
-    for (int hd = 0; hd < model_.config.num_heads; ++hd) {
-      num::rope_apply(c[p].q.data() + hd * kHeadDim, pos_ + int(p), rope_);
-      num::rope_apply(c[p].k.data() + hd * kHeadDim, pos_ + int(p), rope_);
-    }
-  cpu(CpuStep::Rope, 2 * uint64_t(H), 0, c.size());
+  const int H = model_.config.hidden_size, KV = model_.config.kv_dim();
+  for (size_t p = 0; p < c.size(); ++p) {
+    for (int hd = 0; hd < model_.config.num_heads; ++hd) num::rope_apply(c[p].q.data() + hd * kHeadDim, pos_ + int(p), rope_);
+    for (int g = 0; g < model_.config.num_kv_heads; ++g) num::rope_apply(c[p].k.data() + g * kHeadDim, pos_ + int(p), rope_);
+  }
+  cpu(CpuStep::Rope, uint64_t(H) + uint64_t(KV), 0, c.size());
   for (size_t p = 0; p < c.size(); ++p) {
     emit(probe, l, "q_rope", c[p].q.data(), H, pos_ + int(p));
-    emit(probe, l, "k_rope", c[p].k.data(), H, pos_ + int(p));
-    emit(probe, l, "v", c[p].v.data(), H, pos_ + int(p));
+    emit(probe, l, "k_rope", c[p].k.data(), KV, pos_ + int(p));
+    emit(probe, l, "v", c[p].v.data(), KV, pos_ + int(p));
   }
 }
 
 uint64_t TokenLoop::append_chunk_kv(int l, Chunk& c) {
-  const int heads = model_.config.num_heads;
+  const auto& mc = model_.config;
   uint64_t kv = 0;
   for (size_t p = 0; p < c.size(); ++p)
-    for (int hd = 0; hd < heads; ++hd) kv += append_kv(l, hd, pos_ + int(p), c[p]);
+    for (int g = 0; g < mc.num_kv_heads; ++g) kv += append_kv(l, g, pos_ + int(p), c[p]);
   // The heads' quantization (q's included; INT4: one more pass over q, K's channel scales
-  // folded in) and their stores over the chunk: per position its K/V rows and headers + q.
-  const uint64_t per_position = kv / c.size() + uint64_t(heads) * model::kAttentionHeaderQBytes;
-  cpu(CpuStep::QuantizeHeads, (int4() || tip() ? 4 : 3) * uint64_t(model_.config.hidden_size), per_position, c.size());
+  // folded in) and their stores over the chunk: per position its K/V heads' rows and its
+  // query heads' headers + q.
+  const uint64_t per_position = kv / c.size() + uint64_t(mc.num_heads) * model::kAttentionHeaderQBytes;
+  const uint64_t values = (int4() || tip() ? 2 : 1) * uint64_t(mc.hidden_size) + 2 * uint64_t(mc.kv_dim());
+  cpu(CpuStep::QuantizeHeads, values, per_position, c.size());
   return kv;
 }
 
-// One head's K and V of position pos quantized with the fixed scales (INT4: the bank's
+// One K/V head's K and V of position pos quantized with the fixed scales (INT4: the bank's
 // channel scales and V's group scales) and appended to the cache at pos.
 uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
-  const int heads = model_.config.num_heads;
+  const int heads = model_.config.num_kv_heads;
   if (tip()) {
     // The new row at KVQ8, written into its region's slot at its position's call (after the
     // placement that precedes it: tip_place_and_write).
@@ -568,7 +573,7 @@ uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
 // other); then pos's KVQ8 row goes into its region's slot. The re-encoding is charged as the
 // K/V quantization it is (quantize_heads: per value, and the bytes stored).
 uint64_t TokenLoop::tip_place_and_write(int l, int pos, StepBuffers& b) {
-  const int heads = model_.config.num_heads, R = options_.tip.region;
+  const int heads = model_.config.num_kv_heads, R = options_.tip.region;  // per K/V head
   const size_t row8 = 2 * size_t(kHeadDim);
   uint64_t written = 0, values = 0;
   std::vector<uint8_t> rows;
@@ -622,6 +627,8 @@ void TokenLoop::q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, mo
 uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneHeads& work) {
   const int heads = model_.config.num_heads, T = pos + 1;
   const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
+  // Grouped-query attention: query head hd reads K/V head g's bank, scales and rows.
+  const int kv_heads = model_.config.num_kv_heads, g = model_.config.kv_head(hd);
   model::AttentionHeadHeader hdr;
   hdr.T = uint32_t(T);
   hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
@@ -631,27 +638,27 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
   if (tip()) {
     // q with K's channel scales folded in, as for INT4 (docs/tip.md "Tiers and their rows");
     // the tags behind q; the bank, then each region's rows at its tier (docs/tip.md "Stream").
-    q_per_channel(b.q.data() + hd * kHeadDim, tip_banks_[size_t(l) * heads + hd].k.sk.data(), b.qq.data(), &hdr);
+    q_per_channel(b.q.data() + hd * kHeadDim, tip_banks_[size_t(l) * kv_heads + g].k.sk.data(), b.qq.data(), &hdr);
     hdr.online = hdr.tip = true;
     hdr.outliers = uint32_t(options_.tip.lanes);
     hdr.region_log2 = uint32_t(__builtin_ctz(unsigned(options_.tip.region)));  // a power of two (validated)
-    tiers = tip_cache_->tiers(l, hd, T);
+    tiers = tip_cache_->tiers(l, g, T);
     const int regions = int(tiers.size());
     w.header_bytes = uint32_t(model::kAttentionHeaderQBytes + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
     w.result_bytes = uint32_t(model::kAttentionResultBytes + uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes);
     w.interleaved = true;
-    w.segments.push_back({map_.k_area(l, hd) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes))});
-    for (const TipCache::Segment& sg : tip_cache_->segments(l, hd, T)) w.segments.push_back({sg.addr, sg.bytes});
+    w.segments.push_back({map_.k_area(l, g) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes))});
+    for (const TipCache::Segment& sg : tip_cache_->segments(l, g, T)) w.segments.push_back({sg.addr, sg.bytes});
   } else if (int4()) {
-    q_per_channel(b.q.data() + hd * kHeadDim, banks_[size_t(l) * heads + hd].sk.data(), b.qq.data(), &hdr);
+    q_per_channel(b.q.data() + hd * kHeadDim, banks_[size_t(l) * kv_heads + g].sk.data(), b.qq.data(), &hdr);
     hdr.online = hdr.int4 = true;
     hdr.outliers = uint32_t(options_.kv_outlier_channels);
     const model::KvStorage& st = map_.kv_storage();
-    w.k_addr = map_.k_area(l, hd);
+    w.k_addr = map_.k_area(l, g);
     w.interleaved = true;
     w.stream_bytes = uint32_t(st.bank + uint64_t(T) * st.per_position());
   } else {
-    const float sk = scales_.k_scale(l, hd, heads);
+    const float sk = scales_.k_scale(l, g, kv_heads);
     const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
     const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
     t_->multiplier_lowered += mul.lowered > 0;
@@ -659,7 +666,7 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     hdr.shift = uint32_t(mul.shift);
     hdr.legacy = options_.legacy_attention;
     hdr.online = online();
-    w = {map_.head_buffer(lane, slot), map_.k_area(l, hd), map_.v_area(l, hd), uint32_t(T * kHeadDim), online()};
+    w = {map_.head_buffer(lane, slot), map_.k_area(l, g), map_.v_area(l, g), uint32_t(T * kHeadDim), online()};
   }
   uint8_t buf[model::kAttentionHeaderQBytes + size_t(model::tip_tag_beats(model::kTipMaxRegions)) * model::kBeatBytes] = {};
   model::write_attention_header(hdr, buf);
@@ -689,7 +696,7 @@ void TokenLoop::attention_call(int l, int pos, const LaneHeads& work, uint64_t w
 // CPU: each head's attention output from the unit's results, into o (after each call: the
 // next position's call overwrites the result buffer).
 void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuffers& b, const model::Probe& probe) {
-  const int heads = model_.config.num_heads;
+  const int kv_heads = model_.config.num_kv_heads;  // query head hd's K/V head: kv_head(hd)
   uint64_t masses = 0;
   for (int lane = 0; lane < kLanes; ++lane) {
     if (work[lane].empty()) continue;
@@ -707,16 +714,17 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
           const uint8_t* f = beats + size_t(g / 4) * model::kBeatBytes + size_t(g % 4) * 2;
           a[size_t(g)] = uint32_t(f[0]) | uint32_t(f[1]) << 8;
         }
-        tip_cache_->add_masses(l, hd, a);
+        tip_cache_->add_masses(l, model_.config.kv_head(hd), a);  // the group's K/V head's counters
         masses += uint64_t(regions);
       }
       if (int4() || tip())  // normalized on the PL, V's scales in the rows: s_v = 1
         num::attention_finish_online(r, 1.0f, kHeadDim, b.o.data() + hd * kHeadDim);
       else if (online())  // normalized on the PL (Q15.16)
-        num::attention_finish_online(r, scales_.v_scale(l, hd, heads), kHeadDim, b.o.data() + hd * kHeadDim);
+        num::attention_finish_online(r, scales_.v_scale(l, model_.config.kv_head(hd), kv_heads), kHeadDim,
+                                     b.o.data() + hd * kHeadDim);
       else
-        num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, hd, heads), kHeadDim,
-                              b.o.data() + hd * kHeadDim);
+        num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, model_.config.kv_head(hd), kv_heads),
+                              kHeadDim, b.o.data() + hd * kHeadDim);
     }
   }
   // TIP: one more element per region mass added to its counters.
@@ -729,7 +737,7 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
 void TokenLoop::projection_residual(int l, const MatmulGroup& g, float w_scale, const char* acc_name,
                                     const std::vector<float>& s, Chunk& c, const model::Probe& probe) {
   const int H = model_.config.hidden_size;
-  grouped_projection(l, g, H, {{acc_name, w_scale, &StepBuffers::d}}, s, c, probe);
+  grouped_projection(l, g, {{acc_name, w_scale, &StepBuffers::d, H}}, s, c, probe);
   for (StepBuffers& b : c) num::add_inplace(b.h.data(), b.d.data(), H);
   cpu(CpuStep::Residual, H, 0, c.size());
 }

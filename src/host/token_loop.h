@@ -148,12 +148,13 @@ class TokenLoop {
     const char* acc_name;  // the probe's name of its accumulators
     float w_scale;
     Vec out;               // its dequantized rows
+    int rows;              // its matrix's rows (k and v: num_kv_heads x 96)
   };
-  void grouped_projection(int layer, const MatmulGroup& g, int rows, std::initializer_list<ProjectionPart> parts,
+  void grouped_projection(int layer, const MatmulGroup& g, std::initializer_list<ProjectionPart> parts,
                           const std::vector<float>& x_scale, Chunk& c, const model::Probe& probe);
   void rope_q_and_k(int layer, Chunk& c, const model::Probe& probe);
-  // Every position's K and V rows of every head appended to the cache; the CPU's cost of the
-  // heads' quantization (q's too) over the chunk. Returns the bytes written per position.
+  // Every position's K and V rows of every K/V head appended to the cache; the CPU's cost of
+  // the heads' quantization (q's too) over the chunk. Returns the bytes written.
   uint64_t append_chunk_kv(int layer, Chunk& c);
   uint64_t append_kv(int layer, int head, int pos, StepBuffers& b);
   // TIP (docs/tip.md): before position pos's attention call, per head the region leaving the
@@ -190,8 +191,8 @@ class TokenLoop {
   std::vector<uint8_t> scratch_;
   std::vector<int32_t> partial_;  // per-call: one segment's partial sums
   StepObserver* observer_ = nullptr;
-  std::vector<model::KvInt4Bank> banks_;  // kv.format = int4: per (layer, head)
-  std::vector<model::TipBank> tip_banks_;  // kv.format = tip: per (layer, head)
+  std::vector<model::KvInt4Bank> banks_;  // kv.format = int4: per (layer, K/V head)
+  std::vector<model::TipBank> tip_banks_;  // kv.format = tip: per (layer, K/V head)
   std::unique_ptr<TipCache> tip_cache_;    // kv.format = tip: region tables and slots
   int token_ = 0, layer_ = -1;  // the token id and layer being run (for the observer)
   uint64_t begin_ps_ = 0;       // the step's (chunk's) start

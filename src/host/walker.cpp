@@ -104,9 +104,10 @@ WalkerResources walker_resources(const WalkerConfig& c, const model::ModelConfig
   // The sequencer: descriptor fetch (a FIFO of one BRAM36), the DMA register master, the
   // header and x writer, the start/done registers.
   r.rows.push_back({"sequencer", 0, 0, 2500, 1});
-  // The activation buffers, float or int32: h, a, q|k|v, o, gate|up, a matmul group's sums.
-  const uint64_t H = uint64_t(m.hidden_size), F = uint64_t(m.intermediate_size);
-  const uint64_t words = H + std::max(H, F) + 3 * H + H + 2 * F + std::max(3 * H, 2 * F);
+  // The activation buffers, float or int32: h, a, q|k|v, o, gate|up, a matmul group's sums
+  // (k and v: num_kv_heads x 96 each).
+  const uint64_t H = uint64_t(m.hidden_size), F = uint64_t(m.intermediate_size), QKV = H + 2 * uint64_t(m.kv_dim());
+  const uint64_t words = H + std::max(H, F) + QKV + H + 2 * F + std::max(QKV, 2 * F);
   r.rows.push_back({"activation buffers", 0, 0, 300, int((4 * words + kBramBytes - 1) / kBramBytes)});
   for (const auto& row : r.rows) {
     r.dsp += row.dsp;

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -78,7 +79,10 @@ void check_dma_reach(const ModelConfig& c, const std::string& source) {
       fail(source, key,
            fmt::format("{} is over {}, the longest row the matmul engine takes (CIRCUITS.md 2)", value, kMaxRowLength));
   constexpr uint64_t kReach = uint64_t(1) << 32;
-  const ImageSize img = packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size);
+  // k_proj and v_proj rows; the heads are checked after this (kv heads <= heads bounds it).
+  const int kv_rows = c.hidden_size / c.num_heads * std::min(c.num_kv_heads, c.num_heads);
+  const ImageSize img =
+      packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size, std::max(1, kv_rows));
   const double gib = 1024.0 * 1024.0 * 1024.0;
   if (img.layer_bytes > kReach)
     fail(source,
@@ -109,9 +113,12 @@ void check_heads(const ModelConfig& c, const std::string& source) {
          fmt::format("head_dim = hidden_size / num_attention_heads = {} / {} = {}, but the board's "
                      "attention unit is built for head_dim {}",
                      c.hidden_size, c.num_heads, c.head_dim(), ModelConfig::kBoardHeadDim));
-  if (c.num_kv_heads != c.num_heads)
+  // Grouped-query attention (HF repeat_kv): each K/V head serves num_attention_heads /
+  // num_key_value_heads query heads, so the count must divide the query heads.
+  if (c.num_heads % c.num_kv_heads != 0)
     fail(source, "num_key_value_heads",
-         fmt::format("{} differs from num_attention_heads {}: the board has no grouped-query sharing",
+         fmt::format("{} does not divide num_attention_heads {}: grouped-query attention shares each K/V head "
+                     "among a whole number of query heads",
                      c.num_kv_heads, c.num_heads));
 }
 
@@ -139,6 +146,21 @@ ModelConfig ModelConfig::tiny() {
   // The same architecture, positions and token ids as bitnet-large, smaller; no pad token id 32000.
   return {.hidden_size = 192, .intermediate_size = 512, .num_layers = 2, .num_heads = 2, .num_kv_heads = 2,
           .vocab_size = 512, .max_position_embeddings = bitnet_large().max_position_embeddings, .pad_token_id = 0};
+}
+
+ModelConfig ModelConfig::tiny_gqa() {
+  // 4 query heads of the board's head_dim 96 need hidden 384 (tiny's 192 would give head_dim 48).
+  ModelConfig c = tiny();
+  c.hidden_size = 4 * kBoardHeadDim;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  return c;
+}
+
+ModelConfig ModelConfig::bitnet_large_gqa4() {
+  ModelConfig c = bitnet_large();
+  c.num_kv_heads = 4;
+  return c;
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source) {
@@ -254,8 +276,10 @@ void ModelConfig::validate(const std::string& source) const {
 }
 
 std::string ModelConfig::shape_string() const {
-  return fmt::format("hidden {}, FFN {}, {} layers, {} heads x {}, vocab {}", hidden_size,
-                     intermediate_size, num_layers, num_heads, num_heads > 0 ? head_dim() : 0,
+  const std::string kv =
+      num_kv_heads != num_heads ? fmt::format(" ({} K/V heads)", num_kv_heads) : std::string();
+  return fmt::format("hidden {}, FFN {}, {} layers, {} heads x {}{}, vocab {}", hidden_size,
+                     intermediate_size, num_layers, num_heads, num_heads > 0 ? head_dim() : 0, kv,
                      vocab_size);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // ModelConfig: the shape of a BitNet b1.58 checkpoint (the keys of its config.json, MODEL.md
 // "Shape"), and the checks that say whether the board can run it. The board's attention unit
-// is built for head_dim 96 and plain multi-head attention, lm_head is tied to embed_tokens,
+// is built for head_dim 96; num_key_value_heads must divide num_attention_heads (grouped-query
+// attention, HF repeat_kv: query head h reads K/V head h / group()); lm_head is tied to embed_tokens,
 // and RoPE is unscaled; a config that needs anything else is rejected with a bitsim::Error
 // naming the file and the key.
 #include <filesystem>
@@ -25,12 +26,21 @@ struct ModelConfig {
   static constexpr int kBoardHeadDim = kHeadDim;  // model/board_shape.h
 
   int head_dim() const { return hidden_size / num_heads; }
+  // Query heads per K/V head (1: multi-head attention), and the K/V head query head h reads.
+  int group() const { return num_heads / num_kv_heads; }
+  int kv_head(int h) const { return h / group(); }
+  // Rows of k_proj and of v_proj: num_key_value_heads x head_dim (MODEL.md / HF layout).
+  int kv_dim() const { return num_kv_heads * head_dim(); }
 
   // MODEL.md values of 1bitLLM/bitnet_b1_58-large.
   static ModelConfig bitnet_large();
   // A small model in the same layout for fast tests: hidden 192, 2 heads x 96 (2 kv heads),
   // FFN 512, 2 layers, vocab 512, max_pos 2048, bos 1 / eos 2 / pad 0.
   static ModelConfig tiny();
+  // Grouped-query siblings: tiny with 4 query heads and 2 K/V heads (hidden 384, so that
+  // head_dim stays the board's 96), and bitnet-large with 16 query heads and 4 K/V heads.
+  static ModelConfig tiny_gqa();
+  static ModelConfig bitnet_large_gqa4();
 
   // Parses a checkpoint's config.json object. Required keys: hidden_size, intermediate_size,
   // num_hidden_layers, num_attention_heads, vocab_size, rms_norm_eps, max_position_embeddings.
@@ -52,7 +62,8 @@ struct ModelConfig {
   // Throws bitsim::Error naming `source` and the config.json key at fault.
   void validate(const std::string& source) const;
 
-  // e.g. "hidden 1536, FFN 4096, 24 layers, 16 heads x 96, vocab 32002"
+  // e.g. "hidden 1536, FFN 4096, 24 layers, 16 heads x 96, vocab 32002"; with grouped-query
+  // attention "... 16 heads x 96 (4 K/V heads), ..."
   std::string shape_string() const;
 
   bool operator==(const ModelConfig&) const = default;

@@ -177,8 +177,8 @@ TernaryModel model_from_image(const ModelConfig& c, const std::string& source, s
     L.post_attn_norm = read.floats(H);
     L.ffn_norm = read.floats(F);
     L.q = read.ternary(c.hidden_size, c.hidden_size);
-    L.k = read.ternary(c.hidden_size, c.hidden_size);
-    L.v = read.ternary(c.hidden_size, c.hidden_size);
+    L.k = read.ternary(c.kv_dim(), c.hidden_size);
+    L.v = read.ternary(c.kv_dim(), c.hidden_size);
     L.o = read.ternary(c.hidden_size, c.hidden_size);
     L.gate = read.ternary(c.intermediate_size, c.hidden_size);
     L.up = read.ternary(c.intermediate_size, c.hidden_size);

@@ -38,8 +38,8 @@ TernaryMatrix read_ternary(const TensorSource& src, const std::string& name, int
 
 uint64_t TernaryModel::parameter_count() const {
   const auto& c = config;
-  const uint64_t h = c.hidden_size, f = c.intermediate_size;
-  const uint64_t per_layer = 4 * h * h + 3 * h * f + 3 * h + f;
+  const uint64_t h = c.hidden_size, f = c.intermediate_size, kv = uint64_t(c.kv_dim());
+  const uint64_t per_layer = 2 * h * h + 2 * kv * h + 3 * h * f + 3 * h + f;
   return uint64_t(c.vocab_size) * h + c.num_layers * per_layer + h;
 }
 
@@ -70,7 +70,7 @@ std::unique_ptr<TensorSource> open_model_source(const std::string& spec) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(folder, ec)))
     throw Error(fmt::format("model folder '{}' does not exist (use synthetic:bitnet-large, "
-                            "synthetic:tiny, or a folder with config.json and model.safetensors)",
+                            "synthetic:tiny, synthetic:tiny-gqa, synthetic:bitnet-large-gqa4, or a folder with config.json and model.safetensors)",
                             spec));
   io::check_input_folder(folder, "model");
   return std::make_unique<CheckpointSource>(folder);
@@ -86,7 +86,7 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
   m.config = src.config();
   m.source = src.describe();
   const auto& c = m.config;
-  const int h = c.hidden_size, f = c.intermediate_size;
+  const int h = c.hidden_size, f = c.intermediate_size, kv = c.kv_dim();
   m.layers.resize(c.num_layers);
 
   // Every tensor is an independent job; jobs write disjoint fields, so any number of
@@ -108,8 +108,8 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
       L.ffn_norm = read_vector(src, p + "mlp.ffn_layernorm.weight", f);
     });
     jobs.push_back([&, p](std::vector<float>& w) { L.q = read_ternary(src, p + "self_attn.q_proj.weight", h, h, w); });
-    jobs.push_back([&, p](std::vector<float>& w) { L.k = read_ternary(src, p + "self_attn.k_proj.weight", h, h, w); });
-    jobs.push_back([&, p](std::vector<float>& w) { L.v = read_ternary(src, p + "self_attn.v_proj.weight", h, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.k = read_ternary(src, p + "self_attn.k_proj.weight", kv, h, w); });
+    jobs.push_back([&, p](std::vector<float>& w) { L.v = read_ternary(src, p + "self_attn.v_proj.weight", kv, h, w); });
     jobs.push_back([&, p](std::vector<float>& w) { L.o = read_ternary(src, p + "self_attn.o_proj.weight", h, h, w); });
     jobs.push_back([&, p](std::vector<float>& w) { L.gate = read_ternary(src, p + "mlp.gate_proj.weight", f, h, w); });
     jobs.push_back([&, p](std::vector<float>& w) { L.up = read_ternary(src, p + "mlp.up_proj.weight", f, h, w); });
@@ -162,7 +162,8 @@ TernaryModel shape_only_model(const ModelConfig& c) {
     L.inner_attn_norm.assign(size_t(h), 1.0f);
     L.post_attn_norm.assign(size_t(h), 1.0f);
     L.ffn_norm.assign(size_t(f), 1.0f);
-    L.q = L.k = L.v = L.o = shape(h, h);
+    L.q = L.o = shape(h, h);
+    L.k = L.v = shape(c.kv_dim(), h);
     L.gate = L.up = shape(f, h);
     L.down = shape(h, f);
   }

@@ -403,16 +403,17 @@ DecodeResult decode_stream(const uint8_t* data, size_t bytes) {
   return res;
 }
 
-ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab) {
+ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab, int kv_rows) {
   check_n(hidden, "packed_image_size: hidden");
   check_n(ffn, "packed_image_size: ffn");
-  if (layers < 0 || vocab < 1)
-    throw Error(fmt::format("packed_image_size: bad shape (layers {}, vocab {})", layers, vocab));
-  const uint64_t h = uint64_t(hidden), f = uint64_t(ffn);
+  if (layers < 0 || vocab < 1 || kv_rows < 1 || kv_rows > hidden)
+    throw Error(fmt::format("packed_image_size: bad shape (layers {}, vocab {}, K/V rows {})", layers, vocab, kv_rows));
+  const uint64_t h = uint64_t(hidden), f = uint64_t(ffn), kv = uint64_t(kv_rows);
   const uint64_t row_h = packed_row_bytes(hidden);  // a row of hidden inputs
   const uint64_t row_f = packed_row_bytes(ffn);     // a row of ffn inputs (down_proj)
   ImageSize s{};
-  s.layer_bytes = 4 * h * row_h    // q, k, v, o: hidden rows of hidden
+  s.layer_bytes = 2 * h * row_h    // q, o: hidden rows of hidden
+                  + 2 * kv * row_h // k, v: num_kv_heads x head_dim rows of hidden
                   + 2 * f * row_h  // gate, up: ffn rows of hidden
                   + h * row_f;     // down: hidden rows of ffn
   s.lm_head_bytes = uint64_t(vocab) * row_h;

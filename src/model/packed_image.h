@@ -178,10 +178,12 @@ int per_call_rows(uint64_t bytes, int L);
 // lm_head included (no headers, no x). Splitting a matrix's rows between the two lanes
 // does not change the total: rows are packed independently.
 struct ImageSize {
-  uint64_t layer_bytes;    // one layer: q,k,v,o + gate,up + down
+  uint64_t layer_bytes;    // one layer: q,o + k,v (kv_rows each) + gate,up + down
   uint64_t lm_head_bytes;  // vocab rows of hidden
   uint64_t total_bytes;    // layers * layer_bytes + lm_head_bytes
 };
-ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab);
+// kv_rows: the rows of k_proj and of v_proj (ModelConfig::kv_dim(); hidden without grouped-query
+// attention), 1..hidden.
+ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab, int kv_rows);
 
 }  // namespace bitsim::model

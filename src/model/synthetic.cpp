@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/error.h"
 #include "base/file_io.h"
@@ -57,18 +58,28 @@ void gen_norm(uint64_t key, int64_t begin, int64_t count, float* dst) {
   }
 }
 
+constexpr Shape kShapes[] = {Shape::BitnetLarge, Shape::Tiny, Shape::TinyGqa, Shape::BitnetLargeGqa4};
+
 }  // namespace
 
+std::vector<std::string> shape_names() {
+  std::vector<std::string> names;
+  for (Shape shape : kShapes) names.emplace_back(shape_name(shape));
+  return names;
+}
+
 Shape parse_shape(const std::string& s) {
-  if (s == "bitnet-large") return Shape::BitnetLarge;
-  if (s == "tiny") return Shape::Tiny;
-  throw Error(fmt::format("unknown model shape '{}' (valid: bitnet-large, tiny)", s));
+  for (Shape shape : kShapes)
+    if (s == shape_name(shape)) return shape;
+  throw Error(fmt::format("unknown model shape '{}' (valid: {})", s, fmt::join(shape_names(), ", ")));
 }
 
 const char* shape_name(Shape s) {
   switch (s) {
     case Shape::BitnetLarge: return "bitnet-large";
     case Shape::Tiny: return "tiny";
+    case Shape::TinyGqa: return "tiny-gqa";
+    case Shape::BitnetLargeGqa4: return "bitnet-large-gqa4";
   }
   return "?";
 }
@@ -77,6 +88,8 @@ ModelConfig config_for(Shape s) {
   switch (s) {
     case Shape::BitnetLarge: return ModelConfig::bitnet_large();
     case Shape::Tiny: return ModelConfig::tiny();
+    case Shape::TinyGqa: return ModelConfig::tiny_gqa();
+    case Shape::BitnetLargeGqa4: return ModelConfig::bitnet_large_gqa4();
   }
   throw Error("config_for: invalid Shape value");
 }

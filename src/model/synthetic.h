@@ -23,6 +23,7 @@
 // norm(h) . embed_tokens have a std of about 0.8 -- all far from any float limit, with
 // attention scores of std ~0.25 (nearly uniform attention).
 #include <cstdint>
+#include <vector>
 #include <filesystem>
 #include <string>
 #include <unordered_map>
@@ -36,10 +37,14 @@ namespace bitsim::model {
 // (sim/startup.h). Bump it whenever the generator above changes the bits it produces.
 constexpr uint32_t kSyntheticGeneratorVersion = 1;
 
-enum class Shape { BitnetLarge, Tiny };
-Shape parse_shape(const std::string& s);  // "bitnet-large" | "tiny"; Error listing the valid names
-const char* shape_name(Shape);             // the inverse of parse_shape
-ModelConfig config_for(Shape);             // ModelConfig::bitnet_large() / ModelConfig::tiny()
+// The grouped-query shapes: tiny-gqa (ModelConfig::tiny_gqa) and bitnet-large-gqa4
+// (ModelConfig::bitnet_large_gqa4).
+enum class Shape { BitnetLarge, Tiny, TinyGqa, BitnetLargeGqa4 };
+// "bitnet-large" | "tiny" | "tiny-gqa" | "bitnet-large-gqa4"; Error listing the valid names
+Shape parse_shape(const std::string& s);
+const char* shape_name(Shape);  // the inverse of parse_shape
+std::vector<std::string> shape_names();  // every shape's name, in parse_shape's order
+ModelConfig config_for(Shape);  // ModelConfig::bitnet_large(), tiny(), tiny_gqa(), bitnet_large_gqa4()
 
 class SyntheticSource : public TensorSource {
  public:

@@ -11,7 +11,7 @@
 namespace bitsim::model {
 
 TensorList expected_tensors(const ModelConfig& c) {
-  const int64_t h = c.hidden_size, f = c.intermediate_size, v = c.vocab_size;
+  const int64_t h = c.hidden_size, f = c.intermediate_size, v = c.vocab_size, kv = c.kv_dim();
   TensorList out;
   out.reserve(2 + 11 * static_cast<size_t>(c.num_layers > 0 ? c.num_layers : 0));
   out.push_back({"model.embed_tokens.weight", {v, h}});
@@ -19,8 +19,8 @@ TensorList expected_tensors(const ModelConfig& c) {
     const std::string p = fmt::format("model.layers.{}.", n);
     out.push_back({p + "input_layernorm.weight", {h}});
     out.push_back({p + "self_attn.q_proj.weight", {h, h}});
-    out.push_back({p + "self_attn.k_proj.weight", {h, h}});
-    out.push_back({p + "self_attn.v_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, h}});  // num_kv_heads x head_dim rows
+    out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
     out.push_back({p + "self_attn.o_proj.weight", {h, h}});
     out.push_back({p + "self_attn.inner_attn_ln.weight", {h}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});

@@ -156,7 +156,7 @@ model::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& 
   h.add(kCacheVersion).add("kvscales+channels").add(identity).add(uint64_t(tokens.size()));
   h.update(tokens.data(), tokens.size() * sizeof(int));
   const std::string key = h.hex();
-  const size_t n = size_t(m.config.num_layers) * size_t(m.config.num_heads);
+  const size_t n = size_t(m.config.num_layers) * size_t(m.config.num_kv_heads);  // per (layer, K/V head)
   const size_t nch = n * size_t(model::kHeadDim);
   if (auto p = store->get("kvscales", key); p && p->bytes == 4 + n * 8 + nch * 4) {
     uint32_t count = 0;

@@ -35,7 +35,7 @@ const model::TernaryModel& shape_model() {
 
 model::KvScales any_scales(const model::ModelConfig& c) {
   model::KvScales s;
-  s.k.assign(size_t(c.num_layers) * c.num_heads, 0.05f);
+  s.k.assign(size_t(c.num_layers) * c.num_kv_heads, 0.05f);  // per (layer, K/V head)
   s.v = s.k;
   s.k_channel.assign(s.k.size() * size_t(model::kHeadDim), 0.05f * 127.0f);  // max|K_d| of the same scale
   return s;
@@ -51,9 +51,10 @@ ValidationRow row(const std::string& scenario, int T, const std::string& figure,
 }  // namespace
 
 std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& p, int first_context, int count,
-                                        std::vector<host::TransferRecord>* transfers) {
+                                        std::vector<host::TransferRecord>* transfers, const model::ModelConfig* shape) {
   sim::SimConfig cfg = sim::make_sim_config(p);
-  const auto& m = shape_model();
+  const model::TernaryModel other = shape ? model::shape_only_model(*shape) : model::TernaryModel{};
+  const auto& m = shape ? other : shape_model();
   // The KV areas hold the config's context limit, as in bitsim run (host::kv_context_limit).
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
   if (capacity > 0) cfg.memory.kv_positions = capacity;

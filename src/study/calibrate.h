@@ -53,11 +53,13 @@ struct Measured {
 };
 // The median of a set of figures (the mean of the middle two for an even count).
 double median(std::vector<double> v);
-// `count` timing-only tokens of the bitnet-large shape at contexts first_context,
-// first_context+1, ... (BOS tokens, K/V scales 0.05: timing does not depend on them); every
-// DMA transfer's start and completion appended to `transfers` when given.
+// `count` timing-only tokens of the bitnet-large shape (or of `shape` when given, e.g. a
+// grouped-query sibling) at contexts first_context, first_context+1, ... (BOS tokens, K/V
+// scales 0.05: timing does not depend on them); every DMA transfer's start and completion
+// appended to `transfers` when given.
 std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& params, int first_context, int count,
-                                        std::vector<host::TransferRecord>* transfers = nullptr);
+                                        std::vector<host::TransferRecord>* transfers = nullptr,
+                                        const model::ModelConfig* shape = nullptr);
 // Median figures over `tokens` timing-only tokens at contexts first_context, first_context+1, ...
 Measured measure_window(const sim::ParamSet& params, int first_context, int tokens);
 // Prefill (docs/prefill.md 7): a timing-only prompt of `prompt_tokens` tokens of the

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "host/mmio_program.h"
+#include "model/model_loader.h"
 #include "base/json_parse.h"
 #include "base/error.h"
 #include "base/file_io.h"
@@ -107,7 +109,12 @@ std::vector<RegressFigure> run_scenario_run(const RegressScenario& s, const sim:
 
 std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const sim::ParamSet& params) {
   std::vector<host::TransferRecord> transfers;
-  const std::vector<sim::TokenOutcome> toks = timing_tokens(params, s.context, s.tokens, &transfers);
+  // The shape of the scenario's `model` when it names one (a grouped-query sibling), else
+  // bitnet-large's.
+  std::optional<model::ModelConfig> shape;
+  if (s.field_origin.count("model")) shape = model::open_model_source(s.model)->config();
+  const std::vector<sim::TokenOutcome> toks =
+      timing_tokens(params, s.context, s.tokens, &transfers, shape ? &*shape : nullptr);
   std::vector<RegressFigure> out;
   for (size_t i = 0; i < toks.size(); ++i) add_timing(out, fmt::format("T={}", s.context + int(i)), toks[i].timing);
   add_transfers(out, transfers);
@@ -321,6 +328,9 @@ void check_regress_scenario(const RegressScenario& s, const sim::ParamSet& base)
     if (s.kind == "run") {
       field = "model";
       sim::check_board_run(run_request(s, params));
+    } else if (s.kind == "timing" && s.field_origin.count("model")) {
+      field = "model";
+      (void)model::open_model_source(s.model)->config();
     } else if (s.kind == "sweep") {
       field = "grid";
       const SweepOptions o = sweep_options(s, params);

@@ -28,7 +28,7 @@ struct RegressFigure {
 struct RegressScenario {
   std::string name;                 // also the baseline's file name (NAME.json)
   std::string kind;                 // run | timing | sweep | validate
-  std::string model = "synthetic:tiny";  // run
+  std::string model = "synthetic:tiny";  // run; timing: its shape when given (else bitnet-large)
   std::string fidelity = "fast";    // run: fast | cycle
   std::string prompt = "The capital of France is";  // run
   int tokens = 4;                   // run: generated tokens; timing, sweep: tokens per point

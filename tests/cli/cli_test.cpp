@@ -328,6 +328,31 @@ TEST(Cli, MakeModelThenInspectAndRunFromTheFolder) {
   EXPECT_EQ(run.code, 0) << run.err;
 }
 
+// Grouped-query attention from the command line: make-model --shape tiny-gqa writes 2 K/V
+// heads for 4 query heads and k_proj of 192 rows; run checks every token against the golden
+// reference from the folder; a config whose K/V heads do not divide the query heads is exit 2
+// naming the file and the key.
+TEST(Cli, MakeModelTinyGqaRunsAndABadKvHeadCountIsRefused) {
+  TempDir d;
+  const auto mk = bitsim("make-model --shape tiny-gqa --out " + d.path.string());
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  std::ifstream in(d.path / "config.json");
+  auto cfg = nlohmann::json::parse(in);
+  in.close();
+  EXPECT_EQ(cfg["num_attention_heads"], 4);
+  EXPECT_EQ(cfg["num_key_value_heads"], 2);
+  const auto run = bitsim("run --json --tokens 3 --prompt Hi --model " + d.path.string());
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const auto& t : nlohmann::json::parse(run.out)["tokens"]) EXPECT_EQ(t["logits_equal"], true);
+  cfg["num_key_value_heads"] = 3;
+  std::ofstream(d.path / "config.json") << cfg.dump(2);
+  const auto bad = bitsim("run --tokens 1 --prompt x --model " + d.path.string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, (d.path / "config.json").string())) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "num_key_value_heads")) << bad.err;
+  EXPECT_EQ(bitsim("make-model --shape tiny-gqb --out " + (d.path / "x").string()).code, 2);
+}
+
 TEST(Cli, TruncatedSafetensorsNamesTheFile) {
   TempDir d;
   ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto back = bitsim::model::ModelConfig::from_json(c.to_json(), "round trip");
     if (!(back == c)) bitsim::fuzz::fail("to_json -> from_json changed the config");
     (void)c.shape_string();
-    (void)bitsim::model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size);
+    (void)bitsim::model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size, c.kv_dim());
   });
   return 0;
 }

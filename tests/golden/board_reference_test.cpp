@@ -20,6 +20,7 @@
 #include "model/kv_format.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
+#include "support/repeat_kv.h"
 
 namespace bitsim::golden {
 namespace {
@@ -896,6 +897,93 @@ TEST(BoardReference, TipMatchesAllKvq8UntilTheFirstDemotionAndResetsItsTables) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kv.tip.lanes"), std::string::npos) << e.what();
   }
+}
+
+// ---- Grouped-query attention (docs/numerics.md "Grouped-query attention") --------------
+
+// tiny-gqa: 4 query heads of 96 sharing 2 K/V heads; its K/V scales; and its repeat_kv
+// expansion (tests/support/repeat_kv.h): the multi-head model with each K/V head copied for
+// every query head of its group, HF's reference semantics of GQA.
+const model::TernaryModel& tiny_gqa() {
+  static const model::TernaryModel m = [] {
+    model::SyntheticSource src(model::Shape::TinyGqa, 7);
+    return model::load_ternary_model(src, 2);
+  }();
+  return m;
+}
+const KvScales& tiny_gqa_scales() {
+  static const KvScales s = [] {
+    auto tok = model::make_byte_tokenizer(tiny_gqa().config.vocab_size);
+    return calibrate_kv_scales(tiny_gqa(), calibration_tokens(*tok, tiny_gqa().config.bos_token_id));
+  }();
+  return s;
+}
+
+TEST(BoardReferenceGqa, ScalesArePerKvHeadAndThoseOfTheExpansion) {
+  const auto& c = tiny_gqa().config;
+  const KvScales& s = tiny_gqa_scales();
+  ASSERT_EQ(s.k.size(), size_t(c.num_layers * c.num_kv_heads));
+  ASSERT_EQ(s.k_channel.size(), s.k.size() * kHeadDim);
+  const model::TernaryModel full = testing::repeat_kv(tiny_gqa());
+  auto tok = model::make_byte_tokenizer(c.vocab_size);
+  const KvScales e = calibrate_kv_scales(full, calibration_tokens(*tok, c.bos_token_id));
+  const KvScales r = testing::repeat_kv(s, c);
+  ASSERT_EQ(e.k.size(), r.k.size());
+  EXPECT_EQ(0, std::memcmp(e.k.data(), r.k.data(), e.k.size() * 4));
+  EXPECT_EQ(0, std::memcmp(e.v.data(), r.v.data(), e.v.size() * 4));
+  EXPECT_EQ(0, std::memcmp(e.k_channel.data(), r.k_channel.data(), e.k_channel.size() * 4));
+  EXPECT_NE(s.k[0], s.k[1]);  // the two K/V heads differ
+}
+
+// Every attention variant and KV format: the GQA model gives its repeat_kv expansion's logits
+// bit for bit (TIP too while no region has left the recent window: past that a K/V head's
+// region counters sum its group's masses, which the expansion keeps per query head), and the
+// cache holds one row per K/V head, the row every query head of the group read.
+TEST(BoardReferenceGqa, EqualsItsRepeatKvExpansionBitForBit) {
+  const model::TernaryModel full = testing::repeat_kv(tiny_gqa());
+  const KvScales full_scales = testing::repeat_kv(tiny_gqa_scales(), tiny_gqa().config);
+  const BoardReferenceOptions online{.attention_variant = model::AttentionVariant::OnlineSoftmax};
+  BoardReferenceOptions legacy{.legacy_attention = true}, int4 = online, lanes = online, tip = online;
+  int4.kv_format = lanes.kv_format = model::KvFormat::Int4;
+  lanes.kv_outlier_channels = 4;
+  tip.kv_format = model::KvFormat::Tip;
+  const std::vector<int> toks{1, 87, 104, 101, 32, 99, 97, 112, 44, 32, 116, 104};
+  for (const BoardReferenceOptions& o : {BoardReferenceOptions{}, legacy, online, int4, lanes, tip}) {
+    BoardReference a(tiny_gqa(), tiny_gqa_scales(), o), b(full, full_scales, o);
+    for (size_t i = 0; i < toks.size(); ++i) {
+      const auto x = a.step(toks[i]), y = b.step(toks[i]);
+      ASSERT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)))
+          << "kv format " << int(o.kv_format) << ", variant " << int(o.attention_variant) << ", position " << i;
+    }
+    if (o.kv_format != model::KvFormat::Int8) continue;
+    for (int h = 0; h < 4; ++h)  // query head h's rows in the expansion are K/V head h / 2's
+      EXPECT_EQ(0, std::memcmp(a.k_rows(1, h / 2), b.k_rows(1, h), toks.size() * kHeadDim)) << h;
+    EXPECT_NE(0, std::memcmp(a.k_rows(1, 0), a.k_rows(1, 1), toks.size() * kHeadDim));
+  }
+}
+
+// Past the recent window TIP's placement runs on the K/V heads' tables (which the group's
+// queries fill): the logits stay finite and close to the all-KVQ8 cache's, and a chunk is its
+// positions one at a time.
+TEST(BoardReferenceGqa, TipPlacesRegionsPerKvHeadAndAChunkIsItsPositions) {
+  BoardReferenceOptions tip{.attention_variant = model::AttentionVariant::OnlineSoftmax};
+  tip.kv_format = model::KvFormat::Tip;
+  tip.tip = {.region = 16, .sink = 16, .recent = 32, .kvq8_regions = 1, .lane_regions = 1, .lanes = 4};
+  BoardReference a(tiny_gqa(), tiny_gqa_scales(), tip), b(tiny_gqa(), tiny_gqa_scales(), tip);
+  for (int i = 0; i < 96; ++i) (void)a.step(3 + (i * 7) % 200);
+  // Regions 1..3 have left the recent window (64..95); one KVQ8 region is the budget.
+  for (int g = 0; g < 2; ++g) {
+    int kvq8 = 0;
+    for (int r = 1; r <= 3; ++r) kvq8 += a.tip_regions(1, g).tier(r) == model::TipTier::Kvq8;
+    EXPECT_EQ(kvq8, 1) << "K/V head " << g;
+  }
+  std::vector<int> toks;
+  for (int i = 0; i < 60; ++i) toks.push_back(3 + (i * 7) % 200);  // region 1 leaves at 47
+  const auto chunked = b.chunk(toks, false);
+  a.reset();
+  std::vector<float> last_a;
+  for (int t : toks) last_a = a.step(t);
+  EXPECT_EQ(0, std::memcmp(last_a.data(), chunked.back().data(), last_a.size() * sizeof(float)));
 }
 
 }  // namespace

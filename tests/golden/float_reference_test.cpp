@@ -11,6 +11,7 @@
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "sim/sampler.h"
+#include "support/repeat_kv.h"
 
 namespace bitsim::golden {
 namespace {
@@ -92,6 +93,55 @@ TEST(BoardVsFloat, TinyAgreementOver64Tokens) {
   // bounds leave a factor of ~3. Only near-ties may flip the argmax: at least 80% agree.
   EXPECT_LT(mean, 0.10);
   EXPECT_LT(worst, 0.20);
+  EXPECT_GE(agree, steps * 4 / 5);
+}
+
+// Grouped-query attention (HF repeat_kv): tiny-gqa's float logits are its repeat_kv
+// expansion's (each K/V head's rows copied for every query head of its group) to float
+// rounding, and differ from those of the same model read with the heads paired otherwise (query
+// head h on K/V head h % 2 instead of h / 2).
+TEST(FloatReference, GroupedQueryIsRepeatKv) {
+  model::SyntheticSource src(model::Shape::TinyGqa, 11);
+  const model::TernaryModel gqa = model::load_ternary_model(src, 2);
+  const model::TernaryModel full = testing::repeat_kv(gqa);
+  model::TernaryModel paired_otherwise = full;
+  for (auto& L : paired_otherwise.layers)  // heads 1 and 2 swap their K/V copies: h % 2
+    for (model::TernaryMatrix* w : {&L.k, &L.v}) {
+      std::vector<int8_t> t(w->trits.begin(), w->trits.end());
+      std::swap_ranges(t.begin() + 96 * w->cols, t.begin() + 192 * w->cols, t.begin() + 192 * w->cols);
+      w->trits = std::move(t);
+    }
+  FloatReference a(gqa), b(full), c(paired_otherwise);
+  double worst = 0, other = 0;
+  for (int t : {1, 70, 80, 90, 100, 110}) {
+    const auto la = a.step(t), lb = b.step(t), lc = c.step(t);
+    worst = std::max(worst, rel_error(la, lb));
+    other = std::max(other, rel_error(la, lc));
+  }
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_GT(other, 1e-3);
+}
+
+// The board's arithmetic against the float reference on tiny-gqa: the same bounds as tiny's.
+TEST(BoardVsFloat, TinyGqaAgreementOver32Tokens) {
+  model::SyntheticSource src(model::Shape::TinyGqa, 11);
+  const model::TernaryModel m = model::load_ternary_model(src, 2);
+  auto tok = model::make_byte_tokenizer(m.config.vocab_size);
+  BoardReference board(m, calibrate_kv_scales(m, calibration_tokens(*tok, m.config.bos_token_id)));
+  FloatReference fl(m, {.ternary_lm_head = true});
+  int agree = 0, next = m.config.bos_token_id;
+  double mean = 0;
+  const int steps = 32;
+  for (int i = 0; i < steps; ++i) {
+    const auto lb = board.step(next);
+    const auto lf = fl.step(next);
+    agree += sim::Sampler::argmax(lb) == sim::Sampler::argmax(lf);
+    mean += rel_error(lb, lf) / steps;
+    next = sim::Sampler::argmax(lb);
+  }
+  std::cout << "[golden] tiny-gqa, 32 tokens: board vs float top-1 " << agree << "/" << steps
+            << ", relative logit error mean " << mean << "\n";
+  EXPECT_LT(mean, 0.10);
   EXPECT_GE(agree, steps * 4 / 5);
 }
 

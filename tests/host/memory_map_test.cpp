@@ -142,5 +142,39 @@ TEST(MemoryMap, KvContextLimitFollowsTheFormat) {
   EXPECT_EQ(kv_context_limit(bl, i8), 0);
 }
 
+// Grouped-query attention: the qkv group has q's 1536 rows and k's and v's 4 x 96 each; the
+// KV cache one area per (layer, K/V head), so its bytes fall by the group size (4) in every
+// KV format, and the context that fits the CMA grows (int8 stays at the unit's 512).
+TEST(MemoryMap, GroupedQueryKvAreasPerKvHead) {
+  const auto mha = model::ModelConfig::bitnet_large(), gqa = model::ModelConfig::bitnet_large_gqa4();
+  const MemoryMap m(gqa, roomy());
+  EXPECT_EQ(m.qkv(0).rows, 1536 + 2 * 384);
+  EXPECT_EQ(m.qkv(0).calls[0].lane[0].rows + m.qkv(0).calls[0].lane[1].rows, 2304);
+  auto kv_bytes = [](const MemoryMap& map) {
+    for (const auto& r : map.regions())
+      if (r.name == "kv cache") return r.bytes;
+    return uint64_t(0);
+  };
+  for (const auto format : {model::KvFormat::Int8, model::KvFormat::Int4, model::KvFormat::Tip}) {
+    MemoryMapConfig c = roomy();
+    c.kv_interleaved = true;
+    c.kv_format = format;
+    const MemoryMap a(mha, c), b(gqa, c);
+    EXPECT_EQ(kv_bytes(a), 4 * kv_bytes(b)) << int(format);  // 384 areas against 96
+    EXPECT_EQ(b.k_area(1, 0), b.k_area(0, 3) + (b.k_area(0, 1) - b.k_area(0, 0)));  // layer 1 after 4 K/V heads
+    EXPECT_LT(b.used_bytes(), a.used_bytes());
+  }
+  MemoryMapConfig i8, i4;
+  i8.kv_interleaved = i4.kv_interleaved = true;
+  i4.kv_format = model::KvFormat::Int4;
+  EXPECT_EQ(kv_context_limit(gqa, i8), 512);    // the unit's T range binds
+  EXPECT_EQ(kv_context_limit(gqa, i4), 2048);   // 1,319 with 16 K/V heads
+  // 140 MiB: bitnet-large's image alone (141.3 MiB) does not fit; with 4 K/V heads k_proj and
+  // v_proj are 2 x 1152 x 312 bytes a layer smaller (16.5 MiB in all) and positions fit.
+  i8.cma_bytes = 140ull << 20;
+  EXPECT_EQ(kv_context_limit(mha, i8), 0);
+  EXPECT_GT(kv_context_limit(gqa, i8), 0);
+}
+
 }  // namespace
 }  // namespace bitsim::host

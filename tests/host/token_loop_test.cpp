@@ -51,10 +51,11 @@ TokenLoopOptions options_of(const hw::BoardConfig& b) {
 
 struct Rig {
   // bc: the board (attention.variant, matmul.format, knobs), its memory map and the loop's options follow it.
+  // kv_heads: grouped-query attention's K/V heads (0: heads).
   explicit Rig(uint32_t seed, int heads = 3, const CpuModelConfig& cpu = {}, const hw::BoardConfig& bc = {},
-               const DriverConfig& driver = {})
+               const DriverConfig& driver = {}, int kv_heads = 0)
       : g(seed),
-        m(testing::random_model(g, heads, 160 + int(seed % 5), 2, 400)),
+        m(testing::random_model(g, heads, 160 + int(seed % 5), 2, 400, kv_heads)),
         scales(testing::fixed_scales(m)),
         map(m.config, memory_of(bc)),
         board(bc, hw::FastBoardOptions{false, 1}),
@@ -640,6 +641,42 @@ TEST(TokenLoop, WeightsImageIsTheSameBytesOnAnyNumberOfPackingThreads) {
     }
     EXPECT_GT(images[0].size(), 0u) << format;
     EXPECT_TRUE(images[0] == images[1]) << format << ": the image differs between 1 and 3 packing threads";
+  }
+}
+
+// Grouped-query attention (4 query heads, 2 K/V heads): in every attention variant and KV
+// format the loop's logits equal the golden reference's bit for bit over tokens that take TIP
+// past its first placements; the cache holds one area per (layer, K/V head), written once a
+// position; every query head's descriptors read its group's K/V area.
+TEST(TokenLoop, GroupedQueryHeadsReadTheirGroupsKvAreaAndEqualTheGolden) {
+  hw::BoardConfig online = online_board(), int4 = online_board(), tip = online_board();
+  int4.attention.kv_format = "int4";
+  int4.attention.kv_outlier_channels = 3;
+  tip.attention.kv_format = "tip";
+  tip.attention.tip = {.region = 16, .sink = 0, .recent = 16, .kvq8_regions = 1, .lane_regions = 1, .lanes = 4};
+  for (const hw::BoardConfig& bc : {hw::BoardConfig{}, online, int4, tip}) {
+    SCOPED_TRACE(bc.attention.variant + " " + bc.attention.kv_format);
+    Rig r(11, 4, {}, bc, {}, 2);
+    ASSERT_EQ(r.m.config.group(), 2);
+    golden::BoardReference ref(r.m, r.scales,
+                               {.attention_variant = bc.attention.kind(), .kv_format = bc.attention.kv(),
+                                .kv_outlier_channels = bc.attention.kv_outlier_channels, .tip = bc.attention.tip});
+    const int n = bc.attention.kv() == model::KvFormat::Tip ? 40 : 5;
+    for (int i = 0; i < n; ++i) {
+      const int tok = (i * 37 + 1) % 400;
+      const std::vector<float> got = r.loop.step(tok, nullptr), want = ref.step(tok);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+    }
+    for (const auto& region : r.map.regions())  // 2 layers x 2 K/V heads
+      if (region.name == "kv cache") EXPECT_EQ(region.bytes, 4 * (r.map.k_area(0, 1) - r.map.k_area(0, 0)));
+    if (bc.attention.kv() != model::KvFormat::Int8 || bc.attention.kind() != model::AttentionVariant::TwoPhase) continue;
+    for (int l = 0; l < 2; ++l)
+      for (int g = 0; g < 2; ++g)
+        for (int pos = 0; pos < n; ++pos) {
+          std::vector<int8_t> want(model::kHeadDim);
+          std::memcpy(want.data(), ref.k_rows(l, g) + pos * model::kHeadDim, model::kHeadDim);
+          EXPECT_EQ(r.kv_row(r.map.k_area(l, g), pos), want) << l << " " << g << " " << pos;
+        }
   }
 }
 

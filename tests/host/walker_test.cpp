@@ -32,9 +32,7 @@ TEST(Walker, OperatorCyclesHandWorked) {
 TEST(Walker, ResourcesSumTheStatedCosts) {
   WalkerConfig c;
   c.epc.fill(1);
-  model::ModelConfig m;
-  m.hidden_size = 1536;
-  m.intermediate_size = 4096;
+  model::ModelConfig m = model::ModelConfig::bitnet_large();
   const WalkerResources one = walker_resources(c, m);
   int dsp = 0, lut = 0, bram = 0;
   for (const auto& r : one.rows) {
@@ -56,6 +54,10 @@ TEST(Walker, ResourcesSumTheStatedCosts) {
     if (r.name == "rope") EXPECT_EQ(r.bram36, 48);
     if (r.name == "activation buffers") EXPECT_EQ(r.bram36, 28);
   }
+  // With 4 K/V heads k and v are 384 words each: (1536 + 4096 + 2304 + 1536 + 2*4096 + 8192)
+  // words x 4 B = 103,424 B = 26 BRAM36.
+  for (const auto& r : walker_resources(c, model::ModelConfig::bitnet_large_gqa4()).rows)
+    if (r.name == "activation buffers") EXPECT_EQ(r.bram36, 26);
   // The RoPE table covers the context the walker serves (docs/variants-attention.md 8.8):
   // 1,319 positions x 384 bytes = 506,496 bytes = 124 BRAM36.
   const WalkerResources wide = walker_resources(c, m, 1319);

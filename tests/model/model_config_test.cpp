@@ -184,8 +184,30 @@ TEST(ModelConfig, HeadShapeMustFitTheBoard) {
   expect_error(j, "num_attention_heads", "the board's attention unit is built for head_dim 96");
 }
 
-TEST(ModelConfig, GroupedQueryAttentionRejected) {
-  expect_error(with("num_key_value_heads", 4), "num_key_value_heads", "grouped-query");
+// Grouped-query attention: num_key_value_heads dividing num_attention_heads is accepted, with
+// k_proj/v_proj of num_kv_heads x 96 rows; one that does not divide, or is < 1, is refused.
+TEST(ModelConfig, GroupedQueryAttention) {
+  const ModelConfig c = ModelConfig::from_json(with("num_key_value_heads", 4), kSource);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.group(), 4);
+  EXPECT_EQ(c.kv_dim(), 384);
+  EXPECT_EQ(c.kv_head(0), 0);
+  EXPECT_EQ(c.kv_head(3), 0);
+  EXPECT_EQ(c.kv_head(4), 1);
+  EXPECT_EQ(c.kv_head(15), 3);
+  EXPECT_EQ(c, ModelConfig::bitnet_large_gqa4());
+  EXPECT_NE(c.shape_string().find("16 heads x 96 (4 K/V heads)"), std::string::npos) << c.shape_string();
+  EXPECT_EQ(ModelConfig::from_json(with("num_key_value_heads", 1), kSource).kv_dim(), 96);
+  expect_error(with("num_key_value_heads", 5), "num_key_value_heads", "does not divide num_attention_heads 16");
+  expect_error(with("num_key_value_heads", 32), "num_key_value_heads", "does not divide");
+  expect_error(with("num_key_value_heads", 0), "num_key_value_heads", "positive");
+  const ModelConfig tiny = ModelConfig::tiny_gqa();
+  EXPECT_EQ(tiny.hidden_size, 384);
+  EXPECT_EQ(tiny.head_dim(), 96);
+  EXPECT_EQ(tiny.num_heads, 4);
+  EXPECT_EQ(tiny.num_kv_heads, 2);
+  EXPECT_EQ(tiny.kv_dim(), 192);
+  EXPECT_EQ(ModelConfig::from_json(tiny.to_json(), kSource), tiny);
 }
 
 TEST(ModelConfig, TokenIdsMustBeInsideVocabulary) {
@@ -212,7 +234,7 @@ TEST(ModelConfig, UntiedEmbeddingsAndOtherActivationsRejected) {
 
 TEST(ModelConfig, ValidateNamesSourceAndKey) {
   ModelConfig c = ModelConfig::tiny();
-  c.num_kv_heads = 1;
+  c.num_kv_heads = 3;  // does not divide tiny's 2 query heads
   try {
     c.validate("my-source");
     FAIL();

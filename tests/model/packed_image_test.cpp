@@ -400,7 +400,7 @@ TEST(PackedImage, DecoderStrictnessPaddingHeaderAndTrailingData) {
 }
 
 TEST(PackedImage, BitnetLargeImageSize) {
-  const ImageSize s = packed_image_size(1536, 4096, 24, 32002);
+  const ImageSize s = packed_image_size(1536, 4096, 24, 32002, 1536);
   const uint64_t qkvo = 4ull * 1536 * 312;   // 1,916,928
   const uint64_t gate_up = 2ull * 4096 * 312;  // 2,555,904
   const uint64_t down = 1536ull * 824;        // 1,265,664
@@ -420,8 +420,20 @@ TEST(PackedImage, BitnetLargeImageSize) {
   // Lane split: rows are independent, so two halves add up to the whole.
   const TernaryMatrix m = random_matrix(11, 1536, 9);
   EXPECT_EQ(pack_rows(m, 0, 5).size() + pack_rows(m, 5, 11).size(), pack_rows(m, 0, 11).size());
-  EXPECT_THROW(packed_image_size(0, 4096, 24, 32002), bitsim::Error);
-  EXPECT_THROW(packed_image_size(1536, 5000, 24, 32002), bitsim::Error);
+  EXPECT_THROW(packed_image_size(0, 4096, 24, 32002, 1536), bitsim::Error);
+  EXPECT_THROW(packed_image_size(1536, 5000, 24, 32002, 1536), bitsim::Error);
+}
+
+// Grouped-query attention: k_proj and v_proj have num_kv_heads x 96 rows, so 4 K/V heads of
+// 16 save 2 x 1152 rows of 312 bytes per layer; K/V rows outside 1..hidden are refused.
+TEST(PackedImage, GroupedQueryImageSize) {
+  const ImageSize mha = packed_image_size(1536, 4096, 24, 32002, 1536);
+  const ImageSize gqa = packed_image_size(1536, 4096, 24, 32002, 4 * 96);
+  EXPECT_EQ(mha.layer_bytes - gqa.layer_bytes, 2ull * (1536 - 384) * 312);
+  EXPECT_EQ(gqa.lm_head_bytes, mha.lm_head_bytes);
+  EXPECT_EQ(gqa.total_bytes, 24 * gqa.layer_bytes + gqa.lm_head_bytes);
+  EXPECT_THROW(packed_image_size(1536, 4096, 24, 32002, 0), bitsim::Error);
+  EXPECT_THROW(packed_image_size(1536, 4096, 24, 32002, 1537), bitsim::Error);
 }
 
 }  // namespace

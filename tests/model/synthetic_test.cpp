@@ -80,9 +80,15 @@ TEST(Synthetic, ParseShapeAndConfig) {
   EXPECT_EQ(parse_shape("tiny"), Shape::Tiny);
   EXPECT_STREQ(shape_name(Shape::BitnetLarge), "bitnet-large");
   EXPECT_STREQ(shape_name(Shape::Tiny), "tiny");
-  expect_error_mentions([] { parse_shape("huge"); }, {"'huge'", "bitnet-large", "tiny"});
+  expect_error_mentions([] { parse_shape("huge"); }, {"'huge'", "bitnet-large", "tiny", "tiny-gqa", "bitnet-large-gqa4"});
   EXPECT_EQ(config_for(Shape::BitnetLarge), ModelConfig::bitnet_large());
   EXPECT_EQ(config_for(Shape::Tiny), ModelConfig::tiny());
+  EXPECT_EQ(parse_shape("tiny-gqa"), Shape::TinyGqa);
+  EXPECT_EQ(parse_shape("bitnet-large-gqa4"), Shape::BitnetLargeGqa4);
+  EXPECT_STREQ(shape_name(Shape::TinyGqa), "tiny-gqa");
+  EXPECT_STREQ(shape_name(Shape::BitnetLargeGqa4), "bitnet-large-gqa4");
+  EXPECT_EQ(config_for(Shape::TinyGqa), ModelConfig::tiny_gqa());
+  EXPECT_EQ(config_for(Shape::BitnetLargeGqa4), ModelConfig::bitnet_large_gqa4());
   const SyntheticSource s(Shape::Tiny, 1);
   EXPECT_EQ(s.describe(), "synthetic:tiny (seed 1)");
   EXPECT_EQ(SyntheticSource(Shape::BitnetLarge, 42).describe(), "synthetic:bitnet-large (seed 42)");
@@ -269,6 +275,36 @@ TEST(Synthetic, CheckpointWithWrongShapeNamesTensor) {
                          "shape [192, 512], expected [512, 192]"});
 }
 
+// Grouped-query shapes: k_proj and v_proj have num_kv_heads x 96 rows (the MODEL.md / HF
+// layout), the checkpoint round-trips, and a full-width k_proj under a GQA config.json is refused
+// naming the tensor and the expected shape.
+std::vector<int64_t> shape_in(const SyntheticSource& src, const std::string& name) {
+  for (const auto& [n, shape] : src.tensors())
+    if (n == name) return shape;
+  return {};
+}
+
+TEST(Synthetic, GroupedQueryCheckpoint) {
+  const SyntheticSource src(Shape::TinyGqa, 2);
+  EXPECT_EQ(shape_in(src, "model.layers.0.self_attn.q_proj.weight"), (std::vector<int64_t>{384, 384}));
+  EXPECT_EQ(shape_in(src, "model.layers.1.self_attn.k_proj.weight"), (std::vector<int64_t>{192, 384}));
+  EXPECT_EQ(shape_in(src, "model.layers.1.self_attn.v_proj.weight"), (std::vector<int64_t>{192, 384}));
+  EXPECT_EQ(shape_in(SyntheticSource(Shape::BitnetLargeGqa4, 1), "model.layers.23.self_attn.v_proj.weight"),
+            (std::vector<int64_t>{384, 1536}));
+  TempDir dir;
+  write_synthetic_checkpoint(Shape::TinyGqa, 2, dir.path);
+  const CheckpointSource cp(dir.path);
+  EXPECT_EQ(cp.config(), ModelConfig::tiny_gqa());
+  const std::string k = "model.layers.0.self_attn.k_proj.weight";
+  EXPECT_TRUE(same_bits(read_all(cp, k, {192, 384}), read_all(src, k, {192, 384})));
+  nlohmann::json j = ModelConfig::tiny_gqa().to_json();
+  j["num_key_value_heads"] = 4;  // the file's k_proj has 192 rows, this config says 384
+  std::ofstream(dir.path / "config.json") << j.dump();
+  expect_error_mentions([&] { CheckpointSource bad(dir.path); },
+                        {(dir.path / "model.safetensors").string(), "'model.layers.0.self_attn.k_proj.weight'",
+                         "shape [192, 384], expected [384, 384]"});
+}
+
 TEST(Synthetic, CheckpointWithMissingTensorNamesTensor) {
   TempDir dir;
   write_tiny_checkpoint(dir.path, [](std::vector<OwnedTensor>& t) {
@@ -303,7 +339,7 @@ TEST(Synthetic, CheckpointWithBadConfigNamesConfigFile) {
   TempDir dir;
   write_tiny_checkpoint(dir.path, [](std::vector<OwnedTensor>&) {});
   nlohmann::json j = ModelConfig::tiny().to_json();
-  j["num_key_value_heads"] = 1;
+  j["num_key_value_heads"] = 3;  // does not divide tiny's 2 query heads
   std::ofstream(dir.path / "config.json") << j.dump();
   expect_error_mentions([&] { CheckpointSource cp(dir.path); },
                         {(dir.path / "config.json").string(), "num_key_value_heads"});

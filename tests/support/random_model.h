@@ -21,13 +21,15 @@ inline model::TernaryMatrix random_ternary(std::mt19937& g, int rows, int cols) 
   return m;
 }
 
-inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int layers, int vocab) {
+// kv_heads: K/V heads (grouped-query attention; 0: heads, multi-head attention).
+inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int layers, int vocab, int kv_heads = 0) {
   model::TernaryModel m;
   auto& c = m.config;
   c.hidden_size = model::kHeadDim * heads;
   c.intermediate_size = ffn;
   c.num_layers = layers;
-  c.num_heads = c.num_kv_heads = heads;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads > 0 ? kv_heads : heads;
   c.vocab_size = vocab;
   c.max_position_embeddings = 2048;
   c.pad_token_id = 0;
@@ -42,8 +44,8 @@ inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int
     L.input_norm = L.inner_attn_norm = L.post_attn_norm = ones(H);
     L.ffn_norm = ones(ffn);
     L.q = random_ternary(g, H, H);
-    L.k = random_ternary(g, H, H);
-    L.v = random_ternary(g, H, H);
+    L.k = random_ternary(g, c.kv_dim(), H);
+    L.v = random_ternary(g, c.kv_dim(), H);
     L.o = random_ternary(g, H, H);
     L.gate = random_ternary(g, ffn, H);
     L.up = random_ternary(g, ffn, H);
@@ -57,7 +59,7 @@ inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int
 
 inline model::KvScales fixed_scales(const model::TernaryModel& m) {
   model::KvScales s;
-  s.k.assign(size_t(m.config.num_layers) * size_t(m.config.num_heads), 0.04f);
+  s.k.assign(size_t(m.config.num_layers) * size_t(m.config.num_kv_heads), 0.04f);  // per (layer, K/V head)
   s.v.assign(s.k.size(), 0.03f);
   // kv.format = int4: per-channel K maxima of the same scale, a few channels larger (the
   // outlier lanes' candidates).
