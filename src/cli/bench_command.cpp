@@ -53,7 +53,11 @@ class Bench final : public Command {
   }
 
   int run() override {
-    if (!json_file_.empty()) io::check_output_file(json_file_, "--json");
+    if (!json_file_.empty()) {
+      std::vector<io::NamedPath> inputs{config_input(board_)};
+      if (opt_.model.rfind("synthetic:", 0) != 0) inputs.push_back({"--model", opt_.model});
+      io::check_outputs({{"--json", json_file_}}, inputs);
+    }
     opt_.params = board_params(board_);
     // The process figures run this same executable with the same board config.
     std::error_code ec;

@@ -240,6 +240,7 @@ class Run final : public Command {
   void prepare() {
     if (!tokenizer_.empty()) req_.run.tokenizer = tokenizer_;
     req_.params = board_params(board_);
+    req_.config_file = config_input(board_).path.string();
     req_.fidelity = parse_fidelity(fidelity_, timing_only_);
     req_.check = !no_check_ && !timing_only_;
     if (!req_.vcd_file.empty() && req_.fidelity != sim::Fidelity::kCycle)

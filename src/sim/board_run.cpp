@@ -144,6 +144,7 @@ void check_request(const BoardRunRequest& req) {
   std::vector<io::NamedPath> inputs;
   if (req.run.model.rfind("synthetic:", 0) != 0) inputs.push_back({"model folder", req.run.model});
   if (req.run.tokenizer) inputs.push_back({"tokenizer", *req.run.tokenizer});
+  if (!req.config_file.empty()) inputs.push_back({"board config", req.config_file});
   io::check_outputs(outputs, inputs);
 }
 

@@ -52,6 +52,8 @@ struct BoardRunRequest {
   std::string layers_csv_file{};   // when set: one row per (token, layer, step) there (sim/layer_table.h)
   std::string record_mmio_file{};  // when set: write the host program's MMIO program there
                                   // (host/mmio_program.h, docs/mmio-record.md)
+  std::string config_file{};      // the board config TOML `params` came from: an input that no
+                                  // output may replace (sim::board_config_file)
   // Test hook: called in the PS thread before each token step (after the weights are in
   // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.
   std::function<void(class BoardSession&, int step)> before_step{};

@@ -271,6 +271,55 @@ TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
   }
 }
 
+// The class "an output never replaces an input": every output option of every command that
+// reads a file (a board config, a campaign), given the input by its path, another spelling
+// of it, a symlink to it or a hard link to it, is refused before the work (exit 2, naming
+// the option's output and the input), and the input keeps its bytes.
+TEST(BadInput, NoOutputOfAnyCommandReplacesAnInput) {
+  TempDir d;
+  const fs::path config = d.path / "board.toml", campaign = d.path / "camp" / "campaign.json";
+  const std::string config_text = "# the user's board\n[clock]\nmhz = 125\n", campaign_text = "{}\n";
+  fs::create_directories(campaign.parent_path());
+  std::ofstream(config) << config_text;
+  std::ofstream(campaign) << campaign_text;
+  struct Output {
+    std::string command;  // {out}: the output's path
+    fs::path input;
+    std::string input_name;
+  };
+  const std::string run = kTiny + "--tokens 1 --config " + config.string() + " ";
+  const std::string sweep = "sweep --quiet --check-model '' --tokens 1 --grid clock.mhz=100 --config " + config.string();
+  const std::vector<Output> outputs = {
+      {run + "--record-mmio {out}", config, "board config"},
+      {run + "--trace {out}", config, "board config"},
+      {run + "--layers-csv {out}", config, "board config"},
+      {run + "--fidelity cycle --dram-trace {out}", config, "board config"},
+      {run + "--fidelity cycle --vcd {out}", config, "board config"},
+      {"bench --quick --quiet --json {out} --config " + config.string(), config, "--config"},
+      {"regress --quiet --only tiny-fast --junit {out} --config " + config.string(), config, "--config"},
+      {sweep + " --csv {out}", config, "--config"},
+      {sweep + " --json {out}", config, "--config"},
+      {sweep + " --out " + (d.path / "c2").string() + " --slurm-script {out}", config, "--config"},
+      {"sweep merge " + campaign.parent_path().string() + " --csv {out}", campaign, "campaign file"},
+      {"sweep merge " + campaign.parent_path().string() + " --json {out}", campaign, "campaign file"},
+  };
+  for (const Output& o : outputs) {
+    const fs::path link = d.path / "link", hard = d.path / "hard";
+    fs::remove(link), fs::remove(hard);
+    fs::create_symlink(o.input, link);
+    fs::create_hard_link(o.input, hard);
+    const fs::path respelled = o.input.parent_path() / "." / o.input.filename();
+    for (const fs::path& out : {o.input, respelled, link, hard}) {
+      std::string command = o.command;
+      command.replace(command.find("{out}"), 5, out.string());
+      SCOPED_TRACE(command);
+      expect_refused(bitsim(command), {out.string(), o.input_name, "must not replace"});
+    }
+    EXPECT_EQ(slurp(config), config_text);
+    EXPECT_EQ(slurp(campaign), campaign_text);
+  }
+}
+
 TEST(BadInput, GridAxesOverOneKeyAreRefused) {
   const std::string sweep = "sweep --quiet --check-model '' --tokens 1 ";
   expect_refused(bitsim(sweep + "--grid clock_mhz=100,200 --grid clock.mhz=150"), {"'clock.mhz' has two axes"});

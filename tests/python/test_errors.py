@@ -2,6 +2,8 @@
 value, with the bitsim command's message where the command refuses the same input (the
 command's `--set KEY` is the module's `config KEY`); never a crash of the interpreter."""
 
+import os
+
 import pytest
 
 import bitsim
@@ -112,6 +114,21 @@ def test_other_refusals_name_the_argument():
     assert "trace: the file name is empty" in refused(bitsim.run, **TINY, trace="")  # None: no trace
     assert "legacy_attention" in refused(bitsim.run, **TINY, legacy_attention=True,
                                          config={"attention.variant": "online-softmax"})
+
+
+def test_no_output_replaces_an_input_by_path_symlink_or_hard_link(tmp_path):
+    """run()'s output arguments, each given the board config it reads (as `bitsim run`)."""
+    config = tmp_path / "board.toml"
+    text = "# the user's board\n[clock]\nmhz = 125\n"
+    config.write_text(text)
+    link, hard = tmp_path / "link", tmp_path / "hard"
+    link.symlink_to(config)
+    os.link(config, hard)
+    for arg in ("trace", "layers_csv", "record_mmio"):
+        for out in (config, tmp_path / "." / "board.toml", link, hard):
+            message = refused(bitsim.run, **TINY, config_file=str(config), **{arg: str(out)})
+            assert str(out) in message and str(config) in message and "must not replace" in message, message
+    assert config.read_text() == text
 
 
 def test_the_interpreter_goes_on_after_every_refusal():
