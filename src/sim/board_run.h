@@ -90,9 +90,11 @@ struct TokenRecord {
 // The request's figures (docs/prefill.md 7), all simulated: TTFT from the first DMA start to
 // the logits of the last prompt position (from which the first generated token comes),
 // prefill tok/s = prompt tokens / TTFT, TPOT the median generated-token time, request time
-// the whole run's simulated time (every token's). 0 when there is nothing to measure.
+// the whole run's simulated time (every token's). 0 when there is nothing to measure; TPOT
+// is empty (JSON null) when no token was decoded: no decode took no time.
 struct RequestFigures {
-  double ttft_ms = 0, prefill_tok_s = 0, tpot_ms = 0, request_ms = 0;
+  double ttft_ms = 0, prefill_tok_s = 0, request_ms = 0;
+  std::optional<double> tpot_ms;
 };
 
 struct BoardRunResult {

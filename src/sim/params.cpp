@@ -93,8 +93,12 @@ ParamSpec& ParamSet::mut(const std::string& key, const std::string& source) {
 void ParamSet::set_value(const std::string& key, const ParamValue& value, const std::string& source) {
   ParamSpec& s = mut(key, source);
   ParamValue v = value;
-  // Integers are accepted where reals are expected.
+  // Integers are accepted where reals are expected, and 1 and 0 where a flag is (as --set
+  // takes "1" and "0"; docs/errors.md, "Spellings of a value").
   if (s.type == ParamType::Real && std::holds_alternative<int64_t>(v)) v = double(std::get<int64_t>(v));
+  if (s.type == ParamType::Boolean && std::holds_alternative<int64_t>(v) &&
+      (std::get<int64_t>(v) == 0 || std::get<int64_t>(v) == 1))
+    v = std::get<int64_t>(v) == 1;
   if (s.type == ParamType::Integer && std::holds_alternative<double>(v)) {
     const double d = std::get<double>(v);
     if (d != std::floor(d) || std::fabs(d) > 9e15)
@@ -118,6 +122,17 @@ void ParamSet::set_value(const std::string& key, const ParamValue& value, const 
     throw Error(fmt::format("{}: config key '{}' = '{}' is not one of: {}", source, key,
                             std::get<std::string>(v), fmt::join(s.choices, ", ")));
   s.value = v;
+}
+
+void ParamSet::set_toml_real(const std::string& key, double value, const std::string& where) {
+  // The spellings of --set: an integer key takes an integer ("100", not "100.0").
+  if (mut(key, where).type == ParamType::Integer) {
+    const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
+    throw Error(fmt::format("{}: config key '{}' must be an integer, got {} (write it without a decimal point, as "
+                            "--set takes it)",
+                            where, key, whole ? fmt::format("{:.1f}", value) : fmt::format("{}", value)));
+  }
+  set_value(key, value, where);
 }
 
 void ParamSet::set(const std::string& assignment, const std::string& origin) {
@@ -170,7 +185,7 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
       if (const auto [it, fresh] = set_at.emplace(key, where); !fresh)
         throw Error(fmt::format("{}: config key '{}' is set twice in one file: here and at {} (set it once)", where,
                                 key, it->second));
-      if (auto v = node.value_exact<double>()) set_value(key, *v, where);
+      if (auto v = node.value_exact<double>()) set_toml_real(key, *v, where);
       else if (auto i = node.value_exact<int64_t>()) set_value(key, *i, where);
       else if (auto b = node.value_exact<bool>()) set_value(key, *b, where);
       else if (auto s = node.value_exact<std::string>()) set_value(key, *s, where);

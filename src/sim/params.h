@@ -41,6 +41,8 @@ class ParamSet {
   void load_toml_string(const std::string& text, const std::string& source);
   // "key=value"; the value is parsed as the key's type. Errors begin with `origin`, where
   // the assignment came from.
+  // Booleans take true / false / 1 / 0, integers an integer ("16", not "16.0"), the same in
+  // --set, a TOML file and the Python module (docs/errors.md, "Spellings of a value").
   void set(const std::string& assignment, const std::string& origin = "setting");
   void set_value(const std::string& key, const ParamValue& value, const std::string& source);
 
@@ -62,6 +64,8 @@ class ParamSet {
 
  private:
   ParamSpec& mut(const std::string& key, const std::string& source);
+  // A TOML real: refused for an integer key (as --set refuses "16.0"), else set_value.
+  void set_toml_real(const std::string& key, double value, const std::string& where);
   std::vector<ParamSpec> specs_;
   std::vector<ParamValue> defaults_;
   std::map<std::string, size_t> index_;
