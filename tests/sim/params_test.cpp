@@ -108,6 +108,23 @@ TEST(Params, EverySpellingIsAcceptedOrRefusedAlikeBySetAndToml) {
   }
 }
 
+// calibrate --write's edit: the keys' values replaced in the author's text, every other line
+// (comments, order, other keys, blank lines) as it was; a missing key added to its table.
+TEST(Params, WithValuesInReplacesOnlyTheKeysValues) {
+  auto p = sample();
+  p.set("clock.mhz=100");
+  p.set("dma.length_bits=25");  // not among the keys written: stays out of the file
+  const std::string text = "# my board\n[clock]\nmhz = 125  # the PL clock\n\n[dma]\n# width\nlength_bits = 23\n";
+  EXPECT_EQ(p.with_values_in(text, {"clock.mhz", "ddr.lazy"}, "a.toml"),
+            "# my board\n[clock]\nmhz = 100.0  # the PL clock\n\n[dma]\n# width\nlength_bits = 23\n\n[ddr]\nlazy = true\n");
+  EXPECT_EQ(p.with_values_in("[clock]\n# c\n[dma]\nlength_bits = 24\n", {"clock.mhz"}, "a.toml"),
+            "[clock]\nmhz = 100.0\n# c\n[dma]\nlength_bits = 24\n");
+  EXPECT_EQ(p.with_values_in("\"clock.mhz\" = 125 # q\n", {"clock.mhz"}, "a.toml"), "\"clock.mhz\" = 100.0 # q\n");
+  const std::string inline_table = error_of([&] { p.with_values_in("clock = { mhz = 125 }\n", {"clock.mhz"}, "a.toml"); });
+  EXPECT_NE(inline_table.find("a.toml"), std::string::npos) << inline_table;
+  EXPECT_NE(inline_table.find("by hand"), std::string::npos) << inline_table;
+}
+
 TEST(Params, DumpRoundTrips) {
   auto p = sample();
   p.set("clock.mhz=150");
