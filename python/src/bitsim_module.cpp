@@ -262,6 +262,7 @@ sim::BoardRunRequest run_request(const RunArgs& a) {
   req.trace_file = a.trace;
   req.layers_csv_file = a.layers_csv;
   req.record_mmio_file = a.record_mmio;
+  req.config_file = sim::board_config_file(a.config_file);  // an input no output may replace
   if (a.test_poke_lm_head_step >= 0)
     req.before_step = [step = a.test_poke_lm_head_step](sim::BoardSession& s, int k) {
       if (k == step) s.poke_ddr(s.lm_head_addr(), 0x01);

@@ -69,7 +69,12 @@ class Bench final : public Command {
   }
 
   int run() override {
-    if (!json_file_.empty()) io::check_output_file(json_file_, "--json");
+    if (!json_file_.empty()) {
+      std::vector<io::NamedPath> inputs{config_input(board_)};
+      if (opt_.model.rfind("synthetic:", 0) != 0) inputs.push_back({"--model", opt_.model});
+      if (!compare_file_.empty()) inputs.push_back({"--compare", compare_file_});
+      io::check_outputs({{"--json", json_file_}}, inputs);
+    }
     std::optional<study::BenchStored> stored;  // read before the work: a bad file fails at once
     if (!compare_file_.empty()) stored = study::read_bench_json(compare_file_);
     opt_.params = board_params(board_);

@@ -1,6 +1,7 @@
 #include "cli/calibrate_command.h"
 
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -47,18 +48,29 @@ class Calibrate final : public Command {
     if (write_) io::check_output_file(config_file(), "calibrate --write: config file");
     const auto res = study::calibrate(p, status_printer(quiet_));
     print_calibration(res, json_);
-    if (write_) {
-      const std::string file = config_file();
-      io::write_file(file, sim::config_file_text(res.params), "calibrate --write: config file");
-      fmt::print(stderr, "wrote the fitted parameters to {}\n", file);
-    }
+    if (write_) write(res);
     return 0;
   }
 
  private:
+  // The user's file with the fitted keys' values replaced, nothing else changed (the run's
+  // --set values stay out of it); a fit beyond the calibration's tolerance is not written.
+  void write(const study::CalibrationResult& res) const {
+    const std::string file = config_file();
+    if (const auto off = study::residual_beyond_tolerance(res))
+      throw Error(fmt::format("calibrate --write: {} not written: the fit does not hold ({}, beyond the calibration's "
+                              "{}% tolerance)",
+                              file, *off, study::kCalibrationTolerancePct));
+    std::vector<std::string> keys;
+    for (const auto& f : res.parameters) keys.push_back(f.key);
+    const std::string text = io::read_file(file, "calibrate --write: config file", io::kMaxSmallFileBytes);
+    io::write_file(file, res.params.with_values_in(text, keys, file), "calibrate --write: config file");
+    fmt::print(stderr, "wrote the {} fitted parameters to {}\n", keys.size(), file);
+  }
+
   // The config file --write writes: --config, else the shipped one.
   std::string config_file() const {
-    const std::string file = board_.config.empty() ? sim::default_config_path() : board_.config;
+    const std::string file = sim::board_config_file(board_.config);
     if (file.empty()) throw Error("calibrate --write: no config file to write (give --config FILE)");
     return file;
   }

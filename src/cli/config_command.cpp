@@ -21,6 +21,7 @@ class Config final : public Command {
 
   int run() override {
     const sim::ParamSet p = board_params(board_);
+    sim::make_sim_config(p);  // checked as a run checks it: the rules between keys too, naming both
     if (dump_) {
       fmt::print("{}", sim::config_file_text(p));
       return 0;

@@ -21,6 +21,8 @@ sim::ParamSet board_params(const BoardArgs& a) {
   return p;
 }
 
+io::NamedPath config_input(const BoardArgs& a) { return {"--config", sim::board_config_file(a.config)}; }
+
 sim::Fidelity parse_fidelity(const std::string& name, bool timing_only) {
   sim::Fidelity f = sim::Fidelity::kFast;
   try {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "base/parse_number.h"
 #include "sim/cache_store.h"
 #include "sim/params.h"
@@ -76,6 +77,9 @@ void add_board_options(CLI::App* sub, BoardArgs& a, const std::string& config_he
 // The effective board config: the shipped configs/pynq-z2.toml (or --config FILE), then
 // every --set in order (its errors begin with `--set KEY`).
 sim::ParamSet board_params(const BoardArgs& a);
+// The config file the command reads (--config, else the shipped one), as an input that no
+// output of the command may replace (io::check_outputs).
+io::NamedPath config_input(const BoardArgs& a);
 
 // --fidelity and --timing-only, the one place the option becomes sim::Fidelity.
 sim::Fidelity parse_fidelity(const std::string& name, bool timing_only);

@@ -55,7 +55,9 @@ class Regress final : public Command {
     study::RegressSuite suite = study::load_regress_suite(file, base);
     if (!baselines_.empty()) suite.baseline_dir = baselines_;
     const auto selected = select(suite);
-    if (!junit_.empty()) io::check_output_file(junit_, "--junit");
+    if (!junit_.empty())
+      io::check_outputs({{"--junit", junit_}},
+                        {{"--suite", file}, config_input(board_), {"baseline folder", suite.baseline_dir}});
     check_baselines(suite, selected);
 
     fmt::print("regress: {} scenario(s) of {}, baselines in {}{}\n", selected.size(), file,

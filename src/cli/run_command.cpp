@@ -128,7 +128,8 @@ void print_run(const sim::BoardRunResult& r) {
   fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", s.median_total_ms, s.tok_s);
   fmt::print("  time to first token   {:.3f} ms (first DMA start to the last prompt position's logits), {:.2f} "
              "prompt tok/s  [simulated]\n", s.ttft_ms, s.prefill_tok_s);
-  fmt::print("  time per output token {:.3f} ms (median decode token)  [simulated]\n", s.tpot_ms);
+  if (s.tpot_ms) fmt::print("  time per output token {:.3f} ms (median decode token)  [simulated]\n", *s.tpot_ms);
+  else fmt::print("  time per output token none (no token was decoded)\n");
   fmt::print("  request               {:.3f} ms end to end  [simulated]\n", s.request_ms);
   fmt::print("  prefill               P = {} tokens per weight pass: {} on the Zynq-7020 ({} BRAM36, {} LUT, {} DSP "
              "with the board's; model)  [simulated]\n", s.tokens_per_pass, s.prefill_fit,
@@ -240,6 +241,7 @@ class Run final : public Command {
   void prepare() {
     if (!tokenizer_.empty()) req_.run.tokenizer = tokenizer_;
     req_.params = board_params(board_);
+    req_.config_file = config_input(board_).path.string();
     req_.fidelity = parse_fidelity(fidelity_, timing_only_);
     req_.check = !no_check_ && !timing_only_;
     if (!req_.vcd_file.empty() && req_.fidelity != sim::Fidelity::kCycle)

@@ -322,6 +322,12 @@ study::MergeResult merge_naming_command(const std::string& dir) {
 }  // namespace
 
 int run_merge(const MergeCli& a) {
+  // The outputs before the merge: neither replaces a file of the campaign it reads.
+  std::vector<io::NamedPath> files;
+  if (!a.csv.empty()) files.push_back({"--csv", a.csv});
+  if (!a.json.empty()) files.push_back({"--json", a.json});
+  const std::filesystem::path dir(a.dir);
+  io::check_outputs(files, {{"campaign file", dir / "campaign.json"}, {"campaign points folder", dir / "points"}});
   const study::MergeResult m = merge_naming_command(a.dir);
   fmt::print("campaign {}: {} of {} points completed (campaign.json: bitsim {}, commit {}, base config {})\n", a.dir,
              m.result.points.size(), m.total, m.version, m.commit, m.base_config_hash);

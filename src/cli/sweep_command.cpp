@@ -67,7 +67,8 @@ class Sweep final : public Command {
     std::vector<io::NamedPath> outputs;
     if (!csv_.empty()) outputs.push_back({"--csv", csv_});
     if (!json_.empty()) outputs.push_back({"--json", json_});
-    io::check_outputs(outputs, {{"--config", board_.config}});
+    if (!campaign_.slurm_script.empty()) outputs.push_back({"--slurm-script", campaign_.slurm_script});
+    io::check_outputs(outputs, {config_input(board_)});
     const sim::ParamSet base = board_params(board_);
     if (grid_.empty()) throw Error("sweep: the grid is empty (give --grid KEY=V1,V2,...; see `bitsim config --dump`)");
     for (const auto& g : grid_) opt_.grid.push_back(study::parse_axis(base, g, "--grid"));

@@ -50,9 +50,9 @@ class Validate final : public Command {
     for (const auto& r : rows)
       if (r.error_pct && r.profile == "c") {
         ++with_board;
-        within += std::fabs(*r.error_pct) <= 2.0;
+        within += std::fabs(*r.error_pct) <= study::kCalibrationTolerancePct;
       }
-    fmt::print("\n{} of {} board figures within 2%\n", within, with_board);
+    fmt::print("\n{} of {} board figures within {}%\n", within, with_board, study::kCalibrationTolerancePct);
     for (const auto& e : energy)
       fmt::print("energy per token at T={}: {:.2f} mJ, {:.3f} W, {:.2f} tok/J  [{}; no board power figure exists to "
                  "compare it with]\n",

@@ -110,9 +110,11 @@ std::string default_config_path() {
   return std::filesystem::exists(p) ? p.string() : std::string();
 }
 
+std::string board_config_file(const std::string& config) { return config.empty() ? default_config_path() : config; }
+
 ParamSet load_board_params(const std::string& config) {
   ParamSet p = board_params();
-  const std::string file = config.empty() ? default_config_path() : config;
+  const std::string file = board_config_file(config);
   if (!file.empty()) p.load_toml(file);
   return p;
 }

@@ -30,8 +30,13 @@ std::string config_file_text(const ParamSet& p);
 // binary's source tree; empty when not found.
 std::string default_config_path();
 
+// The TOML file load_board_params(config) reads: `config`, or default_config_path() when
+// empty (itself empty when the shipped file is not found). A command's input: no output of
+// the command may replace it (base/file_io.h, check_outputs).
+std::string board_config_file(const std::string& config);
+
 // The board config of a command before its overrides: board_params(), then the TOML file
-// `config` (default_config_path() when empty). Overrides follow with ParamSet::set.
+// board_config_file(config). Overrides follow with ParamSet::set.
 ParamSet load_board_params(const std::string& config);
 
 struct SimConfig {

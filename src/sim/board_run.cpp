@@ -143,6 +143,7 @@ void check_request(const BoardRunRequest& req) {
   std::vector<io::NamedPath> inputs;
   if (req.run.model.rfind("synthetic:", 0) != 0) inputs.push_back({"model folder", req.run.model});
   if (req.run.tokenizer) inputs.push_back({"tokenizer", *req.run.tokenizer});
+  if (!req.config_file.empty()) inputs.push_back({"board config", req.config_file});
   io::check_outputs(outputs, inputs);
 }
 
@@ -567,6 +568,9 @@ struct RunOutputs {
       io::write_file(req_.record_mmio_file, out.str() + mark, "mmio record file");
       written.push_back(req_.record_mmio_file);
     }
+    // Put in place with what the memory heard, ending "# partial", when the simulation closes
+    // (hw/memory/dram_trace.h): after this throw, before the message is shown.
+    if (!req_.dram_trace_file.empty()) written.push_back(req_.dram_trace_file);
     std::string said;
     for (const auto& w : written) said += (said.empty() ? "; written up to the stop, marked partial: " : ", ") + w;
     throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), said));

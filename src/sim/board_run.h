@@ -52,6 +52,8 @@ struct BoardRunRequest {
   std::string layers_csv_file{};   // when set: one row per (token, layer, step) there (sim/layer_table.h)
   std::string record_mmio_file{};  // when set: write the host program's MMIO program there
                                   // (host/mmio_program.h, docs/mmio-record.md)
+  std::string config_file{};      // the board config TOML `params` came from: an input that no
+                                  // output may replace (sim::board_config_file)
   // Test hook: called in the PS thread before each token step (after the weights are in
   // DDR), e.g. to corrupt one byte of the image or the KV cache and see the check fail.
   std::function<void(class BoardSession&, int step)> before_step{};
@@ -88,9 +90,11 @@ struct TokenRecord {
 // The request's figures (docs/prefill.md 7), all simulated: TTFT from the first DMA start to
 // the logits of the last prompt position (from which the first generated token comes),
 // prefill tok/s = prompt tokens / TTFT, TPOT the median generated-token time, request time
-// the whole run's simulated time (every token's). 0 when there is nothing to measure.
+// the whole run's simulated time (every token's). 0 when there is nothing to measure; TPOT
+// is empty (JSON null) when no token was decoded: no decode took no time.
 struct RequestFigures {
-  double ttft_ms = 0, prefill_tok_s = 0, tpot_ms = 0, request_ms = 0;
+  double ttft_ms = 0, prefill_tok_s = 0, request_ms = 0;
+  std::optional<double> tpot_ms;
 };
 
 struct BoardRunResult {

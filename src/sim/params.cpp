@@ -5,6 +5,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -93,8 +95,12 @@ ParamSpec& ParamSet::mut(const std::string& key, const std::string& source) {
 void ParamSet::set_value(const std::string& key, const ParamValue& value, const std::string& source) {
   ParamSpec& s = mut(key, source);
   ParamValue v = value;
-  // Integers are accepted where reals are expected.
+  // Integers are accepted where reals are expected, and 1 and 0 where a flag is (as --set
+  // takes "1" and "0"; docs/errors.md, "Spellings of a value").
   if (s.type == ParamType::Real && std::holds_alternative<int64_t>(v)) v = double(std::get<int64_t>(v));
+  if (s.type == ParamType::Boolean && std::holds_alternative<int64_t>(v) &&
+      (std::get<int64_t>(v) == 0 || std::get<int64_t>(v) == 1))
+    v = std::get<int64_t>(v) == 1;
   if (s.type == ParamType::Integer && std::holds_alternative<double>(v)) {
     const double d = std::get<double>(v);
     if (d != std::floor(d) || std::fabs(d) > 9e15)
@@ -118,6 +124,17 @@ void ParamSet::set_value(const std::string& key, const ParamValue& value, const 
     throw Error(fmt::format("{}: config key '{}' = '{}' is not one of: {}", source, key,
                             std::get<std::string>(v), fmt::join(s.choices, ", ")));
   s.value = v;
+}
+
+void ParamSet::set_toml_real(const std::string& key, double value, const std::string& where) {
+  // The spellings of --set: an integer key takes an integer ("100", not "100.0").
+  if (mut(key, where).type == ParamType::Integer) {
+    const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
+    throw Error(fmt::format("{}: config key '{}' must be an integer, got {} (write it without a decimal point, as "
+                            "--set takes it)",
+                            where, key, whole ? fmt::format("{:.1f}", value) : fmt::format("{}", value)));
+  }
+  set_value(key, value, where);
 }
 
 void ParamSet::set(const std::string& assignment, const std::string& origin) {
@@ -170,7 +187,7 @@ void ParamSet::load_toml_string(const std::string& text, const std::string& sour
       if (const auto [it, fresh] = set_at.emplace(key, where); !fresh)
         throw Error(fmt::format("{}: config key '{}' is set twice in one file: here and at {} (set it once)", where,
                                 key, it->second));
-      if (auto v = node.value_exact<double>()) set_value(key, *v, where);
+      if (auto v = node.value_exact<double>()) set_toml_real(key, *v, where);
       else if (auto i = node.value_exact<int64_t>()) set_value(key, *i, where);
       else if (auto b = node.value_exact<bool>()) set_value(key, *b, where);
       else if (auto s = node.value_exact<std::string>()) set_value(key, *s, where);
@@ -227,15 +244,119 @@ std::string ParamSet::dump_toml() const {
       const std::string leaf = dot == std::string::npos ? s->key : s->key.substr(dot + 1);
       const std::string range = range_text(*s);
       out += fmt::format("# {} [{}{}]\n", s->doc, range.empty() ? "" : range + "; ", s->evidence);
-      std::string v = value_text(s->value);
-      if (s->type == ParamType::Text) v = "\"" + v + "\"";
-      if (s->type == ParamType::Real && v.find_first_of(".eE") == std::string::npos &&
-          v.find("inf") == std::string::npos && v.find("nan") == std::string::npos)
-        v += ".0";
-      out += fmt::format("{} = {}\n", leaf, v);
+      out += fmt::format("{} = {}\n", leaf, toml_value(s->key));
     }
   }
   return out;
+}
+
+std::string ParamSet::toml_value(const std::string& key) const {
+  const ParamSpec& s = spec(key);
+  std::string v = value_text(s.value);
+  if (s.type == ParamType::Text) v = "\"" + v + "\"";
+  if (s.type == ParamType::Real && v.find_first_of(".eE") == std::string::npos && v.find("inf") == std::string::npos &&
+      v.find("nan") == std::string::npos)
+    v += ".0";
+  return v;
+}
+
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+// A name as TOML spells it, without quotes and blanks ("\"clock.mhz\"" -> clock.mhz).
+std::string bare(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (c != '"' && c != '\'' && c != ' ' && c != '\t') out += c;
+  return out;
+}
+// The table a header line opens ("[driver.c]" -> driver.c), or nothing.
+std::optional<std::string> header_table(const std::string& line) {
+  const std::string t = trimmed(line);
+  if (t.size() < 2 || t[0] != '[' || t[1] == '[' || t.find(']') == std::string::npos) return std::nullopt;
+  return bare(t.substr(1, t.find(']') - 1));
+}
+// The config key a line sets under `table`, or "" (a blank, a comment, a header).
+std::string line_key(const std::string& line, const std::string& table) {
+  const std::string t = trimmed(line);
+  const auto eq = t.find('=');
+  if (t.empty() || t[0] == '#' || t[0] == '[' || eq == std::string::npos) return "";
+  const std::string key = bare(t.substr(0, eq));
+  return table.empty() ? key : table + "." + key;
+}
+// The line with its value replaced, its key, its spacing and its comment kept.
+std::string with_value(const std::string& line, const std::string& value) {
+  const auto eq = line.find('=');
+  size_t end = eq + 1;
+  char quote = 0;
+  for (; end < line.size(); ++end) {
+    const char c = line[end];
+    if (quote) quote = c == quote ? 0 : quote;
+    else if (c == '"' || c == '\'') quote = c;
+    else if (c == '#') break;
+  }
+  const auto last = line.find_last_not_of(" \t", end - 1);  // the value's end, before the comment
+  return line.substr(0, eq + 1) + " " + value + line.substr(last + 1);
+}
+
+}  // namespace
+
+std::string ParamSet::with_values_in(const std::string& text, const std::vector<std::string>& keys,
+                                     const std::string& source) const {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::set<std::string> todo(keys.begin(), keys.end());
+  std::map<std::string, size_t> table_end;  // each table's last line
+  std::string table;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (const auto t = header_table(lines[i])) {
+      table = *t;
+      table_end[table] = i;
+    } else if (const std::string key = line_key(lines[i], table); !key.empty()) {
+      table_end[table] = i;
+      if (todo.erase(key)) lines[i] = with_value(lines[i], toml_value(key));
+    }
+  }
+  for (const std::string& key : todo) {
+    const auto dot = key.rfind('.');
+    const std::string t = key.substr(0, dot), line = key.substr(dot + 1) + " = " + toml_value(key);
+    if (const auto it = table_end.find(t); it != table_end.end()) {
+      const size_t at = it->second + 1;
+      lines.insert(lines.begin() + long(at), line);
+      for (auto& [name, end] : table_end) end += end >= at ? 1 : 0;
+      it->second = at;
+    } else {
+      lines.insert(lines.end(), {"", "[" + t + "]", line});
+      table_end[t] = lines.size() - 1;
+    }
+  }
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  check_rewrite(text, out, keys, source);
+  return out;
+}
+
+void ParamSet::check_rewrite(const std::string& before, const std::string& after, const std::vector<std::string>& keys,
+                             const std::string& source) const {
+  ParamSet was = *this, now = *this;
+  was.load_toml_string(before, source);
+  try {
+    now.load_toml_string(after, source);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: the file with the new values would not read back ({}); set them by hand", source,
+                            e.what()));
+  }
+  for (const std::string& key : this->keys()) {
+    const bool ours = std::find(keys.begin(), keys.end(), key) != keys.end();
+    if (now.to_string(key) != (ours ? to_string(key) : was.to_string(key)))
+      throw Error(fmt::format("{}: config key '{}' is set in a form that cannot be rewritten in place; set it to {} "
+                              "by hand",
+                              source, key, ours ? to_string(key) : was.to_string(key)));
+  }
 }
 
 }  // namespace bitsim::sim

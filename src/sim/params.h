@@ -41,6 +41,8 @@ class ParamSet {
   void load_toml_string(const std::string& text, const std::string& source);
   // "key=value"; the value is parsed as the key's type. Errors begin with `origin`, where
   // the assignment came from.
+  // Booleans take true / false / 1 / 0, integers an integer ("16", not "16.0"), the same in
+  // --set, a TOML file and the Python module (docs/errors.md, "Spellings of a value").
   void set(const std::string& assignment, const std::string& origin = "setting");
   void set_value(const std::string& key, const ParamValue& value, const std::string& source);
 
@@ -58,10 +60,24 @@ class ParamSet {
   std::vector<std::string> changed() const;
 
   std::string dump_toml() const;              // effective config, documented
+  std::string toml_value(const std::string& key) const;  // the key's value as TOML text ("125.0", "\"c\"")
+  // `text` (a TOML config file as its author wrote it) with this set's values of `keys` in
+  // place: each key's line keeps its place, its key spelling and its comment, and every other
+  // line stays as it was; a key the text does not set is added after the last line of its
+  // table, or in a new table at the end. Throws bitsim::Error naming `source` and the key when
+  // the result would not read back as the text with those values (a key the text sets in a
+  // form this cannot rewrite).
+  std::string with_values_in(const std::string& text, const std::vector<std::string>& keys,
+                             const std::string& source) const;
   std::map<std::string, std::string> flat() const;  // key -> value text
 
  private:
   ParamSpec& mut(const std::string& key, const std::string& source);
+  // with_values_in's check: `after` reads back as `before` with this set's values of `keys`.
+  void check_rewrite(const std::string& before, const std::string& after, const std::vector<std::string>& keys,
+                     const std::string& source) const;
+  // A TOML real: refused for an integer key (as --set refuses "16.0"), else set_value.
+  void set_toml_real(const std::string& key, double value, const std::string& where);
   std::vector<ParamSpec> specs_;
   std::vector<ParamValue> defaults_;
   std::map<std::string, size_t> index_;

@@ -348,6 +348,14 @@ CalibrationResult calibrate(const sim::ParamSet& input, const std::function<void
   return res;
 }
 
+std::optional<std::string> residual_beyond_tolerance(const CalibrationResult& r) {
+  for (const ValidationRow& row : r.residuals)
+    if (row.error_pct && std::fabs(*row.error_pct) > kCalibrationTolerancePct)
+      return fmt::format("{} T={} {}: {:+.2f}% against the board", row.scenario, row.context, row.figure,
+                         *row.error_pct);
+  return std::nullopt;
+}
+
 const Fields<ValidationRow>& validation_row_fields() {
   using R = ValidationRow;
   static const Fields<R> fields{{"scenario", &R::scenario}, {"context", &R::context},   {"figure", &R::figure},

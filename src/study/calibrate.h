@@ -95,6 +95,13 @@ struct CalibrationResult {
   sim::ParamSet params;                        // the fitted config
 };
 CalibrationResult calibrate(const sim::ParamSet& params, const std::function<void(const std::string&)>& status = {});
+// The calibration's tolerance: a board figure the fitted model reproduces within this many
+// percent holds (validate counts them; calibrate --write writes only a fit whose every
+// residual holds).
+inline constexpr double kCalibrationTolerancePct = 2.0;
+// The first residual of `r` beyond kCalibrationTolerancePct, described ("end_to_end T=64
+// total_ms: +3.10% against the board"), or nothing when the fit holds.
+std::optional<std::string> residual_beyond_tolerance(const CalibrationResult& r);
 // A fitted parameter's fields (bitsim.calibrate/1's "parameters").
 const Fields<CalibrationResult::Fitted>& fitted_parameter_fields();
 

@@ -21,6 +21,7 @@
 #include "base/file_io.h"
 #include "model/attention_stream.h"
 #include "base/sha256.h"
+#include "base/stop_signal.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
 #include "model/text_file.h"
@@ -326,6 +327,7 @@ class Scorer {
   }
   // Position p of window w under row `kind`, from its log-probabilities and argmax.
   void add(size_t w, int kind, size_t p, const double* logp, int arg) {
+    check_stop();  // SIGINT / SIGTERM: every position of every row passes here (a long window too)
     const Ref& ref = ref_[w - c0_];
     const double nll = -logp[windows_[w].target[p]];
     total_[w][size_t(kind)] += nll;

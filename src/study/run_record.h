@@ -32,7 +32,8 @@ struct RunSummary {
   std::optional<bool> logits_equal;       // every checked token equal; empty without the check
   int kv_capacity = 0;
   // The request's figures (docs/prefill.md 7), each simulated.
-  double ttft_ms = 0, prefill_tok_s = 0, tpot_ms = 0, request_ms = 0;
+  double ttft_ms = 0, prefill_tok_s = 0, request_ms = 0;
+  std::optional<double> tpot_ms;  // empty (null) when no token was decoded
   std::string ttft_ms_evidence = "simulated", prefill_tok_s_evidence = "simulated",
               tpot_ms_evidence = "simulated", request_ms_evidence = "simulated";
   int tokens_per_pass = 1;                // prefill.tokens_per_pass

@@ -234,6 +234,92 @@ TEST(BadInput, Ddr3KeysAreCheckedNamingTheKey) {
   EXPECT_TRUE(has(ok.out, "ddr3.clock_mhz = 666")) << ok.out;
 }
 
+// The class "a memory that can never serve, or serves a device the board cannot hold, is
+// refused before anything runs": every relation among the ddr3.* keys (docs/ddr3.md,
+// "Relations between the keys"), through the config check of config, run (both fidelities,
+// under ddr.model = ddr3 where the memory would hang) and membench, each naming every key of
+// its relation; at the edge of each relation the keys load.
+TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
+  struct Case {
+    std::string sets;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> refused = {
+      {"--set ddr3.trfc=4090", {"ddr3.trfc = 4090", "ddr3.trefi = 4064", "never serves"}},
+      {"--set ddr3.trefi=158", {"ddr3.trfc = 158", "ddr3.trefi = 158"}},
+      {"--set ddr3.trc=25", {"ddr3.trc = 25", "ddr3.tras + ddr3.trp = 19 + 7"}},
+      {"--set ddr3.tras=20", {"ddr3.trc = 26", "ddr3.tras + ddr3.trp = 20 + 7"}},
+      {"--set ddr3.trefi=2 --set ddr3.trfc=1", {"ddr3.tras = 19", "9 x ddr3.trefi = 9 x 2"}},
+      {"--set ddr3.banks=2", {"ddr3.banks x ddr3.rows x ddr3.columns x ddr3.bus_bytes = 2 x 32768 x 1024 x 2",
+                              "(128 MiB)", "memory map (512 MiB"}},
+      {"--set ddr3.rows=8192 --set ddr3.bus_bytes=4", {"8 x 8192 x 1024 x 4", "(256 MiB)"}},
+      {"--set ddr3.columns=512", {"8 x 32768 x 512 x 2", "(256 MiB)"}},
+  };
+  for (const Case& k : refused) {
+    SCOPED_TRACE(k.sets);
+    expect_refused(bitsim("config " + k.sets), k.needles);
+    expect_refused(bitsim("membench --pattern seq-read " + k.sets), k.needles);
+    for (const char* fidelity : {"fast", "cycle"})
+      expect_refused(bitsim(kTiny + "--tokens 1 --set ddr.model=ddr3 --fidelity " + fidelity + " " + k.sets),
+                     k.needles);
+  }
+  for (const char* edge : {"--set ddr3.trfc=4063", "--set ddr3.trc=27 --set ddr3.tras=20",
+                           "--set ddr3.rows=16384 --set ddr3.bus_bytes=4", "--set ddr3.trefi=3 --set ddr3.trfc=2 "
+                                                                           "--set ddr3.tras=27 --set ddr3.trc=34"}) {
+    const Result r = bitsim(std::string("config ") + edge);
+    EXPECT_EQ(r.code, 0) << edge << ": " << r.err;
+  }
+}
+
+// The class "an output never replaces an input": every output option of every command that
+// reads a file (a board config, a campaign), given the input by its path, another spelling
+// of it, a symlink to it or a hard link to it, is refused before the work (exit 2, naming
+// the option's output and the input), and the input keeps its bytes.
+TEST(BadInput, NoOutputOfAnyCommandReplacesAnInput) {
+  TempDir d;
+  const fs::path config = d.path / "board.toml", campaign = d.path / "camp" / "campaign.json";
+  const std::string config_text = "# the user's board\n[clock]\nmhz = 125\n", campaign_text = "{}\n";
+  fs::create_directories(campaign.parent_path());
+  std::ofstream(config) << config_text;
+  std::ofstream(campaign) << campaign_text;
+  struct Output {
+    std::string command;  // {out}: the output's path
+    fs::path input;
+    std::string input_name;
+  };
+  const std::string run = kTiny + "--tokens 1 --config " + config.string() + " ";
+  const std::string sweep = "sweep --quiet --check-model '' --tokens 1 --grid clock.mhz=100 --config " + config.string();
+  const std::vector<Output> outputs = {
+      {run + "--record-mmio {out}", config, "board config"},
+      {run + "--trace {out}", config, "board config"},
+      {run + "--layers-csv {out}", config, "board config"},
+      {run + "--fidelity cycle --dram-trace {out}", config, "board config"},
+      {run + "--fidelity cycle --vcd {out}", config, "board config"},
+      {"bench --quick --quiet --json {out} --config " + config.string(), config, "--config"},
+      {"regress --quiet --only tiny-fast --junit {out} --config " + config.string(), config, "--config"},
+      {sweep + " --csv {out}", config, "--config"},
+      {sweep + " --json {out}", config, "--config"},
+      {sweep + " --out " + (d.path / "c2").string() + " --slurm-script {out}", config, "--config"},
+      {"sweep merge " + campaign.parent_path().string() + " --csv {out}", campaign, "campaign file"},
+      {"sweep merge " + campaign.parent_path().string() + " --json {out}", campaign, "campaign file"},
+  };
+  for (const Output& o : outputs) {
+    const fs::path link = d.path / "link", hard = d.path / "hard";
+    fs::remove(link), fs::remove(hard);
+    fs::create_symlink(o.input, link);
+    fs::create_hard_link(o.input, hard);
+    const fs::path respelled = o.input.parent_path() / "." / o.input.filename();
+    for (const fs::path& out : {o.input, respelled, link, hard}) {
+      std::string command = o.command;
+      command.replace(command.find("{out}"), 5, out.string());
+      SCOPED_TRACE(command);
+      expect_refused(bitsim(command), {out.string(), o.input_name, "must not replace"});
+    }
+    EXPECT_EQ(slurp(config), config_text);
+    EXPECT_EQ(slurp(campaign), campaign_text);
+  }
+}
+
 TEST(BadInput, GridAxesOverOneKeyAreRefused) {
   const std::string sweep = "sweep --quiet --check-model '' --tokens 1 ";
   expect_refused(bitsim(sweep + "--grid clock_mhz=100,200 --grid clock.mhz=150"), {"'clock.mhz' has two axes"});

@@ -219,6 +219,28 @@ TEST(Cli, PrefillRunPrintsItsFiguresAndMarksAPThatDoesNotFit) {
     EXPECT_TRUE(contains(json.out, s)) << s;
 }
 
+// TPOT is the median decode token: with no token decoded there is none, null in the JSON and
+// "none" in the text, never 0.000 (a decode that took no time); one decoded token gives one.
+TEST(Cli, TpotIsNullWhenNothingWasDecoded) {
+  for (const char* tokens : {"0", "1"}) {
+    SCOPED_TRACE(tokens);
+    const std::string run = std::string("run --model synthetic:tiny --prompt abc --tokens ") + tokens;
+    const auto json = bitsim(run + " --json");
+    ASSERT_EQ(json.code, 0) << json.err;
+    const nlohmann::json tpot = nlohmann::json::parse(json.out)["summary"]["tpot_ms"];
+    const auto text = bitsim(run);
+    ASSERT_EQ(text.code, 0) << text.err;
+    if (std::string(tokens) == "0") {
+      EXPECT_TRUE(tpot.is_null()) << tpot;
+      EXPECT_TRUE(contains(text.out, "time per output token none (no token was decoded)")) << text.out;
+    } else {
+      ASSERT_TRUE(tpot.is_number()) << tpot;
+      EXPECT_GT(tpot.get<double>(), 0.0);
+      EXPECT_FALSE(contains(text.out, "time per output token none")) << text.out;
+    }
+  }
+}
+
 // sweep --prompt-tokens (docs/prefill.md): its columns in the CSV, locally and through a
 // campaign: campaign.json records the option, the merged rows carry each point's TTFT (the
 // same as the local sweep's: timing is deterministic), the Slurm task command passes it on,

@@ -97,14 +97,16 @@ bool alive(pid_t pid) {
 }
 
 // Every output of an interrupted run holds what ran before the stop and says it was cut
-// short (docs/errors.md): the trace's otherData, a last "# partial:" line in the per-layer CSV
-// and the MMIO program; the program replays equal.
+// short (docs/errors.md): the trace's otherData, a last "# partial:" line in the per-layer CSV,
+// the MMIO program and the DRAM trace; the stop message names every one; the program replays
+// equal.
 TEST(Signal, RunStopsOnSigintWritesEveryOutputMarkedPartialAndExits130) {
   TempDir d;
-  const fs::path trace = d.path / "t.json", layers = d.path / "l.csv", mmio = d.path / "r.mmio";
+  const fs::path trace = d.path / "t.json", layers = d.path / "l.csv", mmio = d.path / "r.mmio",
+                 dram = d.path / "d.trace";
   const pid_t pid = spawn({"run", "--model", "synthetic:tiny", "--prompt", "hi", "--tokens", "400", "--no-check",
                            "--fidelity", "cycle", "--trace", trace.string(), "--layers-csv", layers.string(),
-                           "--record-mmio", mmio.string()},
+                           "--record-mmio", mmio.string(), "--dram-trace", dram.string()},
                           d.path);
   ASSERT_TRUE(wait_for(d.path, "running on the simulated board", pid)) << slurp(d.path / "stderr");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few tokens in
@@ -113,8 +115,10 @@ TEST(Signal, RunStopsOnSigintWritesEveryOutputMarkedPartialAndExits130) {
   const std::string err = slurp(d.path / "stderr");
   EXPECT_TRUE(has(err, "stopped by SIGINT after")) << err;
   EXPECT_TRUE(has(err, "written up to the stop, marked partial: " + layers.string() + ", " + trace.string() + ", " +
-                           mmio.string()))
+                           mmio.string() + ", " + dram.string()))
       << err;
+  const std::string dram_text = slurp(dram);
+  EXPECT_TRUE(has(dram_text, "# partial")) << dram_text.substr(dram_text.size() > 200 ? dram_text.size() - 200 : 0);
   const auto j = nlohmann::json::parse(slurp(trace));  // a whole document
   EXPECT_EQ(j["otherData"]["format"], "bitsim.trace/1");
   EXPECT_EQ(j["otherData"]["partial"], true);
@@ -128,7 +132,8 @@ TEST(Signal, RunStopsOnSigintWritesEveryOutputMarkedPartialAndExits130) {
     EXPECT_GT(std::count(text.begin(), text.end(), '\n'), 10) << f;
   }
   for (const auto& e : fs::directory_iterator(d.path))  // no temporary file left
-    EXPECT_TRUE(e.path() == trace || e.path() == layers || e.path() == mmio || e.path().filename() == "stdout" ||
+    EXPECT_TRUE(e.path() == trace || e.path() == layers || e.path() == mmio || e.path() == dram ||
+                e.path().filename() == "stdout" ||
                 e.path().filename() == "stderr")
         << e.path();
   // The cut-short program replays, every read equal.

@@ -3,6 +3,8 @@
 #include "hw/memory/ddr3_timing.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -156,6 +158,38 @@ TEST(Ddr3Timing, RefusesAMapThatIsNotPowersOfTwo) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ddr3.rows"), std::string::npos) << e.what();
   }
+}
+
+// The relations among the timings (docs/ddr3.md, "Relations between the keys"): the engine
+// refuses each broken one naming every key in it; at the edge of each the engine serves
+// (a refresh one cycle shorter than its interval still lets a request through).
+TEST(Ddr3Timing, RefusesTimingsThatBreakTheirRelationsNamingEveryKey) {
+  struct Case {
+    void (*set)(Ddr3Config&);
+    std::vector<std::string> needles;
+  };
+  const Case cases[] = {
+      {[](Ddr3Config& c) { c.trc = c.tras + c.trp - 1; }, {"ddr3.trc = 25", "ddr3.tras + ddr3.trp = 19 + 7"}},
+      {[](Ddr3Config& c) { c.trp = 8; }, {"ddr3.trc = 26", "ddr3.tras + ddr3.trp = 19 + 8"}},
+      {[](Ddr3Config& c) { c.trfc = 4090; }, {"ddr3.trfc = 4090", "ddr3.trefi = 4064"}},
+      {[](Ddr3Config& c) { c.trefi = c.trfc; }, {"ddr3.trfc = 158", "ddr3.trefi = 158"}},
+      {[](Ddr3Config& c) { c.trefi = 2, c.trfc = 1; }, {"ddr3.tras = 19", "9 x ddr3.trefi = 9 x 2"}},
+  };
+  for (const Case& k : cases) {
+    Ddr3Config c = C;
+    k.set(c);
+    try {
+      Ddr3Timing t(c);
+      ADD_FAILURE() << "accepted: " << k.needles[0];
+    } catch (const Error& e) {
+      for (const std::string& n : k.needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+    }
+  }
+  Ddr3Config edge = C;
+  edge.trfc = edge.trefi - 1;
+  Ddr3Timing t(edge);
+  // A request at the refresh waits its tRFC and is served one cycle before the next is due.
+  EXPECT_EQ(t.run({rd(edge.trefi, 0)})[0], edge.trefi + edge.trfc + C.trcd + C.cl + kBurst);
 }
 
 TEST(Ddr3Timing, SnapshotHoldsOpenRows) {

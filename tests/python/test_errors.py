@@ -2,6 +2,8 @@
 value, with the bitsim command's message where the command refuses the same input (the
 command's `--set KEY` is the module's `config KEY`); never a crash of the interpreter."""
 
+import os
+
 import pytest
 
 import bitsim
@@ -112,6 +114,45 @@ def test_other_refusals_name_the_argument():
     assert "trace: the file name is empty" in refused(bitsim.run, **TINY, trace="")  # None: no trace
     assert "legacy_attention" in refused(bitsim.run, **TINY, legacy_attention=True,
                                          config={"attention.variant": "online-softmax"})
+
+
+def test_no_output_replaces_an_input_by_path_symlink_or_hard_link(tmp_path):
+    """run()'s output arguments, each given the board config it reads (as `bitsim run`)."""
+    config = tmp_path / "board.toml"
+    text = "# the user's board\n[clock]\nmhz = 125\n"
+    config.write_text(text)
+    link, hard = tmp_path / "link", tmp_path / "hard"
+    link.symlink_to(config)
+    os.link(config, hard)
+    for arg in ("trace", "layers_csv", "record_mmio"):
+        for out in (config, tmp_path / "." / "board.toml", link, hard):
+            message = refused(bitsim.run, **TINY, config_file=str(config), **{arg: str(out)})
+            assert str(out) in message and str(config) in message and "must not replace" in message, message
+    assert config.read_text() == text
+
+
+@pytest.mark.parametrize("key, value, spelled, accepted", [
+    ("prefill.all_logits", True, "true", True), ("prefill.all_logits", False, "false", True),
+    ("prefill.all_logits", 1, "1", True), ("prefill.all_logits", 0, "0", True),
+    ("prefill.all_logits", 2, "2", False), ("prefill.all_logits", 1.0, "1.0", False),
+    ("dma.max_burst_beats", 16, "16", True), ("dma.max_burst_beats", 16.0, "16.0", False),
+    ("dma.max_burst_beats", True, "true", False), ("clock.mhz", 100, "100", True),
+    ("clock.mhz", 100.5, "100.5", True),
+])
+def test_a_value_is_accepted_or_refused_as_set_and_toml_take_its_spelling(cli, tmp_path, key, value, spelled,
+                                                                           accepted):
+    """config={KEY: value} as `--set KEY=TEXT` and a TOML file `KEY = TEXT` (docs/errors.md)."""
+    table, leaf = key.split(".", 1)
+    toml = tmp_path / "c.toml"
+    toml.write_text(f"[{table}]\n{leaf} = {spelled}\n")
+    by_set = cli("config", "--set", f"{key}={spelled}", check=False)
+    by_toml = cli("config", "--config", str(toml), check=False)
+    assert (by_set.returncode == 0) == accepted and (by_toml.returncode == 0) == accepted, (by_set, by_toml)
+    if accepted:
+        bitsim.config_keys(config={key: value})  # raises if refused
+        assert by_set.stdout == by_toml.stdout  # the same value, whichever spelling gave it
+    else:
+        assert key in refused(bitsim.config_keys, config={key: value})
 
 
 def test_the_interpreter_goes_on_after_every_refusal():

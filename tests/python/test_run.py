@@ -42,6 +42,12 @@ def test_run_gives_the_commands_tokens_summary_text_and_config(cli):
     assert r.summary["logits_equal"] is True
 
 
+def test_tpot_is_none_when_nothing_was_decoded():
+    """The command's null: no decoded token, no time per output token (not 0.0)."""
+    assert bitsim.run(**{**TINY, "tokens": 0}).summary["tpot_ms"] is None
+    assert bitsim.run(**{**TINY, "tokens": 1}).summary["tpot_ms"] > 0
+
+
 def test_run_gives_the_regress_baselines_picoseconds_and_logits_digests(source_dir):
     # configs/regress.toml, scenario tiny-fast: the figures `bitsim regress` checks exactly.
     base = json.loads((source_dir / "configs" / "regress" / "tiny-fast.json").read_text())

@@ -75,6 +75,56 @@ TEST(Params, TomlTablesAndUnknownKeyWithLine) {
   EXPECT_NE(syntax.find("c.toml"), std::string::npos) << syntax;
 }
 
+// One spelling rule for a value, whether --set or a TOML file gives it (the Python module
+// passes --set's text): each spelling is accepted by both with the same value, or refused by
+// both naming the key.
+TEST(Params, EverySpellingIsAcceptedOrRefusedAlikeBySetAndToml) {
+  struct Spelling {
+    const char* key;
+    const char* text;
+    bool accepted;
+  };
+  const Spelling spellings[] = {
+      {"ddr.lazy", "true", true},        {"ddr.lazy", "false", true},         {"ddr.lazy", "1", true},
+      {"ddr.lazy", "0", true},           {"ddr.lazy", "2", false},            {"ddr.lazy", "1.0", false},
+      {"ddr.lazy", "-1", false},         {"dma.length_bits", "24", true},     {"dma.length_bits", "24.0", false},
+      {"dma.length_bits", "24.5", false}, {"dma.length_bits", "true", false}, {"clock.mhz", "100", true},
+      {"clock.mhz", "100.5", true},      {"clock.mhz", "true", false},
+  };
+  for (const Spelling& s : spellings) {
+    SCOPED_TRACE(std::string(s.key) + " = " + s.text);
+    const std::string key = s.key, table = key.substr(0, key.find('.')), leaf = key.substr(key.find('.') + 1);
+    auto by_set = sample(), by_toml = sample();
+    const std::string set_error = error_of([&] { by_set.set(key + "=" + s.text); });
+    const std::string toml_error =
+        error_of([&] { by_toml.load_toml_string("[" + table + "]\n" + leaf + " = " + s.text + "\n", "a.toml"); });
+    EXPECT_EQ(set_error.empty(), s.accepted) << set_error;
+    EXPECT_EQ(toml_error.empty(), s.accepted) << toml_error;
+    if (s.accepted) {
+      EXPECT_EQ(by_set.to_string(key), by_toml.to_string(key));
+    } else {
+      EXPECT_NE(toml_error.find(key), std::string::npos) << toml_error;
+    }
+  }
+}
+
+// calibrate --write's edit: the keys' values replaced in the author's text, every other line
+// (comments, order, other keys, blank lines) as it was; a missing key added to its table.
+TEST(Params, WithValuesInReplacesOnlyTheKeysValues) {
+  auto p = sample();
+  p.set("clock.mhz=100");
+  p.set("dma.length_bits=25");  // not among the keys written: stays out of the file
+  const std::string text = "# my board\n[clock]\nmhz = 125  # the PL clock\n\n[dma]\n# width\nlength_bits = 23\n";
+  EXPECT_EQ(p.with_values_in(text, {"clock.mhz", "ddr.lazy"}, "a.toml"),
+            "# my board\n[clock]\nmhz = 100.0  # the PL clock\n\n[dma]\n# width\nlength_bits = 23\n\n[ddr]\nlazy = true\n");
+  EXPECT_EQ(p.with_values_in("[clock]\n# c\n[dma]\nlength_bits = 24\n", {"clock.mhz"}, "a.toml"),
+            "[clock]\nmhz = 100.0\n# c\n[dma]\nlength_bits = 24\n");
+  EXPECT_EQ(p.with_values_in("\"clock.mhz\" = 125 # q\n", {"clock.mhz"}, "a.toml"), "\"clock.mhz\" = 100.0 # q\n");
+  const std::string inline_table = error_of([&] { p.with_values_in("clock = { mhz = 125 }\n", {"clock.mhz"}, "a.toml"); });
+  EXPECT_NE(inline_table.find("a.toml"), std::string::npos) << inline_table;
+  EXPECT_NE(inline_table.find("by hand"), std::string::npos) << inline_table;
+}
+
 TEST(Params, DumpRoundTrips) {
   auto p = sample();
   p.set("clock.mhz=150");

@@ -37,7 +37,11 @@ struct Ddr3Config {
   // Bytes the data bus moves per device cycle at its peak (two transfers per cycle).
   uint32_t peak_bytes_per_cycle() const { return 2 * bus_bytes; }
 
-  // check_fields, and the sizes the address map splits into bits powers of two.
+  // The device's bytes: banks x rows x columns x bus width.
+  uint64_t device_bytes() const { return uint64_t(banks) * rows * columns * bus_bytes; }
+
+  // check_fields, the sizes the address map splits into bits powers of two, and the JEDEC
+  // relations among the timings (docs/ddr3.md, "Relations between the keys").
   void validate(const std::string& who) const {
     check_fields(*this, who);
     const std::pair<const char*, uint32_t> pow2[] = {
@@ -45,6 +49,22 @@ struct Ddr3Config {
     for (const auto& [key, v] : pow2)
       if ((v & (v - 1)) != 0)
         throw Error(fmt::format("{}: {} = {} is not a power of two (the address map splits it into bits)", who, key, v));
+    check_relations(who);
+  }
+
+  // Each rule names every key it relates, with its value.
+  void check_relations(const std::string& who) const {
+    auto rule = [&](bool holds, const std::string& what, const char* why) {
+      if (!holds) throw Error(fmt::format("{}: {}: {}", who, what, why));
+    };
+    rule(trc >= uint64_t(tras) + trp,
+         fmt::format("ddr3.trc = {} is below ddr3.tras + ddr3.trp = {} + {} = {}", trc, tras, trp, tras + trp),
+         "a bank's ACT-to-ACT cycle holds the row open and precharges it (JEDEC: tRC = tRAS + tRP)");
+    rule(trfc < trefi, fmt::format("ddr3.trfc = {} is not below ddr3.trefi = {}", trfc, trefi),
+         "a refresh must end before the next one is due, else the device refreshes for ever and never serves a "
+         "request");
+    rule(tras <= 9 * uint64_t(trefi), fmt::format("ddr3.tras = {} exceeds 9 x ddr3.trefi = 9 x {}", tras, trefi),
+         "a row may stay open at most 9 refresh intervals (JEDEC: tRAS max = 9 x tREFI)");
   }
 
   template <typename C, typename V>

@@ -251,6 +251,10 @@ std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
   const Burst bu = q_[size_t(best)].front();
   const Ddr3Address a = bu.at;
   Plan bp = plan(a, bu.write, bu.arrival);
+  // A burst that would cross a refresh waits for it. The loop ends because the config
+  // refuses ddr3.trfc >= ddr3.trefi (Ddr3Config::check_relations, checked by the
+  // constructor): after a refresh every bank is closed, its ACT waits tRFC, and each further
+  // refresh moves the next due time tREFI > tRFC on while the other bounds stay put.
   while ((bp.act ? bp.act_t : bp.col_t) >= next_refresh_ || (bp.pre && bp.pre_t >= next_refresh_)) {
     refresh();
     bp = plan(a, bu.write, bu.arrival);

@@ -97,6 +97,14 @@ struct DdrConfig {
     ddr3.validate(who);
     if (size_bytes % (1ull << 20) != 0)
       throw Error(fmt::format("{}: ddr.size_bytes = {} is not a multiple of 1 MiB", who, size_bytes));
+    // A device smaller than the memory map would alias the addresses past its end onto its
+    // own rows: the DRAM model would time a memory the board cannot hold.
+    if (const uint64_t device = ddr3.device_bytes(); device < size_bytes)
+      throw Error(fmt::format("{}: ddr3.banks x ddr3.rows x ddr3.columns x ddr3.bus_bytes = {} x {} x {} x {} = {} "
+                              "bytes ({} MiB) is smaller than the board's memory map ({} MiB, ddr.size_bytes): the "
+                              "device must hold every address the board reaches",
+                              who, ddr3.banks, ddr3.rows, ddr3.columns, ddr3.bus_bytes, device, device >> 20,
+                              size_bytes >> 20));
   }
 };
 
