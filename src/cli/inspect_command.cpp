@@ -31,7 +31,7 @@ void print_kv_capacity(const model::ModelConfig& c) {
   for (const auto& r : map.regions())
     if (r.name == "kv cache") kv = r.bytes;
   const uint64_t used_else = map.used_bytes() - kv, free = mc.cma_bytes - std::min(mc.cma_bytes, used_else);
-  const uint64_t lh = uint64_t(c.num_layers) * uint64_t(c.num_heads);
+  const uint64_t lh = uint64_t(c.num_layers) * uint64_t(c.num_kv_heads);  // K/V heads: a GQA group shares one
   fmt::print("KV cache (docs/variants-attention.md 8: payload, scales, outlier lanes, padding, banks), in the "
              "{} MiB CMA beside {:.2f} MiB of weights and buffers:\n", mc.cma_bytes >> 20, used_else / 1048576.0);
   fmt::print("  {:<22} {:>14} {:>16} {:>14}\n", "format", "bytes/position", "largest T fits", "T=512 MiB");

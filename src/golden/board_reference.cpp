@@ -183,11 +183,33 @@ void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8
   model::kv_normalize(acc, *sum, kHeadDim, o);
 }
 
+namespace {
+
+// A TIP row's K in the bank's fixed point (sk_d / 16) into k12: the int8 value (KVQ8), 16
+// times the nibble, or a lane (KVQ4 with lanes). Returns where the row's V starts.
+const uint8_t* tip_k_row(const uint8_t* row, model::TipTier tier, const model::TipBank& bank, int32_t* k12) {
+  if (tier == model::TipTier::Kvq8) {
+    for (int d = 0; d < kHeadDim; ++d) k12[d] = int8_t(row[d]);
+    return row + kHeadDim;  // V after K's 96 bytes
+  }
+  const int n = tier == model::TipTier::Kvq4Lanes ? int(bank.k.outliers.size()) : 0;
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  for (int d = 0; d < kHeadDim; ++d) k12[d] = 16 * model::kv_nibble(row, d);
+  for (int j = 0; j < n; ++j) {
+    uint16_t lane;
+    std::memcpy(&lane, row + kHeadDim / 2 + 2 * j, 2);
+    const int d = bank.k.outliers[size_t(j)];
+    k12[d] = model::kv_outlier_fixed(lane, bank.k.sk[size_t(d)]);
+  }
+  return row + st.k.total();
+}
+
+}  // namespace
+
 void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8_t* rows, size_t stride,
                         const model::TipTier* tiers, int region, int T, const AttentionParams& p, int32_t* o,
                         uint32_t* sum, std::vector<uint32_t>* masses) {
   if (p.legacy) throw Error("attention_head_tip: the online-softmax unit has no legacy shift mode");
-  const int lanes = int(bank.k.outliers.size());
   const int regions = (T + region - 1) / region;
   std::vector<int64_t> l_r(size_t(regions), 0);
   std::vector<int32_t> m_r(size_t(regions), 0);
@@ -197,23 +219,8 @@ void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8
   for (int t = 0; t < T; ++t) {
     const model::TipTier tier = tiers[t / region];
     const uint8_t* row = rows + size_t(t) * stride;
-    // K in the bank's fixed point (sk_d / 16): the int8 value, 16 times the nibble, or a lane.
     int32_t k12[kHeadDim];
-    const uint8_t* vr = row + kHeadDim;  // KVQ8: V after K's 96 bytes
-    if (tier == model::TipTier::Kvq8) {
-      for (int d = 0; d < kHeadDim; ++d) k12[d] = int8_t(row[d]);
-    } else {
-      const int n = tier == model::TipTier::Kvq4Lanes ? lanes : 0;
-      const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
-      for (int d = 0; d < kHeadDim; ++d) k12[d] = 16 * model::kv_nibble(row, d);
-      for (int j = 0; j < n; ++j) {
-        uint16_t lane;
-        std::memcpy(&lane, row + kHeadDim / 2 + 2 * j, 2);
-        const int d = bank.k.outliers[size_t(j)];
-        k12[d] = model::kv_outlier_fixed(lane, bank.k.sk[size_t(d)]);
-      }
-      vr = row + st.k.total();
-    }
+    const uint8_t* vr = tip_k_row(row, tier, bank, k12);
     int32_t s = 0;
     for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
     const OnlineStep step = online_max_step(t, s, M, p);
@@ -620,22 +627,26 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
     k_cache_.assign(n, 0);
     v_cache_.assign(n, 0);
   }
-  if (options_.compact_trits) {
-    std::vector<const TernaryMatrix*> ws;
-    for (const auto& L : model_.layers)
-      for (const TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) ws.push_back(w);
-    ws.push_back(&model_.lm_head);
-    for (const TernaryMatrix* w : ws) compact_[w];  // the map's nodes first: the threads fill them
-    // The matrices split over the threads, one matrix at a time each.
-    std::vector<std::thread> pool;
-    const int threads = std::max(1, options_.build_threads > 0 ? options_.build_threads : options_.threads);
-    auto convert = [&](int part) {
-      for (size_t i = size_t(part); i < ws.size(); i += size_t(threads)) compact_.at(ws[i]) = CompactTrits(*ws[i]);
-    };
-    for (int i = 1; i < threads; ++i) pool.emplace_back(convert, i);
-    convert(0);
-    for (auto& t : pool) t.join();
-  }
+  if (options_.compact_trits) build_compact_trits();
+}
+
+// Every weight matrix in the 2-bit layout of golden/compact_trits.h, the matrices split over
+// the threads, one matrix at a time each.
+void BoardReference::build_compact_trits() {
+  std::vector<const TernaryMatrix*> ws;
+  for (const auto& L : model_.layers)
+    for (const TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) ws.push_back(w);
+  ws.push_back(&model_.lm_head);
+  for (const TernaryMatrix* w : ws) compact_[w];  // the map's nodes first: the threads fill them
+  // The matrices split over the threads, one matrix at a time each.
+  std::vector<std::thread> pool;
+  const int threads = std::max(1, options_.build_threads > 0 ? options_.build_threads : options_.threads);
+  auto convert = [&](int part) {
+    for (size_t i = size_t(part); i < ws.size(); i += size_t(threads)) compact_.at(ws[i]) = CompactTrits(*ws[i]);
+  };
+  for (int i = 1; i < threads; ++i) pool.emplace_back(convert, i);
+  convert(0);
+  for (auto& t : pool) t.join();
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {

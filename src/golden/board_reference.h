@@ -203,6 +203,7 @@ class BoardReference {
   const uint8_t* tip_row(int layer, int head, int t) const;
 
  private:
+  void build_compact_trits();
   // `count` matvecs with w (x: count rows of w.cols, acc: count rows of w.rows).
   void matmul(const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const;
   // One position's attention at a layer in each KV format: q [heads*96], k and v

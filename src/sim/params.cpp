@@ -131,7 +131,7 @@ void ParamSet::set_toml_real(const std::string& key, double value, const std::st
   if (mut(key, where).type == ParamType::Integer) {
     const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
     throw Error(fmt::format("{}: config key '{}' must be an integer, got {} (write it without a decimal point, as "
-                            "--set takes it)",
+                            "a KEY=VALUE setting takes it)",
                             where, key, whole ? fmt::format("{:.1f}", value) : fmt::format("{}", value)));
   }
   set_value(key, value, where);

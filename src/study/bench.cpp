@@ -779,7 +779,7 @@ BenchStored parse_bench_json(const std::string& text, const std::string& source)
     throw Error(fmt::format("stored bench {}: not JSON: {}", source, e.what()));
   }
   if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string())
-    throw bad("schema", "is missing (expected \"bitsim.bench/2\", what bitsim bench --json writes)");
+    throw bad("schema", "is missing (expected \"bitsim.bench/2\", the schema of the bench's JSON)");
   if (j["schema"] != "bitsim.bench/2") throw bad("schema", fmt::format("is {}, expected \"bitsim.bench/2\"", j["schema"].dump()));
   if (!j.contains("figures") || !j["figures"].is_array()) throw bad("figures", "is missing or not an array");
   BenchStored st;

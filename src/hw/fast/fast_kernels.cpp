@@ -854,25 +854,28 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
   num::online_normalize(acc, total, kHeadDim, o);
 }
 
-void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, uint32_t m,
-                         int shift, int32_t* o, uint32_t* sum) {
-  if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_int4: T = {} outside 1..4096", T));
-  if (shift < 0 || shift > 63) throw Error(fmt::format("attention_head_int4: shift S = {} outside 0..63", shift));
-  const int n = int(bank.outliers.size());
-  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
-  const size_t krow = st.k.total(), stride = st.per_position();
-  // A byte's two nibbles as signed values, once.
+namespace {
+
+// A byte's two nibbles as signed values.
+const std::array<std::array<int8_t, 2>, 256>& nibble_table() {
   static const auto unpack = [] {
     std::array<std::array<int8_t, 2>, 256> u{};
     for (int b = 0; b < 256; ++b) u[size_t(b)] = {int8_t((b & 0xF) >= 8 ? (b & 0xF) - 16 : (b & 0xF)),
                                                   int8_t((b >> 4) >= 8 ? (b >> 4) - 16 : (b >> 4))};
     return u;
   }();
-  // 16 q_d per nibble channel; outlier channels score through their lanes only.
+  return unpack;
+}
+
+// The INT4 rows' scores s[t] = q . k_t in the unit's fixed point (16 q_d per nibble channel;
+// outlier channels score through their lanes only).
+void int4_scores(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, size_t stride,
+                 int32_t* s) {
+  const auto& unpack = nibble_table();
+  const int n = int(bank.outliers.size());
   int32_t q16[kHeadDim];
   for (int d = 0; d < kHeadDim; ++d) q16[d] = int32_t(q[d]) << model::kKvFixedShift;
   for (int d : bank.outliers) q16[d] = 0;
-  alignas(64) int32_t s[4096];
   for (int t = 0; t < T; ++t) {
     const uint8_t* k = rows + size_t(t) * stride;
     int32_t dot = 0;
@@ -888,6 +891,20 @@ void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const u
     }
     s[t] = dot;
   }
+}
+
+}  // namespace
+
+void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, uint32_t m,
+                         int shift, int32_t* o, uint32_t* sum) {
+  if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_int4: T = {} outside 1..4096", T));
+  if (shift < 0 || shift > 63) throw Error(fmt::format("attention_head_int4: shift S = {} outside 0..63", shift));
+  const int n = int(bank.outliers.size());
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  const size_t krow = st.k.total(), stride = st.per_position();
+  const auto& unpack = nibble_table();
+  alignas(64) int32_t s[4096];
+  int4_scores(q, bank, rows, T, stride, s);
   alignas(64) int64_t acc[kHeadDim] = {};
   uint32_t total = 0;
   int32_t M = s[0];
