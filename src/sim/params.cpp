@@ -309,7 +309,7 @@ std::string ParamSet::with_values_in(const std::string& text, const std::vector<
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  std::set<std::string> todo(keys.begin(), keys.end());
+  std::set<std::string> pending(keys.begin(), keys.end());  // keys not yet written into the text
   std::map<std::string, size_t> table_end;  // each table's last line
   std::string table;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -318,10 +318,10 @@ std::string ParamSet::with_values_in(const std::string& text, const std::vector<
       table_end[table] = i;
     } else if (const std::string key = line_key(lines[i], table); !key.empty()) {
       table_end[table] = i;
-      if (todo.erase(key)) lines[i] = with_value(lines[i], toml_value(key));
+      if (pending.erase(key)) lines[i] = with_value(lines[i], toml_value(key));
     }
   }
-  for (const std::string& key : todo) {
+  for (const std::string& key : pending) {
     const auto dot = key.rfind('.');
     const std::string t = key.substr(0, dot), line = key.substr(dot + 1) + " = " + toml_value(key);
     if (const auto it = table_end.find(t); it != table_end.end()) {
