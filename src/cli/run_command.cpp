@@ -225,6 +225,10 @@ class Run final : public Command {
     sub_->add_option("--dram-trace", req_.dram_trace_file,
                      "Cycle fidelity: write every request the memory accepts (cycle, port, R/W, address, bytes), one "
                      "line each, to FILE (docs/ddr3.md)")->check(file_name());
+    sub_->add_option("--dram-commands", req_.dram_commands_file,
+                     "Cycle fidelity, ddr.model = ddr3: write every DRAM command the controller issues, in "
+                     "DRAMPower's command-trace form (cycle,command,bank), to FILE (docs/energy.md)")
+        ->check(file_name());
     sub_->add_option("--vcd-window", vcd_window_, "START:END in PL cycles traced into the VCD (default 0:20000)");
     sub_->add_option("--layers-csv", req_.layers_csv_file,
                      "Write one CSV row per (token, layer, step) to FILE: simulated begin and time, the busy unit, "
@@ -248,6 +252,8 @@ class Run final : public Command {
       throw Error("--vcd: the clocked signals exist in --fidelity cycle only");
     if (!req_.dram_trace_file.empty() && req_.fidelity != sim::Fidelity::kCycle)
       throw Error("--dram-trace: the memory's requests are traced in --fidelity cycle only");
+    if (!req_.dram_commands_file.empty() && req_.fidelity != sim::Fidelity::kCycle)
+      throw Error("--dram-commands: the DRAM's commands are traced in --fidelity cycle only");
     if (!vcd_window_.empty()) parse_vcd_window();
     req_.run.cache = cache_settings(cache_);
   }

@@ -212,7 +212,7 @@ DramTiming dram_timing(const hw::Ddr3Config& c);
 
 // ddr.model = ddr3: the commands the engine issued in the interval (hw::Ddr3CommandCounts,
 // differenced over the interval) and the device cycles with a bank open (a refresh's tRFC
-// included) or all banks precharged (BankStateTracker, energy/dram_commands.h).
+// included) or all banks precharged (hw::DramLedger, hw/memory/dram_ledger.h).
 struct DramCommands {
   uint64_t act = 0, pre = 0, prea_banks = 0, rd = 0, wr = 0, ref = 0;
   uint64_t open_cycles = 0, precharged_cycles = 0;

@@ -52,6 +52,10 @@ class CyclePlatform : public Platform {
     for (const auto& p : board_.memory().stats().ports) b += p.bytes_read;
     return b;
   }
+  hw::DramActivity dram_activity() override {
+    dram_ += board_.memory().close_dram_activity(ps_.now_ps() / board_.clock().period().value());
+    return dram_;
+  }
   bool dma_has_sg(int id) const override { return board_.dma(id).config().has_sg; }
 
  private:
@@ -77,6 +81,7 @@ class CyclePlatform : public Platform {
   std::vector<std::pair<std::string, uint64_t>> reset_state_;
   std::vector<std::string>* idle_violations_ = nullptr;
   std::vector<TransferRecord> log_;
+  hw::DramActivity dram_;  // the DRAM commands up to the last dram_activity()
 };
 
 }  // namespace bitsim::host

@@ -25,6 +25,7 @@ class FastPlatform : public Platform {
   void mem_read(uint64_t addr, void* dst, size_t n) override { board_.cpu_read(addr, dst, n, now_); }
   void mem_write(uint64_t addr, const void* src, size_t n) override { board_.cpu_write(addr, src, n, now_); }
   uint64_t pl_bytes_read() const override { return board_.bytes_read(); }
+  hw::DramActivity dram_activity() override { return board_.dram_activity(now_); }
   bool dma_has_sg(int id) const override { return board_.dma_has_sg(id); }
   const std::vector<TransferRecord>& transfers() const override { return log_; }
   uint64_t quiet_until_ps() const override { return board_.quiet_until_ps(); }

@@ -96,6 +96,7 @@ class RecordingPlatform : public Platform {
   void mem_read(uint64_t addr, void* dst, size_t n) override;
   void mem_write(uint64_t addr, const void* src, size_t n) override;
   uint64_t pl_bytes_read() const override { return inner_.pl_bytes_read(); }
+  hw::DramActivity dram_activity() override { return inner_.dram_activity(); }
   bool dma_has_sg(int id) const override { return inner_.dma_has_sg(id); }
   const std::vector<TransferRecord>& transfers() const override { return inner_.transfers(); }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "hw/memory/dram_ledger.h"
+
 namespace bitsim::host {
 
 // One completed DMA transfer (a simple transfer or an SG chain), in PL clock edges.
@@ -27,6 +29,9 @@ class Platform {
   virtual void mem_read(uint64_t addr, void* dst, size_t n) = 0;
   virtual void mem_write(uint64_t addr, const void* src, size_t n) = 0;
   virtual uint64_t pl_bytes_read() const = 0;
+  // The DRAM commands from the run's start to now, on a quiet board (ddr.model = ddr3; empty
+  // for models without commands): hw/memory/dram_ledger.h. Both fidelities give the same.
+  virtual hw::DramActivity dram_activity() = 0;
   // Whether DMA `id` (0 mm0, 1 mm1, 2 at0, 3 at1) was built with the SG engine.
   virtual bool dma_has_sg(int id) const = 0;
   // Every completed transfer so far, in the order the host saw them complete.

@@ -369,6 +369,7 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
   t_ = timing ? timing : &local;
   *t_ = {};
   const uint64_t read0 = ps_.pl_bytes_read();
+  const hw::DramActivity dram0 = ps_.dram_activity();
   const uint64_t begin = ps_.now_ps();
   begin_ps_ = begin;
   called_ = false;
@@ -403,6 +404,7 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
   for (size_t i = 0; i < which.size(); ++i) out[size_t(which[i])] = std::move(logits[i]);
 
   t_->bytes_read = ps_.pl_bytes_read() - read0;
+  t_->dram = ps_.dram_activity() - dram0;
   if (observer_)
     for (int p = 0; p < V; ++p) observer_->token(pos_ + p, tokens[size_t(p)], begin, ps_.now_ps());
   pos_ += V;

@@ -14,6 +14,7 @@
 #include "model/kv_scales.h"
 #include "numerics/numerics.h"
 #include "host/cpu_model.h"
+#include "hw/memory/dram_ledger.h"
 #include "host/dma_driver.h"
 #include "host/memory_map.h"
 #include "host/platform.h"
@@ -43,6 +44,9 @@ struct TokenTiming {
   // cleaned from its cache to DDR (headers, x, q, K/V rows, descriptors) and the results it
   // invalidated and read back (which the PL wrote).
   uint64_t flushed_bytes = 0, invalidated_bytes = 0;
+  // ddr.model = ddr3: the DRAM commands the memory issued for the PL and the device cycles
+  // with a bank open (hw/memory/dram_ledger.h), from the step's start to its end.
+  hw::DramActivity dram;
   // From the step's (or chunk's) start to its first driver call's start: the CPU work before
   // the first DMA (the time to first token counts from the first DMA start).
   uint64_t lead_ps = 0;

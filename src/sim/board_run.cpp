@@ -132,11 +132,21 @@ void check_request(const BoardRunRequest& req) {
   if (!req.dram_trace_file.empty() && req.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("dram trace file {}: the memory's requests are traced in the cycle fidelity only",
                             req.dram_trace_file));
+  if (!req.dram_commands_file.empty()) {
+    if (req.fidelity != Fidelity::kCycle)
+      throw Error(fmt::format("dram commands file {}: the DRAM's commands are traced in the cycle fidelity only",
+                              req.dram_commands_file));
+    const hw::DdrConfig ddr = make_sim_config(req.params).board.ddr;
+    if (!hw::make_memory_timing(ddr, 8000)->ledger())
+      throw Error(fmt::format("dram commands file {}: ddr.model = {} issues no DRAM commands (ddr.model = ddr3 does)",
+                              req.dram_commands_file, ddr.model));
+  }
   // Outputs are refused now rather than after the run (base/file_io.h): each on its own, no
   // two naming one file, none naming an input.
   std::vector<io::NamedPath> outputs;
   if (!req.vcd_file.empty()) outputs.push_back({"vcd file", req.vcd_file});
   if (!req.dram_trace_file.empty()) outputs.push_back({"dram trace file", req.dram_trace_file});
+  if (!req.dram_commands_file.empty()) outputs.push_back({"dram commands file", req.dram_commands_file});
   if (!req.trace_file.empty()) outputs.push_back({"trace file", req.trace_file});
   if (!req.record_mmio_file.empty()) outputs.push_back({"mmio record file", req.record_mmio_file});
   if (!req.layers_csv_file.empty()) outputs.push_back({"layers CSV file", req.layers_csv_file});
@@ -264,6 +274,10 @@ host::TokenTiming share_of(const host::TokenTiming& t, int V, int p) {
   s.walker_starts = part(t.walker_starts);
   s.flushed_bytes = part(t.flushed_bytes);
   s.invalidated_bytes = part(t.invalidated_bytes);
+  hw::Ddr3CommandCounts& k = s.dram.counts;
+  const hw::Ddr3CommandCounts& c = t.dram.counts;
+  k = {part(c.act), part(c.pre), part(c.prea), part(c.prea_banks), part(c.rd), part(c.wr), part(c.ref)};
+  s.dram.open_cycles = part(t.dram.open_cycles);
   s.multiplier_lowered = int(part(uint64_t(t.multiplier_lowered)));
   s.lead_ps = p == 0 ? t.lead_ps : 0;
   return s;
@@ -506,6 +520,7 @@ SimulationOptions simulation_options(const BoardRunRequest& req, int threads, ho
   SimulationOptions so(req.fidelity, threads, req.run.legacy_attention);
   so.vcd_file = req.vcd_file;
   so.dram_trace_file = req.dram_trace_file;
+  so.dram_commands_file = req.dram_commands_file;
   so.vcd_start = req.vcd_start;
   so.vcd_end = req.vcd_end;
   if (!req.record_mmio_file.empty()) so.record = recorded;
@@ -571,6 +586,7 @@ struct RunOutputs {
     // Put in place with what the memory heard, ending "# partial", when the simulation closes
     // (hw/memory/dram_trace.h): after this throw, before the message is shown.
     if (!req_.dram_trace_file.empty()) written.push_back(req_.dram_trace_file);
+    if (!req_.dram_commands_file.empty()) written.push_back(req_.dram_commands_file);
     std::string said;
     for (const auto& w : written) said += (said.empty() ? "; written up to the stop, marked partial: " : ", ") + w;
     throw Stopped(stop.signal(), fmt::format("{} after {} token(s){}", stop.what(), res.tokens.size(), said));

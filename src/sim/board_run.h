@@ -46,6 +46,7 @@ struct BoardRunRequest {
   bool check = true;              // compare every token's logits with the golden reference
   std::string vcd_file{};          // cycle fidelity: a VCD of the clocked signals (hw/parts/vcd_probe.h)
   std::string dram_trace_file{};   // cycle fidelity: every request the memory accepts (hw/memory/dram_trace.h)
+  std::string dram_commands_file{};  // cycle fidelity, ddr3: every DRAM command (hw/memory/dram_command_trace.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   std::string trace_file{};        // when set: write a Chrome trace of the run there (sim/trace.h)
   bool keep_transfers = false;    // keep every DMA transfer's start and completion in the result

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hw/memory/memory_model.h"
 #include "hw/parts/clock.h"
 #include "sim/board_config.h"
 #include "sim/board_run.h"
@@ -19,6 +20,27 @@ energy::Resources resources_of(int lut, int bram36, int dsp) {
   r.dsp = dsp;
   return r;
 }
+// ddr.model = ddr3 (docs/energy.md, "Where the activity comes from"): the commands the engine
+// issued for the PL's transfers, and the device cycles with a bank open; the CPU's own DDR
+// traffic, which the DRAM model does not time, as whole BL8 bursts of the bus in open rows
+// (a read burst per burst of results it reads back, a write burst per burst it cleans).
+void dram_commands(energy::Activity& a, const host::TokenTiming& t) {
+  const hw::Ddr3CommandCounts& k = t.dram.counts;
+  const uint64_t burst = uint64_t(a.dram.bus_bytes) * a.dram.burst_length;
+  const auto bursts = [&](uint64_t bytes) { return (bytes + burst - 1) / burst; };
+  energy::DramCommands& c = a.commands;
+  c.act = k.act;
+  c.pre = k.pre;
+  c.prea_banks = k.prea_banks;
+  c.rd = k.rd + bursts(t.invalidated_bytes);
+  c.wr = k.wr + bursts(t.flushed_bytes);
+  c.ref = k.ref;
+  // The interval's device cycles run from its first edge's to its last edge's: a few cycles
+  // more than its picoseconds hold when a bank is open throughout.
+  const uint64_t device_cycles = uint64_t(double(a.duration_ps) * a.dram.clock_mhz * 1e-6);
+  c.open_cycles = std::min(t.dram.open_cycles, device_cycles);
+  c.precharged_cycles = device_cycles - c.open_cycles;
+}
 }  // namespace
 
 EnergyAccount energy_account(const SimConfig& config, const model::ModelConfig& model, int capacity) {
@@ -30,7 +52,9 @@ EnergyAccount energy_account(const SimConfig& config, const model::ModelConfig& 
   a.config = config.energy;
   energy::Activity& d = a.design;
   d.pl_period_ps = hw::clock_period_ps(config.board.clock.mhz);
-  d.dram_model = energy::DramModel::kBytes;
+  // A memory model that issues DRAM commands (ddr3) is priced by them; the others by bytes.
+  d.dram_model = hw::make_memory_timing(config.board.ddr, d.pl_period_ps)->ledger() ? energy::DramModel::kCommands
+                                                                                    : energy::DramModel::kBytes;
   d.dram = energy::dram_timing(config.board.ddr.ddr3);
   a.dram_bytes_per_s = config.board.ddr.wall_bytes_per_s;
   // The matmul engine: the board's LUTs (BOARD.md: 34%) less the board's attention unit and
@@ -60,11 +84,15 @@ energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTi
   if (a.circuit(Circuit::kWalker).resources.lut > 0) a.circuit(Circuit::kWalker).busy_cycles = cycles(t.walker_ps);
   if (a.circuit(Circuit::kPrefill).resources.lut > 0 && chunk_tokens > 1)
     a.circuit(Circuit::kPrefill).busy_cycles = cycles(t.matmul_ps);
-  a.dram_bytes_read = t.bytes_read + t.invalidated_bytes;
-  a.dram_bytes_written = t.flushed_bytes + t.invalidated_bytes;
-  // The device moves data for the bytes' time at the wall's rate (a bank counted open then).
-  const double busy = double(a.dram_bytes_read + a.dram_bytes_written) / account.dram_bytes_per_s * 1e12;
-  a.dram_busy_ps = std::min(a.duration_ps, uint64_t(std::llround(busy)));
+  if (a.dram_model == energy::DramModel::kCommands) {
+    dram_commands(a, t);
+  } else {
+    a.dram_bytes_read = t.bytes_read + t.invalidated_bytes;
+    a.dram_bytes_written = t.flushed_bytes + t.invalidated_bytes;
+    // The device moves data for the bytes' time at the wall's rate (a bank counted open then).
+    const double busy = double(a.dram_bytes_read + a.dram_bytes_written) / account.dram_bytes_per_s * 1e12;
+    a.dram_busy_ps = std::min(a.duration_ps, uint64_t(std::llround(busy)));
+  }
   const uint64_t compute = std::min(a.duration_ps, t.cpu_ps + t.fixed_call_ps);
   a.cpu_compute_ps = compute;
   a.cpu_wait_ps = a.duration_ps - compute;

@@ -7,10 +7,12 @@
 //   - the PL circuits: each engine is busy for its calls' spans (matmul_ps, attention_ps),
 //     the four DMAs for both, the PL walker for its steps (walker_ps), the prefill vectors
 //     with the matmul engine; the PL clock runs for the whole token;
-//   - the DRAM: the bytes the PL read, plus the CPU's traffic (the bytes it cleaned to DDR,
-//     the results it invalidated and read back, which the PL wrote), priced per byte with
-//     background and refresh over the token's time (the approximation of docs/energy.md,
-//     for every ddr.model; the ddr3 command-based pricing runs on --dram-commands files);
+//   - the DRAM: under ddr.model = ddr3 from the commands the engine issued and the device
+//     cycles with a bank open (TokenTiming::dram, both fidelities alike), the CPU's own
+//     traffic as whole bursts; under wall and latency-bandwidth the bytes the PL read plus
+//     the CPU's traffic (the bytes it cleaned to DDR, the results it invalidated and read
+//     back, which the PL wrote), priced per byte with background and refresh over the
+//     token's time (the approximation of docs/energy.md);
 //   - the PS: computing for the CPU steps and the driver's fixed work (cpu_ps +
 //     fixed_call_ps), waiting (polling DMASR) for the rest of the calls and the walker.
 #include <cstdint>

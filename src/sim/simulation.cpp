@@ -8,6 +8,7 @@
 #include "hw/board.h"
 #include "hw/parts/sim_context.h"
 #include "hw/parts/sc_kernel.h"
+#include "hw/memory/dram_command_trace.h"
 #include "hw/memory/dram_trace.h"
 #include "hw/parts/vcd_probe.h"
 #include "base/error.h"
@@ -69,6 +70,8 @@ class CycleMachine : public Machine {
       vcd_ = std::make_unique<hw::VcdProbe>("vcd", board_, hw::VcdConfig{o.vcd_file, o.vcd_start, o.vcd_end});
     if (!o.dram_trace_file.empty())
       dram_trace_ = std::make_unique<hw::DramTrace>(o.dram_trace_file, board_.memory(), c.clock.mhz);
+    if (!o.dram_commands_file.empty())
+      dram_commands_ = std::make_unique<hw::DramCommandTrace>(o.dram_commands_file, board_.memory());
     set_platform(platform_impl_);
   }
 
@@ -83,6 +86,7 @@ class CycleMachine : public Machine {
     if (!ps_.finished()) throw Error("cycle fidelity: the simulation ended before the host program finished");
     if (vcd_) vcd_->close();
     if (dram_trace_) dram_trace_->close();
+    if (dram_commands_) dram_commands_->close();
   }
 
  private:
@@ -91,6 +95,7 @@ class CycleMachine : public Machine {
   host::Ps ps_;
   std::unique_ptr<hw::VcdProbe> vcd_;
   std::unique_ptr<hw::DramTrace> dram_trace_;
+  std::unique_ptr<hw::DramCommandTrace> dram_commands_;
   host::CyclePlatform platform_impl_;
   std::function<void()> program_;
   bool ran_ = false;
@@ -105,6 +110,9 @@ std::unique_ptr<Machine> make_machine(const hw::BoardConfig& board, const Simula
   if (!options.dram_trace_file.empty() && options.fidelity != Fidelity::kCycle)
     throw Error(fmt::format("dram trace file {}: the memory's requests are traced in the cycle fidelity only",
                             options.dram_trace_file));
+  if (!options.dram_commands_file.empty() && options.fidelity != Fidelity::kCycle)
+    throw Error(fmt::format("dram commands file {}: the DRAM's commands are traced in the cycle fidelity only",
+                            options.dram_commands_file));
   if (options.fidelity == Fidelity::kCycle) return std::make_unique<CycleMachine>(board, options);
   return std::make_unique<FastMachine>(board, options);
 }

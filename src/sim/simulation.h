@@ -39,6 +39,7 @@ struct SimulationOptions {
   bool legacy_attention = false;    // the earlier attention unit's fixed >> 8 shift
   std::string vcd_file;             // cycle only: a VCD of the clocked signals (hw/parts/vcd_probe.h)
   std::string dram_trace_file;      // cycle only: every request the memory accepts (hw/memory/dram_trace.h)
+  std::string dram_commands_file;   // cycle only, ddr3: every DRAM command (hw/memory/dram_command_trace.h)
   uint64_t vcd_start = 0, vcd_end = 20000;  // its window of PL cycles
   // Cycle only: check at every register write on a quiet board that the board is in its
   // state after reset (host::CyclePlatform::check_idle_board); violations are appended here.

@@ -137,6 +137,12 @@ std::vector<RegressFigure> run_scenario_energy(const RegressScenario& s, const s
     out.push_back({prefix + " dram_mj", real_text(b.dram())});
     out.push_back({prefix + " pl_mj", real_text(b.pl())});
     out.push_back({prefix + " ps_mj", real_text(b.ps() + b.board_other)});
+    if (account.design.dram_model != energy::DramModel::kCommands) continue;
+    const hw::DramActivity& d = toks[i].timing.dram;  // ddr3: the commands the DRAM term prices
+    for (const auto& [name, v] : {std::pair<const char*, uint64_t>{"act", d.counts.act}, {"pre", d.counts.pre},
+                                  {"prea_banks", d.counts.prea_banks}, {"rd", d.counts.rd}, {"wr", d.counts.wr},
+                                  {"ref", d.counts.ref}, {"open_cycles", d.open_cycles}})
+      out.push_back({prefix + " dram_" + name, v});
   }
   return out;
 }

@@ -16,8 +16,9 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "energy/dram_commands.h"
+#include "hw/memory/dram_command_trace.h"
 #include "hw/memory/ddr3_timing.h"
+#include "hw/memory/dram_ledger.h"
 
 namespace bitsim::energy {
 namespace {
@@ -48,24 +49,24 @@ hw::Ddr3Request wr(uint64_t t, uint64_t addr, uint32_t bytes = 16) { return {t, 
 // (525 MHz: 40/21 ns a cycle, so `end` is a multiple of 21 for a whole ps count).
 struct Stream {
   hw::Ddr3Timing engine{kDdr3};
-  BankStateTracker tracker{kDdr3.banks, kDdr3.trfc};
+  hw::DramLedger ledger{kDdr3.banks, kDdr3.trfc, 0};
   std::vector<std::string> lines;
   Stream() {
     engine.set_command_listener([this](uint64_t t, Ddr3Command c, uint32_t b) {
-      tracker.command(t, c, b);
-      lines.push_back(drampower_line(t, c, b));
+      ledger.command(t, c, b);
+      lines.push_back(hw::drampower_line(t, c, b));
     });
   }
   Activity close(uint64_t end) {
     engine.catch_up(end);
-    const BankStateTracker::Split s = tracker.close(end);
-    EXPECT_EQ(s.open + s.precharged, end);
+    const hw::DramActivity d = ledger.close(end);
+    EXPECT_EQ(d.counts, engine.command_counts());
     Activity a;
     a.duration_ps = end * 40000 / 21;  // exact when end % 21 == 0
     a.dram_model = DramModel::kCommands;
     a.dram = dram_timing(kDdr3);
     const hw::Ddr3CommandCounts& k = engine.command_counts();
-    a.commands = {k.act, k.pre, k.prea_banks, k.rd, k.wr, k.ref, s.open, s.precharged};
+    a.commands = {k.act, k.pre, k.prea_banks, k.rd, k.wr, k.ref, d.open_cycles, end - d.open_cycles};
     return a;
   }
 };
@@ -168,18 +169,14 @@ TEST(Energy, BackgroundByBankStateEqualsHandComputation) {
   EXPECT_EQ(a.commands.precharged_cycles, 7u);
   const Breakdown b = energy(dram_only(), a);
   EXPECT_NEAR(b.dram_background, background_mj(200 + 1893, 7), 1e-15);
-  // The tracker's split on its own: a REF is open for tRFC, and a refresh running past the
+  // The ledger's split on its own: a REF is open for tRFC, and a refresh running past the
   // end of an interval carries into the next.
-  BankStateTracker t(8, 158);
+  hw::DramLedger t(8, 158, 0);
   t.command(10, Ddr3Command::kAct, 3);
   t.command(50, Ddr3Command::kPre, 3);
   t.command(100, Ddr3Command::kRef, 0);
-  const BankStateTracker::Split x = t.close(200);
-  EXPECT_EQ(x.open, 40u + 100u);
-  EXPECT_EQ(x.precharged, 60u);
-  const BankStateTracker::Split y = t.close(300);
-  EXPECT_EQ(y.open, 58u);
-  EXPECT_EQ(y.precharged, 42u);
+  EXPECT_EQ(t.close(200).open_cycles, 40u + 100u);
+  EXPECT_EQ(t.close(300).open_cycles, 58u);
   EXPECT_THROW(t.close(250), Error);  // before the interval's start
 }
 
@@ -259,15 +256,16 @@ TEST(Energy, IdleDrawsOnlyStaticAndBackground) {
     a.dram_model = m;
     if (m == DramModel::kCommands) {
       hw::Ddr3Timing idle(kDdr3);
-      BankStateTracker t(kDdr3.banks, kDdr3.trfc);
+      hw::DramLedger t(kDdr3.banks, kDdr3.trfc, 0);
       idle.set_command_listener([&](uint64_t c, Ddr3Command k, uint32_t bank) { t.command(c, k, bank); });
       idle.catch_up(525000);
-      const BankStateTracker::Split s = t.close(525000);
+      const hw::DramActivity s = t.close(525000);
       const hw::Ddr3CommandCounts& k = idle.command_counts();
       EXPECT_EQ(k.ref, 525000u / 4064);
       EXPECT_EQ(k.act + k.pre + k.prea + k.rd + k.wr, 0u);
-      a.commands = {0, 0, 0, 0, 0, k.ref, s.open, s.precharged};
-      EXPECT_EQ(s.open, k.ref * kDdr3.trfc);
+      EXPECT_EQ(s.counts, k);
+      a.commands = {0, 0, 0, 0, 0, k.ref, s.open_cycles, 525000 - s.open_cycles};
+      EXPECT_EQ(s.open_cycles, k.ref * kDdr3.trfc);
     }
     const EnergyConfig c = with_board_other();
     const Breakdown b = energy(c, a);

@@ -473,6 +473,7 @@ class PollEveryTime : public Platform {
   void mem_read(uint64_t a, void* d, size_t n) override { p_.mem_read(a, d, n); }
   void mem_write(uint64_t a, const void* s, size_t n) override { p_.mem_write(a, s, n); }
   uint64_t pl_bytes_read() const override { return p_.pl_bytes_read(); }
+  hw::DramActivity dram_activity() override { return p_.dram_activity(); }
   bool dma_has_sg(int id) const override { return p_.dma_has_sg(id); }
   const std::vector<TransferRecord>& transfers() const override { return p_.transfers(); }
 

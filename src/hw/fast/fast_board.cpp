@@ -55,6 +55,7 @@ FastBoard::FastBoard(const BoardConfig& config, FastBoardOptions options)
   for (int e = 0; e < reg.count(); ++e) fast_engines_.push_back(reg[e].fast(config_));
   memory_timing_ = make_memory_timing(config_.ddr, period_);
   memory_state_ = memory_timing_->initial_state();
+  ledger_ = memory_timing_->ledger();
   // Decoded weights are keyed by their DDR address: any write into them drops the entry.
   memory_.set_write_listener([this](uint64_t a, size_t n) {
     // Entries are disjoint and sorted by address: walk back from the first one past the
@@ -400,6 +401,29 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
   return key;
 }
 
+void FastBoard::account_dram(const DramActivity& batch, const std::vector<uint64_t>& tail) {
+  if (!ledger_) return;
+  // The oracle's edge 0 is the opening (opening_memory(): the state there is the last one
+  // advanced, and never moved back).
+  const uint64_t opening =
+      std::max(batch_first_ > kOracleFirstEdge ? batch_first_ - kOracleFirstEdge : 0, memory_state_edge_);
+  memory_timing_->advance_counted(memory_state_, opening - memory_state_edge_, memory_state_edge_, *ledger_);
+  const uint64_t origin = memory_timing_->device_cycle(opening);
+  dram_total_ += ledger_->close(origin);
+  dram_total_ += batch;
+  dram_total_.open_cycles += ledger_->continue_with(tail, origin);
+}
+
+DramActivity FastBoard::dram_activity(uint64_t t_ps) const {
+  if (!ledger_) return {};
+  DramLedger l = *ledger_;
+  const uint64_t edge = std::max(t_ps / period_, memory_state_edge_);
+  memory_timing_->advance_counted(memory_state_, edge - memory_state_edge_, memory_state_edge_, l);
+  DramActivity a = dram_total_;
+  a += l.close(memory_timing_->device_cycle(edge));
+  return a;
+}
+
 MemoryState FastBoard::opening_memory() const {
   const uint64_t opening = batch_first_ > kOracleFirstEdge ? batch_first_ - kOracleFirstEdge : 0;
   return memory_timing_->advance(memory_state_, opening > memory_state_edge_ ? opening - memory_state_edge_ : 0);
@@ -485,6 +509,8 @@ FastBoard::Cached FastBoard::record(const OracleResult& res) const {
   entry.end_edge = std::max(res.cycles, res.quiet_edge);
   entry.memory_after = res.memory_after;
   entry.memory_after_edge = res.memory_after_edge;
+  entry.dram = res.dram;
+  entry.dram_tail = res.dram_tail;
   entry.engines = res.engines;
   entry.channels.resize(ch_.size());
   for (int d = 0; d < int(ch_.size()); ++d)
@@ -581,6 +607,7 @@ void FastBoard::apply(const Cached& entry) {
         if ((batch_first_ + e) * period_ >= advanced_ps_) ch.transfers.emplace_back(batch_first_ + s, batch_first_ + e);
     }
   batch_end_edge_ = batch_first_ + entry.end_edge;
+  account_dram(entry.dram, entry.dram_tail);
   memory_state_ = entry.memory_after;
   memory_state_edge_ = batch_first_ + entry.memory_after_edge;
   next_event_ps_ = 0;  // the next access looks at the new record
@@ -617,6 +644,10 @@ void FastBoard::enter_general() {
   general_ = true;
   general_from_ps_ = advanced_ps_;  // transfers completed before were reported already
   undo_outputs();                   // the DDR here as the batch opened; the live run has the rest
+  memory_state_ = before_batch_.state;  // and the memory as it opened (not an applied record's end)
+  memory_state_edge_ = before_batch_.edge;
+  ledger_ = before_batch_.ledger;
+  dram_total_ = before_batch_.dram_total;
   for (auto& dma : ch_)
     for (Channel& ch : dma) {
       ch.pending.clear();
@@ -677,6 +708,9 @@ void FastBoard::close_general() {
   for (int e = 0; e < int(engines_.size()); ++e)
     for (int lane = 0; lane < 2; ++lane) pending_engines_[e][lane] = after_batch(engines_[e][lane], l.lane(e, lane));
   stats_.oracle_cycles += l.cycles();
+  std::vector<uint64_t> tail;
+  const DramActivity dram = l.dram_activity(tail);
+  account_dram(dram, tail);
   memory_state_ = l.memory_state();
   memory_state_edge_ = batch_first_ + l.cycles();
   close_batch();
@@ -758,6 +792,7 @@ void FastBoard::resolve() {
   std::string key = ok ? batch_key(started) : std::string();
   if (ok) ok = compute(segs, started, key);
   bytes_read_before_batch_ = bytes_read_;
+  before_batch_ = {memory_state_, memory_state_edge_, ledger_, dram_total_};
   if (!ok) {
     enter_general();
   } else if (auto it = cache_.find(key); it != cache_.end()) {
@@ -779,7 +814,7 @@ void FastBoard::resolve() {
 
 namespace {
 constexpr uint32_t kTimingMagic = 0x43545342;  // "BSTC"
-constexpr uint32_t kTimingFormat = 2;  // 2: each entry ends with the memory's carried state
+constexpr uint32_t kTimingFormat = 3;  // 2: each entry ends with the memory's carried state; 3: and its DRAM commands
 
 struct ByteWriter {
   std::vector<uint8_t>& out;
@@ -850,6 +885,10 @@ std::vector<uint8_t> FastBoard::export_timing() const {
     w.put(uint64_t(c.memory_after.words.size()));
     for (const uint64_t v : c.memory_after.words) w.put(v);
     w.put(c.memory_after_edge);
+    const Ddr3CommandCounts& k = c.dram.counts;
+    for (const uint64_t v : {k.act, k.pre, k.prea, k.prea_banks, k.rd, k.wr, k.ref, c.dram.open_cycles}) w.put(v);
+    w.put(uint64_t(c.dram_tail.size()));
+    for (const uint64_t v : c.dram_tail) w.put(v);
   }
   return out;
 }
@@ -893,6 +932,11 @@ void FastBoard::import_timing(const uint8_t* data, size_t bytes) {
     c.memory_after.words.resize(r.count(8));
     for (uint64_t& v : c.memory_after.words) v = r.get<uint64_t>();
     c.memory_after_edge = r.get<uint64_t>();
+    Ddr3CommandCounts& k = c.dram.counts;
+    for (uint64_t* v : {&k.act, &k.pre, &k.prea, &k.prea_banks, &k.rd, &k.wr, &k.ref, &c.dram.open_cycles})
+      *v = r.get<uint64_t>();
+    c.dram_tail.resize(r.count(8));
+    for (uint64_t& v : c.dram_tail) v = r.get<uint64_t>();
     read.emplace_back(std::move(key), std::move(c));
   }
   if (r.left != 0) throw Error(fmt::format("timing cache: {} bytes after the last entry", r.left));

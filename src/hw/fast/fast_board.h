@@ -22,6 +22,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -79,6 +80,10 @@ class FastBoard {
   // DDR contents without timing (loading images, tests).
   FastMemory& memory() { return memory_; }
   uint64_t bytes_read() const { return bytes_read_; }
+  // The DRAM commands from edge 0 to time t (hw/memory/dram_ledger.h; ddr.model = ddr3, else
+  // empty): every batch's as its clocked run gave them, and every idle gap's refreshes. The
+  // same figure the clocked board's memory gives at t, for a t at which the board is quiet.
+  DramActivity dram_activity(uint64_t t_ps) const;
   bool dma_has_sg(int id) const {
     return config_.engines->dma_sg(id, config_);
   }
@@ -130,6 +135,8 @@ class FastBoard {
     std::vector<std::array<LaneRegisterView, 2>> engines;  // by engine, after the batch (counters: the batch's own)
     MemoryState memory_after;           // the memory's carried state after the batch,
     uint64_t memory_after_edge = 0;     // as of this relative edge
+    DramActivity dram;                  // the DRAM commands up to then, and the ledger's tail
+    std::vector<uint64_t> dram_tail;    // (OracleResult::dram, dram_tail)
   };
   struct Segment {
     uint64_t addr;
@@ -239,6 +246,22 @@ class FastBoard {
   std::unique_ptr<MemoryTiming> memory_timing_;
   MemoryState memory_state_;
   uint64_t memory_state_edge_ = 0;
+  // The DRAM commands (models that issue them): the total up to the ledger's start, and the
+  // ledger from there (its start: the last batch's end, or an earlier batch's opening).
+  std::optional<DramLedger> ledger_;
+  DramActivity dram_total_;
+  // The memory's carried state and DRAM commands as the batch resolved: a batch that turns
+  // general after its record was applied runs live from them, not from its record's end.
+  struct MemoryCarry {
+    MemoryState state;
+    uint64_t edge = 0;
+    std::optional<DramLedger> ledger;
+    DramActivity dram_total;
+  };
+  MemoryCarry before_batch_;
+  // A batch's DRAM commands into the run's, before memory_state_ moves to its end: the gap
+  // from the last state to the batch's opening, then the batch's, then its record's carry.
+  void account_dram(const DramActivity& batch, const std::vector<uint64_t>& tail);
   FastBoardStats stats_;
   // Outputs the functional pass computed, written when the batch is accepted.
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> outputs_;

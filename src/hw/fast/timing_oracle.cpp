@@ -149,6 +149,7 @@ class OraclePs : public sc_core::sc_module {
       // batch may open before that end, and the memory is idle from the quiet edge on (every
       // request it served was for a transfer that has completed by then).
       const uint64_t quiet = std::max<uint64_t>(last_active + 1, kOracleFirstEdge);
+      result_.dram = board_.memory().close_dram_activity(quiet, &result_.dram_tail);
       result_.memory_after = board_.memory().carried_state(quiet);
       result_.memory_after_edge = quiet - kOracleFirstEdge;
     } catch (...) {
@@ -402,6 +403,10 @@ uint64_t LiveOracle::cycles() const {
 }
 
 MemoryState LiveOracle::memory_state() const { return run_->board->memory().carried_state(run_->board->clock().cycle()); }
+
+DramActivity LiveOracle::dram_activity(std::vector<uint64_t>& tail) {
+  return run_->board->memory().close_dram_activity(run_->board->clock().cycle(), &tail);
+}
 
 std::vector<MemoryRegion> LiveOracle::writes() const { return written_regions(*run_->board, run_->written); }
 

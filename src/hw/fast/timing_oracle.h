@@ -74,6 +74,11 @@ struct OracleResult {
   // memory_after_edge (relative); empty for the shipped memory models.
   MemoryState memory_after;
   uint64_t memory_after_edge = 0;
+  // The DRAM commands of the run up to memory_after_edge (hw/memory/dram_ledger.h; empty for
+  // models without commands), and its ledger's record (DramLedger::record: its head and what
+  // it carries past that edge, relative to the device cycle of the oracle's edge 0).
+  DramActivity dram;
+  std::vector<uint64_t> dram_tail;
 };
 
 struct OracleBatch {
@@ -130,6 +135,8 @@ class LiveOracle {
   uint64_t cycles() const;      // simulated from the first start to the last probe
   // The memory's carried state now (as of edge cycles(), relative).
   MemoryState memory_state() const;
+  // The DRAM commands since the opening, up to now, and the ledger's tail (as OracleResult's).
+  DramActivity dram_activity(std::vector<uint64_t>& tail);
   // Every byte range written since the opening (by the PL or a CPU store), with its contents.
   std::vector<MemoryRegion> writes() const;
   uint64_t restarts() const { return restarts_; }

@@ -21,7 +21,9 @@ uint32_t Ddr3Memory::controller_port(const Ddr3Config& c, int i) { return std::m
 Ddr3Memory::Ddr3Memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config)
     : Memory(name, clock, config),
       crossing_(ddr3_board_clock(config_.ddr3, uint64_t(std::llround(clock.period().to_seconds() * 1e12)))),
-      timing_(ddr3_board_engine(config_.ddr3, crossing_)) {
+      timing_(ddr3_board_engine(config_.ddr3, crossing_)),
+      ledger_(config_.ddr3.banks, config_.ddr3.trfc, crossing_.device(0)) {
+  listen();
   ports_.resize(size_t(config_.ports));
   for (int i = 0; i < config_.ports; ++i) ports_[size_t(i)].link = links_[size_t(i)].get();
   SC_METHOD(tick);
@@ -151,7 +153,31 @@ MemoryState Ddr3Memory::carried_state(uint64_t cycle) const {
   return MemoryState{ddr3_carry(timing_, crossing_, cycle)};
 }
 
-void Ddr3Memory::restore_state(const MemoryState& state) { crossing_ = ddr3_restore(timing_, crossing_, state.words, name()); }
+void Ddr3Memory::restore_state(const MemoryState& state) {
+  crossing_ = ddr3_restore(timing_, crossing_, state.words, name());
+  ledger_ = DramLedger(config_.ddr3.banks, config_.ddr3.trfc, crossing_.device(0));
+  ledger_.open_at_start(timing_.snapshot().open_row);
+  // A refresh or a PRE of the run before can reach into the batch by at most the horizon.
+  ledger_.keep_head(2 * timing_.horizon());
+}
+
+void Ddr3Memory::listen() {
+  timing_.set_command_listener([this](uint64_t cycle, Ddr3Command command, uint32_t bank) {
+    ledger_.command(cycle, command, bank);
+    if (command_listener_) command_listener_(cycle, command, bank);
+  });
+}
+
+DramActivity Ddr3Memory::close_dram_activity(uint64_t cycle, std::vector<uint64_t>* tail) {
+  if (in_flight_ > 0 || !timing_.idle())
+    throw Error(fmt::format("{}: the DRAM activity was asked for at edge {} while {} bursts are in flight", name(),
+                            cycle, in_flight_));
+  const uint64_t device = crossing_.device(cycle);
+  timing_.catch_up(device);
+  const DramActivity a = ledger_.close(device);
+  if (tail) *tail = ledger_.record(crossing_.device(0));
+  return a;
+}
 
 void Ddr3Memory::tick() {
   if (!awake_at_edge()) return;
@@ -220,6 +246,24 @@ class Ddr3MemoryTiming : public MemoryTiming {
     Ddr3Timing t = ddr3_board_engine(config_, crossing_);
     const Ddr3Crossing x = ddr3_restore(t, crossing_, state.words, "memory model");
     return idle_cycles == 0 ? state : MemoryState{ddr3_carry(t, x, idle_cycles)};
+  }
+  std::optional<DramLedger> ledger() const override { return DramLedger(config_.banks, config_.trfc, crossing_.device(0)); }
+  uint64_t device_cycle(uint64_t edge) const override { return crossing_.device(edge); }
+  // The gap's refreshes performed by the engine itself (not by save()'s copy), each told to
+  // the ledger in the run's device cycles: the restored crossing's device cycle 0 is the
+  // run's device cycle of edge `from` (the carried phase is that edge's).
+  MemoryState advance_counted(const MemoryState& state, uint64_t idle_cycles, uint64_t from,
+                              DramLedger& ledger) const override {
+    if (idle_cycles == 0) return state;
+    Ddr3Timing t = ddr3_board_engine(config_, crossing_);
+    const Ddr3Crossing x = ddr3_restore(t, crossing_, state.words, "memory model");
+    const uint64_t run0 = crossing_.device(from), own0 = x.device(0);
+    t.set_command_listener([&](uint64_t cycle, Ddr3Command command, uint32_t bank) {
+      ledger.command(cycle - own0 + run0, command, bank);
+    });
+    t.catch_up(x.device(idle_cycles));
+    t.set_command_listener(nullptr);
+    return MemoryState{ddr3_carry(t, x, idle_cycles)};
   }
 
  private:

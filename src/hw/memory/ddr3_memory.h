@@ -31,6 +31,8 @@ class Ddr3Memory : public Memory {
   uint64_t state_fingerprint(uint64_t cycle) const override;
   MemoryState carried_state(uint64_t cycle) const override;
   void restore_state(const MemoryState& state) override;
+  DramActivity close_dram_activity(uint64_t cycle, std::vector<uint64_t>* tail = nullptr) override;
+  void set_command_listener(Ddr3CommandListener listener) override { command_listener_ = std::move(listener); }
   const Ddr3Crossing& crossing() const { return crossing_; }
   // The controller port board port `i` is wired to.
   static uint32_t controller_port(const Ddr3Config& c, int i);
@@ -67,6 +69,9 @@ class Ddr3Memory : public Memory {
 
   Ddr3Crossing crossing_;
   Ddr3Timing timing_;
+  DramLedger ledger_;                      // every command since reset or the last restore
+  Ddr3CommandListener command_listener_;   // --dram-commands
+  void listen();                           // the engine's commands to the ledger and the listener
   std::vector<PortState> ports_;
   size_t in_flight_ = 0;  // bursts held over all ports
 };

@@ -69,6 +69,17 @@ void Memory::restore_state(const MemoryState& state) {
                             name(), config_.model, state.words.size()));
 }
 
+DramActivity Memory::close_dram_activity(uint64_t, std::vector<uint64_t>* tail) {
+  if (tail) tail->clear();
+  return {};
+}
+
+void Memory::set_command_listener(Ddr3CommandListener listener) {
+  if (listener)
+    throw Error(fmt::format("{}: ddr.model = {} issues no DRAM commands (a command trace needs ddr.model = ddr3)",
+                            name(), config_.model));
+}
+
 // The clocked half of the model ddr.model names in the config's memory registry
 // (hw/memory/memory_registry.h; validate refuses any other name, naming the choices).
 std::unique_ptr<Memory> make_memory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) {

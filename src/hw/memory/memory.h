@@ -124,6 +124,16 @@ class Memory : public sc_core::sc_module {
   // batch). By default a model carries nothing: restore_state refuses a non-empty state (Ddr3Memory overrides both).
   virtual MemoryState carried_state(uint64_t cycle) const;
   virtual void restore_state(const MemoryState& state);
+  // The DRAM commands issued since reset or the last restore_state, accounted up to edge
+  // `cycle` of a quiet memory (hw/memory/dram_ledger.h): the engine is caught up to that
+  // edge first, which changes no timing. `tail`, when given: the ledger's record
+  // (DramLedger::record: its head and what it carries past `cycle`), relative to the device
+  // cycle of edge 0. Models
+  // without commands (wall, latency-bandwidth) give an empty activity and tail.
+  virtual DramActivity close_dram_activity(uint64_t cycle, std::vector<uint64_t>* tail = nullptr);
+  // Told every DRAM command as the engine decides it (`bitsim run --dram-commands`); an empty
+  // function removes it. Models without commands refuse a listener.
+  virtual void set_command_listener(Ddr3CommandListener listener);
 
  protected:
   static constexpr uint64_t kBusBeatBytes = 8;  // one beat of a DdrPortLink

@@ -21,11 +21,13 @@
 // clock-crossing phase, and its timing depends on where each buffer lies (docs/ddr3.md).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/config_field.h"
 #include "hw/memory/ddr3_config.h"
+#include "hw/memory/dram_ledger.h"
 #include "hw/memory/memory_registry.h"
 
 namespace bitsim::hw {
@@ -135,6 +137,19 @@ class MemoryTiming {
   }
   // Appends the carried state to a batch key (nothing for an empty state).
   virtual void key_state(const MemoryState& state, std::string& key) const;
+
+  // The DRAM commands (hw/memory/dram_ledger.h; the energy model's ddr3 pricing): a model
+  // that issues them gives a ledger of the run from edge 0, in the device cycles of the
+  // clocked board's run (device_cycle), and advance_counted() over a gap that opens at the run's
+  // edge `from` tells the ledger every command the gap performs (its refreshes). Models
+  // without commands (wall, latency-bandwidth) give none.
+  virtual std::optional<DramLedger> ledger() const { return std::nullopt; }
+  virtual uint64_t device_cycle(uint64_t edge) const { return edge; }
+  virtual MemoryState advance_counted(const MemoryState& state, uint64_t idle_cycles, uint64_t from,
+                                      DramLedger& ledger) const {
+    (void)from, (void)ledger;
+    return advance(state, idle_cycles);
+  }
 };
 
 // The fast-side part of the model `config.model` names, for a PL clock of `pl_period_ps`.
