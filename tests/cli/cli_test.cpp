@@ -375,6 +375,33 @@ TEST(Cli, MakeModelTinyGqaRunsAndABadKvHeadCountIsRefused) {
   EXPECT_EQ(bitsim("make-model --shape tiny-gqb --out " + (d.path / "x").string()).code, 2);
 }
 
+// BitNet b1.58 2B4T's layer from a checkpoint folder (model_type bitnet, relu2, the sub-norms
+// under their bitnet names) runs bit-identical to the golden reference; an unknown
+// hidden_act is exit 2 naming the file and the key; 2B4T's own shape is refused naming the
+// key its circuits cannot take.
+TEST(Cli, MakeModelTiny2b4tRunsAndAnUnknownActivationIsRefused) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny-2b4t --out " + d.path.string()).code, 0);
+  std::ifstream in(d.path / "config.json");
+  auto cfg = nlohmann::json::parse(in);
+  in.close();
+  EXPECT_EQ(cfg["model_type"], "bitnet");
+  EXPECT_EQ(cfg["hidden_act"], "relu2");
+  const auto run = bitsim("run --json --tokens 3 --prompt Hi --model " + d.path.string());
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const auto& t : nlohmann::json::parse(run.out)["tokens"]) EXPECT_EQ(t["logits_equal"], true);
+  cfg["hidden_act"] = "gelu";
+  std::ofstream(d.path / "config.json") << cfg.dump(2);
+  const auto bad = bitsim("run --tokens 1 --prompt x --model " + d.path.string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, (d.path / "config.json").string())) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "'hidden_act'")) << bad.err;
+  const auto big = bitsim("inspect --model synthetic:bitnet-2b4t");
+  EXPECT_EQ(big.code, 2);
+  EXPECT_TRUE(contains(big.err, "synthetic:bitnet-2b4t")) << big.err;
+  EXPECT_TRUE(contains(big.err, "'intermediate_size'")) << big.err;
+}
+
 TEST(Cli, TruncatedSafetensorsNamesTheFile) {
   TempDir d;
   ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);
