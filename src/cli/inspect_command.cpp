@@ -14,6 +14,8 @@
 #include "model/kv_tip.h"
 #include "model/model_loader.h"
 #include "model/packed_image.h"
+#include "cli/options.h"
+#include "sim/board_config.h"
 #include "study/board_figures.h"
 
 namespace bitsim::cli {
@@ -22,18 +24,43 @@ namespace {
 
 constexpr double kBoardImageMiB = study::board_figures::kPackedImageMiB;
 
+// The board's memory (docs/memory.md "What fits where"): the layout's account at the
+// largest context its KV cache holds (or at one position, when nothing fits), against
+// ddr.size_mib and cma.mib.
+struct Fit {
+  host::MemoryAccount account;
+  int context = 0;  // the largest T (0: the model does not fit)
+  int cap = 0;      // what bounds T besides the CMA (the unit's range, max_position_embeddings)
+};
+
+Fit board_fit(const model::ModelConfig& c, const host::MemoryMapConfig& mc) {
+  Fit f;
+  f.context = host::kv_context_limit(c, mc);
+  f.cap = host::kv_context_cap(c, mc);
+  f.account = host::memory_account(c, mc, std::max(1, f.context));
+  return f;
+}
+
+void print_fit(const Fit& f, const std::string& kv_format) {
+  const auto& a = f.account;
+  fmt::print("memory on this board (ddr.size_mib = {}, cma.base = {} MiB, cma.mib = {}; the layout is simulated):\n",
+             a.ddr_bytes >> 20, a.cma_base >> 20, a.cma_bytes >> 20);
+  fmt::print("{}", a.text());
+  if (f.context > 0)
+    fmt::print("  largest context         {:>10} positions (kv.format = {}; the unit and the model cap it at {})\n",
+               f.context, kv_format, f.cap);
+  else
+    fmt::print("  largest context         none: the model does not fit even with one position; `bitsim run` "
+               "refuses it\n");
+}
+
 // The KV cache per format (model/kv_format.h: the whole storage) and the largest context
-// whose cache fits the shipped contiguous memory beside everything else the board keeps there.
-void print_kv_capacity(const model::ModelConfig& c) {
-  const host::MemoryMapConfig mc;
-  const host::MemoryMap map(c, mc);
-  uint64_t kv = 0;
-  for (const auto& r : map.regions())
-    if (r.name == "kv cache") kv = r.bytes;
-  const uint64_t used_else = map.used_bytes() - kv, free = mc.cma_bytes - std::min(mc.cma_bytes, used_else);
+// whose cache fits the board's contiguous memory beside everything else kept there.
+void print_kv_capacity(const model::ModelConfig& c, const host::MemoryAccount& a) {
+  const uint64_t used_else = a.used() - a.kv_cache, free = a.cma_bytes - std::min(a.cma_bytes, used_else);
   const uint64_t lh = uint64_t(c.num_layers) * uint64_t(c.num_kv_heads);  // K/V heads: a GQA group shares one
   fmt::print("KV cache (docs/variants-attention.md 8: payload, scales, outlier lanes, padding, banks), in the "
-             "{} MiB CMA beside {:.2f} MiB of weights and buffers:\n", mc.cma_bytes >> 20, used_else / 1048576.0);
+             "{} MiB CMA beside {:.2f} MiB of weights and buffers:\n", a.cma_bytes >> 20, used_else / 1048576.0);
   fmt::print("  {:<22} {:>14} {:>16} {:>14}\n", "format", "bytes/position", "largest T fits", "T=512 MiB");
   const std::pair<const char*, model::KvStorage> formats[] = {
       {"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0)},
@@ -66,7 +93,29 @@ struct Inspection {
   const model::TernaryModel& model;
   model::ImageSize image;
   double load_s = 0;
+  Fit fit;
+  std::string kv_format;
 };
+
+nlohmann::json fit_json(const Fit& f) {
+  const auto& a = f.account;
+  return {{"ddr_bytes", a.ddr_bytes},
+          {"cma_base", a.cma_base},
+          {"cma_bytes", a.cma_bytes},
+          {"weight_row_bytes", a.weight_rows},
+          {"lm_head_row_bytes", a.lm_head_rows},
+          {"activation_slot_bytes", a.activation_slots},
+          {"stream_padding_bytes", a.stream_padding},
+          {"kv_cache_bytes", a.kv_cache},
+          {"kv_position_bytes", a.kv_position_bytes},
+          {"call_buffer_bytes", a.call_buffers},
+          {"positions", a.positions},
+          {"used_bytes", a.used()},
+          {"fits", f.context > 0},
+          {"largest_context", f.context},
+          {"context_cap", f.cap},
+          {"evidence", "simulated"}};
+}
 
 nlohmann::json inspect_json(const Inspection& in) {
   return {{"schema", "bitsim.inspect/1"},
@@ -79,6 +128,7 @@ nlohmann::json inspect_json(const Inspection& in) {
           {"packed_image_layer_bytes", in.image.layer_bytes},
           {"packed_image_lm_head_bytes", in.image.lm_head_bytes},
           {"board_packed_image_mib", kBoardImageMiB},
+          {"memory", fit_json(in.fit)},
           {"load_s", in.load_s}};
 }
 
@@ -99,7 +149,8 @@ void print_inspection(const Inspection& in) {
              double(img.total_bytes) / (1024.0 * 1024.0));
   fmt::print("  board     {:>12}        {:8.2f} MiB  [board]  (bitnet-large; docs/packed-image.md explains the difference)\n",
              "", kBoardImageMiB);
-  print_kv_capacity(c);
+  print_fit(in.fit, in.kv_format);
+  print_kv_capacity(c, in.fit.account);
   fmt::print("loaded and ternarized in {:.2f} s (this host)\n", in.load_s);
 }
 
@@ -110,16 +161,20 @@ class Inspect final : public Command {
                                    "Print a model's shape, parameters, zero fraction and packed image size")) {
     sub_->add_option("--model", model_, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
     sub_->add_flag("--json", json_, "Write one JSON document to stdout");
+    add_board_options(sub_, board_, "Board config TOML whose memory the model is laid out in (default: "
+                                    "configs/pynq-z2.toml)",
+                      "Override a board config key (KEY=VALUE, repeatable)");
   }
 
   int run() override {
+    const sim::SimConfig cfg = sim::make_sim_config(board_params(board_));
     auto src = model::open_model_source(model_);
     const auto& c = src->config();
     const auto t0 = std::chrono::steady_clock::now();
     const model::TernaryModel m = model::load_ternary_model(*src, 2);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const Inspection in{c, m, model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size, c.kv_dim()),
-                        load_s};
+    const Inspection in{c,      m, model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size, c.kv_dim()),
+                        load_s, board_fit(c, cfg.memory), cfg.board.attention.kv_format};
     if (json_)
       fmt::print("{}\n", inspect_json(in).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     else
@@ -130,6 +185,7 @@ class Inspect final : public Command {
  private:
   std::string model_ = "synthetic:bitnet-large";
   bool json_ = false;
+  BoardArgs board_;
 };
 
 }  // namespace

@@ -375,8 +375,10 @@ class PositionsPass {
     norm_quantize(h_, L.post_attn_norm, H);
     linear_(l, "gate_acc", L.gate, n, xq_.data(), s_.data(), g_.data());
     linear_(l, "up_acc", L.up, n, xq_.data(), s_.data(), u_.data());
-    // 8. SiLU(gate) * up, ffn_layernorm RMSNorm, quantize.
-    for (int i = 0; i < n; ++i) num::silu_gate(row(g_, i, F), row(u_, i, F), F, row(g_, i, F));
+    // 8. act(gate) * up (SiLU or ReLU^2: hidden_act), the FFN sub-norm (ffn_layernorm /
+    // ffn_sub_norm) RMSNorm, quantize.
+    const bool relu2 = m_.config.hidden_act == model::HiddenAct::Relu2;
+    for (int i = 0; i < n; ++i) num::ffn_gate(relu2, row(g_, i, F), row(u_, i, F), F, row(g_, i, F));
     norm_quantize(g_, L.ffn_norm, F);
     // 9. down_proj, dequantize, residual.
     linear_(l, "down_acc", L.down, n, xq_.data(), s_.data(), d_.data());

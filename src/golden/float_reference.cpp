@@ -1,5 +1,6 @@
 #include "golden/float_reference.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -96,7 +97,12 @@ std::vector<float> FloatReference::step(int token) {
     h += bitlinear(W.o, o);
     a = rmsnorm(h, L.post_attn_norm);
     Eigen::VectorXf g = bitlinear(W.gate, a), u = bitlinear(W.up, a);
-    for (Eigen::Index i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    // act(gate) * up: SiLU, or ReLU^2 (hidden_act relu2).
+    const bool relu2 = c.hidden_act == model::HiddenAct::Relu2;
+    for (Eigen::Index i = 0; i < g.size(); ++i) {
+      const float r = std::max(g[i], 0.0f);
+      g[i] = relu2 ? r * r * u[i] : g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
     g = rmsnorm(g, L.ffn_norm);
     h += bitlinear(W.down, g);
   }

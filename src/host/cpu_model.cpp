@@ -7,7 +7,8 @@ namespace bitsim::host {
 const char* cpu_step_name(CpuStep s) {
   static const char* names[kCpuSteps] = {"embed",     "rmsnorm",      "quantize",    "dequantize",
                                          "rope",      "quantize_heads", "attn_finish", "silu_gate",
-                                         "residual",  "argmax",       "write_headers", "partial_sum"};
+                                         "residual",  "argmax",       "write_headers", "partial_sum",
+                                         "relu2_gate"};
   return names[int(s)];
 }
 

@@ -26,6 +26,7 @@ enum class CpuStep {
   Argmax,         // next-token choice over the logits
   WriteHeaders,   // building stream headers, x and descriptors in DDR
   PartialSum,     // per-call format: adding a segment's partial sums into the accumulators
+  Relu2Gate,      // relu(gate)^2 * up (hidden_act relu2, BitNet b1.58 2B4T)
   Count
 };
 constexpr int kCpuSteps = int(CpuStep::Count);
@@ -40,7 +41,8 @@ struct CpuModelConfig {
   // column; the ratios are NEON instruction-count estimates).
   std::array<double, kCpuSteps> ns_per_element{
       {2.7288, 16.3729, 16.3729, 10.9152, 27.2881, 21.8305, 10.9152, 54.5762, 5.4576, 8.1864, 0.0,
-       5.4576}};  // partial_sum: one int32 add per element, as residual
+       5.4576,    // partial_sum: one int32 add per element, as residual
+       10.9152}};  // relu2_gate: max, two multiplies, flush: dequantize's count (never run on the board)
   double write_ns_per_byte = 2.7288;  // CPU stores into DDR buffers (headers, x, K/V rows), ns/byte
 
   template <typename Self, typename Visitor>

@@ -23,14 +23,19 @@ uint64_t pad64(uint64_t b) { return (b + 63) / 64 * 64; }
 static_assert(MemoryMapConfig{}.kv_positions == model::kKvPositions, "the board's KV areas hold 512 positions");
 uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 double mib(uint64_t b) { return double(b) / 1048576.0; }
-
-// The bytes of a group's lane streams over all its calls.
-uint64_t stream_bytes(const MatmulGroup& g) {
-  uint64_t b = 0;
-  for (const auto& c : g.calls)
-    for (const auto& s : c.lane) b += s.bytes;
-  return b;
+// The refusal of an account that does not fit: the sizes, what takes how much, by how much.
+[[noreturn]] void refuse(const MemoryAccount& a) {
+  throw Error(fmt::format(
+      "contiguous memory: the buffers need {:.1f} MiB but cma.mib is {:.1f} MiB: "
+      "weights image {:.1f} MiB ({} lm_head {:.1f} MiB), KV cache {:.1f} MiB, call buffers "
+      "and descriptors {:.2f} MiB; {:.1f} MiB do not fit (this DDR allows cma.mib <= {}: ddr.size_mib = {} less "
+      "cma.base)\n{}",
+      mib(a.used()), mib(a.cma_bytes), mib(a.weights_image()), a.int8_lm_head ? "INT8" : "ternary",
+      mib(a.lm_head_rows), mib(a.kv_cache),
+      mib(a.call_buffers), mib(a.used() - a.cma_bytes), (a.ddr_bytes - std::min(a.ddr_bytes, a.cma_base)) >> 20,
+      a.ddr_bytes >> 20, a.text()));
 }
+
 }  // namespace
 
 TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions) {
@@ -134,8 +139,8 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   if (config_.cma_base % 4096 != 0)
     throw Error(fmt::format("cma.base 0x{:x} must be 4 KiB aligned", config_.cma_base));
   if (config_.cma_base + config_.cma_bytes > config_.ddr_bytes)
-    throw Error(fmt::format("cma.base + cma.mib = 0x{:x} is past the end of DDR (0x{:x})",
-                            config_.cma_base + config_.cma_bytes, config_.ddr_bytes));
+    throw Error(fmt::format("cma.base + cma.mib = 0x{:x} is past the end of the DDR (ddr.size_mib = {})",
+                            config_.cma_base + config_.cma_bytes, config_.ddr_bytes >> 20));
   const int H = model.hidden_size, F = model.intermediate_size, L = model.num_layers, KV = model.kv_dim();
   const uint64_t row_h = model::packed_row_bytes(H), row_f = model::packed_row_bytes(F);
 
@@ -164,7 +169,8 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
   const uint64_t kv_end = next_;
 
   plan_call_buffers();
-  check_cma(weights_end, kv_end);
+  account_ = make_account(weights_end, kv_end);
+  if (!account_.fits()) refuse(account_);
 }
 
 // 3. Per-call buffers.
@@ -197,21 +203,48 @@ void MemoryMap::plan_call_buffers() {
   }
 }
 
-void MemoryMap::check_cma(uint64_t weights_end, uint64_t kv_end) const {
-  const uint64_t used = next_ - config_.cma_base;
-  if (used > config_.cma_bytes) {
-    const uint64_t weights = weights_end - config_.cma_base, kv = kv_end - weights_end,
-                   buffers = next_ - kv_end;
-    throw Error(fmt::format(
-        "contiguous memory: the buffers need {:.1f} MiB but cma.mib is {:.1f} MiB: "
-        "weights image {:.1f} MiB ({} lm_head {:.1f} MiB), KV cache {:.1f} MiB, call buffers "
-        "and descriptors {:.2f} MiB; {:.1f} MiB do not fit",
-        mib(used), mib(config_.cma_bytes), mib(weights),
-        config_.int8_lm_head ? "INT8" : "ternary",
-        mib(stream_bytes(groups_.back())),
-        mib(kv), mib(buffers), mib(used - config_.cma_bytes)));
-  }
+MemoryAccount MemoryMap::make_account(uint64_t weights_end, uint64_t kv_end) const {
+  MemoryAccount a;
+  a.ddr_bytes = config_.ddr_bytes;
+  a.cma_base = config_.cma_base;
+  a.cma_bytes = config_.cma_bytes;
+  a.int8_lm_head = config_.int8_lm_head;
+  for (const auto& g : groups_)
+    for (const auto& c : g.calls)
+      for (const auto& s : c.lane) {
+        const uint64_t rows = s.bytes - (s.rows_addr - s.addr);
+        a.weight_rows += rows;
+        a.activation_slots += s.rows_addr - s.addr;
+        if (&g == &groups_.back()) a.lm_head_rows += rows;
+      }
+  a.stream_padding = (weights_end - config_.cma_base) - a.weight_rows - a.activation_slots;
+  a.kv_cache = kv_end - weights_end;
+  const uint64_t areas = uint64_t(model_.num_layers) * uint64_t(model_.num_kv_heads);
+  a.kv_position_bytes = tip() ? 0 : areas * kv_.per_position();  // TIP: depends on T (docs/tip.md)
+  a.call_buffers = next_ - kv_end;
+  a.positions = config_.kv_positions;
+  return a;
 }
+
+std::string MemoryAccount::text() const {
+  std::string t = fmt::format(
+      "  packed weight rows      {:10.2f} MiB  (lm_head {:.2f} MiB)\n"
+      "  activation slots        {:10.2f} MiB  (each stream's header and x vectors, P of them in prefill)\n"
+      "  stream page alignment   {:10.2f} MiB\n"
+      "  KV cache, {:5} pos.    {:10.2f} MiB  ({} bytes per position)\n"
+      "  call buffers            {:10.2f} MiB  (results, attention headers+q, SG descriptors)\n"
+      "  total                   {:10.2f} MiB  of cma.mib = {} ({}), ddr.size_mib = {}\n",
+      mib(weight_rows), mib(lm_head_rows), mib(activation_slots), mib(stream_padding), positions, mib(kv_cache),
+      kv_position_bytes, mib(call_buffers), mib(used()), cma_bytes >> 20, fits() ? "fits" : "does not fit",
+      ddr_bytes >> 20);
+  if (!fits())
+    t += fmt::format("  over by                 {:10.2f} MiB; this DDR allows cma.mib <= {} (ddr.size_mib less "
+                     "the {} MiB below cma.base)\n",
+                     mib(used() - cma_bytes), (ddr_bytes - std::min(ddr_bytes, cma_base)) >> 20,
+                     std::min(ddr_bytes, cma_base) >> 20);
+  return t;
+}
+
 
 uint64_t MemoryMap::kv_area_bytes() const {
   if (tip()) return tip_.bytes;
@@ -242,10 +275,32 @@ int kv_context_cap(const model::ModelConfig& model, const MemoryMapConfig& confi
                   std::max(1, model.max_position_embeddings));
 }
 
+namespace {
+// The config with room for any layout (a DDR and a CMA far larger than any board's), so that
+// a layout is counted, never refused.
+MemoryMapConfig with_room(MemoryMapConfig config) {
+  config.ddr_bytes = uint64_t(1) << 62;
+  config.cma_bytes = config.ddr_bytes - config.cma_base;
+  return config;
+}
+}  // namespace
+
+MemoryAccount memory_account(const model::ModelConfig& model, MemoryMapConfig config, int positions) {
+  config.kv_positions = positions;
+  MemoryAccount a = MemoryMap(model, with_room(config)).account();
+  a.ddr_bytes = config.ddr_bytes;
+  a.cma_bytes = config.cma_bytes;
+  return a;
+}
+
+void check_model_fits(const model::ModelConfig& model, const MemoryMapConfig& config) {
+  const MemoryAccount a = memory_account(model, config, 1);
+  if (!a.fits()) refuse(a);
+}
+
 int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
   // The layout with room for everything, then the KV cache's share of the real CMA.
-  MemoryMapConfig room = config;
-  room.cma_bytes = config.ddr_bytes - std::min(config.ddr_bytes, config.cma_base);
+  MemoryMapConfig room = with_room(config);
   const int cap = kv_context_cap(model, config);
   room.kv_positions = cap;
   const MemoryMap full(model, room);

@@ -16,6 +16,7 @@
 // 49 beats; per lane a ring of SG descriptors (64-byte aligned).
 // Every buffer starts on a 4 KiB page, as CMA buffers from the board's allocator do.
 // A layout that does not fit the CMA size is refused with the sizes that do not fit.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,7 +31,7 @@ namespace bitsim::host {
 using model::kLanes;
 
 struct MemoryMapConfig {
-  uint64_t ddr_bytes = 512ull << 20;  // DDR size (BOARD.md)
+  uint64_t ddr_bytes = 512ull << 20;  // DDR size (ddr.size_mib; BOARD.md: 512 MB)
   uint64_t cma_base = 0x08000000;     // where the contiguous region starts (model)
   uint64_t cma_bytes = 192ull << 20;  // its size; see configs/pynq-z2.toml and docs/memory.md
   uint64_t max_transfer_bytes = (1u << 23) - 1;  // DMA length register limit
@@ -105,6 +106,29 @@ struct Region {
   uint64_t addr = 0, bytes = 0;
 };
 
+// What a layout takes of the contiguous memory and of the DDR (docs/memory.md "What fits
+// where"): the one account `bitsim inspect` prints and a refusal names.
+struct MemoryAccount {
+  uint64_t ddr_bytes = 0, cma_base = 0, cma_bytes = 0;  // the board: ddr.size_mib, cma.base, cma.mib
+  uint64_t weight_rows = 0;      // the packed ternary rows of every matrix group
+  uint64_t lm_head_rows = 0;     // of which the lm_head's
+  bool int8_lm_head = false;     // model.int8_lm_head: its rows are INT8
+  uint64_t activation_slots = 0; // per lane stream: the header and its P vectors of x (prefill)
+  uint64_t stream_padding = 0;   // the streams' page alignment
+  uint64_t kv_cache = 0;         // the KV areas at `positions`
+  uint64_t kv_position_bytes = 0;  // KV bytes one position adds over every layer and K/V head
+  uint64_t call_buffers = 0;     // results (R x P words), attention headers+q, SG descriptors
+  int positions = 0;             // the KV areas' positions
+  uint64_t weights_image() const { return weight_rows + activation_slots + stream_padding; }
+  uint64_t used() const { return weights_image() + kv_cache + call_buffers; }
+  // The DDR Linux keeps: below the region (cma.base) and above it.
+  uint64_t linux_bytes() const { return ddr_bytes - std::min(ddr_bytes, cma_bytes); }
+  bool fits() const { return used() <= cma_bytes; }
+  // Lines of "what: MiB" with the totals against cma.mib and ddr.size_mib; when it does not
+  // fit, by how much, and the most cma.mib this DDR allows (ddr.size_mib less cma.base).
+  std::string text() const;
+};
+
 class MemoryMap {
  public:
   MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& config);
@@ -152,6 +176,7 @@ class MemoryMap {
 
   const std::vector<Region>& regions() const { return regions_; }
   uint64_t used_bytes() const { return next_ - config_.cma_base; }
+  const MemoryAccount& account() const { return account_; }
   const MemoryMapConfig& config() const { return config_; }
 
  private:
@@ -159,8 +184,8 @@ class MemoryMap {
   uint64_t kv_area_bytes() const;  // one (layer, head)'s KV area
   MatmulGroup plan_group(const std::string& name, int rows, int n, uint64_t row_bytes, bool int8_rows = false);
   void plan_call_buffers();  // the attention headers, results and SG descriptors of each lane
-  // The CMA holds everything planned, or an Error naming what takes how much.
-  void check_cma(uint64_t weights_end, uint64_t kv_end) const;
+  // The account of everything planned (weights end at weights_end, the KV cache at kv_end).
+  MemoryAccount make_account(uint64_t weights_end, uint64_t kv_end) const;
 
   model::ModelConfig model_;
   MemoryMapConfig config_;
@@ -175,6 +200,7 @@ class MemoryMap {
   uint64_t head_buffer_bytes_ = 128, head_result_bytes_ = 0;
   int descriptors_per_head_ = 3;
   TipAreaLayout tip_;
+  MemoryAccount account_;
 };
 
 // The context the KV cache can hold: the largest T within the attention unit's T range (512;
@@ -186,5 +212,12 @@ int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config);
 // What bounds that context besides the CMA: the unit's T range (model::attention_max_t of
 // the config's kv.format) and the model's max_position_embeddings.
 int kv_context_cap(const model::ModelConfig& model, const MemoryMapConfig& config);
+
+// The account of a model's layout on a board at `positions` KV positions, whether it fits or
+// not (MemoryMap refuses a layout that does not fit; this one only counts).
+MemoryAccount memory_account(const model::ModelConfig& model, MemoryMapConfig config, int positions);
+// Refuses a model whose layout does not fit the contiguous memory even with one KV position:
+// an Error with the account at one position, naming what does not fit and by how much.
+void check_model_fits(const model::ModelConfig& model, const MemoryMapConfig& config);
 
 }  // namespace bitsim::host

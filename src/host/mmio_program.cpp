@@ -27,8 +27,9 @@ constexpr const char* kMagicLine = "bitsim-mmio 1";
 // The longest line but an M record's: a C line (a config key and its value) or a W/R/D
 // record, whose fields are at most 20 decimal or 16 hex digits each.
 constexpr size_t kMaxMmioLine = 4096;
-// An M or D record's size: at most the board's DDR.
-constexpr uint64_t kMaxMmioBytes = MemoryMapConfig{}.ddr_bytes;
+// An M or D record's size: at most the most DDR any board has (the Zynq-7000's 1 GiB; the
+// replayed board's own ddr.size_mib refuses an address past its end).
+constexpr uint64_t kMaxMmioBytes = hw::kMaxDdrBytes;
 
 std::string hex_bytes(const std::vector<uint8_t>& b) {
   std::string s(b.size() * 2, '0');
@@ -91,7 +92,7 @@ MmioOp parse_op(std::istringstream& ls, char kind, const std::string& where) {
   } else {
     op.size = parse_u64(t_a, 10, where, "size");
     if (op.size == 0 || op.size > kMaxMmioBytes)
-      throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, op.size, kMaxMmioBytes));
+      throw Error(fmt::format("{}: size {} out of range (1..{}, the most DDR a Zynq-7000 addresses)", where, op.size, kMaxMmioBytes));
     if (kind == 'M') op.bytes = parse_hex_bytes(t_b, op.size, where);
     else if (t_b == "-") op.digest_known = false;
     else op.digest = parse_u64(t_b, 16, where, "digest");
@@ -183,7 +184,7 @@ bool read_record_line(std::istream& in, std::string& line, const std::string& wh
   if (head.eof()) throw Error(fmt::format("{}: M record's head longer than {} bytes", where, kMaxMmioLine));
   const uint64_t size = parse_u64(t_size, 10, where, "size");
   if (size == 0 || size > kMaxMmioBytes)
-    throw Error(fmt::format("{}: size {} out of range (1..{}, the DDR's bytes)", where, size, kMaxMmioBytes));
+    throw Error(fmt::format("{}: size {} out of range (1..{}, the most DDR a Zynq-7000 addresses)", where, size, kMaxMmioBytes));
   // The rest of the line: the digits not yet read, and a little slack for what a reader
   // would refuse anyway (trailing fields), so that the parser names it.
   if (read_line_upto(in, line, line.size() + 2 * size + 64) == LineEnd::kLong)

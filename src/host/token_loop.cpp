@@ -448,11 +448,11 @@ void TokenLoop::decoder_layer(int l, Chunk& c, const model::Probe& probe) {
   // 6. o_proj, dequantize, residual; post-attention RMSNorm, quantize.
   projection_residual(l, map_.o(l), L.o.scale, "o_acc", s, c, probe);
   s = norm_and_quantize(&StepBuffers::h, L.post_attn_norm.data(), H, c);
-  // 7. gate and up. 8. SiLU(gate) * up, ffn_layernorm, quantize.
+  // 7. gate and up. 8. act(gate) * up (hidden_act), the FFN sub-norm, quantize.
   const int F = model_.config.intermediate_size;
   grouped_projection(l, map_.gate_up(l), {{"gate_acc", L.gate.scale, &StepBuffers::g, F}, {"up_acc", L.up.scale, &StepBuffers::u, F}},
                      s, c, probe);
-  s = silu_gate_ffn_norm(L, c);
+  s = gate_ffn_norm(L, c);
   // 9. down_proj, dequantize, residual.
   projection_residual(l, map_.down(l), L.down.scale, "down_acc", s, c, probe);
   for (size_t p = 0; p < c.size(); ++p) emit(probe, l, "residual", c[p].h.data(), H, pos_ + int(p));
@@ -744,11 +744,13 @@ void TokenLoop::projection_residual(int l, const MatmulGroup& g, float w_scale, 
   cpu(CpuStep::Residual, H, 0, c.size());
 }
 
-// SiLU(gate) * up into g, then ffn_layernorm RMSNorm and quantize; returns the scales.
-std::vector<float> TokenLoop::silu_gate_ffn_norm(const model::LayerWeights& L, Chunk& c) {
+// act(gate) * up into g (SiLU, or ReLU^2 for hidden_act relu2), then the FFN sub-norm
+// (ffn_layernorm / ffn_sub_norm) RMSNorm and quantize; returns the scales.
+std::vector<float> TokenLoop::gate_ffn_norm(const model::LayerWeights& L, Chunk& c) {
   const int F = model_.config.intermediate_size;
-  for (StepBuffers& b : c) num::silu_gate(b.g.data(), b.u.data(), F, b.g.data());
-  cpu(CpuStep::SiluGate, F, 0, c.size());
+  const bool relu2 = model_.config.hidden_act == model::HiddenAct::Relu2;
+  for (StepBuffers& b : c) num::ffn_gate(relu2, b.g.data(), b.u.data(), F, b.g.data());
+  cpu(relu2 ? CpuStep::Relu2Gate : CpuStep::SiluGate, F, 0, c.size());
   return norm_and_quantize(&StepBuffers::g, L.ffn_norm.data(), F, c);
 }
 

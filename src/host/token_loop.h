@@ -174,7 +174,7 @@ class TokenLoop {
   void finish_attention(int layer, int pos, const LaneHeads& work, StepBuffers& b, const model::Probe& probe);
   void projection_residual(int layer, const MatmulGroup& g, float w_scale, const char* acc_name,
                            const std::vector<float>& x_scale, Chunk& c, const model::Probe& probe);
-  std::vector<float> silu_gate_ffn_norm(const model::LayerWeights& L, Chunk& c);
+  std::vector<float> gate_ffn_norm(const model::LayerWeights& L, Chunk& c);
   // The final norm and the lm_head for the positions `which` of the chunk; their logits.
   std::vector<std::vector<float>> final_norm_lm_head(Chunk& c, const std::vector<int>& which,
                                                      const model::Probe& probe);

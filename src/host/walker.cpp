@@ -78,6 +78,8 @@ constexpr OpCost kOps[] = {
     {CpuStep::Residual, 0, 1, 0, 0, 0, 0, 0, 0, 0, 50},
     // Per-call partial sums: one int32 add (LUT carry chain).
     {CpuStep::PartialSum, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50},
+    // ReLU^2-gate (hidden_act relu2): max(g, 0), its square, * up.
+    {CpuStep::Relu2Gate, 2, 0, 0, 0, 1, 0, 0, 0, 0, 50},
 };
 }  // namespace
 
@@ -85,6 +87,9 @@ WalkerResources walker_resources(const WalkerConfig& c, const model::ModelConfig
   if (positions < 1) throw Error(fmt::format("walker resources: a context of {} positions", positions));
   WalkerResources r;
   for (const OpCost& op : kOps) {
+    // One gate operator: the model's activation's (model::HiddenAct).
+    const CpuStep gate = m.hidden_act == model::HiddenAct::Relu2 ? CpuStep::SiluGate : CpuStep::Relu2Gate;
+    if (op.step == gate) continue;
     const double lanes = c.epc[size_t(op.step)];
     const int n = int(std::ceil(lanes));
     WalkerResourceRow row{cpu_step_name(op.step), lanes, 0, 0, 0};

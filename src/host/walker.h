@@ -39,7 +39,7 @@ struct WalkerConfig {
   std::string start = "token";  // what the host starts: a token, or each layer
   // Elements per PL cycle of each operator, in CpuStep order (steps the walker does not run:
   // unused). Defaults: docs/variants-host.md.
-  std::array<double, kCpuSteps> epc{{0, 2, 4, 4, 2, 4, 2, 1, 4, 0, 0, 4}};
+  std::array<double, kCpuSteps> epc{{0, 2, 4, 4, 2, 4, 2, 1, 4, 0, 0, 4, 2}};  // relu2_gate: as rope's 2
   int op_latency_cycles = 16;        // pipeline fill and sequencing of one operator step
   double write_bytes_per_cycle = 8;  // the walker's DDR writes (headers, x, K/V rows): one 64-bit beat
   int call_cycles = 64;              // per engine call: descriptor fetch from DDR and sequencing

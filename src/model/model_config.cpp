@@ -134,6 +134,32 @@ void check_norm_rope_and_tying(const ModelConfig& c, const std::string& source) 
          "lm_head.weight, and the board ternarizes that shared matrix)");
 }
 
+// hidden_act ("silu" | "relu2", default silu) and model_type ("llama" | "bitnet", default
+// llama): any other value is an Error naming the key and the values bitsim runs.
+template <typename E>
+E read_choice(const nlohmann::json& j, const char* key, const std::string& source,
+              std::initializer_list<std::pair<const char*, E>> choices, E fallback) {
+  if (!j.contains(key)) return fallback;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_string()) fail(source, key, fmt::format("expected a string, found {} {}", json_type(v), v.dump()));
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (v.get<std::string>() == name) return value;
+    names += fmt::format("{}\"{}\"", names.empty() ? "" : " or ", name);
+  }
+  fail(source, key, fmt::format("must be {}, found {}", names, v.dump()));
+}
+
+void read_architecture(const nlohmann::json& j, const std::string& source, ModelConfig& c) {
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
+    fail(source, "rope_scaling",
+         fmt::format("must be null: scaled RoPE is not supported (found {})", j.at("rope_scaling").dump()));
+  c.hidden_act = read_choice<HiddenAct>(j, "hidden_act", source,
+                                        {{"silu", HiddenAct::Silu}, {"relu2", HiddenAct::Relu2}}, HiddenAct::Silu);
+  c.model_type = read_choice<ModelType>(j, "model_type", source,
+                                        {{"llama", ModelType::Llama}, {"bitnet", ModelType::Bitnet}}, ModelType::Llama);
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::bitnet_large() {
@@ -161,6 +187,32 @@ ModelConfig ModelConfig::bitnet_large_gqa4() {
   ModelConfig c = bitnet_large();
   c.num_kv_heads = 4;
   return c;
+}
+
+ModelConfig ModelConfig::bitnet_2b4t() {
+  // microsoft/bitnet-b1.58-2B-4T's config.json (docs/numerics.md "BitNet b1.58 2B4T").
+  return {.hidden_size = 2560, .intermediate_size = 6912, .num_layers = 30, .num_heads = 20, .num_kv_heads = 5,
+          .vocab_size = 128256, .max_position_embeddings = 4096, .rms_norm_eps = 1e-5f, .rope_theta = 500000.0f,
+          .hidden_act = HiddenAct::Relu2, .model_type = ModelType::Bitnet, .bos_token_id = 128000,
+          .eos_token_id = 128001, .pad_token_id = kNoPad};
+}
+
+ModelConfig ModelConfig::tiny_2b4t() {
+  ModelConfig c = tiny_gqa();
+  c.hidden_act = HiddenAct::Relu2;
+  c.model_type = ModelType::Bitnet;
+  c.rope_theta = bitnet_2b4t().rope_theta;
+  return c;
+}
+
+const char* hidden_act_name(HiddenAct a) { return a == HiddenAct::Relu2 ? "relu2" : "silu"; }
+const char* model_type_name(ModelType t) { return t == ModelType::Bitnet ? "bitnet" : "llama"; }
+
+const char* ModelConfig::attn_sub_norm_name() const {
+  return model_type == ModelType::Bitnet ? "self_attn.attn_sub_norm" : "self_attn.inner_attn_ln";
+}
+const char* ModelConfig::ffn_sub_norm_name() const {
+  return model_type == ModelType::Bitnet ? "mlp.ffn_sub_norm" : "mlp.ffn_layernorm";
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source) {
@@ -194,14 +246,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
     fail(source, "rope_scaling",
          fmt::format("must be null: scaled RoPE is not supported (found {})", j.at("rope_scaling").dump()));
-  if (j.contains("hidden_act")) {
-    const nlohmann::json& act = j.at("hidden_act");
-    if (!act.is_string())
-      fail(source, "hidden_act", fmt::format("expected a string, found {} {}", json_type(act), act.dump()));
-    if (act.get<std::string>() != "silu")
-      fail(source, "hidden_act",
-           fmt::format("must be \"silu\" (the checkpoint's SiLU-gated FFN), found {}", act.dump()));
-  }
+  read_architecture(j, source, c);
   c.validate(source);
   return c;
 }
@@ -224,10 +269,11 @@ ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
 
 nlohmann::json ModelConfig::to_json() const {
   nlohmann::json j;
-  j["architectures"] = nlohmann::json::array({"BitnetForCausalLM"});
-  j["model_type"] = "llama";
-  j["torch_dtype"] = "float16";
-  j["hidden_act"] = "silu";
+  // 1bitLLM's checkpoints name BitnetForCausalLM; 2B4T's (model_type bitnet) BitNetForCausalLM.
+  j["architectures"] = nlohmann::json::array({model_type == ModelType::Bitnet ? "BitNetForCausalLM" : "BitnetForCausalLM"});
+  j["model_type"] = model_type_name(model_type);
+  j["torch_dtype"] = model_type == ModelType::Bitnet ? "bfloat16" : "float16";
+  j["hidden_act"] = hidden_act_name(hidden_act);
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
   j["num_hidden_layers"] = num_layers;
@@ -278,9 +324,9 @@ void ModelConfig::validate(const std::string& source) const {
 std::string ModelConfig::shape_string() const {
   const std::string kv =
       num_kv_heads != num_heads ? fmt::format(" ({} K/V heads)", num_kv_heads) : std::string();
-  return fmt::format("hidden {}, FFN {}, {} layers, {} heads x {}{}, vocab {}", hidden_size,
-                     intermediate_size, num_layers, num_heads, num_heads > 0 ? head_dim() : 0, kv,
-                     vocab_size);
+  const std::string act = hidden_act != HiddenAct::Silu ? fmt::format(", {}", hidden_act_name(hidden_act)) : "";
+  return fmt::format("hidden {}, FFN {}{}, {} layers, {} heads x {}{}, vocab {}", hidden_size, intermediate_size, act,
+                     num_layers, num_heads, num_heads > 0 ? head_dim() : 0, kv, vocab_size);
 }
 
 }  // namespace bitsim::model

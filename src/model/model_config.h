@@ -14,11 +14,24 @@
 
 namespace bitsim::model {
 
+// The FFN's activation (config.json hidden_act): silu, x * sigmoid(x) (MODEL.md, bitnet-large),
+// or relu2, max(x, 0)^2 (BitNet b1.58 2B4T); both gate the up projection: act(gate) * up.
+enum class HiddenAct { Silu, Relu2 };
+const char* hidden_act_name(HiddenAct a);  // "silu" | "relu2"
+enum class ModelType { Llama, Bitnet };
+const char* model_type_name(ModelType t);  // "llama" | "bitnet"
+
 struct ModelConfig {
   int hidden_size = 0, intermediate_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
   int vocab_size = 0, max_position_embeddings = 0;
   float rms_norm_eps = 1e-5f, rope_theta = 10000.0f;
   bool tie_word_embeddings = true;
+  HiddenAct hidden_act = HiddenAct::Silu;
+  // config.json model_type: "llama" (1bitLLM's bitnet_b1_58 checkpoints) or "bitnet" (BitNet
+  // b1.58 2B4T, HF BitNetForCausalLM). Both have the two sub-layer RMSNorms, on the attention's
+  // output before o_proj and on act(gate) * up before down_proj; the types name them
+  // self_attn.inner_attn_ln / mlp.ffn_layernorm and self_attn.attn_sub_norm / mlp.ffn_sub_norm.
+  ModelType model_type = ModelType::Llama;
   // Special token ids. pad_token_id is kNoPad when config.json has no pad_token_id (or null).
   int bos_token_id = 1, eos_token_id = 2, pad_token_id = 32000;
 
@@ -31,6 +44,10 @@ struct ModelConfig {
   int kv_head(int h) const { return h / group(); }
   // Rows of k_proj and of v_proj: num_key_value_heads x head_dim (MODEL.md / HF layout).
   int kv_dim() const { return num_kv_heads * head_dim(); }
+  // The sub-layer norms' tensor names within a layer (model_type): "self_attn.inner_attn_ln"
+  // or "self_attn.attn_sub_norm", and "mlp.ffn_layernorm" or "mlp.ffn_sub_norm".
+  const char* attn_sub_norm_name() const;
+  const char* ffn_sub_norm_name() const;
 
   // MODEL.md values of 1bitLLM/bitnet_b1_58-large.
   static ModelConfig bitnet_large();
@@ -41,6 +58,11 @@ struct ModelConfig {
   // head_dim stays the board's 96), and bitnet-large with 16 query heads and 4 K/V heads.
   static ModelConfig tiny_gqa();
   static ModelConfig bitnet_large_gqa4();
+  // BitNet b1.58 2B4T's published shape (hidden 2560, FFN 6912, 30 layers, 20 heads x 128, 5
+  // K/V heads, vocab 128256, relu2, sub-norms, rope_theta 500000, 4096 positions), and a small
+  // one of the same layer for tests: tiny_gqa with relu2 and the sub-norms.
+  static ModelConfig bitnet_2b4t();
+  static ModelConfig tiny_2b4t();
 
   // Parses a checkpoint's config.json object. Required keys: hidden_size, intermediate_size,
   // num_hidden_layers, num_attention_heads, vocab_size, rms_norm_eps, max_position_embeddings.

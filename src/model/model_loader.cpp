@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/error.h"
 #include "base/stop_signal.h"
@@ -64,14 +65,16 @@ std::unique_ptr<TensorSource> open_model_source(const std::string& spec) {
       rest = rest.substr(0, colon);
       seed = parse_unsigned(seed_text, fmt::format("model '{}': seed", spec));
     }
-    return std::make_unique<SyntheticSource>(parse_shape(rest), seed);
+    auto src = std::make_unique<SyntheticSource>(parse_shape(rest), seed);
+    src->config().validate(spec);  // a shape the board cannot run (bitnet-2b4t's head_dim 128)
+    return src;
   }
   std::filesystem::path folder(spec);
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(folder, ec)))
-    throw Error(fmt::format("model folder '{}' does not exist (use synthetic:bitnet-large, "
-                            "synthetic:tiny, synthetic:tiny-gqa, synthetic:bitnet-large-gqa4, or a folder with config.json and model.safetensors)",
-                            spec));
+    throw Error(fmt::format("model folder '{}' does not exist (use synthetic:SHAPE with SHAPE one of {}, or a folder "
+                            "with config.json and model.safetensors)",
+                            spec, fmt::join(shape_names(), ", ")));
   io::check_input_folder(folder, "model");
   return std::make_unique<CheckpointSource>(folder);
 }
@@ -103,9 +106,9 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
     LayerWeights& L = m.layers[i];
     jobs.push_back([&, p](std::vector<float>&) {
       L.input_norm = read_vector(src, p + "input_layernorm.weight", h);
-      L.inner_attn_norm = read_vector(src, p + "self_attn.inner_attn_ln.weight", h);
+      L.inner_attn_norm = read_vector(src, p + c.attn_sub_norm_name() + ".weight", h);
       L.post_attn_norm = read_vector(src, p + "post_attention_layernorm.weight", h);
-      L.ffn_norm = read_vector(src, p + "mlp.ffn_layernorm.weight", f);
+      L.ffn_norm = read_vector(src, p + c.ffn_sub_norm_name() + ".weight", f);
     });
     jobs.push_back([&, p](std::vector<float>& w) { L.q = read_ternary(src, p + "self_attn.q_proj.weight", h, h, w); });
     jobs.push_back([&, p](std::vector<float>& w) { L.k = read_ternary(src, p + "self_attn.k_proj.weight", kv, h, w); });

@@ -58,7 +58,8 @@ void gen_norm(uint64_t key, int64_t begin, int64_t count, float* dst) {
   }
 }
 
-constexpr Shape kShapes[] = {Shape::BitnetLarge, Shape::Tiny, Shape::TinyGqa, Shape::BitnetLargeGqa4};
+constexpr Shape kShapes[] = {Shape::BitnetLarge,     Shape::Tiny,       Shape::TinyGqa,
+                             Shape::BitnetLargeGqa4, Shape::Bitnet2b4t, Shape::Tiny2b4t};
 
 }  // namespace
 
@@ -80,6 +81,8 @@ const char* shape_name(Shape s) {
     case Shape::Tiny: return "tiny";
     case Shape::TinyGqa: return "tiny-gqa";
     case Shape::BitnetLargeGqa4: return "bitnet-large-gqa4";
+    case Shape::Bitnet2b4t: return "bitnet-2b4t";
+    case Shape::Tiny2b4t: return "tiny-2b4t";
   }
   return "?";
 }
@@ -90,6 +93,8 @@ ModelConfig config_for(Shape s) {
     case Shape::Tiny: return ModelConfig::tiny();
     case Shape::TinyGqa: return ModelConfig::tiny_gqa();
     case Shape::BitnetLargeGqa4: return ModelConfig::bitnet_large_gqa4();
+    case Shape::Bitnet2b4t: return ModelConfig::bitnet_2b4t();
+    case Shape::Tiny2b4t: return ModelConfig::tiny_2b4t();
   }
   throw Error("config_for: invalid Shape value");
 }

@@ -22,12 +22,12 @@ TensorList expected_tensors(const ModelConfig& c) {
     out.push_back({p + "self_attn.k_proj.weight", {kv, h}});  // num_kv_heads x head_dim rows
     out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
     out.push_back({p + "self_attn.o_proj.weight", {h, h}});
-    out.push_back({p + "self_attn.inner_attn_ln.weight", {h}});
+    out.push_back({p + c.attn_sub_norm_name() + ".weight", {h}});  // inner_attn_ln | attn_sub_norm
     out.push_back({p + "post_attention_layernorm.weight", {h}});
     out.push_back({p + "mlp.gate_proj.weight", {f, h}});
     out.push_back({p + "mlp.up_proj.weight", {f, h}});
     out.push_back({p + "mlp.down_proj.weight", {h, f}});
-    out.push_back({p + "mlp.ffn_layernorm.weight", {f}});
+    out.push_back({p + c.ffn_sub_norm_name() + ".weight", {f}});  // ffn_layernorm | ffn_sub_norm
   }
   out.push_back({"model.norm.weight", {h}});
   return out;

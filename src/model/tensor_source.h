@@ -32,6 +32,7 @@ using TensorList = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // MODEL.md names and shapes, in a fixed order: model.embed_tokens.weight; per layer N:
 // input_layernorm, self_attn.{q,k,v,o}_proj, self_attn.inner_attn_ln,
 // post_attention_layernorm, mlp.{gate,up,down}_proj, mlp.ffn_layernorm; then model.norm.weight.
+// model_type bitnet (2B4T) names the two sub-norms self_attn.attn_sub_norm and mlp.ffn_sub_norm.
 // 2 + 11 * num_layers tensors (no lm_head: it is tied to embed_tokens).
 TensorList expected_tensors(const ModelConfig& c);
 

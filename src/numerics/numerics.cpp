@@ -207,6 +207,13 @@ void silu_gate(const float* gate, const float* up, int n, float* y) {
   for (int i = 0; i < n; ++i) y[i] = flush_impl(silu_impl(gate[i]) * up[i]);
 }
 
+void relu2_gate(const float* gate, const float* up, int n, float* y) {
+  for (int i = 0; i < n; ++i) {
+    const float r = gate[i] > 0.0f ? gate[i] : 0.0f;
+    y[i] = flush_impl((r * r) * up[i]);
+  }
+}
+
 void attention_finish(const int32_t* acc, uint32_t sum, float s_v, int n, float* o) {
   const float factor = s_v / static_cast<float>(sum);
   for (int i = 0; i < n; ++i) o[i] = flush_impl(static_cast<float>(acc[i]) * factor);

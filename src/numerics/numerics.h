@@ -165,6 +165,18 @@ float quantize_symmetric(const float* x, int n, int8_t* q);
 // SwiGLU: y_i = flush(silu(gate_i) * up_i). y may alias gate or up.
 void silu_gate(const float* gate, const float* up, int n, float* y);
 
+// ReLU^2-gate (hidden_act relu2, HF ACT2FN["relu2"]: relu(x) squared):
+//   r_i = gate_i > 0.0f ? gate_i : 0.0f   (NaN and -0.0f give +0.0f)
+//   y_i = flush((r_i * r_i) * up_i)       (the square rounded, then the product rounded)
+// y may alias gate or up.
+void relu2_gate(const float* gate, const float* up, int n, float* y);
+
+// The FFN's gate of a model's hidden_act: relu2_gate when `relu2`, else silu_gate.
+inline void ffn_gate(bool relu2, const float* gate, const float* up, int n, float* y) {
+  if (relu2) relu2_gate(gate, up, n, y);
+  else silu_gate(gate, up, n, y);
+}
+
 // Attention finish (CIRCUITS 3), sum > 0:
 //   factor = s_v / (float)sum;  o_d = flush((float)acc_d * factor), d < n
 // ((float)sum is exact: sum <= 512 * 32767 < 2^24.)

@@ -17,10 +17,11 @@ template <typename Self, typename Visitor>
 void visit_memory(Self& m, Visitor&& v) {
   using bitsim::Evidence;
   using bitsim::FieldInfo;
-  v(m.cma_base, FieldInfo{"cma.base", 0, double(512ull << 20), "bytes", Evidence::kSimulated,
-                          "physical address of the contiguous-memory region"});
-  v(m.cma_bytes, FieldInfo{"cma.mib", 1, 512, "MiB", Evidence::kSimulated,
-                           "contiguous memory for every DMA buffer; BOARD.md says 128 MiB, but its own "
+  v(m.cma_base, FieldInfo{"cma.base", 0, double(hw::kMaxDdrBytes), "bytes", Evidence::kSimulated,
+                          "physical address of the contiguous-memory region; the DDR below it is Linux's"});
+  v(m.cma_bytes, FieldInfo{"cma.mib", 1, double(hw::kMaxDdrBytes >> 20), "MiB", Evidence::kSimulated,
+                           "contiguous memory for every DMA buffer, at most ddr.size_mib less the DDR below "
+                           "cma.base; BOARD.md says 128 MiB, but its own "
                            "figures (141.3 MiB of weights + 36 MiB of KV cache) need more: 192 MiB fits "
                            "them and refuses an INT8 lm_head, as the board did (docs/memory.md)",
                            double(1ull << 20)});
@@ -160,6 +161,7 @@ SimConfig make_sim_config(const ParamSet& p) {
   const FromParams from{p};
   hw::BoardConfig::visit(c.board, from);
   visit_memory(c.memory, from);
+  c.memory.ddr_bytes = c.board.ddr.size_bytes;
   c.memory.max_transfer_bytes = (uint64_t(1) << c.board.dma.length_bits) - 1;
   // The online-softmax unit reads K and V interleaved (docs/variants-attention.md).
   c.memory.kv_interleaved = c.board.attention.kind() == model::AttentionVariant::OnlineSoftmax;

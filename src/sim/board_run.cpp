@@ -469,7 +469,10 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   // unit's T range (512; the INT4 unit's 2048) and the model's positions, or fewer when they
   // do not fit the CMA (none: the memory map's refusal).
   const int capacity = host::kv_context_limit(mc, cfg.memory);
-  if (capacity < 1) (void)host::MemoryMap(mc, cfg.memory);  // names the sizes that do not fit
+  if (capacity < 1) {  // the account at one position: what does not fit, by how much
+    host::check_model_fits(mc, cfg.memory);
+    (void)host::MemoryMap(mc, cfg.memory);
+  }
   cfg.memory.kv_positions = capacity;
   p.capacity = capacity;
   res.kv_capacity = capacity;

@@ -7,7 +7,8 @@
 namespace bitsim::sim {
 
 // timing.pass_mhz below timing.fail_mhz (a clock cannot both close and fail timing); the
-// contiguous region (cma.base, cma.mib) inside the DDR.
+// contiguous region (cma.base, cma.mib) inside the DDR (ddr.size_mib), the DDR below
+// cma.base being what Linux keeps.
 void check_key_rules(const ParamSet& p);
 
 }  // namespace bitsim::sim

@@ -28,7 +28,12 @@ std::string canonical_config(const sim::ParamSet& p) {
 std::string config_hash(const sim::ParamSet& p) { return hash_hex(canonical_config(p)); }
 
 std::string model_hash(const model::ModelConfig& c) {
-  return hash_hex(fmt::format("hidden_size={}\nintermediate_size={}\nnum_layers={}\nnum_heads={}\nnum_kv_heads={}\n"
+  // The layer's kind only when it is not bitnet-large's (so that those models' hashes stay).
+  std::string layer;
+  if (c.hidden_act != model::HiddenAct::Silu || c.model_type != model::ModelType::Llama)
+    layer = fmt::format("hidden_act={}\nmodel_type={}\n", model::hidden_act_name(c.hidden_act),
+                        model::model_type_name(c.model_type));
+  return hash_hex(layer + fmt::format("hidden_size={}\nintermediate_size={}\nnum_layers={}\nnum_heads={}\nnum_kv_heads={}\n"
                               "vocab_size={}\nmax_position_embeddings={}\nrms_norm_eps={:.9g}\nrope_theta={:.9g}\n"
                               "tie_word_embeddings={}\nbos={}\neos={}\npad={}\n",
                               c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads, c.num_kv_heads,

@@ -251,7 +251,8 @@ TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
       {"--set ddr3.tras=20", {"ddr3.trc = 26", "ddr3.tras + ddr3.trp = 20 + 7"}},
       {"--set ddr3.trefi=2 --set ddr3.trfc=1", {"ddr3.tras = 19", "9 x ddr3.trefi = 9 x 2"}},
       {"--set ddr3.banks=2", {"ddr3.banks x ddr3.rows x ddr3.columns x ddr3.bus_bytes = 2 x 32768 x 1024 x 2",
-                              "(128 MiB)", "memory map (512 MiB"}},
+                              "(128 MiB)", "ddr.size_mib = 512"}},
+      {"--set ddr.size_mib=1024", {"8 x 32768 x 1024 x 2", "(512 MiB)", "ddr.size_mib = 1024"}},
       {"--set ddr3.rows=8192 --set ddr3.bus_bytes=4", {"8 x 8192 x 1024 x 4", "(256 MiB)"}},
       {"--set ddr3.columns=512", {"8 x 32768 x 512 x 2", "(256 MiB)"}},
   };

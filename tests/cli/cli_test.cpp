@@ -375,6 +375,33 @@ TEST(Cli, MakeModelTinyGqaRunsAndABadKvHeadCountIsRefused) {
   EXPECT_EQ(bitsim("make-model --shape tiny-gqb --out " + (d.path / "x").string()).code, 2);
 }
 
+// BitNet b1.58 2B4T's layer from a checkpoint folder (model_type bitnet, relu2, the sub-norms
+// under their bitnet names) runs bit-identical to the golden reference; an unknown
+// hidden_act is exit 2 naming the file and the key; 2B4T's own shape is refused naming the
+// key its circuits cannot take.
+TEST(Cli, MakeModelTiny2b4tRunsAndAnUnknownActivationIsRefused) {
+  TempDir d;
+  ASSERT_EQ(bitsim("make-model --shape tiny-2b4t --out " + d.path.string()).code, 0);
+  std::ifstream in(d.path / "config.json");
+  auto cfg = nlohmann::json::parse(in);
+  in.close();
+  EXPECT_EQ(cfg["model_type"], "bitnet");
+  EXPECT_EQ(cfg["hidden_act"], "relu2");
+  const auto run = bitsim("run --json --tokens 3 --prompt Hi --model " + d.path.string());
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const auto& t : nlohmann::json::parse(run.out)["tokens"]) EXPECT_EQ(t["logits_equal"], true);
+  cfg["hidden_act"] = "gelu";
+  std::ofstream(d.path / "config.json") << cfg.dump(2);
+  const auto bad = bitsim("run --tokens 1 --prompt x --model " + d.path.string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, (d.path / "config.json").string())) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "'hidden_act'")) << bad.err;
+  const auto big = bitsim("inspect --model synthetic:bitnet-2b4t");
+  EXPECT_EQ(big.code, 2);
+  EXPECT_TRUE(contains(big.err, "synthetic:bitnet-2b4t")) << big.err;
+  EXPECT_TRUE(contains(big.err, "'intermediate_size'")) << big.err;
+}
+
 TEST(Cli, TruncatedSafetensorsNamesTheFile) {
   TempDir d;
   ASSERT_EQ(bitsim("make-model --shape tiny --out " + d.path.string()).code, 0);
@@ -420,6 +447,40 @@ TEST(Cli, InspectBitnetLargeReportsImageSize) {
   EXPECT_EQ(j["parameters"], 728842752u);
   const double mib = j["packed_image_bytes"].get<double>() / 1048576.0;
   EXPECT_NEAR(mib, 141.3, 1.0);  // the board's figure; docs/packed-image.md explains the gap
+  // What fits where, on the shipped board: int8 holds the unit's 512 positions.
+  const auto& mem = j["memory"];
+  EXPECT_EQ(mem["ddr_bytes"], 512ull << 20);
+  EXPECT_EQ(mem["cma_bytes"], 192ull << 20);
+  EXPECT_EQ(mem["largest_context"], 512);
+  EXPECT_EQ(mem["kv_position_bytes"], 24 * 16 * 192);
+  EXPECT_TRUE(mem["fits"].get<bool>());
+  EXPECT_EQ(mem["used_bytes"].get<uint64_t>(), mem["weight_row_bytes"].get<uint64_t>() +
+                                                   mem["activation_slot_bytes"].get<uint64_t>() +
+                                                   mem["stream_padding_bytes"].get<uint64_t>() +
+                                                   mem["kv_cache_bytes"].get<uint64_t>() +
+                                                   mem["call_buffer_bytes"].get<uint64_t>());
+}
+
+// inspect lays the model out in the board config's memory: on the Zybo Z7-20 (1 GiB, 640 MiB
+// of CMA) bitnet-large's INT4 cache holds the unit's 2048 positions; in a CMA too small it
+// says the model does not fit, and run refuses it (exit 2) with the same account.
+TEST(Cli, InspectSaysWhatFitsOnTheBoardAndRunRefusesWhatDoesNot) {
+  const auto z = bitsim("inspect --model synthetic:bitnet-large --config " + std::string(BITSIM_SOURCE_DIR) +
+                        "/configs/zybo-z7-20.toml --set attention.variant=online-softmax --set kv.format=int4");
+  ASSERT_EQ(z.code, 0) << z.err;
+  EXPECT_TRUE(contains(z.out, "ddr.size_mib = 1024")) << z.out;
+  EXPECT_TRUE(contains(z.out, "cma.mib = 640 (fits)")) << z.out;
+  EXPECT_TRUE(contains(z.out, " 2048 positions (kv.format = int4")) << z.out;
+  const auto small = bitsim("inspect --model synthetic:bitnet-large --set cma.mib=100");
+  ASSERT_EQ(small.code, 0) << small.err;
+  EXPECT_TRUE(contains(small.out, "cma.mib = 100 (does not fit)")) << small.out;
+  EXPECT_TRUE(contains(small.out, "over by")) << small.out;
+  EXPECT_TRUE(contains(small.out, "none: the model does not fit")) << small.out;
+  const auto run = bitsim("run --model synthetic:bitnet-large --prompt a --tokens 1 --set cma.mib=100");
+  EXPECT_EQ(run.code, 2) << run.out;
+  for (const char* what : {"cma.mib is 100.0 MiB", "do not fit", "packed weight rows", "over by",
+                           "this DDR allows cma.mib <= 384"})
+    EXPECT_TRUE(contains(run.err, what)) << what << ": " << run.err;
 }
 
 }  // namespace

@@ -334,6 +334,7 @@ TEST(Keys, KeysThatContradictEachOtherAreErrorsNamingBoth) {
       {{"timing.fail_mhz=100"}, "timing.pass_mhz", "timing.fail_mhz"},
       {{"cma.base=402653184"}, "cma.base", "cma.mib"},  // 384 MiB + 192 MiB past the 512 MiB DDR
       {{"cma.mib=512", "cma.base=4096"}, "cma.base", "cma.mib"},
+      {{"ddr.size_mib=256"}, "cma.mib", "ddr.size_mib"},  // 128 MiB below + 192 MiB past a 256 MiB DDR
       {{"dma.mm2s_fifo_beats=8"}, "dma.mm2s_fifo_beats", "dma.max_burst_beats"},
       {{"dma.max_burst_beats=128"}, "dma.mm2s_fifo_beats", "dma.max_burst_beats"},
       {{"kv.outlier_channels=4"}, "kv.outlier_channels", "kv.format"},

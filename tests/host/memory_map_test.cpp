@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 #include "model/packed_image.h"
 
@@ -174,6 +176,76 @@ TEST(MemoryMap, GroupedQueryKvAreasPerKvHead) {
   i8.cma_bytes = 140ull << 20;
   EXPECT_EQ(kv_context_limit(mha, i8), 0);
   EXPECT_GT(kv_context_limit(gqa, i8), 0);
+}
+
+// The account adds up to the layout: rows + activation slots + alignment is the weights
+// image, and with the KV cache and the call buffers it is what the map used.
+TEST(MemoryMap, AccountAddsUpToTheLayout) {
+  const auto bl = model::ModelConfig::bitnet_large();
+  MemoryMapConfig c = roomy();
+  c.cma_bytes = 192ull << 20;
+  const MemoryMap m(bl, c);
+  const MemoryAccount& a = m.account();
+  EXPECT_EQ(a.used(), m.used_bytes());
+  // The KV cache starts on the first page after the weights image.
+  EXPECT_GE(m.k_area(0, 0), a.cma_base + a.weights_image());
+  EXPECT_LT(m.k_area(0, 0), a.cma_base + a.weights_image() + 4096);
+  EXPECT_EQ(a.weight_rows + a.activation_slots, 148132496u);  // the stream bytes of the board's image
+  EXPECT_EQ(a.lm_head_rows, uint64_t(bl.vocab_size) * model::packed_row_bytes(bl.hidden_size));
+  EXPECT_GE(a.kv_cache, 24u * 16u * 512u * 192u);  // 36 MiB: int8 K and V rows of 96 bytes ...
+  EXPECT_LT(a.kv_cache, 24u * 16u * 512u * 192u + 4096u);  // ... and the page alignment before them
+  EXPECT_EQ(a.kv_position_bytes, 24u * 16u * 192u);
+  EXPECT_EQ(a.positions, 512);
+  EXPECT_TRUE(a.fits());
+  EXPECT_EQ(a.ddr_bytes, 512ull << 20);
+  EXPECT_NE(a.text().find("fits"), std::string::npos) << a.text();
+  EXPECT_EQ(a.text().find("over by"), std::string::npos) << a.text();
+}
+
+// A layout that does not fit is counted, not refused, by memory_account; check_model_fits
+// refuses it with the account at one position: what takes how much, and by how much it is over.
+TEST(MemoryMap, ModelThatDoesNotFitIsRefusedWithTheAccount) {
+  const auto bl = model::ModelConfig::bitnet_large();
+  MemoryMapConfig c;
+  c.cma_bytes = 100ull << 20;
+  const MemoryAccount a = memory_account(bl, c, 1);
+  EXPECT_FALSE(a.fits());
+  EXPECT_EQ(a.positions, 1);
+  EXPECT_GE(a.kv_cache, 24u * 16u * 192u);  // one position per K/V area (and its page alignment)
+  EXPECT_LT(a.kv_cache, 24u * 16u * 192u + 4096u);
+  EXPECT_NE(a.text().find("over by"), std::string::npos) << a.text();
+  try {
+    check_model_fits(bl, c);
+    FAIL() << "bitnet-large fitted in 100 MiB";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("cma.mib is 100.0 MiB"), std::string::npos) << w;
+    EXPECT_NE(w.find(fmt::format("{:.1f} MiB do not fit", double(a.used() - a.cma_bytes) / 1048576.0)),
+              std::string::npos)
+        << w;
+    EXPECT_NE(w.find("this DDR allows cma.mib <= 384"), std::string::npos) << w;  // 512 less cma.base's 128
+  }
+  // A model larger than the whole DDR is counted too (the account never throws).
+  auto big = bl;
+  big.num_layers = 96;
+  EXPECT_GT(memory_account(big, c, 1).used(), c.ddr_bytes);
+  EXPECT_NO_THROW(check_model_fits(bl, roomy()));
+}
+
+// The DDR size is the config's: the region must end inside it, and the context limit is
+// bounded by the CMA, not by a fixed 512 MiB.
+TEST(MemoryMap, DdrSizeIsTheConfigs) {
+  MemoryMapConfig c = roomy();
+  c.cma_base = 600ull << 20;  // past the end of a 512 MiB DDR
+  EXPECT_THROW(MemoryMap(model::ModelConfig::tiny(), c), Error);
+  c.ddr_bytes = 1ull << 30;
+  EXPECT_NO_THROW(MemoryMap(model::ModelConfig::tiny(), c));
+  MemoryMapConfig big;
+  big.ddr_bytes = 1ull << 30;
+  big.cma_bytes = 640ull << 20;
+  big.kv_interleaved = true;
+  big.kv_format = model::KvFormat::Int4;
+  EXPECT_EQ(kv_context_limit(model::ModelConfig::bitnet_large(), big), 2048);  // 1,319 in 192 MiB
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "host/memory_map.h"
+#include "hw/memory/memory_model.h"
 #include "support/run_argv.h"
 #include "support/temp_dir.h"
 
@@ -66,7 +67,7 @@ TEST(MmioProgram, ALineIsBoundedByItsRecordsLongestLegalForm) {
             std::string::npos);
   EXPECT_NE(error_of(magic + "W " + std::string(10000, '1') + "\n").find("p.mmio:2: line longer"), std::string::npos);
   // An M record is read as its size field says: no more digits than that, and no size past the DDR.
-  const uint64_t ddr = host::MemoryMapConfig{}.ddr_bytes;
+  const uint64_t ddr = hw::kMaxDdrBytes;
   EXPECT_NE(error_of(magic + "M 0 100 " + std::to_string(ddr + 1) + " " + std::string(5000, '0') + "\n")
                 .find("p.mmio:2: size " + std::to_string(ddr + 1) + " out of range"),
             std::string::npos);

@@ -148,7 +148,13 @@ TEST(Ddr, ConfigErrorsNameTheField) {
   };
   DdrConfig c;
   c.size_bytes = 1000;
-  expect_error(c, "size_bytes");
+  expect_error(c, "ddr.size_mib");
+  c = {};
+  c.size_bytes = (512ull << 20) + 4096;  // not a whole number of MiB
+  expect_error(c, "ddr.size_mib");
+  c = {};
+  c.size_bytes = 2ull << 30;  // past the 1 GiB a Zynq-7000 addresses
+  expect_error(c, "ddr.size_mib");
   c = {};
   c.wall_bytes_per_s = 0;
   expect_error(c, "ddr.wall_gb_s");

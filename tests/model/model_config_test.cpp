@@ -230,6 +230,44 @@ TEST(ModelConfig, EpsThetaAndScalingChecked) {
 TEST(ModelConfig, UntiedEmbeddingsAndOtherActivationsRejected) {
   expect_error(with("tie_word_embeddings", false), "tie_word_embeddings", "lm_head");
   expect_error(with("hidden_act", "gelu"), "hidden_act", "silu");
+  expect_error(with("hidden_act", "gelu"), "hidden_act", "relu2");
+  expect_error(with("model_type", "mistral"), "model_type", "\"llama\" or \"bitnet\"");
+  expect_error(with("model_type", 3), "model_type", "string");
+}
+
+// BitNet b1.58 2B4T's config.json (microsoft/bitnet-b1.58-2B-4T, docs/numerics.md): relu2,
+// model_type bitnet, its GQA shape, rope_theta; its FFN rows and head_dim are refused by the
+// board's circuits, naming the file and the key.
+TEST(ModelConfig, Bitnet2b4tConfigIsReadAndRefusedByTheCircuits) {
+  const nlohmann::json j = nlohmann::json::parse(R"({
+    "architectures": ["BitNetForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
+    "hidden_act": "relu2", "hidden_size": 2560, "intermediate_size": 6912,
+    "max_position_embeddings": 4096, "model_type": "bitnet", "num_attention_heads": 20,
+    "num_hidden_layers": 30, "num_key_value_heads": 5, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256})");
+  const ModelConfig c = ModelConfig::bitnet_2b4t();
+  EXPECT_EQ(c.head_dim(), 128);
+  EXPECT_EQ(c.group(), 4);
+  EXPECT_EQ(c.hidden_act, HiddenAct::Relu2);
+  EXPECT_EQ(c.model_type, ModelType::Bitnet);
+  EXPECT_STREQ(c.attn_sub_norm_name(), "self_attn.attn_sub_norm");
+  EXPECT_STREQ(c.ffn_sub_norm_name(), "mlp.ffn_sub_norm");
+  // Two limits of the board's circuits refuse it: the FFN's rows of 6,912 are longer than the
+  // matmul engine's 4,096, and (with an FFN it takes) head_dim 128 is not the unit's 96.
+  expect_error(j, "intermediate_size", "4096");
+  nlohmann::json shorter = j;
+  shorter["intermediate_size"] = 4096;
+  expect_error(shorter, "num_attention_heads", "head_dim 96");
+  // The same layer at the board's head_dim reads back as tiny-2b4t does.
+  const ModelConfig t = ModelConfig::tiny_2b4t();
+  EXPECT_NO_THROW(t.validate("tiny_2b4t()"));
+  EXPECT_EQ(ModelConfig::from_json(t.to_json(), "roundtrip"), t);
+  EXPECT_EQ(t.to_json().at("model_type"), "bitnet");
+  EXPECT_EQ(t.to_json().at("hidden_act"), "relu2");
+  EXPECT_EQ(t.to_json().at("architectures"), nlohmann::json::array({"BitNetForCausalLM"}));
+  EXPECT_EQ(t.rope_theta, 500000.0f);
+  EXPECT_EQ(t.shape_string(), "hidden 384, FFN 512, relu2, 2 layers, 4 heads x 96 (2 K/V heads), vocab 512");
+  EXPECT_STREQ(ModelConfig::tiny().attn_sub_norm_name(), "self_attn.inner_attn_ln");
 }
 
 TEST(ModelConfig, ValidateNamesSourceAndKey) {

@@ -305,6 +305,35 @@ TEST(Synthetic, GroupedQueryCheckpoint) {
                          "shape [192, 384], expected [384, 384]"});
 }
 
+// The 2B4T layer (model_type bitnet): its sub-norms under the published names, in a
+// checkpoint that reads back; bitnet-2b4t's published shape is named and sized.
+TEST(Synthetic, Bitnet2b4tShapesUseThePublishedNames) {
+  EXPECT_EQ(parse_shape("bitnet-2b4t"), Shape::Bitnet2b4t);
+  EXPECT_EQ(parse_shape("tiny-2b4t"), Shape::Tiny2b4t);
+  EXPECT_EQ(config_for(Shape::Bitnet2b4t), ModelConfig::bitnet_2b4t());
+  const SyntheticSource big(Shape::Bitnet2b4t, 1);
+  EXPECT_EQ(shape_in(big, "model.layers.29.self_attn.k_proj.weight"), (std::vector<int64_t>{640, 2560}));
+  EXPECT_EQ(shape_in(big, "model.layers.0.mlp.ffn_sub_norm.weight"), (std::vector<int64_t>{6912}));
+  EXPECT_EQ(shape_in(big, "model.embed_tokens.weight"), (std::vector<int64_t>{128256, 2560}));
+  const SyntheticSource src(Shape::Tiny2b4t, 3);
+  EXPECT_EQ(shape_in(src, "model.layers.1.self_attn.attn_sub_norm.weight"), (std::vector<int64_t>{384}));
+  EXPECT_EQ(shape_in(src, "model.layers.1.mlp.ffn_sub_norm.weight"), (std::vector<int64_t>{512}));
+  EXPECT_TRUE(shape_in(src, "model.layers.1.self_attn.inner_attn_ln.weight").empty());
+  TempDir dir;
+  write_synthetic_checkpoint(Shape::Tiny2b4t, 3, dir.path);
+  const CheckpointSource cp(dir.path);
+  EXPECT_EQ(cp.config(), ModelConfig::tiny_2b4t());
+  const std::string n = "model.layers.0.mlp.ffn_sub_norm.weight";
+  EXPECT_TRUE(same_bits(read_all(cp, n, {512}), read_all(src, n, {512})));
+  // A llama-named checkpoint read as model_type bitnet lacks the bitnet names.
+  nlohmann::json j = ModelConfig::tiny_2b4t().to_json();
+  TempDir llama;
+  write_synthetic_checkpoint(Shape::TinyGqa, 3, llama.path);
+  std::ofstream(llama.path / "config.json") << j.dump();
+  expect_error_mentions([&] { CheckpointSource bad(llama.path); },
+                        {"'model.layers.0.self_attn.attn_sub_norm.weight'", "missing"});
+}
+
 TEST(Synthetic, CheckpointWithMissingTensorNamesTensor) {
   TempDir dir;
   write_tiny_checkpoint(dir.path, [](std::vector<OwnedTensor>& t) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cfenv>
 #include <cmath>
@@ -831,6 +832,31 @@ TEST(Determinism, AliasedOutputsGiveTheSameBits) {
   EXPECT_EQ(0, std::memcmp(y.data(), on_up.data(), sizeof(float) * n));
   // Not vacuous: the outputs differ from the inputs they replaced.
   EXPECT_NE(0, std::memcmp(y.data(), gate.data(), sizeof(float) * n));
+}
+
+// ReLU^2-gate (hidden_act relu2): hand-worked values, the sequence's two roundings, NaN and
+// negative gates to zero, the flush of a denormal product, and aliasing as silu_gate's.
+TEST(Relu2Gate, HandWorkedValuesAndEdges) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float gate[] = {3.0f, -2.0f, 0.5f, nan, -0.0f, 1e-20f, 1.0f + 0x1p-23f};
+  const float up[] = {2.0f, 5.0f, -4.0f, 1.0f, 1.0f, 1.0f, 3.0f};
+  float y[7];
+  relu2_gate(gate, up, 7, y);
+  EXPECT_EQ(y[0], 18.0f);   // 3^2 * 2
+  EXPECT_EQ(bits(y[1]), 0u);  // negative gate: +0 * 5 = +0
+  EXPECT_EQ(y[2], -1.0f);   // 0.25 * -4
+  EXPECT_EQ(bits(y[3]), 0u);  // NaN gate: +0
+  EXPECT_EQ(bits(y[4]), 0u);  // -0 gate: +0
+  EXPECT_EQ(bits(y[5]), 0u);  // 1e-40 is denormal: flushed
+  // (1 + 2^-23)^2 = 1 + 2^-22 + 2^-46 rounds to 1 + 2^-22 before the multiply by 3.
+  EXPECT_EQ(y[6], (1.0f + 0x1p-22f) * 3.0f);
+  // ffn_gate chooses by the activation; y may alias gate.
+  float g2[7], z[7];
+  std::copy(gate, gate + 7, g2);
+  ffn_gate(true, g2, up, 7, g2);
+  EXPECT_EQ(0, std::memcmp(g2, y, sizeof y));
+  ffn_gate(false, gate, up, 7, z);
+  EXPECT_NE(bits(z[0]), bits(y[0]));  // silu(3) * 2, not 18
 }
 
 // Checksums of the primitives over fixed inputs. They pin the exact bits: any host or

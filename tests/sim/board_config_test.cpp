@@ -153,6 +153,10 @@ std::vector<std::string> ddr3_companions(const std::string& key, double v) {
   if ((key == "ddr3.tras" || key == "ddr3.trp") && v > 19) return {"ddr3.trc=256", "ddr3.tras=1", "ddr3.trp=1"};
   if (key == "ddr3.trfc" && v > 4063) return {"ddr3.trefi=8192"};
   if (key == "ddr3.trefi" && v < 4064) return {"ddr3.trfc=1", "ddr3.tras=18"};
+  // The DDR's ends: a 1 MiB DDR holds a 1 MiB region from address 0; 1 GiB needs a device
+  // that large (two x16 devices on a 32-bit bus, as the Zybo Z7-20's).
+  if (key == "ddr.size_mib" && v < 512) return {"cma.base=0", "cma.mib=1"};
+  if (key == "ddr.size_mib" && v > 512) return {"ddr3.bus_bytes=4"};
   return {};
 }
 
@@ -219,6 +223,32 @@ TEST(BoardConfig, CalibratedMeansFittedByCalibrate) {
                         s.key.rfind("cpu.", 0) == 0;
     EXPECT_EQ(s.evidence == "calibrated", fitted) << s.key << " is labelled " << s.evidence;
   }
+}
+
+// ddr.size_mib is a key: the DDR the simulated board has, the memory map's DDR, and the
+// bound of the contiguous region (cma.mib at most the DDR less what lies below cma.base).
+TEST(BoardConfig, DdrSizeIsAKeyThatBoundsTheContiguousRegion) {
+  ParamSet p = board_params();
+  EXPECT_EQ(p.integer("ddr.size_mib"), 512);
+  EXPECT_EQ(p.spec("ddr.size_mib").evidence, "board");
+  EXPECT_EQ(p.spec("ddr.size_mib").unit, "MiB");
+  const SimConfig shipped = make_sim_config(p);
+  EXPECT_EQ(shipped.board.ddr.size_bytes, 512ull << 20);
+  EXPECT_EQ(shipped.memory.ddr_bytes, 512ull << 20);
+  p.set("cma.mib=385");  // 128 MiB below cma.base + 385 > 512
+  const std::string w = test::error_of([&] { (void)make_sim_config(p); });
+  for (const char* key : {"cma.mib = 385", "ddr.size_mib = 512", "cma.base", "384.0 MiB"})
+    EXPECT_NE(w.find(key), std::string::npos) << w;
+  p.set("cma.mib=384");
+  EXPECT_NO_THROW((void)make_sim_config(p));
+  // The Zybo Z7-20's 1 GiB (configs/zybo-z7-20.toml).
+  ParamSet z = board_params();
+  z.load_toml(std::string(BITSIM_SOURCE_DIR) + "/configs/zybo-z7-20.toml");
+  const SimConfig zybo = make_sim_config(z);
+  EXPECT_EQ(zybo.board.ddr.size_bytes, 1ull << 30);
+  EXPECT_EQ(zybo.memory.ddr_bytes, 1ull << 30);
+  EXPECT_EQ(zybo.memory.cma_bytes, 640ull << 20);
+  EXPECT_EQ(zybo.board.ddr.ddr3.device_bytes(), 1ull << 30);
 }
 
 TEST(BoardConfig, CrossFieldRuleNamesBothKeys) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "host/cpu_model.h"
 #include "model/synthetic.h"
 #include "support/random_model.h"
 
@@ -254,6 +255,41 @@ TEST(Fidelity, Int4ContextPast512) {
   EXPECT_THROW(simulate_tokens(cfg, m, s, {5, 6}, {.fidelity = Fidelity::kFast, .start_position = 1318}), Error);
 }
 
+// A synthetic model's run of `tokens` tokens on both fidelities (cycle, then fast) with the
+// checks on and the keys `sets`.
+std::vector<BoardRunResult> run_both_fidelities(const std::string& model, int tokens,
+                                                const std::vector<std::string>& sets) {
+  std::vector<BoardRunResult> res;
+  for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast}) {
+    BoardRunRequest r{RunRequest{}, board_params()};
+    r.run.model = model;
+    r.run.prompt = "Grouped";
+    r.run.tokens = tokens;
+    r.fidelity = f;
+    for (const auto& s : sets) r.params.set(s, "test");
+    res.push_back(run_board(std::move(r)));
+  }
+  return res;
+}
+
+// Both runs give every token's logits equal to the golden reference's, and the same time,
+// bytes, DMA starts and logits for each token.
+void expect_golden_and_identical(const std::vector<BoardRunResult>& res) {
+  for (const BoardRunResult& x : res) {
+    EXPECT_TRUE(x.checked && x.all_equal) << x.mismatch;
+    for (const auto& t : x.tokens) EXPECT_TRUE(t.logits_equal.value_or(false)) << "token " << t.index;
+  }
+  ASSERT_EQ(res[0].tokens.size(), res[1].tokens.size());
+  for (size_t i = 0; i < res[0].tokens.size(); ++i) {
+    const host::TokenTiming &a = res[0].tokens[i].timing, &b = res[1].tokens[i].timing;
+    EXPECT_EQ(a.total_ps(), b.total_ps()) << i;
+    EXPECT_EQ(a.attention_ps, b.attention_ps) << i;
+    EXPECT_EQ(a.bytes_read, b.bytes_read) << i;
+    EXPECT_EQ(a.dma_transfers, b.dma_transfers) << i;
+    EXPECT_EQ(res[0].tokens[i].logits_digest, res[1].tokens[i].logits_digest) << i;
+  }
+}
+
 // Grouped-query attention (synthetic:tiny-gqa: 4 query heads on 2 K/V heads), every attention
 // variant and KV format (TIP with regions leaving its window): both fidelities give the same
 // time, bytes and DMA starts for every token, and every token's logits are the golden
@@ -269,30 +305,36 @@ TEST(Fidelity, TinyGqaEveryVariantAndKvFormat) {
   };
   for (const auto& v : variants) {
     SCOPED_TRACE(v.back());
-    std::vector<BoardRunResult> res;
-    for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast}) {
-      BoardRunRequest r{RunRequest{}, board_params()};
-      r.run.model = "synthetic:tiny-gqa";
-      r.run.prompt = "Grouped";
-      r.run.tokens = v.back().find("tip") != std::string::npos ? 40 : 4;  // TIP: regions leave at 31
-      r.fidelity = f;
-      for (const auto& s : v) r.params.set(s, "test");
-      res.push_back(run_board(std::move(r)));
-    }
-    for (const BoardRunResult& x : res) {
-      EXPECT_TRUE(x.checked && x.all_equal) << x.mismatch;
-      for (const auto& t : x.tokens) EXPECT_TRUE(t.logits_equal.value_or(false)) << "token " << t.index;
-    }
-    ASSERT_EQ(res[0].tokens.size(), res[1].tokens.size());
-    for (size_t i = 0; i < res[0].tokens.size(); ++i) {
-      const host::TokenTiming &a = res[0].tokens[i].timing, &b = res[1].tokens[i].timing;
-      EXPECT_EQ(a.total_ps(), b.total_ps()) << i;
-      EXPECT_EQ(a.attention_ps, b.attention_ps) << i;
-      EXPECT_EQ(a.bytes_read, b.bytes_read) << i;
-      EXPECT_EQ(a.dma_transfers, b.dma_transfers) << i;
-      EXPECT_EQ(res[0].tokens[i].logits_digest, res[1].tokens[i].logits_digest) << i;
-    }
+    // TIP: regions leave the recent window at 31 tokens.
+    expect_golden_and_identical(
+        run_both_fidelities("synthetic:tiny-gqa", v.back().find("tip") != std::string::npos ? 40 : 4, v));
   }
+}
+
+// BitNet b1.58 2B4T's layer (synthetic:tiny-2b4t: relu2, the sub-norms, 4 query heads on 2
+// K/V heads, rope_theta 500000), on the board's unit and on the online-softmax unit with INT4
+// K/V, and through the PL walker: both fidelities give the same times and every token's logits
+// are the golden reference's bit for bit; the relu2 gate is a CPU step of its own cost.
+TEST(Fidelity, Tiny2b4tBitExactOnBothFidelities) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"attention.variant=two-phase"},
+      {"attention.variant=online-softmax", "kv.format=int4"},
+      {"host.walker=pl"},
+  };
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.back());
+    expect_golden_and_identical(run_both_fidelities("synthetic:tiny-2b4t", 4, v));
+  }
+  // The CPU's time differs from tiny-gqa's (the same shape with SiLU) by exactly the gate
+  // steps: relu2_gate's cost in place of silu_gate's, once per layer and token.
+  const auto relu2 = run_both_fidelities("synthetic:tiny-2b4t", 3, {}), silu = run_both_fidelities("synthetic:tiny-gqa", 3, {});
+  const host::CpuModel cpu{host::CpuModelConfig{}};
+  const int64_t per_token = 2 * (int64_t(cpu.step_ps(host::CpuStep::Relu2Gate, 512)) -
+                                 int64_t(cpu.step_ps(host::CpuStep::SiluGate, 512)));
+  EXPECT_LT(per_token, 0);  // no exp: cheaper
+  ASSERT_EQ(relu2[1].tokens.size(), silu[1].tokens.size());
+  for (size_t i = 1; i < relu2[1].tokens.size(); ++i)
+    EXPECT_EQ(int64_t(relu2[1].tokens[i].timing.cpu_ps) - int64_t(silu[1].tokens[i].timing.cpu_ps), per_token) << i;
 }
 
 TEST(Fidelity, BitnetLargeTwoTokensIdentical) {

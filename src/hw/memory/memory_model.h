@@ -32,6 +32,9 @@
 
 namespace bitsim::hw {
 
+// The most DDR a Zynq-7000 addresses: its DDR controller's 1 GiB (UG585, the system address map).
+inline constexpr uint64_t kMaxDdrBytes = 1ull << 30;
+
 // The shipped default is the board's DDR as bitsim runs it; visit() gives each field's key,
 // range, unit, evidence label and meaning (base/config_field.h).
 struct DdrConfig {
@@ -40,7 +43,8 @@ struct DdrConfig {
   // "latency-bandwidth" (a fixed latency and a bandwidth per port, no shared wall) or "ddr3"
   // (banks, rows, refresh and the controller: docs/ddr3.md, the ddr3.* keys).
   std::string model = "wall";
-  uint64_t size_bytes = 512ull << 20;  // DDR size in bytes, a multiple of 1 MiB (BOARD.md: 512 MB)
+  uint64_t size_bytes = 512ull << 20;  // DDR size in bytes, a multiple of 1 MiB (key ddr.size_mib;
+                                       // BOARD.md: 512 MB)
   double wall_bytes_per_s = 2.009e9;   // bandwidth wall shared by all ports and both directions,
                                        // bytes per second (key ddr.wall_gb_s, in GB/s)
   double port_bytes_per_s = 1.0045e9;  // latency-bandwidth: each port's own bandwidth, both
@@ -70,8 +74,10 @@ struct DdrConfig {
                          "latency-bandwidth (a fixed latency and a bandwidth per port, no shared wall) or ddr3 (the "
                          "DDR3 device's banks, rows and refresh behind the Zynq controller: the ddr3.* keys)",
                          1, true, MemoryRegistry::board().names()});
-    v(c.size_bytes, FieldInfo{"ddr.size_bytes", double(1ull << 20), double(1ull << 40), "bytes", Evidence::kBoard,
-                              "DDR size, a multiple of 1 MiB (BOARD.md: 512 MB)", 1, false});
+    v(c.size_bytes, FieldInfo{"ddr.size_mib", 1, double(kMaxDdrBytes >> 20), "MiB", Evidence::kBoard,
+                              "DDR the PS and the PL share (BOARD.md: 512 MB on the PYNQ-Z2); at most the 1 GiB the "
+                              "Zynq-7000's DDR controller addresses (UG585 address map: 0x0000_0000..0x3FFF_FFFF)",
+                              double(1ull << 20)});
     v(c.wall_bytes_per_s, FieldInfo{"ddr.wall_gb_s", 0.01, 100, "GB/s", Evidence::kBoard,
                                     "DDR read wall seen from the PL, shared by both HP ports (BOARD.md: 2.009 GB/s "
                                     "measured)", 1e9});
@@ -98,12 +104,12 @@ struct DdrConfig {
     kind(who);
     ddr3.validate(who);
     if (size_bytes % (1ull << 20) != 0)
-      throw Error(fmt::format("{}: ddr.size_bytes = {} is not a multiple of 1 MiB", who, size_bytes));
+      throw Error(fmt::format("{}: ddr.size_mib = {} bytes is not a whole number of MiB", who, size_bytes));
     // A device smaller than the memory map would alias the addresses past its end onto its
     // own rows: the DRAM model would time a memory the board cannot hold.
     if (const uint64_t device = ddr3.device_bytes(); device < size_bytes)
       throw Error(fmt::format("{}: ddr3.banks x ddr3.rows x ddr3.columns x ddr3.bus_bytes = {} x {} x {} x {} = {} "
-                              "bytes ({} MiB) is smaller than the board's memory map ({} MiB, ddr.size_bytes): the "
+                              "bytes ({} MiB) is smaller than ddr.size_mib = {}: the "
                               "device must hold every address the board reaches",
                               who, ddr3.banks, ddr3.rows, ddr3.columns, ddr3.bus_bytes, device, device >> 20,
                               size_bytes >> 20));
