@@ -173,6 +173,7 @@ void write_trace(TraceWriter& tracer, const BoardRunResult& res, const SimConfig
                  const std::string& file) {
   const uint64_t period_ps = hw::clock_period_ps(cfg.board.clock.mhz);
   tracer.add_transfers(sim.platform().transfers(), period_ps);
+  for (const TokenRecord& t : res.tokens) tracer.add_energy(t.index, t.energy);
   tracer.set_other("model", res.model);
   tracer.set_other("shape", res.shape);
   tracer.set_other("fidelity", fidelity_name(res.fidelity));
