@@ -478,14 +478,14 @@ TEST(Cli, ValidateJsonHasTwelveBoardRowsWithinTwoPercent) {
 }  // namespace
 
 namespace {
-// `bitsim run --dram-trace FILE` (docs/ddr3.md): one line per burst the memory accepted. The
-// same host program issues the same bursts whatever times the memory: the wall's and ddr3's
-// traces hold the same requests, at other cycles.
+// `bitsim run --dram-trace FILE` (docs/ddr3.md): one line per burst the memory accepted, with
+// the cycle it completed at. The same host program issues the same bursts whatever times the
+// memory: the wall's and ddr3's traces hold the same requests, at other cycles.
 struct TracedRequest {
   uint64_t cycle;
   int port;
   char op;
-  uint64_t addr, bytes;
+  uint64_t addr, bytes, done;
 };
 std::vector<TracedRequest> read_dram_trace(const std::string& path, std::string* header) {
   std::ifstream f(path);
@@ -500,12 +500,32 @@ std::vector<TracedRequest> read_dram_trace(const std::string& path, std::string*
     std::istringstream in(line);
     TracedRequest r{};
     std::string addr;
-    in >> r.cycle >> r.port >> r.op >> addr >> r.bytes;
+    in >> r.cycle >> r.port >> r.op >> addr >> r.bytes >> r.done;
     EXPECT_FALSE(in.fail()) << line;
     r.addr = std::stoull(addr, nullptr, 16);
     out.push_back(r);
   }
   return out;
+}
+
+// Every request completes after it was accepted, a read no sooner than its beats allow (one
+// beat an edge); each port completes its reads, and its writes, in the order it accepted them.
+// Under the wall a read waits ddr.read_latency_ns for its first beat (the board's 367.86 ns:
+// 46 cycles at 125 MHz, rounded up): the quickest read takes exactly that plus a beat an edge.
+constexpr uint64_t kWallReadLatencyCycles = 46;
+void expect_completions_in_order(const std::vector<TracedRequest>& t, const std::string& model) {
+  std::map<std::pair<int, char>, uint64_t> last;  // (port, op) -> the last completion
+  uint64_t quickest = UINT64_MAX;                 // a read's latency less its beats after the first
+  for (const auto& r : t) {
+    const uint64_t beats = r.bytes / 8;
+    EXPECT_GT(r.done, r.cycle) << model;
+    if (r.op == 'R') EXPECT_GE(r.done - r.cycle, beats) << model;
+    uint64_t& prev = last[{r.port, r.op}];
+    EXPECT_GE(r.done, prev) << model << ": port " << r.port << " " << r.op << " completes in order";
+    prev = r.done;
+    if (r.op == 'R') quickest = std::min(quickest, r.done - r.cycle - (beats - 1));
+  }
+  if (model == "wall") EXPECT_EQ(quickest, kWallReadLatencyCycles);
 }
 
 TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
@@ -518,7 +538,8 @@ TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
     ASSERT_EQ(r.code, 0) << r.err;
     std::string header;
     traces[model] = read_dram_trace(file, &header);
-    EXPECT_TRUE(contains(header, "bitsim.dram-trace/1")) << header;
+    EXPECT_TRUE(contains(header, "bitsim.dram-trace/2")) << header;
+    EXPECT_TRUE(contains(header, "# cycle port op address bytes done")) << header;
     EXPECT_TRUE(contains(header, "ddr.model = " + model)) << header;
     EXPECT_FALSE(contains(header, "partial")) << header;
     const auto& t = traces[model];
@@ -535,6 +556,7 @@ TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
     }
     EXPECT_GT(reads, 0u);
     EXPECT_GT(writes, 0u);  // the results the engines write back
+    expect_completions_in_order(t, model);
   }
   auto content = [](std::vector<TracedRequest> t) {
     std::vector<std::tuple<int, char, uint64_t, uint64_t>> c;
