@@ -54,6 +54,19 @@ void expect_median_of_samples(const std::string& name, double value, double lo, 
 
 constexpr size_t kFigures = 13;
 
+// The energy accounting's share: a share of the host time (below 100%, in %), lower is
+// better, goal 2%, from the fast windows' 2 x 4 tokens (quick mode) priced by
+// sim::token_energy.
+void expect_energy_figure(const BenchFigure& f) {
+  EXPECT_EQ(f.unit, "%");
+  EXPECT_FALSE(f.higher_is_better);
+  EXPECT_LT(f.max, 100.0) << "a share of the tokens' wall";
+  EXPECT_EQ(f.goal, 2.0);
+  EXPECT_NE(f.name.find("energy accounting"), std::string::npos) << f.name;
+  EXPECT_NE(f.how.find("of the fast windows' 8 tokens"), std::string::npos) << f.how;
+  EXPECT_NE(f.how.find("sim::token_energy"), std::string::npos) << f.how;
+}
+
 TEST(Bench, QuickRunReturnsThirteenFiguresEachAMedianOfItsRepetitions) {
   BenchOptions o;
   o.quick = true;
@@ -99,12 +112,7 @@ TEST(Bench, QuickRunReturnsThirteenFiguresEachAMedianOfItsRepetitions) {
   // The sweep figure: points run one after the other in this process (2 in quick mode).
   EXPECT_NE(figs[11].how.find("2 points"), std::string::npos) << figs[11].how;
   EXPECT_NE(figs[11].how.find("in one process"), std::string::npos) << figs[11].how;
-  // The energy accounting's share: a share of the host time (below 100%), lower is better,
-  // from the fast windows' 2 x 4 tokens (quick mode).
-  EXPECT_FALSE(figs[12].higher_is_better);
-  EXPECT_LT(figs[12].max, 100.0);
-  EXPECT_EQ(figs[12].goal, 2.0);
-  EXPECT_NE(figs[12].how.find("of the fast windows' 8 tokens"), std::string::npos) << figs[12].how;
+  expect_energy_figure(figs[12]);
   // The prefill figure: a 24-token prompt (quick mode) at P = 8 against P = 1, its computed
   // logits checked (the last of each chunk of 8 at P = 8, every position at P = 1: 3 x 27).
   EXPECT_NE(figs[8].name.find("a 24-token prompt at P = 8 over P = 1, golden check"), std::string::npos)
@@ -156,12 +164,9 @@ TEST(Bench, OnlyEnergyMeasuresTheAccountingsShareAlone) {
   const auto figs = run_bench(o);
   ASSERT_EQ(figs.size(), 1u);
   const BenchFigure& f = figs[0];
-  EXPECT_EQ(f.unit, "%");
+  expect_energy_figure(f);
   expect_consistent(f.name, f.value, f.goal, f.higher_is_better, f.met);
   expect_median_of_samples(f.name, f.value, f.min, f.max, f.samples, 3);
-  EXPECT_LT(f.max, 100.0) << "a share of the tokens' wall";
-  EXPECT_NE(f.name.find("energy accounting"), std::string::npos) << f.name;
-  EXPECT_NE(f.how.find("sim::token_energy"), std::string::npos) << f.how;
 }
 
 TEST(Bench, AProcessIsTimedAndItsExitCodeAndOutputKept) {
