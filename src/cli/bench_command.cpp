@@ -60,6 +60,9 @@ class Bench final : public Command {
         ->transform(integer_in(2, 64))->capture_default_str();
     add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
                       "Override one config key: KEY=VALUE (repeatable)");
+    sub_->add_option("--only", opt_.only,
+                     "Measure one figure alone: energy (the energy accounting's share of a run's host time)")
+        ->check(CLI::IsMember({"energy"}));
     sub_->add_flag("--quick", opt_.quick, "synthetic:tiny and few tokens (a smoke test, not the figures)");
     sub_->add_option("--json", json_file_, "Also write a bitsim.bench/2 JSON document to FILE")->check(file_name());
     sub_->add_option("--compare", compare_file_,

@@ -8,7 +8,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/options.h"
+#include "energy/energy_model.h"
 #include "host/memory_map.h"
+#include "sim/board_config.h"
+#include "sim/energy_account.h"
 #include "model/attention_stream.h"
 #include "model/kv_format.h"
 #include "model/kv_tip.h"
@@ -87,7 +91,62 @@ void print_kv_capacity(const model::ModelConfig& c, const host::MemoryAccount& a
              c.max_position_embeddings, model::kKvPositions, model::kAttentionInt4MaxT, model::kAttentionInt4MaxT);
 }
 
-// What inspect found: the model, its packed image and the load time.
+// The static power of the design the config builds for the model (docs/energy.md): what the
+// board draws idle, per component with its label, from the energy model's idle interval
+// (sim::idle_energy over one second: mJ per second = mW).
+struct StaticPower {
+  std::vector<energy::Component> parts;  // the idle interval's nonzero components, W
+  double total_w = 0;
+  Evidence evidence = Evidence::kSimulated;
+  std::string idd_set;
+};
+
+StaticPower static_power(const sim::SimConfig& cfg, const model::ModelConfig& mc) {
+  const sim::EnergyAccount account = sim::energy_account(cfg, mc, std::max(1, host::kv_context_limit(mc, cfg.memory)));
+  constexpr uint64_t kSecondPs = 1000000000000ull;
+  const energy::Breakdown idle = sim::idle_energy(account, kSecondPs);
+  StaticPower p;
+  for (energy::Component c : energy::components(idle, account.config, account.design.dram_model)) {
+    if (c.mj == 0) continue;
+    c.mj *= 1e-3;  // mJ over one second -> W
+    p.parts.push_back(c);
+  }
+  p.total_w = idle.total() * 1e-3;
+  p.evidence = energy::total_evidence(account.config, account.design.dram_model);
+  p.idd_set = account.config.idd_set;
+  return p;
+}
+
+// What each static component is, for the table.
+const char* static_part_text(const std::string& name) {
+  if (name == "pl.static") return "PL device static (xc7z020 leakage)";
+  if (name.rfind("pl.clock.", 0) == 0) return "PL clock tree (the clock runs idle)";
+  if (name == "ps.static") return "PS7 idle (both cores in WFI)";
+  if (name == "dram.background") return "DRAM background (banks precharged)";
+  if (name == "dram.refresh") return "DRAM refresh";
+  if (name == "board.other") return "the rest of the board";
+  return "";
+}
+
+void print_static_power(const StaticPower& p) {
+  fmt::print("static power of the design (docs/energy.md: the board idle, no circuit busy, no byte moved, the "
+             "CPU in WFI; DRAM from the {} IDD set):\n", p.idd_set);
+  for (const energy::Component& c : p.parts)
+    fmt::print("  {:<20} {:<38} {:>8.4f} W  [{}]\n", c.name, static_part_text(c.name), c.mj,
+               evidence_name(c.evidence));
+  fmt::print("  {:<20} {:<38} {:>8.4f} W  [{}]  (no power of the real board was measured)\n", "total", "", p.total_w,
+             evidence_name(p.evidence));
+}
+
+nlohmann::json static_power_json(const StaticPower& p) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const energy::Component& c : p.parts)
+    parts.push_back({{"name", c.name}, {"w", c.mj}, {"evidence", evidence_name(c.evidence)}});
+  return {{"total_w", p.total_w}, {"evidence", evidence_name(p.evidence)}, {"idd_set", p.idd_set},
+          {"board_figure", nullptr}, {"components", parts}};
+}
+
+// What inspect found: the model, its packed image and the load time, the design's static power.
 struct Inspection {
   const model::ModelConfig& config;
   const model::TernaryModel& model;
@@ -95,6 +154,7 @@ struct Inspection {
   double load_s = 0;
   Fit fit;
   std::string kv_format;
+  StaticPower power;
 };
 
 nlohmann::json fit_json(const Fit& f) {
@@ -129,7 +189,8 @@ nlohmann::json inspect_json(const Inspection& in) {
           {"packed_image_lm_head_bytes", in.image.lm_head_bytes},
           {"board_packed_image_mib", kBoardImageMiB},
           {"memory", fit_json(in.fit)},
-          {"load_s", in.load_s}};
+          {"load_s", in.load_s},
+          {"static_power", static_power_json(in.power)}};
 }
 
 void print_inspection(const Inspection& in) {
@@ -151,6 +212,7 @@ void print_inspection(const Inspection& in) {
              "", kBoardImageMiB);
   print_fit(in.fit, in.kv_format);
   print_kv_capacity(c, in.fit.account);
+  print_static_power(in.power);
   fmt::print("loaded and ternarized in {:.2f} s (this host)\n", in.load_s);
 }
 
@@ -161,20 +223,20 @@ class Inspect final : public Command {
                                    "Print a model's shape, parameters, zero fraction and packed image size")) {
     sub_->add_option("--model", model_, "synthetic:SHAPE[:SEED] or a checkpoint folder")->capture_default_str();
     sub_->add_flag("--json", json_, "Write one JSON document to stdout");
-    add_board_options(sub_, board_, "Board config TOML whose memory the model is laid out in (default: "
-                                    "configs/pynq-z2.toml)",
+    add_board_options(sub_, board_, "Board config TOML whose memory the model is laid out in and whose static power is "
+                                    "printed (default: configs/pynq-z2.toml)",
                       "Override a board config key (KEY=VALUE, repeatable)");
   }
 
   int run() override {
-    const sim::SimConfig cfg = sim::make_sim_config(board_params(board_));
+    const sim::SimConfig cfg = sim::make_sim_config(board_params(board_));  // a bad config fails before the load
     auto src = model::open_model_source(model_);
     const auto& c = src->config();
     const auto t0 = std::chrono::steady_clock::now();
     const model::TernaryModel m = model::load_ternary_model(*src, 2);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const Inspection in{c,      m, model::packed_image_size(c.hidden_size, c.intermediate_size, c.num_layers, c.vocab_size, c.kv_dim()),
-                        load_s, board_fit(c, cfg.memory), cfg.board.attention.kv_format};
+                        load_s, board_fit(c, cfg.memory), cfg.board.attention.kv_format, static_power(cfg, c)};
     if (json_)
       fmt::print("{}\n", inspect_json(in).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     else

@@ -183,6 +183,7 @@ void write_trace(TraceWriter& tracer, const BoardRunResult& res, const SimConfig
                  const std::string& file) {
   const uint64_t period_ps = hw::clock_period_ps(cfg.board.clock.mhz);
   tracer.add_transfers(sim.platform().transfers(), period_ps);
+  for (const TokenRecord& t : res.tokens) tracer.add_energy(t.index, t.energy);
   tracer.set_other("model", res.model);
   tracer.set_other("shape", res.shape);
   tracer.set_other("fidelity", fidelity_name(res.fidelity));
@@ -557,9 +558,13 @@ struct RunOutputs {
   explicit RunOutputs(const BoardRunRequest& req) : tracer(open_trace(req.trace_file)), req_(req) {
     for (const auto& key : req.params.changed()) recorded.config.emplace_back(key, req.params.to_string(key));
   }
-  // The token loop's observer: the layer table (which feeds the trace) or the trace.
-  void observe(Simulation& sim) {
-    if (!req_.layers_csv_file.empty()) layers = std::make_unique<LayerTable>(sim.platform(), tracer.get());
+  // The token loop's observer: the layer table (which feeds the trace) or the trace. The
+  // layer table prices its rows with the run's energy account.
+  void observe(Simulation& sim, const EnergyAccount& account, bool walker_pl) {
+    if (!req_.layers_csv_file.empty()) {
+      layers = std::make_unique<LayerTable>(sim.platform(), tracer.get());
+      layers->price_with(account, sim.loop().driver(), walker_pl);
+    }
     if (layers) sim.loop().set_observer(layers.get());
     else sim.loop().set_observer(tracer.get());
   }
@@ -571,6 +576,7 @@ struct RunOutputs {
     const std::string mark = fmt::format("# partial: {} after {} token(s)\n", stop.what(), res.tokens.size());
     std::vector<std::string> written;
     if (layers) {
+      for (const TokenRecord& t : res.tokens) layers->set_token_energy(t.index, t.energy);
       io::write_file(req_.layers_csv_file, layers->csv() + mark, "layers CSV file");
       written.push_back(req_.layers_csv_file);
     }
@@ -597,6 +603,7 @@ struct RunOutputs {
   void write(const BoardRunResult& res, const SimConfig& cfg, Simulation& sim,
              const std::function<void(const std::string&)>& status) {
     if (layers) {
+      for (const TokenRecord& t : res.tokens) layers->set_token_energy(t.index, t.energy);
       status(fmt::format("writing the per-layer table to {} ...", req_.layers_csv_file));
       layers->write_file(req_.layers_csv_file);
     }
@@ -672,9 +679,10 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   const auto sim = make_simulation(cfg, l.model, l.scales, simulation_options(req, threads.board, &outputs.recorded));
   const TimingCacheUse timing(*sim, store.get(), cfg.board, res, cb);
   Session session(*sim);
+  const EnergyAccount account = energy_account(cfg, l.model.config, plan.capacity);
   Generation generation(req, cb, *plan.tokenizer, plan.ids, ref.get(), session, res, t_start, plan.capacity,
-                        cfg.board.prefill, energy_account(cfg, l.model.config, plan.capacity));
-  outputs.observe(*sim);
+                        cfg.board.prefill, account);
+  outputs.observe(*sim, account, cfg.walker.pl());
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights(rr.threads);
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),

@@ -109,6 +109,30 @@ void write_track_names(EventList& events) {
       write_meta(events, "thread_name", trace::kPlPid, tid, fmt::format("DMA {} {}", dma_name(d), kChannel[c]));
       write_meta(events, "thread_sort_index", trace::kPlPid, tid, tid);
     }
+  write_meta(events, "process_name", trace::kPowerPid, 0, "board power (simulated)");
+  write_meta(events, "process_sort_index", trace::kPowerPid, 0, 3);
+}
+
+// The power counters (docs/energy.md): one sample per step at its start, its tokens' energy
+// over its time. A prompt chunk's positions share one token span's times.
+void write_power(EventList& events, const std::vector<Span>& spans,
+                 const std::map<int, energy::Breakdown>& energy) {
+  std::map<std::pair<uint64_t, uint64_t>, energy::Breakdown> steps;  // (begin, end) -> energy
+  for (const Span& s : spans) {
+    const auto e = energy.find(s.token);
+    if (s.cat == Cat::Token && e != energy.end()) steps[{s.begin_ps, s.end_ps}] += e->second;
+  }
+  for (const auto& [time, b] : steps) {
+    const uint64_t ps = time.second - time.first;
+    auto w = [&](double mj) { return ps ? mj * 1e-3 / (double(ps) * 1e-12) : 0.0; };
+    auto counter = [&](const char* name, json args) {
+      events.next() << "{\"name\":\"" << name << "\",\"ph\":\"C\",\"ts\":" << us(time.first)
+                    << ",\"pid\":" << trace::kPowerPid << ",\"tid\":0,\"args\":" << args.dump() << "}";
+    };
+    counter("power W", json{{"total", w(b.total())}});
+    counter("power by part W",
+            json{{"dram", w(b.dram())}, {"pl", w(b.pl())}, {"ps", w(b.ps())}, {"other", w(b.board_other)}});
+  }
 }
 
 // A span's args: token and layer, then what its category carries.
@@ -247,7 +271,10 @@ void TraceWriter::write(std::ostream& out) const {
   EventList events{out};
   write_track_names(events);
   for (const Span& s : all) write_span(events, s, *this);
+  write_power(events, all, energy_);
   nlohmann::json other = other_;
+  if (!energy_.empty())
+    other["power"] = "simulated (docs/energy.md): each step's tokens' energy over its simulated time, W";
   other["format"] = "bitsim.trace/1";
   other["time"] = "ts and dur in microseconds, picosecond precision; PL edge e at e x clock period";
   out << "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":" << other.dump() << "}\n";

@@ -21,6 +21,11 @@
 //     tid 11..18 "DMA mm0 MM2S", "DMA mm0 S2MM", "DMA mm1 MM2S", ..., "DMA at1 S2MM": each
 //                channel transfer, start edge to completion edge (cat dma).
 //   Engine and DMA spans are named after the driver call they belong to ("matmul gate_up").
+//   pid 3 "board power (simulated)": two counter tracks ("C" events, docs/energy.md), one
+//                sample at the start of each step (a token, or a prompt chunk): "power W"
+//                (args.total) and "power by part W" (args.dram, pl, ps, other), the step's
+//                tokens' energy (add_energy) over the step's simulated time, held until the
+//                next step starts. The parts add up to the total.
 // ts and dur are in microseconds with picosecond precision (6 decimals); edges convert to
 // time as edge x clock period (edge 0 at time 0).
 #include <cstdint>
@@ -31,13 +36,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "energy/energy_model.h"
 #include "host/platform.h"
 #include "host/token_loop.h"
 
 namespace bitsim::sim {
 
 namespace trace {
-constexpr int kPsPid = 1, kPlPid = 2;
+constexpr int kPsPid = 1, kPlPid = 2, kPowerPid = 3;
 constexpr int kHostTid = 1;
 // Engine lane tracks: matmul lane l = 1 + l, attention lane l = 3 + l.
 constexpr int engine_tid(bool attention, int lane) { return 1 + (attention ? 2 : 0) + lane; }
@@ -76,6 +82,8 @@ class TraceWriter : public host::StepObserver {
   // platform's transfer log (edges of a clock of `period_ps`). Each transfer is attributed
   // to the driver call it happened in (its token and layer).
   void add_transfers(const std::vector<host::TransferRecord>& transfers, uint64_t period_ps);
+  // The energy of the token at `position` (the run's record's): the power counters.
+  void add_energy(int position, const energy::Breakdown& energy) { energy_[position] = energy; }
   // Extra run information under "otherData".
   void set_other(const std::string& key, nlohmann::json value) { other_[key] = std::move(value); }
 
@@ -102,6 +110,7 @@ class TraceWriter : public host::StepObserver {
   std::vector<std::string> strings_;
   std::map<std::string, uint32_t> string_ids_;
   nlohmann::json other_ = nlohmann::json::object();
+  std::map<int, energy::Breakdown> energy_;  // position -> the token's energy
   // The layer span being extended (token, layer, begin, end).
   bool layer_open_ = false;
   Span layer_;

@@ -30,6 +30,8 @@
 #include "model/tokenizer.h"
 #include "sim/board_run.h"
 #include "sim/cache_store.h"
+#include "sim/energy_account.h"
+#include "host/memory_map.h"
 #include "study/calibrate.h"
 #include "sim/startup.h"
 #include "sim/simulation.h"
@@ -156,6 +158,8 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
   if (o.run_tokens < 1 || o.run_tokens > golden::kMaxContext - 2)
     throw Error(fmt::format("bench: {} tokens of the whole run, expected 1..{}", o.run_tokens, golden::kMaxContext - 2));
   if (o.threads < 1) throw Error(fmt::format("bench: {} host threads, expected at least 1", o.threads));
+  if (!o.only.empty() && o.only != "energy")
+    throw Error(fmt::format("bench: --only {}: the figure groups are: energy", o.only));
   if (o.prefill_prompt_tokens < 2 || o.prefill_prompt_tokens > golden::kMaxContext - 1)
     throw Error(fmt::format("bench: a prefill prompt of {} tokens, expected 2..{}", o.prefill_prompt_tokens,
                             golden::kMaxContext - 1));
@@ -428,13 +432,30 @@ TimingModel load_timing_model(const BenchOptions& o, const fs::path& warm_cache,
 //    and 512-N..511. The first pass also clocks each new batch shape once.
 struct FastWindows {
   std::vector<double> low_rate, high_rate;
+  std::vector<double> energy_pct;      // per pass: the energy accounting's wall / the tokens' wall, %
+  double energy_us_per_token = 0;      // the last pass's accounting wall per token
   std::vector<TimedToken> low;  // the last pass's low window (the speed-up's fast side)
   double setup_s = 0, cold_s = 0;
   size_t oracle_runs_first = 0, oracle_runs_later = 0;
 };
 
+// The wall of pricing the tokens' energy as a run does (sim::token_energy, one call a token;
+// run_chunk's fill_costs), s. The sum is kept so that the calls cannot be left out.
+double energy_accounting_s(const sim::EnergyAccount& account, const std::vector<TimedToken>& low,
+                           const std::vector<TimedToken>& high) {
+  const auto t0 = Clock::now();
+  double mj = 0;
+  for (const auto* window : {&low, &high})
+    for (const TimedToken& t : *window) mj += sim::token_energy(account, t.timing).total();
+  const double s = seconds_since(t0);
+  if (!(mj > 0)) throw Error("bench: the tokens' energy is not above 0");
+  return s;
+}
+
 FastWindows fast_windows(const sim::SimConfig& cfg, const TimingModel& t, const BenchOptions& o, const Status& status) {
   const int N = o.tokens;
+  const sim::EnergyAccount account =
+      sim::energy_account(cfg, t.model.config, std::max(1, host::kv_context_limit(t.model.config, cfg.memory)));
   status(fmt::format("[6/6] fast fidelity, {} passes of {} + {} tokens at T from 1 and from {} (no check) ...",
                      o.repeat, N, N, golden::kMaxContext - N + 1));
   FastWindows w;
@@ -449,6 +470,9 @@ FastWindows fast_windows(const sim::SimConfig& cfg, const TimingModel& t, const 
     for (int i = 0; i < N; ++i) high.push_back(fast.step(t.ids[size_t(p0 + i)], p0 + i));
     w.low_rate.push_back(N / sum_wall(low));
     w.high_rate.push_back(N / sum_wall(high));
+    const double accounting_s = energy_accounting_s(account, low, high);
+    w.energy_pct.push_back(100.0 * accounting_s / (sum_wall(low) + sum_wall(high)));
+    w.energy_us_per_token = accounting_s * 1e6 / (2 * N);
     (rep == 0 ? w.oracle_runs_first : w.oracle_runs_later) += fast.stats().oracle_runs - oracle0;
     w.low = std::move(low);
   }
@@ -602,6 +626,19 @@ void rate_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const Fast
                   o.run_text(process("", N - 1)), o.repeat, c.equal, c.steps, N + 1, t_range(2, N + 1))));
 }
 
+// The energy accounting's share of a run's host time (docs/energy.md).
+BenchFigure energy_figure(const BenchOptions& o, const FastWindows& w) {
+  const int N = o.tokens;
+  return figure_of(
+      "energy accounting's share of a run's host time, fast fidelity, no check", "%", w.energy_pct, 2, false,
+      "<= 2%", "measured (this host)",
+      fmt::format("each of {} passes of the fast windows' {} tokens ({} and {}, no check: the quickest run, so the "
+                  "largest share) priced as `bitsim run` prices them, one sim::token_energy call a token ({:.2f} us a "
+                  "token in the last pass), its wall over the passes' summed TokenLoop::step wall",
+                  o.repeat, 2 * N, t_range(1, N), t_range(golden::kMaxContext - N + 1, golden::kMaxContext),
+                  w.energy_us_per_token));
+}
+
 // The figures of the cycle fidelity.
 void cycle_figures(std::vector<BenchFigure>& f, const BenchOptions& o, double mhz, const CycleRuns& cy) {
   f.push_back(figure_of(
@@ -665,6 +702,10 @@ std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<vo
   const sim::SimConfig cfg = sim::make_sim_config(o.params);
   const ScratchDir scratch;
   const fs::path warm_cache = scratch.path() / "cache";
+  if (o.only == "energy") {
+    const TimingModel t = load_timing_model(o, warm_cache, status);
+    return {energy_figure(o, fast_windows(cfg, t, o, status))};
+  }
   const ProcessFigures procs = process_runs(o, scratch.path(), warm_cache, status);
   const CheckedRuns checked = checked_runs(o, warm_cache, status);
   const PrefillRuns prefill = prefill_runs(o, warm_cache, status);
@@ -677,6 +718,7 @@ std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<vo
   prefill_figure(f, o, prefill);
   cycle_figures(f, o, cfg.board.clock.mhz, cycle);
   f.push_back(sweep_figure(o, status));
+  f.push_back(energy_figure(o, fast));
   return f;
 }
 
@@ -753,7 +795,8 @@ const Fields<BenchOptions>& bench_option_fields() {
                                 {"prefill_prompt_tokens", &O::prefill_prompt_tokens},
                                 {"prefill_tokens_per_pass", &O::prefill_tokens_per_pass},
                                 {"threads", &O::threads},
-                                {"quick", &O::quick}};
+                                {"quick", &O::quick},
+                                {"only", &O::only}};
   return fields;
 }
 

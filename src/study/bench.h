@@ -16,6 +16,9 @@
 //   - prefill: a prompt of prefill_prompt_tokens through the fast fidelity with the golden
 //     check at P = prefill_tokens_per_pass against P = 1, wall time speed-up (and without
 //     the check, in its text)
+//   - the energy accounting's share of a run's host time: each pass of the fast windows'
+//     tokens priced as a run prices them (sim::token_energy, one call a token), its wall
+//     over the pass's token-step wall (only = "energy": this figure alone)
 // The values are measurements of the simulator on this host ("measured (this host)"); the
 // tokens and PL cycles they count are simulated.
 #include <filesystem>
@@ -59,6 +62,7 @@ struct BenchOptions {
   int prefill_prompt_tokens = 511;  // the prefill figure's prompt, BOS included (with the byte tokenizer)
   int prefill_tokens_per_pass = 8;  // its P, against P = 1
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
+  std::string only;          // "": every figure; "energy": the energy accounting's share alone
   sim::ParamSet params = sim::board_params();  // the board config
   // The command line of a `bitsim run` process (the executable and its arguments, with the
   // same board config); required. The CLI knows the flags.

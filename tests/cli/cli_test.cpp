@@ -400,6 +400,62 @@ TEST(Cli, MakeModelTiny2b4tRunsAndAnUnknownActivationIsRefused) {
   EXPECT_EQ(big.code, 2);
   EXPECT_TRUE(contains(big.err, "synthetic:bitnet-2b4t")) << big.err;
   EXPECT_TRUE(contains(big.err, "'intermediate_size'")) << big.err;
+// `bitsim inspect` prints the static power of the design the config builds (docs/energy.md):
+// the idle board's components with their labels, adding up to the total; the config's keys
+// move them; a bad energy key is exit 2 naming it; no component is labelled board.
+nlohmann::json static_power(const std::string& args) {
+  const auto r = bitsim("inspect --json --model synthetic:tiny" + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out).at("static_power");
+}
+double part_w(const nlohmann::json& p, const std::string& name) {
+  for (const auto& c : p.at("components"))
+    if (c.at("name") == name) return c.at("w").get<double>();
+  ADD_FAILURE() << "no component " << name << " in " << p;
+  return -1;
+}
+
+TEST(Cli, InspectPrintsTheDesignsStaticPowerWithLabels) {
+  const auto p = static_power("");
+  double sum = 0;
+  std::map<std::string, std::string> label;
+  for (const auto& c : p.at("components")) {
+    sum += c.at("w").get<double>();
+    label[c.at("name")] = c.at("evidence");
+    EXPECT_NE(c.at("evidence"), "board") << c;
+    EXPECT_NE(c.at("evidence"), "calibrated") << c;
+  }
+  EXPECT_NEAR(sum, p.at("total_w").get<double>(), 1e-12);
+  EXPECT_EQ(p.at("evidence"), "simulated");
+  EXPECT_TRUE(p.at("board_figure").is_null());
+  EXPECT_EQ(p.at("idd_set"), "alliance-as4c256m16d3b");
+  EXPECT_NEAR(part_w(p, "pl.static"), 0.145, 1e-12);  // energy.pl.static_w
+  EXPECT_EQ(label["pl.static"], "vendor-estimate");
+  EXPECT_NEAR(part_w(p, "ps.static"), 0.933, 1e-12);  // energy.ps.static_w
+  EXPECT_EQ(label["ps.static"], "simulated");
+  // One x16 device: IDD2N x VDD, and IDD3N x VDD through each refresh's tRFC (158 of 4,064 cycles).
+  constexpr double kRefreshOpen = 158.0 / 4064;
+  const auto background = [&](double idd2n, double idd3n) { return 1.5 * (idd2n + kRefreshOpen * (idd3n - idd2n)); };
+  EXPECT_NEAR(part_w(p, "dram.background"), background(0.025, 0.032), 1e-8);
+  EXPECT_GT(part_w(p, "dram.refresh"), 0.0);
+  EXPECT_GT(part_w(p, "pl.clock.matmul"), 0.0);
+  EXPECT_EQ(label.count("ps.compute"), 0u) << "an idle board computes nothing";
+  EXPECT_EQ(label.count("dram.read"), 0u);
+  // The config moves it: a PL static power of its own, the Samsung IDD set, a 32-bit bus.
+  EXPECT_NEAR(part_w(static_power(" --set energy.pl.static_w=0.2"), "pl.static"), 0.2, 1e-12);
+  const std::string configs = std::string(BITSIM_SOURCE_DIR) + "/configs/";
+  const auto samsung = static_power(" --config " + configs + "energy-samsung.toml");
+  EXPECT_EQ(samsung.at("idd_set"), "samsung-k4b4g1646q");
+  EXPECT_NEAR(part_w(samsung, "dram.background"), background(0.034, 0.060), 1e-8);
+  EXPECT_NEAR(part_w(static_power(" --config " + configs + "ddr3-32bit.toml"), "dram.background"),
+              2 * background(0.025, 0.032), 1e-8);
+  const auto text = bitsim("inspect --model synthetic:tiny");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "static power of the design")) << text.out;
+  EXPECT_TRUE(contains(text.out, "0.1450 W  [vendor-estimate]")) << text.out;
+  const auto bad = bitsim("inspect --model synthetic:tiny --set energy.dram.vdd_v=0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "energy.dram.vdd_v")) << bad.err;
 }
 
 TEST(Cli, TruncatedSafetensorsNamesTheFile) {
@@ -539,14 +595,14 @@ TEST(Cli, ValidateJsonHasTwelveBoardRowsWithinTwoPercent) {
 }  // namespace
 
 namespace {
-// `bitsim run --dram-trace FILE` (docs/ddr3.md): one line per burst the memory accepted. The
-// same host program issues the same bursts whatever times the memory: the wall's and ddr3's
-// traces hold the same requests, at other cycles.
+// `bitsim run --dram-trace FILE` (docs/ddr3.md): one line per burst the memory accepted, with
+// the cycle it completed at. The same host program issues the same bursts whatever times the
+// memory: the wall's and ddr3's traces hold the same requests, at other cycles.
 struct TracedRequest {
   uint64_t cycle;
   int port;
   char op;
-  uint64_t addr, bytes;
+  uint64_t addr, bytes, done;
 };
 std::vector<TracedRequest> read_dram_trace(const std::string& path, std::string* header) {
   std::ifstream f(path);
@@ -561,12 +617,32 @@ std::vector<TracedRequest> read_dram_trace(const std::string& path, std::string*
     std::istringstream in(line);
     TracedRequest r{};
     std::string addr;
-    in >> r.cycle >> r.port >> r.op >> addr >> r.bytes;
+    in >> r.cycle >> r.port >> r.op >> addr >> r.bytes >> r.done;
     EXPECT_FALSE(in.fail()) << line;
     r.addr = std::stoull(addr, nullptr, 16);
     out.push_back(r);
   }
   return out;
+}
+
+// Every request completes after it was accepted, a read no sooner than its beats allow (one
+// beat an edge); each port completes its reads, and its writes, in the order it accepted them.
+// Under the wall a read waits ddr.read_latency_ns for its first beat (the board's 367.86 ns:
+// 46 cycles at 125 MHz, rounded up): the quickest read takes exactly that plus a beat an edge.
+constexpr uint64_t kWallReadLatencyCycles = 46;
+void expect_completions_in_order(const std::vector<TracedRequest>& t, const std::string& model) {
+  std::map<std::pair<int, char>, uint64_t> last;  // (port, op) -> the last completion
+  uint64_t quickest = UINT64_MAX;                 // a read's latency less its beats after the first
+  for (const auto& r : t) {
+    const uint64_t beats = r.bytes / 8;
+    EXPECT_GT(r.done, r.cycle) << model;
+    if (r.op == 'R') EXPECT_GE(r.done - r.cycle, beats) << model;
+    uint64_t& prev = last[{r.port, r.op}];
+    EXPECT_GE(r.done, prev) << model << ": port " << r.port << " " << r.op << " completes in order";
+    prev = r.done;
+    if (r.op == 'R') quickest = std::min(quickest, r.done - r.cycle - (beats - 1));
+  }
+  if (model == "wall") EXPECT_EQ(quickest, kWallReadLatencyCycles);
 }
 
 TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
@@ -579,7 +655,8 @@ TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
     ASSERT_EQ(r.code, 0) << r.err;
     std::string header;
     traces[model] = read_dram_trace(file, &header);
-    EXPECT_TRUE(contains(header, "bitsim.dram-trace/1")) << header;
+    EXPECT_TRUE(contains(header, "bitsim.dram-trace/2")) << header;
+    EXPECT_TRUE(contains(header, "# cycle port op address bytes done")) << header;
     EXPECT_TRUE(contains(header, "ddr.model = " + model)) << header;
     EXPECT_FALSE(contains(header, "partial")) << header;
     const auto& t = traces[model];
@@ -596,6 +673,7 @@ TEST(Cli, DramTraceHoldsEveryRequestTheMemoryAccepted) {
     }
     EXPECT_GT(reads, 0u);
     EXPECT_GT(writes, 0u);  // the results the engines write back
+    expect_completions_in_order(t, model);
   }
   auto content = [](std::vector<TracedRequest> t) {
     std::vector<std::tuple<int, char, uint64_t, uint64_t>> c;

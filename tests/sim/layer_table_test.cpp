@@ -67,11 +67,12 @@ struct Layered {
 };
 
 Layered run_layered(Fidelity fidelity, int tokens, const std::string& trace = "", const std::string& prompt = "Hi",
-                    int tokens_per_pass = 1) {
+                    int tokens_per_pass = 1, const std::vector<std::string>& sets = {}) {
   BoardRunRequest r{RunRequest{}, board_params()};
   r.run.model = "synthetic:tiny";
   r.run.prompt = prompt;
   r.params.set("prefill.tokens_per_pass=" + std::to_string(tokens_per_pass), "test");
+  for (const auto& kv : sets) r.params.set(kv, "test");
   r.run.tokens = tokens;
   r.fidelity = fidelity;
   const fs::path file = temp_file(fidelity_name(fidelity));
@@ -88,9 +89,11 @@ TEST(LayerTable, TheRowsOfATokenAddUpToItsTimeDmaCallsAndBytes) {
   const fs::path trace = temp_file("trace.json");
   const Layered l = run_layered(Fidelity::kFast, 3, trace.string());
   EXPECT_EQ(l.csv.rfind("token,token_id,chunk_tokens,layer,step,part,unit,begin_us,time_us,dma_calls,bytes_read,"
-                        "cpu_bytes_written,evidence\n", 0),
+                        "cpu_bytes_written,evidence,energy_mj,dram_mj,pl_mj,ps_mj,energy_evidence\n", 0),
             0u);
-  const auto rows = parse(l.csv);
+  std::vector<CsvRow> rows;  // the steps' rows, without their energy remainders
+  for (const CsvRow& r : parse(l.csv))
+    if (r["step"] != "remainder") rows.push_back(r);
   ASSERT_FALSE(rows.empty());
   const int layers = 2;  // synthetic:tiny
   ASSERT_FALSE(l.result.tokens.empty());
@@ -174,6 +177,64 @@ TEST(LayerTable, APromptChunksRowsCarryItsSizeAndTheirPositions) {
     EXPECT_EQ(calls, want_calls) << "chunk at " << first;
     EXPECT_EQ(bytes, want_bytes) << "chunk at " << first;
   }
+}
+
+double mj(const CsvRow& r, const char* column) { return std::stod(r[column]); }
+
+// Every row's energy is priced (its parts add up to it, labelled simulated); after each step
+// a remainder row (no time, no work) makes the step's rows add up to its tokens' energy in
+// the run, in total and by part; the rows hold nearly all of the energy of the time they
+// tile (under host.walker = pl the cache maintenance and walker starts between rows have no
+// row: the remainder holds them too).
+void expect_rows_add_up_to_the_tokens_energy(const Layered& l) {
+  const auto rows = parse(l.csv);
+  std::map<int, double> run[4];  // position -> the run's energy, DRAM, PL, PS(+other) of the token
+  for (const auto& t : l.result.tokens) {
+    run[0][t.index] = t.energy_mj;
+    run[1][t.index] = t.dram_mj;
+    run[2][t.index] = t.pl_mj;
+    run[3][t.index] = t.ps_mj;
+  }
+  const char* columns[4] = {"energy_mj", "dram_mj", "pl_mj", "ps_mj"};
+  double sums[4] = {0, 0, 0, 0}, remainder = 0, rows_ms = 0;
+  int steps = 0, first = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["energy_evidence"], "simulated");
+    EXPECT_NEAR(mj(r, "dram_mj") + mj(r, "pl_mj") + mj(r, "ps_mj"), mj(r, "energy_mj"), 1e-8) << r["step"];
+    for (int c = 0; c < 4; ++c) sums[c] += mj(r, columns[c]);
+    rows_ms += double(ps(r["time_us"])) / 1e9;
+    if (r["step"] != "remainder") {
+      EXPECT_GT(mj(r, "energy_mj"), 0.0) << r["step"];
+      continue;
+    }
+    EXPECT_EQ(ps(r["time_us"]), 0u);
+    EXPECT_EQ(r["dma_calls"], "0");
+    EXPECT_EQ(std::stoi(r["token"]), first) << "a remainder closes the step that began at " << first;
+    const int V = std::stoi(r["chunk_tokens"]);
+    double want[4] = {0, 0, 0, 0}, step_ms = 0;
+    for (int p = first; p < first + V; ++p) {
+      for (int c = 0; c < 4; ++c) want[c] += run[c].at(p);
+      step_ms += l.result.tokens[size_t(p)].total_ms;
+    }
+    for (int c = 0; c < 4; ++c) EXPECT_NEAR(sums[c], want[c], 1e-6) << columns[c] << ", step at " << first;
+    remainder += std::abs(mj(r, "energy_mj"));
+    const double untiled = 1.0 - rows_ms / step_ms;  // the step's time no row covers
+    EXPECT_LT(std::abs(mj(r, "energy_mj")), (0.05 + untiled) * want[0]) << "the rows hold the energy of their time, "
+                                                                        << "step at " << first;
+    for (double& x : sums) x = 0;
+    rows_ms = 0;
+    first += V;
+    ++steps;
+  }
+  EXPECT_EQ(first, int(l.result.tokens.size())) << "every step closed by its remainder";
+  EXPECT_GT(steps, 0);
+  EXPECT_GT(remainder, 0.0) << "refreshes and rounded-up bursts are priced per step, not per row";
+}
+
+TEST(LayerTable, TheEnergyOfAStepsRowsAndItsRemainderIsItsTokensEnergy) {
+  expect_rows_add_up_to_the_tokens_energy(run_layered(Fidelity::kFast, 2));
+  expect_rows_add_up_to_the_tokens_energy(run_layered(Fidelity::kFast, 1, "", "Prompt", 4));  // chunks of 4 and 3
+  expect_rows_add_up_to_the_tokens_energy(run_layered(Fidelity::kFast, 2, "", "Hi", 1, {"host.walker=pl"}));
 }
 
 TEST(LayerTable, CycleAndFastFidelityGiveTheSameTable) {

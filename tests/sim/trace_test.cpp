@@ -207,6 +207,42 @@ TEST(Trace, EveryTokenHasBusySpansOnBothLanesOfBothEngines) {
   }
 }
 
+// The board power track: one "power W" and one "power by part W" sample at the start of
+// each token, its energy in the run over its simulated time; the parts add up to the total.
+TEST(Trace, ThePowerTrackHoldsEachTokensEnergyOverItsTime) {
+  const Traced& t = fast_run();
+  std::map<int64_t, json> total, parts;  // ts (ps) -> args
+  bool named = false;
+  for (const auto& e : t.trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("pid") == trace::kPowerPid && e.at("name") == "process_name")
+      named = e.at("args").at("name") == "board power (simulated)";
+    if (e.at("ph") != "C") continue;
+    EXPECT_EQ(e.at("pid"), trace::kPowerPid) << e;
+    (e.at("name") == "power W" ? total : parts)[ps(e.at("ts"))] = e.at("args");
+  }
+  EXPECT_TRUE(named);
+  const auto& toks = t.result.tokens;
+  ASSERT_EQ(total.size(), toks.size()) << "one sample per token (no prompt chunk at P = 1)";
+  ASSERT_EQ(parts.size(), toks.size());
+  std::map<int, int64_t> begin;  // position -> its token span's start
+  for (const auto& e : complete_events(t.trace))
+    if (e.at("cat") == "token") begin[e.at("args").at("token").get<int>()] = ps(e.at("ts"));
+  for (const auto& tok : toks) {
+    const int64_t at = begin.at(tok.index);
+    ASSERT_TRUE(total.count(at)) << "token " << tok.index;
+    const double want_w = tok.energy_mj * 1e-3 / (tok.total_ms * 1e-3);
+    EXPECT_NEAR(total[at].at("total").get<double>(), want_w, 1e-9 * want_w) << "token " << tok.index;
+    EXPECT_GT(want_w, 0.0);
+    const json& p = parts[at];
+    EXPECT_NEAR(p.at("dram").get<double>(), tok.dram_mj / tok.total_ms, 1e-9);
+    EXPECT_NEAR(p.at("pl").get<double>(), tok.pl_mj / tok.total_ms, 1e-9);
+    EXPECT_NEAR(p.at("dram").get<double>() + p.at("pl").get<double>() + p.at("ps").get<double>() +
+                    p.at("other").get<double>(),
+                want_w, 1e-9 * want_w);
+  }
+  EXPECT_EQ(t.trace.at("otherData").value("power", "").rfind("simulated", 0), 0u);
+}
+
 TEST(Trace, FastAndCycleFidelitiesGiveTheSameEvents) {
   const Traced cycle = run_traced(Fidelity::kCycle, "Hi", 3);
   const Traced& fast = fast_run();

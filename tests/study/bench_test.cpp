@@ -1,4 +1,4 @@
-// bitsim bench in quick mode (synthetic:tiny, few tokens): the twelve figures, each the median
+// bitsim bench in quick mode (synthetic:tiny, few tokens): the thirteen figures, each the median
 // of its repetitions, their met flags against their goals, cold and warm start-up told apart
 // by the start-up cache, the table and the CLI's JSON document agreeing with them, the child
 // process runner, and the premise of the speed-up figure (both fidelities simulate the same
@@ -52,9 +52,22 @@ void expect_median_of_samples(const std::string& name, double value, double lo, 
   EXPECT_DOUBLE_EQ(value, med) << name;
 }
 
-constexpr size_t kFigures = 12;
+constexpr size_t kFigures = 13;
 
-TEST(Bench, QuickRunReturnsTwelveFiguresEachAMedianOfItsRepetitions) {
+// The energy accounting's share: a share of the host time (below 100%, in %), lower is
+// better, goal 2%, from the fast windows' 2 x 4 tokens (quick mode) priced by
+// sim::token_energy.
+void expect_energy_figure(const BenchFigure& f) {
+  EXPECT_EQ(f.unit, "%");
+  EXPECT_FALSE(f.higher_is_better);
+  EXPECT_LT(f.max, 100.0) << "a share of the tokens' wall";
+  EXPECT_EQ(f.goal, 2.0);
+  EXPECT_NE(f.name.find("energy accounting"), std::string::npos) << f.name;
+  EXPECT_NE(f.how.find("of the fast windows' 8 tokens"), std::string::npos) << f.how;
+  EXPECT_NE(f.how.find("sim::token_energy"), std::string::npos) << f.how;
+}
+
+TEST(Bench, QuickRunReturnsThirteenFiguresEachAMedianOfItsRepetitions) {
   BenchOptions o;
   o.quick = true;
   o.repeat = 3;
@@ -79,7 +92,7 @@ TEST(Bench, QuickRunReturnsTwelveFiguresEachAMedianOfItsRepetitions) {
     EXPECT_NE(f.evidence.find("measured (this host)"), std::string::npos) << f.name;
   }
   const std::vector<std::string> units{"s",     "s",        "s", "tok/s", "GB", "tok/s", "tok/s", "tok/s", "x",
-                                       "cycles/s", "x", "points/s"};
+                                       "cycles/s", "x", "points/s", "%"};
   for (size_t i = 0; i < kFigures; ++i) EXPECT_EQ(figs[i].unit, units[i]) << figs[i].name;
   // Cold and warm time to the first token are separate figures: the cold processes started
   // from an empty start-up cache each, the warm ones took the model and the K/V scales from
@@ -99,6 +112,7 @@ TEST(Bench, QuickRunReturnsTwelveFiguresEachAMedianOfItsRepetitions) {
   // The sweep figure: points run one after the other in this process (2 in quick mode).
   EXPECT_NE(figs[11].how.find("2 points"), std::string::npos) << figs[11].how;
   EXPECT_NE(figs[11].how.find("in one process"), std::string::npos) << figs[11].how;
+  expect_energy_figure(figs[12]);
   // The prefill figure: a 24-token prompt (quick mode) at P = 8 against P = 1, its computed
   // logits checked (the last of each chunk of 8 at P = 8, every position at P = 1: 3 x 27).
   EXPECT_NE(figs[8].name.find("a 24-token prompt at P = 8 over P = 1, golden check"), std::string::npos)
@@ -131,8 +145,28 @@ TEST(Bench, QuickRunReturnsTwelveFiguresEachAMedianOfItsRepetitions) {
                             (f.met ? "met" : "missed") + " |";
     EXPECT_NE(table.find(row), std::string::npos) << row;
   }
-  EXPECT_NE(table.find(std::to_string(met) + " of 12 goals met"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(met) + " of 13 goals met"), std::string::npos) << table;
   EXPECT_NE(table.find("3 repetitions"), std::string::npos) << table;
+}
+
+// bench --only energy: the energy accounting's share alone, a median of its repetitions,
+// without the process figures (no `bitsim run` process is started).
+TEST(Bench, OnlyEnergyMeasuresTheAccountingsShareAlone) {
+  BenchOptions o;
+  o.quick = true;
+  o.repeat = 3;
+  o.only = "energy";
+  o.run_command = [](const BenchRunProcess&) -> std::vector<std::string> {
+    ADD_FAILURE() << "a process was started";
+    return {};
+  };
+  o.run_text = cli::bench_run_text;
+  const auto figs = run_bench(o);
+  ASSERT_EQ(figs.size(), 1u);
+  const BenchFigure& f = figs[0];
+  expect_energy_figure(f);
+  expect_consistent(f.name, f.value, f.goal, f.higher_is_better, f.met);
+  expect_median_of_samples(f.name, f.value, f.min, f.max, f.samples, 3);
 }
 
 TEST(Bench, AProcessIsTimedAndItsExitCodeAndOutputKept) {
@@ -239,7 +273,8 @@ TEST(Bench, OptionsAreChecked) {
       {"run tokens 511", [](BenchOptions& b) { b.run_tokens = 511; }},
       {"a prefill prompt of 512 tokens", [](BenchOptions& b) { b.prefill_prompt_tokens = 512; }},
       {"a prefill prompt of 1 token", [](BenchOptions& b) { b.prefill_prompt_tokens = 1; }},
-      {"prefill at P = 1", [](BenchOptions& b) { b.prefill_tokens_per_pass = 1; }}};
+      {"prefill at P = 1", [](BenchOptions& b) { b.prefill_tokens_per_pass = 1; }},
+      {"only an unknown figure group", [](BenchOptions& b) { b.only = "speed"; }}};
   for (const auto& [what, change] : refused) {
     BenchOptions b = o;
     change(b);
@@ -287,7 +322,7 @@ TEST(Bench, CliQuickWritesJson) {
     EXPECT_EQ(fig.at("evidence").get<std::string>().rfind("measured (this host)", 0), 0u);
     EXPECT_TRUE(fig.at("how").is_string());
   }
-  EXPECT_NE(out.find(std::to_string(met) + " of 12 goals met"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(met) + " of 13 goals met"), std::string::npos) << out;
 }
 
 // A stored run of two figures, one where higher is better and one where lower is.

@@ -91,6 +91,7 @@ bool Ddr::idle() const {
   }
   bucket -= cost_;
   if (emit_read_beat(*this, r, *p.link, ps)) {
+    completed(now, int(pi), false);
     p.reads.pop_front();
     --in_flight_;
   }
@@ -164,6 +165,7 @@ void Ddr::tick() {
     if (!p.responses.empty() && p.responses.front().due <= now && p.link->b.ready()) {
       const PendingResponse& r = p.responses.front();
       p.link->b.push(DdrWriteResponse{r.tag, r.error});
+      completed(now, int(i), true);
       p.responses.pop_front();
       --in_flight_;
     }

@@ -200,6 +200,7 @@ void Ddr3Memory::tick() {
     if (!p.writes.empty() && p.data_next > 0 && p.writes.front().response_due <= now && p.link->b.ready()) {
       const Write& w = p.writes.front();
       p.link->b.push(DdrWriteResponse{w.tag, w.error});
+      completed(now, int(i), true);
       if (w.error) ++ps.decerr_bursts;
       ++ps.write_bursts;
       p.writes.pop_front();
@@ -212,6 +213,7 @@ void Ddr3Memory::tick() {
       if (r.done < r.known && r.due[r.done] <= now && p.link->r.ready()) {
         moved = true;
         if (emit_read_beat(*this, r, *p.link, ps)) {
+          completed(now, int(i), false);
           p.reads.pop_front();
           --in_flight_;
         }

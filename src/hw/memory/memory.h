@@ -109,6 +109,12 @@ class Memory : public sc_core::sc_module {
   // listener; an empty function removes it.
   using RequestListener = std::function<void(uint64_t cycle, int port, bool write, uint64_t addr, uint32_t bytes)>;
   void set_request_listener(RequestListener listener) { request_listener_ = std::move(listener); }
+  // Called when a burst the memory accepted has completed, at the edge its last read beat or
+  // its write response was pushed to the port (`bitsim run --dram-trace`). Each port
+  // completes its reads in the order they were accepted, and its writes likewise. One
+  // listener; an empty function removes it.
+  using CompletionListener = std::function<void(uint64_t cycle, int port, bool write)>;
+  void set_completion_listener(CompletionListener listener) { completion_listener_ = std::move(listener); }
 
   const DdrConfig& config() const { return config_; }
   const DdrStats& stats() const { return stats_; }
@@ -190,6 +196,10 @@ class Memory : public sc_core::sc_module {
   void heard(uint64_t cycle, int port, bool write, const DdrBurst& b) const {
     if (request_listener_) request_listener_(cycle, port, write, b.addr, b.beats * uint32_t(kBusBeatBytes));
   }
+  // Tells the completion listener, if any, of a burst completed at `cycle`.
+  void completed(uint64_t cycle, int port, bool write) const {
+    if (completion_listener_) completion_listener_(cycle, port, write);
+  }
 
   Clock& clock_;
   DdrConfig config_;
@@ -199,6 +209,7 @@ class Memory : public sc_core::sc_module {
   sc_core::sc_event_or_list wake_;                    // any link's AR or AW written
   bool sleeping_ = false;                             // asleep until wake_ (sleep_until_request)
   RequestListener request_listener_;
+  CompletionListener completion_listener_;
 };
 
 // (Inline: every beat of every model goes through them.)
