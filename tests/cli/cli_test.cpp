@@ -400,6 +400,8 @@ TEST(Cli, MakeModelTiny2b4tRunsAndAnUnknownActivationIsRefused) {
   EXPECT_EQ(big.code, 2);
   EXPECT_TRUE(contains(big.err, "synthetic:bitnet-2b4t")) << big.err;
   EXPECT_TRUE(contains(big.err, "'intermediate_size'")) << big.err;
+}
+
 // `bitsim inspect` prints the static power of the design the config builds (docs/energy.md):
 // the idle board's components with their labels, adding up to the total; the config's keys
 // move them; a bad energy key is exit 2 naming it; no component is labelled board.
