@@ -141,12 +141,22 @@ def _flag(name, v):
     return bool(v)
 
 
+def _encodable(name, v):
+    """v, which the binding passes on as UTF-8: a str holding a lone surrogate cannot be."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"{name}: {v[e.start]!r} at index {e.start} is a lone surrogate, not a character "
+                         "(text must be encodable as UTF-8)") from None
+    return v
+
+
 def _text(name, v, optional=False):
     if v is None and optional:
         return ""
     if not isinstance(v, str):
         raise InputTypeError(f"{name}: expected a str, got {_type_name(v)} {v!r}")
-    return v
+    return _encodable(name, v)
 
 
 def _path(name, v, optional=True):
@@ -155,6 +165,9 @@ def _path(name, v, optional=True):
     if not isinstance(v, (str, os.PathLike)):
         raise InputTypeError(f"{name}: expected a path (str or os.PathLike), got {_type_name(v)} {v!r}")
     path = os.fspath(v)
+    if isinstance(path, bytes):
+        raise InputTypeError(f"{name}: expected a str path, got bytes {path!r}")
+    _encodable(name, path)
     if not path:
         raise InputError(f"{name}: the file name is empty (give None for none)")
     return path
@@ -169,7 +182,7 @@ def _value_text(where, v):
     if isinstance(v, numbers.Real):
         return repr(float(v))
     if isinstance(v, str):
-        return v
+        return _encodable(where, v)
     raise InputTypeError(f"{where}: a {_type_name(v)} is not a config value (give an int, float, bool or str)")
 
 
@@ -183,6 +196,7 @@ def _sets(config):
     for k, v in config.items():
         if not isinstance(k, str):
             raise InputTypeError(f"config: the key {k!r} is not a str (config keys are like 'clock.mhz')")
+        _encodable(f"config key {k!r}", k)
         out.append(f"{k}={_value_text(f'config[{k!r}]', v)}")
     return out
 
@@ -376,6 +390,7 @@ def _axes(grid):
     for k, values in grid.items():
         if not isinstance(k, str):
             raise InputTypeError(f"grid: the key {k!r} is not a str (config keys are like 'clock.mhz')")
+        _encodable(f"grid key {k!r}", k)
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise InputTypeError(f"grid[{k!r}]: expected a list of values, got {_type_name(values)} {values!r}")
         texts = [_value_text(f"grid[{k!r}]", v) for v in values]

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/huge_memory.h"
+
 namespace bitsim::model {
 
 template <class T>
@@ -100,5 +102,15 @@ class Buffer {
   T* p_ = nullptr;
   size_t n_ = 0;
 };
+
+// n zero elements in pages the kernel maps on demand (base/huge_memory.h), held as a view:
+// no up-front zero fill (a large table's fill is a stretch no signal can interrupt). For an
+// array written once and then only read: copies of the Buffer share it.
+template <class T>
+Buffer<T> zero_buffer(size_t n, const char* what) {
+  auto mem = std::make_shared<HugeMemory>(n * sizeof(T), what);
+  T* p = reinterpret_cast<T*>(mem->data());
+  return Buffer<T>::view(std::move(mem), p, n);
+}
 
 }  // namespace bitsim::model

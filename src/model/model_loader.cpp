@@ -96,7 +96,7 @@ TernaryModel load_ternary_model(const TensorSource& src, int threads) {
   // workers gives the same model.
   std::vector<std::function<void(std::vector<float>& scratch)>> jobs;
   jobs.push_back([&](std::vector<float>&) {
-    m.embed.resize(size_t(c.vocab_size) * h);
+    m.embed = zero_buffer<float>(size_t(c.vocab_size) * h, "the embedding table");  // written once here
     src.read("model.embed_tokens.weight", {c.vocab_size, h}, m.embed.data());
     m.lm_head = ternarize(m.embed.data(), c.vocab_size, h);
   });
@@ -156,7 +156,8 @@ TernaryModel shape_only_model(const ModelConfig& c) {
     t.scale = 1.0f;
     return t;
   };
-  m.embed.assign(size_t(c.vocab_size) * h, 0.0f);
+  // Zero pages mapped on demand: a timing-only run touches a row per token (base/buffer.h).
+  m.embed = zero_buffer<float>(size_t(c.vocab_size) * size_t(h), "the shape-only model's embeddings");
   m.final_norm.assign(size_t(h), 1.0f);
   m.lm_head = shape(c.vocab_size, h);
   m.layers.resize(size_t(c.num_layers));

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/stop_signal.h"
 #include "base/file_io.h"
 #include "model/safetensors.h"
 
@@ -137,15 +138,21 @@ void SyntheticSource::read(const std::string& name, const std::vector<int64_t>& 
     generate(name, 0, numel, dst);
     return;
   }
-  const int64_t half = numel / 2;
-  std::thread helper([&] { generate(name, half, numel - half, dst + half); });
-  try {
-    generate(name, 0, half, dst);
-  } catch (...) {
+  // In pieces of 4 M elements, each shared by two threads, SIGINT / SIGTERM looked at between
+  // them (the embedding of bitnet-large is a second of work); the values do not depend on it.
+  constexpr int64_t kPiece = int64_t(1) << 22;
+  for (int64_t at = 0; at < numel; at += kPiece) {
+    check_stop();
+    const int64_t n = std::min(kPiece, numel - at), half = n / 2;
+    std::thread helper([&] { generate(name, at + half, n - half, dst + at + half); });
+    try {
+      generate(name, at, half, dst + at);
+    } catch (...) {
+      helper.join();
+      throw;
+    }
     helper.join();
-    throw;
   }
-  helper.join();
 }
 
 void write_synthetic_checkpoint(Shape shape, uint64_t seed, const std::filesystem::path& out_dir) {

@@ -1,9 +1,11 @@
 #include "model/ternary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "base/error.h"
+#include "base/stop_signal.h"
 #include "numerics/numerics.h"
 
 namespace bitsim::model {
@@ -18,8 +20,13 @@ TernaryMatrix ternarize(const float* w, int rows, int cols) {
   // The sum in double, in index order. A NaN or an infinity makes the sum non-finite (a
   // finite sum of floats cannot overflow a double), so the loop carries no test and the
   // offending weight is looked for only then.
+  // SIGINT / SIGTERM are looked at every 16 M weights (the embedding of bitnet-large is 49 M).
+  constexpr size_t kPiece = size_t(1) << 24;
   double sum = 0.0;
-  for (size_t i = 0; i < count; ++i) sum += std::fabs(double(w[i]));
+  for (size_t at = 0; at < count; at += kPiece) {
+    check_stop();
+    for (size_t i = at, end = std::min(count, at + kPiece); i < end; ++i) sum += std::fabs(double(w[i]));
+  }
   if (!std::isfinite(sum)) {
     for (size_t i = 0; i < count; ++i)
       if (!std::isfinite(w[i]))
@@ -40,9 +47,12 @@ TernaryMatrix ternarize(const float* w, int rows, int cols) {
   // function; written without branches through a local pointer, the compiler vectorizes
   // the loop (a test checks it against rne).
   int8_t* out = m.trits.data();
-  for (size_t i = 0; i < count; ++i) {
-    const float q = w[i] / scale;  // float division, as the spec says
-    out[i] = int8_t(int8_t(q > 0.5f) - int8_t(q < -0.5f));
+  for (size_t at = 0; at < count; at += kPiece) {
+    check_stop();
+    for (size_t i = at, end = std::min(count, at + kPiece); i < end; ++i) {
+      const float q = w[i] / scale;  // float division, as the spec says
+      out[i] = int8_t(int8_t(q > 0.5f) - int8_t(q < -0.5f));
+    }
   }
   return m;
 }

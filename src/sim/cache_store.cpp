@@ -340,7 +340,14 @@ std::string entry_fault(const void* base, size_t size, const std::string& kind, 
   if (h.version != kCacheVersion || h.header_bytes != kHeaderBytes || !key_ok) return "header of another entry or version";
   if (size != kHeaderBytes + h.payload_bytes)
     return fmt::format("truncated ({} bytes, the header says {})", size, kHeaderBytes + h.payload_bytes);
-  const auto d = model::ContentHash().update(static_cast<const uint8_t*>(base) + kHeaderBytes, h.payload_bytes).digest();
+  // 64 MB at a time, so that SIGINT / SIGTERM stops the check of a large entry promptly.
+  model::ContentHash hash;
+  const auto* payload = static_cast<const uint8_t*>(base) + kHeaderBytes;
+  for (size_t at = 0; at < h.payload_bytes; at += kWritePiece) {
+    check_stop();
+    hash.update(payload + at, std::min<size_t>(kWritePiece, h.payload_bytes - at));
+  }
+  const auto d = hash.digest();
   if (d[0] != h.payload_hash[0] || d[1] != h.payload_hash[1]) return "corrupt payload (checksum mismatch)";
   return {};
 }

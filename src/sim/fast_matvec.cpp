@@ -1,8 +1,11 @@
 #include "sim/fast_matvec.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/stop_signal.h"
 #include "model/packed_image.h"
 
 namespace bitsim::sim {
@@ -15,11 +18,17 @@ FastMatvec::FastMatvec(const model::TernaryModel& m, bool with_lm_head, int thre
   for (const model::TernaryMatrix* w : ws) rows_.emplace(w, hw::fast::DecodedRows());
   std::vector<int> bad(ws.size(), -1);
   hw::fast::Workers workers(threads);
-  workers.run(int(ws.size()), [&](int i) {
-    const model::TernaryMatrix& w = *ws[size_t(i)];
-    const std::vector<uint8_t> packed = model::pack_rows(w, 0, w.rows);
-    if (!rows_.at(&w).decode(packed.data(), w.rows, w.cols, &bad[size_t(i)])) bad[size_t(i)] = std::max(bad[size_t(i)], 0);
-  });
+  // Eight matrices at a time, SIGINT / SIGTERM looked at between them.
+  constexpr size_t kBatch = 8;
+  for (size_t first = 0; first < ws.size(); first += kBatch) {
+    check_stop();
+    workers.run(int(std::min(kBatch, ws.size() - first)), [&](int k) {
+      const size_t i = first + size_t(k);
+      const model::TernaryMatrix& w = *ws[i];
+      const std::vector<uint8_t> packed = model::pack_rows(w, 0, w.rows);
+      if (!rows_.at(&w).decode(packed.data(), w.rows, w.cols, &bad[i])) bad[i] = std::max(bad[i], 0);
+    });
+  }
   for (size_t i = 0; i < ws.size(); ++i)
     if (bad[i] >= 0) throw Error(fmt::format("fast matvec: packed row {} of a {}x{} matrix does not decode", bad[i],
                                              ws[i]->rows, ws[i]->cols));

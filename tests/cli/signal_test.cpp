@@ -67,6 +67,20 @@ bool wait_for(const fs::path& dir, const std::string& marker, pid_t pid) {
   return false;
 }
 
+// Waits (polling, a safety net) until `pid` catches SIGINT and SIGTERM (/proc/PID/status,
+// SigCgt): a command that says nothing on stderr is then at work.
+bool wait_for_handlers(pid_t pid) {
+  const unsigned long both = (1ul << (SIGINT - 1)) | (1ul << (SIGTERM - 1));
+  for (int i = 0; i < 6000; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("SigCgt:", 0) == 0 && (std::stoul(line.substr(7), nullptr, 16) & both) == both) return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;  // ended before
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 // The exit code, or -1 (and the child killed) if it does not end.
 int wait_exit(pid_t pid) {
   int st = 0;
@@ -330,6 +344,70 @@ TEST(Signal, SweepWorkersDieWithAKilledParent) {
     }
     EXPECT_TRUE(gone) << "worker " << w << " outlived its killed parent";
   }
+}
+
+// The class "every long operation stops on SIGINT / SIGTERM within a second": each long
+// command, once at work (its progress line on stderr), is signalled at two points of its
+// work, SIGINT at one and SIGTERM at the other, and ends 128 + the signal within a second
+// (2 s allowed here: the test machine is shared), saying it was stopped, no process of it
+// left: eval over long windows, runs under ddr.model = ddr3 in both fidelities (one while it
+// builds bitnet-large without the start-up cache), sweep, membench, validate, calibrate,
+// regress.
+TEST(Signal, EveryLongCommandStopsWithinASecondAtSeveralPoints) {
+  TempDir d;
+  const fs::path text = d.path / "long.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 3000; ++i) out << "in the beginning was the word and the word was " << i << "\n";
+  }
+  struct Work {
+    std::vector<std::string> args;
+    std::string at_work;                 // on stderr once at work ("": once it catches the signals)
+    int first_ms = 50, second_ms = 600;  // the two points, after it is at work
+  };
+  const std::vector<std::string> run = {"run", "--model", "synthetic:tiny", "--prompt", "hi", "--tokens", "500",
+                                        "--no-check", "--set", "ddr.model=ddr3", "--stop-at-capacity"};
+  auto with = [](std::vector<std::string> v, std::initializer_list<std::string> more) {
+    v.insert(v.end(), more);
+    return v;
+  };
+  std::string clocks = "clock_mhz=50";
+  for (int mhz = 55; mhz <= 250; mhz += 5) clocks += "," + std::to_string(mhz);
+  const std::vector<Work> works = {
+      {{"eval", "--model", "synthetic:tiny", "--text", text.string(), "--window", "256", "--threads", "1"}, "scoring"},
+      {with(run, {"--fidelity", "cycle"}), "running on the simulated board"},
+      {with(run, {"--fidelity", "fast"}), "running on the simulated board"},
+      {{"run", "--prompt", "hi", "--tokens", "50", "--timing-only", "--no-cache", "--no-check", "--set",
+        "ddr.model=ddr3", "--fidelity", "fast"},
+       "loading", 100, 900},
+      {{"sweep", "--grid", clocks, "--tokens", "4", "--jobs", "1", "--check-model", ""}, "sweep: 1 of 41"},
+      {{"membench"}, "", 0, 100},  // under a second in all: its two points come early
+      {{"validate"}, "T="},
+      {{"calibrate"}, "T=512"},
+      {{"regress"}, "regress: running", 300, 1500},
+  };
+  for (const Work& w : works)
+    for (const auto& [sig, ms] : {std::pair{SIGINT, w.first_ms}, std::pair{SIGTERM, w.second_ms}}) {
+      SCOPED_TRACE(w.args[0] + " " + w.args.back() + ", " + (sig == SIGINT ? "SIGINT" : "SIGTERM") + " after " +
+                   std::to_string(ms) + " ms");
+      TempDir out;
+      const pid_t pid = spawn(w.args, out.path);
+      if (w.at_work.empty()) ASSERT_TRUE(wait_for_handlers(pid)) << slurp(out.path / "stderr");
+      else ASSERT_TRUE(wait_for(out.path, w.at_work, pid)) << slurp(out.path / "stderr");
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      ASSERT_EQ(::waitpid(pid, nullptr, WNOHANG), 0) << "ended before the signal: " << slurp(out.path / "stderr");
+      const std::vector<pid_t> workers = children_of(pid);
+      ::kill(pid, sig);
+      const auto sent = std::chrono::steady_clock::now();
+      const int code = wait_exit(pid);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+      EXPECT_EQ(code, 128 + sig) << slurp(out.path / "stderr");
+      EXPECT_LT(s, 2.0) << "stopped " << s << " s after the signal";
+      EXPECT_TRUE(has(slurp(out.path / "stderr"), std::string(sig == SIGINT ? "SIGINT" : "SIGTERM")))
+          << slurp(out.path / "stderr");
+      EXPECT_TRUE(has(slurp(out.path / "stderr"), "stopped by")) << slurp(out.path / "stderr");
+      for (pid_t c : workers) EXPECT_FALSE(alive(c)) << "process " << c << " outlived " << w.args[0];
+    }
 }
 
 TEST(Signal, ValidateStopsOnSigint) {

@@ -160,3 +160,29 @@ def test_the_interpreter_goes_on_after_every_refusal():
         with pytest.raises(bitsim.InputError):
             bitsim.run(**TINY, config={"clock.mhz": -1})
     assert len(bitsim.run(**TINY).tokens) == 4  # BOS, "H", "i", one generated
+
+
+def test_text_the_binding_cannot_convert_is_refused_naming_the_argument():
+    """A str holding a lone surrogate (not UTF-8 text) in any text, path, config key or value
+    the module passes to the binding: InputError naming the argument, never the binding's own
+    unnamed RuntimeError."""
+    bad = "a\ud800b"
+    cases = [
+        (bitsim.run, dict(TINY, prompt=bad), "prompt"),
+        (bitsim.run, dict(TINY, model=bad), "model"),
+        (bitsim.run, dict(TINY, fidelity=bad), "fidelity"),
+        (bitsim.run, dict(TINY, trace=bad), "trace"),
+        (bitsim.run, dict(TINY, config={"clock.mhz" + bad: 100}), "config key"),
+        (bitsim.run, dict(TINY, config={"ddr.model": bad}), "config['ddr.model']"),
+        (bitsim.run, dict(TINY, config_file=bad), "config_file"),
+        (bitsim.sweep, dict(grid={"clock.mhz": [100]}, check_model=bad), "check_model"),
+        (bitsim.sweep, dict(grid={"clock.mhz" + bad: [100]}), "grid key"),
+        (bitsim.sweep, dict(grid={"ddr.model": [bad]}), "grid['ddr.model']"),
+        (bitsim.eval, dict(model="synthetic:tiny", text=bad), "text"),
+        (bitsim.validate, dict(config_file=bad), "config_file"),
+        (bitsim.config_keys, dict(config={"x": bad}), "config['x']"),
+    ]
+    for call, kwargs, name in cases:
+        message = refused(call, **kwargs)
+        assert message.startswith(name), (call.__name__, name, message)
+        assert "lone surrogate" in message and "index 1" in message, message

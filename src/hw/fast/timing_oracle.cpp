@@ -13,6 +13,7 @@
 #include "hw/parts/progress_watchdog.h"
 #include "hw/parts/sc_kernel.h"
 #include "base/error.h"
+#include "base/stop_signal.h"
 
 namespace bitsim::hw {
 
@@ -106,11 +107,22 @@ class OraclePs : public sc_core::sc_module {
     ProgressWatchdog watchdog(board_);  // a batch that can never settle is an error naming its channels
     do {
       wait(sc_core::sc_time::from_value(64 * period));
+      check_stop();  // SIGINT / SIGTERM: a long batch stops here (the caller rethrows the failure)
       watchdog.check(board_.clock().cycle());
       if (board_.clock().cycle() > limit)
         throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
     } while (!board_quiet(board_));
     wait(sc_core::sc_time::from_value(64 * period));
+  }
+
+  // Waits until `due` (ps), in steps of kStopCheckCycles looking at the stop signal between
+  // them: the PS does nothing at the steps, so no cycle count moves.
+  void wait_until(uint64_t due, uint64_t period) {
+    constexpr uint64_t kStopCheckCycles = uint64_t(1) << 14;
+    for (uint64_t now = sc_core::sc_time_stamp().value(); due > now; now = sc_core::sc_time_stamp().value()) {
+      check_stop();
+      wait(sc_core::sc_time::from_value(std::min(due - now, kStopCheckCycles * period)));
+    }
   }
 
   void run() {
@@ -126,8 +138,7 @@ class OraclePs : public sc_core::sc_module {
           continue;
         }
         // (No reference into actions_ across a wait: the host appends to it while paused.)
-        const uint64_t due = actions_[next_].time_ps, now = sc_core::sc_time_stamp().value();
-        if (due > now) wait(sc_core::sc_time::from_value(due - now));
+        wait_until(actions_[next_].time_ps, period);
         probes |= perform(actions_[next_++]);
       }
       if (live_) {
