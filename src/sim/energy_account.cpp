@@ -108,6 +108,9 @@ std::string energy_evidence(const energy::EnergyConfig& config) {
 energy::Breakdown idle_energy(const EnergyAccount& account, uint64_t ps) {
   energy::Activity a = account.design;
   a.duration_ps = ps;
+  // An idle interval's only DRAM commands are its refreshes, one each tREFI with every bank
+  // precharged: what the per-byte model charges for no bytes, whatever the memory model.
+  a.dram_model = energy::DramModel::kBytes;
   return energy::energy(account.config, a);
 }
 
