@@ -136,8 +136,9 @@ void check_request(const BoardRunRequest& req) {
     if (req.fidelity != Fidelity::kCycle)
       throw Error(fmt::format("dram commands file {}: the DRAM's commands are traced in the cycle fidelity only",
                               req.dram_commands_file));
-    const hw::DdrConfig ddr = make_sim_config(req.params).board.ddr;
-    if (!hw::make_memory_timing(ddr, 8000)->ledger())
+    const hw::BoardConfig board = make_sim_config(req.params).board;
+    const hw::DdrConfig& ddr = board.ddr;
+    if (!hw::make_memory_timing(ddr, hw::clock_period_ps(board.clock.mhz))->ledger())
       throw Error(fmt::format("dram commands file {}: ddr.model = {} issues no DRAM commands (ddr.model = ddr3 does)",
                               req.dram_commands_file, ddr.model));
   }

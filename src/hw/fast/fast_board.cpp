@@ -403,10 +403,7 @@ std::string FastBoard::batch_key(const std::vector<std::pair<int, int>>& started
 
 void FastBoard::account_dram(const DramActivity& batch, const std::vector<uint64_t>& tail) {
   if (!ledger_) return;
-  // The oracle's edge 0 is the opening (opening_memory(): the state there is the last one
-  // advanced, and never moved back).
-  const uint64_t opening =
-      std::max(batch_first_ > kOracleFirstEdge ? batch_first_ - kOracleFirstEdge : 0, memory_state_edge_);
+  const uint64_t opening = opening_edge();
   memory_timing_->advance_counted(memory_state_, opening - memory_state_edge_, memory_state_edge_, *ledger_);
   const uint64_t origin = memory_timing_->device_cycle(opening);
   dram_total_ += ledger_->close(origin);
@@ -424,9 +421,12 @@ DramActivity FastBoard::dram_activity(uint64_t t_ps) const {
   return a;
 }
 
+uint64_t FastBoard::opening_edge() const {
+  return std::max(batch_first_ > kOracleFirstEdge ? batch_first_ - kOracleFirstEdge : 0, memory_state_edge_);
+}
+
 MemoryState FastBoard::opening_memory() const {
-  const uint64_t opening = batch_first_ > kOracleFirstEdge ? batch_first_ - kOracleFirstEdge : 0;
-  return memory_timing_->advance(memory_state_, opening > memory_state_edge_ ? opening - memory_state_edge_ : 0);
+  return memory_timing_->advance(memory_state_, opening_edge() - memory_state_edge_);
 }
 
 // How a register field's value relates to the batch (fields: 0 curdesc, 1 taildesc,

@@ -190,6 +190,8 @@ class FastBoard {
   // The memory's carried state at the oracle's edge 0 of the batch (kOracleFirstEdge edges
   // before its first start): the state after the last batch, advanced over the idle gap.
   MemoryState opening_memory() const;
+  // That edge 0 (absolute), never before the edge of the state the fast board carries.
+  uint64_t opening_edge() const;
   Symbol symbol(const Channel& c, int field, uint32_t value) const;
   std::vector<Segment> chain(const DmaChannelRegisters& r) const;
   bool compute(const std::vector<std::vector<Segment>>& segs,
