@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 
@@ -340,6 +341,11 @@ std::string entry_fault(const void* base, size_t size, const std::string& kind, 
   if (h.version != kCacheVersion || h.header_bytes != kHeaderBytes || !key_ok) return "header of another entry or version";
   if (size != kHeaderBytes + h.payload_bytes)
     return fmt::format("truncated ({} bytes, the header says {})", size, kHeaderBytes + h.payload_bytes);
+  return {};
+}
+
+// The payload's hash against the header's: empty if they agree.
+std::string payload_fault(const void* base, const Header& h) {
   // 64 MB at a time, so that SIGINT / SIGTERM stops the check of a large entry promptly.
   model::ContentHash hash;
   const auto* payload = static_cast<const uint8_t*>(base) + kHeaderBytes;
@@ -350,6 +356,41 @@ std::string entry_fault(const void* base, size_t size, const std::string& kind, 
   const auto d = hash.digest();
   if (d[0] != h.payload_hash[0] || d[1] != h.payload_hash[1]) return "corrupt payload (checksum mismatch)";
   return {};
+}
+
+// The stamp of an entry file whose payload was verified: the file (device, inode), its size,
+// its modification time to the nanosecond, and the payload hash its header holds. The second
+// line of the entry's .hits file ("verified DEV INO SIZE SEC NSEC HASH0 HASH1").
+std::string verified_stamp(const struct stat& st, const Header& h) {
+  return fmt::format("verified {} {} {} {} {} {:016x} {:016x}", uint64_t(st.st_dev), uint64_t(st.st_ino),
+                     uint64_t(st.st_size), int64_t(st.st_mtim.tv_sec), int64_t(st.st_mtim.tv_nsec), h.payload_hash[0],
+                     h.payload_hash[1]);
+}
+
+// The stamp recorded in a .hits file (its second line), empty if none.
+std::string read_stamp(const fs::path& hits) {
+  const int fd = open_regular(hits);
+  if (fd < 0) return {};
+  char buf[256] = {};
+  const ssize_t k = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (k <= 0) return {};
+  const std::string text(buf, size_t(k));
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos) return {};
+  const size_t end = text.find('\n', nl + 1);
+  return text.substr(nl + 1, end == std::string::npos ? std::string::npos : end - nl - 1);
+}
+
+// A modification time that no write can give the file: this second, and a nanosecond count
+// drawn at random (the kernel stamps a write with its coarse clock, whose nanoseconds are
+// multiples of its tick). After it, an unchanged stamp means nothing wrote the file.
+struct timespec marked_now() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  struct timespec t {};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_nsec = long(1 + rng() % 999'999'998);
+  return t;
 }
 
 }  // namespace
@@ -380,7 +421,12 @@ std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, cons
   ::close(fd);
   std::shared_ptr<void> keep;
   if (base != MAP_FAILED) keep = std::shared_ptr<void>(base, [size](void* p) { ::munmap(p, size); });
+  fs::path hits = path;
+  hits.replace_extension(".hits");
   if (fault.empty()) fault = entry_fault(base, size, kind, key, h);
+  // The payload is hashed unless this very file was verified before and not written since
+  // (its stamp, read_stamp); docs/cache.md "Safety".
+  if (fault.empty() && read_stamp(hits) != verified_stamp(st, h)) fault = payload_fault(base, h);
   Locked lock(mutex_, lock_fd_);
   if (!fault.empty() && !own) {
     // Without the magic the file is not provably the cache's: it is left as it is.
@@ -396,11 +442,16 @@ std::optional<CacheStore::Payload> CacheStore::get(const std::string& kind, cons
     if (::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) remove_entry_locked(path);
     return std::nullopt;
   }
-  // A hit: count it and make the entry the most recently used.
-  fs::path hits = path;
-  hits.replace_extension(".hits");
-  replace_file(hits, std::to_string(read_hits(hits) + 1) + "\n");
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  // A hit: count it, make the entry the most recently used (its mtime, marked_now), and
+  // record the verified stamp if the file system keeps the mark (else every read hashes).
+  const struct timespec times[2] = {{0, UTIME_OMIT}, marked_now()};
+  std::string text = std::to_string(read_hits(hits) + 1) + "\n";
+  struct stat after {};
+  if (::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0 && ::stat(path.c_str(), &after) == 0 &&
+      after.st_ino == st.st_ino && after.st_dev == st.st_dev && after.st_size == st.st_size &&
+      after.st_mtim.tv_sec == times[1].tv_sec && after.st_mtim.tv_nsec == times[1].tv_nsec)
+    text += verified_stamp(after, h) + "\n";
+  replace_file(hits, text);
   return Payload{std::move(keep), static_cast<uint8_t*>(base) + kHeaderBytes, size_t(h.payload_bytes)};
 }
 

@@ -11,6 +11,7 @@
 #include "support/edit_byte.h"
 #include "support/temp_dir.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,6 +114,58 @@ TEST(CacheStore, ACorruptPayloadIsWarnedOnceDeletedAndAMiss) {
   // Rebuilt, it is trusted again.
   ASSERT_TRUE(store->put("kvscales", "abc", payload(3000, 2)));
   EXPECT_EQ(bytes_of(*store->get("kvscales", "abc")), payload(3000, 2));
+}
+
+// A hit records the file's stamp (device, inode, size, a modification time no write can
+// give it) beside its hit count; the next read hashes the payload only if the stamp changed.
+// So a payload written in place after a hit is still found, at once, by its new mtime.
+TEST(CacheStore, AnEntryWrittenInPlaceAfterAHitIsHashedAgain) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  ASSERT_TRUE(store->put("model", "s", payload(4000, 5)));
+  const fs::path file = store->entry_path("model", "s");
+  ASSERT_TRUE(store->get("model", "s"));
+  fs::path hits = file;
+  hits.replace_extension(".hits");
+  std::ifstream in(hits);
+  std::string count, stamp;
+  std::getline(in, count);
+  std::getline(in, stamp);
+  EXPECT_EQ(count, "1");
+  EXPECT_EQ(stamp.rfind("verified ", 0), 0u) << stamp;
+  ASSERT_TRUE(store->get("model", "s"));  // verified by its stamp, served
+  flip_byte(file, 128 + 77, 0x01);        // at once: within the clock tick of the last hit
+  EXPECT_FALSE(store->get("model", "s"));
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("corrupt payload"));
+  EXPECT_FALSE(fs::exists(file));
+}
+
+// What the stamp trusts: a payload changed in place whose file gets back its exact stamp
+// (the mtime to the nanosecond) is served unhashed; docs/cache.md says so.
+TEST(CacheStore, AnUnchangedStampSkipsThePayloadsHash) {
+  TempDir d;
+  Warnings w;
+  auto store = CacheStore::open(settings(d.path), w.fn());
+  const auto data = payload(4000, 6);
+  ASSERT_TRUE(store->put("model", "t", data));
+  const fs::path file = store->entry_path("model", "t");
+  ASSERT_TRUE(store->get("model", "t"));
+  struct stat before {};
+  ASSERT_EQ(::stat(file.c_str(), &before), 0);
+  flip_byte(file, 128 + 10, 0x01);
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+  const auto p = store->get("model", "t");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->data[10], uint8_t(data[10] ^ 0x01));
+  EXPECT_TRUE(w.list.empty());
+  // Without the stamp (the .hits file gone) the same file is hashed and refused.
+  fs::path hits = file;
+  hits.replace_extension(".hits");
+  fs::remove(hits);
+  EXPECT_FALSE(store->get("model", "t"));
+  ASSERT_NO_FATAL_FAILURE(w.expect_one("corrupt payload"));
 }
 
 TEST(CacheStore, ACorruptHeaderIsWarnedDeletedAndAMiss) {
