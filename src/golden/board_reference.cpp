@@ -626,8 +626,9 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
   } else {
     if (options_.kv_outlier_channels != 0)
       throw Error("kv.outlier_channels: outlier lanes exist with kv.format = int4 only");
-    k_cache_.assign(n, 0);
-    v_cache_.assign(n, 0);
+    // Zero pages from the kernel, backed as the positions are written.
+    k_cache_ = model::HugeMemory(n, "golden K cache", model::HugeMemory::Pages::kOnDemand);
+    v_cache_ = model::HugeMemory(n, "golden V cache", model::HugeMemory::Pages::kOnDemand);
   }
   if (options_.compact_trits) build_compact_trits();
 }
@@ -639,6 +640,20 @@ void BoardReference::build_compact_trits() {
   for (const auto& L : model_.layers)
     for (const TernaryMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) ws.push_back(w);
   ws.push_back(&model_.lm_head);
+  // A layout kept from an earlier run: every matrix's codes, one after another in ws's order.
+  constexpr const char* kLayout = "golden-codes-v1";  // CompactTrits' layout (compact_trits.h)
+  size_t total = 0;
+  for (const TernaryMatrix* w : ws) total += CompactTrits::bytes_for(w->rows, w->cols);
+  if (options_.derived) {
+    if (auto blob = options_.derived->get(kLayout); blob && blob->bytes == total) {
+      size_t at = 0;
+      for (const TernaryMatrix* w : ws) {
+        compact_.emplace(w, CompactTrits(w->rows, w->cols, blob->data + at, blob->keep));
+        at += CompactTrits::bytes_for(w->rows, w->cols);
+      }
+      return;
+    }
+  }
   for (const TernaryMatrix* w : ws) compact_[w];  // the map's nodes first: the threads fill them
   // The matrices split over the threads, one matrix at a time each.
   std::vector<std::thread> pool;
@@ -649,13 +664,18 @@ void BoardReference::build_compact_trits() {
   for (int i = 1; i < threads; ++i) pool.emplace_back(convert, i);
   convert(0);
   for (auto& t : pool) t.join();
+  if (options_.derived) {
+    std::vector<model::ImagePart> parts;
+    for (const TernaryMatrix* w : ws) parts.push_back({compact_.at(w).codes(), compact_.at(w).bytes()});
+    options_.derived->put(kLayout, parts);
+  }
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {
-  return k_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
+  return reinterpret_cast<const int8_t*>(k_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
 }
 const int8_t* BoardReference::v_rows(int layer, int head) const {
-  return v_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
+  return reinterpret_cast<const int8_t*>(v_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
 }
 
 const model::TipRegions& BoardReference::tip_regions(int layer, int head) const {

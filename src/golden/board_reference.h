@@ -18,6 +18,7 @@
 
 #include "golden/compact_trits.h"
 #include "golden/shared_rows.h"
+#include "model/derived_store.h"
 #include "model/kv_scales.h"
 #include "model/attention_stream.h"
 #include "model/board_shape.h"
@@ -148,6 +149,9 @@ struct BoardReferenceOptions {
   // trits. The sums are the same (CompactTrits' test against ternary_matvec).
   bool compact_trits = true;
   int build_threads = 0;  // threads of the one-time compact layout build (0: `threads`)
+  // Where the compact layout is kept between runs (the start-up cache; null: built each
+  // time). The codes read back are the ones built (model/derived_store.h).
+  model::DerivedStore* derived = nullptr;
   // Positions the KV caches hold (the run's context limit): 1..kMaxContext, or with
   // kv.format = int4 1..model::kAttentionInt4MaxT (docs/variants-attention.md 8.8).
   int context = kMaxContext;
@@ -221,7 +225,7 @@ class BoardReference {
   MatvecFn matvec_fn_;
   mutable SharedRows shared_rows_;
   num::RopeTable rope_;
-  std::vector<int8_t> k_cache_, v_cache_;
+  model::HugeMemory k_cache_, v_cache_;  // int8 [layer][K/V head][context][96]
   std::vector<model::KvInt4Bank> banks_;           // int4: per (layer, head)
   std::vector<uint8_t> bank_bytes_, k4_cache_, v4_cache_;
   std::vector<model::TipBank> tip_banks_;           // tip: per (layer, head)

@@ -8,11 +8,12 @@ CompactTrits::CompactTrits(const model::TernaryMatrix& w)
     : rows_(w.rows),
       cols_(w.cols),
       blocks_((w.cols + kBlockTrits - 1) / kBlockTrits),
-      codes_(size_t(rows_) * size_t(blocks_) * kBlockBytes, "golden compact trits") {
+      own_(bytes_for(w.rows, w.cols), "golden compact trits"),
+      codes_(own_.data()) {
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
   for (int r = 0; r < rows_; ++r) {
     const int8_t* t = w.row(r);
-    uint8_t* out = codes_.data() + size_t(r) * row_bytes;
+    uint8_t* out = own_.data() + size_t(r) * row_bytes;
     for (int block = 0; block < blocks_; ++block) {
       const int8_t* tb = t + size_t(block) * kBlockTrits;
       uint8_t* ob = out + size_t(block) * kBlockBytes;
@@ -34,9 +35,16 @@ CompactTrits::CompactTrits(const model::TernaryMatrix& w)
   }
 }
 
+CompactTrits::CompactTrits(int rows, int cols, const uint8_t* codes, std::shared_ptr<void> keep)
+    : rows_(rows), cols_(cols), blocks_((cols + kBlockTrits - 1) / kBlockTrits), keep_(std::move(keep)), codes_(codes) {}
+
+size_t CompactTrits::bytes_for(int rows, int cols) {
+  return size_t(rows) * size_t((cols + kBlockTrits - 1) / kBlockTrits) * kBlockBytes;
+}
+
 int CompactTrits::trit(int r, int j) const {
   const int block = j / kBlockTrits, within = j % kBlockTrits;
-  const uint8_t b = codes_.data()[size_t(r) * size_t(blocks_) * kBlockBytes + size_t(block) * kBlockBytes +
+  const uint8_t b = codes_[size_t(r) * size_t(blocks_) * kBlockBytes + size_t(block) * kBlockBytes +
                            size_t(within % kBlockBytes)];
   return int((b >> (2 * (within / kBlockBytes))) & 3) - 1;
 }
@@ -66,7 +74,7 @@ void CompactTrits::matmul(const int8_t* x, int count, int row_begin, int row_end
   std::vector<int16_t> t(padded);  // the row's trits
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
   for (int r = row_begin; r < row_end; ++r) {
-    const uint8_t* row = codes_.data() + size_t(r) * row_bytes;
+    const uint8_t* row = codes_ + size_t(r) * row_bytes;
     for (int block = 0; block < blocks_; ++block) {
       const uint8_t* c = row + size_t(block) * kBlockBytes;
       int16_t* tb = t.data() + size_t(block) * kBlockTrits;

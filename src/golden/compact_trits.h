@@ -13,6 +13,7 @@
 // matvec computes the matmul engine's sums (CIRCUITS.md 2), acc_r = sum_j t_rj * x_j,
 // exactly as golden::ternary_matvec does on the int8 trits (a test compares the two).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/huge_memory.h"
@@ -27,9 +28,15 @@ class CompactTrits {
 
   CompactTrits() = default;
   explicit CompactTrits(const model::TernaryMatrix& w);
+  // The layout of a rows x cols matrix held elsewhere (bytes_for(rows, cols) bytes at
+  // `codes`, kept alive by `keep`): a layout built before and read back from the start-up
+  // cache (model/derived_store.h).
+  CompactTrits(int rows, int cols, const uint8_t* codes, std::shared_ptr<void> keep);
+  static size_t bytes_for(int rows, int cols);
   int rows() const { return rows_; }
   int cols() const { return cols_; }
-  size_t bytes() const { return codes_.size(); }
+  size_t bytes() const { return size_t(rows_) * size_t(blocks_) * kBlockBytes; }
+  const uint8_t* codes() const { return codes_; }
   // The trit of row r, column j (-1, 0 or +1).
   int trit(int r, int j) const;
   // acc[r - row_begin] = sum_j t_rj * x_j for rows [row_begin, row_end); x has cols() values.
@@ -41,7 +48,9 @@ class CompactTrits {
 
  private:
   int rows_ = 0, cols_ = 0, blocks_ = 0;
-  model::HugeMemory codes_;  // rows * blocks * 32 bytes
+  model::HugeMemory own_;        // the codes built here, or empty
+  std::shared_ptr<void> keep_;   // or the mapping that holds them
+  const uint8_t* codes_ = nullptr;  // rows * blocks * 32 bytes
 };
 
 }  // namespace bitsim::golden

@@ -29,6 +29,10 @@ class FastPlatform : public Platform {
   bool dma_has_sg(int id) const override { return board_.dma_has_sg(id); }
   const std::vector<TransferRecord>& transfers() const override { return log_; }
   uint64_t quiet_until_ps() const override { return board_.quiet_until_ps(); }
+  void weights_written(const std::vector<model::PackedRowsSpan>& spans, model::DerivedStore* derived,
+                       const std::string& name) override {
+    board_.adopt_weights(spans, derived, name);
+  }
 
  private:
   hw::FastBoard& board_;

@@ -6,9 +6,12 @@
 // the same for both, so both fidelities run the same driver accesses at the same times.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "hw/memory/dram_ledger.h"
+#include "model/derived_store.h"
+#include "model/packed_image.h"
 
 namespace bitsim::host {
 
@@ -39,6 +42,13 @@ class Platform {
   // A time before which register reads return what they return now, where the platform
   // knows one (the fast board: its next event); 0 = not known (the clocked board: poll).
   virtual uint64_t quiet_until_ps() const { return 0; }
+  // Weight rows just written (hw::FastBoard::adopt_weights): the fast board decodes them into
+  // its kernels' form now, or maps the form an earlier run kept in `derived` under `name`;
+  // the clocked board reads DDR as it is and does nothing.
+  virtual void weights_written(const std::vector<model::PackedRowsSpan>& spans, model::DerivedStore* derived,
+                               const std::string& name) {
+    (void)spans, (void)derived, (void)name;
+  }
 };
 
 }  // namespace bitsim::host

@@ -11,7 +11,10 @@
 #include <fmt/format.h>
 
 #include "model/attention_stream.h"
+#include "base/content_hash.h"
 #include "base/error.h"
+#include "base/huge_memory.h"
+#include "base/stop_signal.h"
 #include "model/packed_image.h"
 
 namespace bitsim::host {
@@ -107,6 +110,42 @@ void pack_in_parallel(const std::vector<PackJob>& jobs, size_t first, size_t las
   if (failure) std::rethrow_exception(failure);
 }
 
+// The packed rows of every job, one after another, kept between runs under a name that
+// holds everything the packing depends on besides the model: each job's matrix group, row
+// length, per-call segment, rows and where they go.
+void load_kept(Platform& ps, const MemoryMap& map, std::vector<PackJob>& jobs, int threads,
+               model::DerivedStore& derived) {
+  model::ContentHash layout;
+  size_t total = 0;
+  for (PackJob& j : jobs) {
+    layout.add(uint64_t(j.g - map.groups().data())).add(j.g->n).add(j.g->row_trits).add(j.g->per_call);
+    layout.add(j.call->segment).add(j.s->row_begin).add(j.s->rows).add(j.s->rows_addr).add(uint64_t(j.bytes));
+    j.offset = total;
+    total += j.bytes;
+  }
+  const std::string name = "ddr-weights-v1-" + layout.hex();  // CIRCUITS.md 2 rows (model/packed_image.h)
+  std::optional<model::DerivedStore::Blob> blob = derived.get(name);
+  model::HugeMemory packed;
+  const uint8_t* bytes = nullptr;
+  if (blob && blob->bytes == total) {
+    bytes = blob->data;
+  } else {
+    packed = model::HugeMemory(total, "packed weights image");
+    for (size_t first = 0; first < jobs.size(); first += 64) {  // SIGINT / SIGTERM between pieces
+      check_stop();
+      pack_in_parallel(jobs, first, std::min(jobs.size(), first + 64), packed.data(), std::max(1, threads));
+    }
+    derived.put(name, {model::ImagePart{packed.data(), total}});
+    bytes = packed.data();
+  }
+  std::vector<model::PackedRowsSpan> spans;
+  for (const PackJob& j : jobs) {
+    ps.mem_write(j.s->rows_addr, bytes + j.offset, j.bytes);
+    spans.push_back({j.s->rows_addr, j.s->rows, j.g->row_trits});
+  }
+  ps.weights_written(spans, &derived, "fast-rows-v1-" + layout.hex());  // hw/fast/fast_kernels.h's form
+}
+
 // host.walker = pl: the walker programs the same DMAs through the same registers, at its own
 // cost: call_cycles per call, reg_access_cycles per access, no cache maintenance.
 DriverConfig walker_driver(const WalkerConfig& w, uint64_t period_ps, const DriverConfig& host) {
@@ -175,12 +214,13 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
   }
 }
 
-void TokenLoop::load_weights(int threads) {
+void TokenLoop::load_weights(int threads, model::DerivedStore* derived) {
   write_kv_banks();
   // Every lane stream's rows are packed by `threads` host threads into a staging buffer, a
   // chunk of streams at a time, then written into DDR in order by this thread (the
   // platform's memory and its listeners see one writer). The bytes do not depend on threads.
   std::vector<PackJob> jobs = pack_jobs(map_, model_);
+  if (derived && !jobs.empty()) return load_kept(ps_, map_, jobs, threads, *derived);
   constexpr size_t kChunkBytes = size_t(16) << 20;
   for (size_t first = 0; first < jobs.size();) {
     size_t last = first, bytes = 0;

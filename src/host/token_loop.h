@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/derived_store.h"
 #include "model/kv_scales.h"
 #include "numerics/numerics.h"
 #include "host/cpu_model.h"
@@ -95,7 +96,9 @@ class TokenLoop {
 
   // Writes the packed weights image into DDR (zero simulated time: it is loaded before the
   // run, as on the board). `threads` host threads pack the rows; the bytes are the same.
-  void load_weights(int threads = 1);
+  // `derived` (may be null): where the packed image of this memory map's weights is kept
+  // between runs (model/derived_store.h): read back instead of packed when it is there.
+  void load_weights(int threads = 1, model::DerivedStore* derived = nullptr);
   // Programs the DMAs (in the PS thread).
   void init();
   // One token at position() (in the PS thread). Returns the logits; `probe` sees the same

@@ -25,6 +25,13 @@
 
 namespace bitsim::model {
 
+// Packed rows in the simulated DDR: `rows` rows of n trits each (row stride
+// packed_row_bytes(n)) from byte address `addr`.
+struct PackedRowsSpan {
+  uint64_t addr = 0;
+  int rows = 0, n = 0;
+};
+
 constexpr uint16_t kMatmulMagic = 0x7E44;
 constexpr uint8_t kMatmulVersion = 2;
 constexpr int kMaxRowLength = 4096;  // n range 1..4096

@@ -518,6 +518,7 @@ std::unique_ptr<golden::BoardReference> golden_reference(const BoardRunRequest& 
   go.tip = a.tip;
   go.build_threads = req.run.threads;  // built before the first token: every thread
   go.context = plan.capacity;
+  go.derived = l.derived.get();
   return std::make_unique<golden::BoardReference>(l.model, l.scales, go);
 }
 
@@ -685,7 +686,7 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
                         cfg.board.prefill, account);
   outputs.observe(*sim, account, cfg.walker.pl());
   status("writing the packed weights image into the simulated DDR ...");
-  sim->loop().load_weights(rr.threads);
+  sim->loop().load_weights(rr.threads, l.derived.get());
   status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
                      cfg.board.clock.mhz));
   try {

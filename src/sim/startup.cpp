@@ -178,6 +178,33 @@ model::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& 
   return s;
 }
 
+namespace {
+class CachedLayouts : public model::DerivedStore {
+ public:
+  CachedLayouts(CacheStore& store, std::string identity) : store_(store), identity_(std::move(identity)) {}
+  std::optional<Blob> get(const std::string& name) override {
+    auto p = store_.get("layout", key(name));
+    if (!p) return std::nullopt;
+    return Blob{std::move(p->keep), p->data, p->bytes};
+  }
+  void put(const std::string& name, const std::vector<model::ImagePart>& parts) override {
+    store_.put("layout", key(name), parts);
+  }
+
+ private:
+  std::string key(const std::string& name) const {
+    return model::ContentHash().add(kCacheVersion).add("layout").add(identity_).add(name).hex();
+  }
+  CacheStore& store_;
+  std::string identity_;
+};
+}  // namespace
+
+std::unique_ptr<model::DerivedStore> derived_store(CacheStore* store, const std::string& identity) {
+  if (!store || identity.empty()) return nullptr;
+  return std::make_unique<CachedLayouts>(*store, identity);
+}
+
 PreparedModel prepare_model(const model::TensorSource& source, const std::vector<int>& calibration_tokens, int threads,
                        CacheStore* store, const std::function<void(const std::string&)>& status) {
   auto say = [&](const std::string& s) {
@@ -196,6 +223,7 @@ PreparedModel prepare_model(const model::TensorSource& source, const std::vector
   p.scales = load_kv_scales(p.model, id, calibration_tokens, threads, store, &p.times.scales_cached);
   p.times.calibration_s = seconds_since(t0);
   if (p.times.scales_cached) say("  the K/V scales from the start-up cache");
+  p.derived = derived_store(store, id);
   return p;
 }
 

@@ -13,7 +13,10 @@
 //                   (model/model_file.h), mapped on a hit
 //   "kvscales"      key = H(kCacheVersion, "kvscales", identity, the calibration token ids):
 //                   the K and V scales, one float each per (layer, head)
-// The board config does not enter these keys: neither the model nor the scales depend on it.
+//   "layout"        key = H(kCacheVersion, "layout", identity, the layout's name): a form of
+//                   the weights derived from the trits (model/derived_store.h, derived_store)
+// The board config does not enter these keys: neither the model nor the scales depend on it
+// (a layout that depends on the memory map names its parameters in its name).
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "golden/board_reference.h"
+#include "model/derived_store.h"
 #include "model/model_loader.h"
 #include "model/tensor_source.h"
 #include "sim/cache_store.h"
@@ -76,11 +80,18 @@ class BackgroundStore {
   std::thread thread_;
 };
 
+// The start-up cache as the store of the layouts derived from one model
+// (model/derived_store.h): entry kind "layout", key H(kCacheVersion, "layout", identity, the
+// layout's name). Null if there is no store or no identity (a model that is not cached).
+std::unique_ptr<model::DerivedStore> derived_store(CacheStore* store, const std::string& identity);
+
 // Both, with status lines and times.
 struct PreparedModel {
   model::TernaryModel model;
   model::KvScales scales;
   StartupTimes times;
+  // The layouts derived from the model, kept in the start-up cache (null without one).
+  std::unique_ptr<model::DerivedStore> derived;
   // The model's cache entry while it is written; its image views `model`'s arrays, so it
   // is declared after the model and joined before the model goes.
   BackgroundStore model_store;

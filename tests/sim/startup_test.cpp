@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
@@ -212,4 +213,57 @@ TEST(Startup, BoardRunReportsTheCacheAndGivesTheSameRun) {
     EXPECT_EQ(second.tokens[i].logits_equal, std::optional<bool>(true));
   }
   EXPECT_EQ(second.generated_text, plain.generated_text);
+}
+
+// The layouts derived from the model (the golden reference's 2-bit codes, the packed weights
+// image of the memory map, the fast kernels' decoded rows: model/derived_store.h) are kept in
+// the cache by the first run and mapped by the next, which gives the same run to the bit and
+// the picosecond, in both fidelities and with the per-call format (another image). A damaged
+// layout entry is warned about and rebuilt, never used.
+TEST(Startup, TheDerivedLayoutsAreKeptAndAWarmRunMapsThem) {
+  auto layouts = [](const fs::path& dir) {
+    std::map<std::string, uint64_t> hits;  // key -> hits
+    const auto s = CacheStore::open_existing(settings(dir));
+    for (const auto& e : s->info().entries)
+      if (e.kind == "layout") hits[e.key] = e.hits;
+    return hits;
+  };
+  for (const char* format : {"header", "per-call"})
+    for (const Fidelity fidelity : {Fidelity::kFast, Fidelity::kCycle}) {
+      SCOPED_TRACE(std::string(format) + (fidelity == Fidelity::kFast ? " fast" : " cycle"));
+      TempDir d;
+      BoardRunRequest req{RunRequest{}, board_params()};
+      req.params.set(std::string("matmul.format=") + format);
+      req.fidelity = fidelity;
+      req.run.model = "synthetic:tiny";
+      req.run.prompt = "Layouts";
+      req.run.tokens = 2;
+      const BoardRunResult plain = run_board(req);
+      req.run.cache = settings(d.path);
+      std::vector<std::string> warnings;
+      BoardRunCallbacks cb;
+      cb.on_warning = [&](const std::string& m) { warnings.push_back(m); };
+      (void)run_board(req, cb);
+      const auto kept = layouts(d.path);
+      // golden codes and the packed image; the decoded rows under the fast fidelity only
+      ASSERT_EQ(kept.size(), fidelity == Fidelity::kFast ? 3u : 2u);
+      for (const auto& [key, hits] : kept) EXPECT_EQ(hits, 0u) << key;
+      const BoardRunResult warm = run_board(req, cb);
+      for (const auto& [key, hits] : layouts(d.path)) EXPECT_EQ(hits, 1u) << key;
+      // Every layout entry damaged: each is warned about, rebuilt, and the run is the same.
+      for (const auto& [key, hits] : kept) bitsim::test::flip_byte(d.path / ("layout-" + key + ".bin"), 128 + 5, 0x40);
+      const BoardRunResult rebuilt = run_board(req, cb);
+      EXPECT_EQ(warnings.size(), kept.size());
+      for (const auto& w : warnings) EXPECT_NE(w.find("corrupt payload"), std::string::npos) << w;
+      for (const BoardRunResult* r : {&warm, &rebuilt}) {
+        EXPECT_TRUE(r->all_equal);
+        ASSERT_EQ(r->tokens.size(), plain.tokens.size());
+        for (size_t i = 0; i < plain.tokens.size(); ++i) {
+          EXPECT_EQ(r->tokens[i].token_id, plain.tokens[i].token_id);
+          EXPECT_EQ(r->tokens[i].total_ms, plain.tokens[i].total_ms);
+          EXPECT_EQ(r->tokens[i].logits_digest, plain.tokens[i].logits_digest);
+          EXPECT_EQ(r->tokens[i].logits_equal, std::optional<bool>(true));
+        }
+      }
+    }
 }

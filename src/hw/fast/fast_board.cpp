@@ -10,6 +10,7 @@
 #include "hw/circuits/attention_unit.h"
 #include "hw/circuits/engine_regs.h"
 #include "base/error.h"
+#include "base/stop_signal.h"
 #include "model/packed_image.h"
 
 namespace bitsim::hw {
@@ -306,6 +307,37 @@ const fast::DecodedRows* FastBoard::decoded(uint64_t addr, int rows, int n) {
   auto& slot = decoded_[addr];
   slot = Decoded{addr + bytes, rows, n, std::move(dr)};
   return slot.rows_.get();
+}
+
+void FastBoard::adopt_weights(const std::vector<model::PackedRowsSpan>& spans, model::DerivedStore* derived,
+                              const std::string& name) {
+  size_t total = 0;
+  for (const model::PackedRowsSpan& w : spans) total += fast::DecodedRows::bytes_for(w.rows, w.n);
+  if (derived) {
+    if (auto blob = derived->get(name); blob && blob->bytes == total) {
+      size_t at = 0;
+      for (const model::PackedRowsSpan& w : spans) {
+        auto dr = std::make_unique<fast::DecodedRows>(fast::DecodedRows::view(w.rows, w.n, blob->data + at, blob->keep));
+        at += dr->bytes();
+        auto it = decoded_.find(w.addr);
+        if (it != decoded_.end()) {
+          stats_.decoded_bytes -= it->second.rows_->bytes();
+          decoded_.erase(it);
+        }
+        stats_.decoded_bytes += dr->bytes();
+        decoded_[w.addr] = Decoded{w.addr + uint64_t(w.rows) * model::packed_row_bytes(w.n), w.rows, w.n, std::move(dr)};
+      }
+      return;
+    }
+  }
+  std::vector<model::ImagePart> parts;
+  for (const model::PackedRowsSpan& w : spans) {
+    check_stop();
+    const fast::DecodedRows* dr = decoded(w.addr, w.rows, w.n);
+    if (!dr) return;  // rows that do not decode: the engine says so when it reads them
+    parts.push_back({dr->data(), dr->bytes()});
+  }
+  if (derived) derived->put(name, parts);
 }
 
 // The engines' functional pass over the batch: each started MM2S stream goes to the engine

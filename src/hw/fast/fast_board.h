@@ -34,6 +34,7 @@
 #include "hw/fast/fast_kernels.h"
 #include "hw/memory/paged_memory.h"
 #include "hw/fast/timing_oracle.h"
+#include "model/derived_store.h"
 
 namespace bitsim::hw {
 
@@ -54,6 +55,11 @@ struct FastBoardStats {
 
 class FastBoard {
  public:
+  // Weight rows just written into DDR (rows x n at addr, CIRCUITS.md 2), decoded now into
+  // the fast kernels' form, or mapped from `derived` under `name` where an earlier run kept
+  // them (model/derived_store.h; null: decoded, not kept). The same rows as decoding them on
+  // first use; a later write into them drops them as any decoded rows.
+  void adopt_weights(const std::vector<model::PackedRowsSpan>& spans, model::DerivedStore* derived, const std::string& name);
   FastBoard(const BoardConfig& config, FastBoardOptions options = {});
 
   // A register access by the CPU at time t (ps). Reads see the state after every clock

@@ -669,6 +669,8 @@ bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, i
   const int blocks = blocks_for(n);
   const size_t stride = size_t(blocks) * kBlockBytes;
   const size_t need = std::max<size_t>(stride * size_t(rows), kBlockBytes);
+  keep_.reset();
+  view_ = nullptr;
   if (data_.size() < need) {
     data_ = model::HugeMemory();
     rows_ = 0;
@@ -704,7 +706,21 @@ bool DecodedRows::decode(const uint8_t* packed, int rows, int n, int* bad_row, i
   return true;
 }
 
-size_t DecodedRows::bytes() const { return data_.size(); }
+size_t DecodedRows::bytes() const { return view_ ? size_t(rows_) * stride_ : data_.size(); }
+
+size_t DecodedRows::bytes_for(int rows, int n) { return size_t(rows) * size_t(blocks_for(n)) * kBlockBytes; }
+
+DecodedRows DecodedRows::view(int rows, int n, const uint8_t* data, std::shared_ptr<void> keep) {
+  if (rows < 1 || n < 1 || n > model::kMaxRowLength)
+    throw Error(fmt::format("DecodedRows::view: {} rows of length {}", rows, n));
+  DecodedRows d;
+  d.keep_ = std::move(keep);
+  d.view_ = data;
+  d.rows_ = rows;
+  d.n_ = n;
+  d.stride_ = size_t(blocks_for(n)) * kBlockBytes;
+  return d;
+}
 
 void DecodedRows::matvec_rows(const int8_t* x, int row_begin, int row_end, int32_t* acc,
                               Kernel kernel) const {
@@ -715,7 +731,7 @@ void DecodedRows::matvec_rows(const int8_t* x, int row_begin, int row_end, int32
   if (row_begin == row_end) return;
   const int blocks = blocks_for(n_);
   const PaddedX xp(x, n_, blocks);
-  matvec_fn(kernel)(data_.data() + size_t(row_begin) * stride_, stride_, blocks,
+  matvec_fn(kernel)(data() + size_t(row_begin) * stride_, stride_, blocks,
                     row_end - row_begin, xp.v, xp.sum, acc);
 }
 
@@ -729,7 +745,7 @@ void DecodedRows::matvec(const int8_t* x, int32_t* acc, int threads, Kernel kern
   auto work = [&](int part) {
     int b, e;
     part_range(rows_, part, threads, &b, &e);
-    if (b < e) fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
+    if (b < e) fn(data() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
   };
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
@@ -748,7 +764,7 @@ void DecodedRows::matvec(const int8_t* x, int32_t* acc, Workers& workers, Kernel
   workers.run(tasks, [&](int task) {
     int b, e;
     part_range(rows_, task, tasks, &b, &e);
-    if (b < e) fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
+    if (b < e) fn(data() + size_t(b) * stride_, stride_, blocks, e - b, xp.v, xp.sum, acc + b);
   });
 }
 
@@ -766,7 +782,7 @@ void DecodedRows::matmul(const int8_t* x, int count, int32_t* acc, Workers& work
   workers.run(tasks, [&](int task) {
     const int b = task * kRowsPerTask, e = std::min(rows_, b + kRowsPerTask);
     for (int i = 0; i < count; ++i)
-      fn(data_.data() + size_t(b) * stride_, stride_, blocks, e - b, xs[size_t(i)].v, xs[size_t(i)].sum,
+      fn(data() + size_t(b) * stride_, stride_, blocks, e - b, xs[size_t(i)].v, xs[size_t(i)].sum,
          acc + size_t(i) * size_t(rows_) + size_t(b));
   });
 }

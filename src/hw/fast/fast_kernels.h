@@ -99,12 +99,16 @@ class DecodedRows {
   // engine. Throws bitsim::Error for rows < 0 or n outside 1..4096. `threads` > 1 splits
   // the decoding over that many threads (the result does not depend on it).
   bool decode(const uint8_t* packed, int rows, int n, int* bad_row, int threads = 1);
+  // Rows decoded before and held elsewhere (bytes_for(rows, n) bytes at `data`, kept alive by
+  // `keep`): the decoded form read back from the start-up cache (model/derived_store.h).
+  static DecodedRows view(int rows, int n, const uint8_t* data, std::shared_ptr<void> keep);
+  static size_t bytes_for(int rows, int n);  // rows * row_stride() of rows of length n
 
   int rows() const { return rows_; }
   int n() const { return n_; }
   size_t bytes() const;  // memory held
   size_t row_stride() const { return stride_; }  // bytes per decoded row (64 * blocks)
-  const uint8_t* data() const { return data_.data(); }  // rows() * row_stride() bytes
+  const uint8_t* data() const { return view_ ? view_ : data_.data(); }  // rows() * row_stride() bytes
 
   // acc[r] = sum_j t_rj * x_j for r in [0, rows()): exact, equal to golden::ternary_matvec.
   // x holds n() values. Rows are split over `threads` threads started for this call.
@@ -122,6 +126,8 @@ class DecodedRows {
 
  private:
   model::HugeMemory data_;  // the decoded rows (bytes(): its size)
+  std::shared_ptr<void> keep_;      // or a view: the mapping that holds them
+  const uint8_t* view_ = nullptr;
   size_t stride_ = 0;
   int rows_ = 0, n_ = 0;
 };
