@@ -719,5 +719,28 @@ TEST(TokenLoop, SharedStreamPassesEqualTheGoldenAndReadEachKvRowOnce) {
   }
 }
 
+// An odd number of K/V heads (6 query heads on 3 K/V heads, G = 2): lane 0 takes 2 groups (4
+// query heads), lane 1 one; the per-head layout's 3 heads a lane would split a group. The
+// logits are the golden reference's on both the two-phase and the INT4 unit.
+TEST(TokenLoop, SharedStreamOddKvHeadsGiveLaneZeroTheExtraGroup) {
+  hw::BoardConfig two, int4 = online_board();
+  int4.attention.kv_format = "int4";
+  for (hw::BoardConfig bc : {two, int4}) {
+    bc.attention.gqa = "shared-stream";
+    SCOPED_TRACE(bc.attention.kv_format);
+    Rig r(5, 6, {}, bc, {}, 3);
+    ASSERT_EQ(r.m.config.group(), 2);
+    EXPECT_EQ(r.map.heads_per_lane(), 4);
+    golden::BoardReference ref(r.m, r.scales,
+                               {.attention_variant = bc.attention.kind(), .kv_format = bc.attention.kv(),
+                                .kv_outlier_channels = bc.attention.kv_outlier_channels, .tip = bc.attention.tip});
+    for (int i = 0; i < 4; ++i) {
+      const int tok = (i * 53 + 7) % 400;
+      const std::vector<float> got = r.loop.step(tok, nullptr), want = ref.step(tok);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bitsim::host
