@@ -133,7 +133,7 @@ AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h) {
   h->members.assign(1, {h->header.m, h->header.shift});
   const int G = int(h->header.group);
   const uint64_t qs = attention_header_q_bytes(G);  // the header and the G queries
-  if (left < qs) return AttentionError::Truncated;
+  if (G > 1 && left < qs) return AttentionError::Truncated;
   for (int g = 1; g < G; ++g) {  // a shared-stream pass's member beats
     uint64_t beat;
     std::memcpy(&beat, in + kAttentionHeaderQBytes + uint64_t(g - 1) * kAttentionMemberBytes, 8);
