@@ -614,7 +614,7 @@ uint64_t TokenLoop::write_q_headers(int l, int pos, StepBuffers& b, LaneHeads& w
   return written;
 }
 
-// INT4 and TIP (docs/variants-attention.md 8.3): q with K's channel scales folded in,
+// INT4 and TIP (docs/variants-attention.md 8.3): q with K's channel scales sk_d folded in,
 // quantized per head; the header's m and S for K's fixed point sk_d / 16.
 void TokenLoop::q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, model::AttentionHeadHeader* hdr) {
   float qf[kHeadDim];
