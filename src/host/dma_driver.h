@@ -142,6 +142,8 @@ struct HeadWork {
   std::vector<Segment> segments;
   uint32_t header_bytes = 0;    // 0: the 112 bytes of header + q
   uint32_t result_bytes = 0;    // 0: the 392 bytes of a head's result
+  int members = 1;              // a shared-stream pass (docs/variants-attention.md 9): its G query
+                                // heads, whose results result_bytes holds in order
   uint32_t header_q_bytes() const { return header_bytes ? header_bytes : uint32_t(model::kAttentionHeaderQBytes); }
   uint32_t head_result_bytes() const { return result_bytes ? result_bytes : uint32_t(model::kAttentionResultBytes); }
 };

@@ -178,6 +178,21 @@ void MemoryMap::plan_call_buffers() {
   if (config_.lanes != 1 && config_.lanes != 2)
     throw Error(fmt::format("host.lanes = {}: the engines have 1 or 2 lanes", config_.lanes));
   heads_per_lane_ = config_.lanes == 1 ? model_.num_heads : (model_.num_heads + 1) / 2;
+  if (config_.attention_shared) {
+    // The shared-stream unit: G query heads a pass (refused when there is nothing to share,
+    // or more than the unit is built for), a lane's passes whole groups.
+    const int G = model_.group();
+    if (G < 2)
+      throw Error(fmt::format("attention.gqa = shared-stream: the model has num_key_value_heads = num_attention_heads "
+                              "= {} (no group of query heads to share a K/V stream); use attention.gqa = per-head",
+                              model_.num_heads));
+    if (G > config_.attention_group_max)
+      throw Error(fmt::format("attention.gqa = shared-stream: the model's group of {} query heads per K/V head "
+                              "(num_attention_heads {} / num_key_value_heads {}) exceeds attention.gqa_group = {}, "
+                              "the G the unit is built for",
+                              G, model_.num_heads, model_.num_kv_heads, config_.attention_group_max));
+    heads_per_lane_ = (model_.num_kv_heads + config_.lanes - 1) / config_.lanes * G;
+  }
   head_result_bytes_ = model::kAttentionResultBytes;
   descriptors_per_head_ = config_.kv_interleaved ? 2 : 3;
   if (tip()) {

@@ -54,6 +54,12 @@ struct MemoryMapConfig {
   // prefill.tokens_per_pass = P (docs/prefill.md): each stream slot holds the header and P
   // vectors of x before its rows, each result buffer R x P words; 1 is the board's layout.
   int tokens_per_pass = 1;
+  // attention.gqa = shared-stream (docs/variants-attention.md 9): one pass per K/V head for the
+  // model's G query heads of its group, a unit built for up to attention_group_max of them. A
+  // lane takes whole groups: ceil(num_kv_heads / lanes) K/V heads, the slots of their G query
+  // heads each (a pass's header and G queries span its members' slots).
+  bool attention_shared = false;
+  int attention_group_max = 4;
 };
 
 // One matmul call of one lane: a group of `rows` rows of length n.

@@ -180,6 +180,8 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
   if (online() != map.config().kv_interleaved)
     throw Error("attention.variant: the online-softmax unit needs the interleaved KV layout, the two-phase unit "
                 "the board's");
+  if (options_.attention_shared != map.config().attention_shared)
+    throw Error("attention.gqa: the token loop's and the memory map's passes differ (per head against shared stream)");
   if (online() && options_.legacy_attention)
     throw FieldError("legacy_attention", "attention.variant = online-softmax has no legacy shift mode");
   if (map.config().kv_format != options_.kv_format || map.config().kv_outlier_channels != options_.kv_outlier_channels)
@@ -647,7 +649,8 @@ uint64_t TokenLoop::tip_place_and_write(int l, int pos, StepBuffers& b) {
 
 uint64_t TokenLoop::write_q_headers(int l, int pos, StepBuffers& b, LaneHeads& work) {
   uint64_t written = 0;
-  for (int hd = 0; hd < model_.config.num_heads; ++hd) written += write_q_header(l, hd, pos, b, work);
+  const int G = members();  // the shared-stream unit: one pass per K/V head
+  for (int hd = 0; hd < model_.config.num_heads; hd += G) written += write_q_header(l, hd, pos, b, work);
   return written;
 }
 
@@ -663,36 +666,69 @@ void TokenLoop::q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, mo
   hdr->shift = uint32_t(mul.shift);
 }
 
-// One head: q quantized per head (INT4: K's channel scales folded in, s_k = 1/16 in m)
-// behind its attention header (T = pos + 1) in the head's buffer slot; the head's
-// descriptors' work (INT4: the second descriptor covers the bank and the T rows).
+// One pass: the query heads hd .. hd + G - 1 (G = 1 per head; the shared-stream unit's G of
+// one K/V head's group), each q quantized per head (INT4: K's channel scales folded in, s_k =
+// 1/16 in m) with its m and S: the attention header (T = pos + 1, member 0's m and S), q_0,
+// then each further member's beat of (m, S) and its q, in the slot of the pass's first head
+// (a pass spans its members' slots); the pass's descriptors' work (INT4: the second descriptor
+// covers the bank and the T rows).
 uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneHeads& work) {
-  const int heads = model_.config.num_heads, T = pos + 1;
+  const int heads = model_.config.num_heads, T = pos + 1, G = members();
   const int lane = hd / map_.heads_per_lane(), slot = hd % map_.heads_per_lane();
   // Grouped-query attention: query head hd reads K/V head g's bank, scales and rows.
   const int kv_heads = model_.config.num_kv_heads, g = model_.config.kv_head(hd);
   model::AttentionHeadHeader hdr;
   hdr.T = uint32_t(T);
-  hdr.last = slot == map_.heads_per_lane() - 1 || hd == heads - 1;
+  hdr.last = slot + G == map_.heads_per_lane() || hd + G == heads;
+  hdr.group = uint32_t(G);
   HeadWork w;
   w.header_q_addr = map_.head_buffer(lane, slot);
+  const size_t qs = model::attention_header_q_bytes(G);
+  uint8_t buf[model::attention_header_q_bytes(model::kAttentionMaxGroup) +
+              size_t(model::tip_tag_beats(model::kTipMaxRegions)) * model::kBeatBytes] = {};
+  // Member i's q at its place in the buffer, its m and S into mh.
+  for (int i = 0; i < G; ++i) {
+    const float* q = b.q.data() + (hd + i) * kHeadDim;
+    model::AttentionHeadHeader mh;
+    if (tip()) {
+      q_per_channel(q, tip_banks_[size_t(l) * kv_heads + g].k.sk.data(), b.qq.data(), &mh);
+    } else if (int4()) {
+      q_per_channel(q, banks_[size_t(l) * kv_heads + g].sk.data(), b.qq.data(), &mh);
+    } else {
+      const float sk = scales_.k_scale(l, g, kv_heads);
+      const float sq = num::quantize_symmetric(q, kHeadDim, b.qq.data());
+      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+      t_->multiplier_lowered += mul.lowered > 0;
+      mh.m = mul.m;
+      mh.shift = uint32_t(mul.shift);
+    }
+    if (i == 0) {
+      hdr.m = mh.m;
+      hdr.shift = mh.shift;
+      std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
+    } else {
+      uint8_t* at = buf + model::kAttentionHeaderQBytes + size_t(i - 1) * model::kAttentionMemberBytes;
+      const uint64_t beat = model::encode_attention_member(mh.m, mh.shift);
+      std::memcpy(at, &beat, model::kBeatBytes);
+      std::memcpy(at + model::kBeatBytes, b.qq.data(), kHeadDim);
+    }
+  }
   std::vector<model::TipTier> tiers;
   if (tip()) {
-    // q with K's channel scales folded in, as for INT4 (docs/tip.md "Tiers and their rows");
-    // the tags behind q; the bank, then each region's rows at its tier (docs/tip.md "Stream").
-    q_per_channel(b.q.data() + hd * kHeadDim, tip_banks_[size_t(l) * kv_heads + g].k.sk.data(), b.qq.data(), &hdr);
+    // The tags behind the queries; the bank, then each region's rows at its tier (docs/tip.md
+    // "Stream").
     hdr.online = hdr.tip = true;
     hdr.outliers = uint32_t(options_.tip.lanes);
     hdr.region_log2 = uint32_t(__builtin_ctz(unsigned(options_.tip.region)));  // a power of two (validated)
     tiers = tip_cache_->tiers(l, g, T);
     const int regions = int(tiers.size());
-    w.header_bytes = uint32_t(model::kAttentionHeaderQBytes + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
+    w.header_bytes = uint32_t(qs + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
     w.result_bytes = uint32_t(model::kAttentionResultBytes + uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes);
     w.interleaved = true;
     w.segments.push_back({map_.k_area(l, g) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes))});
     for (const TipCache::Segment& sg : tip_cache_->segments(l, g, T)) w.segments.push_back({sg.addr, sg.bytes});
+    model::write_tip_tags(tiers, buf + qs);
   } else if (int4()) {
-    q_per_channel(b.q.data() + hd * kHeadDim, banks_[size_t(l) * kv_heads + g].sk.data(), b.qq.data(), &hdr);
     hdr.online = hdr.int4 = true;
     hdr.outliers = uint32_t(options_.kv_outlier_channels);
     const model::KvStorage& st = map_.kv_storage();
@@ -700,20 +736,16 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     w.interleaved = true;
     w.stream_bytes = uint32_t(st.bank + uint64_t(T) * st.per_position());
   } else {
-    const float sk = scales_.k_scale(l, g, kv_heads);
-    const float sq = num::quantize_symmetric(b.q.data() + hd * kHeadDim, kHeadDim, b.qq.data());
-    const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
-    t_->multiplier_lowered += mul.lowered > 0;
-    hdr.m = mul.m;
-    hdr.shift = uint32_t(mul.shift);
     hdr.legacy = options_.legacy_attention;
     hdr.online = online();
     w = {map_.head_buffer(lane, slot), map_.k_area(l, g), map_.v_area(l, g), uint32_t(T * kHeadDim), online()};
   }
-  uint8_t buf[model::kAttentionHeaderQBytes + size_t(model::tip_tag_beats(model::kTipMaxRegions)) * model::kBeatBytes] = {};
+  if (G > 1) {  // the pass's queries, and its G results
+    if (!tip()) w.header_bytes = uint32_t(qs);
+    w.result_bytes = uint32_t(G) * w.head_result_bytes();
+    w.members = G;
+  }
   model::write_attention_header(hdr, buf);
-  std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
-  if (tip()) model::write_tip_tags(tiers, buf + model::kAttentionHeaderQBytes);
   const uint32_t bytes = w.header_q_bytes();
   ps_.mem_write(map_.head_buffer(lane, slot), buf, bytes);
   work[lane].push_back(std::move(w));
@@ -742,9 +774,12 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
   uint64_t masses = 0;
   for (int lane = 0; lane < kLanes; ++lane) {
     if (work[lane].empty()) continue;
-    const size_t head_bytes = work[lane].front().head_result_bytes();  // one T: every head's the same
-    ps_.mem_read(map_.attention_result(lane), b.res.data(), work[lane].size() * head_bytes);
-    for (size_t i = 0; i < work[lane].size(); ++i) {
+    // One T: every head's result the same size (a shared-stream pass holds G of them, its
+    // members' in order: query heads hd .. hd + G - 1).
+    const size_t head_bytes = work[lane].front().head_result_bytes() / size_t(work[lane].front().members);
+    const size_t lane_heads = work[lane].size() * size_t(work[lane].front().members);
+    ps_.mem_read(map_.attention_result(lane), b.res.data(), lane_heads * head_bytes);
+    for (size_t i = 0; i < lane_heads; ++i) {
       const int hd = lane * map_.heads_per_lane() + int(i);
       const int32_t* r = b.res.data() + i * head_bytes / 4;
       if (tip()) {

@@ -86,6 +86,9 @@ struct TokenLoopOptions {
   int kv_outlier_channels = 0;
   // kv.format = tip (docs/tip.md): the kv.tip.* settings (the memory map's must be the same).
   model::TipSettings tip{};
+  // attention.gqa = shared-stream (docs/variants-attention.md 9): one pass per K/V head for the
+  // G query heads of its group (the memory map's attention_shared must say the same).
+  bool attention_shared = false;
 };
 
 class TokenLoop {
@@ -131,6 +134,8 @@ class TokenLoop {
   bool online() const { return options_.attention_variant == model::AttentionVariant::OnlineSoftmax; }
   bool int4() const { return options_.kv_format == model::KvFormat::Int4; }
   bool tip() const { return options_.kv_format == model::KvFormat::Tip; }
+  // Query heads per attention pass: the model's G with the shared-stream unit, else 1.
+  int members() const { return options_.attention_shared ? model_.config.group() : 1; }
   void write_kv_banks();
   // host.walker = pl: the host starts the walker (a token or a layer), at the CPU's cost of
   // one driver call and two register accesses (docs/variants-host.md).

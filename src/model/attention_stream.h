@@ -7,13 +7,19 @@
 //   header := 2 beats (16 bytes, little-endian)
 //     beat 0: bits 15:0 magic 0xA77E, 23:16 version 1, 31:24 flags (bit 0: last head of the
 //             transfer; bit 1: legacy shift mode; bit 2: online-softmax unit; bit 3: INT4
-//             KV rows; bit 4: TIP rows (not with bit 3); bits 7:5 reserved, 0), 63:32 T
+//             KV rows; bit 4: TIP rows (not with bit 3); bit 5: a shared-stream pass of G
+//             query heads (grouped-query attention); bits 7:6 reserved, 0), 63:32 T
 //             (1..512; with bit 3 or 4 1..2048)
 //     beat 1: bits 17:0 m (< 2^18), 23:18 reserved 0 (m too wide), 29:24 S (0..63),
 //             31:30 reserved 0, 35:32 INT4 outlier lanes n (0..8; 0 without bit 3) or TIP's
 //             KVQ4+L lanes L (4 or 8 with bit 4), 39:36 TIP's log2 R (4..8 with bit 4, else
-//             0), 63:40 reserved 0
+//             0), 43:40 G (2..kAttentionMaxGroup with bit 5, else 0), 63:44 reserved 0
 //   q      := 96 int8 (12 beats)
+// A shared-stream pass (flags bit 5, docs/variants-attention.md 9) carries the G query heads
+// of one K/V head's group: q is q_0 (under beat 1's m and S), then for g = 1..G-1 a member
+// beat (bits 17:0 m_g, 23:18 reserved 0 (m too wide), 29:24 S_g, the rest reserved 0) and
+// q_g; the rest of the head (tags, bank, rows) follows once, and the result is G heads'
+// results, member by member (each with its TIP masses).
 //   K, V   := T rows of 96 int8 each (12 beats a row)
 // The online-softmax unit (flags bit 2, docs/variants-attention.md) takes the rows
 // interleaved instead: K_0 V_0 K_1 V_1 ... (the same beats), and returns o_0..o_95 (int32,
@@ -42,6 +48,10 @@ constexpr uint32_t kAttentionFlagLegacy = 1u << 1;
 constexpr uint32_t kAttentionFlagOnline = 1u << 2;
 constexpr uint32_t kAttentionFlagInt4 = 1u << 3;
 constexpr uint32_t kAttentionFlagTip = 1u << 4;
+constexpr uint32_t kAttentionFlagShared = 1u << 5;
+// The largest G a header can name (beat 1 bits 43:40); a unit is built for at most its
+// attention.gqa_group (docs/variants-attention.md 9).
+constexpr int kAttentionMaxGroup = 8;
 // The INT4 unit's V accumulations of a head's last row: a V row's 96 products run 16 per
 // clock over the 6 clocks after its scale beat (docs/variants-attention.md 8.4).
 constexpr int kKvInt4VTailCycles = 6;
@@ -67,6 +77,10 @@ constexpr uint32_t kAttentionMaxM = (1u << 18) - 1;
 constexpr uint32_t kAttentionMaxShift = 63;
 // The bytes the host writes per head: header + q.
 constexpr size_t kAttentionHeaderQBytes = size_t(kHeaderBytes) + size_t(kHeadDim);
+// A shared-stream pass's member g >= 1: its beat of (m_g, S_g), then q_g.
+constexpr size_t kAttentionMemberBytes = size_t(kBeatBytes) + size_t(kHeadDim);
+// The header and the G queries of a pass (G = 1: a head's header + q).
+constexpr size_t attention_header_q_bytes(int G) { return kAttentionHeaderQBytes + size_t(G - 1) * kAttentionMemberBytes; }
 // The result bytes per head.
 constexpr size_t kAttentionResultBytes = size_t(kAttentionResultWords) * 4;
 static_assert(kAttentionRowBeats * kBeatBytes == kHeadDim);
@@ -79,7 +93,7 @@ constexpr uint64_t attention_head_beats(int T) {
 constexpr uint64_t attention_head_bytes(int T) { return attention_head_beats(T) * kBeatBytes; }
 // A head's input bytes as its header says (INT4: 112 + bank + T (K row + V row); TIP: 112 +
 // tags + bank + each row at its region's tier, `tiers` the N regions' tiers from the head's
-// tag beats). Throws bitsim::Error for a TIP header without tiers.
+// tag beats; a shared-stream pass: its G - 1 member beats and queries more). Throws bitsim::Error for a TIP header without tiers.
 struct AttentionHeadHeader;
 uint64_t attention_head_bytes(const AttentionHeadHeader& h, const TipTier* tiers = nullptr);
 
@@ -98,6 +112,7 @@ struct AttentionHeadHeader {
   bool tip = false;     // TIP rows (with online): tags, bank, then K_t V_t at each region's tier
   uint32_t region_log2 = 0;  // TIP: log2 of the region size R, 4..8 (0 without TIP)
   bool last = false;    // last head of the transfer
+  uint32_t group = 1;   // G: 1 for a head; 2..kAttentionMaxGroup for a shared-stream pass (flags bit 5)
   uint16_t magic = kAttentionMagic;
   uint8_t version = kAttentionVersion;
 };
@@ -110,12 +125,14 @@ enum class AttentionError : uint32_t {
   None = 0,
   BadMagic = 1,           // beat 0 bits 15:0 != 0xA77E
   BadVersion = 2,         // beat 0 bits 23:16 != 1
-  ReservedBits = 3,       // flags bits 7:5, or beat 1's reserved bits, set; a bad TIP tag
+  ReservedBits = 3,       // flags bits 7:6, or beat 1's (or a member beat's) reserved bits, set; a bad TIP tag; G
+                          // outside 2..kAttentionMaxGroup with flags bit 5
   BadLength = 4,          // T outside 1..512
   MultiplierTooWide = 5,  // beat 1 bits 23:18 set: m does not fit 18 bits
   Truncated = 6,          // TLAST before the end of the head flagged last
   TrailingData = 7,       // no TLAST on the last beat of the head flagged last
-  VariantMismatch = 8,    // flags bit 2 not this unit's variant, or online with legacy
+  VariantMismatch = 8,    // flags bit 2 not this unit's variant, or online with legacy; flags bit 5 not
+                          // this unit's (attention.gqa), or G above its attention.gqa_group
 };
 const char* attention_error_name(AttentionError e);
 
@@ -124,17 +141,24 @@ const char* attention_error_name(AttentionError e);
 // the result is None.
 AttentionError check_attention_beat0(uint64_t beat0);
 AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionHeadHeader* h);
+// A shared-stream pass's member beat (m_g, S_g), written as given (wider values spill into the
+// reserved bits), and its check: ReservedBits or MultiplierTooWide, else None with *m, *shift.
+uint64_t encode_attention_member(uint32_t m, uint32_t shift);
+AttentionError parse_attention_member(uint64_t beat, uint32_t* m, uint32_t* shift);
 
 // One head of an attention stream as the unit walks it: the header, then the head's
 // attention_head_bytes(header) bytes in all. The one walker of the attention stream: the fast
 // fidelity's attention engine and fuzz_attention_stream use it.
 struct HeadLayout {
   AttentionHeadHeader header;
+  // A shared-stream pass: each member's (m, S), member 0's the header's.
+  std::vector<std::array<uint32_t, 2>> members;
   uint64_t bytes = 0;  // the whole head: header, q and rows (and the INT4 bank; TIP's tags and bank)
   std::vector<TipTier> tiers;  // TIP: region r's tier, from the tag beats (empty otherwise)
 };
 // Parses the header of the head that starts `left` bytes before the end of its stream (in:
-// its bytes; none read past `left`; a TIP head's tag beats after q are read too). Truncated
+// its bytes; none read past `left`; a TIP head's tag beats after q are read too, and a
+// shared-stream pass's member beats, whose errors are the header's). Truncated
 // when the header (or a TIP head's tags) or the head does not fit in `left`; the header's own
 // errors as parse_attention_header gives them, a bad TIP tag as ReservedBits.
 AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h);

@@ -168,6 +168,8 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.kv_format = c.board.attention.kv();
   c.memory.kv_outlier_channels = c.board.attention.kv_outlier_channels;
   c.memory.tip = c.board.attention.tip;
+  c.memory.attention_shared = c.board.attention.shared_stream();  // one pass per K/V head (G query heads)
+  c.memory.attention_group_max = c.board.attention.gqa_group;
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   c.memory.tokens_per_pass = c.board.prefill.tokens_per_pass;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();

@@ -126,6 +126,7 @@ Simulation::Simulation(std::unique_ptr<Machine> machine, const SimConfig& c, con
   lo.kv_format = c.board.attention.kv();
   lo.kv_outlier_channels = c.board.attention.kv_outlier_channels;
   lo.tip = c.board.attention.tip;
+  lo.attention_shared = c.board.attention.shared_stream();
   loop_ = std::make_unique<host::TokenLoop>(machine_->platform(), *map_, m, s, c.cpu, c.driver, lo);
 }
 

@@ -263,6 +263,33 @@ TEST(Variants, Int4KvHoldsAContextPast512AndNamesItsCapacity) {
 // tiers): both fidelities give the same times and the golden counterpart's logits; its MMIO
 // recording replays equal on both; the two-phase unit and the PL walker are refused; the
 // kv.tip.* keys are checked by name.
+// attention.gqa = shared-stream (docs/variants-attention.md 9) on synthetic:tiny-gqa: both
+// fidelities give the same times and the golden counterpart's logits, in fewer attention bytes
+// than one pass per query head; what the unit cannot take is refused with exit 2 naming the key.
+TEST(Variants, SharedStreamRunsInBothFidelitiesAndRefusesWhatItCannotTake) {
+  expect_fidelities_agree("--model synthetic:tiny-gqa --tokens 4 --set attention.gqa=shared-stream");
+  const auto s = run_json("--model synthetic:tiny-gqa --tokens 2 --set attention.gqa=shared-stream");
+  const auto p = run_json("--model synthetic:tiny-gqa --tokens 2");
+  ASSERT_FALSE(s.is_null());
+  ASSERT_FALSE(p.is_null());
+  EXPECT_LT(s["tokens"].back()["bytes_read"].get<uint64_t>(), p["tokens"].back()["bytes_read"].get<uint64_t>());
+  const struct {
+    const char* args;
+    const char* says;
+  } bad[] = {{"--model synthetic:tiny --set attention.gqa=shared-stream", "attention.gqa = shared-stream"},
+             {"--model synthetic:bitnet-large-gqa4 --timing-only --set attention.gqa=shared-stream "
+              "--set attention.gqa_group=2",
+              "attention.gqa_group = 2"},
+             {"--model synthetic:tiny-gqa --set attention.gqa=shared-stream --set attention.gqa_group=1",
+              "attention.gqa_group"},
+             {"--model synthetic:tiny-gqa --set attention.gqa=grouped", "attention.gqa"}};
+  for (const auto& b : bad) {
+    const Result r = bitsim(std::string("run --prompt x --tokens 1 ") + b.args);
+    EXPECT_EQ(r.code, 2) << b.args;
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << b.args << ": " << r.err;
+  }
+}
+
 TEST(Variants, TipRunsInBothFidelitiesWithItsGoldenAndItsKeysAreChecked) {
   const std::string tip = " --set attention.variant=online-softmax --set kv.format=tip --set kv.tip.region=16 "
                           "--set kv.tip.sink=0 --set kv.tip.recent=16 --set kv.tip.kvq8_regions=0 "

@@ -5,7 +5,7 @@
 // (golden::attention_head), and the header must re-encode to the same bytes. T's range is
 // the unit's: 1..512, or 1..2048 with the INT4 or TIP flag (model::attention_max_t). The head walker
 // the fast fidelity's attention engine runs (model::next_head) must agree with the header
-// parse and with attention_head_bytes.
+// parse and with attention_head_bytes (a shared-stream pass's member beats included).
 #include <cstring>
 #include <vector>
 
@@ -28,14 +28,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)m::attention_error_name(e);
     m::HeadLayout lay;
     const m::AttentionError we = m::next_head(data, size, &lay);
-    if (e == m::AttentionError::None && h.tip) {
-      // TIP: the tag beats after q size the head; a walker that read them agrees with them.
+    if (e == m::AttentionError::None && (h.tip || h.group > 1)) {
+      // TIP: the tag beats after the queries size the head; a shared-stream pass's member
+      // beats carry each member's (m, S). A walker that read them agrees with them.
       if (we == m::AttentionError::None &&
           (lay.bytes != m::attention_head_bytes(h, lay.tiers.data()) || lay.bytes > size ||
-           int(lay.tiers.size()) != m::tip_regions(int(h.T), int(h.region_log2))))
-        bitsim::fuzz::fail("next_head disagrees with a TIP head's tags");
-      if (we != m::AttentionError::None && we != m::AttentionError::Truncated && we != m::AttentionError::ReservedBits)
-        bitsim::fuzz::fail("next_head gives a TIP head an error its tags cannot cause");
+           lay.members.size() != size_t(h.group) ||
+           (h.tip && int(lay.tiers.size()) != m::tip_regions(int(h.T), int(h.region_log2)))))
+        bitsim::fuzz::fail("next_head disagrees with a TIP head's tags or a pass's members");
+      if (we != m::AttentionError::None && we != m::AttentionError::Truncated && we != m::AttentionError::ReservedBits &&
+          (h.group == 1 || we != m::AttentionError::MultiplierTooWide))
+        bitsim::fuzz::fail("next_head gives a TIP head or a pass an error its tags or member beats cannot cause");
+      for (const auto& mb : lay.members)
+        if (we == m::AttentionError::None && (mb[0] > m::kAttentionMaxM || mb[1] > 63))
+          bitsim::fuzz::fail("a member beat outside its ranges parsed ok");
     } else if (e != m::AttentionError::None ? we != e
                                             : (lay.bytes != m::attention_head_bytes(h) ||
                                                we != (lay.bytes > size ? m::AttentionError::Truncated

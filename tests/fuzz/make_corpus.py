@@ -112,6 +112,19 @@ put("fuzz_attention_stream", "t5", head(5, 123457, 30))
 put("fuzz_attention_stream", "legacy", head(3, 0, 0, legacy=True))
 put("fuzz_attention_stream", "big_m", head(2, (1 << 18) - 1, 63))
 
+
+# A shared-stream pass (flags bit 5, G in beat 1 bits 43:40): q_0, then per member a beat of
+# (m, S) and its q, then the rows once (docs/variants-attention.md 9).
+def shared_pass(T, G):
+    hdr = struct.pack("<HBBI", 0xA77E, 1, 1 | 32, T) + struct.pack("<Q", 1000 | (24 << 24) | (G << 40))
+    body = bytes(rng.randrange(256) for _ in range(96))
+    for g in range(1, G):
+        body += struct.pack("<Q", (2000 + g) | ((20 + g) << 24)) + bytes(rng.randrange(256) for _ in range(96))
+    return hdr + body + bytes(rng.randrange(256) for _ in range(96 * 2 * T))
+
+
+put("fuzz_attention_stream", "shared_g3", shared_pass(4, 3))
+
 # ---- MMIO program text (docs/mmio-record.md) --------------------------------------
 put("fuzz_mmio_program", "example", """bitsim-mmio 1
 C clock.mhz 125

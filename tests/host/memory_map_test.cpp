@@ -178,6 +178,43 @@ TEST(MemoryMap, GroupedQueryKvAreasPerKvHead) {
   EXPECT_GT(kv_context_limit(gqa, i8), 0);
 }
 
+// attention.gqa = shared-stream (docs/variants-attention.md 9): a lane takes whole groups, so
+// heads per lane are ceil(K/V heads / lanes) x G (bitnet-large-gqa4: 8 as per head; 2B4T's 5
+// K/V heads of 4: 12, lane 1 taking the last 2 groups); a model without groups, or with a G
+// above the unit's attention.gqa_group, is refused naming the keys.
+TEST(MemoryMap, SharedStreamLanesTakeWholeGroupsAndRefuseWhatTheUnitCannot) {
+  MemoryMapConfig c = roomy();
+  c.attention_shared = true;
+  c.attention_group_max = 4;
+  EXPECT_EQ(MemoryMap(model::ModelConfig::bitnet_large_gqa4(), c).heads_per_lane(), 8);
+  EXPECT_EQ(MemoryMap(model::ModelConfig::tiny_gqa(), c).heads_per_lane(), 2);
+  const auto b2 = model::ModelConfig::bitnet_2b4t();
+  ASSERT_EQ(b2.group(), 4);
+  c.ddr_bytes = 2ull << 30;  // 2B4T's 462 MiB of weights: a larger board's memory
+  c.cma_bytes = 1ull << 30;
+  EXPECT_EQ(MemoryMap(b2, c).heads_per_lane(), 12);
+  c.lanes = 1;
+  EXPECT_EQ(MemoryMap(b2, c).heads_per_lane(), 20);
+  c.lanes = 2;
+  auto refusal = [&](const model::ModelConfig& m) {
+    try {
+      (void)MemoryMap(m, c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  const std::string mha = refusal(model::ModelConfig::bitnet_large());
+  EXPECT_NE(mha.find("attention.gqa = shared-stream"), std::string::npos) << mha;
+  EXPECT_NE(mha.find("num_key_value_heads"), std::string::npos) << mha;
+  c.attention_group_max = 2;
+  const std::string big = refusal(model::ModelConfig::bitnet_large_gqa4());
+  EXPECT_NE(big.find("attention.gqa_group = 2"), std::string::npos) << big;
+  EXPECT_NE(big.find("group of 4"), std::string::npos) << big;
+  c.attention_shared = false;  // per head: any model
+  EXPECT_EQ(MemoryMap(model::ModelConfig::bitnet_large(), c).heads_per_lane(), 8);
+}
+
 // The account adds up to the layout: rows + activation slots + alignment is the weights
 // image, and with the KV cache and the call buffers it is what the map used.
 TEST(MemoryMap, AccountAddsUpToTheLayout) {

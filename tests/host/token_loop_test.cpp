@@ -39,6 +39,8 @@ MemoryMapConfig memory_of(const hw::BoardConfig& b) {
   c.kv_format = b.attention.kv();
   c.kv_outlier_channels = b.attention.kv_outlier_channels;
   c.tip = b.attention.tip;
+  c.attention_shared = b.attention.shared_stream();
+  c.attention_group_max = b.attention.gqa_group;
   return c;
 }
 TokenLoopOptions options_of(const hw::BoardConfig& b) {
@@ -46,6 +48,7 @@ TokenLoopOptions options_of(const hw::BoardConfig& b) {
   o.kv_format = b.attention.kv();
   o.kv_outlier_channels = b.attention.kv_outlier_channels;
   o.tip = b.attention.tip;
+  o.attention_shared = b.attention.shared_stream();
   return o;
 }
 
@@ -678,6 +681,64 @@ TEST(TokenLoop, GroupedQueryHeadsReadTheirGroupsKvAreaAndEqualTheGolden) {
           std::memcpy(want.data(), ref.k_rows(l, g) + pos * model::kHeadDim, model::kHeadDim);
           EXPECT_EQ(r.kv_row(r.map.k_area(l, g), pos), want) << l << " " << g << " " << pos;
         }
+  }
+}
+
+// The shared-stream unit (docs/variants-attention.md 9) on 4 query heads and 2 K/V heads: in
+// every attention variant and KV format the loop's logits are the golden reference's bit for
+// bit (the golden runs each query head as for one pass per head: the same function), one pass
+// per K/V head (one per lane) instead of one per query head, so fewer descriptors, fewer
+// attention bytes and less attention time than per head.
+TEST(TokenLoop, SharedStreamPassesEqualTheGoldenAndReadEachKvRowOnce) {
+  hw::BoardConfig online = online_board(), int4 = online_board(), tip = online_board();
+  int4.attention.kv_format = "int4";
+  int4.attention.kv_outlier_channels = 3;
+  tip.attention.kv_format = "tip";
+  tip.attention.tip = {.region = 16, .sink = 0, .recent = 16, .kvq8_regions = 1, .lane_regions = 1, .lanes = 4};
+  for (const hw::BoardConfig& per_head : {hw::BoardConfig{}, online, int4, tip}) {
+    hw::BoardConfig bc = per_head;
+    bc.attention.gqa = "shared-stream";
+    bc.attention.gqa_group = 2;
+    SCOPED_TRACE(bc.attention.variant + " " + bc.attention.kv_format);
+    Rig r(11, 4, {}, bc, {}, 2), p(11, 4, {}, per_head, {}, 2);
+    golden::BoardReference ref(r.m, r.scales,
+                               {.attention_variant = bc.attention.kind(), .kv_format = bc.attention.kv(),
+                                .kv_outlier_channels = bc.attention.kv_outlier_channels, .tip = bc.attention.tip});
+    const int n = bc.attention.kv() == model::KvFormat::Tip ? 40 : 5;
+    for (int i = 0; i < n; ++i) {
+      const int tok = (i * 37 + 1) % 400;
+      TokenTiming ts, tp;
+      const std::vector<float> got = r.loop.step(tok, &ts), want = ref.step(tok), per = p.loop.step(tok, &tp);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+      ASSERT_EQ(0, std::memcmp(per.data(), want.data(), per.size() * 4)) << "token " << i;
+      EXPECT_EQ(ts.attention_calls, tp.attention_calls);
+      EXPECT_LT(ts.attention_bytes, tp.attention_bytes) << "token " << i;
+      EXPECT_LT(ts.attention_ps, tp.attention_ps) << "token " << i;
+    }
+    EXPECT_LT(r.loop.driver().stats().descriptors, p.loop.driver().stats().descriptors);
+  }
+}
+
+// An odd number of K/V heads (6 query heads on 3 K/V heads, G = 2): lane 0 takes 2 groups (4
+// query heads), lane 1 one; the per-head layout's 3 heads a lane would split a group. The
+// logits are the golden reference's on both the two-phase and the INT4 unit.
+TEST(TokenLoop, SharedStreamOddKvHeadsGiveLaneZeroTheExtraGroup) {
+  hw::BoardConfig two, int4 = online_board();
+  int4.attention.kv_format = "int4";
+  for (hw::BoardConfig bc : {two, int4}) {
+    bc.attention.gqa = "shared-stream";
+    SCOPED_TRACE(bc.attention.kv_format);
+    Rig r(5, 6, {}, bc, {}, 3);
+    ASSERT_EQ(r.m.config.group(), 2);
+    EXPECT_EQ(r.map.heads_per_lane(), 4);
+    golden::BoardReference ref(r.m, r.scales,
+                               {.attention_variant = bc.attention.kind(), .kv_format = bc.attention.kv(),
+                                .kv_outlier_channels = bc.attention.kv_outlier_channels, .tip = bc.attention.tip});
+    for (int i = 0; i < 4; ++i) {
+      const int tok = (i * 53 + 7) % 400;
+      const std::vector<float> got = r.loop.step(tok, nullptr), want = ref.step(tok);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "token " << i;
+    }
   }
 }
 

@@ -146,5 +146,38 @@ TEST(AttentionResources, TheTipUnitIsTheInt4UnitPlusItsReadPathAndRegionState) {
   EXPECT_EQ(l.bram36, r.bram36);
 }
 
+// The shared-stream unit (docs/variants-attention.md 9) built for G = 4: the board's unit with
+// every operator once per member (the lanes' one m multiplier and EXP read one per member per
+// lane), G score buffers a lane, and a 4:1 select of each 64-bit result beat.
+TEST(AttentionResources, TheSharedStreamUnitByHand) {
+  AttentionUnitConfig c;
+  c.gqa = "shared-stream";
+  c.gqa_group = 4;
+  const auto r = attention_resources(c);
+  EXPECT_EQ(row(r, "q.K and p.V MACs").dsp, 4 * 16);
+  EXPECT_EQ(row(r, "m multiplier (one per member, per lane)").dsp, 8);
+  EXPECT_EQ(r.dsp, 64 + 8);
+  EXPECT_EQ(r.bram36, 8);  // G x T scores a lane: 4 buffers of 512 x 32 bits
+  EXPECT_EQ(row(r, "score maximum and difference").lut, 4 * 128);
+  EXPECT_EQ(row(r, "m multiplier (one per member, per lane)").lut, 8 * 213);
+  EXPECT_EQ(row(r, "EXP table (256 x 15 ROM) (one per member, per lane)").lut, 8 * 75);
+  EXPECT_EQ(row(r, "result select (4 members onto the stream, 64 bits)").lut, 2 * 64);
+  EXPECT_EQ(r.lut, 512 + 1704 + 600 + 256 + 128);
+  // The per-head unit's figures do not depend on attention.gqa_group.
+  AttentionUnitConfig per_head;
+  per_head.gqa_group = 8;
+  EXPECT_EQ(attention_resources(per_head).dsp, 17);
+  // INT4: the outlier lanes' decode is the streamed row's (once a lane); the rest per member.
+  AttentionUnitConfig i4 = unit("online-softmax", "int4");
+  const auto one = attention_resources(i4);
+  i4.gqa = "shared-stream";
+  i4.gqa_group = 2;
+  const auto two = attention_resources(i4);
+  EXPECT_EQ(row(two, "outlier lane -> 12-bit K").lut, row(one, "outlier lane -> 12-bit K").lut);
+  EXPECT_EQ(row(two, "q.K multipliers (nibbles)").dsp, 2 * row(one, "q.K multipliers (nibbles)").dsp);
+  // Every DSP twice, and the lanes' shared m multiplier and interpolation (1 each) 2 x 2 each.
+  EXPECT_EQ(two.dsp, 2 * (one.dsp - 2) + 2 * 2 * 2);
+}
+
 }  // namespace
 }  // namespace bitsim::hw

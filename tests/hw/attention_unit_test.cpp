@@ -1020,6 +1020,229 @@ TEST(AttentionUnitTip, FastFaceEqualsTheClockedUnitAndKeysTheTiers) {
   EXPECT_FALSE(AttentionFastEngine(int4_config()).compute(ctx, {{0x1000, uint32_t(bytes.size())}}, k5, r5));
 }
 
+// ---- The shared-stream unit (docs/variants-attention.md 9) -----------------------------
+
+AttentionUnitConfig shared(AttentionUnitConfig c, int G = 4) {
+  c.gqa = "shared-stream";
+  c.gqa_group = G;
+  return c;
+}
+
+// A group of G query heads on one K/V head: `base` and G - 1 copies with their own q, m and S
+// (the rows, the bank and the tags the base's).
+template <class H>
+std::vector<H> group_of(const H& base, int G, std::mt19937& rng) {
+  std::vector<H> g{base};
+  for (int i = 1; i < G; ++i) {
+    H h = base;
+    for (auto& x : h.q) x = int8_t(int(rng() % 256) - 128);
+    h.p.m = i % 2 ? 10'818 + uint32_t(rng() % 68'688) : uint32_t(rng() % (1u << 18));
+    h.p.shift = i % 2 ? 24 : 20 + int(rng() % 14);
+    g.push_back(h);
+  }
+  return g;
+}
+
+// The pass of a group, from its members' per-head streams (each as beats_of encodes it):
+// member 0's header with flags bit 5 and G, q_0, then each further member's (m, S) beat and q,
+// then member 0's rest (tags, bank, rows).
+template <class H, class Encode>
+std::vector<StreamBeat> pass_beats(const std::vector<H>& m, bool last, Encode beats_of) {
+  const std::vector<StreamBeat> b0 = beats_of(m[0], last);
+  const int G = int(m.size());
+  std::vector<StreamBeat> out(b0.begin(), b0.begin() + 14);
+  out[0].data |= uint64_t(model::kAttentionFlagShared) << 24;
+  out[1].data |= uint64_t(G) << 40;
+  for (int g = 1; g < G; ++g) {
+    const std::vector<StreamBeat> bg = beats_of(m[size_t(g)], last);
+    out.push_back({model::encode_attention_member(m[size_t(g)].p.m, uint32_t(m[size_t(g)].p.shift)), false});
+    out.insert(out.end(), bg.begin() + 2, bg.begin() + 14);
+  }
+  out.insert(out.end(), b0.begin() + 14, b0.end());
+  return out;
+}
+
+// Passes one after another as one transfer.
+template <class H, class Encode>
+std::vector<StreamBeat> pass_transfer(const std::vector<std::vector<H>>& passes, Encode beats_of) {
+  std::vector<StreamBeat> out;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const auto b = pass_beats(passes[i], i + 1 == passes.size(), beats_of);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+template <class H>
+std::vector<H> flat(const std::vector<std::vector<H>>& passes) {
+  std::vector<H> out;
+  for (const auto& p : passes) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// Every KV format the unit reads, G = 2..4 members, T = 1 .. 512 (TIP and INT4 past it): each
+// member's result is its per-head golden's (the same function as for one pass per head), in
+// member order, on both lanes; a pass counts as one unit and its rows once.
+TEST(AttentionUnitShared, EveryFormatAndGroupEqualsThePerHeadGolden) {
+  std::mt19937 rng(20261208);
+  for (const int G : {2, 3, 4}) {
+    SCOPED_TRACE(G);
+    const std::vector<int> Ts = {1, 7, 64, 512};
+    uint64_t rows = 0;
+    for (int T : Ts) rows += 2 * uint64_t(T);
+    {  // two-phase, both modes
+      bitsim::hw::FreshSimContext ctx;
+      Bench b(shared(AttentionUnitConfig{}, 4));
+      std::vector<std::vector<Head>> p0, p1;
+      for (int T : Ts) {
+        p0.push_back(group_of(random_head(T, rng, false), G, rng));
+        p1.push_back(group_of(random_head(T, rng, true, 12), G, rng));
+      }
+      ASSERT_TRUE(b.run_both_lanes(pass_transfer(p0, head_beats), pass_transfer(p1, head_beats)));
+      expect_beats_eq(b.sink[0]->beats, expected_beats(flat(p0)));
+      expect_beats_eq(b.sink[1]->beats, expected_beats(flat(p1)));
+      for (int l = 0; l < 2; ++l) {
+        EXPECT_EQ(b.engine.stats(l).units, Ts.size());
+        EXPECT_EQ(b.engine.stats(l).rows, rows);
+        EXPECT_EQ(b.engine.stats(l).errors, 0u);
+      }
+      EXPECT_EQ(b.engine.multiplies(0), uint64_t(G) * rows / 2);  // one weight per member per V row
+    }
+    {  // online-softmax, int8 rows
+      bitsim::hw::FreshSimContext ctx;
+      Bench b(shared(online_config(), G));
+      std::vector<std::vector<Head>> p0, p1;
+      for (int T : Ts) {
+        p0.push_back(group_of(random_head(T, rng, false), G, rng));
+        p1.push_back(group_of(random_head(T, rng, false, 12), G, rng));
+      }
+      ASSERT_TRUE(b.run_both_lanes(pass_transfer(p0, online_head_beats), pass_transfer(p1, online_head_beats)));
+      expect_beats_eq(b.sink[0]->beats, online_expected(flat(p0)));
+      expect_beats_eq(b.sink[1]->beats, online_expected(flat(p1)));
+    }
+    {  // INT4 rows, 0 and 5 outlier lanes, past 512
+      bitsim::hw::FreshSimContext ctx;
+      Bench b(shared(int4_config(), 4));
+      std::vector<std::vector<int4_test::Int4Head>> p0, p1;
+      for (int T : {1, 7, 600}) {
+        p0.push_back(group_of(int4_test::random_int4_head(T, 0, rng), G, rng));
+        p1.push_back(group_of(int4_test::random_int4_head(T, 5, rng), G, rng));
+      }
+      ASSERT_TRUE(b.run_both_lanes(pass_transfer(p0, int4_head_beats), pass_transfer(p1, int4_head_beats)));
+      expect_beats_eq(b.sink[0]->beats, int4_expected(flat(p0)));
+      expect_beats_eq(b.sink[1]->beats, int4_expected(flat(p1)));
+    }
+    {  // TIP rows at mixed tiers: each member's masses after its result
+      bitsim::hw::FreshSimContext ctx;
+      Bench b(shared(tip_config(), 4));
+      std::vector<std::vector<tip_test::TipHead>> p0, p1;
+      p0.push_back(group_of(tip_test::random_tip_head(70, 4, 8, rng), G, rng));
+      p0.push_back(group_of(tip_test::random_tip_head(1, 8, 4, rng), G, rng));
+      p1.push_back(group_of(tip_test::random_tip_head(600, 4, 4, rng), G, rng));
+      ASSERT_TRUE(b.run_both_lanes(pass_transfer(p0, tip_head_beats), pass_transfer(p1, tip_head_beats)));
+      expect_beats_eq(b.sink[0]->beats, tip_expected(flat(p0)));
+      expect_beats_eq(b.sink[1]->beats, tip_expected(flat(p1)));
+    }
+  }
+}
+
+// A pass of N = 2 + 12 + 13 (G - 1) + 24 T beats (the two-phase unit, drain 4) has its last V
+// beat taken at edge N, and its G x 49 result beats popped at N + drain + 1 + j; the same
+// rows cost one pass per head G x (14 + 24 T) beats and G - 1 result-bank waits.
+TEST(AttentionUnitShared, CyclesHandWorked) {
+  for (const int G : {2, 4}) {
+    for (const int T : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << "G " << G << " T " << T);
+      bitsim::hw::FreshSimContext ctx;
+      AttentionUnitConfig cfg = shared(AttentionUnitConfig{}, G);
+      cfg.drain = 4;
+      Bench b(cfg);
+      std::mt19937 rng(uint32_t(31 * G + T));
+      const std::vector<std::vector<Head>> passes = {group_of(random_head(T, rng, false), G, rng)};
+      b.src[0]->append(pass_transfer(passes, head_beats));
+      ASSERT_TRUE(b.run_tlasts(0, 1));
+      expect_beats_eq(b.sink[0]->beats, expected_beats(flat(passes)));
+      const uint64_t N = 2 + 12 + 13 * uint64_t(G - 1) + 24 * uint64_t(T);
+      ASSERT_EQ(b.sink[0]->pop_cycle.size(), 49u * uint64_t(G));
+      for (uint64_t j = 0; j < 49u * uint64_t(G); ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + 4 + j + 1) << j;
+      EXPECT_EQ(b.engine.stats(0).busy_cycles, N + 4 + 49 * uint64_t(G) - 1);
+      EXPECT_EQ(b.engine.stats(0).stall_cycles, 0u);
+    }
+  }
+}
+
+// A pass to the per-head unit, a head to the shared-stream unit, a G above the unit's
+// attention.gqa_group: variant mismatch; G outside 2..8 with flags bit 5, a member beat with
+// reserved bits or an m wider than 18 bits: the header's errors.
+TEST(AttentionUnitShared, VariantMismatchGroupTooLargeAndBadMemberBeat) {
+  std::mt19937 rng(83);
+  const std::vector<std::vector<Head>> passes = {group_of(random_head(2, rng, false), 4, rng)};
+  const auto good = pass_transfer(passes, head_beats);
+  const std::vector<HeadErrorCase> cases = {
+      {"a pass to the per-head unit", AttentionUnitConfig{}, AttentionError::VariantMismatch, {}},
+      {"G = 4 to a unit built for 3", shared(AttentionUnitConfig{}, 3), AttentionError::VariantMismatch, {}},
+      {"a head to the shared-stream unit", shared(AttentionUnitConfig{}), AttentionError::VariantMismatch,
+       [](auto& s) { s[0].data &= ~(uint64_t(model::kAttentionFlagShared) << 24); s[1].data &= ~(0xFull << 40); }},
+      {"G = 1 with flags bit 5", shared(AttentionUnitConfig{}), AttentionError::ReservedBits,
+       [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 40)) | (1ull << 40); }},
+      {"G = 9", shared(AttentionUnitConfig{}, 8), AttentionError::ReservedBits,
+       [](auto& s) { s[1].data = (s[1].data & ~(0xFull << 40)) | (9ull << 40); }},
+      {"a member beat's reserved bit", shared(AttentionUnitConfig{}), AttentionError::ReservedBits,
+       [](auto& s) { s[14].data |= 1ull << 40; }},
+      {"a member's m wider than 18 bits", shared(AttentionUnitConfig{}), AttentionError::MultiplierTooWide,
+       [](auto& s) { s[27].data |= 1ull << 18; }},
+  };
+  expect_head_errors(good, cases);
+}
+
+// The fast face on a transfer of passes (INT4 and two-phase) gives the clocked unit's result
+// bytes; its key names each pass's G.
+TEST(AttentionUnitShared, FastFaceEqualsTheClockedUnit) {
+  std::mt19937 rng(20261209);
+  auto fast_of = [](const AttentionUnitConfig& cfg, const std::vector<StreamBeat>& beats, std::string* key,
+                    std::vector<uint8_t>* out) {
+    std::vector<uint8_t> bytes(beats.size() * 8);
+    for (size_t i = 0; i < beats.size(); ++i) std::memcpy(bytes.data() + 8 * i, &beats[i].data, 8);
+    PagedMemory mem(uint64_t(1) << 24);
+    mem.write(0x1000, bytes.data(), bytes.size());
+    fast::Workers workers(1);
+    FastEngineContext ctx{mem, workers, false, {}};
+    return AttentionFastEngine(cfg).compute(ctx, {{0x1000, uint32_t(bytes.size())}}, *key, *out);
+  };
+  auto clocked_of = [](const AttentionUnitConfig& cfg, const std::vector<StreamBeat>& beats) {
+    bitsim::hw::FreshSimContext ctx;
+    Bench b(cfg);
+    b.src[0]->append(beats);
+    EXPECT_TRUE(b.run_tlasts(0, 1));
+    std::vector<uint8_t> r(b.sink[0]->beats.size() * 8);
+    for (size_t i = 0; i < b.sink[0]->beats.size(); ++i) std::memcpy(r.data() + 8 * i, &b.sink[0]->beats[i].data, 8);
+    return r;
+  };
+  {
+    const std::vector<std::vector<Head>> passes = {group_of(random_head(5, rng, false), 4, rng),
+                                                   group_of(random_head(9, rng, false), 4, rng)};
+    const auto beats = pass_transfer(passes, head_beats);
+    std::string key;
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(fast_of(shared(AttentionUnitConfig{}), beats, &key, &got));
+    EXPECT_EQ(got, clocked_of(shared(AttentionUnitConfig{}), beats));
+    EXPECT_EQ(key, "g4,h5,32,0;g4,h9,33,0;");
+    std::string k2;
+    std::vector<uint8_t> r2;
+    EXPECT_FALSE(fast_of(AttentionUnitConfig{}, beats, &k2, &r2));              // the per-head unit's error
+    EXPECT_FALSE(fast_of(shared(AttentionUnitConfig{}, 3), beats, &k2, &r2));  // G above the unit's
+  }
+  {
+    const std::vector<std::vector<int4_test::Int4Head>> passes = {
+        group_of(int4_test::random_int4_head(33, 2, rng), 2, rng)};
+    const auto beats = pass_transfer(passes, int4_head_beats);
+    std::string key;
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(fast_of(shared(int4_config()), beats, &key, &got));
+    EXPECT_EQ(got, clocked_of(shared(int4_config()), beats));
+  }
+}
+
 // ---- Speed -----------------------------------------------------------------------------
 
 TEST(AttentionUnit, SimulationSpeedT512) {

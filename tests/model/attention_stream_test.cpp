@@ -199,6 +199,57 @@ TEST(AttentionStream, WalkerReadsTipTagsAndSizesEachRowAtItsTier) {
   EXPECT_TRUE(lay.tiers.empty());
 }
 
+// A shared-stream pass (flags bit 5, beat 1 bits 43:40 = G; docs/variants-attention.md 9):
+// member 0's m and S in the header, q_0, then per further member a beat of (m, S) and its q;
+// the rows once. The walker reads each member's (m, S) and sizes the pass.
+TEST(AttentionStream, SharedStreamPassHeaderMembersAndSize) {
+  AttentionHeadHeader t;
+  t.T = 5;
+  t.m = 1000;
+  t.shift = 24;
+  t.group = 3;
+  t.last = true;
+  const auto good = encode_attention_header(t);
+  EXPECT_EQ((good[0] >> 24) & 0xFF, 0x21u);
+  EXPECT_EQ((good[1] >> 40) & 0xF, 3u);
+  AttentionHeadHeader h;
+  ASSERT_EQ(parse_attention_header(good[0], good[1], &h), AttentionError::None);
+  EXPECT_EQ(h.group, 3u);
+  for (uint64_t G : {0ull, 1ull, 9ull, 15ull})
+    EXPECT_EQ(parse_attention_header(good[0], (good[1] & ~(0xFull << 40)) | (G << 40), &h), AttentionError::ReservedBits)
+        << "G " << G;
+  EXPECT_EQ(parse_attention_header(good[0], good[1] | (1ull << 44), &h), AttentionError::ReservedBits);  // 63:44
+  // 16 + 96 + 2 x (8 + 96) header and queries, then 5 K and 5 V rows.
+  EXPECT_EQ(attention_header_q_bytes(3), 320u);
+  EXPECT_EQ(attention_head_bytes(t), 320u + 10u * 96);
+  std::vector<uint8_t> s(attention_head_bytes(t), 0);
+  write_attention_header(t, s.data());
+  const uint64_t m1 = encode_attention_member(2000, 30), m2 = encode_attention_member(3000, 63);
+  std::memcpy(s.data() + 112, &m1, 8);
+  std::memcpy(s.data() + 216, &m2, 8);
+  HeadLayout lay;
+  ASSERT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::None);
+  EXPECT_EQ(lay.bytes, s.size());
+  ASSERT_EQ(lay.members.size(), 3u);
+  EXPECT_EQ(lay.members[0], (std::array<uint32_t, 2>{1000, 24}));
+  EXPECT_EQ(lay.members[1], (std::array<uint32_t, 2>{2000, 30}));
+  EXPECT_EQ(lay.members[2], (std::array<uint32_t, 2>{3000, 63}));
+  EXPECT_EQ(next_head(s.data(), 319, &lay), AttentionError::Truncated);  // the queries cut
+  // A member beat's m wider than 18 bits, or its reserved bits.
+  uint32_t m = 0, sh = 0;
+  EXPECT_EQ(parse_attention_member(encode_attention_member(1u << 18, 0), &m, &sh), AttentionError::MultiplierTooWide);
+  EXPECT_EQ(parse_attention_member(encode_attention_member(5, 64), &m, &sh), AttentionError::ReservedBits);
+  EXPECT_EQ(parse_attention_member(m1 | (1ull << 63), &m, &sh), AttentionError::ReservedBits);
+  const uint64_t bad = m2 | (1ull << 20);
+  std::memcpy(s.data() + 216, &bad, 8);
+  EXPECT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::MultiplierTooWide);
+  // Per head (G = 1): no member fields, the sizes as before.
+  AttentionHeadHeader one;
+  one.T = 5;
+  EXPECT_EQ(attention_head_bytes(one), attention_head_bytes(5));
+  EXPECT_EQ(attention_header_q_bytes(1), kAttentionHeaderQBytes);
+}
+
 TEST(AttentionStream, ErrorNames) {
   EXPECT_STREQ(attention_error_name(AttentionError::None), "ok");
   EXPECT_STREQ(attention_error_name(AttentionError::BadLength), "context length T out of range");

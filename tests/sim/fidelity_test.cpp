@@ -337,6 +337,82 @@ TEST(Fidelity, Tiny2b4tBitExactOnBothFidelities) {
     EXPECT_EQ(int64_t(relu2[1].tokens[i].timing.cpu_ps) - int64_t(silu[1].tokens[i].timing.cpu_ps), per_token) << i;
 }
 
+// The shared-stream unit (attention.gqa = shared-stream, docs/variants-attention.md 9) on
+// synthetic:tiny-gqa in every attention variant and KV format it reads (TIP with regions
+// leaving its window), decode and prefill in chunks of 4: both fidelities give the same time,
+// bytes and DMA starts for every token, every token's logits are the golden reference's bit
+// for bit (the per-head golden: the same function) and the per-head unit's, and the attention
+// takes fewer bytes and less time than one pass per query head.
+TEST(Fidelity, TinyGqaSharedStreamEveryKvFormat) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"attention.variant=two-phase"},
+      {"attention.variant=two-phase", "prefill.tokens_per_pass=4"},
+      {"attention.variant=online-softmax"},
+      {"attention.variant=online-softmax", "kv.format=int4", "kv.outlier_channels=4", "prefill.tokens_per_pass=4"},
+      {"attention.variant=online-softmax", "kv.format=tip", "kv.tip.region=16", "kv.tip.sink=0", "kv.tip.recent=16",
+       "kv.tip.kvq8_regions=1", "kv.tip.lane_regions=1"},
+  };
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.back());
+    std::vector<BoardRunResult> res;
+    for (const std::string gqa : {"shared-stream", "per-head"})
+      for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast}) {
+        if (gqa == "per-head" && f == Fidelity::kCycle) continue;  // per head: fast alone, for the figures
+        BoardRunRequest r{RunRequest{}, board_params()};
+        r.run.model = "synthetic:tiny-gqa";
+        r.run.prompt = "Grouped heads share";
+        r.run.tokens = v.back().find("tip") != std::string::npos ? 36 : 4;  // TIP: regions leave at 31
+        r.fidelity = f;
+        for (const auto& s : v) r.params.set(s, "test");
+        r.params.set("attention.gqa=" + gqa, "test");
+        res.push_back(run_board(std::move(r)));
+      }
+    ASSERT_EQ(res.size(), 3u);
+    for (const BoardRunResult& x : res) {
+      EXPECT_TRUE(x.checked && x.all_equal) << x.mismatch;
+      for (const auto& t : x.tokens)  // a prefill position without its lm_head has no logits
+        EXPECT_TRUE(t.logits_equal.value_or(!t.has_logits)) << "token " << t.index;
+    }
+    ASSERT_EQ(res[0].tokens.size(), res[1].tokens.size());
+    ASSERT_EQ(res[0].tokens.size(), res[2].tokens.size());
+    for (size_t i = 0; i < res[0].tokens.size(); ++i) {
+      const host::TokenTiming &a = res[0].tokens[i].timing, &b = res[1].tokens[i].timing, &ph = res[2].tokens[i].timing;
+      EXPECT_EQ(a.total_ps(), b.total_ps()) << i;
+      EXPECT_EQ(a.attention_ps, b.attention_ps) << i;
+      EXPECT_EQ(a.bytes_read, b.bytes_read) << i;
+      EXPECT_EQ(a.dma_transfers, b.dma_transfers) << i;
+      EXPECT_EQ(res[0].tokens[i].logits_digest, res[1].tokens[i].logits_digest) << i;
+      EXPECT_EQ(res[0].tokens[i].logits_digest, res[2].tokens[i].logits_digest) << i;
+      EXPECT_LT(a.attention_bytes, ph.attention_bytes) << i;
+      EXPECT_LT(a.attention_ps, ph.attention_ps) << i;
+    }
+  }
+}
+
+// attention.gqa = shared-stream is refused before anything runs, naming the keys, on a model
+// without groups (num_key_value_heads = num_attention_heads) and with a G above the unit's.
+TEST(Fidelity, SharedStreamRefusesWhatTheUnitCannotTake) {
+  auto refusal = [](const std::string& model, const std::vector<std::string>& sets) {
+    BoardRunRequest r{RunRequest{}, board_params()};
+    r.run.model = model;
+    r.run.prompt = "x";
+    r.run.tokens = 1;
+    r.fidelity = Fidelity::kFast;
+    for (const auto& s : sets) r.params.set(s, "test");
+    try {
+      (void)run_board(std::move(r));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  const std::string mha = refusal("synthetic:tiny", {"attention.gqa=shared-stream"});
+  EXPECT_NE(mha.find("attention.gqa = shared-stream"), std::string::npos) << mha;
+  EXPECT_NE(mha.find("num_key_value_heads = num_attention_heads"), std::string::npos) << mha;
+  const std::string big = refusal("synthetic:bitnet-large-gqa4", {"attention.gqa=shared-stream", "attention.gqa_group=2"});
+  EXPECT_NE(big.find("attention.gqa_group = 2"), std::string::npos) << big;
+}
+
 TEST(Fidelity, BitnetLargeTwoTokensIdentical) {
   model::SyntheticSource src(model::Shape::BitnetLarge, 0x5EED);
   const auto m = model::load_ternary_model(src, 2);

@@ -231,5 +231,28 @@ TEST(PrefillRun, GroupedQueryChunksAreTheP1Run) {
   }
 }
 
+// The shared-stream unit (attention.gqa = shared-stream) on synthetic:tiny-gqa: prefill in
+// chunks of 4 gives the P = 1 run's K/V areas, logits and ids (each position's passes after
+// the chunk's K/V), every token checked against the golden reference, in every KV format.
+TEST(PrefillRun, SharedStreamChunksAreTheP1Run) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"attention.gqa=shared-stream", "attention.variant=two-phase"},
+      {"attention.gqa=shared-stream", "attention.variant=online-softmax"},
+      {"attention.gqa=shared-stream", "attention.variant=online-softmax", "kv.format=int4", "kv.outlier_channels=4"},
+      {"attention.gqa=shared-stream", "attention.variant=online-softmax", "kv.format=tip"},
+  };
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.back());
+    const PrefillOutcome one = run(1, v, Fidelity::kFast, "Grouped heads", 3, 0, "synthetic:tiny-gqa");
+    const PrefillOutcome p = run(4, v, Fidelity::kFast, "Grouped heads", 3, 0, "synthetic:tiny-gqa");
+    expect_checked(one.res);
+    expect_checked(p.res);
+    EXPECT_FALSE(p.kv.empty());
+    EXPECT_EQ(p.kv, one.kv);
+    EXPECT_EQ(digests(p.res, true), digests(one.res, true));
+    EXPECT_EQ(generated_ids(p.res), generated_ids(one.res));
+  }
+}
+
 }  // namespace
 }  // namespace bitsim::sim

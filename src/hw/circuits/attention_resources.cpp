@@ -168,6 +168,32 @@ void add_online_tip_unit(std::vector<AttentionResourceRow>& rows) {
   rows.push_back(lut_row("region masses (on the sum's and normalizer's multipliers)", 1, 32 + 26 + 62 + 20 + 20));
 }
 
+// The shared-stream unit (docs/variants-attention.md 9): every operator of the per-head unit
+// once per member (G of them a lane) except those that work on the streamed row alone (the
+// outlier lanes' decode to 12-bit K, the KVQ8 K operand select, the tier tags), which the
+// members share. The lanes' shared exponent (the board's one m multiplier, EXP read and
+// interpolation) becomes one per member per lane: a row's G weights are all needed at its
+// first V beat (online: the clock after its last K beat), so none waits for another. Then
+// the result select: a G:1 mux of each 64-bit result beat onto the stream.
+void add_shared_stream(std::vector<AttentionResourceRow>& rows, int G) {
+  for (AttentionResourceRow& row : rows) {
+    if (row.name == "outlier lane -> 12-bit K" || row.name == "KVQ8 K operand select" ||
+        row.name == "tier tags and row length")
+      continue;  // the streamed row's: once a lane
+    const int n = row.per_lane > 0 ? G : G * model::kLanes;
+    if (row.per_lane == 0) {
+      row.per_lane = G;
+      row.name += " (one per member, per lane)";
+    } else {
+      row.per_lane *= G;
+    }
+    row.dsp *= n;
+    row.bram36 *= n;
+    if (row.lut) *row.lut *= n;
+  }
+  rows.push_back(lut_row(fmt::format("result select ({} members onto the stream, 64 bits)", G), 1, shifter_lut(64, G)));
+}
+
 }  // namespace
 
 AttentionResources attention_resources(const AttentionUnitConfig& c) {
@@ -180,6 +206,7 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
     add_online_int8_unit(r.rows);
   else
     add_online_int4_unit(r.rows);
+  if (c.shared_stream()) add_shared_stream(r.rows, c.gqa_group);
   r.lut_complete = true;
   for (const auto& row : r.rows) {
     r.dsp += row.dsp;

@@ -35,7 +35,8 @@ struct AttentionResources {
 // The unit the config builds (attention.variant, kv.format; the INT4 unit takes the number
 // of outlier lanes, 0..8, from its header, so kv.outlier_channels changes nothing here; the
 // TIP unit takes L and R from its header, so kv.tip.* change nothing here either: it is
-// sized for R = 16 at T = 2,048, 128 regions).
+// sized for R = 16 at T = 2,048, 128 regions). attention.gqa = shared-stream: the unit built for
+// G = attention.gqa_group members a lane (docs/variants-attention.md 9).
 AttentionResources attention_resources(const AttentionUnitConfig& config);
 
 }  // namespace bitsim::hw

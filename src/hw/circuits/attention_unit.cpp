@@ -36,8 +36,8 @@ EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const st
 
 AttentionUnit::AttentionUnit(sc_core::sc_module_name name, Clock& clock, const AttentionUnitConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [kind = config.kind(), int4 = config.int4(), tip = config.tip_rows()] {
-                    return std::make_unique<AttentionDatapath>(kind, int4, tip);
+                  [kind = config.kind(), int4 = config.int4(), tip = config.tip_rows(), group = config.group()] {
+                    return std::make_unique<AttentionDatapath>(kind, int4, tip, group);
                   }),
       config_(config) {}
 
@@ -48,10 +48,12 @@ uint64_t AttentionUnit::multiplies(int lane) const {
 // ---- AttentionDatapath ---------------------------------------------------------------------
 
 uint32_t AttentionDatapath::queue_entries(int result_delay) const {
-  // A head's result beats, then (as in the matmul engine) at most two items per edge while
-  // they wait: the bank is loaded only into an empty queue. TIP: the masses after the result.
-  return uint32_t(model::kAttentionResultBeats) + (tip_ ? uint32_t(model::tip_mass_beats(model::kTipMaxRegions)) : 0u) +
-         2u * uint32_t(result_delay + 2) + 8u;
+  // A pass's result beats (G heads'), then (as in the matmul engine) at most two items per
+  // edge while they wait: the bank is loaded only into an empty queue. TIP: the masses after
+  // each result.
+  const uint32_t head = uint32_t(model::kAttentionResultBeats) +
+                        (tip_ ? uint32_t(model::tip_mass_beats(model::kTipMaxRegions)) : 0u);
+  return uint32_t(group_max_) * head + 2u * uint32_t(result_delay + 2) + 8u;
 }
 
 uint32_t AttentionDatapath::room_for_next_beat(uint32_t capacity) const {
@@ -71,6 +73,7 @@ void AttentionDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) 
     }
     case Phase::Header1: return header1(lane, b, c);
     case Phase::Q: return q_beat(b);
+    case Phase::Member: return member_beat(lane, b, c);
     case Phase::Tags: return tip_tag_beat(lane, b, c);
     case Phase::Bank: return int4_bank_beat(lane, b, c);
     case Phase::K: return int4_ || tip_ ? wide_k_beat(lane, b) : k_beat(lane, b);
@@ -82,56 +85,86 @@ void AttentionDatapath::take(EngineLane& lane, const StreamBeat& b, uint64_t c) 
 void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   const AttentionError e = model::parse_attention_header(header0_, b.data, &h_);
   if (e != AttentionError::None) return fail(lane, e, -1, b.last, c);
-  if (h_.online != online_ || (h_.online && h_.legacy) || h_.int4 != int4_ || h_.tip != tip_)
+  if (h_.online != online_ || (h_.online && h_.legacy) || h_.int4 != int4_ || h_.tip != tip_ ||
+      (h_.group > 1) != (group_max_ > 1) || int(h_.group) > group_max_)
     return fail(lane, AttentionError::VariantMismatch, -1, b.last, c);
   if (int4_) int4_st_ = model::kv_storage(model::KvFormat::Int4, int(h_.outliers));
   T_ = int(h_.T);
+  G_ = int(h_.group);
+  members_[0].m = h_.m;
+  members_[0].shift = h_.shift;
+  qm_ = 0;
   beat_ = 0;
   t_ = 0;
   phase_ = Phase::Q;
 }
 
 void AttentionDatapath::q_beat(const StreamBeat& b) {
-  if (!collect_beat(q_.data(), &beat_, kAttentionRowBeats, b.data)) return;
-  s_cur_ = 0;
+  Member& mb = members_[size_t(qm_)];
+  if (!collect_beat(mb.q.data(), &beat_, kAttentionRowBeats, b.data)) return;
+  mb.s_cur = 0;
+  if (++qm_ < G_) {
+    phase_ = Phase::Member;
+    return;
+  }
   phase_ = tip_ ? Phase::Tags : int4_ ? Phase::Bank : Phase::K;
+}
+
+// A shared-stream pass: member qm_'s (m, S) before its q.
+void AttentionDatapath::member_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
+  Member& mb = members_[size_t(qm_)];
+  const AttentionError e = model::parse_attention_member(b.data, &mb.m, &mb.shift);
+  if (e != AttentionError::None) return fail(lane, e, -1, b.last, c);
+  phase_ = Phase::Q;
 }
 
 void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b) {
   int8_t k[8];
   std::memcpy(k, &b.data, 8);
-  const int8_t* q = q_.data() + 8 * beat_;
-  int32_t s = s_cur_;
-  for (int i = 0; i < 8; ++i) s += int32_t(q[i]) * int32_t(k[i]);  // 8 MACs
-  s_cur_ = s;
+  for (int g = 0; g < G_; ++g) {  // each member's 8 MACs, the same K beat
+    Member& mb = members_[size_t(g)];
+    const int8_t* q = mb.q.data() + 8 * beat_;
+    int32_t s = mb.s_cur;
+    for (int i = 0; i < 8; ++i) s += int32_t(q[i]) * int32_t(k[i]);  // 8 MACs
+    mb.s_cur = s;
+  }
   if (++beat_ == kAttentionRowBeats && online_) return online_k_done(lane);
   if (beat_ == kAttentionRowBeats) {
-    s_[size_t(t_)] = s;
-    s_max_ = t_ == 0 ? s : std::max(s_max_, s);
-    s_cur_ = 0;
+    for (int g = 0; g < G_; ++g) {
+      Member& mb = members_[size_t(g)];
+      mb.s[size_t(t_)] = mb.s_cur;
+      mb.s_max = t_ == 0 ? mb.s_cur : std::max(mb.s_max, mb.s_cur);
+      mb.s_cur = 0;
+    }
     beat_ = 0;
     lane.row_done();
     if (++t_ == T_) {
       t_ = 0;
-      sum_ = 0;
-      acc_.fill(0);
+      for (int g = 0; g < G_; ++g) {
+        members_[size_t(g)].sum = 0;
+        members_[size_t(g)].acc.fill(0);
+      }
       phase_ = Phase::V;
     }
   }
 }
 
 void AttentionDatapath::v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
-  if (beat_ == 0) {
-    // p_t from the shared multiplier (or the legacy shift) and the EXP ROM.
-    p_ = int32_t(num::attention_weight(uint32_t(int64_t(s_max_) - s_[size_t(t_)]), h_.m, int(h_.shift), h_.legacy));
-    multiplies_ += h_.legacy ? 0 : 1;
-    sum_ += uint32_t(p_);
-  }
   int8_t v[8];
   std::memcpy(v, &b.data, 8);
-  int32_t* acc = acc_.data() + 8 * beat_;
-  const int32_t p = p_;
-  for (int i = 0; i < 8; ++i) acc[i] += p * int32_t(v[i]);  // 8 MACs
+  for (int g = 0; g < G_; ++g) {
+    Member& mb = members_[size_t(g)];
+    if (beat_ == 0) {
+      // p_t from the member's m multiplier (or the legacy shift) and the EXP ROM.
+      mb.p = int32_t(num::attention_weight(uint32_t(int64_t(mb.s_max) - mb.s[size_t(t_)]), mb.m, int(mb.shift),
+                                           h_.legacy));
+      multiplies_ += h_.legacy ? 0 : 1;
+      mb.sum += uint32_t(mb.p);
+    }
+    int32_t* acc = mb.acc.data() + 8 * beat_;
+    const int32_t p = mb.p;
+    for (int i = 0; i < 8; ++i) acc[i] += p * int32_t(v[i]);  // 8 MACs
+  }
   if (++beat_ == kAttentionRowBeats) {
     beat_ = 0;
     lane.row_done();
@@ -139,44 +172,50 @@ void AttentionDatapath::v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c
   }
 }
 
-// Online: s_t is complete. p for row t, and alpha when the maximum grows.
+// Online: s_t is complete (for every member). p for row t, and alpha when the maximum grows.
 void AttentionDatapath::online_k_done(EngineLane& lane) {
-  const int32_t s = s_cur_;
-  s_cur_ = 0;
   beat_ = 0;
   lane.row_done();
-  rescale_ = false;
-  if (t_ == 0) {
-    s_max_ = s;
-    sum_ = 0;
-    acc_.fill(0);
-    p_ = num::exp_table()[0];
-  } else if (s <= s_max_) {
-    p_ = num::exp_interp(num::online_index8(uint32_t(int64_t(s_max_) - s), h_.m, int(h_.shift)));
-    ++multiplies_;
-  } else {
-    alpha_ = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - s_max_), h_.m, int(h_.shift)));
-    ++multiplies_;
-    rescale_ = true;
-    s_max_ = s;
-    p_ = num::exp_table()[0];
+  for (int g = 0; g < G_; ++g) {
+    Member& mb = members_[size_t(g)];
+    const int32_t s = mb.s_cur;
+    mb.s_cur = 0;
+    mb.rescale = false;
+    if (t_ == 0) {
+      mb.s_max = s;
+      mb.sum = 0;
+      mb.acc.fill(0);
+      mb.p = num::exp_table()[0];
+    } else if (s <= mb.s_max) {
+      mb.p = num::exp_interp(num::online_index8(uint32_t(int64_t(mb.s_max) - s), mb.m, int(mb.shift)));
+      ++multiplies_;
+    } else {
+      mb.alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - mb.s_max), mb.m, int(mb.shift)));
+      ++multiplies_;
+      mb.rescale = true;
+      mb.s_max = s;
+      mb.p = num::exp_table()[0];
+    }
   }
   phase_ = Phase::V;
 }
 
 // Online: one V beat; the rescale of the beat's 8 accumulators and the p.V products in the
-// same clock.
+// same clock (each member's).
 void AttentionDatapath::online_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
-  if (beat_ == 0) {
-    if (rescale_) sum_ = uint32_t(num::online_rescale(sum_, alpha_));
-    sum_ += uint32_t(p_);
-  }
   int8_t v[8];
   std::memcpy(v, &b.data, 8);
-  int32_t* acc = acc_.data() + 8 * beat_;
-  for (int i = 0; i < 8; ++i) {
-    const int64_t a = rescale_ ? num::online_rescale(acc[i], alpha_) : acc[i];
-    acc[i] = int32_t(a + int64_t(p_) * v[i]);
+  for (int g = 0; g < G_; ++g) {
+    Member& mb = members_[size_t(g)];
+    if (beat_ == 0) {
+      if (mb.rescale) mb.sum = uint32_t(num::online_rescale(mb.sum, mb.alpha));
+      mb.sum += uint32_t(mb.p);
+    }
+    int32_t* acc = mb.acc.data() + 8 * beat_;
+    for (int i = 0; i < 8; ++i) {
+      const int64_t a = mb.rescale ? num::online_rescale(acc[i], mb.alpha) : acc[i];
+      acc[i] = int32_t(a + int64_t(mb.p) * v[i]);
+    }
   }
   if (++beat_ == kAttentionRowBeats) online_v_row_done(lane, b.last, c);
 }
@@ -225,7 +264,8 @@ void AttentionDatapath::int4_bank_beat(EngineLane& lane, const StreamBeat& b, ui
 
 // INT4 and TIP: a K row's beats (INT4: 16 nibbles a beat, then the outlier lanes; TIP: at its
 // region's tier); the score at its last beat in the bank's fixed point sk_d / 16
-// (model::tip_k12: an INT4 row is a KVQ4 row, or a KVQ4+L row with n lanes).
+// (model::tip_k12: an INT4 row is a KVQ4 row, or a KVQ4+L row with n lanes). The row's 12-bit
+// K values are decoded once for every member.
 void AttentionDatapath::wide_k_beat(EngineLane& lane, const StreamBeat& b) {
   std::memcpy(row_.data() + size_t(beat_) * 8, &b.data, 8);
   if (++beat_ < row_beats()) return;
@@ -234,38 +274,47 @@ void AttentionDatapath::wide_k_beat(EngineLane& lane, const StreamBeat& b) {
                                                        : model::TipTier::Kvq4Lanes;
   int32_t k12[kHeadDim];
   model::tip_k12(row_.data(), tier, bank_, k12);
-  int32_t s = 0;
-  for (int d = 0; d < kHeadDim; ++d) s += int32_t(q_[size_t(d)]) * k12[d];
-  s_cur_ = s;
+  for (int g = 0; g < G_; ++g) {
+    Member& mb = members_[size_t(g)];
+    int32_t s = 0;
+    for (int d = 0; d < kHeadDim; ++d) s += int32_t(mb.q[size_t(d)]) * k12[d];
+    mb.s_cur = s;
+  }
+  const bool first = t_ == 0;
   online_k_done(lane);
-  if (t_ == 0) acc64_.fill(0);
+  if (first)
+    for (int g = 0; g < G_; ++g) members_[size_t(g)].acc64.fill(0);
 }
 
 // INT4 and TIP: a V row's beats; at its last (INT4: the scale beat) the rescale (acc, sum
 // and TIP's region part l), the row's accumulations (INT4 as a KVQ4 row: the group weights
-// times the nibbles), and at a TIP region's last row the latch of (l_r, m_r).
+// times the nibbles), and at a TIP region's last row the latch of (l_r, m_r); each member's.
 void AttentionDatapath::wide_v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   std::memcpy(row_.data() + size_t(beat_) * 8, &b.data, 8);
   if (++beat_ < row_beats()) return;
   const int R = 1 << h_.region_log2;
-  if (tip_ && t_ % R == 0) l_ = 0;
-  if (rescale_) {
-    sum_ = uint32_t(num::online_rescale(sum_, alpha_));
-    if (tip_) l_ = uint32_t(num::online_rescale(l_, alpha_));
-    for (auto& a : acc64_) a = model::kv_rescale(a, alpha_);
-  }
-  sum_ += uint32_t(p_);
-  if (tip_) l_ += uint32_t(p_);
-  model::tip_accumulate_v(row_.data(), tip_ ? tip_tier() : model::TipTier::Kvq4, sv_, uint32_t(p_), acc64_.data());
-  if (tip_ && (t_ % R == R - 1 || t_ + 1 == T_)) {
-    l_r_[size_t(t_ >> h_.region_log2)] = l_;
-    m_r_[size_t(t_ >> h_.region_log2)] = s_max_;
+  for (int g = 0; g < G_; ++g) {
+    Member& mb = members_[size_t(g)];
+    if (tip_ && t_ % R == 0) mb.l = 0;
+    if (mb.rescale) {
+      mb.sum = uint32_t(num::online_rescale(mb.sum, mb.alpha));
+      if (tip_) mb.l = uint32_t(num::online_rescale(mb.l, mb.alpha));
+      for (auto& a : mb.acc64) a = model::kv_rescale(a, mb.alpha);
+    }
+    mb.sum += uint32_t(mb.p);
+    if (tip_) mb.l += uint32_t(mb.p);
+    model::tip_accumulate_v(row_.data(), tip_ ? tip_tier() : model::TipTier::Kvq4, sv_, uint32_t(mb.p),
+                            mb.acc64.data());
+    if (tip_ && (t_ % R == R - 1 || t_ + 1 == T_)) {
+      mb.l_r[size_t(t_ >> h_.region_log2)] = mb.l;
+      mb.m_r[size_t(t_ >> h_.region_log2)] = mb.s_max;
+    }
   }
   online_v_row_done(lane, b.last, c);
 }
 
-// TIP: the region tag beats after q (docs/tip.md "Stream"); a tag 3, or a bit past the last
-// region, is the header's error (reserved bits).
+// TIP: the region tag beats after the queries (docs/tip.md "Stream"); a tag 3, or a bit past
+// the last region, is the header's error (reserved bits).
 void AttentionDatapath::tip_tag_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
   const int regions = model::tip_regions(T_, int(h_.region_log2));
   std::memcpy(tag_bytes_.data() + size_t(beat_) * 8, &b.data, 8);
@@ -277,33 +326,39 @@ void AttentionDatapath::tip_tag_beat(EngineLane& lane, const StreamBeat& b, uint
 }
 
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
-  // The result bank: acc_0..acc_95 two per beat, then sum and one zero word. The online unit
-  // normalizes first (o_d in place of acc_d) and queues them after its normalizer (INT4: after
-  // its last row's V accumulations too).
-  if (int4_ || tip_) model::kv_normalize(acc64_.data(), sum_, kHeadDim, acc_.data());
-  else if (online_) num::online_normalize(acc_.data(), sum_, kHeadDim, acc_.data());
+  // The result bank: per member, acc_0..acc_95 two per beat, then sum and one zero word. The
+  // online unit normalizes first (o_d in place of acc_d) and queues them after its normalizer
+  // (INT4: after its last row's V accumulations too); each member has its own normalizer, so
+  // the G results are ready at the same clock and leave member by member.
   // TIP: the last row's V tail only for a KVQ4(+L) row (a KVQ8 V beat accumulates as it
   // comes), then the masses one region a clock after the normalizer (docs/tip.md "Stream").
   const int regions = tip_ ? model::tip_regions(T_, int(h_.region_log2)) : 0;
   const bool tail = int4_ || (tip_ && tip_tiers_[size_t(regions - 1)] != model::TipTier::Kvq8);
   const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::kOnlineNormalizeCycles) : 0) +
                          (tail ? uint64_t(model::kKvInt4VTailCycles) : 0) + uint64_t(regions);
-  const bool last = h_.last && tlast;
-  for (int i = 0; i < kHeadDim / 2; ++i)
-    lane.queue(uint64_t(uint32_t(acc_[size_t(2 * i)])) | (uint64_t(uint32_t(acc_[size_t(2 * i + 1)])) << 32),
-               false, ready);
-  lane.queue(uint64_t(sum_), last && !tip_, ready);
-  if (tip_) {
-    uint64_t beat = 0;
-    for (int r = 0; r < regions; ++r) {
-      const uint32_t a = model::tip_region_mass(l_r_[size_t(r)], m_r_[size_t(r)], s_max_, sum_, h_.m, int(h_.shift));
-      beat |= uint64_t(a) << (16 * (r % 4));
-      if (r % 4 == 3 || r + 1 == regions) {
-        lane.queue(beat, last && r + 1 == regions, ready);
-        beat = 0;
+  const bool last_pass = h_.last && tlast;
+  for (int g = 0; g < G_; ++g) {
+    Member& mb = members_[size_t(g)];
+    const bool last = last_pass && g + 1 == G_;
+    if (int4_ || tip_) model::kv_normalize(mb.acc64.data(), mb.sum, kHeadDim, mb.acc.data());
+    else if (online_) num::online_normalize(mb.acc.data(), mb.sum, kHeadDim, mb.acc.data());
+    for (int i = 0; i < kHeadDim / 2; ++i)
+      lane.queue(uint64_t(uint32_t(mb.acc[size_t(2 * i)])) | (uint64_t(uint32_t(mb.acc[size_t(2 * i + 1)])) << 32),
+                 false, ready);
+    lane.queue(uint64_t(mb.sum), last && !tip_, ready);
+    if (tip_) {
+      uint64_t beat = 0;
+      for (int r = 0; r < regions; ++r) {
+        const uint32_t a =
+            model::tip_region_mass(mb.l_r[size_t(r)], mb.m_r[size_t(r)], mb.s_max, mb.sum, mb.m, int(mb.shift));
+        beat |= uint64_t(a) << (16 * (r % 4));
+        if (r % 4 == 3 || r + 1 == regions) {
+          lane.queue(beat, last && r + 1 == regions, ready);
+          beat = 0;
+        }
       }
+      multiplies_ += uint64_t(regions);
     }
-    multiplies_ += uint64_t(regions);
   }
   lane.unit_done();
   t_ = 0;

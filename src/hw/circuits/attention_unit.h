@@ -43,6 +43,9 @@ namespace bitsim::hw {
 using model::AttentionError;
 using model::attention_error_name;
 
+// attention.gqa's values (docs/variants-attention.md 9).
+inline constexpr const char* kAttentionGqaNames[] = {"per-head", "shared-stream"};
+
 // The shipped default is the board's attention unit as bitsim runs it (the board sets
 // reg_base); visit() gives each field's key, range, unit, evidence label and meaning
 // (base/config_field.h).
@@ -61,6 +64,9 @@ struct AttentionUnitConfig {
   std::string kv_format = "int8";     // the KV rows it reads: the board's int8, or the INT4
                                       // codec (docs/variants-attention.md 8; online-softmax only)
   int kv_outlier_channels = 0;        // int4: K channels kept as fp16 outlier lanes (0..8)
+  std::string gqa = "per-head";       // grouped-query attention: one pass per query head, or
+                                      // the shared-stream unit (docs/variants-attention.md 9)
+  int gqa_group = 4;                  // shared-stream: the G (query heads a pass) it is built for
   model::TipSettings tip;             // kv.format = tip: the precision tiers (docs/tip.md)
 
   template <typename Self, typename Visitor>
@@ -82,6 +88,14 @@ struct AttentionUnitConfig {
                                        Evidence::kSimulated,
                                        "kv.format = int4: the K channels with the largest calibration max|K| kept "
                                        "as fp16 outlier lanes (0..8; must be 0 with int8)"});
+    v(c.gqa, FieldInfo{"attention.gqa", 0, 0, "", Evidence::kSimulated,
+                       "grouped-query attention: per-head (one pass per query head, each streaming its group's "
+                       "K/V rows) or shared-stream (one pass of a K/V head's rows for the G query heads of its "
+                       "group, G score and V datapaths a lane; docs/variants-attention.md 9)",
+                       1, true, {kAttentionGqaNames[0], kAttentionGqaNames[1]}});
+    v(c.gqa_group, FieldInfo{"attention.gqa_group", 2, model::kAttentionMaxGroup, "query heads", Evidence::kSimulated,
+                             "attention.gqa = shared-stream: the largest G (query heads per K/V head) the unit is "
+                             "built for: its member datapaths per lane (resources follow it)"});
     v(c.tip.region, FieldInfo{"kv.tip.region", 16, 256, "positions", Evidence::kSimulated,
                               "kv.format = tip: positions per region, a power of two (docs/tip.md)"});
     v(c.tip.sink, FieldInfo{"kv.tip.sink", 0, model::kAttentionInt4MaxT, "positions", Evidence::kSimulated,
@@ -101,6 +115,9 @@ struct AttentionUnitConfig {
   model::KvFormat kv() const { return model::kv_format_of(kv_format); }
   bool int4() const { return kv() == model::KvFormat::Int4; }
   bool tip_rows() const { return kv() == model::KvFormat::Tip; }
+  bool shared_stream() const { return gqa == kAttentionGqaNames[1]; }
+  // The query heads a pass takes: 1 per head, the built G for the shared-stream unit.
+  int group() const { return shared_stream() ? gqa_group : 1; }
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const {
     check_engine_fields(*this, "attention", engine_reg::kLaneStride, who);
@@ -108,12 +125,16 @@ struct AttentionUnitConfig {
   }
 };
 
-// The attention arithmetic of one lane (CIRCUITS.md 3).
+// The attention arithmetic of one lane (CIRCUITS.md 3). Built for `group` query heads a pass
+// (1: one pass per head; 2..: the shared-stream unit of docs/variants-attention.md 9, whose G
+// members each have the per-head unit's registers and operators and take every K and V beat in
+// the same clock).
 class AttentionDatapath final : public LaneDatapath {
  public:
   explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false,
-                             bool tip = false)
-      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_), tip_(tip && online_ && !int4) {}
+                             bool tip = false, int group = 1)
+      : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_), tip_(tip && online_ && !int4),
+        group_max_(group), members_(size_t(group)) {}
   uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
   int error_row() const override;
@@ -124,9 +145,27 @@ class AttentionDatapath final : public LaneDatapath {
   uint64_t multiplies() const { return multiplies_; }
 
  private:
-  enum class Phase : uint8_t { Header0, Header1, Q, Tags, Bank, K, V };
+  enum class Phase : uint8_t { Header0, Header1, Q, Member, Tags, Bank, K, V };
+  // One query head's registers: its q, m and S, its score state, sum and accumulators (the
+  // per-head unit has one; the shared-stream unit one per member of the pass).
+  struct Member {
+    alignas(8) std::array<int8_t, model::kHeadDim> q{};
+    uint32_t m = 0, shift = 0;
+    int32_t s_cur = 0, s_max = 0, p = 0;
+    uint32_t sum = 0;
+    bool rescale = false;  // online: the current row grew the maximum (alpha applies)
+    uint32_t alpha = 0;    // online: the rescale factor of the current row
+    std::array<int32_t, model::kHeadDim> acc{};
+    std::array<int32_t, model::kAttentionMaxT> s{};  // two-phase: the score buffer
+    std::array<int64_t, model::kHeadDim> acc64{};     // INT4 and TIP: 60-bit accumulators
+    // TIP: the current region's part l of the sum and the register file of (l_r, m_r).
+    uint32_t l = 0;
+    std::array<uint32_t, model::kTipMaxRegions> l_r{};
+    std::array<int32_t, model::kTipMaxRegions> m_r{};
+  };
   void header1(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void q_beat(const StreamBeat& b);
+  void member_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void k_beat(EngineLane& lane, const StreamBeat& b);
   void v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c);
   void finish_head(EngineLane& lane, bool tlast, uint64_t c);
@@ -148,42 +187,35 @@ class AttentionDatapath final : public LaneDatapath {
   bool online_ = false;          // this lane's circuit is the online-softmax unit
   bool int4_ = false;            // online: the unit reads INT4 KV rows (kv.format = int4)
   bool tip_ = false;             // online: the unit reads TIP rows (kv.format = tip)
-  bool rescale_ = false;         // online: the current row grew the maximum (alpha applies)
-  uint32_t alpha_ = 0;           // online: the rescale factor of the current row
+  int group_max_ = 1;            // G the unit is built for (1: one pass per query head)
 
   Phase phase_ = Phase::Header0;
   uint64_t header0_ = 0;
   model::AttentionHeadHeader h_;
   int T_ = 0;
-  int beat_ = 0;  // beat within q or within the current row (0..11)
-  int t_ = 0;     // current K or V row
-  int32_t s_cur_ = 0, s_max_ = 0, p_ = 0;
-  uint32_t sum_ = 0;
-  uint64_t multiplies_ = 0;  // uses of the shared m multiplier (V rows outside legacy mode)
-  alignas(8) std::array<int8_t, model::kHeadDim> q_{};
-  std::array<int32_t, model::kHeadDim> acc_{};
-  std::array<int32_t, model::kAttentionMaxT> s_{};
-  // INT4: the head's row sizes, its bank, the row being collected, 60-bit accumulators.
+  int G_ = 1;      // the pass's members (the header's G)
+  int qm_ = 0;     // the member whose q is coming in
+  int beat_ = 0;   // beat within q or within the current row (0..11)
+  int t_ = 0;      // current K or V row
+  uint64_t multiplies_ = 0;  // uses of the m multipliers (V rows outside legacy mode)
+  std::vector<Member> members_;
+  // INT4: the head's row sizes, its bank, the row being collected.
   model::KvStorage int4_st_;
   std::array<uint8_t, 208> bank_bytes_{};
   model::KvInt4Bank bank_;
   std::array<uint8_t, 2 * model::kHeadDim> row_{};
-  std::array<int64_t, model::kHeadDim> acc64_{};
-  // TIP: the tag beats and the regions' tiers, the V scale, the current region's part l of the
-  // sum and the register file of (l_r, m_r).
+  // TIP: the tag beats and the regions' tiers, the V scale.
   std::array<uint8_t, model::tip_tag_beats(model::kTipMaxRegions) * model::kBeatBytes> tag_bytes_{};
   std::vector<model::TipTier> tip_tiers_;
   uint16_t sv_ = 0;
-  uint32_t l_ = 0;
-  std::array<uint32_t, model::kTipMaxRegions> l_r_{};
-  std::array<int32_t, model::kTipMaxRegions> m_r_{};
 };
 
 // The attention unit in fast fidelity (hw/fast/fast_engine.h): the chain's buffers as one stream,
 // walked head by head with model::next_head; each head's scores, weights and weighted sum by
 // the fast kernels of the unit's variant. A header for another variant is the clocked
 // unit's error (the batch runs on the clocked board). Key: "h{T},{flags},{outliers};" per head
-// (TIP: "h{T},{flags},{L},{log2 R},{tag beats in hex};").
+// (TIP: "h{T},{flags},{L},{log2 R},{tag beats in hex};"), "g{G}," before it for a shared-stream
+// pass (its G members computed one after the other against the same rows).
 class AttentionFastEngine final : public FastEngine {
  public:
   explicit AttentionFastEngine(const AttentionUnitConfig& config) : config_(config) {}
@@ -191,8 +223,9 @@ class AttentionFastEngine final : public FastEngine {
                std::vector<uint8_t>& results) const override;
 
  private:
-  // One head at s (its layout h) into the result bytes at `out` (kAttentionResultBytes).
-  bool head(const uint8_t* s, const model::HeadLayout& h, uint8_t* out, bool timing_only) const;
+  // One head at s (its layout h; of a shared-stream pass, its member `member`) into the
+  // result bytes at `out` (kAttentionResultBytes, TIP's masses after them).
+  bool head(const uint8_t* s, const model::HeadLayout& h, int member, uint8_t* out, bool timing_only) const;
   AttentionUnitConfig config_;
 };
 
