@@ -144,6 +144,7 @@ Measured measure_window(const sim::ParamSet& p, int first_context, int tokens) {
   r.energy_mj = energy.mj_per_token();
   r.avg_power_w = energy.avg_power_w();
   r.tokens_per_j = energy.tokens_per_j();
+  r.energy_evidence = sim::energy_evidence(account.config);
   return r;
 }
 

@@ -50,6 +50,7 @@ struct Measured {
   // Energy (docs/energy.md; simulated): mJ per token, the mean over the window (so that its
   // parts add up), the average power over the window's time, tokens per joule.
   double energy_mj = 0, avg_power_w = 0, tokens_per_j = 0;
+  std::string energy_evidence;  // what the energy figures rest on (sim::energy_evidence)
 };
 // The median of a set of figures (the mean of the middle two for an even count).
 double median(std::vector<double> v);

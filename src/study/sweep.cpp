@@ -107,7 +107,8 @@ const Fields<SweepPoint>& sweep_point_fields() {
                                 {"energy_mj_per_token", &P::energy_mj, "{:.4f}"},
                                 {"avg_power_w", &P::avg_power_w, "{:.4f}"},
                                 {"tokens_per_j", &P::tokens_per_j, "{:.4f}"},
-                                {"prompt_j", &P::prompt_j, "{:.6f}"}};
+                                {"prompt_j", &P::prompt_j, "{:.6f}"},
+                                {"energy_evidence", &P::energy_evidence}};
   return fields;
 }
 

@@ -138,9 +138,9 @@ TEST(Record, SweepPointRoundTripsThroughJsonAndWritesItsCsvFormats) {
   EXPECT_EQ(back.prov.commit, p.prov.commit);
   EXPECT_EQ(record_csv_header(sweep_point_fields()),
             "tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing,fit,tpot_ms,"
-            "ttft_ms,prefill_tok_s,energy_mj_per_token,avg_power_w,tokens_per_j,prompt_j");
+            "ttft_ms,prefill_tok_s,energy_mj_per_token,avg_power_w,tokens_per_j,prompt_j,energy_evidence");
   EXPECT_EQ(record_csv_row(p, sweep_point_fields()),
-            "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,met (board),fits,0.0000,,,0.0000,0.0000,0.0000,");
+            "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,met (board),fits,0.0000,,,0.0000,0.0000,0.0000,,");
   EXPECT_EQ(back.fit, p.fit);
   // A verdict with a comma is one quoted CSV field (RFC 4180), a quote doubled.
   SweepPoint q = p;
@@ -148,7 +148,7 @@ TEST(Record, SweepPointRoundTripsThroughJsonAndWritesItsCsvFormats) {
   q.timing = "say \"x\"";
   EXPECT_EQ(record_csv_row(q, sweep_point_fields()),
             "11.5000,86.9565,75.5000,0.6123,9.8000,1.0000,1.9500,45.68,484,\"say \"\"x\"\"\","
-            "\"DOES NOT FIT (BRAM36 159 > 140, LUT 53272 > 53200)\",0.0000,,,0.0000,0.0000,0.0000,");
+            "\"DOES NOT FIT (BRAM36 159 > 140, LUT 53272 > 53200)\",0.0000,,,0.0000,0.0000,0.0000,,");
 }
 
 TEST(Record, AMissingOrMistypedFieldIsNamed) {

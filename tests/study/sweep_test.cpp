@@ -82,7 +82,7 @@ TEST(Sweep, ClockSweepShowsTheDdrWallAndRunsInParallel) {
   }
   const std::string csv = sweep_csv(par);
   EXPECT_EQ(csv.rfind("clock.mhz,tok_s,total_ms,matmul_ms,attention_ms,cpu_ms,walker_ms,read_gb_s,wall_pct,dma_calls,timing,"
-                      "fit,tpot_ms,ttft_ms,prefill_tok_s,energy_mj_per_token,avg_power_w,tokens_per_j,prompt_j,bitsim_version,git_commit,config_hash,model_hash,fidelity,host,point_wall_s,peak_rss_mib\n", 0),
+                      "fit,tpot_ms,ttft_ms,prefill_tok_s,energy_mj_per_token,avg_power_w,tokens_per_j,prompt_j,energy_evidence,bitsim_version,git_commit,config_hash,model_hash,fidelity,host,point_wall_s,peak_rss_mib\n", 0),
             0u);
   // Every row carries its provenance: the point's own config hash, the model, the fidelity.
   EXPECT_EQ(par.points[0].prov.config_hash, serial.points[0].prov.config_hash);
