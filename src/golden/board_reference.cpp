@@ -666,8 +666,12 @@ void BoardReference::build_compact_trits() {
   for (auto& t : pool) t.join();
   if (options_.derived) {
     std::vector<model::ImagePart> parts;
-    for (const TernaryMatrix* w : ws) parts.push_back({compact_.at(w).codes(), compact_.at(w).bytes()});
-    options_.derived->put(kLayout, parts);
+    auto keep = std::make_shared<std::vector<std::shared_ptr<void>>>();
+    for (const TernaryMatrix* w : ws) {
+      parts.push_back({compact_.at(w).codes(), compact_.at(w).bytes()});
+      keep->push_back(compact_.at(w).keep());
+    }
+    options_.derived->put(kLayout, parts, keep);
   }
 }
 

@@ -8,12 +8,12 @@ CompactTrits::CompactTrits(const model::TernaryMatrix& w)
     : rows_(w.rows),
       cols_(w.cols),
       blocks_((w.cols + kBlockTrits - 1) / kBlockTrits),
-      own_(bytes_for(w.rows, w.cols), "golden compact trits"),
-      codes_(own_.data()) {
+      keep_(std::make_shared<model::HugeMemory>(bytes_for(w.rows, w.cols), "golden compact trits")),
+      codes_(static_cast<model::HugeMemory*>(keep_.get())->data()) {
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
   for (int r = 0; r < rows_; ++r) {
     const int8_t* t = w.row(r);
-    uint8_t* out = own_.data() + size_t(r) * row_bytes;
+    uint8_t* out = static_cast<model::HugeMemory*>(keep_.get())->data() + size_t(r) * row_bytes;
     for (int block = 0; block < blocks_; ++block) {
       const int8_t* tb = t + size_t(block) * kBlockTrits;
       uint8_t* ob = out + size_t(block) * kBlockBytes;

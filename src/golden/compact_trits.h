@@ -37,6 +37,7 @@ class CompactTrits {
   int cols() const { return cols_; }
   size_t bytes() const { return size_t(rows_) * size_t(blocks_) * kBlockBytes; }
   const uint8_t* codes() const { return codes_; }
+  const std::shared_ptr<void>& keep() const { return keep_; }  // keeps codes() alive
   // The trit of row r, column j (-1, 0 or +1).
   int trit(int r, int j) const;
   // acc[r - row_begin] = sum_j t_rj * x_j for rows [row_begin, row_end); x has cols() values.
@@ -48,8 +49,7 @@ class CompactTrits {
 
  private:
   int rows_ = 0, cols_ = 0, blocks_ = 0;
-  model::HugeMemory own_;        // the codes built here, or empty
-  std::shared_ptr<void> keep_;   // or the mapping that holds them
+  std::shared_ptr<void> keep_;   // what holds the codes: built here, or a mapping
   const uint8_t* codes_ = nullptr;  // rows * blocks * 32 bytes
 };
 

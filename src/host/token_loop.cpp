@@ -125,18 +125,17 @@ void load_kept(Platform& ps, const MemoryMap& map, std::vector<PackJob>& jobs, i
   }
   const std::string name = "ddr-weights-v1-" + layout.hex();  // CIRCUITS.md 2 rows (model/packed_image.h)
   std::optional<model::DerivedStore::Blob> blob = derived.get(name);
-  model::HugeMemory packed;
   const uint8_t* bytes = nullptr;
   if (blob && blob->bytes == total) {
     bytes = blob->data;
   } else {
-    packed = model::HugeMemory(total, "packed weights image");
+    auto packed = std::make_shared<model::HugeMemory>(total, "packed weights image");
     for (size_t first = 0; first < jobs.size(); first += 64) {  // SIGINT / SIGTERM between pieces
       check_stop();
-      pack_in_parallel(jobs, first, std::min(jobs.size(), first + 64), packed.data(), std::max(1, threads));
+      pack_in_parallel(jobs, first, std::min(jobs.size(), first + 64), packed->data(), std::max(1, threads));
     }
-    derived.put(name, {model::ImagePart{packed.data(), total}});
-    bytes = packed.data();
+    derived.put(name, {model::ImagePart{packed->data(), total}}, packed);
+    bytes = packed->data();
   }
   std::vector<model::PackedRowsSpan> spans;
   for (const PackJob& j : jobs) {

@@ -28,8 +28,9 @@ class DerivedStore {
   // The layout stored under `name`, or nullopt.
   virtual std::optional<Blob> get(const std::string& name) = 0;
   // Stores the concatenated parts under `name` (a failure to store is not an error: the
-  // next run builds the layout again).
-  virtual void put(const std::string& name, const std::vector<ImagePart>& parts) = 0;
+  // next run builds the layout again). The store may write them later, beside the run:
+  // `keep` keeps the parts' memory alive until it has.
+  virtual void put(const std::string& name, const std::vector<ImagePart>& parts, std::shared_ptr<const void> keep) = 0;
 };
 
 }  // namespace bitsim::model

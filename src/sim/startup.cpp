@@ -179,24 +179,36 @@ model::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& 
 }
 
 namespace {
+// Each layout is stored on a helper thread beside the run (as the model entry is); the
+// destructor joins them, then lets go of the parts' memory.
 class CachedLayouts : public model::DerivedStore {
  public:
   CachedLayouts(CacheStore& store, std::string identity) : store_(store), identity_(std::move(identity)) {}
+  ~CachedLayouts() override {
+    for (auto& w : writes_) w.store.wait();
+  }
   std::optional<Blob> get(const std::string& name) override {
     auto p = store_.get("layout", key(name));
     if (!p) return std::nullopt;
     return Blob{std::move(p->keep), p->data, p->bytes};
   }
-  void put(const std::string& name, const std::vector<model::ImagePart>& parts) override {
-    store_.put("layout", key(name), parts);
+  void put(const std::string& name, const std::vector<model::ImagePart>& parts, std::shared_ptr<const void> keep) override {
+    model::ModelImage image;
+    image.parts = parts;
+    writes_.push_back({std::move(keep), BackgroundStore(store_, "layout", key(name), std::move(image))});
   }
 
  private:
   std::string key(const std::string& name) const {
     return model::ContentHash().add(kCacheVersion).add("layout").add(identity_).add(name).hex();
   }
+  struct Write {
+    std::shared_ptr<const void> keep;  // declared first: released after the write is joined
+    BackgroundStore store;
+  };
   CacheStore& store_;
   std::string identity_;
+  std::vector<Write> writes_;
 };
 }  // namespace
 

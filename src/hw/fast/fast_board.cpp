@@ -296,7 +296,7 @@ const fast::DecodedRows* FastBoard::decoded(uint64_t addr, int rows, int n) {
     memory_.read(addr, copy.data(), bytes);
     p = copy.data();
   }
-  auto dr = std::make_unique<fast::DecodedRows>();
+  auto dr = std::make_shared<fast::DecodedRows>();
   int bad = -1;
   if (!dr->decode(p, rows, n, &bad, options_.threads)) return nullptr;
   if (it != decoded_.end()) {
@@ -317,7 +317,7 @@ void FastBoard::adopt_weights(const std::vector<model::PackedRowsSpan>& spans, m
     if (auto blob = derived->get(name); blob && blob->bytes == total) {
       size_t at = 0;
       for (const model::PackedRowsSpan& w : spans) {
-        auto dr = std::make_unique<fast::DecodedRows>(fast::DecodedRows::view(w.rows, w.n, blob->data + at, blob->keep));
+        auto dr = std::make_shared<fast::DecodedRows>(fast::DecodedRows::view(w.rows, w.n, blob->data + at, blob->keep));
         at += dr->bytes();
         auto it = decoded_.find(w.addr);
         if (it != decoded_.end()) {
@@ -331,13 +331,15 @@ void FastBoard::adopt_weights(const std::vector<model::PackedRowsSpan>& spans, m
     }
   }
   std::vector<model::ImagePart> parts;
+  auto keep = std::make_shared<std::vector<std::shared_ptr<fast::DecodedRows>>>();
   for (const model::PackedRowsSpan& w : spans) {
     check_stop();
     const fast::DecodedRows* dr = decoded(w.addr, w.rows, w.n);
     if (!dr) return;  // rows that do not decode: the engine says so when it reads them
     parts.push_back({dr->data(), dr->bytes()});
+    keep->push_back(decoded_.at(w.addr).rows_);
   }
-  if (derived) derived->put(name, parts);
+  if (derived) derived->put(name, parts, keep);
 }
 
 // The engines' functional pass over the batch: each started MM2S stream goes to the engine

@@ -244,7 +244,7 @@ class FastBoard {
   struct Decoded {
     uint64_t end;
     int rows, n;
-    std::unique_ptr<fast::DecodedRows> rows_;
+    std::shared_ptr<fast::DecodedRows> rows_;  // shared with a layout being stored
   };
   std::map<uint64_t, Decoded> decoded_;  // by rows address
   fast::Workers workers_;
