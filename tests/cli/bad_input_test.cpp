@@ -249,7 +249,7 @@ TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
       {"--set ddr3.trefi=158", {"ddr3.trfc = 158", "ddr3.trefi = 158"}},
       {"--set ddr3.trc=25", {"ddr3.trc = 25", "ddr3.tras + ddr3.trp = 19 + 7"}},
       {"--set ddr3.tras=20", {"ddr3.trc = 26", "ddr3.tras + ddr3.trp = 20 + 7"}},
-      {"--set ddr3.trefi=2 --set ddr3.trfc=1", {"ddr3.tras = 19", "9 x ddr3.trefi = 9 x 2"}},
+      {"--set ddr3.trefi=8 --set ddr3.trfc=7", {"ddr3.trfc = 7", "row cycle 32", "ddr3.trefi = 8"}},
       {"--set ddr3.banks=2", {"ddr3.banks x ddr3.rows x ddr3.columns x ddr3.bus_bytes = 2 x 32768 x 1024 x 2",
                               "(128 MiB)", "ddr.size_mib = 512"}},
       {"--set ddr.size_mib=1024", {"8 x 32768 x 1024 x 2", "(512 MiB)", "ddr.size_mib = 1024"}},
@@ -264,12 +264,53 @@ TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
       expect_refused(bitsim(kTiny + "--tokens 1 --set ddr.model=ddr3 --fidelity " + fidelity + " " + k.sets),
                      k.needles);
   }
-  for (const char* edge : {"--set ddr3.trfc=4063", "--set ddr3.trc=27 --set ddr3.tras=20",
-                           "--set ddr3.rows=16384 --set ddr3.bus_bytes=4", "--set ddr3.trefi=3 --set ddr3.trfc=2 "
+  for (const char* edge : {"--set ddr3.trfc=4032", "--set ddr3.trc=27 --set ddr3.tras=20",
+                           "--set ddr3.rows=16384 --set ddr3.bus_bytes=4", "--set ddr3.trefi=36 --set ddr3.trfc=2 "
                                                                            "--set ddr3.tras=27 --set ddr3.trc=34"}) {
     const Result r = bitsim(std::string("config ") + edge);
     EXPECT_EQ(r.code, 0) << edge << ": " << r.err;
   }
+}
+
+// The class "a memory that can never serve is refused, not run" at the refresh relation
+// (docs/ddr3.md: ddr3.trefi >= ddr3.trfc + the row cycle, max(tRAS, tRCD + max(tRTP, CWL + 4
+// + tWR)) + tRP): generated timings one and two cycles on either side of the boundary, the
+// reported configs among them. A refused one exits 2 before anything runs naming every key of
+// the relation with its value; an accepted one runs a tiny token under ddr.model = ddr3 to
+// the end within a bounded time (SIGINT at 120 s would end it with 130).
+TEST(BadInput, Ddr3RefreshRelationRefusesOrRunsATokenAroundItsBoundary) {
+  struct Point {
+    uint32_t trefi, tras, twr, tfaw;
+  };
+  const Point points[] = {{8, 19, 8, 21}, {40, 19, 8, 21}, {200, 19, 8, 21}, {64, 19, 8, 256}, {4064, 19, 8, 21},
+                          {90, 40, 8, 21}, {120, 19, 40, 21}};
+  int ran = 0, refused = 0;
+  for (const Point& p : points) {
+    const uint32_t row = std::max(p.tras, 7 + std::max(4u, 6 + 4 + p.twr)) + 7;  // the row cycle
+    for (const int off : {-1, 0, 1, 2}) {
+      const int64_t trfc = int64_t(p.trefi) - row + off;
+      if (trfc < 1 || trfc > 4096) continue;
+      const std::string sets = "--set ddr.model=ddr3 --set ddr3.trefi=" + std::to_string(p.trefi) +
+                               " --set ddr3.trfc=" + std::to_string(trfc) + " --set ddr3.tras=" +
+                               std::to_string(p.tras) + " --set ddr3.trc=" + std::to_string(p.tras + 7) +
+                               " --set ddr3.twr=" + std::to_string(p.twr) + " --set ddr3.tfaw=" + std::to_string(p.tfaw);
+      SCOPED_TRACE(sets);
+      const Result r = bitsim::testing::run_bitsim(kTiny + "--tokens 1 " + sets, "timeout -s INT 120");
+      if (off > 0) {
+        ++refused;
+        expect_refused(r, {"ddr3.trfc = " + std::to_string(trfc), "ddr3.trefi = " + std::to_string(p.trefi),
+                           "ddr3.tras = " + std::to_string(p.tras), "ddr3.twr = " + std::to_string(p.twr),
+                           "ddr3.trcd = 7", "ddr3.trp = 7"});
+        EXPECT_TRUE(r.out.empty()) << r.out;  // refused before anything ran
+      } else {
+        ++ran;
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_TRUE(has(r.out, "tokens")) << r.out;
+      }
+    }
+  }
+  EXPECT_GE(ran, 10);
+  EXPECT_GE(refused, 10);
 }
 
 // The class "an output never replaces an input": every output option of every command that
