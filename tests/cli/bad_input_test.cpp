@@ -313,6 +313,68 @@ TEST(BadInput, Ddr3RefreshRelationRefusesOrRunsATokenAroundItsBoundary) {
   EXPECT_GE(refused, 10);
 }
 
+// The class "the capacity of the KV cache is explained by what takes it": every refusal of a
+// prompt or a context the CMA cannot hold (a prefill of P vectors, an INT4 or INT8 cache, a
+// smaller CMA; the prompt alone or the prompt with the tokens to generate) names what else
+// took the room, with the sizes of host::MemoryAccount, and the KV bytes per position; and
+// bitsim inspect shows the same account with the P its activation slots hold.
+TEST(BadInput, AKvCapacityRefusalNamesWhatTookTheRoom) {
+  const std::string online = "--set attention.variant=online-softmax --set kv.format=int4 ";
+  struct Case {
+    std::string sets;
+    int prompt, tokens;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {online + "--set prefill.tokens_per_pass=64", 1199, 1,
+       {"prompt: 1200 tokens with BOS, over the board's KV cache of 448 positions", "kv.format = int4",
+        "39936 bytes of KV per position", "1200 would take", "cma.mib = 192", "packed weight rows 140.87 MiB",
+        "activation slots 25.69 MiB", "prefill.tokens_per_pass = 64", "call buffers"}},
+      {online + "--set prefill.tokens_per_pass=64", 440, 20,
+       {"context: the prompt (441 tokens with BOS) + 20 tokens", "461 would take", "prefill.tokens_per_pass = 64"}},
+      {"--set cma.mib=150", 200, 1,
+       {"kv.format = int8", "73728 bytes of KV per position", "cma.mib = 150", "packed weight rows",
+        "prefill.tokens_per_pass = 1"}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.sets);
+    const Result r = bitsim("run --quiet --prompt " + std::string(size_t(k.prompt), 'a') + " --tokens " +
+                            std::to_string(k.tokens) + " " + k.sets);
+    expect_refused(r, k.needles);
+  }
+  const Result in = bitsim("inspect " + online + "--set prefill.tokens_per_pass=64");
+  ASSERT_EQ(in.code, 0) << in.err;
+  EXPECT_TRUE(has(in.out, "x vectors: prefill.tokens_per_pass = 64")) << in.out;
+  EXPECT_TRUE(has(in.out, "results of 64 vectors")) << in.out;
+}
+
+// The class "a sweep whose point fails keeps the points that ran": a grid whose later point
+// cannot hold the context (P = 64 takes the CMA the INT4 cache needs at T = 460) writes the
+// points that ran to --csv and --json marked partial, names the failed point and why (what
+// took the room), and exits 2; the same with worker processes.
+TEST(BadInput, ASweepPointThatFailsKeepsThePointsThatRanMarkedPartial) {
+  TempDir d;
+  for (const char* jobs : {"1", "2"}) {
+    SCOPED_TRACE(jobs);
+    const fs::path csv = d.path / (std::string("s") + jobs + ".csv"), json = d.path / (std::string("s") + jobs + ".json");
+    const Result r = bitsim("sweep --quiet --check-model '' --tokens 1 --context 460 --jobs " + std::string(jobs) +
+                            " --set attention.variant=online-softmax --set kv.format=int4 --grid "
+                            "prefill.tokens_per_pass=1,64 --csv " + csv.string() + " --json " + json.string());
+    expect_refused(r, {"1 of 2 points failed", "point prefill.tokens_per_pass=64", "context 460..460",
+                       "activation slots", "prefill.tokens_per_pass = 64", csv.string()});
+    const std::string table = slurp(csv);
+    EXPECT_TRUE(has(table, "\n1,")) << table;     // the point that ran
+    EXPECT_FALSE(has(table, "\n64,")) << table;   // not the one that failed
+    EXPECT_TRUE(has(table, "# partial: 1 of 2 points, the point prefill.tokens_per_pass=64: context 460..460"))
+        << table;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_TRUE(j["partial"].get<bool>());
+    EXPECT_EQ(j["points"].size(), 1u);
+    ASSERT_EQ(j["failed"].size(), 1u);
+    EXPECT_TRUE(has(j["failed"][0].get<std::string>(), "prefill.tokens_per_pass=64: context 460..460"));
+  }
+}
+
 // The class "an output never replaces an input": every output option of every command that
 // reads a file (a board config, a campaign), given the input by its path, another spelling
 // of it, a symlink to it or a hard link to it, is refused before the work (exit 2, naming
