@@ -120,12 +120,17 @@ def _type_name(v):
     return type(v).__name__
 
 
-def _int(name, v, minimum=None):
+def _int(name, v, minimum=None, maximum=2**63 - 1):
+    """An int argument; the binding takes 64-bit integers, so a Python int past them is
+    refused here naming the argument (the binding's own cast error would name nothing)."""
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise InputTypeError(f"{name}: expected an int, got {_type_name(v)} {v!r}")
     v = int(v)
     if minimum is not None and v < minimum:
         raise InputError(f"{name} {v}: must be {minimum} or more")
+    if v > maximum or v < -2**63:
+        raise InputError(f"{name} {v}: out of range (at most {maximum})" if v > maximum
+                         else f"{name} {v}: out of range (a 64-bit integer)")
     return v
 
 
@@ -170,6 +175,8 @@ def _path(name, v, optional=True):
     _encodable(name, path)
     if not path:
         raise InputError(f"{name}: the file name is empty (give None for none)")
+    if "\0" in path:
+        raise InputError(f"{name}: the path {path!r} holds a NUL character (no file name can)")
     return path
 
 
@@ -362,14 +369,12 @@ def _run_args(**kw):
         "tokens": _int("tokens", kw["tokens"]),
         "fidelity": _text("fidelity", kw["fidelity"]),
         "sets": _sets(kw["config"]),
-        "seed": _int("seed", kw["seed"], minimum=0),
+        "seed": _int("seed", kw["seed"], minimum=0, maximum=2**64 - 1),
         "temperature": _real("temperature", kw["temperature"]),
         "top_k": _int("top_k", kw["top_k"]),
         "threads": _int("threads", kw["threads"]),
         "interruptible": _interruptible(),
     })
-    if args["seed"] >= 2**64:
-        raise InputError(f"seed '{args['seed']}' is out of range: expected an unsigned integer in [0, {2**64 - 1}]")
     return args
 
 

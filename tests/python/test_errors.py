@@ -210,3 +210,29 @@ def test_the_dram_outputs_follow_the_commands_rules(cli, tmp_path):
     assert trace.read_text() == before
     with pytest.raises(bitsim.InputTypeError, match="dram_trace"):
         bitsim.run(**cycle, dram_trace=3)
+
+
+def test_every_int_argument_past_64_bits_and_every_path_with_a_nul_is_refused_naming_it():
+    """The class "no error escapes unnamed": an int the binding's 64-bit integers cannot hold
+    and a path no file can have are InputError naming the argument, never pybind11's own
+    RuntimeError or TypeError."""
+    text = "models/kjv-ternary/test.txt"
+    calls = {
+        "run": (lambda **kw: bitsim.run(**{**TINY, **kw}), ("tokens", "top_k", "threads", "seed")),
+        "sweep": (lambda **kw: bitsim.sweep({"clock.mhz": [100]}, check_model=None, **kw),
+                  ("tokens", "context", "jobs", "prompt_tokens")),
+        "eval": (lambda **kw: bitsim.eval("synthetic:tiny", text, **kw), ("tokens", "board", "compare", "threads",
+                                                                         "window")),
+    }
+    for call, (fn, names) in calls.items():
+        for name in names:
+            for v in (2**63, 2**64, 2**70, -2**63 - 1):
+                if name == "seed" and v == 2**63:
+                    continue  # a seed is an unsigned 64-bit integer
+                with pytest.raises(bitsim.InputError, match=name) as e:
+                    fn(**{name: v})
+                assert not isinstance(e.value, (RuntimeError,)), (call, name, v)
+    for name in ("model", "tokenizer", "config_file", "cache_dir", "trace", "layers_csv", "record_mmio",
+                 "dram_trace", "dram_commands"):
+        with pytest.raises(bitsim.InputError, match=f"{name}: the path .* holds a NUL"):
+            bitsim.run(**{**TINY, name: "synthetic:tiny\0x" if name == "model" else "a\0b"})
