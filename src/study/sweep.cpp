@@ -174,7 +174,9 @@ SweepGrid sweep_configs(const sim::ParamSet& base, const SweepOptions& o, SweepR
       bool runs_elsewhere = false;
       for (size_t j = 0; j < all.size() && !runs_elsewhere; ++j)
         runs_elsewhere = errors[j].empty() && values[j][k] == values[i][k];
-      if (!runs_elsewhere) throw Error(errors[i]);
+      if (!runs_elsewhere)
+        throw Error(fmt::format("sweep: the grid point {} is refused and {}={} runs in no other point: {}",
+                                point_name(res.keys, values[i]), res.keys[k], values[i][k], errors[i]));
     }
   std::vector<std::vector<std::string>> kept;
   res.skipped.clear();

@@ -375,6 +375,35 @@ TEST(BadInput, ASweepPointThatFailsKeepsThePointsThatRanMarkedPartial) {
   }
 }
 
+// The class "an invalid grid point is handled the same way for every key": a value that no
+// point of the grid accepts, whether its key's range, a relation with another key or a
+// choice refuses it, refuses the sweep before anything runs (exit 2, no CSV), naming the
+// grid point, the key and value, and the config's reason with the keys it relates.
+TEST(BadInput, AnInvalidGridValueIsRefusedTheSameWayForEveryKey) {
+  TempDir d;
+  const fs::path csv = d.path / "g.csv";
+  struct Case {
+    std::string grid;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"clock.mhz=100,0", {"clock.mhz", "= 0 is out of range"}},
+      {"ddr3.trfc=158,4090", {"grid point ddr3.trfc=4090", "ddr3.trfc = 4090", "ddr3.trefi = 4064"}},
+      {"ddr3.trefi=4064,100", {"grid point ddr3.trefi=100", "ddr3.trefi = 100"}},
+      {"ddr3.banks=8,2", {"grid point ddr3.banks=2", "ddr.size_mib = 512"}},
+      {"cma.mib=192,500", {"grid point cma.mib=500", "cma.mib = 500", "cma.base"}},
+      {"dma.mm2s_fifo_beats=64,4", {"grid point dma.mm2s_fifo_beats=4", "dma.max_burst_beats = 16"}},
+      {"timing.pass_mhz=125,300", {"grid point timing.pass_mhz=300", "timing.fail_mhz = 142.86"}},
+      {"kv.format=int8,int4", {"grid point kv.format=int4", "attention.variant = online-softmax"}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.grid);
+    const Result r = bitsim("sweep --quiet --check-model '' --tokens 1 --grid " + k.grid + " --csv " + csv.string());
+    expect_refused(r, k.needles);
+    EXPECT_FALSE(fs::exists(csv));
+  }
+}
+
 // The class "an output never replaces an input": every output option of every command that
 // reads a file (a board config, a campaign), given the input by its path, another spelling
 // of it, a symlink to it or a hard link to it, is refused before the work (exit 2, naming
