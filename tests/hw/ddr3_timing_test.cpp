@@ -262,6 +262,28 @@ TEST(Ddr3Timing, TheRefreshRelationSeparatesServingTimingsFromRefusedOnes) {
   EXPECT_GT(refused, 40u);
 }
 
+// The backstop behind the relation: a burst that waits more refreshes than the timings'
+// bounds allow ends with an error naming the burst and the keys, not a loop. No accepted
+// config reaches it; a carried state whose bank may activate only 10^12 cycles on (a state
+// nobody saved) does.
+TEST(Ddr3Timing, ABurstThatCanNeverFitBetweenRefreshesEndsWithAnErrorNamingTheKeys) {
+  Ddr3Timing saved(C);
+  const uint64_t now = 4 * saved.horizon();
+  std::vector<uint64_t> w = saved.save(now);
+  w[7 + 1] = 1'000'000'000'000ull;  // bank 0's act_ok (words: 7 heads, then row + 1, act_ok, ... per bank)
+  Ddr3Timing t(C, saved.horizon());
+  t.load(w.data(), w.size(), now);
+  try {
+    (void)t.run({rd(now, 0)});
+    ADD_FAILURE() << "served";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const char* n : {"read burst at bank 0 row 0", "waited", "refreshes", "cannot serve", "ddr3.trefi = 4064",
+                          "ddr3.trfc = 158", "ddr3.tfaw = 21"})
+      EXPECT_NE(m.find(n), std::string::npos) << n << " not in: " << m;
+  }
+}
+
 TEST(Ddr3Timing, SnapshotHoldsOpenRows) {
   Ddr3Timing t(C);
   t.run({rd(0, 3 * kRowStride + kRowBytes)});
