@@ -120,12 +120,17 @@ def _type_name(v):
     return type(v).__name__
 
 
-def _int(name, v, minimum=None):
+def _int(name, v, minimum=None, maximum=2**63 - 1):
+    """An int argument; the binding takes 64-bit integers, so a Python int past them is
+    refused here naming the argument (the binding's own cast error would name nothing)."""
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise InputTypeError(f"{name}: expected an int, got {_type_name(v)} {v!r}")
     v = int(v)
     if minimum is not None and v < minimum:
         raise InputError(f"{name} {v}: must be {minimum} or more")
+    if v > maximum or v < -2**63:
+        raise InputError(f"{name} {v}: out of range (at most {maximum})" if v > maximum
+                         else f"{name} {v}: out of range (a 64-bit integer)")
     return v
 
 
@@ -170,6 +175,8 @@ def _path(name, v, optional=True):
     _encodable(name, path)
     if not path:
         raise InputError(f"{name}: the file name is empty (give None for none)")
+    if "\0" in path:
+        raise InputError(f"{name}: the path {path!r} holds a NUL character (no file name can)")
     return path
 
 
@@ -290,7 +297,8 @@ class RunResult:
     summary  bitsim.run/1's summary (tok_s, median_total_ms, ...) with "evidence": a label
              for each figure (simulated, or host wall time)
     text     the generated text
-    logits   with logits=True: one float32 array per token through the board (None otherwise)
+    logits   with logits=True: one entry per row of `tokens`, a float32 array, or None for a
+             prompt position whose logits were not computed (None without logits=True)
     """
 
     evidence = "simulated"
@@ -321,7 +329,7 @@ class RunResult:
 def run(*, prompt, model="synthetic:bitnet-large", tokens=16, fidelity="fast", config=None, config_file=None,
         check=True, timing_only=False, logits=False, tokenizer=None, seed=0, temperature=0.0, top_k=0, threads=2,
         stop_at_capacity=False, legacy_attention=False, cache=True, cache_dir=None, trace=None, layers_csv=None,
-        record_mmio=None):
+        record_mmio=None, dram_trace=None, dram_commands=None):
     """A prompt token by token on the simulated board, each token's logits checked against the
     golden reference (`bitsim run`). Returns a RunResult.
 
@@ -334,6 +342,10 @@ def run(*, prompt, model="synthetic:bitnet-large", tokens=16, fidelity="fast", c
     logits       keep each token's logits as a float32 numpy array in result.logits
     seed, temperature, top_k, threads, stop_at_capacity, legacy_attention, tokenizer,
     trace, layers_csv, record_mmio   as the command's options of the same names
+    dram_trace, dram_commands   cycle fidelity: --dram-trace and --dram-commands (every request
+                 the memory accepts; under ddr.model = ddr3 every DRAM command), with the
+                 command's checks: refused before the run if a path names an input or another
+                 output, written whole (a temporary file renamed) or marked partial on Ctrl-C
     cache, cache_dir   the start-up cache (on by default, as in the command; docs/cache.md)
 
     Raises InputError on bad input, LogitsMismatch when a token's logits differ (its
@@ -347,7 +359,8 @@ def _run_args(**kw):
     kw = {**{k: p.default for k, p in inspect.signature(run).parameters.items()
              if p.default is not inspect.Parameter.empty}, **kw}
     flags = ("check", "timing_only", "logits", "stop_at_capacity", "legacy_attention", "cache")
-    paths = ("config_file", "tokenizer", "cache_dir", "trace", "layers_csv", "record_mmio")
+    paths = ("config_file", "tokenizer", "cache_dir", "trace", "layers_csv", "record_mmio", "dram_trace",
+             "dram_commands")
     args = {k: _flag(k, kw[k]) for k in flags}
     args.update({k: _path(k, kw[k]) for k in paths})
     args.update({
@@ -356,14 +369,12 @@ def _run_args(**kw):
         "tokens": _int("tokens", kw["tokens"]),
         "fidelity": _text("fidelity", kw["fidelity"]),
         "sets": _sets(kw["config"]),
-        "seed": _int("seed", kw["seed"], minimum=0),
+        "seed": _int("seed", kw["seed"], minimum=0, maximum=2**64 - 1),
         "temperature": _real("temperature", kw["temperature"]),
         "top_k": _int("top_k", kw["top_k"]),
         "threads": _int("threads", kw["threads"]),
         "interruptible": _interruptible(),
     })
-    if args["seed"] >= 2**64:
-        raise InputError(f"seed '{args['seed']}' is out of range: expected an unsigned integer in [0, {2**64 - 1}]")
     return args
 
 
@@ -404,7 +415,8 @@ def _axes(grid):
 
 
 @_keywords
-def sweep(grid, *, tokens=4, context=64, jobs=1, check_model="synthetic:tiny", config=None, config_file=None):
+def sweep(grid, *, tokens=4, context=64, jobs=1, check_model="synthetic:tiny", config=None, config_file=None,
+          prompt_tokens=None):
     """A grid over board config keys (`bitsim sweep`): every point timing-only on the
     bitnet-large shape at context T = `context`, `tokens` tokens each, after one functional
     check of the base config on `check_model` (None: skip). Returns one row per point: the
@@ -414,14 +426,25 @@ def sweep(grid, *, tokens=4, context=64, jobs=1, check_model="synthetic:tiny", c
     grid    {KEY: [v1, v2, ...]}; the grid is the product of the axes, the last fastest
     config  {KEY: value} over the base config (--set); config_file: --config
     jobs    worker processes (--jobs)
+    prompt_tokens  also time a prompt of N tokens per point (--prompt-tokens): ttft_ms,
+            prefill_tok_s, prompt_j (None: not timed)
 
-    Ctrl-C raises Stopped whose `partial` holds the rows of the points done.
+    Ctrl-C raises Stopped whose `partial` holds the rows of the points done. A point that
+    fails when measured (its KV cache cannot hold the context, ...) raises InputError naming
+    it; its `partial` holds the rows of the points that ran (attrs["partial"] True).
     """
     axes = _axes(grid)
     d = _bitsim.sweep(axes, _int("tokens", tokens), _int("context", context), _int("jobs", jobs),
                       _text("check_model", check_model, optional=True), _path("config_file", config_file),
-                      _sets(config), _interruptible())
+                      _sets(config), _interruptible(),
+                      0 if prompt_tokens is None else _int("prompt_tokens", prompt_tokens, minimum=1))
     rows = _table(d["rows"], d["attrs"])
+    if d["failed"] and not d["stopped"]:
+        a = d["attrs"]
+        err = InputError(f"sweep: {len(d['failed'])} of {a['points_total']} points failed: "
+                         + "; ".join(f"point {f}" for f in d["failed"]))
+        err.partial = rows
+        raise err
     if d["stopped"]:
         a = d["attrs"]
         raise _stopped(f"sweep stopped by SIGINT: {len(rows)} of {a['points_total']} points done", d["stopped"], rows)
@@ -434,7 +457,7 @@ def sweep(grid, *, tokens=4, context=64, jobs=1, check_model="synthetic:tiny", c
 
 @_keywords
 def eval(model, text, *, tokens=None, board=None, compare=None, tokenizer=None, threads=2, config=None,
-         config_file=None, cache=True, cache_dir=None):
+         config_file=None, cache=True, cache_dir=None, window=None):
     """Perplexity of a text under the float model, the board's arithmetic and its variants
     (`bitsim eval`). Returns one row per arithmetic (arithmetic, evidence, ppl, tokens,
     nll_mean); `attrs` holds the rest of bitsim.eval/1 (model, text and their
@@ -443,6 +466,7 @@ def eval(model, text, *, tokens=None, board=None, compare=None, tokenizer=None, 
     tokens   score the first N tokens of the text (default: all)
     board    also run the first N positions on the simulated board (--board)
     compare  compare the board rows' logits with the float reference over N positions
+    window   positions per window (--window; default min(512, max_position_embeddings))
     """
     def count(name, v):
         return 0 if v is None else _int(name, v, minimum=1)
@@ -450,7 +474,8 @@ def eval(model, text, *, tokens=None, board=None, compare=None, tokenizer=None, 
     d = _bitsim.eval(_path("model", model, optional=False), _path("text", text, optional=False),
                      count("tokens", tokens), count("board", board), count("compare", compare),
                      _path("tokenizer", tokenizer), _int("threads", threads), _path("config_file", config_file),
-                     _sets(config), _flag("cache", cache), _path("cache_dir", cache_dir), _interruptible())
+                     _sets(config), _flag("cache", cache), _path("cache_dir", cache_dir), _interruptible(),
+                     count("window", window))
     _warn(d["warnings"])
     attrs = dict(d["attrs"])
     compare = d["compare"]

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -225,7 +226,7 @@ py::object warnings_list(const std::vector<std::string>& w) {
 
 struct RunArgs {
   std::string model, prompt, fidelity, tokenizer, config_file, cache_dir;
-  std::string trace, layers_csv, record_mmio;
+  std::string trace, layers_csv, record_mmio, dram_trace, dram_commands;
   std::vector<std::string> sets;
   int64_t tokens = 16, top_k = 0, threads = 2;
   uint64_t seed = 0;
@@ -262,6 +263,8 @@ sim::BoardRunRequest run_request(const RunArgs& a) {
   req.trace_file = a.trace;
   req.layers_csv_file = a.layers_csv;
   req.record_mmio_file = a.record_mmio;
+  req.dram_trace_file = a.dram_trace;
+  req.dram_commands_file = a.dram_commands;
   req.config_file = sim::board_config_file(a.config_file);  // an input no output may replace
   if (a.test_poke_lm_head_step >= 0)
     req.before_step = [step = a.test_poke_lm_head_step](sim::BoardSession& s, int k) {
@@ -291,7 +294,7 @@ py::dict token_columns(const std::vector<sim::TokenRecord>& tokens) {
 py::dict run(const RunArgs& a) {
   sim::BoardRunResult res;
   std::vector<sim::TokenRecord> done;  // the tokens finished, kept if the run is stopped
-  std::vector<std::vector<float>> logits;
+  std::map<int, std::vector<float>> logits;  // by token index: a prompt position may have none
   std::vector<std::string> warnings;
   std::string generated;
   int stopped = 0;
@@ -311,7 +314,8 @@ py::dict run(const RunArgs& a) {
       done.push_back(t);
       generated += new_text;
     };
-    if (a.logits) cb.on_logits = [&](const sim::TokenRecord&, const std::vector<float>& l) { logits.push_back(l); };
+    if (a.logits)
+      cb.on_logits = [&](const sim::TokenRecord& t, const std::vector<float>& l) { logits[t.index] = l; };
     try {
       res = sim::run_board(std::move(req), cb);
     } catch (const Stopped& s) {
@@ -337,8 +341,14 @@ py::dict run(const RunArgs& a) {
   out["mismatch"] = text(res.mismatch);
   out["checked"] = res.checked;
   if (a.logits) {
+    // One entry per token of the table, None where no logits were computed (a prompt
+    // position whose lm_head was skipped).
     py::list l;
-    for (auto& v : logits) l.append(owned_array(std::move(v)));
+    for (const sim::TokenRecord& t : res.tokens) {
+      const auto it = logits.find(t.index);
+      if (it == logits.end()) l.append(py::none());
+      else l.append(owned_array(std::move(it->second)));
+    }
     out["logits"] = l;
   } else {
     out["logits"] = py::none();
@@ -360,6 +370,8 @@ RunArgs run_args(const py::dict& d) {
   a.trace = d["trace"].cast<std::string>();
   a.layers_csv = d["layers_csv"].cast<std::string>();
   a.record_mmio = d["record_mmio"].cast<std::string>();
+  a.dram_trace = d["dram_trace"].cast<std::string>();
+  a.dram_commands = d["dram_commands"].cast<std::string>();
   a.sets = d["sets"].cast<std::vector<std::string>>();
   a.tokens = d["tokens"].cast<int64_t>();
   a.top_k = d["top_k"].cast<int64_t>();
@@ -412,7 +424,7 @@ py::object key_column(const sim::ParamSet& base, const std::string& key, const s
 
 py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t context, int64_t jobs,
                const std::string& check_model, const std::string& config_file, const std::vector<std::string>& sets,
-               bool interruptible) {
+               bool interruptible, int64_t prompt_tokens) {
   study::SweepResult r;
   study::SweepOptions o;
   sim::ParamSet base = sim::board_params();
@@ -426,6 +438,7 @@ py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t con
     o.tokens = int(in_range(tokens, "tokens", 1, 64));
     o.context = int(in_range(context, "context", 1, model::kAttentionInt4MaxT));
     o.jobs = int(in_range(jobs, "jobs", 1, 64));
+    o.prompt_tokens = int(in_range(prompt_tokens, "prompt_tokens", 0, model::kAttentionInt4MaxT));
     o.check_model = check_model;
     r = study::run_sweep(base, o);
     if (!r.stopped_by) r.stopped_by = scope.signal();
@@ -449,6 +462,7 @@ py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t con
   out["rows"] = cols;
   out["attrs"] = from_json(doc);
   out["stopped"] = r.stopped_by;
+  out["failed"] = warnings_list(r.failed);
   return out;
 }
 
@@ -457,7 +471,8 @@ py::dict sweep(const std::vector<std::string>& axes, int64_t tokens, int64_t con
 
 py::dict eval(const std::string& model, const std::string& text_file, int64_t tokens, int64_t board, int64_t compare,
               const std::string& tokenizer, int64_t threads, const std::string& config_file,
-              const std::vector<std::string>& sets, bool cache, const std::string& cache_dir, bool interruptible) {
+              const std::vector<std::string>& sets, bool cache, const std::string& cache_dir, bool interruptible,
+              int64_t window) {
   study::EvalResult r;
   std::vector<std::string> warnings;
   {
@@ -472,6 +487,7 @@ py::dict eval(const std::string& model, const std::string& text_file, int64_t to
     req.board_positions = int(in_range(board, "board", 0, std::numeric_limits<int>::max()));
     req.compare_positions = int(in_range(compare, "compare", 0, std::numeric_limits<int>::max()));
     req.threads = int(in_range(threads, "threads", 1, 64));
+    req.window = int(in_range(window, "window", 0, std::numeric_limits<int>::max()));  // 0: the default
     req.params = params_of(config_file, sets);
     req.cache = cache_of(cache, cache_dir);
     req.cache_warning = [&](const std::string& w) { warnings.push_back(w); };
@@ -587,10 +603,11 @@ PYBIND11_MODULE(_bitsim, m) {
   });
   m.def("run", [](const py::dict& d) { return run(run_args(d)); }, py::arg("args"));
   m.def("sweep", &sweep, py::arg("axes"), py::arg("tokens"), py::arg("context"), py::arg("jobs"),
-        py::arg("check_model"), py::arg("config_file"), py::arg("sets"), py::arg("interruptible"));
+        py::arg("check_model"), py::arg("config_file"), py::arg("sets"), py::arg("interruptible"),
+        py::arg("prompt_tokens") = 0);
   m.def("eval", &eval, py::arg("model"), py::arg("text"), py::arg("tokens"), py::arg("board"), py::arg("compare"),
         py::arg("tokenizer"), py::arg("threads"), py::arg("config_file"), py::arg("sets"), py::arg("cache"),
-        py::arg("cache_dir"), py::arg("interruptible"));
+        py::arg("cache_dir"), py::arg("interruptible"), py::arg("window") = 0);
   m.def("validate", &validate, py::arg("config_file"), py::arg("sets"), py::arg("python_profile"),
         py::arg("interruptible"));
   m.def("config_keys", &config_keys, py::arg("config_file"), py::arg("sets"));

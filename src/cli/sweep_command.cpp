@@ -81,6 +81,7 @@ class Sweep final : public Command {
     if (!csv_.empty()) io::write_file(csv_, csv, "--csv");
     if (!json_.empty()) io::write_file(json_, study::sweep_json(r, opt_).dump(2) + "\n", "--json");
     if (r.stopped_by) return report_stopped(r, csv, tty);
+    if (!r.failed.empty()) return report_failed(r, csv, tty);
     fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
                "every figure simulated\n", r.points.size(), opt_.context, opt_.tokens);
     if (!r.base_check.empty()) fmt::print("base config checked functionally: {}\n", r.base_check);
@@ -101,6 +102,20 @@ class Sweep final : public Command {
                    : fmt::format(" (written to {}{}{})", csv_, !csv_.empty() && !json_.empty() ? " and " : "", json_));
     fmt::print("{}", csv);
     return Stopped(r.stopped_by, "").exit_code();
+  }
+
+  // Points that failed when measured: the table of the others, marked partial, and each
+  // failed point named with its reason on stderr; exit 2 (bad input: the point's config).
+  int report_failed(const study::SweepResult& r, const std::string& csv, bool tty) const {
+    if (tty) fmt::print(stderr, "\n");
+    fmt::print(stderr, "bitsim: sweep: {} of {} points failed; the {} done are{}, marked partial:\n", r.failed.size(),
+               r.points.size(), r.points_done(),
+               csv_.empty() && json_.empty()
+                   ? " below"
+                   : fmt::format(" written to {}{}{}", csv_, !csv_.empty() && !json_.empty() ? " and " : "", json_));
+    for (const std::string& f : r.failed) fmt::print(stderr, "  point {}\n", f);
+    fmt::print("{}", csv);
+    return 2;
   }
 
   BoardArgs board_;

@@ -238,19 +238,22 @@ MemoryAccount MemoryMap::make_account(uint64_t weights_end, uint64_t kv_end) con
   a.kv_position_bytes = tip() ? 0 : areas * kv_.per_position();  // TIP: depends on T (docs/tip.md)
   a.call_buffers = next_ - kv_end;
   a.positions = config_.kv_positions;
+  a.tokens_per_pass = config_.tokens_per_pass;
   return a;
 }
 
 std::string MemoryAccount::text() const {
   std::string t = fmt::format(
       "  packed weight rows      {:10.2f} MiB  (lm_head {:.2f} MiB)\n"
-      "  activation slots        {:10.2f} MiB  (each stream's header and x vectors, P of them in prefill)\n"
+      "  activation slots        {:10.2f} MiB  (each stream's header and {} x vector{}: prefill.tokens_per_pass = {})\n"
       "  stream page alignment   {:10.2f} MiB\n"
       "  KV cache, {:5} pos.    {:10.2f} MiB  ({} bytes per position)\n"
-      "  call buffers            {:10.2f} MiB  (results, attention headers+q, SG descriptors)\n"
+      "  call buffers            {:10.2f} MiB  (results of {} vector{}, attention headers+q, SG descriptors)\n"
       "  total                   {:10.2f} MiB  of cma.mib = {} ({}), ddr.size_mib = {}\n",
-      mib(weight_rows), mib(lm_head_rows), mib(activation_slots), mib(stream_padding), positions, mib(kv_cache),
-      kv_position_bytes, mib(call_buffers), mib(used()), cma_bytes >> 20, fits() ? "fits" : "does not fit",
+      mib(weight_rows), mib(lm_head_rows), mib(activation_slots), tokens_per_pass, tokens_per_pass == 1 ? "" : "s",
+      tokens_per_pass, mib(stream_padding), positions, mib(kv_cache),
+      kv_position_bytes, mib(call_buffers), tokens_per_pass, tokens_per_pass == 1 ? "" : "s", mib(used()),
+      cma_bytes >> 20, fits() ? "fits" : "does not fit",
       ddr_bytes >> 20);
   if (!fits())
     t += fmt::format("  over by                 {:10.2f} MiB; this DDR allows cma.mib <= {} (ddr.size_mib less "
@@ -260,6 +263,28 @@ std::string MemoryAccount::text() const {
   return t;
 }
 
+
+std::string MemoryAccount::room_text(int wanted) const {
+  const uint64_t others = used() - kv_cache;
+  const uint64_t left = cma_bytes > others ? cma_bytes - others : 0;
+  std::string t;
+  if (kv_position_bytes > 0 && wanted > positions) {
+    const uint64_t need = kv_cache + uint64_t(wanted - positions) * kv_position_bytes;
+    t = fmt::format("{} bytes of KV per position, {} positions take {:.2f} MiB and {} would take {:.2f} MiB, "
+                    "{:.2f} MiB more than ",
+                    kv_position_bytes, positions, mib(kv_cache), wanted, mib(need), mib(need - std::min(need, left)));
+  } else {
+    t = fmt::format("{} positions take {:.2f} MiB of ", positions, mib(kv_cache));
+  }
+  t += fmt::format("the {:.2f} MiB that cma.mib = {} leaves beside what else takes it: the packed weight rows "
+                   "{:.2f} MiB (lm_head {:.2f} MiB), the activation slots {:.2f} MiB (each stream's header and {} "
+                   "x vector{}: prefill.tokens_per_pass = {}), the stream page alignment {:.2f} MiB and the call "
+                   "buffers {:.2f} MiB (results of {} vector{}, attention headers+q, SG descriptors)",
+                   mib(left), cma_bytes >> 20, mib(weight_rows), mib(lm_head_rows), mib(activation_slots),
+                   tokens_per_pass, tokens_per_pass == 1 ? "" : "s", tokens_per_pass, mib(stream_padding),
+                   mib(call_buffers), tokens_per_pass, tokens_per_pass == 1 ? "" : "s");
+  return t;
+}
 
 uint64_t MemoryMap::kv_area_bytes() const {
   if (tip()) return tip_.bytes;

@@ -125,6 +125,7 @@ struct MemoryAccount {
   uint64_t kv_position_bytes = 0;  // KV bytes one position adds over every layer and K/V head
   uint64_t call_buffers = 0;     // results (R x P words), attention headers+q, SG descriptors
   int positions = 0;             // the KV areas' positions
+  int tokens_per_pass = 1;       // prefill.tokens_per_pass = P: x vectors per stream slot, R x P result words
   uint64_t weights_image() const { return weight_rows + activation_slots + stream_padding; }
   uint64_t used() const { return weights_image() + kv_cache + call_buffers; }
   // The DDR Linux keeps: below the region (cma.base) and above it.
@@ -133,6 +134,11 @@ struct MemoryAccount {
   // Lines of "what: MiB" with the totals against cma.mib and ddr.size_mib; when it does not
   // fit, by how much, and the most cma.mib this DDR allows (ddr.size_mib less cma.base).
   std::string text() const;
+  // Why the KV cache holds `positions` and not `wanted` (> positions): what else takes the
+  // CMA, each with its size (the packed weight rows, the activation slots of P vectors, the
+  // page alignment, the call buffers), the KV bytes per position and how much more `wanted`
+  // would need. One clause, for a refusal to put after "kv.format = F: ".
+  std::string room_text(int wanted) const;
 };
 
 class MemoryMap {

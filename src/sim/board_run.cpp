@@ -5,6 +5,7 @@
 #include "host/mmio_program.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -161,17 +162,17 @@ void check_request(const BoardRunRequest& req) {
 // The prompt's token ids (BOS first), checked against the KV capacity: `limit` positions
 // (host::kv_context_limit: the unit's T range, the model's positions, the CMA).
 std::vector<int> prompt_ids(const RunRequest& rr, const model::Tokenizer& tokenizer, int bos, int limit,
-                            const std::string& why) {
+                            const std::function<std::string(int wanted)>& why) {
   check_utf8(rr.prompt, "prompt");
   std::vector<int> ids{bos};
   for (int id : tokenizer.encode(rr.prompt)) ids.push_back(id);
   const int n = int(ids.size()), total = n + rr.tokens;
   if (n > limit)
-    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions{}", n, limit, why));
+    throw Error(fmt::format("prompt: {} tokens with BOS, over the board's KV cache of {} positions{}", n, limit, why(n)));
   if (total > limit && !rr.stop_at_capacity)
     throw Error(fmt::format("context: the prompt ({} tokens with BOS) + {} tokens to generate = {} positions, over "
                             "the board's KV cache of {}{} (generate fewer tokens or stop at capacity)",
-                            n, rr.tokens, total, limit, why));
+                            n, rr.tokens, total, limit, why(total)));
   return ids;
 }
 
@@ -483,11 +484,12 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   res.tokens_per_pass = cfg.board.prefill.tokens_per_pass;
   res.prefill = prefill_resources_of(cfg, mc, capacity);
   res.energy_config = cfg.energy;
-  const std::string why =
-      capacity < res.kv_capacity_cap
-          ? fmt::format(" (kv.format = {}: {} positions fit cma.mib = {} beside the weights and buffers)",
-                        cfg.board.attention.kv_format, capacity, req.params.to_string("cma.mib"))
-          : std::string();
+  // Where the CMA bounds the context, a refusal says what took the room (host::MemoryAccount).
+  const auto why = [&](int wanted) {
+    if (capacity >= res.kv_capacity_cap) return std::string();
+    return fmt::format(" (kv.format = {}: {})", cfg.board.attention.kv_format,
+                       host::memory_account(mc, cfg.memory, capacity).room_text(wanted));
+  };
   p.ids = prompt_ids(rr, *p.tokenizer, mc.bos_token_id, capacity, why);
   res.prompt_tokens = int(p.ids.size());
   (void)host::MemoryMap(mc, cfg.memory);  // the buffers fit the contiguous memory

@@ -59,9 +59,10 @@ std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& p, int first_c
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
   if (capacity > 0) cfg.memory.kv_positions = capacity;
   if (first_context < 1 || first_context + count - 1 > cfg.memory.kv_positions)
-    throw Error(fmt::format("context {}..{}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
-                            first_context, first_context + count - 1, cfg.memory.kv_positions,
-                            p.to_string("kv.format"), p.to_string("cma.mib")));
+    throw Error(fmt::format("context {}..{}: the KV cache holds {} positions with kv.format = {}: {}", first_context,
+                            first_context + count - 1, cfg.memory.kv_positions, p.to_string("kv.format"),
+                            host::memory_account(m.config, cfg.memory, std::max(1, capacity))
+                                .room_text(first_context + count - 1)));
   const std::vector<int> toks(size_t(count), m.config.bos_token_id);
   sim::SimulateOptions o;
   o.fidelity = sim::Fidelity::kTimingOnly;
@@ -81,8 +82,9 @@ PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
   if (capacity > 0) cfg.memory.kv_positions = capacity;
   if (prompt_tokens < 1 || prompt_tokens > cfg.memory.kv_positions)
-    throw Error(fmt::format("prompt tokens {}: the KV cache holds {} positions with kv.format = {} and cma.mib = {}",
-                            prompt_tokens, cfg.memory.kv_positions, p.to_string("kv.format"), p.to_string("cma.mib")));
+    throw Error(fmt::format("prompt tokens {}: the KV cache holds {} positions with kv.format = {}: {}", prompt_tokens,
+                            cfg.memory.kv_positions, p.to_string("kv.format"),
+                            host::memory_account(m.config, cfg.memory, std::max(1, capacity)).room_text(prompt_tokens)));
   const model::KvScales scales = any_scales(m.config);  // the token loop keeps a reference
   const auto sim = sim::make_simulation(cfg, m, scales, sim::SimulationOptions(sim::Fidelity::kTimingOnly, 1));
   sim->loop().load_weights(1);

@@ -133,6 +133,14 @@ sim::ParamSet SweepGrid::operator[](size_t i) const {
   return p;
 }
 
+// "k=v k=v": a point by its values, as the skipped and failed lists name it.
+static std::string point_name(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  std::string name;
+  for (size_t k = 0; k < keys.size() && k < values.size(); ++k)
+    name += fmt::format("{}{}={}", k ? " " : "", keys[k], values[k]);
+  return name;
+}
+
 SweepGrid sweep_configs(const sim::ParamSet& base, const SweepOptions& o, SweepResult& res) {
   res.keys.clear();
   for (const auto& a : o.grid) res.keys.push_back(a.key);
@@ -167,7 +175,9 @@ SweepGrid sweep_configs(const sim::ParamSet& base, const SweepOptions& o, SweepR
       bool runs_elsewhere = false;
       for (size_t j = 0; j < all.size() && !runs_elsewhere; ++j)
         runs_elsewhere = errors[j].empty() && values[j][k] == values[i][k];
-      if (!runs_elsewhere) throw Error(errors[i]);
+      if (!runs_elsewhere)
+        throw Error(fmt::format("sweep: the grid point {} is refused and {}={} runs in no other point: {}",
+                                point_name(res.keys, values[i]), res.keys[k], values[i][k], errors[i]));
     }
   std::vector<std::vector<std::string>> kept;
   res.skipped.clear();
@@ -176,9 +186,7 @@ SweepGrid sweep_configs(const sim::ParamSet& base, const SweepOptions& o, SweepR
       kept.push_back(values[i]);
       continue;
     }
-    std::string name;
-    for (size_t k = 0; k < res.keys.size(); ++k) name += fmt::format("{}{}={}", k ? " " : "", res.keys[k], values[i][k]);
-    res.skipped.push_back(fmt::format("{}: {}", name, errors[i]));
+    res.skipped.push_back(fmt::format("{}: {}", point_name(res.keys, values[i]), errors[i]));
   }
   SweepGrid grid(base, res.keys, std::move(kept));
   for (size_t i = 0; i < grid.size(); ++i) {
@@ -305,8 +313,10 @@ void measure_parallel(const SweepGrid& configs, const SweepOptions& o, SweepResu
     const auto sp = line.find(' ');
     const int i = std::stoi(line.substr(0, sp));
     const std::string rest = line.substr(sp + 1);
-    if (rest.rfind("ERROR ", 0) == 0) failure = rest.substr(6);
-    else set_point(res, i, decode(rest));
+    if (rest.rfind("ERROR ", 0) == 0)
+      res.failed.push_back(fmt::format("{}: {}", point_name(res.keys, res.points[size_t(i)].values), rest.substr(6)));
+    else
+      set_point(res, i, decode(rest));
     ++done;
     if (progress) progress(done, n);
   });
@@ -325,7 +335,7 @@ void measure_parallel(const SweepGrid& configs, const SweepOptions& o, SweepResu
     if (WIFSIGNALED(st)) failure = fmt::format("a worker process died of signal {}", WTERMSIG(st));
   }
   check_stop();  // a signal after the last line: the points are all in, but the run was stopped
-  if (!failure.empty()) throw Error("sweep: a point failed: " + failure);
+  if (!failure.empty()) throw Error("sweep: " + failure);
   if (done != n) throw Error(fmt::format("sweep: {} of {} points came back from the worker processes", done, n));
 }
 
@@ -369,7 +379,12 @@ SweepResult run_sweep(const sim::ParamSet& base, const SweepOptions& o, const st
     if (progress) progress(0, n);
     if (o.jobs == 1 || n == 1) {
       for (int i = 0; i < n; ++i) {
-        set_point(res, i, measure_sweep_point(configs[size_t(i)], o));
+        // A point that fails keeps the others (the table is marked partial and names it).
+        try {
+          set_point(res, i, measure_sweep_point(configs[size_t(i)], o));
+        } catch (const Error& e) {
+          res.failed.push_back(fmt::format("{}: {}", point_name(res.keys, res.points[size_t(i)].values), e.what()));
+        }
         if (progress) progress(i + 1, n);
       }
       check_stop();
@@ -399,6 +414,8 @@ std::string sweep_csv(const SweepResult& r) {
   if (r.stopped_by)
     out += fmt::format("# partial: {} of {} points, stopped by {}\n", r.points_done(), r.points.size(),
                        signal_name(r.stopped_by));
+  for (const std::string& f : r.failed)
+    out += fmt::format("# partial: {} of {} points, the point {}\n", r.points_done(), r.points.size(), f);
   return out;
 }
 
@@ -416,8 +433,8 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
                         {"tokens", o.tokens},         {"prompt_tokens", o.prompt_tokens},
                         {"fidelity", "fast"},         {"mode", "timing-only"},
                         {"evidence", "simulated"},    {"base_check", r.base_check}, {"wall_s", r.wall_s},
-                        {"partial", r.stopped_by != 0}, {"points_total", r.points.size()},
-                        {"skipped", r.skipped},       {"points", pts}};
+                        {"partial", r.partial()},     {"points_total", r.points.size()},
+                        {"skipped", r.skipped},       {"failed", r.failed}, {"points", pts}};
 }
 
 }  // namespace bitsim::study

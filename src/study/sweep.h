@@ -56,7 +56,11 @@ struct SweepResult {
   double wall_s = 0;
   int stopped_by = 0;               // the signal (SIGINT / SIGTERM) that stopped the sweep; 0: complete.
                                     // A stopped sweep holds the points done; csv and json mark it partial
+  std::vector<std::string> failed;  // valid points that failed when measured (a KV cache too small for
+                                    // the context, ...), "k=v k=v: the reason"; the others still run,
+                                    // and csv and json mark the table partial naming each
   int points_done() const;
+  bool partial() const { return stopped_by != 0 || !failed.empty(); }
 };
 
 // "KEY=V1,V2,..." -> an axis (the key resolved and every value checked). Errors begin with

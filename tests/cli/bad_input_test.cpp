@@ -249,7 +249,7 @@ TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
       {"--set ddr3.trefi=158", {"ddr3.trfc = 158", "ddr3.trefi = 158"}},
       {"--set ddr3.trc=25", {"ddr3.trc = 25", "ddr3.tras + ddr3.trp = 19 + 7"}},
       {"--set ddr3.tras=20", {"ddr3.trc = 26", "ddr3.tras + ddr3.trp = 20 + 7"}},
-      {"--set ddr3.trefi=2 --set ddr3.trfc=1", {"ddr3.tras = 19", "9 x ddr3.trefi = 9 x 2"}},
+      {"--set ddr3.trefi=8 --set ddr3.trfc=7", {"ddr3.trfc = 7", "row cycle 32", "ddr3.trefi = 8"}},
       {"--set ddr3.banks=2", {"ddr3.banks x ddr3.rows x ddr3.columns x ddr3.bus_bytes = 2 x 32768 x 1024 x 2",
                               "(128 MiB)", "ddr.size_mib = 512"}},
       {"--set ddr.size_mib=1024", {"8 x 32768 x 1024 x 2", "(512 MiB)", "ddr.size_mib = 1024"}},
@@ -264,11 +264,143 @@ TEST(BadInput, Ddr3KeyRelationsAreRefusedNamingBothKeys) {
       expect_refused(bitsim(kTiny + "--tokens 1 --set ddr.model=ddr3 --fidelity " + fidelity + " " + k.sets),
                      k.needles);
   }
-  for (const char* edge : {"--set ddr3.trfc=4063", "--set ddr3.trc=27 --set ddr3.tras=20",
-                           "--set ddr3.rows=16384 --set ddr3.bus_bytes=4", "--set ddr3.trefi=3 --set ddr3.trfc=2 "
+  for (const char* edge : {"--set ddr3.trfc=4032", "--set ddr3.trc=27 --set ddr3.tras=20",
+                           "--set ddr3.rows=16384 --set ddr3.bus_bytes=4", "--set ddr3.trefi=36 --set ddr3.trfc=2 "
                                                                            "--set ddr3.tras=27 --set ddr3.trc=34"}) {
     const Result r = bitsim(std::string("config ") + edge);
     EXPECT_EQ(r.code, 0) << edge << ": " << r.err;
+  }
+}
+
+// The class "a memory that can never serve is refused, not run" at the refresh relation
+// (docs/ddr3.md: ddr3.trefi >= ddr3.trfc + the row cycle, max(tRAS, tRCD + max(tRTP, CWL + 4
+// + tWR)) + tRP): generated timings one and two cycles on either side of the boundary, the
+// reported configs among them. A refused one exits 2 before anything runs naming every key of
+// the relation with its value; an accepted one runs a tiny token under ddr.model = ddr3 to
+// the end within a bounded time (SIGINT at 120 s would end it with 130).
+TEST(BadInput, Ddr3RefreshRelationRefusesOrRunsATokenAroundItsBoundary) {
+  struct Point {
+    uint32_t trefi, tras, twr, tfaw;
+  };
+  const Point points[] = {{8, 19, 8, 21}, {40, 19, 8, 21}, {200, 19, 8, 21}, {64, 19, 8, 256}, {4064, 19, 8, 21},
+                          {90, 40, 8, 21}, {120, 19, 40, 21}};
+  int ran = 0, refused = 0;
+  for (const Point& p : points) {
+    const uint32_t row = std::max(p.tras, 7 + std::max(4u, 6 + 4 + p.twr)) + 7;  // the row cycle
+    for (const int off : {-1, 0, 1, 2}) {
+      const int64_t trfc = int64_t(p.trefi) - row + off;
+      if (trfc < 1 || trfc > 4096) continue;
+      const std::string sets = "--set ddr.model=ddr3 --set ddr3.trefi=" + std::to_string(p.trefi) +
+                               " --set ddr3.trfc=" + std::to_string(trfc) + " --set ddr3.tras=" +
+                               std::to_string(p.tras) + " --set ddr3.trc=" + std::to_string(p.tras + 7) +
+                               " --set ddr3.twr=" + std::to_string(p.twr) + " --set ddr3.tfaw=" + std::to_string(p.tfaw);
+      SCOPED_TRACE(sets);
+      const Result r = bitsim::testing::run_bitsim(kTiny + "--tokens 1 " + sets, "timeout -s INT 120");
+      if (off > 0) {
+        ++refused;
+        expect_refused(r, {"ddr3.trfc = " + std::to_string(trfc), "ddr3.trefi = " + std::to_string(p.trefi),
+                           "ddr3.tras = " + std::to_string(p.tras), "ddr3.twr = " + std::to_string(p.twr),
+                           "ddr3.trcd = 7", "ddr3.trp = 7"});
+        EXPECT_TRUE(r.out.empty()) << r.out;  // refused before anything ran
+      } else {
+        ++ran;
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_TRUE(has(r.out, "tokens")) << r.out;
+      }
+    }
+  }
+  EXPECT_GE(ran, 10);
+  EXPECT_GE(refused, 10);
+}
+
+// The class "the capacity of the KV cache is explained by what takes it": every refusal of a
+// prompt or a context the CMA cannot hold (a prefill of P vectors, an INT4 or INT8 cache, a
+// smaller CMA; the prompt alone or the prompt with the tokens to generate) names what else
+// took the room, with the sizes of host::MemoryAccount, and the KV bytes per position; and
+// bitsim inspect shows the same account with the P its activation slots hold.
+TEST(BadInput, AKvCapacityRefusalNamesWhatTookTheRoom) {
+  const std::string online = "--set attention.variant=online-softmax --set kv.format=int4 ";
+  struct Case {
+    std::string sets;
+    int prompt, tokens;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {online + "--set prefill.tokens_per_pass=64", 1199, 1,
+       {"prompt: 1200 tokens with BOS, over the board's KV cache of 448 positions", "kv.format = int4",
+        "39936 bytes of KV per position", "1200 would take", "cma.mib = 192", "packed weight rows 140.87 MiB",
+        "activation slots 25.69 MiB", "prefill.tokens_per_pass = 64", "call buffers"}},
+      {online + "--set prefill.tokens_per_pass=64", 440, 20,
+       {"context: the prompt (441 tokens with BOS) + 20 tokens", "461 would take", "prefill.tokens_per_pass = 64"}},
+      {"--set cma.mib=150", 200, 1,
+       {"kv.format = int8", "73728 bytes of KV per position", "cma.mib = 150", "packed weight rows",
+        "prefill.tokens_per_pass = 1"}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.sets);
+    const Result r = bitsim("run --quiet --prompt " + std::string(size_t(k.prompt), 'a') + " --tokens " +
+                            std::to_string(k.tokens) + " " + k.sets);
+    expect_refused(r, k.needles);
+  }
+  const Result in = bitsim("inspect " + online + "--set prefill.tokens_per_pass=64");
+  ASSERT_EQ(in.code, 0) << in.err;
+  EXPECT_TRUE(has(in.out, "x vectors: prefill.tokens_per_pass = 64")) << in.out;
+  EXPECT_TRUE(has(in.out, "results of 64 vectors")) << in.out;
+}
+
+// The class "a sweep whose point fails keeps the points that ran": a grid whose later point
+// cannot hold the context (P = 64 takes the CMA the INT4 cache needs at T = 460) writes the
+// points that ran to --csv and --json marked partial, names the failed point and why (what
+// took the room), and exits 2; the same with worker processes.
+TEST(BadInput, ASweepPointThatFailsKeepsThePointsThatRanMarkedPartial) {
+  TempDir d;
+  for (const char* jobs : {"1", "2"}) {
+    SCOPED_TRACE(jobs);
+    const fs::path csv = d.path / (std::string("s") + jobs + ".csv"), json = d.path / (std::string("s") + jobs + ".json");
+    const Result r = bitsim("sweep --quiet --check-model '' --tokens 1 --context 460 --jobs " + std::string(jobs) +
+                            " --set attention.variant=online-softmax --set kv.format=int4 --grid "
+                            "prefill.tokens_per_pass=1,64 --csv " + csv.string() + " --json " + json.string());
+    expect_refused(r, {"1 of 2 points failed", "point prefill.tokens_per_pass=64", "context 460..460",
+                       "activation slots", "prefill.tokens_per_pass = 64", csv.string()});
+    const std::string table = slurp(csv);
+    EXPECT_TRUE(has(table, "\n1,")) << table;     // the point that ran
+    EXPECT_FALSE(has(table, "\n64,")) << table;   // not the one that failed
+    EXPECT_TRUE(has(table, "# partial: 1 of 2 points, the point prefill.tokens_per_pass=64: context 460..460"))
+        << table;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_TRUE(j["partial"].get<bool>());
+    EXPECT_EQ(j["points"].size(), 1u);
+    ASSERT_EQ(j["failed"].size(), 1u);
+    EXPECT_TRUE(has(j["failed"][0].get<std::string>(), "prefill.tokens_per_pass=64: context 460..460"));
+  }
+}
+
+// The class "an invalid grid point is handled the same way for every key": a value that no
+// point of the grid accepts, whether its key's range, a relation with another key or a
+// choice refuses it, refuses the sweep before anything runs (exit 2, no CSV), naming the
+// grid point, the key and value, and the config's reason with the keys it relates.
+TEST(BadInput, AnInvalidGridValueIsRefusedTheSameWayForEveryKey) {
+  TempDir d;
+  const fs::path csv = d.path / "g.csv";
+  struct Case {
+    std::string grid;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"clock.mhz=100,0", {"clock.mhz", "= 0 is out of range"}},
+      {"ddr3.trfc=158,4090", {"grid point ddr3.trfc=4090", "ddr3.trfc = 4090", "ddr3.trefi = 4064"}},
+      {"ddr3.trefi=4064,100", {"grid point ddr3.trefi=100", "ddr3.trefi = 100"}},
+      {"ddr3.banks=8,2", {"grid point ddr3.banks=2", "ddr.size_mib = 512"}},
+      {"cma.mib=192,500", {"grid point cma.mib=500", "cma.mib = 500", "cma.base"}},
+      {"dma.mm2s_fifo_beats=64,4", {"grid point dma.mm2s_fifo_beats=4", "dma.max_burst_beats = 16"}},
+      {"timing.pass_mhz=125,300", {"grid point timing.pass_mhz=300", "timing.fail_mhz = 142.86"}},
+      {"kv.format=int8,int4", {"grid point kv.format=int4", "attention.variant = online-softmax"}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.grid);
+    const Result r = bitsim("sweep --quiet --check-model '' --tokens 1 --grid " + k.grid + " --csv " + csv.string());
+    expect_refused(r, k.needles);
+    EXPECT_FALSE(fs::exists(csv));
   }
 }
 

@@ -157,6 +157,28 @@ TEST(Signal, RunStopsOnSigintWritesEveryOutputMarkedPartialAndExits130) {
   EXPECT_TRUE(has(slurp(r.path / "stdout"), "every read equal")) << slurp(r.path / "stdout");
 }
 
+// The DRAM outputs under ddr.model = ddr3 (docs/errors.md): a run stopped by SIGINT names the
+// DRAM trace and the DRAM command file in its stop message, and both end marked partial.
+TEST(Signal, AStoppedDdr3RunNamesItsDramTraceAndCommandFileMarkedPartial) {
+  TempDir d;
+  const fs::path dram = d.path / "d.trace", commands = d.path / "c.csv";
+  const pid_t pid = spawn({"run", "--model", "synthetic:tiny", "--prompt", "hi", "--tokens", "400", "--no-check",
+                           "--fidelity", "cycle", "--set", "ddr.model=ddr3", "--dram-trace", dram.string(),
+                           "--dram-commands", commands.string()},
+                          d.path);
+  ASSERT_TRUE(wait_for(d.path, "running on the simulated board", pid)) << slurp(d.path / "stderr");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few tokens in
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 130);
+  const std::string err = slurp(d.path / "stderr");
+  EXPECT_TRUE(has(err, "written up to the stop, marked partial: " + dram.string() + ", " + commands.string())) << err;
+  for (const fs::path& f : {dram, commands}) {
+    const std::string text = slurp(f);
+    EXPECT_TRUE(has(text, "# partial")) << f << ": " << text.substr(text.size() > 200 ? text.size() - 200 : 0);
+    EXPECT_GT(std::count(text.begin(), text.end(), '\n'), 10) << f;
+  }
+}
+
 // A signal that arrives after the last token, while the outputs are being written: the
 // outputs are whole, and the command still ends as stopped (143 for SIGTERM), saying so.
 // Standard output is a pipe nobody reads until the signal has been sent: the trace, written

@@ -68,7 +68,7 @@ put("fuzz_board_params", "both", "[hp]\nmax_burst_beats = 8\n\n%%\nhp.max_outsta
 # device under ddr3, a refresh at the edge of its interval, a device smaller than the map.
 put("fuzz_board_params", "ddr3.toml", '[ddr]\nmodel = "ddr3"\n[ddr3]\nclock_mhz = 666.667\ncl = 9\ntrcd = 9\n'
     'trp = 9\ntras = 24\ntrc = 33\ntrfc = 200\ntrefi = 5184\nbus_bytes = 4\nrows = 16384\n')
-put("fuzz_board_params", "ddr3_relations", '[ddr3]\ntrfc = 4063\ntrefi = 4064\nbanks = 2\n\n%%\n'
+put("fuzz_board_params", "ddr3_relations", '[ddr3]\ntrfc = 4032\ntrefi = 4064\nbanks = 2\n\n%%\n'
     'ddr3.trc=25\nddr3.banks=8\nprefill.all_logits=1\n')
 
 # ---- tokenizer: text ----------------------------------------------------------------

@@ -31,6 +31,7 @@
 #include "host/memory_map.h"
 #include "host/ps.h"
 #include "hw/circuits/engine_regs.h"
+#include "hw/memory/memory_registry.h"
 #include "hw/parts/progress_watchdog.h"
 #include "hw/parts/sim_context.h"
 #include "hw/parts/sc_kernel.h"
@@ -309,6 +310,63 @@ TEST(Board, WatchdogNamesAChannelThatCanNeverFinish) {
                              "matmul.output_fifo_beats = 16", "hp.max_outstanding_writes"})
     EXPECT_NE(message.find(needle), std::string::npos) << needle << " not in: " << message;
   EXPECT_EQ(message.find("at0"), std::string::npos) << message;
+  EXPECT_EQ(message.find("The memory"), std::string::npos) << message;  // it holds nothing: not blamed
+}
+
+// A memory that accepts every request and never completes one (a model whose timing can
+// never serve): the watchdog ends the transfer naming the memory, how many requests it holds,
+// and the model's keys.
+class StuckMemory : public Memory {
+ public:
+  SC_HAS_PROCESS(StuckMemory);
+  StuckMemory(sc_core::sc_module_name name, Clock& clock, const DdrConfig& config) : Memory(name, clock, config) {
+    SC_METHOD(tick);
+    sensitive << clock_.listen();
+    dont_initialize();
+  }
+  uint64_t state_fingerprint(uint64_t) const override { return 0; }
+
+ private:
+  void tick() {
+    if (!awake_at_edge()) return;
+    for (size_t i = 0; i < links_.size(); ++i) {
+      if (links_[i]->ar.valid()) heard(clock_.cycle(), int(i), false, links_[i]->ar.pop());
+      if (links_[i]->aw.valid()) heard(clock_.cycle(), int(i), true, links_[i]->aw.pop());
+    }
+  }
+};
+
+TEST(Board, WatchdogNamesAMemoryThatNeverCompletesARequest) {
+  FreshSimContext ctx;
+  BoardConfig c;
+  auto models = std::make_shared<MemoryRegistry>(MemoryRegistry::board());
+  MemoryKind k;
+  k.name = "stuck";
+  k.clocked = [](sc_core::sc_module_name n, Clock& clock, const DdrConfig& d) {
+    return std::unique_ptr<Memory>(std::make_unique<StuckMemory>(n, clock, d));
+  };
+  k.calibration = {"ddr.read_latency_ns", "unused by this model", 1000, 1, true};
+  k.watchdog_keys = [](const DdrConfig&) { return std::vector<std::string>{"stuck.latency = forever"}; };
+  models->add(k);
+  c.ddr.models = models;
+  c.ddr.model = "stuck";
+  Rig r(c);
+  ProgressWatchdog watchdog(r.board, 2000);
+  start_matmul(r, 0, make_matmul(37, 1536, 1, 0x0100'0000, 0x0180'0000));
+  std::string message;
+  for (int i = 0; i < 100 && message.empty(); ++i) {
+    r.run_cycles(256);
+    try {
+      watchdog.check(r.board.clock().cycle());
+    } catch (const Error& e) {
+      message = e.what();
+    }
+  }
+  for (const char* needle : {"watchdog: no data moved for", "mm0 MM2S", "The memory (ddr.model = stuck) holds",
+                             "requests it has not completed (none completed since reset)", "stuck.latency = forever"})
+    EXPECT_NE(message.find(needle), std::string::npos) << needle << " not in: " << message;
+  EXPECT_GT(r.board.memory().requests().heard, 1u);
+  EXPECT_EQ(r.board.memory().requests().completed, 0u);
 }
 
 // ---- (i) matmul through the board ----------------------------------------------------------

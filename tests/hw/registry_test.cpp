@@ -149,10 +149,11 @@ class FixedLatencyMemory : public Memory {
       if (!p.responses.empty() && l.b.ready()) {
         l.b.push(DdrWriteResponse{p.responses.front(), false});
         p.responses.pop_front();
+        completed(now, int(i), true);
       }
       if (!p.reads.empty() && p.reads.front().due <= now && l.r.ready()) {
         note_busy(ps, now);
-        if (emit_read_beat(*this, p.reads.front(), l, ps)) p.reads.pop_front();
+        if (emit_read_beat(*this, p.reads.front(), l, ps)) p.reads.pop_front(), completed(now, int(i), false);
       }
       if (!p.writes.empty() && l.w.valid()) {
         Write& w = p.writes.front();

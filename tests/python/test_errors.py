@@ -124,9 +124,11 @@ def test_no_output_replaces_an_input_by_path_symlink_or_hard_link(tmp_path):
     link, hard = tmp_path / "link", tmp_path / "hard"
     link.symlink_to(config)
     os.link(config, hard)
-    for arg in ("trace", "layers_csv", "record_mmio"):
+    for arg in ("trace", "layers_csv", "record_mmio", "dram_trace", "dram_commands"):
         for out in (config, tmp_path / "." / "board.toml", link, hard):
-            message = refused(bitsim.run, **TINY, config_file=str(config), **{arg: str(out)})
+            # traced in the cycle fidelity (the DRAM commands under ddr3)
+            cycle = {"fidelity": "cycle", "config": {"ddr.model": "ddr3"}} if arg.startswith("dram") else {}
+            message = refused(bitsim.run, **TINY, **cycle, config_file=str(config), **{arg: str(out)})
             assert str(out) in message and str(config) in message and "must not replace" in message, message
     assert config.read_text() == text
 
@@ -186,3 +188,51 @@ def test_text_the_binding_cannot_convert_is_refused_naming_the_argument():
         message = refused(call, **kwargs)
         assert message.startswith(name), (call.__name__, name, message)
         assert "lone surrogate" in message and "index 1" in message, message
+
+
+def test_the_dram_outputs_follow_the_commands_rules(cli, tmp_path):
+    """dram_trace= and dram_commands= as --dram-trace and --dram-commands: the same files as
+    the command writes, refused when they name one file or a folder that does not exist, and
+    a refused run leaves an earlier file as it was."""
+    cycle = dict(TINY, fidelity="cycle", tokens=1, config={"ddr.model": "ddr3"})
+    trace, commands = tmp_path / "t.csv", tmp_path / "c.csv"
+    bitsim.run(**cycle, dram_trace=str(trace), dram_commands=str(commands))
+    cli("run", "--quiet", "--model", "synthetic:tiny", "--prompt", TINY["prompt"], "--tokens", 1, "--fidelity",
+        "cycle", "--set", "ddr.model=ddr3", "--dram-trace", tmp_path / "t2.csv", "--dram-commands",
+        tmp_path / "c2.csv")
+    assert trace.read_text() == (tmp_path / "t2.csv").read_text()
+    assert commands.read_text() == (tmp_path / "c2.csv").read_text()
+    message = refused(bitsim.run, **cycle, dram_trace=str(trace), dram_commands=str(trace))
+    assert str(trace) in message, message
+    before = trace.read_text()
+    message = refused(bitsim.run, **cycle, dram_trace=str(tmp_path / "no" / "t.csv"))
+    assert "no" in message, message
+    assert trace.read_text() == before
+    with pytest.raises(bitsim.InputTypeError, match="dram_trace"):
+        bitsim.run(**cycle, dram_trace=3)
+
+
+def test_every_int_argument_past_64_bits_and_every_path_with_a_nul_is_refused_naming_it():
+    """The class "no error escapes unnamed": an int the binding's 64-bit integers cannot hold
+    and a path no file can have are InputError naming the argument, never pybind11's own
+    RuntimeError or TypeError."""
+    text = "models/kjv-ternary/test.txt"
+    calls = {
+        "run": (lambda **kw: bitsim.run(**{**TINY, **kw}), ("tokens", "top_k", "threads", "seed")),
+        "sweep": (lambda **kw: bitsim.sweep({"clock.mhz": [100]}, check_model=None, **kw),
+                  ("tokens", "context", "jobs", "prompt_tokens")),
+        "eval": (lambda **kw: bitsim.eval("synthetic:tiny", text, **kw), ("tokens", "board", "compare", "threads",
+                                                                         "window")),
+    }
+    for call, (fn, names) in calls.items():
+        for name in names:
+            for v in (2**63, 2**64, 2**70, -2**63 - 1):
+                if name == "seed" and v == 2**63:
+                    continue  # a seed is an unsigned 64-bit integer
+                with pytest.raises(bitsim.InputError, match=name) as e:
+                    fn(**{name: v})
+                assert not isinstance(e.value, (RuntimeError,)), (call, name, v)
+    for name in ("model", "tokenizer", "config_file", "cache_dir", "trace", "layers_csv", "record_mmio",
+                 "dram_trace", "dram_commands"):
+        with pytest.raises(bitsim.InputError, match=f"{name}: the path .* holds a NUL"):
+            bitsim.run(**{**TINY, name: "synthetic:tiny\0x" if name == "model" else "a\0b"})

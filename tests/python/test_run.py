@@ -78,6 +78,26 @@ def test_logits_are_float32_arrays_whose_digests_are_the_tokens():
     assert bitsim.run(**TINY).logits is None
 
 
+def test_every_per_token_array_has_one_entry_per_token_none_where_no_logits():
+    """A prefill of P tokens without all_logits computes logits at the chunk's last position
+    only: logits holds None at the others, and every table column is as long as r.tokens."""
+    r = bitsim.run(model="synthetic:tiny", prompt="Hello there", tokens=2, logits=True,
+                   config={"prefill.tokens_per_pass": 4})
+    n = len(r.tokens)
+    assert n == r.prompt_tokens + 2
+    assert len(r.logits) == n
+    for name in r.tokens:  # a DataFrame's or a dict's column names
+        assert len(column(r.tokens, name)) == n, name
+    digests = column(r.tokens, "logits_digest")
+    missing = [i for i, a in enumerate(r.logits) if a is None]
+    assert missing, "a prefill without all_logits leaves prompt positions without logits"
+    for i, a in enumerate(r.logits):
+        if a is None:
+            assert digests[i] in (None, "") or (isinstance(digests[i], float) and math.isnan(digests[i])), i
+        else:
+            assert f"{fnv1a64(a.tobytes()):016x}" == digests[i], i
+
+
 def test_timing_only_and_cycle_fidelity_give_the_fast_fidelitys_times():
     fast = bitsim.run(model="synthetic:tiny", prompt="Hi", tokens=1)
     cycle = bitsim.run(model="synthetic:tiny", prompt="Hi", tokens=1, fidelity="cycle")

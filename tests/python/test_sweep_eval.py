@@ -4,6 +4,7 @@ the same inputs: the same rows, figures and provenance (bar this host's wall tim
 import json
 
 import numpy as np
+import pytest
 
 import bitsim
 from conftest import column
@@ -61,3 +62,36 @@ def test_eval_gives_the_commands_rows(cli, source_dir):
         assert rows.attrs[k] == doc[k], k
     assert rows.attrs["board_check"]["logits_equal"] is True
     assert set(column(rows, "evidence")) == {"simulated"}
+
+
+def test_sweep_takes_prompt_tokens_as_the_command(cli, tmp_path):
+    rows = bitsim.sweep({"clock.mhz": [100]}, tokens=1, context=8, prompt_tokens=4, check_model=None)
+    csv = tmp_path / "s.csv"
+    cli("sweep", "--quiet", "--check-model", "", "--tokens", 1, "--context", 8, "--prompt-tokens", 4, "--grid",
+        "clock.mhz=100", "--csv", csv)
+    line = csv.read_text().splitlines()
+    header, values = line[0].split(","), line[1].split(",")
+    for name in ("ttft_ms", "prefill_tok_s"):
+        assert column(rows, name)[0] == pytest.approx(float(values[header.index(name)]), rel=1e-4), name
+    with pytest.raises(bitsim.InputError, match="prompt_tokens"):
+        bitsim.sweep({"clock.mhz": [100]}, tokens=1, prompt_tokens=0, check_model=None)
+
+
+def test_a_sweep_point_that_fails_names_it_and_keeps_the_points_that_ran():
+    with pytest.raises(bitsim.InputError, match="point prefill.tokens_per_pass=64") as e:
+        bitsim.sweep({"prefill.tokens_per_pass": [1, 64]}, tokens=1, context=460, check_model=None,
+                     config={"attention.variant": "online-softmax", "kv.format": "int4"})
+    assert "activation slots" in str(e.value)
+    assert column(e.value.partial, "prefill.tokens_per_pass") == [1]
+
+
+def test_eval_takes_window_as_the_command(cli, source_dir):
+    model = source_dir / "models" / "kjv-ternary"
+    text = model / "test.txt"
+    rows = bitsim.eval(model=model, text=text, tokens=64, window=16)
+    doc = cli.json("eval", "--model", model, "--text", text, "--tokens", 64, "--window", 16, "--json", "--quiet")
+    assert rows.attrs["window"] == doc["window"] == 16
+    assert rows.attrs["windows"] == doc["windows"]
+    assert column(rows, "ppl") == [r["ppl"] for r in doc["rows"]]
+    with pytest.raises(bitsim.InputError, match="window"):
+        bitsim.eval(model=model, text=text, tokens=64, window=0)

@@ -136,10 +136,10 @@ TEST(BoardConfig, EveryKeyRangeIsTheModulesRange) {
 }
 
 // The keys a DDR3 key's range end needs beside it to keep the relations of docs/ddr3.md
-// (the device at least the memory map, tRC >= tRAS + tRP, tRFC < tREFI, tRAS <= 9 tREFI).
-// Four ends no companion can make valid are refused by a relation, naming the key:
+// (the device at least the memory map, tRC >= tRAS + tRP, tRFC < tREFI, tRFC + the row cycle
+// <= tREFI). Four ends no companion can make valid are refused by a relation, naming the key:
 // ddr3.rows = 1 (64 banks x 65,536 columns x 16 bytes is 64 MiB), ddr3.trc = 1 and
-// ddr3.tras = 256 (tRAS + tRP >= 2, tRC <= 256), ddr3.trefi = 1 (tRFC >= 1).
+// ddr3.tras = 256 (tRAS + tRP >= 2, tRC <= 256), ddr3.trefi = 1 (tRFC >= 1, a row cycle >= 8).
 bool ddr3_end_unreachable(const std::string& key, double v) {
   return (key == "ddr3.rows" && v == 1) || (key == "ddr3.trc" && v == 1) || (key == "ddr3.tras" && v == 256) ||
          (key == "ddr3.trefi" && v == 1);

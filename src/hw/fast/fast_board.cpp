@@ -788,6 +788,13 @@ bool FastBoard::walk_chains(const std::vector<std::pair<int, int>>& started, std
     // kernels neither read nor write outside it.
     for (const auto& g : ch.chain)
       if (g.addr > memory_.size() || g.bytes > memory_.size() - g.addr) ok = false;
+    // A buffer the DMA refuses at its start (AxiDma: a length past dma.length_bits, a length or
+    // address off a beat, an empty descriptor): the clocked DMA raises DMAIntErr and moves
+    // nothing, so the fast kernels must not compute it; only the clocked board says what
+    // follows (else the fast fidelity ends a program the cycle fidelity runs).
+    const uint64_t max_length = (uint64_t(1) << config_.dma.length_bits) - 1;
+    for (const auto& g : ch.chain)
+      if (g.bytes == 0 || g.bytes > max_length || g.bytes % 8 != 0 || g.addr % 8 != 0) ok = false;
   }
   for (const OracleAction& a : batch_actions_) {
     const uint32_t off = uint32_t(a.addr & 0xFF) % R::kS2mmOffset;

@@ -2,6 +2,7 @@
 // The ddr3.* keys: the DDR3 device and the Zynq DDR controller as ddr.model = ddr3 times them
 // (docs/ddr3.md is the contract; each field's key, range, unit, evidence and meaning is in
 // visit(), base/config_field.h). Device timings are in device cycles (nCK) of ddr3.clock_mhz.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -40,6 +41,15 @@ struct Ddr3Config {
   // The device's bytes: banks x rows x columns x bus width.
   uint64_t device_bytes() const { return uint64_t(banks) * rows * columns * bus_bytes; }
 
+  // The longest time one burst's row holds the device between two refreshes, in nCK: from its
+  // ACT until the bank may precharge (tRAS, or the column command at tRCD and its recovery: a
+  // read's tRTP, a write's CWL + BL/2 + tWR), then tRP until every bank is precharged and a
+  // refresh may start (docs/ddr3.md, "Relations between the keys").
+  uint64_t row_cycle() const {
+    const uint64_t recovery = std::max<uint64_t>(trtp, uint64_t(cwl) + burst_length / 2 + twr);
+    return std::max<uint64_t>(tras, trcd + recovery) + trp;
+  }
+
   // check_fields, the sizes the address map splits into bits powers of two, and the JEDEC
   // relations among the timings (docs/ddr3.md, "Relations between the keys").
   void validate(const std::string& who) const {
@@ -63,8 +73,15 @@ struct Ddr3Config {
     rule(trfc < trefi, fmt::format("ddr3.trfc = {} is not below ddr3.trefi = {}", trfc, trefi),
          "a refresh must end before the next one is due, else the device refreshes for ever and never serves a "
          "request");
-    rule(tras <= 9 * uint64_t(trefi), fmt::format("ddr3.tras = {} exceeds 9 x ddr3.trefi = 9 x {}", tras, trefi),
-         "a row may stay open at most 9 refresh intervals (JEDEC: tRAS max = 9 x tREFI)");
+    rule(trfc + row_cycle() <= uint64_t(trefi),
+         fmt::format("ddr3.trfc = {} plus the row cycle {} (max(ddr3.tras = {}, ddr3.trcd = {} + max(ddr3.trtp = {}, "
+                     "ddr3.cwl = {} + 4 + ddr3.twr = {})) + ddr3.trp = {}) = {} exceeds ddr3.trefi = {}",
+                     trfc, row_cycle(), tras, trcd, trtp, cwl, twr, trp, trfc + row_cycle(), trefi),
+         "after each refresh the interval must leave room for one row cycle (ACT, a read or write, PRE) before the "
+         "next refresh is due; else the refreshes fall ever further behind (JEDEC allows 8 owed), run into each "
+         "other, and the device spends its time refreshing rather than serving (docs/ddr3.md, \"Relations between the "
+         "keys\")");
+    // JEDEC's tRAS max = 9 x tREFI follows: tREFI >= tRFC + the row cycle > tRAS.
   }
 
   template <typename C, typename V>

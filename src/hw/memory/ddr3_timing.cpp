@@ -252,10 +252,20 @@ std::optional<Ddr3Served> Ddr3Timing::step(uint64_t limit) {
   const Ddr3Address a = bu.at;
   Plan bp = plan(a, bu.write, bu.arrival);
   // A burst that would cross a refresh waits for it. The loop ends because the config
-  // refuses ddr3.trfc >= ddr3.trefi (Ddr3Config::check_relations, checked by the
-  // constructor): after a refresh every bank is closed, its ACT waits tRFC, and each further
-  // refresh moves the next due time tREFI > tRFC on while the other bounds stay put.
-  while ((bp.act ? bp.act_t : bp.col_t) >= next_refresh_ || (bp.pre && bp.pre_t >= next_refresh_)) {
+  // refuses ddr3.trfc + the row cycle > ddr3.trefi (Ddr3Config::check_relations, checked by
+  // the constructor): after a refresh every bank is closed, its ACT waits tRFC, and each
+  // further refresh moves the next due time tREFI > tRFC on while the other bounds (tRRD,
+  // tFAW, the arrival, all within the horizon) stay put. The backstop: a burst that has waited
+  // more refreshes than those bounds allow ends the run naming the keys, never a hang.
+  const uint64_t max_waits = 2 + horizon() / (c_.trefi - std::min<uint64_t>(c_.trfc, c_.trefi - 1));
+  for (uint64_t waits = 0;
+       (bp.act ? bp.act_t : bp.col_t) >= next_refresh_ || (bp.pre && bp.pre_t >= next_refresh_); ++waits) {
+    if (waits >= max_waits)
+      throw Error(fmt::format("ddr3: a {} burst at bank {} row {} (arrived at device cycle {}) waited {} refreshes "
+                              "without a command fitting between two: the memory cannot serve it (ddr3.trefi = {}, "
+                              "ddr3.trfc = {}, ddr3.trrd = {}, ddr3.tfaw = {})",
+                              bu.write ? "write" : "read", a.bank, a.row, bu.arrival, waits, c_.trefi, c_.trfc,
+                              c_.trrd, c_.tfaw));
     refresh();
     bp = plan(a, bu.write, bu.arrival);
   }

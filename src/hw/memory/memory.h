@@ -118,6 +118,12 @@ class Memory : public sc_core::sc_module {
 
   const DdrConfig& config() const { return config_; }
   const DdrStats& stats() const { return stats_; }
+  // The bursts the memory has accepted and completed (every model tells heard() and
+  // completed()); the progress watchdog names the ones it holds when data stops moving.
+  struct RequestCounts {
+    uint64_t heard = 0, completed = 0, last_completion = 0;  // last_completion: an edge (0: none yet)
+  };
+  const RequestCounts& requests() const { return requests_; }
   // Achieved bandwidth over the busy span (first to last busy edge), GB/s (1e9 bytes/s), of
   // one port (port >= 0) or all ports together (port = -1).
   double achieved_gbps(int port = -1) const;
@@ -192,12 +198,15 @@ class Memory : public sc_core::sc_module {
     s.last_busy_cycle = now;
     ++s.busy_cycles;
   }
-  // Tells the request listener, if any, of a burst accepted at `cycle`.
-  void heard(uint64_t cycle, int port, bool write, const DdrBurst& b) const {
+  // Tells the request listener, if any, of a burst accepted at `cycle` (and counts it).
+  void heard(uint64_t cycle, int port, bool write, const DdrBurst& b) {
+    ++requests_.heard;
     if (request_listener_) request_listener_(cycle, port, write, b.addr, b.beats * uint32_t(kBusBeatBytes));
   }
-  // Tells the completion listener, if any, of a burst completed at `cycle`.
-  void completed(uint64_t cycle, int port, bool write) const {
+  // Tells the completion listener, if any, of a burst completed at `cycle` (and counts it).
+  void completed(uint64_t cycle, int port, bool write) {
+    ++requests_.completed;
+    requests_.last_completion = cycle;
     if (completion_listener_) completion_listener_(cycle, port, write);
   }
 
@@ -210,6 +219,7 @@ class Memory : public sc_core::sc_module {
   bool sleeping_ = false;                             // asleep until wake_ (sleep_until_request)
   RequestListener request_listener_;
   CompletionListener completion_listener_;
+  RequestCounts requests_;
 };
 
 // (Inline: every beat of every model goes through them.)

@@ -50,10 +50,19 @@ void ProgressWatchdog::check(uint64_t cycle) {
   for (int e = 0; e < engines.count(); ++e)
     if (engine_busy[size_t(e)] && engines[e].output_keys)
       for (const std::string& k : engines[e].output_keys(c)) keys.push_back(k);
+  // A memory holding requests it never completes is named with them (ddr.model and its keys).
+  std::string memory;
+  const Memory::RequestCounts& q = board_.memory().requests();
+  if (q.heard > q.completed)
+    memory = fmt::format(" The memory (ddr.model = {}) holds {} request{} it has not completed ({}).", c.ddr.model,
+                         q.heard - q.completed, q.heard - q.completed == 1 ? "" : "s",
+                         q.completed == 0 ? std::string("none completed since reset")
+                                          : fmt::format("the last completed at edge {}", q.last_completion));
   throw Error(fmt::format("watchdog: no data moved for {} PL cycles (edge {} to {}) while DMA {} {} busy: the "
-                          "transfer cannot finish. The keys that shape {}: {}",
+                          "transfer cannot finish.{} The keys that shape {}: {}",
                           cycle - last_change_, last_change_, cycle, fmt::join(busy, ", "),
-                          busy.size() == 1 ? "is" : "are", busy.size() == 1 ? "it" : "them", fmt::join(keys, ", ")));
+                          busy.size() == 1 ? "is" : "are", memory, busy.size() == 1 ? "it" : "them",
+                          fmt::join(keys, ", ")));
 }
 
 }  // namespace bitsim::hw
