@@ -70,19 +70,24 @@ TEST(CacheCli, ASecondRunStartsFromTheCacheAndInfoAndClearSeeIt) {
   ASSERT_EQ(info.code, 0) << info.err;
   const auto j = nlohmann::json::parse(info.out);
   EXPECT_EQ(j["schema"], "bitsim.cache/1");
-  // The model, the K/V scales, the batch timings and the executable's content hash.
-  ASSERT_EQ(j["entries"].size(), 4u);
+  // The model, the K/V scales, the batch timings, the executable's content hash and the three
+  // layouts derived from the model (golden codes, packed image, decoded rows).
+  ASSERT_EQ(j["entries"].size(), 7u);
+  int layouts = 0;
   for (const auto& e : j["entries"]) {
-    EXPECT_TRUE(e["kind"] == "model" || e["kind"] == "kvscales" || e["kind"] == "timing" || e["kind"] == "filehash")
+    EXPECT_TRUE(e["kind"] == "model" || e["kind"] == "kvscales" || e["kind"] == "timing" || e["kind"] == "filehash" ||
+                e["kind"] == "layout")
         << e.dump();
+    layouts += e["kind"] == "layout";
     EXPECT_EQ(e["hits"], 1) << e.dump();
     EXPECT_GT(e["bytes"].get<uint64_t>(), e["kind"] == "filehash" ? 32u : 128u);
   }
   const auto text = run_bitsim("cache info --cache-dir " + dir);
-  EXPECT_TRUE(contains(text.out, "entries         4")) << text.out;
+  EXPECT_EQ(layouts, 3);
+  EXPECT_TRUE(contains(text.out, "entries         7")) << text.out;
   const auto clear = run_bitsim("cache clear --cache-dir " + dir);
   ASSERT_EQ(clear.code, 0) << clear.err;
-  EXPECT_TRUE(contains(clear.out, "deleted 4 entries")) << clear.out;
+  EXPECT_TRUE(contains(clear.out, "deleted 7 entries")) << clear.out;
   EXPECT_EQ(nlohmann::json::parse(run_bitsim("cache info --json --cache-dir " + dir).out)["entries"].size(), 0u);
 }
 
