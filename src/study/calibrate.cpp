@@ -70,9 +70,9 @@ std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& p, int first_c
   return sim::simulate_tokens(cfg, m, any_scales(m.config), toks, o, nullptr, transfers);
 }
 
-sim::EnergyAccount shape_energy_account(const sim::ParamSet& p) {
+sim::EnergyAccount shape_energy_account(const sim::ParamSet& p, const model::ModelConfig* shape) {
   const sim::SimConfig cfg = sim::make_sim_config(p);
-  const model::ModelConfig mc = model::ModelConfig::bitnet_large();
+  const model::ModelConfig mc = shape ? *shape : model::ModelConfig::bitnet_large();
   return sim::energy_account(cfg, mc, std::max(1, host::kv_context_limit(mc, cfg.memory)));
 }
 

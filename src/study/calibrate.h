@@ -71,9 +71,9 @@ struct PrefillMeasured {
   double prompt_j = 0;  // the prompt's energy, its chunks summed (docs/energy.md; simulated)
 };
 PrefillMeasured measure_prefill(const sim::ParamSet& params, int prompt_tokens);
-// The energy account of the bitnet-large shape on the config's board, at the KV capacity
-// `bitsim run` would give it (sim/energy_account.h).
-sim::EnergyAccount shape_energy_account(const sim::ParamSet& params);
+// The energy account of the bitnet-large shape (or of `shape` when given) on the config's
+// board, at the KV capacity `bitsim run` would give it (sim/energy_account.h).
+sim::EnergyAccount shape_energy_account(const sim::ParamSet& params, const model::ModelConfig* shape = nullptr);
 // Median figures over 8 timing-only tokens at contexts T-7..T.
 Measured measure_end_to_end(const sim::ParamSet& params, int T);
 // The attention unit alone at context T: circuit ms for one token and read GB/s.

@@ -121,11 +121,15 @@ std::vector<RegressFigure> run_scenario_timing(const RegressScenario& s, const s
   return out;
 }
 
-// The energy of bitnet-large timing-only tokens (docs/energy.md): per token its total and its
-// three parts, and the CPU's DDR traffic the DRAM term prices.
+// The energy of bitnet-large timing-only tokens, or of the shape of the scenario's `model`
+// when it names one (docs/energy.md): per token its total and its three parts, and the CPU's
+// DDR traffic the DRAM term prices.
 std::vector<RegressFigure> run_scenario_energy(const RegressScenario& s, const sim::ParamSet& params) {
-  const std::vector<sim::TokenOutcome> toks = timing_tokens(params, s.context, s.tokens);
-  const sim::EnergyAccount account = shape_energy_account(params);
+  std::optional<model::ModelConfig> shape;
+  if (s.field_origin.count("model")) shape = model::open_model_source(s.model)->config();
+  const std::vector<sim::TokenOutcome> toks =
+      timing_tokens(params, s.context, s.tokens, nullptr, shape ? &*shape : nullptr);
+  const sim::EnergyAccount account = shape_energy_account(params, shape ? &*shape : nullptr);
   std::vector<RegressFigure> out;
   for (size_t i = 0; i < toks.size(); ++i) {
     const std::string prefix = fmt::format("T={}", s.context + int(i));

@@ -305,5 +305,36 @@ TEST(RegressCli, ADamagedBaselineExitsTwoAndUpdateReplacesIt) {
   EXPECT_NE(r.err.find("not a folder"), std::string::npos) << r.err;
 }
 
+// An energy scenario that names a model prices that model's tokens: a grouped-query sibling's
+// token is shorter and cheaper than bitnet-large's, and its time is its own timing
+// scenario's token (matmul + attention + CPU, walker 0).
+TEST(RegressScenarioRun, AnEnergyScenarioPricesTheModelItNames) {
+  const sim::ParamSet base = sim::load_board_params("");
+  RegressScenario large;
+  large.name = "e";
+  large.kind = "energy";
+  large.context = 64;
+  large.tokens = 1;
+  RegressScenario gqa = large;
+  gqa.model = "synthetic:bitnet-large-gqa4";
+  gqa.field_origin["model"] = "test";
+  RegressScenario gqa_timing = gqa;
+  gqa_timing.kind = "timing";
+  auto figure = [](const std::vector<RegressFigure>& fs, const std::string& name) {
+    for (const auto& f : fs)
+      if (f.name == name) return f.value;
+    ADD_FAILURE() << "no figure " << name;
+    return nlohmann::json();
+  };
+  const auto a = run_regress_scenario(large, base), b = run_regress_scenario(gqa, base);
+  const auto t = run_regress_scenario(gqa_timing, base);
+  EXPECT_LT(figure(b, "T=64 total_ps").get<uint64_t>(), figure(a, "T=64 total_ps").get<uint64_t>());
+  EXPECT_LT(std::stod(figure(b, "T=64 energy_mj").get<std::string>()),
+            std::stod(figure(a, "T=64 energy_mj").get<std::string>()));
+  EXPECT_EQ(figure(t, "T=64 matmul_ps").get<uint64_t>() + figure(t, "T=64 attention_ps").get<uint64_t>() +
+                figure(t, "T=64 cpu_ps").get<uint64_t>(),
+            figure(b, "T=64 total_ps").get<uint64_t>());
+}
+
 }  // namespace
 }  // namespace bitsim::study
