@@ -270,6 +270,18 @@ std::string MemoryAccount::room_text(int wanted) const {
   std::string t;
   if (kv_position_bytes > 0 && wanted > positions) {
     const uint64_t need = kv_cache + uint64_t(wanted - positions) * kv_position_bytes;
+    const int cap = std::min(unit_max_t, model_max_t);
+    if (need <= left && cap > 0 && wanted > cap) {  // room in the memory: the unit or the model stops it
+      return fmt::format(
+          "{} positions would take {:.2f} MiB of KV ({} bytes per position), which the {:.2f} MiB that cma.mib = {} "
+          "leaves would hold; the limit of {} positions is {}",
+          wanted, mib(need), kv_position_bytes, mib(left), cma_bytes >> 20, cap,
+          unit_max_t <= model_max_t
+              ? fmt::format("the attention unit's largest context with kv.format = {} (its score buffer and "
+                            "accumulators; attention.variant = online-softmax with kv.format = int4 or tip reaches {})",
+                            kv_int8 ? "int8" : "int4/tip", model::attention_max_t(true))
+              : fmt::format("the model's max_position_embeddings ({})", model_max_t));
+    }
     t = fmt::format("{} bytes of KV per position, {} positions take {:.2f} MiB and {} would take {:.2f} MiB, "
                     "{:.2f} MiB more than ",
                     kv_position_bytes, positions, mib(kv_cache), wanted, mib(need), mib(need - std::min(need, left)));
@@ -330,6 +342,9 @@ MemoryAccount memory_account(const model::ModelConfig& model, MemoryMapConfig co
   MemoryAccount a = MemoryMap(model, with_room(config)).account();
   a.ddr_bytes = config.ddr_bytes;
   a.cma_bytes = config.cma_bytes;
+  a.unit_max_t = model::attention_max_t(config.kv_format != model::KvFormat::Int8);
+  a.model_max_t = std::max(1, model.max_position_embeddings);
+  a.kv_int8 = config.kv_format == model::KvFormat::Int8;
   return a;
 }
 

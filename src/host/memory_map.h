@@ -126,6 +126,10 @@ struct MemoryAccount {
   uint64_t call_buffers = 0;     // results (R x P words), attention headers+q, SG descriptors
   int positions = 0;             // the KV areas' positions
   int tokens_per_pass = 1;       // prefill.tokens_per_pass = P: x vectors per stream slot, R x P result words
+  // The largest context whatever the memory: the attention unit's with this KV format
+  // (model::attention_max_t), and the model's max_position_embeddings.
+  int unit_max_t = 0, model_max_t = 0;
+  bool kv_int8 = true;           // kv.format = int8 (the unit's 512-position limit)
   uint64_t weights_image() const { return weight_rows + activation_slots + stream_padding; }
   uint64_t used() const { return weights_image() + kv_cache + call_buffers; }
   // The DDR Linux keeps: below the region (cma.base) and above it.
@@ -137,7 +141,8 @@ struct MemoryAccount {
   // Why the KV cache holds `positions` and not `wanted` (> positions): what else takes the
   // CMA, each with its size (the packed weight rows, the activation slots of P vectors, the
   // page alignment, the call buffers), the KV bytes per position and how much more `wanted`
-  // would need. One clause, for a refusal to put after "kv.format = F: ".
+  // would need. One clause, for a refusal to put after "kv.format = F: ". When the memory
+  // would hold `wanted`, it says that the limit is the attention unit's or the model's.
   std::string room_text(int wanted) const;
 };
 

@@ -484,9 +484,9 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   res.tokens_per_pass = cfg.board.prefill.tokens_per_pass;
   res.prefill = prefill_resources_of(cfg, mc, capacity);
   res.energy_config = cfg.energy;
-  // Where the CMA bounds the context, a refusal says what took the room (host::MemoryAccount).
+  // A refusal says what bounds the context: what took the CMA's room, or the attention unit's
+  // (or the model's) largest context where the memory would hold more (host::MemoryAccount).
   const auto why = [&](int wanted) {
-    if (capacity >= res.kv_capacity_cap) return std::string();
     return fmt::format(" (kv.format = {}: {})", cfg.board.attention.kv_format,
                        host::memory_account(mc, cfg.memory, capacity).room_text(wanted));
   };

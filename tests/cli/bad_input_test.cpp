@@ -335,6 +335,10 @@ TEST(BadInput, AKvCapacityRefusalNamesWhatTookTheRoom) {
       {"--set cma.mib=150", 200, 1,
        {"kv.format = int8", "73728 bytes of KV per position", "cma.mib = 150", "packed weight rows",
         "prefill.tokens_per_pass = 1"}},
+      // Room in the memory (the Zybo's 640 MiB): the limit is the unit's, and it is named as such.
+      {"--config " + std::string(BITSIM_SOURCE_DIR) + "/configs/zybo-z7-20.toml", 600, 1,
+       {"601 positions would take", "which the", "would hold", "the limit of 512 positions is the attention unit's",
+        "kv.format = int8", "reaches 2048"}},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.sets);
