@@ -299,13 +299,18 @@ const fast::DecodedRows* FastBoard::decoded(uint64_t addr, int rows, int n) {
   auto dr = std::make_shared<fast::DecodedRows>();
   int bad = -1;
   if (!dr->decode(p, rows, n, &bad, options_.threads)) return nullptr;
-  if (it != decoded_.end()) {
+  return install(addr, rows, n, std::move(dr));
+}
+
+// The decoded rows of the packed rows at addr, in place of any that were there.
+const fast::DecodedRows* FastBoard::install(uint64_t addr, int rows, int n, std::shared_ptr<fast::DecodedRows> dr) {
+  if (auto it = decoded_.find(addr); it != decoded_.end()) {
     stats_.decoded_bytes -= it->second.rows_->bytes();
     decoded_.erase(it);
   }
   stats_.decoded_bytes += dr->bytes();
   auto& slot = decoded_[addr];
-  slot = Decoded{addr + bytes, rows, n, std::move(dr)};
+  slot = Decoded{addr + uint64_t(rows) * model::packed_row_bytes(n), rows, n, std::move(dr)};
   return slot.rows_.get();
 }
 
@@ -317,15 +322,9 @@ void FastBoard::adopt_weights(const std::vector<model::PackedRowsSpan>& spans, m
     if (auto blob = derived->get(name); blob && blob->bytes == total) {
       size_t at = 0;
       for (const model::PackedRowsSpan& w : spans) {
-        auto dr = std::make_shared<fast::DecodedRows>(fast::DecodedRows::view(w.rows, w.n, blob->data + at, blob->keep));
-        at += dr->bytes();
-        auto it = decoded_.find(w.addr);
-        if (it != decoded_.end()) {
-          stats_.decoded_bytes -= it->second.rows_->bytes();
-          decoded_.erase(it);
-        }
-        stats_.decoded_bytes += dr->bytes();
-        decoded_[w.addr] = Decoded{w.addr + uint64_t(w.rows) * model::packed_row_bytes(w.n), w.rows, w.n, std::move(dr)};
+        at += install(w.addr, w.rows, w.n,
+                      std::make_shared<fast::DecodedRows>(fast::DecodedRows::view(w.rows, w.n, blob->data + at, blob->keep)))
+                  ->bytes();
       }
       return;
     }

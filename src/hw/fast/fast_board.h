@@ -212,6 +212,7 @@ class FastBoard {
   RelativeRegs relative(const Channel& c, const DmaChannelRegisters& r) const;
   DmaChannelRegisters absolute(const Channel& c, const RelativeRegs& r) const;
   const fast::DecodedRows* decoded(uint64_t addr, int rows, int n);
+  const fast::DecodedRows* install(uint64_t addr, int rows, int n, std::shared_ptr<fast::DecodedRows> dr);
 
   BoardConfig config_;
   FastBoardOptions options_;
