@@ -243,6 +243,25 @@ void OutputFile::commit() {
   committed_ = true;
 }
 
+LineFile::LineFile(const fs::path& path, const std::string& what) : out_(path, what), what_(what) {
+  file_ = std::fopen(out_.temp_path().c_str(), "w");
+  if (!file_) throw Error(fmt::format("{} {}: cannot write ({})", what_, path.string(), std::strerror(errno)));
+}
+
+LineFile::~LineFile() {
+  if (file_) std::fclose(file_);  // out_ then removes the temporary file
+}
+
+void LineFile::close(const char* last_line) {
+  if (!file_) return;
+  if (last_line) std::fputs(last_line, file_);
+  const bool failed = std::ferror(file_) != 0;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (failed || !closed) throw Error(fmt::format("{} {}: the write failed", what_, out_.path().string()));
+  out_.commit();
+}
+
 void write_file(const fs::path& path, const std::string& content, const std::string& what) {
   OutputFile out(path, what);
   const int fd = ::open(out.temp_path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);

@@ -15,6 +15,7 @@
 // `what` names the thing in messages (the caller's name for it: "trace file", "model folder",
 // the option that gave the path).
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -76,6 +77,29 @@ class OutputFile {
   std::filesystem::path path_, temp_;
   std::string what_;
   bool committed_ = false;
+};
+
+// A text output written line by line as a run goes (a DRAM trace, a command trace): an
+// OutputFile with its stdio stream. close() writes `last_line` (if any), closes the stream
+// and puts the file in place, or throws bitsim::Error naming `what` and the path when any
+// write failed. Destroyed open, it removes the temporary file. A writer that must keep what a
+// stopped run heard closes it itself, with a last line that says so.
+class LineFile {
+ public:
+  // Throws bitsim::Error naming `what` and the path when the temporary file cannot be opened.
+  LineFile(const std::filesystem::path& path, const std::string& what);
+  ~LineFile();
+  LineFile(const LineFile&) = delete;
+  LineFile& operator=(const LineFile&) = delete;
+
+  bool is_open() const { return file_ != nullptr; }
+  std::FILE* file() const { return file_; }  // null once closed
+  void close(const char* last_line = nullptr);
+
+ private:
+  OutputFile out_;
+  std::string what_;
+  std::FILE* file_ = nullptr;
 };
 
 }  // namespace bitsim::io

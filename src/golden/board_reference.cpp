@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "golden/loop_clones.h"
 #include "model/kv_format.h"
 #include "base/stop_signal.h"
 
@@ -18,9 +19,9 @@ using model::TernaryModel;
 
 // ---- The circuits' integer arithmetic -------------------------------------------------
 
-// The loop is plain C++; target_clones lets the compiler also emit an AVX2 version of it
-// (chosen at run time), which is what keeps the golden check beside every token cheap.
-__attribute__((target_clones("avx2", "default")))
+// The loop is plain C++, compiled for AVX-512, AVX2 and the baseline (golden/loop_clones.h):
+// the integer sum (|t_j x_j| <= 128, n <= 4096: no overflow in any order) is the same in each.
+BITSIM_GOLDEN_CLONES
 void ternary_matvec(const TernaryMatrix& w, int row_begin, int row_end, const int8_t* x,
                     int32_t* acc) {
   const int n = w.cols;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "golden/loop_clones.h"
+
 namespace bitsim::golden {
 
 CompactTrits::CompactTrits(const model::TernaryMatrix& w)
@@ -53,17 +55,12 @@ void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* 
   matmul(x, 1, row_begin, row_end, acc, 0);
 }
 
-// The loops are plain C++; target_clones lets the compiler also emit an AVX2 version of them
-// (chosen at run time). Each row's codes are decoded once into its trits (int16, the
-// padding columns' trits 0) and then met with every vector: sum_j t_j * x_j over the padded
-// row in int32, which the compiler turns into multiply-adds of int16 pairs (|t_j x_j| <=
-// 128 and the row's sum is within 4096 x 128: no overflow in any order, the same integer
-// sum).
-// Clang 14 emits the clones of a member function but not its dispatcher, so a clang build
-// (the fuzz preset) failed to link; there the loop is compiled once, for the default target.
-#if !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+// The loops are plain C++, compiled for AVX-512, AVX2 and the baseline (golden/loop_clones.h).
+// Each row's codes are decoded once into its trits (int16, the padding columns' trits 0) and
+// then met with every vector: sum_j t_j * x_j over the padded row in int32, which the
+// compiler turns into multiply-adds of int16 pairs (|t_j x_j| <= 128 and the row's sum is
+// within 4096 x 128: no overflow in any order, the same integer sum).
+BITSIM_GOLDEN_CLONES
 void CompactTrits::matmul(const int8_t* x, int count, int row_begin, int row_end, int32_t* acc,
                           size_t acc_stride) const {
   // Each x padded with zeros to whole blocks, widened to int16 once for all the rows.

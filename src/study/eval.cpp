@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "golden/loop_clones.h"
 #include "golden/board_reference.h"
 #include "golden/float_reference.h"
 #include "hw/fast/fast_kernels.h"
@@ -61,7 +62,8 @@ Int8Head make_int8_head(const model::TernaryModel& m) {
   return h;
 }
 
-__attribute__((target_clones("avx2", "default")))
+// Plain loops, compiled for AVX-512, AVX2 and the baseline (golden/loop_clones.h).
+BITSIM_GOLDEN_CLONES
 void int8_matvec(const int8_t* w, int rows, int cols, const int8_t* x, int32_t* acc) {
   for (int r = 0; r < rows; ++r) {
     const int8_t* wr = w + size_t(r) * cols;

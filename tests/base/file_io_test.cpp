@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -90,6 +91,41 @@ TEST(FileIo, WritesGoThroughATemporaryFileAndFailuresAreErrors) {
   EXPECT_EQ(slurp(p), "second");
   EXPECT_EQ(std::distance(fs::directory_iterator(d.path), fs::directory_iterator()), 1);
   EXPECT_TRUE(has(error_of([&] { write_file("/dev/full", "data", "--csv"); }), "--csv /dev/full: write failed"));
+}
+
+// A file written line by line as a run goes (io::LineFile: the DRAM and command traces):
+// nothing reaches the target before close(), which adds the last line; destroyed open, the
+// target is left as it was and no temporary file stays; a failed write is an error naming
+// the output and its path.
+TEST(FileIo, ALineFileAppearsWholeAtCloseAndNeverHalfWritten) {
+  TempDir d;
+  const fs::path p = d.path / "trace.txt";
+  write_file(p, "old", "trace file");
+  {
+    LineFile f(p, "trace file");
+    ASSERT_TRUE(f.is_open());
+    std::fputs("line 1\n", f.file());
+    std::fflush(f.file());
+    EXPECT_EQ(slurp(p), "old");
+    f.close("# last\n");
+    EXPECT_FALSE(f.is_open());
+    f.close();  // a second close does nothing
+  }
+  EXPECT_EQ(slurp(p), "line 1\n# last\n");
+  {
+    LineFile f(p, "trace file");
+    std::fputs("abandoned\n", f.file());
+  }
+  EXPECT_EQ(slurp(p), "line 1\n# last\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d.path), fs::directory_iterator()), 1);
+  const std::string full = error_of([] {
+    LineFile f("/dev/full", "dram trace file");
+    std::fputs("x\n", f.file());
+    f.close();
+  });
+  EXPECT_TRUE(has(full, "dram trace file /dev/full")) << full;
+  EXPECT_TRUE(has(error_of([&] { LineFile f(d.path / "missing" / "t.txt", "dram commands file"); }),
+                  "dram commands file"));
 }
 
 // One command's outputs: no two name one file (the same path spelled two ways, a symlink, a

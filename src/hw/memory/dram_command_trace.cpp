@@ -1,8 +1,6 @@
 #include "hw/memory/dram_command_trace.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -21,11 +19,11 @@ DramCommandTrace::DramCommandTrace(const std::string& path, Memory& memory) : me
     throw Error(fmt::format("dram commands file {}: {}", path, e.what()));
   }
   horizon_ = Ddr3Timing(memory.config().ddr3).horizon();
-  out_ = std::make_unique<io::OutputFile>(path, "dram commands file");
-  file_ = std::fopen(out_->temp_path().c_str(), "w");
-  if (!file_) {
+  try {
+    out_ = std::make_unique<io::LineFile>(path, "dram commands file");
+  } catch (...) {
     memory_.set_command_listener({});
-    throw Error(fmt::format("dram commands file {}: cannot write ({})", path, std::strerror(errno)));
+    throw;
   }
 }
 
@@ -41,27 +39,22 @@ void DramCommandTrace::flush(uint64_t before) {
   std::stable_sort(held_.begin(), held_.end());
   auto it = held_.begin();
   for (; it != held_.end() && std::get<0>(*it) < before; ++it)
-    fmt::print(file_, "{}\n", drampower_line(std::get<0>(*it), std::get<2>(*it), std::get<3>(*it)));
+    fmt::print(out_->file(), "{}\n", drampower_line(std::get<0>(*it), std::get<2>(*it), std::get<3>(*it)));
   held_.erase(held_.begin(), it);
 }
 
 void DramCommandTrace::finish(const char* last_line) {
   memory_.set_command_listener({});
-  if (!file_) return;
+  if (!out_ || !out_->is_open()) return;
   flush(UINT64_MAX);
-  if (last_line) fmt::print(file_, "{}", last_line);
-  const bool failed = std::ferror(file_) != 0;
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (failed || !closed) throw Error(fmt::format("dram commands file {}: the write failed", out_->path().string()));
-  out_->commit();
+  out_->close(last_line);
 }
 
 void DramCommandTrace::close() { finish(nullptr); }
 
 DramCommandTrace::~DramCommandTrace() {
   try {
-    if (file_) finish("# partial: the run did not finish\n");
+    if (out_ && out_->is_open()) finish("# partial: the run did not finish\n");
   } catch (...) {  // the temporary file is removed by OutputFile; nothing to throw from here
   }
 }

@@ -39,8 +39,7 @@ class DramCommandTrace {
   void flush(uint64_t before);  // writes the held lines of cycles before `before`, in order
   void finish(const char* last_line);
   Memory& memory_;
-  std::unique_ptr<io::OutputFile> out_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<io::LineFile> out_;
   uint64_t horizon_ = 0, latest_ = 0, commands_ = 0;
   std::vector<std::tuple<uint64_t, uint64_t, Ddr3Command, uint32_t>> held_;  // cycle, order heard, command, bank
 };

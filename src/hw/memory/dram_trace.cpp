@@ -1,8 +1,5 @@
 #include "hw/memory/dram_trace.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "base/error.h"
@@ -10,12 +7,9 @@
 namespace bitsim::hw {
 
 DramTrace::DramTrace(const std::string& path, Memory& memory, double clock_mhz) : memory_(memory) {
-  out_ = std::make_unique<io::OutputFile>(path, "dram trace file");
-  file_ = std::fopen(out_->temp_path().c_str(), "w");
-  if (!file_)
-    throw Error(fmt::format("dram trace file {}: cannot write ({})", path, std::strerror(errno)));
+  out_ = std::make_unique<io::LineFile>(path, "dram trace file");
   const DdrConfig& c = memory.config();
-  fmt::print(file_,
+  fmt::print(out_->file(),
              "# bitsim.dram-trace/2: one line per burst the memory accepted from an HP port\n"
              "# cycle port op address bytes done\n"
              "#   cycle: the PL edge it was accepted at ({} MHz, edge 0 at time 0); port: the memory port (0 = HP0, "
@@ -48,7 +42,7 @@ void DramTrace::write_front(bool all) {
   while (!pending_.empty() && (all || pending_.front().completed)) {
     const Request& r = pending_.front();
     const std::string done = r.completed ? std::to_string(r.done) : "-";
-    fmt::print(file_, "{} {} {} 0x{:x} {} {}\n", r.cycle, r.port, r.write ? 'W' : 'R', r.addr, r.bytes, done);
+    fmt::print(out_->file(), "{} {} {} 0x{:x} {} {}\n", r.cycle, r.port, r.write ? 'W' : 'R', r.addr, r.bytes, done);
     pending_.pop_front();
     ++first_seq_;
   }
@@ -57,21 +51,16 @@ void DramTrace::write_front(bool all) {
 void DramTrace::finish(const char* last_line) {
   memory_.set_request_listener({});
   memory_.set_completion_listener({});
-  if (!file_) return;
+  if (!out_->is_open()) return;
   write_front(true);
-  if (last_line) fmt::print(file_, "{}", last_line);
-  const bool failed = std::ferror(file_) != 0;
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (failed || !closed) throw Error(fmt::format("dram trace file {}: the write failed", out_->path().string()));
-  out_->commit();
+  out_->close(last_line);
 }
 
 void DramTrace::close() { finish(nullptr); }
 
 DramTrace::~DramTrace() {
   try {
-    if (file_) finish("# partial: the run did not finish\n");
+    if (out_->is_open()) finish("# partial: the run did not finish\n");
   } catch (...) {  // the temporary file is removed by OutputFile; nothing to throw from here
   }
 }

@@ -44,8 +44,7 @@ class DramTrace {
   std::deque<Request> pending_;          // accepted, not yet written, in acceptance order
   uint64_t first_seq_ = 0;               // the sequence number of pending_.front()
   std::vector<std::deque<uint64_t>> waiting_;  // per (port, direction): accepted, not completed
-  std::unique_ptr<io::OutputFile> out_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<io::LineFile> out_;
   uint64_t requests_ = 0;
 };
 
