@@ -21,7 +21,10 @@ Long context (models/kjv-long): --window 2048 sets max_position_embeddings and t
 the training samples (BOS + 2,047 consecutive tokens of the training stream); --short-window W
 --short-steps N trains the first N steps on samples of W positions instead, with the batch
 scaled by window / W so that every step sees the same number of tokens; --heads sets the
-number of attention heads (default hidden / 96, head_dim 96); --log-prefix names the files
+number of attention heads (default hidden / 96, head_dim 96); --kv-heads the K/V heads
+(num_key_value_heads, default the heads: grouped-query attention when fewer, each K/V head
+serving heads / kv-heads consecutive query heads, k_proj and v_proj of kv-heads x 96 rows,
+models/kjv-gqa); --log-prefix names the files
 written beside OUT (PREFIX + train_log.csv, loss_curve.png, training.json), so that a second
 model does not overwrite the first one's.
 
@@ -136,8 +139,12 @@ class Layer(torch.nn.Module):
         super().__init__()
         d, f, eps = c["hidden_size"], c["intermediate_size"], c["rms_norm_eps"]
         self.n_heads = c["num_attention_heads"]
+        self.n_kv_heads = c["num_key_value_heads"]
+        kv = d // self.n_heads * self.n_kv_heads  # k_proj, v_proj rows: kv_heads x head_dim
         self.input_layernorm = RMSNorm(d, eps)
-        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (BitLinear(d, d) for _ in range(4))
+        # Created (and initialized from the RNG) in this order: q, k, v, o.
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
+            BitLinear(d, n) for n in (d, kv, kv, d))
         self.inner_attn_ln = RMSNorm(d, eps)
         self.post_attention_layernorm = RMSNorm(d, eps)
         self.gate_proj, self.up_proj = BitLinear(d, f), BitLinear(d, f)
@@ -146,12 +153,18 @@ class Layer(torch.nn.Module):
 
     def forward(self, h, cos, sin, mask):
         B, T, D = h.shape
-        H = self.n_heads
+        H, KV = self.n_heads, self.n_kv_heads
         hd = D // H
         a = quant_input(self.input_layernorm(h))
-        q, k, v = (p(a).view(B, T, H, hd).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q = self.q_proj(a).view(B, T, H, hd).transpose(1, 2)
+        k, v = (p(a).view(B, T, KV, hd).transpose(1, 2) for p in (self.k_proj, self.v_proj))
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if KV != H:
+            # Grouped-query attention (HF repeat_kv): K/V head g serves the H / KV consecutive
+            # query heads g * (H / KV) .. (g + 1) * (H / KV) - 1, i.e. query head i reads
+            # K/V head i // (H / KV), as bitsim's references do (ModelConfig::kv_head).
+            k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))
         s = (q @ k.transpose(-1, -2)) / math.sqrt(hd) + mask
         o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, D)
         h = h + self.o_proj(quant_input(self.inner_attn_ln(o)))
@@ -293,6 +306,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--heads", type=int, default=None, help="attention heads (default hidden / 96)")
+    ap.add_argument("--kv-heads", type=int, default=None,
+                    help="K/V heads, num_key_value_heads (default: --heads, multi-head attention); "
+                         "must divide the heads (grouped-query attention)")
     ap.add_argument("--short-window", type=int, default=None, help="window of the first --short-steps steps")
     ap.add_argument("--short-steps", type=int, default=0)
     ap.add_argument("--log-prefix", default="", help="prefix of the files written beside OUT")
@@ -300,6 +316,10 @@ def main():
     heads = args.heads or args.hidden // 96
     if args.hidden % heads or args.hidden // heads != 96:
         print(f"train_model: --hidden {args.hidden} / --heads {heads} must give head_dim 96", file=sys.stderr)
+        return 2
+    kv_heads = args.kv_heads or heads
+    if kv_heads < 1 or heads % kv_heads:
+        print(f"train_model: --kv-heads {kv_heads} must divide the {heads} heads", file=sys.stderr)
         return 2
     if args.short_steps and (not args.short_window or args.window % args.short_window):
         print("train_model: --short-steps needs a --short-window that divides --window", file=sys.stderr)
@@ -326,7 +346,7 @@ def main():
         "architectures": ["BitnetForCausalLM"], "model_type": "llama", "torch_dtype": "float16",
         "hidden_act": "silu", "hidden_size": args.hidden, "intermediate_size": args.ffn,
         "num_hidden_layers": args.layers, "num_attention_heads": heads,
-        "num_key_value_heads": heads, "vocab_size": sp.get_piece_size(),
+        "num_key_value_heads": kv_heads, "vocab_size": sp.get_piece_size(),
         "max_position_embeddings": args.window, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
         "rope_scaling": None, "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
         "pad_token_id": None,
@@ -400,7 +420,7 @@ def main():
     record = {
         "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
         "seed": args.seed, "steps": args.steps, "batch": args.batch, "window": T, "lr": args.lr,
-        "heads": heads, "short_window": args.short_window, "short_steps": args.short_steps,
+        "heads": heads, "kv_heads": kv_heads, "short_window": args.short_window, "short_steps": args.short_steps,
         "warmup": args.warmup, "parameters": nparams, "tokens": {k: len(v) for k, v in enc.items()},
         "train_wall_s": round(train_s, 1), "torch": torch.__version__, "threads": args.threads,
         "final_train_loss": log_rows[-1]["train_loss"],
