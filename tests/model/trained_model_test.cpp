@@ -3,7 +3,8 @@
 // token's logits equal to the golden reference's), and the float perplexity of a fixed
 // slice of the test split is the stored value. The stored values were measured with this
 // checkpoint (models/README.md); a change to the loader, the float path, the board
-// arithmetic or the checkpoint shows here.
+// arithmetic or the checkpoint shows here. models/kjv-gqa, its grouped-query sibling (2 query
+// heads sharing 1 K/V head), is held the same way, through both GQA attention units.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -68,6 +69,43 @@ TEST(TrainedModel, FloatPerplexityOfAFixedSliceIsTheStoredValue) {
   const auto r = study::run_eval(q);
   ASSERT_EQ(r.rows.at(0).arithmetic, "float");
   const double stored = 43.52571827132799;
+  EXPECT_NEAR(r.rows.at(0).ppl, stored, 1e-4 * stored);
+}
+
+const fs::path kGqaModel = fs::path(BITSIM_SOURCE_DIR) / "models" / "kjv-gqa";
+
+TEST(TrainedModel, TheGqaSiblingGivesItsStoredTokensThroughEitherGqaUnit) {
+  const auto c = model::ModelConfig::from_file(kGqaModel / "config.json");
+  EXPECT_EQ(c.num_heads, 2);
+  EXPECT_EQ(c.num_kv_heads, 1);
+  const std::vector<int> expected = {261, 275, 303, 285, 285, 285, 285, 285, 268, 286, 263, 267,
+                                     275, 303, 285, 285, 373, 339, 259, 261, 275, 303, 285, 285};
+  for (const char* unit : {"per-head", "shared-stream"}) {
+    sim::BoardRunRequest r{sim::RunRequest{}, sim::board_params()};
+    r.params.set(std::string("attention.gqa=") + unit, "test");
+    r.run.model = kGqaModel.string();
+    r.run.prompt = "And God said unto Moses,";
+    r.run.tokens = 24;  // greedy
+    const auto res = sim::run_board(r);
+    EXPECT_TRUE(res.mismatch.empty()) << unit << ": " << res.mismatch;
+    std::vector<int> generated;
+    for (const auto& t : res.tokens) {
+      ASSERT_TRUE(t.logits_equal.has_value()) << unit;
+      EXPECT_TRUE(*t.logits_equal) << unit << ", token " << t.index;
+      if (t.generated) generated.push_back(t.token_id);
+    }
+    EXPECT_EQ(generated, expected) << unit << ": " << res.generated_text;
+  }
+}
+
+TEST(TrainedModel, TheGqaSiblingsFloatPerplexityOfAFixedSliceIsTheStoredValue) {
+  study::EvalRequest q;
+  q.model = kGqaModel.string();
+  q.text = kGqaModel / "test.txt";
+  q.tokens = 512;
+  const auto r = study::run_eval(q);
+  ASSERT_EQ(r.rows.at(0).arithmetic, "float");
+  const double stored = 65.13375546494194;
   EXPECT_NEAR(r.rows.at(0).ppl, stored, 1e-4 * stored);
 }
 
