@@ -4,7 +4,7 @@
 // the CPU supports is chosen at run time. The loops' integer sums do not depend on the order
 // of their additions (no overflow in any order: each loop says why), so every clone gives the
 // same result; the wider one keeps the golden check beside every token and every prefill
-// chunk cheap (docs/prefill.md, "Prompts in batches").
+// chunk cheap (docs/prefill.md 9, "Prompts in batches: the golden loops for AVX-512").
 // Clang 14 emits the clones of a member function but not its dispatcher (a clang build, the
 // fuzz preset, failed to link), and does not take the arch= form: there the loops are
 // compiled once, for the default target.

@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "golden/loop_clones.h"
 #include "golden/board_reference.h"
 #include "golden/float_reference.h"
+#include "golden/loop_clones.h"
 #include "hw/fast/fast_kernels.h"
 #include "base/error.h"
 #include "base/file_io.h"

@@ -45,7 +45,7 @@ void DramCommandTrace::flush(uint64_t before) {
 
 void DramCommandTrace::finish(const char* last_line) {
   memory_.set_command_listener({});
-  if (!out_ || !out_->is_open()) return;
+  if (!out_->is_open()) return;
   flush(UINT64_MAX);
   out_->close(last_line);
 }
@@ -54,7 +54,7 @@ void DramCommandTrace::close() { finish(nullptr); }
 
 DramCommandTrace::~DramCommandTrace() {
   try {
-    if (out_ && out_->is_open()) finish("# partial: the run did not finish\n");
+    if (out_->is_open()) finish("# partial: the run did not finish\n");
   } catch (...) {  // the temporary file is removed by OutputFile; nothing to throw from here
   }
 }
