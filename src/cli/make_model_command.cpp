@@ -20,7 +20,7 @@ class MakeModel final : public Command {
       : Command(app.add_subcommand("make-model", "Write a synthetic checkpoint in the real file layout")) {
     sub_->add_option("--shape", shape_,
                      "Model shape: bitnet-large, tiny, tiny-gqa, bitnet-large-gqa4, bitnet-2b4t (BitNet b1.58 2B4T: "
-                     "about 10 GB of F32) or tiny-2b4t")
+                     "about 10 GB of F32), tiny-2b4t or tiny-ffn6912 (tiny-2b4t with 2B4T's FFN of 6912)")
         ->check(CLI::IsMember(model::shape_names()))
         ->capture_default_str();
     sub_->add_option("--seed", seed_, "Seed of the weight generator")

@@ -47,10 +47,11 @@ void ternary_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, c
 void prefill_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int vectors,
                     int32_t* acc);
 
-// The per-call format (docs/variants-host.md): the engine sums one fixed-length segment of
-// L elements per call (elements past n count 0) and the CPU adds the ceil(n/L) partial sums
-// in segment order. Plain loops; equal to ternary_matvec because int32 addition of these
-// bounded sums is exact (|acc| <= 4096 * 128).
+// The per-call format (docs/variants-host.md), and a row longer than the engine's 4096 in the
+// header format with L = model::segment_trits(n) (docs/packed-image.md, "Rows longer than the
+// engine's"): the engine sums one fixed-length segment of L elements per call (elements past
+// n count 0) and the CPU adds the ceil(n/L) partial sums in segment order. Plain loops; equal
+// to ternary_matvec because int32 addition of these bounded sums is exact (|acc| <= n * 128).
 void ternary_matvec_per_call(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int L,
                              int32_t* acc);
 

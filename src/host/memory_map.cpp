@@ -72,18 +72,26 @@ MatmulGroup MemoryMap::plan_group(const std::string& name, int rows, int n, uint
   g.n = n;
   g.rows = rows;
   g.row_trits = n;
-  // Header format: [header][x of n][rows of n]. Per-call (docs/variants-host.md): per
-  // segment of L elements, [x of L][rows of L], no header.
+  // Header format: [header][x of n][rows of n]; a row longer than the engine takes, per
+  // segment of model::segment_trits(n) elements (docs/packed-image.md). Per-call
+  // (docs/variants-host.md): per segment of L elements, [x of L][rows of L], no header.
   const int L = config_.per_call_row_trits;
   g.per_call = L > 0 && !int8_rows;
   if (g.per_call) {
     g.row_trits = L;
     g.segments = model::per_call_segments(n, L);
     row_bytes = model::packed_row_bytes(L);
+  } else if (n > model::kMaxRowLength) {
+    if (int8_rows)
+      throw Error(fmt::format("{}: model.int8_lm_head rows of {} elements are longer than the matmul engine's {}",
+                              name, n, model::kMaxRowLength));
+    g.row_trits = model::segment_trits(n);
+    g.segments = model::row_segments(n);
+    row_bytes = model::packed_row_bytes(g.row_trits);
   }
   // Prefill (docs/prefill.md 1): the slot before the rows holds P vectors of x.
   const uint64_t P = uint64_t(std::max(1, config_.tokens_per_pass));
-  const uint64_t fixed = g.per_call ? pad8(uint64_t(L)) : kHeaderBytes + P * pad8(uint64_t(n));
+  const uint64_t fixed = g.per_call ? pad8(uint64_t(L)) : kHeaderBytes + P * pad8(uint64_t(g.row_trits));
   const uint64_t limit = config_.max_transfer_bytes;
   if (fixed + row_bytes > limit)
     throw Error(fmt::format("{}: one row of {} elements needs a {}-byte transfer, over the DMA "
@@ -127,7 +135,7 @@ MatmulCall MemoryMap::with_vectors(const MatmulGroup& g, const MatmulCall& call,
   for (LaneStream& s : c.lane) {
     if (s.rows == 0) continue;
     const uint64_t rows_bytes = s.bytes - (s.rows_addr - s.addr);
-    s.addr = s.rows_addr - kHeaderBytes - uint64_t(vectors) * pad8(uint64_t(g.n));
+    s.addr = s.rows_addr - kHeaderBytes - uint64_t(vectors) * pad8(uint64_t(g.row_trits));
     s.bytes = (s.rows_addr - s.addr) + rows_bytes;
     s.result_bytes = pad8(uint64_t(s.rows) * 4 * uint64_t(vectors));
   }
@@ -142,7 +150,7 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
     throw Error(fmt::format("cma.base + cma.mib = 0x{:x} is past the end of the DDR (ddr.size_mib = {})",
                             config_.cma_base + config_.cma_bytes, config_.ddr_bytes >> 20));
   const int H = model.hidden_size, F = model.intermediate_size, L = model.num_layers, KV = model.kv_dim();
-  const uint64_t row_h = model::packed_row_bytes(H), row_f = model::packed_row_bytes(F);
+  const uint64_t row_h = model::image_row_bytes(H), row_f = model::image_row_bytes(F);
 
   // 1. The weights image, in token-loop order.
   for (int l = 0; l < L; ++l) {

@@ -75,7 +75,8 @@ struct LaneStream {
 // A matmul call: both lanes at once on the same x.
 struct MatmulCall {
   LaneStream lane[kLanes];
-  int segment = 0;  // per-call format: which L-element segment of x and of the rows
+  int segment = 0;  // which row_trits-element segment of x and of the rows (per-call, or a row
+                    // longer than the engine's: model::row_segments)
 };
 
 // A matrix group of the token loop: q|k|v, o, gate|up, down, lm_head.
@@ -83,8 +84,10 @@ struct MatmulGroup {
   std::string name;   // "layer 3 qkv", "lm_head"
   int n = 0;          // row length
   int rows = 0;       // rows of the whole group
-  int row_trits = 0;  // trits of a packed row: n (header format) or L (per-call)
-  int segments = 1;   // per-call: ceil(n/L) segments, their calls in segment order
+  int row_trits = 0;  // trits of a packed row: n (header format), L (per-call), or
+                      // model::segment_trits(n) for a row longer than the engine takes
+  int segments = 1;   // per-call: ceil(n/L); header format: model::row_segments(n); their calls
+                      // in segment order, the CPU adding each later segment's partial sums
   bool per_call = false;
   std::vector<MatmulCall> calls;  // one per segment unless the length limit splits it
 };

@@ -81,7 +81,8 @@ std::vector<PackJob> pack_jobs(const MemoryMap& map, const model::TernaryModel& 
 void pack(const PackJob& j, uint8_t* out) {
   const size_t row_bytes = model::packed_row_bytes(j.g->row_trits);
   for (int r = 0; r < j.s->rows; ++r, out += row_bytes) {
-    if (j.g->per_call) model::pack_row_segment(j.st.row(j.s->row_begin + r), j.g->n, j.call->segment, j.g->row_trits, out);
+    if (j.g->segments > 1 || j.g->per_call)
+      model::pack_row_segment(j.st.row(j.s->row_begin + r), j.g->n, j.call->segment, j.g->row_trits, out);
     else model::pack_row(j.st.row(j.s->row_begin + r), j.g->n, out);
   }
 }
@@ -287,10 +288,10 @@ void TokenLoop::note_call_start() {
 }
 
 void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& xq, const std::vector<int32_t*>& acc) {
-  // CPU: header + x (per-call: the call's x segment) into each lane's stream slot; a prefill
-  // group carries the V vectors back to back (docs/prefill.md 1).
+  // CPU: header + x (a segmented row: the call's x segment, zero past n) into each lane's
+  // stream slot; a prefill group carries the V vectors back to back (docs/prefill.md 1).
   const int V = int(xq.size());
-  const size_t xbytes = model::packed_x_bytes(g.per_call ? g.row_trits : g.n);
+  const size_t xbytes = model::packed_x_bytes(g.row_trits);
   const size_t head = g.per_call ? 0 : model::kHeaderBytes;
   int part = 0;
   for (const MatmulCall& board_call : g.calls) {
@@ -301,12 +302,11 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
       if (s.rows == 0) continue;  // host.lanes = 1
       ++used;
       scratch_.assign(head + size_t(V) * xbytes, 0);
-      if (g.per_call) {
-        std::memcpy(scratch_.data(), xq[0] + first, size_t(std::min(g.row_trits, g.n - first)));
-      } else {
-        model::write_group_header({uint32_t(s.rows), uint32_t(g.n), true, uint32_t(V)}, scratch_.data());
-        for (int p = 0; p < V; ++p) std::memcpy(scratch_.data() + head + size_t(p) * xbytes, xq[size_t(p)], size_t(g.n));
-      }
+      if (!g.per_call)
+        model::write_group_header({uint32_t(s.rows), uint32_t(g.row_trits), true, uint32_t(V)}, scratch_.data());
+      for (int p = 0; p < V; ++p)
+        std::memcpy(scratch_.data() + head + size_t(p) * xbytes, xq[size_t(p)] + first,
+                    size_t(std::min(g.row_trits, g.n - first)));
       ps_.mem_write(s.addr, scratch_.data(), scratch_.size());
     }
     cpu(CpuStep::WriteHeaders, 0, uint64_t(used) * (head + size_t(V) * xbytes));
@@ -325,11 +325,17 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
       const LaneStream& s = call.lane[lane];
       if (s.rows == 0) continue;
       if (V > 1) {
-        // Row r's V sums are words r*V .. r*V+V-1 (docs/prefill.md 1).
+        // Row r's V sums are words r*V .. r*V+V-1 (docs/prefill.md 1); a later segment's are
+        // added by the CPU (exact in int32).
         partial_.resize(size_t(s.rows) * size_t(V));
         ps_.mem_read(map_.matmul_result(lane), partial_.data(), partial_.size() * 4);
         for (int p = 0; p < V; ++p)
-          for (int r = 0; r < s.rows; ++r) acc[size_t(p)][s.row_begin + r] = partial_[size_t(r) * size_t(V) + size_t(p)];
+          for (int r = 0; r < s.rows; ++r) {
+            const int32_t sum = partial_[size_t(r) * size_t(V) + size_t(p)];
+            int32_t& to = acc[size_t(p)][s.row_begin + r];
+            to = call.segment == 0 ? sum : to + sum;
+          }
+        if (call.segment > 0) added += uint64_t(s.rows);
         continue;
       }
       int32_t* out = acc[0] + s.row_begin;
@@ -337,13 +343,14 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
         ps_.mem_read(map_.matmul_result(lane), out, size_t(s.rows) * 4);
         continue;
       }
-      // Per-call: the CPU adds this segment's partial sums (exact in int32).
+      // A later segment (per-call, or a row longer than the engine's): the CPU adds its
+      // partial sums (exact in int32).
       partial_.resize(size_t(s.rows));
       ps_.mem_read(map_.matmul_result(lane), partial_.data(), size_t(s.rows) * 4);
       for (int r = 0; r < s.rows; ++r) out[r] += partial_[size_t(r)];
       added += uint64_t(s.rows);
     }
-    if (added) cpu(CpuStep::PartialSum, added);
+    if (added) cpu(CpuStep::PartialSum, added, 0, uint64_t(V));
   }
 }
 

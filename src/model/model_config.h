@@ -63,6 +63,9 @@ struct ModelConfig {
   // one of the same layer for tests: tiny_gqa with relu2 and the sub-norms.
   static ModelConfig bitnet_2b4t();
   static ModelConfig tiny_2b4t();
+  // tiny_2b4t with 2B4T's FFN of 6912: the down projection's rows are longer than the matmul
+  // engine's 4096 and go to it in two segments (model::row_segments).
+  static ModelConfig tiny_ffn6912();
 
   // Parses a checkpoint's config.json object. Required keys: hidden_size, intermediate_size,
   // num_hidden_layers, num_attention_heads, vocab_size, rms_norm_eps, max_position_embeddings.

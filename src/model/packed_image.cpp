@@ -403,14 +403,18 @@ DecodeResult decode_stream(const uint8_t* data, size_t bytes) {
   return res;
 }
 
+uint64_t image_row_bytes(int n) {
+  if (n < 1) throw Error(fmt::format("image_row_bytes: row length n = {} is not positive", n));
+  return uint64_t(row_segments(n)) * packed_row_bytes(segment_trits(n));
+}
+
 ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab, int kv_rows) {
-  check_n(hidden, "packed_image_size: hidden");
-  check_n(ffn, "packed_image_size: ffn");
-  if (layers < 0 || vocab < 1 || kv_rows < 1 || kv_rows > hidden)
-    throw Error(fmt::format("packed_image_size: bad shape (layers {}, vocab {}, K/V rows {})", layers, vocab, kv_rows));
+  if (hidden < 1 || ffn < 1 || layers < 0 || vocab < 1 || kv_rows < 1 || kv_rows > hidden)
+    throw Error(fmt::format("packed_image_size: bad shape (hidden {}, ffn {}, layers {}, vocab {}, K/V rows {})",
+                            hidden, ffn, layers, vocab, kv_rows));
   const uint64_t h = uint64_t(hidden), f = uint64_t(ffn), kv = uint64_t(kv_rows);
-  const uint64_t row_h = packed_row_bytes(hidden);  // a row of hidden inputs
-  const uint64_t row_f = packed_row_bytes(ffn);     // a row of ffn inputs (down_proj)
+  const uint64_t row_h = image_row_bytes(hidden);  // a row of hidden inputs
+  const uint64_t row_f = image_row_bytes(ffn);     // a row of ffn inputs (down_proj)
   ImageSize s{};
   s.layer_bytes = 2 * h * row_h    // q, o: hidden rows of hidden
                   + 2 * kv * row_h // k, v: num_kv_heads x head_dim rows of hidden

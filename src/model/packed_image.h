@@ -35,6 +35,14 @@ struct PackedRowsSpan {
 constexpr uint16_t kMatmulMagic = 0x7E44;
 constexpr uint8_t kMatmulVersion = 2;
 constexpr int kMaxRowLength = 4096;  // n range 1..4096
+// A matrix row longer than the engine takes (n > kMaxRowLength: BitNet b1.58 2B4T's down
+// projection, n = 6912) goes to the engine as row_segments(n) segments of segment_trits(n)
+// elements, each segment in its own call as a group whose header says n = segment_trits(n)
+// (the last segment's trits and x past n are zero), and the CPU adds the segments' int32
+// partial sums, which is exact (docs/packed-image.md, "Rows longer than the engine's").
+// A row of n <= kMaxRowLength is one segment of n.
+inline int row_segments(int n) { return int((int64_t(n) + kMaxRowLength - 1) / kMaxRowLength); }
+inline int segment_trits(int n) { return int((int64_t(n) + row_segments(n) - 1) / row_segments(n)); }
 constexpr int kTritsPerByte = 5;
 // The most activation vectors a group carries (prefill.tokens_per_pass's range; V - 1 takes
 // the 8 bits 39:32 of header beat 1; docs/prefill.md).
@@ -190,7 +198,10 @@ struct ImageSize {
   uint64_t total_bytes;    // layers * layer_bytes + lm_head_bytes
 };
 // kv_rows: the rows of k_proj and of v_proj (ModelConfig::kv_dim(); hidden without grouped-query
-// attention), 1..hidden.
+// attention), 1..hidden. A row longer than kMaxRowLength counts image_row_bytes: its segments.
 ImageSize packed_image_size(int hidden, int ffn, int layers, int vocab, int kv_rows);
+// The image bytes of one matrix row of n >= 1 trits: row_segments(n) packed rows of
+// segment_trits(n) trits (packed_row_bytes(n) when n <= kMaxRowLength).
+uint64_t image_row_bytes(int n);
 
 }  // namespace bitsim::model

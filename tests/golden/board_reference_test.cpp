@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "model/kv_format.h"
+#include "model/packed_image.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "support/repeat_kv.h"
@@ -67,6 +68,34 @@ TEST(TernaryMatvec, PerCallSegmentsHandWorked) {
   EXPECT_EQ(acc[0], 8);
   golden::ternary_matvec_per_call(m, 0, 1, x, 4096, acc);
   EXPECT_EQ(acc[0], 10);
+}
+
+// A row longer than the engine's 4096 (2B4T's down projection, 6912; and 8193, three segments),
+// summed in the header format's equal segments of model::segment_trits(n) with the CPU's
+// additions, is the whole row's sum, with random trits and x and at the extremes (every trit
+// +1 or -1, x = -128: 6912 * 128 = 884,736).
+TEST(TernaryMatvec, RowsLongerThanTheEngineInSegmentsAreTheWholeRowsSum) {
+  std::mt19937 rng(7);
+  for (const int n : {6912, 8193}) {
+    SCOPED_TRACE(n);
+    std::vector<int8_t> t(3 * size_t(n)), x(size_t(n), -128);
+    for (int j = 0; j < n; ++j) {
+      t[size_t(j)] = 1;
+      t[size_t(n + j)] = -1;
+      t[size_t(2 * n + j)] = int8_t(int(rng() % 3) - 1);
+    }
+    const auto w = matrix(3, n, t);
+    int32_t whole[3], split[3];
+    golden::ternary_matvec(w, 0, 3, x.data(), whole);
+    golden::ternary_matvec_per_call(w, 0, 3, x.data(), model::segment_trits(n), split);
+    EXPECT_EQ(whole[0], -128 * n);
+    EXPECT_EQ(whole[1], 128 * n);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(split[r], whole[r]) << r;
+    for (int j = 0; j < n; ++j) x[size_t(j)] = int8_t(int(rng() % 256) - 128);
+    golden::ternary_matvec(w, 0, 3, x.data(), whole);
+    golden::ternary_matvec_per_call(w, 0, 3, x.data(), model::segment_trits(n), split);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(split[r], whole[r]) << r;
+  }
 }
 
 TEST(TernaryMatvec, ExtremesDoNotOverflow) {

@@ -47,6 +47,46 @@ TEST(MemoryMap, LanesSplitRowsAndStreamsAreContiguous) {
   EXPECT_EQ(lm.calls[0].lane[0].rows + lm.calls[0].lane[1].rows, 32002);
 }
 
+// The down projection of a 6912-wide FFN (2B4T's) is longer than the engine's 4096: its calls
+// come in two segments of 3456, each call's stream a header, x of 3456 and the lane's rows of
+// 3456 trits; the other groups stay one segment of their own row length. With prefill the slot
+// holds P vectors of the segment.
+TEST(MemoryMap, RowsLongerThanTheEngineTakesGoInSegmentCalls) {
+  for (const int P : {1, 4}) {
+    SCOPED_TRACE(P);
+    auto c = roomy();
+    c.tokens_per_pass = P;
+    const model::ModelConfig cfg = model::ModelConfig::tiny_ffn6912();
+    const MemoryMap m(cfg, c);
+    const MatmulGroup& down = m.down(1);
+    EXPECT_EQ(down.n, 6912);
+    EXPECT_EQ(down.segments, 2);
+    EXPECT_EQ(down.row_trits, 3456);
+    EXPECT_FALSE(down.per_call);
+    ASSERT_EQ(down.calls.size(), 2u);
+    for (int seg = 0; seg < 2; ++seg) {
+      const MatmulCall& call = down.calls[size_t(seg)];
+      EXPECT_EQ(call.segment, seg);
+      int rows = 0;
+      for (const LaneStream& s : call.lane) {
+        EXPECT_EQ(s.rows_addr - s.addr, 16u + uint64_t(P) * 3456u);
+        EXPECT_EQ(s.bytes, 16u + uint64_t(P) * 3456u + uint64_t(s.rows) * model::packed_row_bytes(3456));
+        rows += s.rows;
+      }
+      EXPECT_EQ(rows, cfg.hidden_size);
+    }
+    // A call of V vectors moves the stream's start back to hold V segments of x.
+    if (P > 1) {
+      const MatmulCall two = m.with_vectors(down, down.calls[1], 2);
+      EXPECT_EQ(two.lane[0].rows_addr - two.lane[0].addr, 16u + 2u * 3456u);
+    }
+    for (const MatmulGroup* g : {&m.qkv(0), &m.o(0), &m.gate_up(0), &m.lm_head()}) {
+      EXPECT_EQ(g->segments, 1) << g->name;
+      EXPECT_EQ(g->row_trits, g->n) << g->name;
+    }
+  }
+}
+
 TEST(MemoryMap, NarrowLengthRegisterSplitsTheLmHead) {
   auto c = roomy();
   c.max_transfer_bytes = (1u << 22) - 1;  // 22 bits

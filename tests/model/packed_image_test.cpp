@@ -421,7 +421,46 @@ TEST(PackedImage, BitnetLargeImageSize) {
   const TernaryMatrix m = random_matrix(11, 1536, 9);
   EXPECT_EQ(pack_rows(m, 0, 5).size() + pack_rows(m, 5, 11).size(), pack_rows(m, 0, 11).size());
   EXPECT_THROW(packed_image_size(0, 4096, 24, 32002, 1536), bitsim::Error);
-  EXPECT_THROW(packed_image_size(1536, 5000, 24, 32002, 1536), bitsim::Error);
+  EXPECT_THROW(packed_image_size(1536, 0, 24, 32002, 1536), bitsim::Error);
+}
+
+// A row longer than the engine's 4096 goes to it in equal segments of at most 4096: 6912 (2B4T's
+// FFN) as 2 x 3456, 4097 as 2 x 2049 (the second one's last trit zero), 8193 as 3 x 2731; a row
+// of at most 4096 stays one segment of its own length, and the image counts every segment's
+// packed row.
+TEST(PackedImage, RowsLongerThanTheEngineTakesAreSplitIntoEqualSegments) {
+  struct Case { int n, segments, trits; };
+  for (const Case c : {Case{1, 1, 1}, Case{1536, 1, 1536}, Case{4096, 1, 4096}, Case{4097, 2, 2049},
+                       Case{6912, 2, 3456}, Case{8192, 2, 4096}, Case{8193, 3, 2731}}) {
+    SCOPED_TRACE(c.n);
+    EXPECT_EQ(row_segments(c.n), c.segments);
+    EXPECT_EQ(segment_trits(c.n), c.trits);
+    EXPECT_LE(segment_trits(c.n), kMaxRowLength);
+    EXPECT_GE(row_segments(c.n) * segment_trits(c.n), c.n);
+    EXPECT_LT((row_segments(c.n) - 1) * segment_trits(c.n), c.n);  // no segment wholly past n
+    EXPECT_EQ(image_row_bytes(c.n), uint64_t(c.segments) * packed_row_bytes(c.trits));
+  }
+  EXPECT_EQ(image_row_bytes(6912), 2u * 696u);  // ceil(3456 / 5) = 692, padded to 696
+  EXPECT_THROW(image_row_bytes(0), bitsim::Error);
+  // BitNet b1.58 2B4T (hidden 2560, FFN 6912, 30 layers, vocab 128256, 5 K/V heads of 128).
+  const ImageSize s = packed_image_size(2560, 6912, 30, 128256, 640);
+  const uint64_t row_h = packed_row_bytes(2560);  // 512
+  EXPECT_EQ(row_h, 512u);
+  EXPECT_EQ(s.layer_bytes, 2 * 2560 * row_h + 2 * 640 * row_h + 2 * 6912 * row_h + 2560 * 1392ull);
+  EXPECT_EQ(s.lm_head_bytes, 128256 * row_h);
+  // The segments, packed one by one and concatenated, are the row: each decodes to its part
+  // of the row and zero trits past n.
+  const TernaryMatrix m = random_matrix(3, 4097, 5);
+  for (int seg = 0; seg < 2; ++seg) {
+    std::vector<uint8_t> packed(packed_row_bytes(2049));
+    pack_row_segment(m.row(1), 4097, seg, 2049, packed.data());
+    std::vector<int8_t> trits(2049);
+    ASSERT_TRUE(unpack_row(packed.data(), 2049, trits.data()));
+    for (int j = 0; j < 2049; ++j) {
+      const int at = seg * 2049 + j;
+      EXPECT_EQ(trits[size_t(j)], at < 4097 ? m.row(1)[at] : 0) << seg << " " << j;
+    }
+  }
 }
 
 // Grouped-query attention: k_proj and v_proj have num_kv_heads x 96 rows, so 4 K/V heads of

@@ -76,3 +76,40 @@ TEST(FastMatvec, EveryMatrixGivesThePlainLoopsSums) {
   std::vector<int8_t> x(size_t(other.cols), 1);
   EXPECT_THROW(one(other, x.data(), acc.data()), bitsim::Error);
 }
+
+// A down projection whose rows are longer than the engine's 4096 (FFN 4500: two segments of
+// 2250; 8193: three of 2731) gives the plain loop's sums through every entry: one vector on the
+// calling thread and over workers, and several vectors at once; the calibration's scales stay
+// the plain loop's.
+TEST(FastMatvec, RowsLongerThanTheEngineTakesGiveThePlainLoopsSums) {
+  std::mt19937 g(13);
+  for (const int ffn : {4500, 8193}) {
+    SCOPED_TRACE(ffn);
+    const model::TernaryModel m = bitsim::testing::random_model(g, 1, ffn, 1, 200);
+    const sim::FastMatvec fast(m, /*with_lm_head=*/false, 2);
+    bitsim::hw::fast::Workers workers(2);
+    const auto one = fast.fn(), two = fast.fn(workers);
+    const auto many = fast.matmul_fn(workers);
+    const model::TernaryMatrix& w = m.layers[0].down;
+    ASSERT_EQ(w.cols, ffn);
+    constexpr int kCount = 3;
+    std::vector<int8_t> x(size_t(kCount) * size_t(w.cols));
+    for (auto& v : x) v = int8_t(int(g() % 256) - 128);
+    std::vector<int32_t> want(size_t(kCount) * size_t(w.rows)), got(want.size());
+    for (int i = 0; i < kCount; ++i)
+      golden::ternary_matvec(w, 0, w.rows, x.data() + size_t(i) * size_t(w.cols), want.data() + size_t(i) * size_t(w.rows));
+    many(w, x.data(), kCount, got.data());
+    EXPECT_EQ(got, want);
+    std::vector<int32_t> a(size_t(w.rows)), b(a.size());
+    one(w, x.data() + size_t(w.cols), a.data());
+    two(w, x.data() + size_t(w.cols), b.data());
+    EXPECT_EQ(a, std::vector<int32_t>(want.begin() + w.rows, want.begin() + 2 * w.rows));
+    EXPECT_EQ(b, a);
+    std::vector<int> tokens;
+    for (int i = 0; i < 20; ++i) tokens.push_back(int(g() % 200));
+    const model::KvScales plain = golden::calibrate_kv_scales(m, tokens, 1);
+    const model::KvScales quick = sim::calibrate_kv_scales_fast(m, tokens, 2);
+    EXPECT_TRUE(same_bits(quick.k, plain.k));
+    EXPECT_TRUE(same_bits(quick.v, plain.v));
+  }
+}

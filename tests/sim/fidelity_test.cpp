@@ -337,6 +337,54 @@ TEST(Fidelity, Tiny2b4tBitExactOnBothFidelities) {
     EXPECT_EQ(int64_t(relu2[1].tokens[i].timing.cpu_ps) - int64_t(silu[1].tokens[i].timing.cpu_ps), per_token) << i;
 }
 
+// A row longer than the matmul engine's 4096 (synthetic:tiny-ffn6912: tiny-2b4t with 2B4T's FFN
+// of 6912) goes to it in two segment calls whose partial sums the CPU adds: on the board's
+// unit, with prefill in chunks of 4, on the online-softmax unit with INT4 K/V and through the
+// PL walker, both fidelities give the same times and every token's logits are the golden
+// reference's bit for bit. Against tiny-2b4t, each token makes one more matmul call per layer
+// (the down projection's second segment) and pays the partial sums' addition.
+TEST(Fidelity, RowsLongerThanTheEngineTakesAreSplitBitExactOnBothFidelities) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"attention.variant=two-phase"},
+      {"attention.variant=online-softmax", "kv.format=int4"},
+      {"host.walker=pl"},
+  };
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.back());
+    expect_golden_and_identical(run_both_fidelities("synthetic:tiny-ffn6912", 4, v));
+  }
+  {
+    // Prefill in chunks of 4 (the segment calls carry 4 vectors): the positions whose logits are
+    // computed (each chunk's last and every generated one) are the golden reference's, and both
+    // fidelities give every position the same time.
+    SCOPED_TRACE("prefill.tokens_per_pass=4");
+    const auto res = run_both_fidelities("synthetic:tiny-ffn6912", 4, {"prefill.tokens_per_pass=4"});
+    for (const BoardRunResult& x : res) {
+      EXPECT_TRUE(x.checked && x.all_equal) << x.mismatch;
+      int computed = 0;
+      for (const auto& t : x.tokens)
+        if (t.logits_equal) {
+          EXPECT_TRUE(*t.logits_equal) << "token " << t.index;
+          ++computed;
+        }
+      EXPECT_GE(computed, 4);
+    }
+    ASSERT_EQ(res[0].tokens.size(), res[1].tokens.size());
+    for (size_t i = 0; i < res[0].tokens.size(); ++i)
+      EXPECT_EQ(res[0].tokens[i].timing.total_ps(), res[1].tokens[i].timing.total_ps()) << i;
+  }
+  const auto wide = run_both_fidelities("synthetic:tiny-ffn6912", 3, {}),
+             narrow = run_both_fidelities("synthetic:tiny-2b4t", 3, {});
+  const int layers = model::ModelConfig::tiny_ffn6912().num_layers;
+  ASSERT_EQ(wide[1].tokens.size(), narrow[1].tokens.size());
+  for (size_t i = 1; i < wide[1].tokens.size(); ++i) {
+    const host::TokenTiming &w = wide[1].tokens[i].timing, &n = narrow[1].tokens[i].timing;
+    EXPECT_EQ(w.matmul_calls, n.matmul_calls + uint64_t(layers)) << i;
+    EXPECT_GT(w.cpu_ps, n.cpu_ps) << i;
+    EXPECT_GT(w.matmul_ps, n.matmul_ps) << i;
+  }
+}
+
 // The shared-stream unit (attention.gqa = shared-stream, docs/variants-attention.md 9) on
 // synthetic:tiny-gqa in every attention variant and KV format it reads (TIP with regions
 // leaving its window), decode and prefill in chunks of 4: both fidelities give the same time,
