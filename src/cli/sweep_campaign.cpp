@@ -121,7 +121,8 @@ std::string slurm_task_command(const study::SweepOptions& o, const CampaignCli& 
   using script::sh_word;
   std::string cmd = "\"$BITSIM\" sweep";
   for (const auto& g : line.grid) cmd += " --grid " + sh_word(g);
-  cmd += fmt::format(" --tokens {} --context {} --check-model {}", o.tokens, o.context, sh_word(o.check_model));
+  cmd += fmt::format(" --tokens {} --context {} --shape {} --check-model {}", o.tokens, o.context, sh_word(o.shape),
+                     sh_word(o.check_model));
   if (o.prompt_tokens > 0) cmd += fmt::format(" --prompt-tokens {}", o.prompt_tokens);
   if (!s.config.empty()) cmd += " --config " + sh_word(s.config);
   for (const auto& set : line.sets) cmd += " --set " + sh_word(set);

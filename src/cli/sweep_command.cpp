@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/error.h"
 #include "base/file_io.h"
@@ -14,6 +15,7 @@
 #include "cli/options.h"
 #include "cli/sweep_campaign.h"
 #include "model/attention_stream.h"
+#include "model/synthetic.h"
 #include "study/sweep.h"
 
 namespace bitsim::cli {
@@ -53,6 +55,11 @@ class Sweep final : public Command {
     sub_->add_option("--csv", csv_, "Write the table as CSV to FILE")->check(file_name());
     sub_->add_option("--json", json_, "Write a bitsim.sweep/1 document to FILE")->check(file_name());
     sub_->add_option("--check-model", opt_.check_model, "Model of the base config's functional check (empty: skip)")
+        ->capture_default_str();
+    sub_->add_option("--shape", opt_.shape,
+                     "Model shape the points time, timing-only (a synthetic shape: " +
+                         fmt::format("{}", fmt::join(model::shape_names(), ", ")) + ")")
+        ->check(CLI::IsMember(model::shape_names()))
         ->capture_default_str();
     add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
                       "Override one base config key: KEY=VALUE (repeatable)");

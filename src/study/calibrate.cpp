@@ -76,9 +76,10 @@ sim::EnergyAccount shape_energy_account(const sim::ParamSet& p, const model::Mod
   return sim::energy_account(cfg, mc, std::max(1, host::kv_context_limit(mc, cfg.memory)));
 }
 
-PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
+PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens, const model::ModelConfig* shape) {
   sim::SimConfig cfg = sim::make_sim_config(p);
-  const auto& m = shape_model();
+  const model::TernaryModel other = shape ? model::shape_only_model(*shape) : model::TernaryModel{};
+  const auto& m = shape ? other : shape_model();
   const int capacity = host::kv_context_limit(m.config, cfg.memory);
   if (capacity > 0) cfg.memory.kv_positions = capacity;
   if (prompt_tokens < 1 || prompt_tokens > cfg.memory.kv_positions)
@@ -89,7 +90,7 @@ PrefillMeasured measure_prefill(const sim::ParamSet& p, int prompt_tokens) {
   const auto sim = sim::make_simulation(cfg, m, scales, sim::SimulationOptions(sim::Fidelity::kTimingOnly, 1));
   sim->loop().load_weights(1);
   uint64_t total = 0, lead = 0;
-  const sim::EnergyAccount account = shape_energy_account(p);
+  const sim::EnergyAccount account = shape_energy_account(p, shape);
   double energy_mj = 0;
   sim->run([&](host::TokenLoop& loop) {
     loop.init();
@@ -119,11 +120,11 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Measured measure_window(const sim::ParamSet& p, int first_context, int tokens) {
-  const auto out = timing_tokens(p, first_context, tokens);
+Measured measure_window(const sim::ParamSet& p, int first_context, int tokens, const model::ModelConfig* shape) {
+  const auto out = timing_tokens(p, first_context, tokens, nullptr, shape);
   std::vector<double> mm, at, cpu, wk, tot, gbs;
   Measured r;
-  const sim::EnergyAccount account = shape_energy_account(p);
+  const sim::EnergyAccount account = shape_energy_account(p, shape);
   sim::EnergyFigures energy;
   for (const auto& o : out) {
     const auto& t = o.timing;

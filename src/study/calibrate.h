@@ -62,15 +62,19 @@ std::vector<sim::TokenOutcome> timing_tokens(const sim::ParamSet& params, int fi
                                         std::vector<host::TransferRecord>* transfers = nullptr,
                                         const model::ModelConfig* shape = nullptr);
 // Median figures over `tokens` timing-only tokens at contexts first_context, first_context+1, ...
-Measured measure_window(const sim::ParamSet& params, int first_context, int tokens);
+// of the bitnet-large shape (or of `shape` when given).
+Measured measure_window(const sim::ParamSet& params, int first_context, int tokens,
+                        const model::ModelConfig* shape = nullptr);
 // Prefill (docs/prefill.md 7): a timing-only prompt of `prompt_tokens` tokens of the
-// bitnet-large shape from position 0, in chunks of prefill.tokens_per_pass: the time to the
-// last prompt position's logits from the first DMA start, and prompt tokens per second.
+// bitnet-large shape (or of `shape` when given) from position 0, in chunks of
+// prefill.tokens_per_pass: the time to the last prompt position's logits from the first DMA
+// start, and prompt tokens per second.
 struct PrefillMeasured {
   double ttft_ms = 0, prefill_tok_s = 0;
   double prompt_j = 0;  // the prompt's energy, its chunks summed (docs/energy.md; simulated)
 };
-PrefillMeasured measure_prefill(const sim::ParamSet& params, int prompt_tokens);
+PrefillMeasured measure_prefill(const sim::ParamSet& params, int prompt_tokens,
+                                const model::ModelConfig* shape = nullptr);
 // The energy account of the bitnet-large shape (or of `shape` when given) on the config's
 // board, at the KV capacity `bitsim run` would give it (sim/energy_account.h).
 sim::EnergyAccount shape_energy_account(const sim::ParamSet& params, const model::ModelConfig* shape = nullptr);

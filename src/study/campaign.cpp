@@ -88,6 +88,7 @@ nlohmann::json campaign_document(const sim::ParamSet& base, const SweepOptions& 
           {"context", o.context},
           {"tokens", o.tokens},
           {"prompt_tokens", o.prompt_tokens},
+          {"shape", o.shape},
           {"check_model", o.check_model},
           {"base_config", base.flat()},
           {"base_config_hash", config_hash(base)},
@@ -118,6 +119,10 @@ std::vector<std::string> differences(const nlohmann::json& have, const nlohmann:
   const nlohmann::json have_prompt = have.value("prompt_tokens", nlohmann::json(0));
   if (have_prompt != want["prompt_tokens"])
     d.push_back(fmt::format("prompt_tokens: {} there, {} here", have_prompt.dump(), want["prompt_tokens"].dump()));
+  // A campaign from before --shape timed bitnet-large.
+  const nlohmann::json have_shape = have.value("shape", nlohmann::json("bitnet-large"));
+  if (have_shape != want["shape"])
+    d.push_back(fmt::format("shape: {} there, {} here", have_shape.dump(), want["shape"].dump()));
   if (!allow_mixed && have.value("base_config_hash", "") != want["base_config_hash"]) {
     std::string keys;
     const auto hb = have.value("base_config", nlohmann::json::object());

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "model/board_shape.h"
+#include "model/synthetic.h"
 #include "base/error.h"
 #include "base/stop_signal.h"
 #include "sim/board_config.h"
@@ -72,25 +73,25 @@ std::string timing_closure(const sim::ParamSet& p) {
 
 SweepPoint measure_sweep_point(const sim::ParamSet& p, const SweepOptions& o) {
   const PointMeter meter;
+  // The shape the points time (--shape; bitnet-large unless given), timing-only.
+  const model::ModelConfig mc = model::config_for(model::parse_shape(o.shape));
   SweepPoint r;
-  static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens);
+  static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens, &mc);
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
   {
-    // The estimate at the KV capacity of the bitnet-large shape, as `bitsim run` gives it.
+    // The estimate at the shape's KV capacity, as `bitsim run` gives it.
     const sim::SimConfig cfg = sim::make_sim_config(p);
-    const model::ModelConfig mc = model::ModelConfig::bitnet_large();
     r.fit = sim::prefill_resources_of(cfg, mc, host::kv_context_limit(mc, cfg.memory)).verdict();
   }
   r.tpot_ms = r.total_ms;
   if (o.prompt_tokens > 0) {
-    const PrefillMeasured pre = measure_prefill(p, o.prompt_tokens);
+    const PrefillMeasured pre = measure_prefill(p, o.prompt_tokens, &mc);
     r.ttft_ms = pre.ttft_ms;
     r.prefill_tok_s = pre.prefill_tok_s;
     r.prompt_j = pre.prompt_j;
   }
-  // measure_window simulates the bitnet-large shape, timing-only (study/calibrate.h).
-  r.prov = meter.finish(p, sim::fidelity_name(sim::Fidelity::kTimingOnly), model::ModelConfig::bitnet_large());
+  r.prov = meter.finish(p, sim::fidelity_name(sim::Fidelity::kTimingOnly), mc);
   return r;
 }
 
@@ -431,6 +432,7 @@ nlohmann::json sweep_json(const SweepResult& r, const SweepOptions& o) {
   }
   return nlohmann::json{{"schema", "bitsim.sweep/1"}, {"keys", r.keys},      {"context", o.context},
                         {"tokens", o.tokens},         {"prompt_tokens", o.prompt_tokens},
+                        {"shape", o.shape},
                         {"fidelity", "fast"},         {"mode", "timing-only"},
                         {"evidence", "simulated"},    {"base_check", r.base_check}, {"wall_s", r.wall_s},
                         {"partial", r.partial()},     {"points_total", r.points.size()},

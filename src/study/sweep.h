@@ -31,6 +31,7 @@ struct SweepOptions {
   int prompt_tokens = 0;            // > 0: also a timing-only prompt of N tokens from position 0
                                     // (ttft_ms, prefill_tok_s; docs/prefill.md)
   std::string check_model = "synthetic:tiny";  // the base config's functional check ("" skips it)
+  std::string shape = "bitnet-large";  // the model shape the points time (model::shape_names())
 };
 
 // The point's figures are its measured window's (study/calibrate.h: medians per token;

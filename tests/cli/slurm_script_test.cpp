@@ -270,7 +270,7 @@ TEST(SlurmScript, EveryHostileStringLandsAsTheWordItWas) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(joined(nul_words(scratch / "task")),
               joined({exe, "sweep",
-                      "--grid", "clock_mhz=100,125", "--tokens", "1", "--context", "1", "--check-model", "",
+                      "--grid", "clock_mhz=100,125", "--tokens", "1", "--context", "1", "--shape", "bitnet-large", "--check-model", "",
                       "--config", g.config.string(), "--set", "ddr.wall_gb_s=1.5", "--out", g.out.string(),
                       "--resume", "--quiet", "--jobs", "1"}));
     EXPECT_FALSE(fs::exists(dir / "PWNED"));
@@ -369,7 +369,7 @@ TEST(SlurmScript, AControlCharacterInAnyScriptStringIsRefusedNamingItsOption) {
   // A working folder with a newline reaches the script through a relative --out.
   const fs::path odd = root.path / "w\nd";
   fs::create_directories(odd);
-  r = run_argv({BITSIM_BINARY, "sweep", "--grid", "clock_mhz=100", "--tokens", "1", "--context", "1", "--check-model",
+  r = run_argv({BITSIM_BINARY, "sweep", "--grid", "clock_mhz=100", "--tokens", "1", "--context", "1", "--shape", "bitnet-large", "--check-model",
                 "", "--out", "c", "--slurm-script", (root.path / "s.sh").string()},
                odd, scratch);
   EXPECT_EQ(r.code, 2);
@@ -377,7 +377,7 @@ TEST(SlurmScript, AControlCharacterInAnyScriptStringIsRefusedNamingItsOption) {
       << r.err;
 
   // A backslash in the campaign folder: Slurm would drop it and expand no %a.
-  r = run_argv({BITSIM_BINARY, "sweep", "--grid", "clock_mhz=100", "--tokens", "1", "--context", "1", "--check-model",
+  r = run_argv({BITSIM_BINARY, "sweep", "--grid", "clock_mhz=100", "--tokens", "1", "--context", "1", "--shape", "bitnet-large", "--check-model",
                 "", "--out", "back\\slash", "--slurm-script", (root.path / "s.sh").string()},
                root.path, scratch);
   EXPECT_EQ(r.code, 2);

@@ -170,9 +170,11 @@ TEST(ModelConfig, NonPositiveSizesAreNamed) {
 TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocation) {
   for (int layers : {2147483647, 1000000, 50000}) expect_error(with("num_hidden_layers", layers), "num_hidden_layers", "4 GiB");
   expect_error(with("vocab_size", 2147483647), "vocab_size", "4 GiB");
-  expect_error(with("intermediate_size", 8192), "intermediate_size", "4096");
-  expect_error(with("hidden_size", 9600), "hidden_size", "4096");
+  expect_error(with("intermediate_size", 2147483647), "intermediate_size", "4 GiB");
+  expect_error(with("hidden_size", 2147483520), "hidden_size", "4 GiB");
   EXPECT_NO_THROW(ModelConfig::from_json(with("num_hidden_layers", 48), kSource));
+  // Rows longer than the matmul engine's 4096 are split across calls (model::row_segments).
+  EXPECT_NO_THROW(ModelConfig::from_json(with("intermediate_size", 8192), kSource));
 }
 
 TEST(ModelConfig, HeadShapeMustFitTheBoard) {
@@ -236,8 +238,8 @@ TEST(ModelConfig, UntiedEmbeddingsAndOtherActivationsRejected) {
 }
 
 // BitNet b1.58 2B4T's config.json (microsoft/bitnet-b1.58-2B-4T, docs/numerics.md): relu2,
-// model_type bitnet, its GQA shape, rope_theta; its FFN rows and head_dim are refused by the
-// board's circuits, naming the file and the key.
+// model_type bitnet, its GQA shape, rope_theta; its head_dim is refused by the board's attention
+// unit, naming the file and the key (its FFN rows of 6912 are split across matmul calls).
 TEST(ModelConfig, Bitnet2b4tConfigIsReadAndRefusedByTheCircuits) {
   const nlohmann::json j = nlohmann::json::parse(R"({
     "architectures": ["BitNetForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
@@ -252,9 +254,9 @@ TEST(ModelConfig, Bitnet2b4tConfigIsReadAndRefusedByTheCircuits) {
   EXPECT_EQ(c.model_type, ModelType::Bitnet);
   EXPECT_STREQ(c.attn_sub_norm_name(), "self_attn.attn_sub_norm");
   EXPECT_STREQ(c.ffn_sub_norm_name(), "mlp.ffn_sub_norm");
-  // Two limits of the board's circuits refuse it: the FFN's rows of 6,912 are longer than the
-  // matmul engine's 4,096, and (with an FFN it takes) head_dim 128 is not the unit's 96.
-  expect_error(j, "intermediate_size", "4096");
+  // The board's unit refuses it: head_dim 128 is not the unit's 96. Its FFN rows of 6,912,
+  // longer than the matmul engine's 4,096, go in two segment calls and are not refused.
+  expect_error(j, "num_attention_heads", "head_dim 96");
   nlohmann::json shorter = j;
   shorter["intermediate_size"] = 4096;
   expect_error(shorter, "num_attention_heads", "head_dim 96");

@@ -268,6 +268,11 @@ TEST(Campaign, ADirectoryHoldsOneCampaign) {
   c.shard = {1, 2};
   const SweepOptions other = grid_options(base, {"clock_mhz=100,150"});
   EXPECT_THAT([&] { run_shard(base, other, c); }, ThrowsMessage<Error>(HasSubstr("another campaign")));
+  // Another model shape (sweep --shape) is another campaign, named.
+  SweepOptions gqa = o;
+  gqa.shape = "bitnet-large-gqa4";
+  EXPECT_THAT([&] { run_shard(base, gqa, c); },
+              ThrowsMessage<Error>(HasSubstr("shape: \"bitnet-large\" there, \"bitnet-large-gqa4\" here")));
   sim::ParamSet base2 = base;
   base2.set("ddr.wall_gb_s=1.5");
   try {

@@ -15,6 +15,7 @@
 namespace bitsim::study {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -143,6 +144,35 @@ TEST(Sweep, PromptTokensGiveTheTimeToFirstTokenOfEachP) {
   o.prompt_tokens = 0;
   o.grid = {parse_axis(p, "prefill.tokens_per_pass=1")};
   EXPECT_FALSE(run_sweep(p, o).points[0].ttft_ms.has_value());
+}
+
+// --shape NAME times another model shape: bitnet-large-gqa4 (16 query heads on 4 K/V heads) at
+// T = 512, where the shared-stream unit reads each K/V head once for its group of 4 and so
+// takes less attention time than one pass per query head, and less than bitnet-large's
+// multi-head attention; the matmul time is the shape's own (k and v: 4 K/V heads of rows, not
+// 16). The shape goes into the JSON document; an unknown one is refused naming the valid ones.
+TEST(Sweep, ShapeTimesAGroupedQueryModel) {
+  const sim::ParamSet p = sim::board_params();
+  SweepOptions o = one_token(p, {"attention.gqa=per-head,shared-stream"});
+  o.context = 512;
+  o.shape = "bitnet-large-gqa4";
+  const SweepResult gqa = run_sweep(p, o);
+  ASSERT_EQ(gqa.points.size(), 2u);
+  ASSERT_TRUE(gqa.failed.empty()) << gqa.failed[0];
+  const SweepPoint &per_head = gqa.points[0], &shared = gqa.points[1];
+  EXPECT_LT(shared.attention_ms, per_head.attention_ms / 2);
+  EXPECT_GT(shared.tok_s, per_head.tok_s);
+  EXPECT_EQ(shared.matmul_ms, per_head.matmul_ms);
+  EXPECT_EQ(sweep_json(gqa, o)["shape"], "bitnet-large-gqa4");
+  SweepOptions large = one_token(p, {"attention.gqa=per-head"});
+  large.context = 512;
+  const SweepResult mha = run_sweep(p, large);
+  ASSERT_EQ(mha.points.size(), 1u);
+  EXPECT_LT(per_head.matmul_ms, mha.points[0].matmul_ms);  // fewer k, v rows
+  EXPECT_EQ(sweep_json(mha, large)["shape"], "bitnet-large");
+  o.shape = "bitnet-huge";
+  EXPECT_THAT([&] { (void)measure_sweep_point(p, o); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("bitnet-huge"), HasSubstr("bitnet-large-gqa4"))));
 }
 
 // Every point carries the prefill engine's fit verdict (docs/prefill.md 4), as `bitsim run`
