@@ -89,8 +89,8 @@ class Sweep final : public Command {
     if (!json_.empty()) io::write_file(json_, study::sweep_json(r, opt_).dump(2) + "\n", "--json");
     if (r.stopped_by) return report_stopped(r, csv, tty);
     if (!r.failed.empty()) return report_failed(r, csv, tty);
-    fmt::print("sweep: {} points, bitnet-large shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
-               "every figure simulated\n", r.points.size(), opt_.context, opt_.tokens);
+    fmt::print("sweep: {} points, {} shape, timing-only (fast fidelity) at context T={}, {} tokens each; "
+               "every figure simulated\n", r.points.size(), opt_.shape, opt_.context, opt_.tokens);
     if (!r.base_check.empty()) fmt::print("base config checked functionally: {}\n", r.base_check);
     for (const auto& k : r.skipped) fmt::print("skipped (not a valid combination): {}\n", k);
     fmt::print("\n{}", csv);

@@ -241,6 +241,24 @@ TEST(Cli, TpotIsNullWhenNothingWasDecoded) {
   }
 }
 
+// sweep --shape: the summary names the shape the points timed, the JSON document records it,
+// and an unknown shape is exit 2 naming the option and a valid shape.
+TEST(Cli, SweepShapeIsNamedAndAnUnknownOneRefused) {
+  const std::string json = std::string(BITSIM_BINARY) + ".sweep-shape.json";
+  const auto r = bitsim("sweep --shape tiny-gqa --grid attention.gqa=per-head,shared-stream --tokens 1 --context 8 "
+                        "--check-model \"\" --quiet --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "2 points, tiny-gqa shape")) << r.out;
+  std::ifstream in(json);
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc.at("shape"), "tiny-gqa");
+  EXPECT_EQ(doc.at("points").size(), 2u);
+  const auto bad = bitsim("sweep --shape bitnet-huge --grid clock_mhz=100 --tokens 1 --check-model \"\" --quiet");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "--shape")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "bitnet-large-gqa4")) << bad.err;
+}
+
 // sweep --prompt-tokens (docs/prefill.md): its columns in the CSV, locally and through a
 // campaign: campaign.json records the option, the merged rows carry each point's TTFT (the
 // same as the local sweep's: timing is deterministic), the Slurm task command passes it on,
