@@ -60,7 +60,8 @@ void gen_norm(uint64_t key, int64_t begin, int64_t count, float* dst) {
 }
 
 constexpr Shape kShapes[] = {Shape::BitnetLarge,     Shape::Tiny,       Shape::TinyGqa,
-                             Shape::BitnetLargeGqa4, Shape::Bitnet2b4t, Shape::Tiny2b4t};
+                             Shape::BitnetLargeGqa4, Shape::Bitnet2b4t, Shape::Tiny2b4t,
+                             Shape::Tiny2b4tHd128};
 
 }  // namespace
 
@@ -84,6 +85,7 @@ const char* shape_name(Shape s) {
     case Shape::BitnetLargeGqa4: return "bitnet-large-gqa4";
     case Shape::Bitnet2b4t: return "bitnet-2b4t";
     case Shape::Tiny2b4t: return "tiny-2b4t";
+    case Shape::Tiny2b4tHd128: return "tiny-2b4t-hd128";
   }
   return "?";
 }
@@ -96,6 +98,7 @@ ModelConfig config_for(Shape s) {
     case Shape::BitnetLargeGqa4: return ModelConfig::bitnet_large_gqa4();
     case Shape::Bitnet2b4t: return ModelConfig::bitnet_2b4t();
     case Shape::Tiny2b4t: return ModelConfig::tiny_2b4t();
+    case Shape::Tiny2b4tHd128: return ModelConfig::tiny_2b4t_hd128();
   }
   throw Error("config_for: invalid Shape value");
 }

@@ -44,7 +44,7 @@ struct Bench : test_bench::EngineBench<AttentionUnit, AttentionUnitConfig, 4'000
 
 // ---- Heads -----------------------------------------------------------------------------
 
-constexpr int D = model::kHeadDim;
+constexpr int D = model::kBoardHeadDim;
 
 struct Head {
   int T = 1;
@@ -104,7 +104,7 @@ std::vector<StreamBeat> head_beats(const Head& h, bool last) {
   hdr.legacy = h.p.legacy;
   std::vector<StreamBeat> beats = header_beats(hdr);
   for (const std::vector<int8_t>* v : {&h.q, &h.K, &h.V}) append_bytes(beats, v->data(), v->size());
-  EXPECT_EQ(beats.size(), attention_head_beats(h.T));
+  EXPECT_EQ(beats.size(), attention_head_beats(h.T, model::kBoardHeadDim));
   beats.back().last = last;
   return beats;
 }
@@ -141,7 +141,7 @@ std::vector<StreamBeat> transfer_beats(const std::vector<Head>& heads) { return 
 
 std::vector<StreamBeat> expected_beats(const std::vector<Head>& heads) {
   return results_of(heads, [](const Head& h, int32_t* acc, uint32_t* sum) {
-    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, acc, sum);
+    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, model::kBoardHeadDim, h.p, acc, sum);
   });
 }
 
@@ -326,7 +326,7 @@ TEST(AttentionUnit, CyclesWithInputGapsAndSleep) {
   b.src[0]->allow = [](uint64_t c) { return (c % 7 < 5) && !(c >= 50 && c < 450); };
   ASSERT_TRUE(b.run_tlasts(0, 1));
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
-  const uint64_t last_v[2] = {attention_head_beats(4) - 1, attention_head_beats(4) + attention_head_beats(9) - 1};
+  const uint64_t last_v[2] = {attention_head_beats(4, model::kBoardHeadDim) - 1, attention_head_beats(4, model::kBoardHeadDim) + attention_head_beats(9, model::kBoardHeadDim) - 1};
   for (int h = 0; h < 2; ++h)
     for (uint64_t j = 0; j < 49; ++j)
       EXPECT_EQ(b.sink[0]->pop_cycle[size_t(49 * h) + j], b.src[0]->push_cycle[last_v[h]] + 1 + 4 + j + 1);
@@ -503,7 +503,7 @@ std::vector<StreamBeat> online_head_beats(const Head& h, bool last) {
     append_bytes(beats, h.K.data() + size_t(t) * D, D);
     append_bytes(beats, h.V.data() + size_t(t) * D, D);
   }
-  EXPECT_EQ(beats.size(), attention_head_beats(h.T));
+  EXPECT_EQ(beats.size(), attention_head_beats(h.T, model::kBoardHeadDim));
   beats.back().last = last;
   return beats;
 }
@@ -514,7 +514,7 @@ std::vector<StreamBeat> online_transfer(const std::vector<Head>& heads) {
 
 std::vector<StreamBeat> online_expected(const std::vector<Head>& heads) {
   return results_of(heads, [](const Head& h, int32_t* o, uint32_t* sum) {
-    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, o, sum);
+    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, model::kBoardHeadDim, h.p, o, sum);
   });
 }
 
@@ -655,7 +655,7 @@ std::vector<StreamBeat> int4_head_beats(const int4_test::Int4Head& h, bool last)
   append_bytes(beats, h.bank.data(), h.bank.size());
   const auto rows = h.interleaved();
   append_bytes(beats, rows.data(), rows.size());
-  EXPECT_EQ(beats.size() * 8, model::attention_head_bytes(hdr));
+  EXPECT_EQ(beats.size() * 8, model::attention_head_bytes(hdr, model::kBoardHeadDim));
   beats.back().last = last;
   return beats;
 }
@@ -666,7 +666,7 @@ std::vector<StreamBeat> int4_transfer(const std::vector<int4_test::Int4Head>& he
 
 std::vector<StreamBeat> int4_expected(const std::vector<int4_test::Int4Head>& heads) {
   return results_of(heads, [](const int4_test::Int4Head& h, int32_t* o, uint32_t* sum) {
-    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, h.p, o, sum);
+    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, model::kBoardHeadDim, h.p, o, sum);
   });
 }
 
@@ -791,7 +791,7 @@ std::vector<StreamBeat> tip_head_beats(const tip_test::TipHead& h, bool last) {
   const std::vector<uint8_t> bytes = h.stream(last);
   std::vector<StreamBeat> beats;
   append_bytes(beats, bytes.data(), bytes.size());
-  EXPECT_EQ(bytes.size(), model::attention_head_bytes(h.header(last), h.tiers.data()));
+  EXPECT_EQ(bytes.size(), model::attention_head_bytes(h.header(last), model::kBoardHeadDim, h.tiers.data()));
   beats.back().last = last;
   return beats;
 }
@@ -1007,7 +1007,7 @@ TEST(AttentionUnitTip, FastFaceEqualsTheClockedUnitAndKeysTheTiers) {
   EXPECT_NE(key3, key);
   // A reserved tag, or a TIP stream to the INT4 unit's fast face: the clocked board's to answer.
   std::vector<uint8_t> bad = bytes;
-  bad[model::kAttentionHeaderQBytes] |= 3;
+  bad[model::attention_header_q_bytes(1, model::kBoardHeadDim)] |= 3;
   std::string k4;
   std::vector<uint8_t> r4;
   EXPECT_FALSE(run(bad, false, &k4, &r4));

@@ -337,6 +337,33 @@ TEST(Fidelity, Tiny2b4tBitExactOnBothFidelities) {
     EXPECT_EQ(int64_t(relu2[1].tokens[i].timing.cpu_ps) - int64_t(silu[1].tokens[i].timing.cpu_ps), per_token) << i;
 }
 
+// A unit built for BitNet b1.58 2B4T's head_dim 128 (attention.head_dim = 128,
+// docs/variants-attention.md 10) on synthetic:tiny-2b4t-hd128 (2 query heads of 128, 1 K/V
+// head), every attention variant, KV format (INT4 with outlier lanes, TIP with regions leaving
+// its window) and the shared-stream unit: both fidelities give the same time, bytes and DMA
+// starts for every token, and every token's logits are the golden reference's bit for bit.
+// A head of 128 takes d / 8 = 16 beats a row: more attention time than the same rows at 96
+// would (the K/V bytes grow by 128 / 96).
+TEST(Fidelity, HeadDim128EveryVariantKvFormatAndSharedStream) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"attention.variant=two-phase"},
+      {"attention.variant=two-phase", "attention.gqa=shared-stream"},
+      {"attention.variant=online-softmax"},
+      {"attention.variant=online-softmax", "kv.format=int4", "kv.outlier_channels=4"},
+      {"attention.variant=online-softmax", "kv.format=int4", "kv.outlier_channels=4", "attention.gqa=shared-stream"},
+      {"attention.variant=online-softmax", "kv.format=tip", "kv.tip.region=16", "kv.tip.sink=0", "kv.tip.recent=16",
+       "kv.tip.kvq8_regions=1", "kv.tip.lane_regions=1"},
+  };
+  for (auto v : variants) {
+    const bool tip = v.back().find("tip") != std::string::npos;
+    v.push_back("attention.head_dim=128");
+    SCOPED_TRACE(v[v.size() - 2]);
+    const auto res = run_both_fidelities("synthetic:tiny-2b4t-hd128", tip ? 36 : 4, v);
+    expect_golden_and_identical(res);
+    for (const auto& t : res[0].tokens) EXPECT_GT(t.timing.attention_ps, 0u) << t.index;
+  }
+}
+
 // The shared-stream unit (attention.gqa = shared-stream, docs/variants-attention.md 9) on
 // synthetic:tiny-gqa in every attention variant and KV format it reads (TIP with regions
 // leaving its window), decode and prefill in chunks of 4: both fidelities give the same time,
