@@ -287,6 +287,56 @@ TEST(AttentionUnit, CyclesSingleHeadHandWorked) {
   }
 }
 
+// A unit built for attention.head_dim = 128 (docs/variants-attention.md 10): rows of 16 beats,
+// results of 130 words (65 beats), each head equal to golden::attention_head at d = 128 on
+// both lanes, and the timing follows the stream: the last V beat at edge N = 2 + 16 + 32 T,
+// the result beats from N + drain + 1, one an edge (the board's unit: 14 + 24 T and 49).
+TEST(AttentionUnit, HeadDim128RowsOf16BeatsAndResultsOf65) {
+  constexpr int d = 128;
+  for (int T : {1, 3, 40}) {
+    SCOPED_TRACE(T);
+    bitsim::hw::FreshSimContext ctx;
+    const uint64_t drain = 4;
+    AttentionUnitConfig cfg;
+    cfg.drain = int(drain);
+    cfg.head_dim = d;
+    Bench b(cfg);
+    std::mt19937 rng{uint32_t(100 + T)};
+    std::uniform_int_distribution<int> val(-128, 127);
+    std::vector<int8_t> q(d), K(size_t(T) * d), V(size_t(T) * d);
+    for (auto* v : {&q, &K, &V})
+      for (auto& e : *v) e = int8_t(val(rng));
+    const golden::AttentionParams p{40'000 + uint32_t(rng() % 30'000), 24, false};
+    std::vector<StreamBeat> in = header_beats(header_of(T, p, true));
+    for (const std::vector<int8_t>* v : {&q, &K, &V}) append_bytes(in, v->data(), v->size());
+    ASSERT_EQ(in.size(), attention_head_beats(T, d));
+    in.back().last = true;
+    b.src[0]->append(in);
+    b.src[1]->append(in);
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    ASSERT_TRUE(b.run_tlasts(1, 1));
+    int32_t acc[d];
+    uint32_t sum = 0;
+    golden::attention_head(q.data(), K.data(), V.data(), T, d, p, acc, &sum);
+    std::vector<StreamBeat> want;
+    for (int i = 0; i < d; i += 2) want.push_back({uint64_t(uint32_t(acc[i])) | (uint64_t(uint32_t(acc[i + 1])) << 32), false});
+    want.push_back({uint64_t(sum), true});
+    ASSERT_EQ(want.size(), size_t(model::attention_result_beats(d)));
+    for (int l = 0; l < 2; ++l) {
+      ASSERT_EQ(b.sink[size_t(l)]->beats.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(b.sink[size_t(l)]->beats[i].data, want[i].data) << "lane " << l << " beat " << i;
+        ASSERT_EQ(b.sink[size_t(l)]->beats[i].last, want[i].last) << "lane " << l << " beat " << i;
+      }
+      EXPECT_EQ(b.engine.stats(l).rows, 2u * uint64_t(T));
+    }
+    const uint64_t N = 2 + 16 + 32 * uint64_t(T);
+    for (uint64_t j = 0; j < 65; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + drain + j + 1) << j;
+    EXPECT_EQ(b.engine.stats(0).busy_cycles, N + drain + 64);
+    EXPECT_EQ(b.reg(0, engine_reg::kBeatsOut), 65u);
+  }
+}
+
 TEST(AttentionUnit, CyclesTwoHeadsResultBank) {
   // Head 1 (T1) ends at edge N1; its bank pushes at N1 + drain .. N1 + drain + 48, so the
   // bank is free from edge N1 + drain + 49. Head 2's last V beat, due at edge N1 + N2, is
