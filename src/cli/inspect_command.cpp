@@ -236,6 +236,8 @@ class Inspect final : public Command {
     const sim::SimConfig cfg = sim::make_sim_config(board_params(board_));  // a bad config fails before the load
     auto src = model::open_model_source(model_);
     const auto& c = src->config();
+    // The model's head_dim against the one the attention unit is built for (attention.head_dim).
+    host::check_model_head_dim(c, cfg.board.attention.head_dim, src->describe());
     const auto t0 = std::chrono::steady_clock::now();
     const model::TernaryModel m = model::load_ternary_model(*src, 2);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

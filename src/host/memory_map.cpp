@@ -136,16 +136,16 @@ MatmulCall MemoryMap::with_vectors(const MatmulGroup& g, const MatmulCall& call,
 void check_model_head_dim(const model::ModelConfig& model, int unit_head_dim, const std::string& source) {
   if (model.head_dim() == unit_head_dim) return;
   throw FieldError("attention.head_dim",
-                   fmt::format("model {} has head_dim {} (hidden_size {} / num_attention_heads {}), but the attention "
+                   fmt::format("{} has head_dim {} (hidden_size {} / num_attention_heads {}), but the attention "
                                "unit is built for head_dim {}; build the unit for the model with --set "
                                "attention.head_dim={}",
-                               source, model.head_dim(), model.hidden_size, model.num_heads, unit_head_dim,
-                               model.head_dim()));
+                               source.empty() ? "the model" : "model " + source, model.head_dim(), model.hidden_size,
+                               model.num_heads, unit_head_dim, model.head_dim()));
 }
 
 MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& config)
     : model_(model), config_(config), next_(config.cma_base) {
-  check_model_head_dim(model, config_.head_dim, "(the memory map's)");
+  check_model_head_dim(model, config_.head_dim, "");
   if (config_.cma_base % 4096 != 0)
     throw Error(fmt::format("cma.base 0x{:x} must be 4 KiB aligned", config_.cma_base));
   if (config_.cma_base + config_.cma_bytes > config_.ddr_bytes)

@@ -68,7 +68,7 @@ struct MemoryMapConfig {
 
 // The refusal where the board and the model meet: a model whose head_dim is not the one the
 // attention unit is built for throws bitsim::FieldError naming attention.head_dim, the model
-// (`source`) and its head_dim, and the --set that builds the unit for it.
+// (`source`; empty: "the model") and its head_dim, and the --set that builds the unit for it.
 void check_model_head_dim(const model::ModelConfig& model, int unit_head_dim, const std::string& source);
 
 // One matmul call of one lane: a group of `rows` rows of length n.
