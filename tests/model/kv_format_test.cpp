@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 
@@ -61,6 +65,49 @@ TEST(KvFormat, Int4HandCount) {
     EXPECT_EQ(t.k.total() % 8, 0u) << n;
     EXPECT_EQ(t.v.total() % 8, 0u) << n;
     EXPECT_EQ(t.bank % 8, 0u) << n;
+  }
+}
+
+// A unit built for another head dimension (attention.head_dim = d, docs/variants-attention.md
+// 10.2): int8 rows of d bytes; INT4 rows of d / 2 nibble bytes, d / 32 V group scales, a bank
+// of 2 d + n bytes, each to a beat; a d no unit takes, or (INT4) not whole V groups, is
+// refused naming attention.head_dim.
+TEST(KvFormat, HeadDimSizesTheRowsAndTheBank) {
+  EXPECT_EQ(kv_storage(KvFormat::Int8, 0, 128).per_position(), 256u);
+  const KvStorage s = kv_storage(KvFormat::Int4, 0, 128);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(s.k.total(), 64u);
+  EXPECT_EQ(s.v.payload, 64u);
+  EXPECT_EQ(s.v.scales, 8u);  // 4 groups of 32
+  EXPECT_EQ(s.v.total(), 72u);
+  EXPECT_EQ(s.bank, 256u);
+  const KvStorage w = kv_storage(KvFormat::Int4, 8, 256);  // the widest unit, 8 outlier lanes
+  EXPECT_EQ(w.k.payload, 124u);
+  EXPECT_EQ(w.k.outliers, 16u);
+  EXPECT_EQ(w.k.total(), 144u);
+  EXPECT_EQ(w.bank, 520u);  // 512 + 8 channel bytes (channel 255 still fits one)
+  EXPECT_NO_THROW(kv_storage(KvFormat::Int8, 0, 72));
+  for (auto [format, d] : {std::pair{KvFormat::Int4, 72}, {KvFormat::Tip, 72}, {KvFormat::Int8, 100},
+                           {KvFormat::Int8, 0}, {KvFormat::Int8, 264}}) {
+    try {
+      (void)kv_storage(format, 0, d);
+      ADD_FAILURE() << d;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention.head_dim = " + std::to_string(d)), std::string::npos) << e.what();
+    }
+  }
+  // A V row of 128: each of its 4 groups with its own scale, read back within half a step.
+  float v[128], back[128];
+  for (int i = 0; i < 128; ++i) v[i] = float((i * 37) % 23 - 11) * (1.0f + float(i / 32));
+  std::vector<uint8_t> row(s.v.total(), 0xAA);
+  encode_v_int4(v, 128, row.data());
+  decode_v_int4(row.data(), 128, back);
+  for (int g = 0; g < 4; ++g) {
+    uint16_t h;
+    std::memcpy(&h, row.data() + 64 + 2 * g, 2);
+    const float scale = float_from_fp16(h);
+    EXPECT_NEAR(scale, 11.0f * (1.0f + float(g)) / 7.0f, 0.01f) << g;
+    for (int i = 32 * g; i < 32 * (g + 1); ++i) EXPECT_LE(std::fabs(back[i] - v[i]), scale / 2 + 1e-4f) << i;
   }
 }
 

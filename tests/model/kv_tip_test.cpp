@@ -62,6 +62,17 @@ TEST(KvTip, RowBytesPerTier) {
   EXPECT_EQ(tip_bank_bytes(8, kBoardHeadDim), 208u);                     // 202 -> 208
 }
 
+// Rows and banks of a unit built for head dimension 128 (docs/variants-attention.md 10.2).
+TEST(KvTip, RowBytesPerTierAtHeadDim128) {
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq8, 4, 128), 256u);       // 128 + 128 int8
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4Lanes, 4, 128), 144u);  // K 62 + 2 unused + 8 lanes = 72, V 64 + 8 = 72
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4, 4, 128), 136u);       // K 64, V 72
+  EXPECT_EQ(tip_k_bytes(TipTier::Kvq8, 4, 128), 128u);
+  EXPECT_EQ(tip_bank_bytes(4, 128), 264u);                     // 256 + 2 + 4 = 262 -> 264
+  EXPECT_EQ(tip_storage(TipSettings{}, 512, 128).bank, 264u);
+  EXPECT_GT(tip_storage(TipSettings{}, 512, 128).rows, tip_storage(TipSettings{}, 512, kHeadDim).rows);
+}
+
 TEST(KvTip, StorageAtTheDefaultsMatchesTheHandCount) {
   // docs/tip.md: T = 2,048, 32 regions: 1 sink + 5 window + 3 budget KVQ8, 8 KVQ4+4, 15 KVQ4.
   const TipStorage st = tip_storage(TipSettings{}, 2048, kBoardHeadDim);
