@@ -218,7 +218,7 @@ struct AttentionLane {
   uint64_t k_area(int h) const { return base + 0x10000 + 0x20000 * uint64_t(h); }
   uint64_t v_area(int h) const { return k_area(h) + 0x10000; }
 };
-constexpr uint32_t kResultBytes = kHeadsPerLane * model::kAttentionResultBeats * 8;  // 3,136
+constexpr uint32_t kResultBytes = kHeadsPerLane * model::attention_result_beats(model::kBoardHeadDim) * 8;  // 3,136
 
 const std::vector<AttentionLane>& attention_lanes() {
   static const std::vector<AttentionLane> lanes = [] {
@@ -240,7 +240,7 @@ const std::vector<AttentionLane>& attention_lanes() {
         fill(hd.V, size_t(kT) * 96);
         hd.result.assign(98, 0);
         uint32_t sum = 0;
-        golden::attention_head(hd.q.data(), hd.K.data(), hd.V.data(), kT, hd.p, hd.result.data(), &sum);
+        golden::attention_head(hd.q.data(), hd.K.data(), hd.V.data(), kT, model::kBoardHeadDim, hd.p, hd.result.data(), &sum);
         hd.result[96] = int32_t(sum);
         ln.heads.push_back(std::move(hd));
       }
@@ -338,7 +338,7 @@ void BM_BoardAttentionT512(benchmark::State& state) {
       return;
     }
   }
-  state.SetBytesProcessed(state.iterations() * int64_t(2 * kHeadsPerLane * model::attention_head_beats(kT) * 8));
+  state.SetBytesProcessed(state.iterations() * int64_t(2 * kHeadsPerLane * model::attention_head_beats(kT, model::kBoardHeadDim) * 8));
   report(state, "attention T=512, 8 heads per lane, both lanes", total_cycles, total_s, total_cpu);
 }
 BENCHMARK(BM_BoardAttentionT512)->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -38,7 +38,7 @@ using hw::fast::Kernel;
 using hw::fast::Workers;
 
 constexpr int kHidden = 1536, kFfn = 4096, kLayers = 24, kVocab = 32002, kHeads = 16;
-constexpr int kHeadDim = 96, kContext = 512;
+constexpr int kHeadDim = bitsim::model::kBoardHeadDim, kContext = 512;  // the board's unit
 
 struct Shape {
   int rows, n;
@@ -358,10 +358,10 @@ void BM_Attention(benchmark::State& state) {
     for (int h = 0; h < heads; ++h) {
       const int8_t* q = c.q.data() + size_t(h) * kHeadDim;
       if (golden)
-        golden::attention_head(q, c.K.data() + h * kv, c.V.data() + h * kv, kContext,
+        golden::attention_head(q, c.K.data() + h * kv, c.V.data() + h * kv, kContext, kHeadDim,
                                {40000, 24, false}, acc, &sum);
       else
-        hw::fast::attention_head(q, c.K.data() + h * kv, c.V.data() + h * kv, kContext, 40000, 24,
+        hw::fast::attention_head(q, c.K.data() + h * kv, c.V.data() + h * kv, kContext, kHeadDim, 40000, 24,
                                  false, acc, &sum, kernel);
       benchmark::DoNotOptimize(acc);
     }

@@ -66,12 +66,14 @@ void print_kv_capacity(const model::ModelConfig& c, const host::MemoryAccount& a
   fmt::print("KV cache (docs/variants-attention.md 8: payload, scales, outlier lanes, padding, banks), in the "
              "{} MiB CMA beside {:.2f} MiB of weights and buffers:\n", a.cma_bytes >> 20, used_else / 1048576.0);
   fmt::print("  {:<22} {:>14} {:>16} {:>14}\n", "format", "bytes/position", "largest T fits", "T=512 MiB");
-  const std::pair<const char*, model::KvStorage> formats[] = {
-      {"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0)},
-      {"int4", model::kv_storage(model::KvFormat::Int4, 0)},
-      {"int4, 4 outlier lanes", model::kv_storage(model::KvFormat::Int4, 4)},
-      {"int4, 8 outlier lanes", model::kv_storage(model::KvFormat::Int4, 8)},
-  };
+  // Rows of the model's head_dim (a unit built for it: attention.head_dim); int4 and tip need
+  // whole V groups (model::kv_head_dim_fits).
+  const int d = c.head_dim();
+  const bool int4 = model::kv_head_dim_fits(model::KvFormat::Int4, d);
+  std::vector<std::pair<const char*, model::KvStorage>> formats = {{"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0, d)}};
+  if (int4)
+    for (const auto& [name, n] : {std::pair{"int4", 0}, {"int4, 4 outlier lanes", 4}, {"int4, 8 outlier lanes", 8}})
+      formats.push_back({name, model::kv_storage(model::KvFormat::Int4, n, d)});
   for (const auto& [name, st] : formats)
     fmt::print("  {:<22} {:>14} {:>16} {:>14.2f}  [simulated]\n", name, lh * st.per_position(),
                model::largest_context(st, lh, free, c.max_position_embeddings),
@@ -80,10 +82,12 @@ void print_kv_capacity(const model::ModelConfig& c, const host::MemoryAccount& a
   const std::pair<const char*, model::TipSettings> tips[] = {{"tip (defaults)", model::TipSettings{}},
                                                              {"tip-lean", model::kTipLean}};
   for (const auto& [name, s] : tips) {
-    const int t = model::tip_largest_context(s, lh, free, std::min(c.max_position_embeddings, model::kAttentionInt4MaxT));
+    if (!int4) break;
+    const int t =
+        model::tip_largest_context(s, lh, free, std::min(c.max_position_embeddings, model::kAttentionInt4MaxT), d);
     fmt::print("  {:<22} {:>14.0f} {:>16} {:>14.2f}  [simulated]\n", name,
-               t > 0 ? double(lh) * model::tip_storage(s, t).per_position(t) : 0.0, t,
-               double(lh * model::tip_storage(s, 512).total()) / 1048576.0);
+               t > 0 ? double(lh) * model::tip_storage(s, t, d).per_position(t) : 0.0, t,
+               double(lh * model::tip_storage(s, 512, d).total()) / 1048576.0);
   }
   fmt::print("  (capped at max_position_embeddings {}; the board's unit and the int8 online-softmax unit take "
              "T <= {}, the INT4 unit T <= {}: docs/variants-attention.md 8.8; tip: bytes per position at its "
@@ -232,6 +236,8 @@ class Inspect final : public Command {
     const sim::SimConfig cfg = sim::make_sim_config(board_params(board_));  // a bad config fails before the load
     auto src = model::open_model_source(model_);
     const auto& c = src->config();
+    // The model's head_dim against the one the attention unit is built for (attention.head_dim).
+    host::check_model_head_dim(c, cfg.board.attention.head_dim, src->describe());
     const auto t0 = std::chrono::steady_clock::now();
     const model::TernaryModel m = model::load_ternary_model(*src, 2);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -57,24 +57,24 @@ void ternary_matvec_per_call(const TernaryMatrix& w, int row_begin, int row_end,
   }
 }
 
-void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, int D,
                     const AttentionParams& p, int32_t* acc, uint32_t* sum) {
   // K phase: s_t = sum_d q_d * K_td (int32).
   std::vector<int32_t> s(static_cast<size_t>(T));
   for (int t = 0; t < T; ++t) {
     int32_t dot = 0;
-    for (int d = 0; d < kHeadDim; ++d) dot += int32_t(q[d]) * int32_t(K[t * kHeadDim + d]);
+    for (int d = 0; d < D; ++d) dot += int32_t(q[d]) * int32_t(K[t * D + d]);
     s[t] = dot;
   }
   const int32_t s_max = *std::max_element(s.begin(), s.end());
   // V phase: p_t from the one shared multiplier (or the legacy shift) and the ROM.
   uint32_t total = 0;
-  for (int d = 0; d < kHeadDim; ++d) acc[d] = 0;
+  for (int d = 0; d < D; ++d) acc[d] = 0;
   for (int t = 0; t < T; ++t) {
     const uint32_t diff = uint32_t(int64_t(s_max) - int64_t(s[t]));  // >= 0, < 2^22
     const uint32_t pt = num::attention_weight(diff, p.m, p.shift, p.legacy);
     total += pt;
-    for (int d = 0; d < kHeadDim; ++d) acc[d] += int32_t(pt) * int32_t(V[t * kHeadDim + d]);
+    for (int d = 0; d < D; ++d) acc[d] += int32_t(pt) * int32_t(V[t * D + d]);
   }
   *sum = total;
 }
@@ -103,71 +103,71 @@ OnlineStep online_max_step(int t, int32_t s, int32_t& M, const AttentionParams& 
 }
 }  // namespace
 
-void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, int D,
                            const AttentionParams& p, int32_t* o, uint32_t* sum) {
   if (p.legacy) throw Error("attention_head_online: the online-softmax unit has no legacy shift mode");
   // One pass: per row the score, the running maximum M, the weight p (and alpha, the
   // rescale of acc and sum, when M grows), then the V row.
-  int64_t acc[kHeadDim] = {};
+  int64_t acc[model::kMaxHeadDim] = {};
   int64_t total = 0;
   int32_t M = 0;
   for (int t = 0; t < T; ++t) {
     int32_t s = 0;
-    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * int32_t(K[t * kHeadDim + d]);
+    for (int d = 0; d < D; ++d) s += int32_t(q[d]) * int32_t(K[t * D + d]);
     const OnlineStep step = online_max_step(t, s, M, p);
     const uint32_t pt = step.p;
     if (step.grew) {
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = num::online_rescale(acc[d], step.alpha);
+      for (int d = 0; d < D; ++d) acc[d] = num::online_rescale(acc[d], step.alpha);
       total = num::online_rescale(total, step.alpha);
     }
-    for (int d = 0; d < kHeadDim; ++d) acc[d] += int64_t(pt) * V[t * kHeadDim + d];
+    for (int d = 0; d < D; ++d) acc[d] += int64_t(pt) * V[t * D + d];
     total += pt;
   }
   // The registers' widths (docs/variants-attention.md: the bounds).
-  int32_t acc32[kHeadDim];
-  for (int d = 0; d < kHeadDim; ++d) {
+  int32_t acc32[model::kMaxHeadDim];
+  for (int d = 0; d < D; ++d) {
     if (acc[d] >= (int64_t(1) << 31) || acc[d] < -(int64_t(1) << 31))
       throw Error(fmt::format("attention_head_online: acc_{} = {} exceeds int32", d, acc[d]));
     acc32[d] = int32_t(acc[d]);
   }
   *sum = uint32_t(total);
-  num::online_normalize(acc32, *sum, kHeadDim, o);
+  num::online_normalize(acc32, *sum, D, o);
 }
 
 void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8_t* K, const uint8_t* V, int T, int n,
-                         const AttentionParams& p, int32_t* o, uint32_t* sum) {
+                         int D, const AttentionParams& p, int32_t* o, uint32_t* sum) {
   if (p.legacy) throw Error("attention_head_int4: the online-softmax unit has no legacy shift mode");
-  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, D);
   const size_t krow = st.k.total(), vrow = st.v.total();
-  const model::KvInt4Bank bank = model::read_kv_bank(bank_bytes, n);
-  int64_t acc[kHeadDim] = {};
+  const model::KvInt4Bank bank = model::read_kv_bank(bank_bytes, n, D);
+  int64_t acc[model::kMaxHeadDim] = {};
   int64_t total = 0;
   int32_t M = 0;
   for (int t = 0; t < T; ++t) {
     const uint8_t* kr = K + size_t(t) * krow;
     const uint8_t* vr = V + size_t(t) * vrow;
     // K in its fixed point (sk_d / 16): 16 times the nibble, or the outlier lane converted.
-    int32_t k12[kHeadDim];
-    for (int d = 0; d < kHeadDim; ++d) k12[d] = 16 * model::kv_nibble(kr, d);
+    int32_t k12[model::kMaxHeadDim];
+    for (int d = 0; d < D; ++d) k12[d] = 16 * model::kv_nibble(kr, d);
     for (int j = 0; j < n; ++j) {
       uint16_t lane;
-      std::memcpy(&lane, kr + kHeadDim / 2 + 2 * j, 2);
+      std::memcpy(&lane, kr + model::kv_nibble_bytes(D) + 2 * j, 2);
       const int d = bank.outliers[size_t(j)];
       k12[d] = model::kv_outlier_fixed(lane, bank.sk[size_t(d)]);
     }
     int32_t s = 0;
-    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
+    for (int d = 0; d < D; ++d) s += int32_t(q[d]) * k12[d];
     // The running maximum, p and alpha: section 3.
     const OnlineStep step = online_max_step(t, s, M, p);
     const uint32_t pt = step.p;
     if (step.grew) {
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], step.alpha);
+      for (int d = 0; d < D; ++d) acc[d] = model::kv_rescale(acc[d], step.alpha);
       total = num::online_rescale(total, step.alpha);
     }
     // V: the group's weight p * sv * 2^16 (exponent aligned), times the nibble.
-    for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+    for (int g = 0; g < D / model::kKvVGroup; ++g) {
       uint16_t sv;
-      std::memcpy(&sv, vr + kHeadDim / 2 + 2 * g, 2);
+      std::memcpy(&sv, vr + model::kv_nibble_bytes(D) + 2 * g, 2);
       const int64_t w = model::kv_v_weight(pt, sv);
       for (int i = 0; i < model::kKvVGroup; ++i) {
         const int d = g * model::kKvVGroup + i;
@@ -177,11 +177,11 @@ void attention_head_int4(const int8_t* q, const uint8_t* bank_bytes, const uint8
     total += pt;
   }
   // The accumulators' width (docs/variants-attention.md 8.8: 62 bits signed for T <= 2048).
-  for (int d = 0; d < kHeadDim; ++d)
+  for (int d = 0; d < D; ++d)
     if (acc[d] >= (int64_t(1) << 61) || acc[d] < -(int64_t(1) << 61))
       throw Error(fmt::format("attention_head_int4: acc_{} = {} exceeds 62 bits", d, acc[d]));
   *sum = uint32_t(total);
-  model::kv_normalize(acc, *sum, kHeadDim, o);
+  model::kv_normalize(acc, *sum, D, o);
 }
 
 namespace {
@@ -189,16 +189,17 @@ namespace {
 // A TIP row's K in the bank's fixed point (sk_d / 16) into k12: the int8 value (KVQ8), 16
 // times the nibble, or a lane (KVQ4 with lanes). Returns where the row's V starts.
 const uint8_t* tip_k_row(const uint8_t* row, model::TipTier tier, const model::TipBank& bank, int32_t* k12) {
+  const int D = bank.head_dim();
   if (tier == model::TipTier::Kvq8) {
-    for (int d = 0; d < kHeadDim; ++d) k12[d] = int8_t(row[d]);
-    return row + kHeadDim;  // V after K's 96 bytes
+    for (int d = 0; d < D; ++d) k12[d] = int8_t(row[d]);
+    return row + D;  // V after K's D bytes
   }
   const int n = tier == model::TipTier::Kvq4Lanes ? int(bank.k.outliers.size()) : 0;
-  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
-  for (int d = 0; d < kHeadDim; ++d) k12[d] = 16 * model::kv_nibble(row, d);
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, D);
+  for (int d = 0; d < D; ++d) k12[d] = 16 * model::kv_nibble(row, d);
   for (int j = 0; j < n; ++j) {
     uint16_t lane;
-    std::memcpy(&lane, row + kHeadDim / 2 + 2 * j, 2);
+    std::memcpy(&lane, row + model::kv_nibble_bytes(D) + 2 * j, 2);
     const int d = bank.k.outliers[size_t(j)];
     k12[d] = model::kv_outlier_fixed(lane, bank.k.sk[size_t(d)]);
   }
@@ -210,35 +211,36 @@ const uint8_t* tip_k_row(const uint8_t* row, model::TipTier tier, const model::T
 void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8_t* rows, size_t stride,
                         const model::TipTier* tiers, int region, int T, const AttentionParams& p, int32_t* o,
                         uint32_t* sum, std::vector<uint32_t>* masses) {
+  const int D = bank.head_dim();
   if (p.legacy) throw Error("attention_head_tip: the online-softmax unit has no legacy shift mode");
   const int regions = (T + region - 1) / region;
   std::vector<int64_t> l_r(size_t(regions), 0);
   std::vector<int32_t> m_r(size_t(regions), 0);
-  int64_t acc[kHeadDim] = {};
+  int64_t acc[model::kMaxHeadDim] = {};
   int64_t total = 0, l = 0;  // the sum, and the current region's part of it
   int32_t M = 0;
   for (int t = 0; t < T; ++t) {
     const model::TipTier tier = tiers[t / region];
     const uint8_t* row = rows + size_t(t) * stride;
-    int32_t k12[kHeadDim];
+    int32_t k12[model::kMaxHeadDim];
     const uint8_t* vr = tip_k_row(row, tier, bank, k12);
     int32_t s = 0;
-    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
+    for (int d = 0; d < D; ++d) s += int32_t(q[d]) * k12[d];
     const OnlineStep step = online_max_step(t, s, M, p);
     const uint32_t pt = step.p;
     if (t % region == 0) l = 0;  // a region's first row
     if (step.grew) {
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], step.alpha);
+      for (int d = 0; d < D; ++d) acc[d] = model::kv_rescale(acc[d], step.alpha);
       total = num::online_rescale(total, step.alpha);
       l = num::online_rescale(l, step.alpha);
     }
     if (tier == model::TipTier::Kvq8) {
       const int64_t w = model::kv_v_weight(pt, bank.sv);  // one weight for the row
-      for (int d = 0; d < kHeadDim; ++d) acc[d] += w * int8_t(vr[d]);
+      for (int d = 0; d < D; ++d) acc[d] += w * int8_t(vr[d]);
     } else {
-      for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+      for (int g = 0; g < D / model::kKvVGroup; ++g) {
         uint16_t sv;
-        std::memcpy(&sv, vr + kHeadDim / 2 + 2 * g, 2);
+        std::memcpy(&sv, vr + model::kv_nibble_bytes(D) + 2 * g, 2);
         const int64_t w = model::kv_v_weight(pt, sv);
         for (int i = 0; i < model::kKvVGroup; ++i) acc[g * model::kKvVGroup + i] += w * model::kv_nibble(vr, g * model::kKvVGroup + i);
       }
@@ -250,11 +252,11 @@ void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8
       m_r[size_t(t / region)] = M;
     }
   }
-  for (int d = 0; d < kHeadDim; ++d)
+  for (int d = 0; d < D; ++d)
     if (acc[d] >= (int64_t(1) << 61) || acc[d] < -(int64_t(1) << 61))
       throw Error(fmt::format("attention_head_tip: acc_{} = {} exceeds 62 bits", d, acc[d]));
   *sum = uint32_t(total);
-  model::kv_normalize(acc, *sum, kHeadDim, o);
+  model::kv_normalize(acc, *sum, D, o);
   // Each region's attention mass in UQ0.16: l_r e^(m_r - M) / total (docs/tip.md).
   masses->assign(size_t(regions), 0);
   const uint64_t rr = (uint64_t(1) << 46) / uint64_t(total);
@@ -415,9 +417,9 @@ class PositionsPass {
   // Position i of layer l: RoPE on its q (every query head) and k (every K/V head), then its
   // attention.
   void rope_and_attention(int l, int i) {
-    const int H = H_, KV = KV_;
-    for (int hd = 0; hd < m_.config.num_heads; ++hd) num::rope_apply(row(q_, i, H) + hd * kHeadDim, pos0_ + i, rope_);
-    for (int g = 0; g < m_.config.num_kv_heads; ++g) num::rope_apply(row(k_, i, KV) + g * kHeadDim, pos0_ + i, rope_);
+    const int H = H_, KV = KV_, D = m_.config.head_dim();
+    for (int hd = 0; hd < m_.config.num_heads; ++hd) num::rope_apply(row(q_, i, H) + hd * D, pos0_ + i, rope_);
+    for (int g = 0; g < m_.config.num_kv_heads; ++g) num::rope_apply(row(k_, i, KV) + g * D, pos0_ + i, rope_);
     emit(probe_, l, "q_rope", row(q_, i, H), H, pos0_ + i);
     emit(probe_, l, "k_rope", row(k_, i, KV), KV, pos0_ + i);
     emit(probe_, l, "v", row(v_, i, KV), KV, pos0_ + i);
@@ -469,27 +471,30 @@ MatmulFn matmul_of(const MatvecFn& matvec) {
   };
 }
 
+// The model's head_dim is the attention unit's d (the board config's check, attention.head_dim,
+// is sim's): here only that some unit can be built for it.
 void check_model(const TernaryModel& m) {
-  if (m.config.head_dim() != kHeadDim)
-    throw Error(fmt::format("model {}: head_dim {} but the board's attention unit needs {}",
-                            m.source, m.config.head_dim(), kHeadDim));
+  if (!model::head_dim_in_range(m.config.head_dim()))
+    throw Error(fmt::format("model {}: head_dim {}, but an attention unit is built for a multiple of {} in [{}, {}]",
+                            m.source, m.config.head_dim(), model::kHeadDimStep, model::kHeadDimStep,
+                            model::kMaxHeadDim));
 }
 
-// *max = the largest of *max and |x_d| over one head's 96 values.
-void track_max_abs(const float* x, float* max) {
-  for (int d = 0; d < kHeadDim; ++d) *max = std::max(*max, std::fabs(x[d]));
+// *max = the largest of *max and |x_d| over one head's D values.
+void track_max_abs(const float* x, int D, float* max) {
+  for (int d = 0; d < D; ++d) *max = std::max(*max, std::fabs(x[d]));
 }
 
-// Float softmax attention of one head over positions 0..T-1, with the project's exp: K and
-// V hold the head's rows, `stride` floats apart; scores has room for T values.
-void float_attention_head(const float* q, const float* K, const float* V, int stride, int T,
+// Float softmax attention of one head of D values over positions 0..T-1, with the project's
+// exp: K and V hold the head's rows, `stride` floats apart; scores has room for T values.
+void float_attention_head(const float* q, const float* K, const float* V, int stride, int T, int D,
                           float* scores, float* o) {
-  const float inv_sqrt_d = num::rsqrt(float(kHeadDim));
+  const float inv_sqrt_d = num::rsqrt(float(D));
   float smax = -INFINITY;
   for (int t = 0; t < T; ++t) {
     const float* kt = K + size_t(t) * stride;
     float dot = 0.0f;
-    for (int d = 0; d < kHeadDim; ++d) dot += q[d] * kt[d];
+    for (int d = 0; d < D; ++d) dot += q[d] * kt[d];
     scores[t] = dot * inv_sqrt_d;
     smax = std::max(smax, scores[t]);
   }
@@ -499,7 +504,7 @@ void float_attention_head(const float* q, const float* K, const float* V, int st
     total += scores[t];
   }
   const float inv_total = num::recip(total);
-  for (int d = 0; d < kHeadDim; ++d) {
+  for (int d = 0; d < D; ++d) {
     float acc = 0.0f;
     for (int t = 0; t < T; ++t) acc += scores[t] * V[size_t(t) * stride + d];
     o[d] = acc * inv_total;
@@ -534,16 +539,16 @@ KvScales calibrate_kv_scales_batched(const TernaryModel& m, const std::vector<in
                                      int batch) {
   check_model(m);
   const auto& c = m.config;
-  const int heads = c.num_heads, kv_heads = c.num_kv_heads, KV = c.kv_dim();
+  const int heads = c.num_heads, kv_heads = c.num_kv_heads, KV = c.kv_dim(), D = c.head_dim();
   const size_t P = tokens.size();  // positions
   if (tokens.empty() || P > size_t(kMaxContext))
     throw Error(fmt::format("calibration needs 1..{} tokens, got {}", kMaxContext, P));
   if (batch < 1) throw Error(fmt::format("calibration batch {}: must be at least 1 position", batch));
-  num::RopeTable rope(kHeadDim, c.rope_theta, kMaxContext);
+  num::RopeTable rope(D, c.rope_theta, kMaxContext);
   // One scale per (layer, K/V head): the cache holds K/V heads.
   std::vector<float> kmax(size_t(c.num_layers) * kv_heads, 0.0f), vmax(kmax.size(), 0.0f);
-  std::vector<float> kch(kmax.size() * kHeadDim, 0.0f);  // per channel, for the INT4 bank
-  // Float K/V cache [layer][pos][kv_heads * 96].
+  std::vector<float> kch(kmax.size() * D, 0.0f);  // per channel, for the INT4 bank
+  // Float K/V cache [layer][pos][kv_heads * D].
   std::vector<float> kc(size_t(c.num_layers) * P * KV), vc(kc.size());
   std::vector<float> scores(P);
   const AttentionStep attention = [&](int l, int pos, const float* q, const float* k, const float* v, float* o) {
@@ -552,16 +557,16 @@ KvScales calibrate_kv_scales_batched(const TernaryModel& m, const std::vector<in
     std::copy(k, k + KV, kc.data() + (size_t(l) * P + pos) * KV);
     std::copy(v, v + KV, vc.data() + (size_t(l) * P + pos) * KV);
     for (int g = 0; g < kv_heads; ++g) {
-      const int off = g * kHeadDim;
-      track_max_abs(k + off, &kmax[size_t(l) * kv_heads + g]);
-      float* ch = &kch[(size_t(l) * kv_heads + g) * kHeadDim];
-      for (int d = 0; d < kHeadDim; ++d) ch[d] = std::max(ch[d], std::fabs(k[off + d]));
-      track_max_abs(v + off, &vmax[size_t(l) * kv_heads + g]);
+      const int off = g * D;
+      track_max_abs(k + off, D, &kmax[size_t(l) * kv_heads + g]);
+      float* ch = &kch[(size_t(l) * kv_heads + g) * D];
+      for (int d = 0; d < D; ++d) ch[d] = std::max(ch[d], std::fabs(k[off + d]));
+      track_max_abs(v + off, D, &vmax[size_t(l) * kv_heads + g]);
     }
     for (int hd = 0; hd < heads; ++hd) {  // query head hd reads its group's K/V head
-      const int kv_off = c.kv_head(hd) * kHeadDim;
-      float_attention_head(q + hd * kHeadDim, k_layer + kv_off, v_layer + kv_off, KV, pos + 1, scores.data(),
-                           o + hd * kHeadDim);
+      const int kv_off = c.kv_head(hd) * D;
+      float_attention_head(q + hd * D, k_layer + kv_off, v_layer + kv_off, KV, pos + 1, D, scores.data(),
+                           o + hd * D);
     }
   };
   for (size_t pos = 0; pos < P; pos += size_t(batch)) {
@@ -581,14 +586,15 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
     : model_(model),
       scales_(std::move(scales)),
       options_(options),
-      rope_(kHeadDim, model.config.rope_theta, std::max(1, options.context)) {
+      d_(model.config.head_dim()),
+      rope_(d_, model.config.rope_theta, std::max(1, options.context)) {
   check_model(model_);
   const bool int4 = options_.kv_format != model::KvFormat::Int8;  // TIP reads through the INT4 unit
   if (options_.context < 1 || options_.context > model::attention_max_t(int4))
     throw Error(fmt::format("KV context {}: the {} unit takes 1..{} positions", options_.context,
                             int4 ? "INT4" : "attention", model::attention_max_t(int4)));
   const size_t C = size_t(options_.context);
-  const size_t per_layer_head = C * kHeadDim;
+  const size_t per_layer_head = C * d_;
   // The caches, banks and scales are per (layer, K/V head).
   const size_t want = size_t(model_.config.num_layers) * model_.config.num_kv_heads;
   const size_t n = want * per_layer_head;
@@ -598,14 +604,14 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
   if (options_.kv_format == model::KvFormat::Int4) {
     if (options_.attention_variant != model::AttentionVariant::OnlineSoftmax)
       throw Error("kv.format = int4 needs attention.variant = online-softmax");
-    if (scales_.k_channel.size() != want * kHeadDim)
-      throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", want * kHeadDim,
+    if (scales_.k_channel.size() != want * d_)
+      throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", want * d_,
                               scales_.k_channel.size()));
-    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels);
+    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels, d_);
     banks_.resize(want);
     bank_bytes_.assign(want * st.bank, 0);
     for (size_t i = 0; i < want; ++i) {
-      banks_[i] = model::kv_int4_bank(&scales_.k_channel[i * kHeadDim], options_.kv_outlier_channels);
+      banks_[i] = model::kv_int4_bank(&scales_.k_channel[i * d_], options_.kv_outlier_channels, d_);
       model::write_kv_bank(banks_[i], &bank_bytes_[i * st.bank]);
     }
     k4_cache_.assign(want * C * st.k.total(), 0);
@@ -616,14 +622,14 @@ BoardReference::BoardReference(const TernaryModel& model, KvScales scales,
     if (options_.kv_outlier_channels != 0)
       throw Error("kv.outlier_channels: with kv.format = tip the lanes are kv.tip.lanes");
     options_.tip.validate("kv.format = tip");
-    if (scales_.k_channel.size() != want * kHeadDim)
-      throw Error(fmt::format("KV scales: kv.format = tip needs {} per-channel K maxima, got {}", want * kHeadDim,
+    if (scales_.k_channel.size() != want * d_)
+      throw Error(fmt::format("KV scales: kv.format = tip needs {} per-channel K maxima, got {}", want * d_,
                               scales_.k_channel.size()));
     for (size_t i = 0; i < want; ++i) {
-      tip_banks_.push_back(model::tip_bank(&scales_.k_channel[i * kHeadDim], scales_.v[i], options_.tip.lanes));
+      tip_banks_.push_back(model::tip_bank(&scales_.k_channel[i * d_], scales_.v[i], options_.tip.lanes, d_));
       tip_regions_.emplace_back(options_.tip);
     }
-    tip_rows_.assign(want * C * kTipSlot, 0);
+    tip_rows_.assign(want * C * tip_slot(), 0);
   } else {
     if (options_.kv_outlier_channels != 0)
       throw Error("kv.outlier_channels: outlier lanes exist with kv.format = int4 only");
@@ -677,10 +683,10 @@ void BoardReference::build_compact_trits() {
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {
-  return reinterpret_cast<const int8_t*>(k_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
+  return reinterpret_cast<const int8_t*>(k_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * d_;
 }
 const int8_t* BoardReference::v_rows(int layer, int head) const {
-  return reinterpret_cast<const int8_t*>(v_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * kHeadDim;
+  return reinterpret_cast<const int8_t*>(v_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * d_;
 }
 
 const model::TipRegions& BoardReference::tip_regions(int layer, int head) const {
@@ -688,19 +694,19 @@ const model::TipRegions& BoardReference::tip_regions(int layer, int head) const 
 }
 const uint8_t* BoardReference::tip_row(int layer, int head, int t) const {
   const size_t lh = size_t(layer) * model_.config.num_kv_heads + head;
-  return &tip_rows_.at((lh * size_t(options_.context) + size_t(t)) * kTipSlot);
+  return &tip_rows_.at((lh * size_t(options_.context) + size_t(t)) * tip_slot());
 }
 
 const uint8_t* BoardReference::int4_bank(int layer, int head) const {
-  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).bank;
+  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels, d_).bank;
   return bank_bytes_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * st;
 }
 const uint8_t* BoardReference::int4_k_rows(int layer, int head) const {
-  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).k.total();
+  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels, d_).k.total();
   return k4_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * st;
 }
 const uint8_t* BoardReference::int4_v_rows(int layer, int head) const {
-  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels).v.total();
+  const size_t st = model::kv_storage(model::KvFormat::Int4, options_.kv_outlier_channels, d_).v.total();
   return v4_cache_.data() + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * st;
 }
 
@@ -729,21 +735,21 @@ void BoardReference::matmul(const TernaryMatrix& w, const int8_t* x, int count, 
 void BoardReference::attention_int4(int l, int pos, const float* q, const float* k, const float* v, float* o) {
   const auto& c = model_.config;
   const int n = options_.kv_outlier_channels;
-  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
-  std::array<int8_t, kHeadDim> qq{};
-  std::array<int32_t, kHeadDim> oq{};
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, d_);
+  std::array<int8_t, model::kMaxHeadDim> qq{};
+  std::array<int32_t, model::kMaxHeadDim> oq{};
   for (int g = 0; g < c.num_kv_heads; ++g) {
     const size_t lh = size_t(l) * c.num_kv_heads + g;
     const model::KvInt4Bank& bank = banks_[lh];
     uint8_t* K = &k4_cache_[lh * size_t(options_.context) * st.k.total()];
     uint8_t* V = &v4_cache_[lh * size_t(options_.context) * st.v.total()];
-    model::encode_k_int4(k + g * kHeadDim, bank.sk.data(), bank.outliers.data(), n, K + size_t(pos) * st.k.total());
-    model::encode_v_int4(v + g * kHeadDim, V + size_t(pos) * st.v.total());
+    model::encode_k_int4(k + g * d_, bank.sk.data(), bank.outliers.data(), n, d_, K + size_t(pos) * st.k.total());
+    model::encode_v_int4(v + g * d_, d_, V + size_t(pos) * st.v.total());
     for (int hd = g * c.group(); hd < (g + 1) * c.group(); ++hd) {
-      const AttentionParams p = per_channel_query(q + hd * kHeadDim, bank.sk.data(), qq.data());
+      const AttentionParams p = per_channel_query(q + hd * d_, bank.sk.data(), qq.data());
       uint32_t sum = 0;
-      attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos + 1, n, p, oq.data(), &sum);
-      num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+      attention_head_int4(qq.data(), &bank_bytes_[lh * st.bank], K, V, pos + 1, n, d_, p, oq.data(), &sum);
+      num::attention_finish_online(oq.data(), 1.0f, d_, o + hd * d_);
     }
   }
 }
@@ -751,10 +757,10 @@ void BoardReference::attention_int4(int l, int pos, const float* q, const float*
 // INT4 and TIP: q with K's channel scales sk_d folded in, quantized per head into qq; the
 // header's m and S for K's fixed point sk_d / 16.
 AttentionParams BoardReference::per_channel_query(const float* q, const uint16_t* sk, int8_t* qq) {
-  std::array<float, kHeadDim> qf{};
-  for (int d = 0; d < kHeadDim; ++d) qf[size_t(d)] = q[d] * model::float_from_fp16(sk[size_t(d)]);
-  const float sq = num::quantize_symmetric(qf.data(), kHeadDim, qq);
-  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+  std::array<float, model::kMaxHeadDim> qf{};
+  for (int d = 0; d < d_; ++d) qf[size_t(d)] = q[d] * model::float_from_fp16(sk[size_t(d)]);
+  const float sq = num::quantize_symmetric(qf.data(), d_, qq);
+  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, d_);
   stats_.multiplier_lowered += mul.lowered > 0;
   stats_.multiplier_saturated += mul.saturated;
   return AttentionParams{mul.m, mul.shift, false};
@@ -766,16 +772,16 @@ void BoardReference::tip_place_and_write(size_t lh, int pos, const float* k, con
   const int R = options_.tip.region;
   const model::TipBank& bank = tip_banks_[lh];
   model::TipRegions& regions = tip_regions_[lh];
-  uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * kTipSlot];
+  uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * tip_slot()];
   const int leaving = regions.leaving(pos);
   if (leaving >= 0)
     for (const model::TipRegions::Change& c : regions.place(leaving))
       for (int t = c.region * R; t < (c.region + 1) * R; ++t) {
-        const std::vector<uint8_t> row = model::tip_demote(rows + size_t(t) * kTipSlot, c.from, c.to, bank);
-        std::fill_n(rows + size_t(t) * kTipSlot, kTipSlot, uint8_t(0));
-        std::copy(row.begin(), row.end(), rows + size_t(t) * kTipSlot);
+        const std::vector<uint8_t> row = model::tip_demote(rows + size_t(t) * tip_slot(), c.from, c.to, bank);
+        std::fill_n(rows + size_t(t) * tip_slot(), tip_slot(), uint8_t(0));
+        std::copy(row.begin(), row.end(), rows + size_t(t) * tip_slot());
       }
-  model::encode_kvq8(k, v, bank, rows + size_t(pos) * kTipSlot);
+  model::encode_kvq8(k, v, bank, rows + size_t(pos) * tip_slot());
 }
 
 // TIP: each K/V head's rows placed and written once; every query head of its group reads
@@ -784,23 +790,23 @@ void BoardReference::tip_place_and_write(size_t lh, int pos, const float* k, con
 void BoardReference::attention_tip(int l, int pos, const float* q, const float* k, const float* v, float* o) {
   const auto& c = model_.config;
   const int R = options_.tip.region;
-  std::array<int8_t, kHeadDim> qq{};
-  std::array<int32_t, kHeadDim> oq{};
+  std::array<int8_t, model::kMaxHeadDim> qq{};
+  std::array<int32_t, model::kMaxHeadDim> oq{};
   std::vector<uint32_t> masses;
   for (int g = 0; g < c.num_kv_heads; ++g) {
     const size_t lh = size_t(l) * c.num_kv_heads + g;
-    tip_place_and_write(lh, pos, k + g * kHeadDim, v + g * kHeadDim);
+    tip_place_and_write(lh, pos, k + g * d_, v + g * d_);
     model::TipRegions& regions = tip_regions_[lh];
     std::vector<model::TipTier> tiers(size_t(pos / R + 1));
     for (size_t r = 0; r < tiers.size(); ++r) tiers[r] = regions.tier(int(r));
-    const uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * kTipSlot];
+    const uint8_t* rows = &tip_rows_[lh * size_t(options_.context) * tip_slot()];
     for (int hd = g * c.group(); hd < (g + 1) * c.group(); ++hd) {
-      const AttentionParams p = per_channel_query(q + hd * kHeadDim, tip_banks_[lh].k.sk.data(), qq.data());
+      const AttentionParams p = per_channel_query(q + hd * d_, tip_banks_[lh].k.sk.data(), qq.data());
       uint32_t sum = 0;
-      attention_head_tip(qq.data(), tip_banks_[lh], rows, kTipSlot, tiers.data(), R, pos + 1, p, oq.data(), &sum,
+      attention_head_tip(qq.data(), tip_banks_[lh], rows, tip_slot(), tiers.data(), R, pos + 1, p, oq.data(), &sum,
                          &masses);
       regions.add_masses(masses);
-      num::attention_finish_online(oq.data(), 1.0f, kHeadDim, o + hd * kHeadDim);
+      num::attention_finish_online(oq.data(), 1.0f, d_, o + hd * d_);
     }
   }
 }
@@ -811,29 +817,29 @@ void BoardReference::attention_tip(int l, int pos, const float* q, const float* 
 void BoardReference::attention_int8(int l, int pos, const float* q, const float* k, const float* v, float* o) {
   const auto& c = model_.config;
   const int kv_heads = c.num_kv_heads;
-  std::array<int8_t, kHeadDim> qq{};
-  std::array<int32_t, kHeadDim> acc{};
+  std::array<int8_t, model::kMaxHeadDim> qq{};
+  std::array<int32_t, model::kMaxHeadDim> acc{};
   for (int g = 0; g < kv_heads; ++g) {
     const float sk = scales_.k_scale(l, g, kv_heads), sv = scales_.v_scale(l, g, kv_heads);
     int8_t* K = const_cast<int8_t*>(k_rows(l, g));
     int8_t* V = const_cast<int8_t*>(v_rows(l, g));
-    num::quantize_fixed(k + g * kHeadDim, kHeadDim, sk, K + size_t(pos) * kHeadDim);
-    num::quantize_fixed(v + g * kHeadDim, kHeadDim, sv, V + size_t(pos) * kHeadDim);
+    num::quantize_fixed(k + g * d_, d_, sk, K + size_t(pos) * d_);
+    num::quantize_fixed(v + g * d_, d_, sv, V + size_t(pos) * d_);
     for (int hd = g * c.group(); hd < (g + 1) * c.group(); ++hd) {
-      const float sq = num::quantize_symmetric(q + hd * kHeadDim, kHeadDim, qq.data());
-      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+      const float sq = num::quantize_symmetric(q + hd * d_, d_, qq.data());
+      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, d_);
       stats_.multiplier_lowered += mul.lowered > 0;
       stats_.multiplier_saturated += mul.saturated;
       const AttentionParams p{mul.m, mul.shift, options_.legacy_attention};
       uint32_t sum = 0;
       if (options_.attention_variant == model::AttentionVariant::OnlineSoftmax) {
         // The online-softmax unit divides on the PL; the CPU scales by s_v.
-        attention_head_online(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
-        num::attention_finish_online(acc.data(), sv, kHeadDim, o + hd * kHeadDim);
+        attention_head_online(qq.data(), K, V, pos + 1, d_, p, acc.data(), &sum);
+        num::attention_finish_online(acc.data(), sv, d_, o + hd * d_);
         continue;
       }
-      attention_head(qq.data(), K, V, pos + 1, p, acc.data(), &sum);
-      num::attention_finish(acc.data(), sum, sv, kHeadDim, o + hd * kHeadDim);  // o_d = acc_d * (s_v / sum)
+      attention_head(qq.data(), K, V, pos + 1, d_, p, acc.data(), &sum);
+      num::attention_finish(acc.data(), sum, sv, d_, o + hd * d_);  // o_d = acc_d * (s_v / sum)
     }
   }
 }

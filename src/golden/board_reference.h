@@ -30,7 +30,6 @@
 
 namespace bitsim::golden {
 
-constexpr int kHeadDim = model::kHeadDim;          // the attention unit's head dimension
 constexpr int kMaxContext = model::kKvPositions;   // the board's KV area per (layer, head)
 constexpr int kCalibrationTokens = 144;
 
@@ -55,34 +54,35 @@ void prefill_matvec(const model::TernaryMatrix& w, int row_begin, int row_end, c
 void ternary_matvec_per_call(const model::TernaryMatrix& w, int row_begin, int row_end, const int8_t* x, int L,
                              int32_t* acc);
 
-// Attention unit (CIRCUITS.md 3), one head: q[96], K and V [T][96] int8, T in 1..512.
-// acc[96] and sum receive the result words.
+// Attention unit (CIRCUITS.md 3), one head: q[D], K and V [T][D] int8, T in 1..512, D the
+// head dimension the unit is built for (attention.head_dim; the board's 96). acc[D] and sum
+// receive the result words.
 struct AttentionParams {
   uint32_t m = 0;       // multiplier, < 2^18
   int shift = 24;       // S, 0..63
   bool legacy = false;  // legacy shift mode: z_t = (s_max - s_t) >> 8
 };
-void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, int D,
                     const AttentionParams& p, int32_t* acc, uint32_t* sum);
 
 // The online-softmax unit (docs/variants-attention.md section 3), one head: the same
-// inputs (K and V as separate [T][96] arrays: the arithmetic does not depend on the stream's
-// row order). o[96] receives the normalized outputs (Q15.16), *sum the final sum. m, shift
+// inputs (K and V as separate [T][D] arrays: the arithmetic does not depend on the stream's
+// row order). o[D] receives the normalized outputs (Q15.16), *sum the final sum. m, shift
 // as above; p.legacy must be false.
-void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T,
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, int D,
                            const AttentionParams& p, int32_t* o, uint32_t* sum);
 
 // The online-softmax unit reading the INT4 KV codec (docs/variants-attention.md 8.3), one
-// head: q[96] int8 (K's channel scales already folded in), the (layer, head)'s bank bytes,
-// K rows [T][kv_storage(Int4, n).k.total()] and V rows [T][56] as stored, n outlier lanes.
-// o[96] receives the normalized outputs (Q15.16 in V's float units), *sum the final sum.
-// p.legacy must be false.
+// head: q[D] int8 (K's channel scales already folded in), the (layer, head)'s bank bytes,
+// K rows [T][kv_storage(Int4, n, D).k.total()] and V rows [T][kv_storage(Int4, 0, D).v.total()]
+// (56 at D = 96) as stored, n outlier lanes, D a multiple of 32. o[D] receives the normalized
+// outputs (Q15.16 in V's float units), *sum the final sum. p.legacy must be false.
 void attention_head_int4(const int8_t* q, const uint8_t* bank, const uint8_t* K, const uint8_t* V, int T, int n,
-                         const AttentionParams& p, int32_t* o, uint32_t* sum);
+                         int D, const AttentionParams& p, int32_t* o, uint32_t* sum);
 
-// The online-softmax unit reading TIP's tiers (docs/tip.md), one head: q[96] as for INT4,
-// the (layer, head)'s bank, T rows of `stride` bytes each holding the row of its region's
-// tier (K then V at the tier's sizes), tiers[] per region of `region` positions. o[96] and
+// The online-softmax unit reading TIP's tiers (docs/tip.md), one head: q[D] as for INT4,
+// the (layer, head)'s bank (D = bank.head_dim()), T rows of `stride` bytes each holding the row of its region's
+// tier (K then V at the tier's sizes), tiers[] per region of `region` positions. o[D] and
 // *sum as for INT4; masses[r] receives each region's attention mass in UQ0.16.
 void attention_head_tip(const int8_t* q, const model::TipBank& bank, const uint8_t* rows, size_t stride,
                         const model::TipTier* tiers, int region, int T, const AttentionParams& p, int32_t* o,
@@ -192,18 +192,19 @@ class BoardReference {
   const KvScales& scales() const { return scales_; }
   const TokenStats& last_stats() const { return stats_; }
   const model::TernaryModel& model() const { return model_; }
-  // KV cache rows as the board stores them (CIRCUITS.md 5): [layer][K/V head][512][96] int8.
+  // KV cache rows as the board stores them (CIRCUITS.md 5): [layer][K/V head][512][d] int8,
+  // d the model's head_dim (the unit's attention.head_dim).
   // Every accessor below takes a K/V head (0..num_kv_heads-1; the query head under plain
   // multi-head attention).
   const int8_t* k_rows(int layer, int head) const;
   const int8_t* v_rows(int layer, int head) const;
   // kv.format = int4: a (layer, head)'s bank bytes and its stored K and V rows
-  // ([512][k.total()], [512][56]).
+  // ([512][k.total()], [512][v.total()]).
   const uint8_t* int4_bank(int layer, int head) const;
   const uint8_t* int4_k_rows(int layer, int head) const;
   const uint8_t* int4_v_rows(int layer, int head) const;
   // kv.format = tip: a (layer, head)'s region table and the stored row of position t (its
-  // region's tier's bytes, K then V, at the start of a 192-byte slot).
+  // region's tier's bytes, K then V, at the start of a 2 d-byte slot).
   const model::TipRegions& tip_regions(int layer, int head) const;
   const uint8_t* tip_row(int layer, int head, int t) const;
 
@@ -211,27 +212,28 @@ class BoardReference {
   void build_compact_trits();
   // `count` matvecs with w (x: count rows of w.cols, acc: count rows of w.rows).
   void matmul(const model::TernaryMatrix& w, const int8_t* x, int count, int32_t* acc) const;
-  // One position's attention at a layer in each KV format: q [heads*96], k and v
-  // [kv_heads*96]; query head h reads K/V head h / group() (grouped-query attention).
+  // One position's attention at a layer in each KV format: q [heads*d], k and v
+  // [kv_heads*d]; query head h reads K/V head h / group() (grouped-query attention).
   void attention_int8(int layer, int pos, const float* q, const float* k, const float* v, float* o);
   void attention_int4(int layer, int pos, const float* q, const float* k, const float* v, float* o);
   void attention_tip(int layer, int pos, const float* q, const float* k, const float* v, float* o);
   AttentionParams per_channel_query(const float* q, const uint16_t* sk, int8_t* qq);
   void tip_place_and_write(size_t layer_kv_head, int pos, const float* k, const float* v);
-  static constexpr size_t kTipSlot = 2 * kHeadDim;  // a position's row at its tier, in the largest tier's bytes
+  size_t tip_slot() const { return 2 * size_t(d_); }  // a position's row at its tier, in the largest tier's bytes
   const model::TernaryModel& model_;
   std::unordered_map<const model::TernaryMatrix*, CompactTrits> compact_;  // with options.compact_trits
   KvScales scales_;
   BoardReferenceOptions options_;
   MatvecFn matvec_fn_;
   mutable SharedRows shared_rows_;
+  int d_;  // the head dimension: the model's head_dim, the unit's attention.head_dim
   num::RopeTable rope_;
-  model::HugeMemory k_cache_, v_cache_;  // int8 [layer][K/V head][context][96]
+  model::HugeMemory k_cache_, v_cache_;  // int8 [layer][K/V head][context][d]
   std::vector<model::KvInt4Bank> banks_;           // int4: per (layer, head)
   std::vector<uint8_t> bank_bytes_, k4_cache_, v4_cache_;
   std::vector<model::TipBank> tip_banks_;           // tip: per (layer, head)
   std::vector<model::TipRegions> tip_regions_;
-  std::vector<uint8_t> tip_rows_;                   // tip: [layer][head][context][kTipSlot]
+  std::vector<uint8_t> tip_rows_;                   // tip: [layer][head][context][tip_slot()]
   int pos_ = 0;
   TokenStats stats_;
 };

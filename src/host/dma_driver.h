@@ -125,9 +125,9 @@ struct DriverStats {
 
 // One head of an attention call, as its lane's chain carries it.
 struct HeadWork {
-  uint64_t header_q_addr = 0;   // 112 bytes: header + q (written by the CPU)
+  uint64_t header_q_addr = 0;   // header_bytes: header + q (written by the CPU)
   uint64_t k_addr = 0, v_addr = 0;
-  uint32_t kv_bytes = 0;        // T x 96
+  uint32_t kv_bytes = 0;        // T x d (d = attention.head_dim)
   bool interleaved = false;     // online-softmax: one buffer of 2 x kv_bytes at k_addr (K_t V_t
                                 // rows), 2 descriptors per head instead of 3
   uint32_t stream_bytes = 0;    // interleaved: when not 0, that buffer's bytes instead (INT4 KV:
@@ -140,12 +140,14 @@ struct HeadWork {
     uint32_t bytes = 0;
   };
   std::vector<Segment> segments;
-  uint32_t header_bytes = 0;    // 0: the 112 bytes of header + q
-  uint32_t result_bytes = 0;    // 0: the 392 bytes of a head's result
+  uint32_t header_bytes = 0;    // header + q (model::attention_header_q_bytes(G, d): 112 at d = 96,
+                                // G = 1; TIP: and the tag beats)
+  uint32_t result_bytes = 0;    // the head's (a pass's G heads') result (model::attention_result_bytes(d):
+                                // 392 at d = 96; TIP: with the masses)
   int members = 1;              // a shared-stream pass (docs/variants-attention.md 9): its G query
                                 // heads, whose results result_bytes holds in order
-  uint32_t header_q_bytes() const { return header_bytes ? header_bytes : uint32_t(model::kAttentionHeaderQBytes); }
-  uint32_t head_result_bytes() const { return result_bytes ? result_bytes : uint32_t(model::kAttentionResultBytes); }
+  uint32_t header_q_bytes() const { return header_bytes; }
+  uint32_t head_result_bytes() const { return result_bytes; }
 };
 
 class DmaDriver {

@@ -14,12 +14,11 @@ namespace bitsim::host {
 
 namespace {
 using model::kHeaderBytes;
-using model::kHeadDim;
-// A head's header + q (112 bytes), each in a 128-byte slot (TIP: with its tag beats, in
-// slots of a multiple of 64 bytes).
-constexpr uint64_t kHeadBufferBytes = 128;
-static_assert(kHeadBufferBytes >= model::kAttentionHeaderQBytes);
-uint64_t pad64(uint64_t b) { return (b + 63) / 64 * 64; }
+constexpr uint64_t pad64(uint64_t b) { return (b + 63) / 64 * 64; }
+// A head's header + q (16 + d bytes), each in a slot of a multiple of 64 bytes (128 at d = 96;
+// TIP: with its tag beats).
+constexpr uint64_t head_buffer_slot(int d) { return pad64(model::attention_header_q_bytes(1, d)); }
+static_assert(head_buffer_slot(model::kBoardHeadDim) == 128);
 static_assert(MemoryMapConfig{}.kv_positions == model::kKvPositions, "the board's KV areas hold 512 positions");
 uint64_t pad8(uint64_t b) { return (b + 7) / 8 * 8; }
 double mib(uint64_t b) { return double(b) / 1048576.0; }
@@ -38,9 +37,9 @@ double mib(uint64_t b) { return double(b) / 1048576.0; }
 
 }  // namespace
 
-TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions) {
+TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions, int d) {
   s.validate("kv.format = tip");
-  const model::TipStorage st = model::tip_storage(s, positions);
+  const model::TipStorage st = model::tip_storage(s, positions, d);
   TipAreaLayout a;
   a.region = s.region;
   a.regions = st.regions;
@@ -51,7 +50,7 @@ TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions) {
   for (int t = 0; t < 3; ++t) {
     a.pool[t] = at;
     a.slots[t] = slots[t];
-    a.row_bytes[t] = model::tip_row_bytes(model::TipTier(t), s.lanes);
+    a.row_bytes[t] = model::tip_row_bytes(model::TipTier(t), s.lanes, d);
     at += uint64_t(slots[t]) * uint64_t(s.region) * a.row_bytes[t];
   }
   a.bytes = at;
@@ -142,8 +141,19 @@ MatmulCall MemoryMap::with_vectors(const MatmulGroup& g, const MatmulCall& call,
   return c;
 }
 
+void check_model_head_dim(const model::ModelConfig& model, int unit_head_dim, const std::string& source) {
+  if (model.head_dim() == unit_head_dim) return;
+  throw FieldError("attention.head_dim",
+                   fmt::format("{} has head_dim {} (hidden_size {} / num_attention_heads {}), but the attention "
+                               "unit is built for head_dim {}; build the unit for the model with --set "
+                               "attention.head_dim={}",
+                               source.empty() ? "the model" : "model " + source, model.head_dim(), model.hidden_size,
+                               model.num_heads, unit_head_dim, model.head_dim()));
+}
+
 MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& config)
     : model_(model), config_(config), next_(config.cma_base) {
+  check_model_head_dim(model, config_.head_dim, "");
   if (config_.cma_base % 4096 != 0)
     throw Error(fmt::format("cma.base 0x{:x} must be 4 KiB aligned", config_.cma_base));
   if (config_.cma_base + config_.cma_bytes > config_.ddr_bytes)
@@ -163,16 +173,16 @@ MemoryMap::MemoryMap(const model::ModelConfig& model, const MemoryMapConfig& con
                                config_.int8_lm_head ? pad8(uint64_t(H)) : row_h, config_.int8_lm_head));
   const uint64_t weights_end = next_;
 
-  // 2. The KV cache: per (layer, K/V head) K then V, 512 rows x 96 bytes (INT4: the bank and
+  // 2. The KV cache: per (layer, K/V head) K then V, 512 rows x d bytes (INT4: the bank and
   // 512 rows of the INT4 format, interleaved). Grouped-query attention: num_kv_heads areas per
   // layer, each read by the query heads of its group.
   // (TIP's area is tip_: kv_ keeps the int8 rows' accounting there, which no TIP path reads.)
   kv_ = model::kv_storage(config_.kv_format == model::KvFormat::Tip ? model::KvFormat::Int8 : config_.kv_format,
-                         config_.kv_outlier_channels);
+                         config_.kv_outlier_channels, config_.head_dim);
   if (config_.kv_format != model::KvFormat::Int8 && !config_.kv_interleaved)
     throw Error(fmt::format("kv.format = {}: the rows are laid out interleaved, for the online-softmax unit",
                             config_.kv_format == model::KvFormat::Tip ? "tip" : "int4"));
-  if (tip()) tip_ = tip_area_layout(config_.tip, config_.kv_positions);
+  if (tip()) tip_ = tip_area_layout(config_.tip, config_.kv_positions, config_.head_dim);
   kv_base_ = alloc("kv cache", uint64_t(L) * model.num_kv_heads * kv_area_bytes(), 4096);
   const uint64_t kv_end = next_;
 
@@ -201,13 +211,15 @@ void MemoryMap::plan_call_buffers() {
                               G, model_.num_heads, model_.num_kv_heads, config_.attention_group_max));
     heads_per_lane_ = (model_.num_kv_heads + config_.lanes - 1) / config_.lanes * G;
   }
-  head_result_bytes_ = model::kAttentionResultBytes;
+  head_result_bytes_ = model::attention_result_bytes(config_.head_dim);
+  head_buffer_bytes_ = head_buffer_slot(config_.head_dim);
   descriptors_per_head_ = config_.kv_interleaved ? 2 : 3;
   if (tip()) {
     // TIP (docs/tip.md "Stream"): header, q and the tag beats; the result and the mass beats;
     // header+q+tags, the bank, then one descriptor per region.
     const int regions = std::max(1, tip_.regions);
-    head_buffer_bytes_ = pad64(model::kAttentionHeaderQBytes + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
+    head_buffer_bytes_ = pad64(model::attention_header_q_bytes(1, config_.head_dim) +
+                               uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
     head_result_bytes_ += uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes;
     descriptors_per_head_ = 2 + regions;
   }
@@ -313,7 +325,7 @@ uint64_t MemoryMap::kv_area_bytes() const {
 
 uint64_t MemoryMap::kv_row_stride() const {
   if (config_.kv_format == model::KvFormat::Int4) return kv_.per_position();
-  return config_.kv_interleaved ? 2 * uint64_t(kHeadDim) : kHeadDim;
+  return config_.kv_interleaved ? 2 * uint64_t(config_.head_dim) : uint64_t(config_.head_dim);
 }
 
 uint64_t MemoryMap::k_area(int layer, int head) const {
@@ -322,8 +334,8 @@ uint64_t MemoryMap::k_area(int layer, int head) const {
 
 uint64_t MemoryMap::v_area(int layer, int head) const {
   if (config_.kv_format == model::KvFormat::Int4) return k_area(layer, head) + kv_.bank + kv_.k.total();
-  if (config_.kv_interleaved) return k_area(layer, head) + kHeadDim;
-  return k_area(layer, head) + uint64_t(config_.kv_positions) * kHeadDim;
+  if (config_.kv_interleaved) return k_area(layer, head) + uint64_t(config_.head_dim);
+  return k_area(layer, head) + uint64_t(config_.kv_positions) * uint64_t(config_.head_dim);
 }
 
 uint64_t MemoryMap::head_buffer(int lane, int slot) const {
@@ -374,7 +386,7 @@ int kv_context_limit(const model::ModelConfig& model, MemoryMapConfig config) {
   if (others >= config.cma_bytes) return 0;
   const uint64_t lh = uint64_t(model.num_layers) * uint64_t(model.num_kv_heads);  // KV areas
   int limit = config.kv_format == model::KvFormat::Tip
-                  ? model::tip_largest_context(config.tip, lh, config.cma_bytes - others, cap)
+                  ? model::tip_largest_context(config.tip, lh, config.cma_bytes - others, cap, config.head_dim)
                   : model::largest_context(full.kv_storage(), lh, config.cma_bytes - others, cap);
   // Page alignment of the buffers behind the cache can cost a little: the largest that fits.
   for (; limit > 0; --limit) {

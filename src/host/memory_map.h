@@ -60,7 +60,16 @@ struct MemoryMapConfig {
   // heads each (a pass's header and G queries span its members' slots).
   bool attention_shared = false;
   int attention_group_max = 4;
+  // attention.head_dim: the head dimension d the attention unit is built for (rows of d int8
+  // in the KV areas, a head's header + q of 16 + d bytes, a result of d + 2 words). The
+  // model's head_dim must equal it (check_model_head_dim).
+  int head_dim = model::kBoardHeadDim;
 };
+
+// The refusal where the board and the model meet: a model whose head_dim is not the one the
+// attention unit is built for throws bitsim::FieldError naming attention.head_dim, the model
+// (`source`; empty: "the model") and its head_dim, and the --set that builds the unit for it.
+void check_model_head_dim(const model::ModelConfig& model, int unit_head_dim, const std::string& source);
 
 // One matmul call of one lane: a group of `rows` rows of length n.
 struct LaneStream {
@@ -108,7 +117,7 @@ struct TipAreaLayout {
     return pool[int(t)] + uint64_t(slot) * uint64_t(region) * row_bytes[int(t)];
   }
 };
-TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions);
+TipAreaLayout tip_area_layout(const model::TipSettings& s, int positions, int d);
 
 struct Region {
   std::string name;
@@ -217,7 +226,7 @@ class MemoryMap {
   uint64_t heads_base_ = 0;
   uint64_t matmul_result_[kLanes] = {}, attention_result_[kLanes] = {}, descriptors_[kLanes] = {};
   int descriptor_capacity_ = 0, heads_per_lane_ = 0;
-  uint64_t head_buffer_bytes_ = 128, head_result_bytes_ = 0;
+  uint64_t head_buffer_bytes_ = 0, head_result_bytes_ = 0;
   int descriptors_per_head_ = 3;
   TipAreaLayout tip_;
   MemoryAccount account_;

@@ -20,7 +20,6 @@
 namespace bitsim::host {
 
 namespace {
-using model::kHeadDim;
 
 void emit(const model::Probe& probe, int layer, const char* step, const float* d, int n, int position) {
   if (probe) probe(model::StepProbe{layer, step, d, nullptr, n, position});
@@ -173,10 +172,9 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
       walker_(options.walker, options.pl_period_ps),
       driver_(platform, map, options.walker.pl() ? walker_driver(options.walker, options.pl_period_ps, driver) : driver),
       options_(options),
-      rope_(kHeadDim, model.config.rope_theta, std::max(1, map.config().kv_positions)) {
-  if (model.config.head_dim() != kHeadDim)
-    throw Error(fmt::format("model {}: head_dim {} but the attention unit needs {}", model.source,
-                            model.config.head_dim(), kHeadDim));
+      d_(map.config().head_dim),
+      rope_(d_, model.config.rope_theta, std::max(1, map.config().kv_positions)) {
+  check_model_head_dim(model.config, d_, model.source);
   if (online() != map.config().kv_interleaved)
     throw Error("attention.variant: the online-softmax unit needs the interleaved KV layout, the two-phase unit "
                 "the board's");
@@ -189,12 +187,12 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
   if (options_.kv_format == model::KvFormat::Int4) {
     if (!online()) throw Error("kv.format = int4 needs attention.variant = online-softmax");
     const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_kv_heads);  // a bank per K/V head
-    if (scales.k_channel.size() != lh * kHeadDim)
-      throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", lh * kHeadDim,
+    if (scales.k_channel.size() != lh * d_)
+      throw Error(fmt::format("KV scales: kv.format = int4 needs {} per-channel K maxima, got {}", lh * d_,
                               scales.k_channel.size()));
     banks_.reserve(lh);
     for (size_t i = 0; i < lh; ++i)
-      banks_.push_back(model::kv_int4_bank(&scales.k_channel[i * kHeadDim], options_.kv_outlier_channels));
+      banks_.push_back(model::kv_int4_bank(&scales.k_channel[i * size_t(d_)], options_.kv_outlier_channels, d_));
   }
   if (tip()) {
     if (!online()) throw Error("kv.format = tip needs attention.variant = online-softmax");
@@ -206,12 +204,12 @@ TokenLoop::TokenLoop(Platform& platform, const MemoryMap& map, const model::Tern
         mt.lane_regions != ot.lane_regions || mt.lanes != ot.lanes)
       throw Error("kv.tip: the memory map's TIP settings are not the token loop's");
     const size_t lh = size_t(model.config.num_layers) * size_t(model.config.num_kv_heads);  // a bank per K/V head
-    if (scales.k_channel.size() != lh * kHeadDim || scales.v.size() != lh)
+    if (scales.k_channel.size() != lh * d_ || scales.v.size() != lh)
       throw Error(fmt::format("KV scales: kv.format = tip needs {} per-channel K maxima and {} V scales, got {} and {}",
-                              lh * kHeadDim, lh, scales.k_channel.size(), scales.v.size()));
+                              lh * d_, lh, scales.k_channel.size(), scales.v.size()));
     tip_banks_.reserve(lh);
     for (size_t i = 0; i < lh; ++i)
-      tip_banks_.push_back(model::tip_bank(&scales.k_channel[i * kHeadDim], scales.v[i], ot.lanes));
+      tip_banks_.push_back(model::tip_bank(&scales.k_channel[i * size_t(d_)], scales.v[i], ot.lanes, d_));
     tip_cache_ = std::make_unique<TipCache>(map, model.config.num_layers, model.config.num_kv_heads);
   }
 }
@@ -249,7 +247,7 @@ const TipCache& TokenLoop::tip_cache() const {
 void TokenLoop::write_kv_banks() {
   const int heads = model_.config.num_kv_heads;
   if (tip()) {  // TIP: the bank at the area's start (docs/tip.md "Stream")
-    scratch_.assign(model::tip_bank_bytes(options_.tip.lanes), 0);
+    scratch_.assign(model::tip_bank_bytes(options_.tip.lanes, d_), 0);
     for (size_t i = 0; i < tip_banks_.size(); ++i) {
       model::write_tip_bank(tip_banks_[i], scratch_.data());
       ps_.mem_write(map_.k_area(int(i) / heads, int(i) % heads) + map_.tip_layout().bank, scratch_.data(), scratch_.size());
@@ -358,11 +356,11 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
 // activations and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res
 // one lane's attention results; k and v hold the K/V heads (KV = num_kv_heads x 96 values).
 struct TokenLoop::StepBuffers {
-  StepBuffers(int H, int KV, int F, uint64_t result_bytes)
+  StepBuffers(int H, int KV, int F, int D, uint64_t result_bytes)
       : a(size_t(std::max(H, F))), q(H), k(KV), v(KV), o(H), g(F), u(F), d(H),
         xq(size_t(std::max(H, F))),
         acc(size_t(std::max(H + 2 * KV, 2 * F))),
-        qq(kHeadDim),
+        qq(size_t(D)),
         res(size_t(result_bytes / 4)) {}
   std::vector<float> h, a, q, k, v, o, g, u, d;
   std::vector<int8_t> xq;
@@ -425,7 +423,7 @@ std::vector<std::vector<float>> TokenLoop::chunk(const std::vector<int>& tokens,
   layer_ = -1;
   const int H = model_.config.hidden_size;
 
-  Chunk c(size_t(V), StepBuffers(H, model_.config.kv_dim(), model_.config.intermediate_size,
+  Chunk c(size_t(V), StepBuffers(H, model_.config.kv_dim(), model_.config.intermediate_size, d_,
                                  uint64_t(map_.heads_per_lane()) * map_.head_result_bytes()));
   for (int p = 0; p < V; ++p) {
     const float* e = model_.embedding(tokens[size_t(p)]);
@@ -550,8 +548,8 @@ void TokenLoop::grouped_projection(int l, const MatmulGroup& g, std::initializer
 void TokenLoop::rope_q_and_k(int l, Chunk& c, const model::Probe& probe) {
   const int H = model_.config.hidden_size, KV = model_.config.kv_dim();
   for (size_t p = 0; p < c.size(); ++p) {
-    for (int hd = 0; hd < model_.config.num_heads; ++hd) num::rope_apply(c[p].q.data() + hd * kHeadDim, pos_ + int(p), rope_);
-    for (int g = 0; g < model_.config.num_kv_heads; ++g) num::rope_apply(c[p].k.data() + g * kHeadDim, pos_ + int(p), rope_);
+    for (int hd = 0; hd < model_.config.num_heads; ++hd) num::rope_apply(c[p].q.data() + hd * d_, pos_ + int(p), rope_);
+    for (int g = 0; g < model_.config.num_kv_heads; ++g) num::rope_apply(c[p].k.data() + g * d_, pos_ + int(p), rope_);
   }
   cpu(CpuStep::Rope, uint64_t(H) + uint64_t(KV), 0, c.size());
   for (size_t p = 0; p < c.size(); ++p) {
@@ -569,7 +567,7 @@ uint64_t TokenLoop::append_chunk_kv(int l, Chunk& c) {
   // The heads' quantization (q's included; INT4: one more pass over q, K's channel scales
   // folded in) and their stores over the chunk: per position its K/V heads' rows and its
   // query heads' headers + q.
-  const uint64_t per_position = kv / c.size() + uint64_t(mc.num_heads) * model::kAttentionHeaderQBytes;
+  const uint64_t per_position = kv / c.size() + uint64_t(mc.num_heads) * model::attention_header_q_bytes(1, d_);
   const uint64_t values = (int4() || tip() ? 2 : 1) * uint64_t(mc.hidden_size) + 2 * uint64_t(mc.kv_dim());
   cpu(CpuStep::QuantizeHeads, values, per_position, c.size());
   return kv;
@@ -582,9 +580,9 @@ uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
   if (tip()) {
     // The new row at KVQ8, written into its region's slot at its position's call (after the
     // placement that precedes it: tip_place_and_write).
-    const size_t row = 2 * size_t(kHeadDim);
+    const size_t row = 2 * size_t(d_);
     b.tip_rows.resize(size_t(heads) * row);
-    model::encode_kvq8(b.k.data() + hd * kHeadDim, b.v.data() + hd * kHeadDim, tip_banks_[size_t(l) * heads + hd],
+    model::encode_kvq8(b.k.data() + hd * d_, b.v.data() + hd * d_, tip_banks_[size_t(l) * heads + hd],
                        b.tip_rows.data() + size_t(hd) * row);
     (void)pos;
     return row;
@@ -592,28 +590,28 @@ uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
   if (int4()) {
     const model::KvInt4Bank& bank = banks_[size_t(l) * heads + hd];
     const model::KvStorage& st = map_.kv_storage();
-    uint8_t rows[128];
-    model::encode_k_int4(b.k.data() + hd * kHeadDim, bank.sk.data(), bank.outliers.data(), options_.kv_outlier_channels,
+    uint8_t rows[4 * model::kMaxHeadDim];  // K and V rows of the INT4 format (< 2 d + 48 bytes)
+    model::encode_k_int4(b.k.data() + hd * d_, bank.sk.data(), bank.outliers.data(), options_.kv_outlier_channels, d_,
                          rows);
-    model::encode_v_int4(b.v.data() + hd * kHeadDim, rows + st.k.total());
+    model::encode_v_int4(b.v.data() + hd * d_, d_, rows + st.k.total());
     ps_.mem_write(map_.k_row(l, hd, pos), rows, st.per_position());
     return st.per_position();
   }
   const float sk = scales_.k_scale(l, hd, heads), sv = scales_.v_scale(l, hd, heads);
   if (online()) {
-    // One 192-byte store: K_t then V_t.
-    int8_t kv[2 * kHeadDim];
-    num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, kv);
-    num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, kv + kHeadDim);
-    ps_.mem_write(map_.k_row(l, hd, pos), kv, sizeof kv);
+    // One 2 d-byte store (192 at d = 96): K_t then V_t.
+    int8_t kv[2 * model::kMaxHeadDim];
+    num::quantize_fixed(b.k.data() + hd * d_, d_, sk, kv);
+    num::quantize_fixed(b.v.data() + hd * d_, d_, sv, kv + d_);
+    ps_.mem_write(map_.k_row(l, hd, pos), kv, 2 * size_t(d_));
   } else {
-    int8_t row[kHeadDim];
-    num::quantize_fixed(b.k.data() + hd * kHeadDim, kHeadDim, sk, row);
-    ps_.mem_write(map_.k_row(l, hd, pos), row, kHeadDim);
-    num::quantize_fixed(b.v.data() + hd * kHeadDim, kHeadDim, sv, row);
-    ps_.mem_write(map_.v_row(l, hd, pos), row, kHeadDim);
+    int8_t row[model::kMaxHeadDim];
+    num::quantize_fixed(b.k.data() + hd * d_, d_, sk, row);
+    ps_.mem_write(map_.k_row(l, hd, pos), row, d_);
+    num::quantize_fixed(b.v.data() + hd * d_, d_, sv, row);
+    ps_.mem_write(map_.v_row(l, hd, pos), row, d_);
   }
-  return 2 * kHeadDim;
+  return 2 * d_;
 }
 
 // TIP (docs/tip.md "Regions and the rule", "Re-encoding"): per head, the region leaving the
@@ -624,7 +622,7 @@ uint64_t TokenLoop::append_kv(int l, int hd, int pos, StepBuffers& b) {
 // K/V quantization it is (quantize_heads: per value, and the bytes stored).
 uint64_t TokenLoop::tip_place_and_write(int l, int pos, StepBuffers& b) {
   const int heads = model_.config.num_kv_heads, R = options_.tip.region;  // per K/V head
-  const size_t row8 = 2 * size_t(kHeadDim);
+  const size_t row8 = 2 * size_t(d_);
   uint64_t written = 0, values = 0;
   std::vector<uint8_t> rows;
   for (int hd = 0; hd < heads; ++hd) {
@@ -633,7 +631,8 @@ uint64_t TokenLoop::tip_place_and_write(int l, int pos, StepBuffers& b) {
     std::vector<std::vector<uint8_t>> moved(moves.size());
     for (size_t i = 0; i < moves.size(); ++i) {
       const TipCache::Move& m = moves[i];
-      const uint64_t from = model::tip_row_bytes(m.from, options_.tip.lanes), to = model::tip_row_bytes(m.to, options_.tip.lanes);
+      const uint64_t from = model::tip_row_bytes(m.from, options_.tip.lanes, d_),
+                     to = model::tip_row_bytes(m.to, options_.tip.lanes, d_);
       rows.resize(size_t(R) * from);
       ps_.mem_read(m.from_addr, rows.data(), rows.size());
       moved[i].resize(size_t(R) * to);
@@ -663,10 +662,10 @@ uint64_t TokenLoop::write_q_headers(int l, int pos, StepBuffers& b, LaneHeads& w
 // INT4 and TIP (docs/variants-attention.md 8.3): q with K's channel scales sk_d folded in,
 // quantized per head; the header's m and S for K's fixed point sk_d / 16.
 void TokenLoop::q_per_channel(const float* q, const uint16_t* sk, int8_t* qq, model::AttentionHeadHeader* hdr) {
-  float qf[kHeadDim];
-  for (int d = 0; d < kHeadDim; ++d) qf[d] = q[d] * model::float_from_fp16(sk[d]);
-  const float sq = num::quantize_symmetric(qf, kHeadDim, qq);
-  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, kHeadDim);
+  float qf[model::kMaxHeadDim];
+  for (int d = 0; d < d_; ++d) qf[d] = q[d] * model::float_from_fp16(sk[d]);
+  const float sq = num::quantize_symmetric(qf, d_, qq);
+  const num::AttnMultiplier mul = num::attention_multiplier(sq, model::kKvInt4ScoreScale, d_);
   t_->multiplier_lowered += mul.lowered > 0;
   hdr->m = mul.m;
   hdr->shift = uint32_t(mul.shift);
@@ -689,12 +688,12 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
   hdr.group = uint32_t(G);
   HeadWork w;
   w.header_q_addr = map_.head_buffer(lane, slot);
-  const size_t qs = model::attention_header_q_bytes(G);
-  uint8_t buf[model::attention_header_q_bytes(model::kAttentionMaxGroup) +
+  const size_t qs = model::attention_header_q_bytes(G, d_);
+  uint8_t buf[model::attention_header_q_bytes(model::kAttentionMaxGroup, model::kMaxHeadDim) +
               size_t(model::tip_tag_beats(model::kTipMaxRegions)) * model::kBeatBytes] = {};
   // Member i's q at its place in the buffer, its m and S into mh.
   for (int i = 0; i < G; ++i) {
-    const float* q = b.q.data() + (hd + i) * kHeadDim;
+    const float* q = b.q.data() + (hd + i) * d_;
     model::AttentionHeadHeader mh;
     if (tip()) {
       q_per_channel(q, tip_banks_[size_t(l) * kv_heads + g].k.sk.data(), b.qq.data(), &mh);
@@ -702,8 +701,8 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
       q_per_channel(q, banks_[size_t(l) * kv_heads + g].sk.data(), b.qq.data(), &mh);
     } else {
       const float sk = scales_.k_scale(l, g, kv_heads);
-      const float sq = num::quantize_symmetric(q, kHeadDim, b.qq.data());
-      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, kHeadDim);
+      const float sq = num::quantize_symmetric(q, d_, b.qq.data());
+      const num::AttnMultiplier mul = num::attention_multiplier(sq, sk, d_);
       t_->multiplier_lowered += mul.lowered > 0;
       mh.m = mul.m;
       mh.shift = uint32_t(mul.shift);
@@ -711,12 +710,12 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     if (i == 0) {
       hdr.m = mh.m;
       hdr.shift = mh.shift;
-      std::memcpy(buf + model::kHeaderBytes, b.qq.data(), kHeadDim);
+      std::memcpy(buf + model::kHeaderBytes, b.qq.data(), d_);
     } else {
-      uint8_t* at = buf + model::kAttentionHeaderQBytes + size_t(i - 1) * model::kAttentionMemberBytes;
+      uint8_t* at = buf + model::attention_header_q_bytes(i, d_);  // member i's beat, then its q
       const uint64_t beat = model::encode_attention_member(mh.m, mh.shift);
       std::memcpy(at, &beat, model::kBeatBytes);
-      std::memcpy(at + model::kBeatBytes, b.qq.data(), kHeadDim);
+      std::memcpy(at + model::kBeatBytes, b.qq.data(), d_);
     }
   }
   std::vector<model::TipTier> tiers;
@@ -729,9 +728,10 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     tiers = tip_cache_->tiers(l, g, T);
     const int regions = int(tiers.size());
     w.header_bytes = uint32_t(qs + uint64_t(model::tip_tag_beats(regions)) * model::kBeatBytes);
-    w.result_bytes = uint32_t(model::kAttentionResultBytes + uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes);
+    w.result_bytes =
+        uint32_t(model::attention_result_bytes(d_) + uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes);
     w.interleaved = true;
-    w.segments.push_back({map_.k_area(l, g) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes))});
+    w.segments.push_back({map_.k_area(l, g) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes, d_))});
     for (const TipCache::Segment& sg : tip_cache_->segments(l, g, T)) w.segments.push_back({sg.addr, sg.bytes});
     model::write_tip_tags(tiers, buf + qs);
   } else if (int4()) {
@@ -744,10 +744,13 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
   } else {
     hdr.legacy = options_.legacy_attention;
     hdr.online = online();
-    w = {map_.head_buffer(lane, slot), map_.k_area(l, g), map_.v_area(l, g), uint32_t(T * kHeadDim), online()};
+    w = {map_.head_buffer(lane, slot), map_.k_area(l, g), map_.v_area(l, g), uint32_t(T * d_), online()};
   }
-  if (G > 1) {  // the pass's queries, and its G results
-    if (!tip()) w.header_bytes = uint32_t(qs);
+  if (!tip()) {  // the header and the pass's queries, a head's result
+    w.header_bytes = uint32_t(qs);
+    w.result_bytes = uint32_t(model::attention_result_bytes(d_));
+  }
+  if (G > 1) {  // the pass's G results
     w.result_bytes = uint32_t(G) * w.head_result_bytes();
     w.members = G;
   }
@@ -789,9 +792,9 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
       const int hd = lane * map_.heads_per_lane() + int(i);
       const int32_t* r = b.res.data() + i * head_bytes / 4;
       if (tip()) {
-        // The region masses behind the 49 beats (UQ0.16, four a beat) into the counters.
+        // The region masses behind the d / 2 + 1 result beats (UQ0.16, four a beat) into the counters.
         const int regions = (pos + options_.tip.region) / options_.tip.region;
-        const auto* beats = reinterpret_cast<const uint8_t*>(r) + model::kAttentionResultBytes;
+        const auto* beats = reinterpret_cast<const uint8_t*>(r) + model::attention_result_bytes(d_);
         std::vector<uint32_t> a(static_cast<size_t>(regions));
         for (int g = 0; g < regions; ++g) {
           const uint8_t* f = beats + size_t(g / 4) * model::kBeatBytes + size_t(g % 4) * 2;
@@ -801,13 +804,13 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
         masses += uint64_t(regions);
       }
       if (int4() || tip())  // normalized on the PL, V's scales in the rows: s_v = 1
-        num::attention_finish_online(r, 1.0f, kHeadDim, b.o.data() + hd * kHeadDim);
+        num::attention_finish_online(r, 1.0f, d_, b.o.data() + hd * d_);
       else if (online())  // normalized on the PL (Q15.16)
-        num::attention_finish_online(r, scales_.v_scale(l, model_.config.kv_head(hd), kv_heads), kHeadDim,
-                                     b.o.data() + hd * kHeadDim);
+        num::attention_finish_online(r, scales_.v_scale(l, model_.config.kv_head(hd), kv_heads), d_,
+                                     b.o.data() + hd * d_);
       else
-        num::attention_finish(r, uint32_t(r[model::kAttentionSumWord]), scales_.v_scale(l, model_.config.kv_head(hd), kv_heads),
-                              kHeadDim, b.o.data() + hd * kHeadDim);
+        num::attention_finish(r, uint32_t(r[model::attention_sum_word(d_)]), scales_.v_scale(l, model_.config.kv_head(hd), kv_heads),
+                              d_, b.o.data() + hd * d_);
     }
   }
   // TIP: one more element per region mass added to its counters.

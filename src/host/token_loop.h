@@ -197,6 +197,7 @@ class TokenLoop {
   WalkerModel walker_;
   DmaDriver driver_;          // the engine calls: the CPU's driver, or the walker's sequencer
   TokenLoopOptions options_;
+  int d_;  // the head dimension: the attention unit's (the memory map's attention.head_dim)
   num::RopeTable rope_;
   int pos_ = 0;
   TokenTiming* t_ = nullptr;

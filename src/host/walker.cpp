@@ -101,7 +101,7 @@ WalkerResources walker_resources(const WalkerConfig& c, const model::ModelConfig
     if (op.step == CpuStep::Rope) {
       // The RoPE table: cos and sin for every position of the KV cache and every pair of a
       // head (num::RopeTable), as floats.
-      const uint64_t bytes = uint64_t(positions) * uint64_t(model::kHeadDim / 2) * 2 * 4;
+      const uint64_t bytes = uint64_t(positions) * uint64_t(m.head_dim() / 2) * 2 * 4;
       row.bram36 = int((bytes + kBramBytes - 1) / kBramBytes);
     }
     r.rows.push_back(row);

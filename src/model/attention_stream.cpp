@@ -66,19 +66,20 @@ AttentionVariant attention_variant_of(const std::string& name) {
   throw Error("attention.variant = '" + name + "' is not one of: two-phase, online-softmax");
 }
 
-uint64_t attention_head_bytes(const AttentionHeadHeader& h, const TipTier* tiers) {
-  const uint64_t members = uint64_t(h.group - 1) * kAttentionMemberBytes;  // a shared-stream pass's
+uint64_t attention_head_bytes(const AttentionHeadHeader& h, int d, const TipTier* tiers) {
+  const uint64_t members = uint64_t(h.group - 1) * attention_member_bytes(d);  // a shared-stream pass's
   if (h.tip) {
     if (tiers == nullptr) throw Error("attention_head_bytes: a TIP head's size needs its region tags");
     const int lanes = int(h.outliers), R = 1 << h.region_log2, N = tip_regions(int(h.T), int(h.region_log2));
-    uint64_t bytes = members + kAttentionHeaderQBytes + uint64_t(tip_tag_beats(N)) * kBeatBytes + tip_bank_bytes(lanes);
+    uint64_t bytes =
+        members + attention_header_q_bytes(1, d) + uint64_t(tip_tag_beats(N)) * kBeatBytes + tip_bank_bytes(lanes, d);
     for (int r = 0; r < N; ++r)
-      bytes += uint64_t(std::min(R, int(h.T) - r * R)) * tip_row_bytes(tiers[r], lanes);
+      bytes += uint64_t(std::min(R, int(h.T) - r * R)) * tip_row_bytes(tiers[r], lanes, d);
     return bytes;
   }
-  if (!h.int4) return members + attention_head_bytes(int(h.T));
-  const KvStorage st = kv_storage(KvFormat::Int4, int(h.outliers));
-  return members + kAttentionHeaderQBytes + st.bank + uint64_t(h.T) * st.per_position();
+  if (!h.int4) return members + attention_head_bytes(int(h.T), d);
+  const KvStorage st = kv_storage(KvFormat::Int4, int(h.outliers), d);
+  return members + attention_header_q_bytes(1, d) + st.bank + uint64_t(h.T) * st.per_position();
 }
 
 AttentionError check_attention_beat0(uint64_t beat0) {
@@ -122,7 +123,7 @@ AttentionError parse_attention_header(uint64_t beat0, uint64_t beat1, AttentionH
   return AttentionError::None;
 }
 
-AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h) {
+AttentionError next_head(const uint8_t* in, uint64_t left, int d, HeadLayout* h) {
   if (left < uint64_t(kHeaderBytes)) return AttentionError::Truncated;
   uint64_t b0, b1;
   std::memcpy(&b0, in, 8);
@@ -132,11 +133,11 @@ AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h) {
   h->tiers.clear();
   h->members.assign(1, {h->header.m, h->header.shift});
   const int G = int(h->header.group);
-  const uint64_t qs = attention_header_q_bytes(G);  // the header and the G queries
+  const uint64_t qs = attention_header_q_bytes(G, d);  // the header and the G queries
   if (G > 1 && left < qs) return AttentionError::Truncated;
   for (int g = 1; g < G; ++g) {  // a shared-stream pass's member beats
     uint64_t beat;
-    std::memcpy(&beat, in + kAttentionHeaderQBytes + uint64_t(g - 1) * kAttentionMemberBytes, 8);
+    std::memcpy(&beat, in + attention_header_q_bytes(g, d), 8);
     std::array<uint32_t, 2> ms{};
     const AttentionError me = parse_attention_member(beat, &ms[0], &ms[1]);
     if (me != AttentionError::None) return me;
@@ -147,7 +148,7 @@ AttentionError next_head(const uint8_t* in, uint64_t left, HeadLayout* h) {
     if (left < qs + uint64_t(tip_tag_beats(N)) * kBeatBytes) return AttentionError::Truncated;
     if (!read_tip_tags(in + qs, N, &h->tiers)) return AttentionError::ReservedBits;
   }
-  h->bytes = attention_head_bytes(h->header, h->tiers.data());
+  h->bytes = attention_head_bytes(h->header, d, h->tiers.data());
   return h->bytes > left ? AttentionError::Truncated : AttentionError::None;
 }
 

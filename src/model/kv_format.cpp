@@ -20,30 +20,46 @@ KvFormat kv_format_of(const std::string& name) {
   throw Error(fmt::format("kv.format = '{}' is not one of: int8, int4, tip", name));
 }
 
-KvStorage kv_storage(KvFormat format, int n) {
+bool kv_head_dim_fits(KvFormat format, int d) {
+  return head_dim_in_range(d) && (format == KvFormat::Int8 || d % kKvVGroup == 0);
+}
+
+void check_head_dim(KvFormat format, int d) {
+  if (!head_dim_in_range(d))
+    throw Error(fmt::format("attention.head_dim = {} is out of range: a multiple of {} in [{}, {}]", d, kHeadDimStep,
+                            kHeadDimStep, kMaxHeadDim));
+  if (!kv_head_dim_fits(format, d))
+    throw Error(fmt::format("attention.head_dim = {}: kv.format = {} needs a multiple of {} (its V rows' fp16 scale "
+                            "groups of {} values)",
+                            d, format == KvFormat::Int4 ? "int4" : "tip", kKvVGroup, kKvVGroup));
+}
+
+KvStorage kv_storage(KvFormat format, int n, int d) {
+  check_head_dim(format, d);
   if (n < 0 || n > kKvMaxOutlierChannels)
     throw Error(fmt::format("kv.outlier_channels = {} is out of range [0, {}]", n, kKvMaxOutlierChannels));
   KvStorage s;
   s.format = format;
   s.outlier_channels = n;
+  s.head_dim = d;
   if (format == KvFormat::Int8) {
     if (n != 0) throw Error(fmt::format("kv.outlier_channels = {}: outlier lanes exist in kv.format = int4 only", n));
-    s.k.payload = s.v.payload = kHeadDim;  // 96 int8, a whole number of beats
+    s.k.payload = s.v.payload = uint64_t(d);  // d int8, a whole number of beats
     return s;
   }
-  // K: 96 nibbles (48 bytes), the n outlier channels' nibbles unused (padding), their values
+  // K: d nibbles (d / 2 bytes), the n outlier channels' nibbles unused (padding), their values
   // as fp16 lanes behind the payload; the row padded to a beat.
-  const uint64_t nibbles = uint64_t(kHeadDim) * kKvInt4Bits / 8;  // 48
-  s.k.payload = uint64_t(kHeadDim - n) * kKvInt4Bits / 8;
+  const uint64_t nibbles = uint64_t(d) * kKvInt4Bits / 8;  // 48 at d = 96
+  s.k.payload = uint64_t(d - n) * kKvInt4Bits / 8;
   s.k.outliers = uint64_t(n) * kKvFp16Bytes;
   s.k.padding = (nibbles - s.k.payload) + kv_pad_to_beat(nibbles + s.k.outliers) - (nibbles + s.k.outliers);
-  // V: 48 bytes of nibbles, one fp16 scale per group of 32 values, padded to a beat.
+  // V: d / 2 bytes of nibbles, one fp16 scale per group of 32 values, padded to a beat.
   s.v.payload = nibbles;
-  s.v.scales = uint64_t(kHeadDim / kKvVGroup) * kKvFp16Bytes;
+  s.v.scales = uint64_t(d / kKvVGroup) * kKvFp16Bytes;
   s.v.padding = kv_pad_to_beat(s.v.payload + s.v.scales) - (s.v.payload + s.v.scales);
-  // The bank: 96 fp16 K channel scales, then (with outliers) one byte per outlier channel
+  // The bank: d fp16 K channel scales, then (with outliers) one byte per outlier channel
   // index, padded to a beat.
-  s.bank = kv_pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + uint64_t(n));
+  s.bank = kv_pad_to_beat(uint64_t(d) * kKvFp16Bytes + uint64_t(n));
   return s;
 }
 
@@ -107,52 +123,53 @@ int8_t get_nibble(const uint8_t* row, int d) { return int8_t(kv_nibble(row, d));
 bool is_outlier(int d, const int* outliers, int n) { return std::find(outliers, outliers + n, d) != outliers + n; }
 }  // namespace
 
-void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int n, uint8_t* row) {
-  const KvStorage st = kv_storage(KvFormat::Int4, n);
+void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int n, int D, uint8_t* row) {
+  const KvStorage st = kv_storage(KvFormat::Int4, n, D);
   std::memset(row, 0, st.k.total());
-  for (int d = 0; d < kHeadDim; ++d)
+  for (int d = 0; d < D; ++d)
     kv_set_nibble(row, d, is_outlier(d, outliers, n) ? int8_t(0) : quantize4(k[d], float_from_fp16(sk[d]), true));
   for (int j = 0; j < n; ++j) {
     const uint16_t h = fp16_from_float(k[outliers[j]]);
-    std::memcpy(row + kKvNibbleBytes + 2 * j, &h, 2);
+    std::memcpy(row + kv_nibble_bytes(D) + 2 * j, &h, 2);
   }
 }
 
-void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, int n, float* k) {
-  for (int d = 0; d < kHeadDim; ++d) k[d] = float(get_nibble(row, d)) * float_from_fp16(sk[d]);
+void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, int n, int D, float* k) {
+  for (int d = 0; d < D; ++d) k[d] = float(get_nibble(row, d)) * float_from_fp16(sk[d]);
   for (int j = 0; j < n; ++j) {
     uint16_t h;
-    std::memcpy(&h, row + kKvNibbleBytes + 2 * j, 2);
+    std::memcpy(&h, row + kv_nibble_bytes(D) + 2 * j, 2);
     k[outliers[j]] = float_from_fp16(h);
   }
 }
 
-void encode_v_int4(const float* v, uint8_t* row) {
-  std::memset(row, 0, kv_storage(KvFormat::Int4, 0).v.total());
-  for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
+void encode_v_int4(const float* v, int d, uint8_t* row) {
+  std::memset(row, 0, kv_storage(KvFormat::Int4, 0, d).v.total());
+  for (int g = 0; g < d / kKvVGroup; ++g) {
     const float a = std::max(num::max_abs(v + g * kKvVGroup, kKvVGroup), 1e-5f);
     const uint16_t s = fp16_from_float(a / 7.0f);
-    std::memcpy(row + kKvNibbleBytes + 2 * g, &s, 2);
+    std::memcpy(row + kv_nibble_bytes(d) + 2 * g, &s, 2);
     const float sf = float_from_fp16(s);
     for (int i = 0; i < kKvVGroup; ++i) kv_set_nibble(row, g * kKvVGroup + i, quantize4(v[g * kKvVGroup + i], sf, true));
   }
 }
 
-void decode_v_int4(const uint8_t* row, float* v) {
-  for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
+void decode_v_int4(const uint8_t* row, int d, float* v) {
+  for (int g = 0; g < d / kKvVGroup; ++g) {
     uint16_t s;
-    std::memcpy(&s, row + kKvNibbleBytes + 2 * g, 2);
+    std::memcpy(&s, row + kv_nibble_bytes(d) + 2 * g, 2);
     const float sf = float_from_fp16(s);
     for (int i = 0; i < kKvVGroup; ++i) v[g * kKvVGroup + i] = float(get_nibble(row, g * kKvVGroup + i)) * sf;
   }
 }
 
-KvInt4Bank kv_int4_bank(const float* kmax, int n) {
-  kv_storage(KvFormat::Int4, n);  // checks n
+KvInt4Bank kv_int4_bank(const float* kmax, int n, int D) {
+  kv_storage(KvFormat::Int4, n, D);  // checks n and D
   KvInt4Bank b;
-  for (int d = 0; d < kHeadDim; ++d) b.sk[size_t(d)] = fp16_from_float(std::max(kmax[d], 1e-5f) / 7.0f);
-  std::vector<int> order(kHeadDim);
-  for (int d = 0; d < kHeadDim; ++d) order[size_t(d)] = d;
+  b.sk.resize(size_t(D));
+  for (int d = 0; d < D; ++d) b.sk[size_t(d)] = fp16_from_float(std::max(kmax[d], 1e-5f) / 7.0f);
+  std::vector<int> order(static_cast<size_t>(D));
+  for (int d = 0; d < D; ++d) order[size_t(d)] = d;
   std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return kmax[a] > kmax[c]; });
   b.outliers.assign(order.begin(), order.begin() + n);
   std::sort(b.outliers.begin(), b.outliers.end());
@@ -160,19 +177,20 @@ KvInt4Bank kv_int4_bank(const float* kmax, int n) {
 }
 
 void write_kv_bank(const KvInt4Bank& bank, uint8_t* out) {
-  const int n = int(bank.outliers.size());
-  std::memset(out, 0, kv_storage(KvFormat::Int4, n).bank);
-  std::memcpy(out, bank.sk.data(), size_t(kHeadDim) * 2);
-  for (int j = 0; j < n; ++j) out[size_t(kHeadDim) * 2 + size_t(j)] = uint8_t(bank.outliers[size_t(j)]);
+  const int n = int(bank.outliers.size()), D = bank.head_dim();
+  std::memset(out, 0, kv_storage(KvFormat::Int4, n, D).bank);
+  std::memcpy(out, bank.sk.data(), size_t(D) * 2);
+  for (int j = 0; j < n; ++j) out[size_t(D) * 2 + size_t(j)] = uint8_t(bank.outliers[size_t(j)]);
 }
 
-KvInt4Bank read_kv_bank(const uint8_t* in, int n) {
-  kv_storage(KvFormat::Int4, n);
+KvInt4Bank read_kv_bank(const uint8_t* in, int n, int D) {
+  kv_storage(KvFormat::Int4, n, D);
   KvInt4Bank b;
-  std::memcpy(b.sk.data(), in, size_t(kHeadDim) * 2);
+  b.sk.resize(size_t(D));
+  std::memcpy(b.sk.data(), in, size_t(D) * 2);
   for (int j = 0; j < n; ++j) {
-    const int d = in[size_t(kHeadDim) * 2 + size_t(j)];
-    if (d >= kHeadDim || is_outlier(d, b.outliers.data(), j))
+    const int d = in[size_t(D) * 2 + size_t(j)];
+    if (d >= D || is_outlier(d, b.outliers.data(), j))
       throw Error(fmt::format("KV bank: outlier channel {} (entry {}) is not a channel or repeats", d, j));
     b.outliers.push_back(d);
   }

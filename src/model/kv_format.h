@@ -26,8 +26,15 @@ constexpr int kKvMaxOutlierChannels = 8;  // kv.outlier_channels 0..8
 constexpr int kKvInt4Bits = 4;
 constexpr int kKvVGroup = 32;             // V: one fp16 scale per 32 values of a token's row
 constexpr int kKvFp16Bytes = 2;
-// An INT4 row's packed nibbles (96 channels, two a byte): its lanes and scales start behind them.
-constexpr int kKvNibbleBytes = kHeadDim / 2;  // 48
+// An INT4 row's packed nibbles (d channels, two a byte; 48 at d = 96): its lanes and scales
+// start behind them.
+constexpr int kv_nibble_bytes(int d) { return d / 2; }
+// The head dimensions a format takes (attention.head_dim is a multiple of 8 in 8..256,
+// model/board_shape.h): INT4 and TIP rows need whole V groups, d a multiple of kKvVGroup.
+bool kv_head_dim_fits(KvFormat format, int d);
+// Throws bitsim::Error naming attention.head_dim when d is out of its range or not one
+// `format` takes.
+void check_head_dim(KvFormat format, int d);
 // Bytes padded to a whole 8-byte beat (rows, banks and the TIP bank).
 constexpr uint64_t kv_pad_to_beat(uint64_t b) { return (b + kBeatBytes - 1) / kBeatBytes * kBeatBytes; }
 
@@ -45,6 +52,7 @@ struct KvRowBytes {
 struct KvStorage {
   KvFormat format = KvFormat::Int8;
   int outlier_channels = 0;
+  int head_dim = 0;        // d, the channels of a row (attention.head_dim)
   KvRowBytes k, v;         // per position
   uint64_t bank = 0;       // once per (layer, head): K's per-channel fp16 scales and the
                            // outlier channel list, padded to a beat (int8: 0, its two
@@ -58,9 +66,9 @@ struct KvStorage {
 
 // "int8" / "int4" / "tip" -> the format; bitsim::Error naming kv.format otherwise.
 KvFormat kv_format_of(const std::string& name);
-// The accounting of a format. Throws bitsim::Error for outlier_channels outside 0..8, or
-// not 0 for int8 (naming kv.outlier_channels).
-KvStorage kv_storage(KvFormat format, int outlier_channels);
+// The accounting of a format for rows of d channels. Throws bitsim::Error for outlier_channels
+// outside 0..8, or not 0 for int8 (naming kv.outlier_channels), and as check_head_dim.
+KvStorage kv_storage(KvFormat format, int outlier_channels, int d);
 
 // The largest context T whose cache fits `free_bytes` (what the contiguous memory leaves
 // after everything else), capped at `limit` (the model's max_position_embeddings, or the
@@ -74,18 +82,19 @@ int largest_context(const KvStorage& s, uint64_t layer_heads, uint64_t free_byte
 uint16_t fp16_from_float(float x);
 float float_from_fp16(uint16_t h);
 
-// A K row: k_td = clamp(rne(K_d / sk_d), -8, 7) as a two's complement nibble, channel 2i in
-// the low nibble of byte i, sk_d = float_from_fp16(sk[d]); the outlier channels' nibbles 0
-// and their values as fp16 lanes at byte 48 + 2j (j-th entry of `outliers`); the rest of the
-// row (kv_storage(Int4, n).k.total() bytes) zero.
-void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int n, uint8_t* row);
+// Rows of d channels (d a multiple of 32). A K row: k_td = clamp(rne(K_d / sk_d), -8, 7) as a
+// two's complement nibble, channel 2i in the low nibble of byte i, sk_d =
+// float_from_fp16(sk[d]); the outlier channels' nibbles 0 and their values as fp16 lanes at
+// byte d/2 + 2j (48 + 2j at d = 96; j-th entry of `outliers`); the rest of the row
+// (kv_storage(Int4, n, d).k.total() bytes) zero.
+void encode_k_int4(const float* k, const uint16_t* sk, const int* outliers, int n, int d, uint8_t* row);
 // K_d = k_td * sk_d (outlier channels: their fp16 lane).
-void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, int n, float* k);
-// A V row: per group g of 32 values, s_g = fp16(max(max|V_g|, 1e-5) / 7) at byte 48 + 2g,
+void decode_k_int4(const uint8_t* row, const uint16_t* sk, const int* outliers, int n, int d, float* k);
+// A V row: per group g of 32 values, s_g = fp16(max(max|V_g|, 1e-5) / 7) at byte d/2 + 2g,
 // v = clamp(rne(V / float_from_fp16(s_g)), -8, 7) as nibbles (value 2i low); the row
-// (56 bytes) zero-padded.
-void encode_v_int4(const float* v, uint8_t* row);
-void decode_v_int4(const uint8_t* row, float* v);
+// (56 bytes at d = 96) zero-padded.
+void encode_v_int4(const float* v, int d, uint8_t* row);
+void decode_v_int4(const uint8_t* row, int d, float* v);
 
 // The two's complement nibble of channel d of a row (channel 2i in the low nibble of byte i).
 int kv_nibble(const uint8_t* row, int d);
@@ -94,20 +103,22 @@ void kv_set_nibble(uint8_t* row, int d, int q);
 
 // ---- The bank and the CPU's side (docs/variants-attention.md 8.2) ----------------------
 
-// A (layer, head)'s bank: the 96 fp16 K channel scales sk_d = fp16(max(kmax_d, 1e-5) / 7)
-// and the n outlier channels (the largest kmax_d, ties to the lower d, in increasing d).
+// A (layer, head)'s bank: the d fp16 K channel scales sk_d = fp16(max(kmax_d, 1e-5) / 7)
+// (its size is the head dimension) and the n outlier channels (the largest kmax_d, ties to
+// the lower d, in increasing d).
 struct KvInt4Bank {
-  std::array<uint16_t, kHeadDim> sk{};
+  std::vector<uint16_t> sk;
   std::vector<int> outliers;
+  int head_dim() const { return int(sk.size()); }
 };
-// From the calibration's per-channel max|K_d| (96 values). Throws bitsim::Error (naming
+// From the calibration's per-channel max|K_d| (d values). Throws bitsim::Error (naming
 // kv.outlier_channels) for n outside 0..8.
-KvInt4Bank kv_int4_bank(const float* kmax, int n);
-// The bank as stored (kv_storage(Int4, n).bank bytes): sk_d at byte 2d, outlier j's channel
-// at byte 192 + j, zeros to the beat.
+KvInt4Bank kv_int4_bank(const float* kmax, int n, int d);
+// The bank as stored (kv_storage(Int4, n, d).bank bytes): sk_d at byte 2d, outlier j's
+// channel at byte 2 d + j (192 + j at d = 96), zeros to the beat.
 void write_kv_bank(const KvInt4Bank& bank, uint8_t* out);
-// And back; Error if an outlier index is not a channel (>= 96) or repeats.
-KvInt4Bank read_kv_bank(const uint8_t* in, int n);
+// And back; Error if an outlier index is not a channel (>= d) or repeats.
+KvInt4Bank read_kv_bank(const uint8_t* in, int n, int d);
 
 // ---- The unit's read path (docs/variants-attention.md 8.3), exact integers -------------
 

@@ -43,15 +43,17 @@ void TipSettings::validate(const std::string& who) const {
   if (lanes != 4 && lanes != 8) bad("lanes", lanes, "is not 4 or 8");
 }
 
-uint64_t tip_row_bytes(TipTier t, int lanes) {
-  if (t == TipTier::Kvq8) return 2 * uint64_t(kHeadDim);
-  const KvStorage s = kv_storage(KvFormat::Int4, t == TipTier::Kvq4Lanes ? lanes : 0);
+uint64_t tip_row_bytes(TipTier t, int lanes, int d) {
+  if (t == TipTier::Kvq8) return 2 * uint64_t(d);
+  const KvStorage s = kv_storage(KvFormat::Int4, t == TipTier::Kvq4Lanes ? lanes : 0, d);
   return s.per_position();
 }
 
-uint64_t tip_bank_bytes(int lanes) { return kv_pad_to_beat(uint64_t(kHeadDim) * kKvFp16Bytes + kKvFp16Bytes + uint64_t(lanes)); }
+uint64_t tip_bank_bytes(int lanes, int d) {
+  return kv_pad_to_beat(uint64_t(d) * kKvFp16Bytes + kKvFp16Bytes + uint64_t(lanes));
+}
 
-TipStorage tip_storage(const TipSettings& s, int positions) {
+TipStorage tip_storage(const TipSettings& s, int positions, int d) {
   TipStorage st;
   st.regions = (positions + s.region - 1) / s.region;
   // The most regions each tier holds at once: sinks, the recent window's regions (one more
@@ -59,48 +61,49 @@ TipStorage tip_storage(const TipSettings& s, int positions) {
   st.kvq8 = std::min(st.regions, s.sink / s.region + s.recent / s.region + 1 + s.kvq8_regions);
   st.lanes = std::min(st.regions - st.kvq8, s.lane_regions);
   st.kvq4 = st.regions - st.kvq8 - st.lanes;
-  st.rows = uint64_t(s.region) * (uint64_t(st.kvq8) * tip_row_bytes(TipTier::Kvq8, s.lanes) +
-                                  uint64_t(st.lanes) * tip_row_bytes(TipTier::Kvq4Lanes, s.lanes) +
-                                  uint64_t(st.kvq4) * tip_row_bytes(TipTier::Kvq4, s.lanes));
+  st.rows = uint64_t(s.region) * (uint64_t(st.kvq8) * tip_row_bytes(TipTier::Kvq8, s.lanes, d) +
+                                  uint64_t(st.lanes) * tip_row_bytes(TipTier::Kvq4Lanes, s.lanes, d) +
+                                  uint64_t(st.kvq4) * tip_row_bytes(TipTier::Kvq4, s.lanes, d));
   st.table = uint64_t(st.regions) * kTipRegionEntryBytes;
-  st.bank = tip_bank_bytes(s.lanes);
+  st.bank = tip_bank_bytes(s.lanes, d);
   return st;
 }
 
-int tip_largest_context(const TipSettings& s, uint64_t layer_heads, uint64_t free_bytes, int limit) {
+int tip_largest_context(const TipSettings& s, uint64_t layer_heads, uint64_t free_bytes, int limit, int d) {
   int best = 0;
   for (int t = 1; t <= limit; ++t) {
-    if (layer_heads * tip_storage(s, t).total() > free_bytes) break;
+    if (layer_heads * tip_storage(s, t, d).total() > free_bytes) break;
     best = t;
   }
   return best;
 }
 
-TipBank tip_bank(const float* kmax, float v_scale, int lanes) {
+TipBank tip_bank(const float* kmax, float v_scale, int lanes, int d) {
   TipBank b;
-  b.k = kv_int4_bank(kmax, lanes);
+  b.k = kv_int4_bank(kmax, lanes, d);
   b.sv = fp16_from_float(v_scale);
   return b;
 }
 
 void encode_kvq8(const float* k, const float* v, const TipBank& bank, uint8_t* row) {
   const float sv = float_from_fp16(bank.sv);
-  for (int d = 0; d < kHeadDim; ++d) {
+  const int D = bank.head_dim();
+  for (int d = 0; d < D; ++d) {
     row[d] = uint8_t(int8_t(q8(k[d], float_from_fp16(bank.k.sk[size_t(d)]) * 0.0625f)));
-    row[kHeadDim + d] = uint8_t(int8_t(q8(v[d], sv)));
+    row[D + d] = uint8_t(int8_t(q8(v[d], sv)));
   }
 }
 
 std::vector<uint8_t> tip_demote(const uint8_t* row, TipTier from, TipTier to, const TipBank& bank) {
-  const int lanes = int(bank.k.outliers.size());
+  const int lanes = int(bank.k.outliers.size()), D = bank.head_dim();
   if (int(from) >= int(to)) throw Error(fmt::format("TIP: {} cannot move to {} (no promotion)", tip_tier_name(from), tip_tier_name(to)));
   const int n = to == TipTier::Kvq4Lanes ? lanes : 0;
-  const KvStorage out = kv_storage(KvFormat::Int4, n);
+  const KvStorage out = kv_storage(KvFormat::Int4, n, D);
   std::vector<uint8_t> r(out.per_position(), 0);
   uint8_t* K = r.data();
   uint8_t* V = r.data() + out.k.total();
   if (from == TipTier::Kvq8) {
-    for (int d = 0; d < kHeadDim; ++d) {
+    for (int d = 0; d < D; ++d) {
       const int k8 = int8_t(row[d]);
       if (n > 0 && is_lane(bank.k, d)) continue;
       kv_set_nibble(K, d, nibble_of(float(k8)));
@@ -108,20 +111,20 @@ std::vector<uint8_t> tip_demote(const uint8_t* row, TipTier from, TipTier to, co
     for (int j = 0; j < n; ++j) {
       const int d = bank.k.outliers[size_t(j)];
       const uint16_t h = fp16_from_float(float(int8_t(row[d])) * float_from_fp16(bank.k.sk[size_t(d)]) * 0.0625f);
-      std::memcpy(K + kKvNibbleBytes + 2 * j, &h, 2);
+      std::memcpy(K + kv_nibble_bytes(D) + 2 * j, &h, 2);
     }
-    float v[kHeadDim];
+    float v[kMaxHeadDim];
     const float sv = float_from_fp16(bank.sv);
-    for (int d = 0; d < kHeadDim; ++d) v[d] = float(int8_t(row[kHeadDim + d])) * sv;
-    encode_v_int4(v, V);
+    for (int d = 0; d < D; ++d) v[d] = float(int8_t(row[D + d])) * sv;
+    encode_v_int4(v, D, V);
     return r;
   }
   // KVQ4+L -> KVQ4: the lanes become nibbles; V is unchanged.
-  const KvStorage in = kv_storage(KvFormat::Int4, lanes);
-  std::memcpy(K, row, kKvNibbleBytes);
+  const KvStorage in = kv_storage(KvFormat::Int4, lanes, D);
+  std::memcpy(K, row, size_t(kv_nibble_bytes(D)));
   for (int j = 0; j < lanes; ++j) {
     uint16_t h;
-    std::memcpy(&h, row + kKvNibbleBytes + 2 * j, 2);
+    std::memcpy(&h, row + kv_nibble_bytes(D) + 2 * j, 2);
     const int d = bank.k.outliers[size_t(j)];
     kv_set_nibble(K, d, nibble_of(float(kv_outlier_fixed(h, bank.k.sk[size_t(d)]))));
   }
@@ -149,48 +152,49 @@ bool read_tip_tags(const uint8_t* in, int regions, std::vector<TipTier>* tiers) 
 }
 
 void write_tip_bank(const TipBank& bank, uint8_t* out) {
-  const int lanes = int(bank.k.outliers.size());
-  std::memset(out, 0, tip_bank_bytes(lanes));
-  write_kv_bank(bank.k, out);  // sk_d at 2d, the lanes' channels at 192 + j
-  std::memcpy(out + kHeadDim * kKvFp16Bytes + lanes, &bank.sv, 2);
+  const int lanes = int(bank.k.outliers.size()), D = bank.head_dim();
+  std::memset(out, 0, tip_bank_bytes(lanes, D));
+  write_kv_bank(bank.k, out);  // sk_d at 2d, the lanes' channels at 2 D + j
+  std::memcpy(out + D * kKvFp16Bytes + lanes, &bank.sv, 2);
 }
 
-TipBank read_tip_bank(const uint8_t* in, int lanes) {
+TipBank read_tip_bank(const uint8_t* in, int lanes, int d) {
   TipBank b;
-  b.k = read_kv_bank(in, lanes);
-  std::memcpy(&b.sv, in + kHeadDim * kKvFp16Bytes + lanes, 2);
+  b.k = read_kv_bank(in, lanes, d);
+  std::memcpy(&b.sv, in + d * kKvFp16Bytes + lanes, 2);
   return b;
 }
 
-uint64_t tip_k_bytes(TipTier t, int lanes) {
-  if (t == TipTier::Kvq8) return uint64_t(kHeadDim);
-  return kv_storage(KvFormat::Int4, t == TipTier::Kvq4Lanes ? lanes : 0).k.total();
+uint64_t tip_k_bytes(TipTier t, int lanes, int d) {
+  if (t == TipTier::Kvq8) return uint64_t(d);
+  return kv_storage(KvFormat::Int4, t == TipTier::Kvq4Lanes ? lanes : 0, d).k.total();
 }
 
 void tip_k12(const uint8_t* k_row, TipTier t, const KvInt4Bank& bank, int32_t* k12) {
+  const int D = bank.head_dim();
   if (t == TipTier::Kvq8) {
-    for (int d = 0; d < kHeadDim; ++d) k12[d] = int8_t(k_row[d]);
+    for (int d = 0; d < D; ++d) k12[d] = int8_t(k_row[d]);
     return;
   }
-  for (int d = 0; d < kHeadDim; ++d) k12[d] = kv_nibble(k_row, d) << kKvFixedShift;
+  for (int d = 0; d < D; ++d) k12[d] = kv_nibble(k_row, d) << kKvFixedShift;
   if (t == TipTier::Kvq4) return;
   for (size_t j = 0; j < bank.outliers.size(); ++j) {
     uint16_t h;
-    std::memcpy(&h, k_row + kKvNibbleBytes + 2 * j, 2);
+    std::memcpy(&h, k_row + kv_nibble_bytes(D) + 2 * j, 2);
     const int d = bank.outliers[j];
     k12[d] = kv_outlier_fixed(h, bank.sk[size_t(d)]);
   }
 }
 
-void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, int64_t* acc) {
+void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, int D, int64_t* acc) {
   if (t == TipTier::Kvq8) {
     const int64_t w = kv_v_weight(p, sv);
-    for (int d = 0; d < kHeadDim; ++d) acc[d] += w * int8_t(v_row[d]);
+    for (int d = 0; d < D; ++d) acc[d] += w * int8_t(v_row[d]);
     return;
   }
-  for (int g = 0; g < kHeadDim / kKvVGroup; ++g) {
+  for (int g = 0; g < D / kKvVGroup; ++g) {
     uint16_t s;
-    std::memcpy(&s, v_row + kKvNibbleBytes + 2 * g, 2);
+    std::memcpy(&s, v_row + kv_nibble_bytes(D) + 2 * g, 2);
     const int64_t w = kv_v_weight(p, s);
     for (int i = 0; i < kKvVGroup; ++i) acc[g * kKvVGroup + i] += w * kv_nibble(v_row, g * kKvVGroup + i);
   }

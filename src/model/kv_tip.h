@@ -35,9 +35,9 @@ inline constexpr TipSettings kTipAllKvq8{.region = 64, .sink = 0, .recent = 64, 
 inline constexpr TipSettings kTipLean{.region = 32, .sink = 32, .recent = 128, .kvq8_regions = 2,
                                       .lane_regions = 8, .lanes = 4};
 
-// Bytes per position of each tier's row (K + V), and the bank's bytes.
-uint64_t tip_row_bytes(TipTier t, int lanes);
-uint64_t tip_bank_bytes(int lanes);
+// Bytes per position of each tier's row (K + V) of d channels, and the bank's bytes.
+uint64_t tip_row_bytes(TipTier t, int lanes, int d);
+uint64_t tip_bank_bytes(int lanes, int d);
 constexpr uint64_t kTipRegionEntryBytes = 8;  // tag 2 + I 24 + Q 16 + slot 12 bits, in 8 bytes
 constexpr int kTipImportanceBits = 24, kTipQueryBits = 16;
 
@@ -50,20 +50,22 @@ struct TipStorage {
   uint64_t total() const { return rows + table + bank; }
   double per_position(int positions) const { return double(total()) / positions; }
 };
-TipStorage tip_storage(const TipSettings& s, int positions);
+TipStorage tip_storage(const TipSettings& s, int positions, int d);
 // The largest context T <= limit whose areas for `layer_heads` fit `free_bytes`.
-int tip_largest_context(const TipSettings& s, uint64_t layer_heads, uint64_t free_bytes, int limit);
+int tip_largest_context(const TipSettings& s, uint64_t layer_heads, uint64_t free_bytes, int limit, int d);
 
 // ---- The rows (docs/tip.md "Tiers and their rows") -----------------------------------
 
-// The bank: the INT4 bank (sk, `lanes` outlier channels) and the V scale sv.
+// The bank: the INT4 bank (sk, `lanes` outlier channels; its size the head dimension d) and
+// the V scale sv.
 struct TipBank {
   KvInt4Bank k;
   uint16_t sv = 0;
+  int head_dim() const { return k.head_dim(); }
 };
-TipBank tip_bank(const float* kmax, float v_scale, int lanes);
+TipBank tip_bank(const float* kmax, float v_scale, int lanes, int d);
 
-// A KVQ8 row (K 96 bytes then V 96 bytes): k8_d = clamp(rne(16 K_d / sk_d), -127, 127),
+// A KVQ8 row (K d bytes then V d bytes, 96 each at d = 96): k8_d = clamp(rne(16 K_d / sk_d), -127, 127),
 // v8 = clamp(rne(V / sv), -127, 127).
 void encode_kvq8(const float* k, const float* v, const TipBank& bank, uint8_t* row);
 // The stored row of a tier, re-encoded one tier down (docs/tip.md "Re-encoding"): from KVQ8
@@ -83,19 +85,21 @@ constexpr int kTipMaxRegions = 2048 / 16;  // T 2,048 at R 16
 void write_tip_tags(const std::vector<TipTier>& tiers, uint8_t* out);
 // And back: false for a tag 3, or a bit set past region `regions` - 1 (reserved bits).
 bool read_tip_tags(const uint8_t* in, int regions, std::vector<TipTier>* tiers);
-// The bank as streamed (tip_bank_bytes(lanes)): sk_d at byte 2d, lane channel j at 192 + j,
-// sv at 192 + lanes, zeros to the beat; and back (Error for a lane channel >= 96 or repeated).
+// The bank as streamed (tip_bank_bytes(lanes, d)): sk_d at byte 2d, lane channel j at 2 d + j,
+// sv at 2 d + lanes (192 + j, 192 + lanes at d = 96), zeros to the beat; and back (Error for a
+// lane channel >= d or repeated).
 void write_tip_bank(const TipBank& bank, uint8_t* out);
-TipBank read_tip_bank(const uint8_t* in, int lanes);
+TipBank read_tip_bank(const uint8_t* in, int lanes, int d);
 // A row's K and V bytes at its tier (K then V: tip_row_bytes = k + v).
-uint64_t tip_k_bytes(TipTier t, int lanes);
+uint64_t tip_k_bytes(TipTier t, int lanes, int d);
 
 // The unit's read path of a row (docs/tip.md "Tiers and their rows"), shared by the clocked
 // unit and the fast kernel: K in the bank's fixed point sk_d / 16 (KVQ8 k8_d, a nibble 16 k,
 // a lane kv_outlier_fixed), and the row's V added to the 62-bit accumulators at weight p
 // (KVQ8 kv_v_weight(p, sv) v8_d; KVQ4(+L) per group as the INT4 unit).
+// Both over the d = bank.head_dim() channels (tip_accumulate_v's d given: rows of d channels).
 void tip_k12(const uint8_t* k_row, TipTier t, const KvInt4Bank& bank, int32_t* k12);
-void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, int64_t* acc);
+void tip_accumulate_v(const uint8_t* v_row, TipTier t, uint16_t sv, uint32_t p, int d, int64_t* acc);
 // A region's attention mass in UQ0.16 at the head's end: min(65535, (l_r e_r rr + 2^44) >> 45),
 // e_r = exp_interp(online_index8(M - m_r, m, S)), rr = floor(2^46 / total).
 uint32_t tip_region_mass(uint32_t l_r, int32_t m_r, int32_t M, uint32_t total, uint32_t m, int shift);

@@ -104,11 +104,13 @@ void check_heads(const ModelConfig& c, const std::string& source) {
   if (c.hidden_size % c.num_heads != 0)
     fail(source, "num_attention_heads",
          fmt::format("hidden_size {} is not a multiple of num_attention_heads {}", c.hidden_size, c.num_heads));
-  if (c.head_dim() != ModelConfig::kBoardHeadDim)
+  // Whether head_dim is the one the attention unit is built for (attention.head_dim) is the
+  // board config's question (sim::check_model_on_board); here only whether any unit could be.
+  if (!head_dim_in_range(c.head_dim()))
     fail(source, "num_attention_heads",
-         fmt::format("head_dim = hidden_size / num_attention_heads = {} / {} = {}, but the board's "
-                     "attention unit is built for head_dim {}",
-                     c.hidden_size, c.num_heads, c.head_dim(), ModelConfig::kBoardHeadDim));
+         fmt::format("head_dim = hidden_size / num_attention_heads = {} / {} = {}, but an attention unit is built "
+                     "for a head_dim that is a multiple of {} in [{}, {}]",
+                     c.hidden_size, c.num_heads, c.head_dim(), kHeadDimStep, kHeadDimStep, kMaxHeadDim));
   // Grouped-query attention (HF repeat_kv): each K/V head serves num_attention_heads /
   // num_key_value_heads query heads, so the count must divide the query heads.
   if (c.num_heads % c.num_kv_heads != 0)
@@ -204,6 +206,14 @@ ModelConfig ModelConfig::tiny_2b4t() {
 ModelConfig ModelConfig::tiny_ffn6912() {
   ModelConfig c = tiny_2b4t();
   c.intermediate_size = bitnet_2b4t().intermediate_size;
+  return c;
+}
+
+ModelConfig ModelConfig::tiny_2b4t_hd128() {
+  ModelConfig c = tiny_2b4t();
+  c.hidden_size = 2 * bitnet_2b4t().head_dim();  // 2 query heads of 2B4T's 128
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
   return c;
 }
 

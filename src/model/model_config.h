@@ -1,7 +1,9 @@
 #pragma once
 // ModelConfig: the shape of a BitNet b1.58 checkpoint (the keys of its config.json, MODEL.md
-// "Shape"), and the checks that say whether the board can run it. The board's attention unit
-// is built for head_dim 96; num_key_value_heads must divide num_attention_heads (grouped-query
+// "Shape"), and the checks that say whether the board can run it. head_dim must be one an
+// attention unit can be built for (a multiple of 8 in 8..256); whether it is the one the
+// board's unit is built for (attention.head_dim) is checked where the board config and the
+// model meet (sim::check_model_on_board); num_key_value_heads must divide num_attention_heads (grouped-query
 // attention, HF repeat_kv: query head h reads K/V head h / group()); lm_head is tied to embed_tokens,
 // and RoPE is unscaled; a config that needs anything else is rejected with a bitsim::Error
 // naming the file and the key.
@@ -36,7 +38,6 @@ struct ModelConfig {
   int bos_token_id = 1, eos_token_id = 2, pad_token_id = 32000;
 
   static constexpr int kNoPad = -1;
-  static constexpr int kBoardHeadDim = kHeadDim;  // model/board_shape.h
 
   int head_dim() const { return hidden_size / num_heads; }
   // Query heads per K/V head (1: multi-head attention), and the K/V head query head h reads.
@@ -66,6 +67,9 @@ struct ModelConfig {
   // tiny_2b4t with 2B4T's FFN of 6912: the down projection's rows are longer than the matmul
   // engine's 4096 and go to it in two segments (model::row_segments).
   static ModelConfig tiny_ffn6912();
+  // 2B4T's head_dim 128 in a small model for tests (a unit built for attention.head_dim =
+  // 128): tiny_2b4t with 2 query heads of 128 and 1 K/V head (hidden 256, FFN 512).
+  static ModelConfig tiny_2b4t_hd128();
 
   // Parses a checkpoint's config.json object. Required keys: hidden_size, intermediate_size,
   // num_hidden_layers, num_attention_heads, vocab_size, rms_norm_eps, max_position_embeddings.

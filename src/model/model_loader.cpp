@@ -66,7 +66,7 @@ std::unique_ptr<TensorSource> open_model_source(const std::string& spec) {
       seed = parse_unsigned(seed_text, fmt::format("model '{}': seed", spec));
     }
     auto src = std::make_unique<SyntheticSource>(parse_shape(rest), seed);
-    src->config().validate(spec);  // a shape the board cannot run (bitnet-2b4t's head_dim 128)
+    src->config().validate(spec);  // a shape no board can run (the unit's head_dim: sim's check)
     return src;
   }
   std::filesystem::path folder(spec);

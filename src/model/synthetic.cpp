@@ -61,7 +61,7 @@ void gen_norm(uint64_t key, int64_t begin, int64_t count, float* dst) {
 
 constexpr Shape kShapes[] = {Shape::BitnetLarge,     Shape::Tiny,       Shape::TinyGqa,
                              Shape::BitnetLargeGqa4, Shape::Bitnet2b4t, Shape::Tiny2b4t,
-                             Shape::TinyFfn6912};
+                             Shape::TinyFfn6912, Shape::Tiny2b4tHd128};
 
 }  // namespace
 
@@ -86,6 +86,7 @@ const char* shape_name(Shape s) {
     case Shape::Bitnet2b4t: return "bitnet-2b4t";
     case Shape::Tiny2b4t: return "tiny-2b4t";
     case Shape::TinyFfn6912: return "tiny-ffn6912";
+    case Shape::Tiny2b4tHd128: return "tiny-2b4t-hd128";
   }
   return "?";
 }
@@ -99,6 +100,7 @@ ModelConfig config_for(Shape s) {
     case Shape::Bitnet2b4t: return ModelConfig::bitnet_2b4t();
     case Shape::Tiny2b4t: return ModelConfig::tiny_2b4t();
     case Shape::TinyFfn6912: return ModelConfig::tiny_ffn6912();
+    case Shape::Tiny2b4tHd128: return ModelConfig::tiny_2b4t_hd128();
   }
   throw Error("config_for: invalid Shape value");
 }

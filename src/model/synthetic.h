@@ -39,16 +39,16 @@ constexpr uint32_t kSyntheticGeneratorVersion = 1;
 
 // The grouped-query shapes: tiny-gqa (ModelConfig::tiny_gqa) and bitnet-large-gqa4
 // (ModelConfig::bitnet_large_gqa4).
-// bitnet-2b4t, tiny-2b4t and tiny-ffn6912: ModelConfig::bitnet_2b4t, tiny_2b4t and
-// tiny_ffn6912 (model_type bitnet).
-enum class Shape { BitnetLarge, Tiny, TinyGqa, BitnetLargeGqa4, Bitnet2b4t, Tiny2b4t, TinyFfn6912 };
+// bitnet-2b4t, tiny-2b4t, tiny-ffn6912 and tiny-2b4t-hd128: ModelConfig::bitnet_2b4t,
+// tiny_2b4t, tiny_ffn6912 and tiny_2b4t_hd128 (model_type bitnet).
+enum class Shape { BitnetLarge, Tiny, TinyGqa, BitnetLargeGqa4, Bitnet2b4t, Tiny2b4t, TinyFfn6912, Tiny2b4tHd128 };
 // "bitnet-large" | "tiny" | "tiny-gqa" | "bitnet-large-gqa4" | "bitnet-2b4t" | "tiny-2b4t" |
-// "tiny-ffn6912";
+// "tiny-ffn6912" | "tiny-2b4t-hd128";
 // Error listing the valid names
 Shape parse_shape(const std::string& s);
 const char* shape_name(Shape);  // the inverse of parse_shape
 std::vector<std::string> shape_names();  // every shape's name, in parse_shape's order
-ModelConfig config_for(Shape);  // ModelConfig::bitnet_large(), tiny(), tiny_gqa(), bitnet_large_gqa4()
+ModelConfig config_for(Shape);  // ModelConfig::bitnet_large(), tiny(), tiny_gqa(), bitnet_large_gqa4(), ...
 
 class SyntheticSource : public TensorSource {
  public:

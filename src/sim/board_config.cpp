@@ -170,6 +170,7 @@ SimConfig make_sim_config(const ParamSet& p) {
   c.memory.tip = c.board.attention.tip;
   c.memory.attention_shared = c.board.attention.shared_stream();  // one pass per K/V head (G query heads)
   c.memory.attention_group_max = c.board.attention.gqa_group;
+  c.memory.head_dim = c.board.attention.head_dim;  // the KV rows, header + q and result of the unit's d
   c.memory.per_call_row_trits = c.board.matmul.per_call() ? c.board.matmul.per_call_row_trits : 0;
   c.memory.tokens_per_pass = c.board.prefill.tokens_per_pass;
   if (p.text("driver.profile") == "python") c.driver = host::DriverConfig::python();

@@ -462,6 +462,8 @@ RunPlan plan_run(const BoardRunRequest& req, BoardRunResult& res) {
   RunPlan p{make_sim_config(req.params), model::open_model_source(rr.model), nullptr, 0, {}};
   SimConfig& cfg = p.cfg;
   const model::ModelConfig mc = p.source->config();
+  // The model's head_dim against the one the attention unit is built for (attention.head_dim).
+  host::check_model_head_dim(mc, cfg.board.attention.head_dim, p.source->describe());
   p.tokenizer = model::select_tokenizer(rr.tokenizer, model::model_folder(rr.model), mc.vocab_size);
   res.model = p.source->describe();
   res.shape = mc.shape_string();

@@ -157,7 +157,7 @@ model::KvScales load_kv_scales(const model::TernaryModel& m, const std::string& 
   h.update(tokens.data(), tokens.size() * sizeof(int));
   const std::string key = h.hex();
   const size_t n = size_t(m.config.num_layers) * size_t(m.config.num_kv_heads);  // per (layer, K/V head)
-  const size_t nch = n * size_t(model::kHeadDim);
+  const size_t nch = n * size_t(m.config.head_dim());  // per channel of each
   if (auto p = store->get("kvscales", key); p && p->bytes == 4 + n * 8 + nch * 4) {
     uint32_t count = 0;
     std::memcpy(&count, p->data, 4);

@@ -37,7 +37,7 @@ model::KvScales any_scales(const model::ModelConfig& c) {
   model::KvScales s;
   s.k.assign(size_t(c.num_layers) * c.num_kv_heads, 0.05f);  // per (layer, K/V head)
   s.v = s.k;
-  s.k_channel.assign(s.k.size() * size_t(model::kHeadDim), 0.05f * 127.0f);  // max|K_d| of the same scale
+  s.k_channel.assign(s.k.size() * size_t(c.head_dim()), 0.05f * 127.0f);  // max|K_d| of the same scale
   return s;
 }
 

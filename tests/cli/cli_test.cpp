@@ -426,6 +426,37 @@ TEST(Cli, MakeModelTiny2b4tRunsAndAnUnknownActivationIsRefused) {
   EXPECT_TRUE(contains(big.err, "head_dim")) << big.err;  // its FFN rows are split, its heads are 128
 }
 
+// A model whose head_dim is not the one the attention unit is built for (attention.head_dim)
+// is exit 2 naming the key, the model and its head_dim and the --set that builds the unit for
+// it; with that --set it runs, every token's logits the golden reference's.
+TEST(Cli, HeadDimMismatchIsRefusedNamingAttentionHeadDim) {
+  const auto bad = bitsim("run --tokens 1 --prompt x --model synthetic:tiny-2b4t-hd128");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "attention.head_dim")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "synthetic:tiny-2b4t-hd128")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "head_dim 128")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "built for head_dim 96")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--set attention.head_dim=128")) << bad.err;
+  // The other way round: the board's model on a unit built for 128.
+  const auto back = bitsim("run --tokens 1 --prompt x --model synthetic:tiny --set attention.head_dim=128");
+  EXPECT_EQ(back.code, 2);
+  EXPECT_TRUE(contains(back.err, "--set attention.head_dim=96")) << back.err;
+  // A d no unit is built for, and one the INT4 rows cannot take: the key and its range.
+  const auto odd = bitsim("run --tokens 1 --prompt x --model synthetic:tiny --set attention.head_dim=100");
+  EXPECT_EQ(odd.code, 2);
+  EXPECT_TRUE(contains(odd.err, "attention.head_dim")) << odd.err;
+  const auto int4 = bitsim("run --tokens 1 --prompt x --model synthetic:tiny --set attention.head_dim=72 "
+                           "--set attention.variant=online-softmax --set kv.format=int4");
+  EXPECT_EQ(int4.code, 2);
+  EXPECT_TRUE(contains(int4.err, "attention.head_dim = 72")) << int4.err;
+  EXPECT_TRUE(contains(int4.err, "multiple of 32")) << int4.err;
+  const auto ok = bitsim("run --json --tokens 2 --prompt Hi --model synthetic:tiny-2b4t-hd128 --set attention.head_dim=128");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const auto doc = nlohmann::json::parse(ok.out);
+  ASSERT_GE(doc.at("tokens").size(), 2u);
+  for (const auto& t : doc.at("tokens")) EXPECT_EQ(t["logits_equal"], true);
+}
+
 // `bitsim inspect` prints the static power of the design the config builds (docs/energy.md):
 // the idle board's components with their labels, adding up to the total; the config's keys
 // move them; a bad energy key is exit 2 naming it; no component is labelled board.

@@ -27,12 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const m::AttentionError e = m::parse_attention_header(beat0, beat1, &h);
     (void)m::attention_error_name(e);
     m::HeadLayout lay;
-    const m::AttentionError we = m::next_head(data, size, &lay);
+    const m::AttentionError we = m::next_head(data, size, m::kBoardHeadDim, &lay);
     if (e == m::AttentionError::None && (h.tip || h.group > 1)) {
       // TIP: the tag beats after the queries size the head; a shared-stream pass's member
       // beats carry each member's (m, S). A walker that read them agrees with them.
       if (we == m::AttentionError::None &&
-          (lay.bytes != m::attention_head_bytes(h, lay.tiers.data()) || lay.bytes > size ||
+          (lay.bytes != m::attention_head_bytes(h, m::kBoardHeadDim, lay.tiers.data()) || lay.bytes > size ||
            lay.members.size() != size_t(h.group) ||
            (h.tip && int(lay.tiers.size()) != m::tip_regions(int(h.T), int(h.region_log2)))))
         bitsim::fuzz::fail("next_head disagrees with a TIP head's tags or a pass's members");
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (we == m::AttentionError::None && (mb[0] > m::kAttentionMaxM || mb[1] > 63))
           bitsim::fuzz::fail("a member beat outside its ranges parsed ok");
     } else if (e != m::AttentionError::None ? we != e
-                                            : (lay.bytes != m::attention_head_bytes(h) ||
+                                            : (lay.bytes != m::attention_head_bytes(h, m::kBoardHeadDim) ||
                                                we != (lay.bytes > size ? m::AttentionError::Truncated
                                                                        : m::AttentionError::None))) {
       bitsim::fuzz::fail("next_head disagrees with parse_attention_header");
@@ -58,21 +58,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The kernels below read int8 rows: an INT4 head's rows are in another format (its
     // kernels are compared with golden by FastKernels.Int4AttentionEqualsGolden, TIP's by
     // FastKernels.TipAttentionEqualsGolden).
-    if (h.int4 || h.tip || size < m::attention_head_bytes(int(h.T))) return;
+    if (h.int4 || h.tip || size < m::attention_head_bytes(int(h.T), m::kBoardHeadDim)) return;
     const auto* q = reinterpret_cast<const int8_t*>(data + 16);
-    const int8_t* K = q + m::kHeadDim;
-    const int8_t* V = K + size_t(h.T) * m::kHeadDim;
-    std::vector<int32_t> want(m::kHeadDim), got(m::kHeadDim);
+    const int8_t* K = q + m::kBoardHeadDim;
+    const int8_t* V = K + size_t(h.T) * m::kBoardHeadDim;
+    std::vector<int32_t> want(m::kBoardHeadDim), got(m::kBoardHeadDim);
     uint32_t want_sum = 0, got_sum = 0;
     bitsim::golden::AttentionParams p;
     p.m = h.m;
     p.shift = int(h.shift);
     p.legacy = h.legacy;
-    bitsim::golden::attention_head(q, K, V, int(h.T), p, want.data(), &want_sum);
+    bitsim::golden::attention_head(q, K, V, int(h.T), m::kBoardHeadDim, p, want.data(), &want_sum);
     for (fast::Kernel k : {fast::Kernel::Portable, fast::Kernel::Avx2, fast::Kernel::Avx512}) {
       if (!fast::kernel_supported(k)) continue;
       got_sum = 0x5A5A5A5A;
-      fast::attention_head(q, K, V, int(h.T), h.m, int(h.shift), h.legacy, got.data(), &got_sum, k);
+      fast::attention_head(q, K, V, int(h.T), m::kBoardHeadDim, h.m, int(h.shift), h.legacy, got.data(), &got_sum, k);
       if (got != want || got_sum != want_sum) bitsim::fuzz::fail("fast attention_head differs from golden");
     }
   });

@@ -27,6 +27,7 @@ namespace bitsim::golden {
 namespace {
 
 using model::TernaryMatrix;
+constexpr int kHeadDim = model::kBoardHeadDim;  // the board's unit (attention.head_dim's default)
 
 TernaryMatrix matrix(int rows, int cols, std::vector<int8_t> trits, float scale = 1.0f) {
   TernaryMatrix m;
@@ -128,7 +129,7 @@ TEST(AttentionHead, SingleRowGivesFullWeight) {
   }
   int32_t acc[kHeadDim];
   uint32_t sum = 0;
-  attention_head(h.q.data(), h.K.data(), h.V.data(), 1, {40000, 24, false}, acc, &sum);
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 1, model::kBoardHeadDim, {40000, 24, false}, acc, &sum);
   EXPECT_EQ(sum, 32767u);
   for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(acc[d], 32767 * int32_t(h.V[d])) << "d=" << d;
 }
@@ -148,7 +149,7 @@ TEST(AttentionHead, TwoRowsWorkedByHand) {
   }
   int32_t acc[kHeadDim];
   uint32_t sum = 0;
-  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 14, 14, false}, acc, &sum);
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, model::kBoardHeadDim, {1u << 14, 14, false}, acc, &sum);
   EXPECT_EQ(sum, 32830u);
   for (int d = 0; d < kHeadDim; ++d) EXPECT_EQ(acc[d], 65345);
 }
@@ -162,13 +163,13 @@ TEST(AttentionHead, LegacyShiftIgnoresMultiplier) {
   for (int d = 0; d < kHeadDim; ++d) h.V[d] = h.V[kHeadDim + d] = 1;
   int32_t acc[kHeadDim];
   uint32_t sum = 0;
-  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 17, 10, true}, acc, &sum);
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, model::kBoardHeadDim, {1u << 17, 10, true}, acc, &sum);
   EXPECT_EQ(sum, 2u * 32767u);
   h.q[0] = 60;
-  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 17, 10, true}, acc, &sum);
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, model::kBoardHeadDim, {1u << 17, 10, true}, acc, &sum);
   EXPECT_EQ(sum, 32767u + num::exp_table()[2]);
   // The same scores with the multiplier path: z_1 = (600 * 2^17) >> 10 = 76800 -> clamps to 255.
-  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, {1u << 17, 10, false}, acc, &sum);
+  attention_head(h.q.data(), h.K.data(), h.V.data(), 2, model::kBoardHeadDim, {1u << 17, 10, false}, acc, &sum);
   EXPECT_EQ(sum, 32767u + num::exp_table()[255]);
 }
 
@@ -179,7 +180,7 @@ TEST(AttentionHead, MaxContextAccumulatorIsExact) {
   for (auto& v : h.V) v = -128;
   int32_t acc[kHeadDim];
   uint32_t sum = 0;
-  attention_head(h.q.data(), h.K.data(), h.V.data(), T, {79505, 24, false}, acc, &sum);
+  attention_head(h.q.data(), h.K.data(), h.V.data(), T, model::kBoardHeadDim, {79505, 24, false}, acc, &sum);
   EXPECT_EQ(sum, uint32_t(T) * 32767u);
   EXPECT_EQ(int64_t(acc[0]), int64_t(T) * 32767 * -128);
 }
@@ -219,7 +220,7 @@ struct OnlineHead {
   int32_t o[kHeadDim];
   uint32_t sum = 0;
   OnlineHead(const TwoRows& h, uint32_t m) {
-    golden::attention_head_online(h.q, h.K, h.V, 2, AttentionParams{m, 16, false}, o, &sum);
+    golden::attention_head_online(h.q, h.K, h.V, 2, model::kBoardHeadDim, AttentionParams{m, 16, false}, o, &sum);
   }
   void expect(uint32_t want_sum, int32_t want_o) const {
     EXPECT_EQ(sum, want_sum);
@@ -232,7 +233,7 @@ TEST(AttentionHeadOnline, SingleRowIsVInQ16) {
   for (int d = 0; d < kHeadDim; ++d) q[d] = int8_t(d - 40), K[d] = int8_t(3 * d - 100), V[d] = int8_t(d * 2 - 96);
   int32_t o[kHeadDim];
   uint32_t sum = 0;
-  golden::attention_head_online(q, K, V, 1, AttentionParams{12345, 24, false}, o, &sum);
+  golden::attention_head_online(q, K, V, 1, model::kBoardHeadDim, AttentionParams{12345, 24, false}, o, &sum);
   // p = 32767, sum = 32767, r = floor(2^46 / 32767); 32767 r = 2^46 - 2 (2^15 = 1 mod 32767),
   // so o_d = (V_d (2^46 - 2) + 2^29) >> 30 = 65536 V_d.
   EXPECT_EQ(sum, 32767u);
@@ -268,7 +269,7 @@ TEST(AttentionHeadOnline, InterpolatesBetweenTableEntriesWorkedByHand) {
   // The two-phase unit drops the fraction: p_1 = EXP[0].
   int32_t acc[kHeadDim];
   uint32_t sum = 0;
-  golden::attention_head(h.q, h.K, h.V, 2, AttentionParams{1u << 15, 16, false}, acc, &sum);
+  golden::attention_head(h.q, h.K, h.V, 2, model::kBoardHeadDim, AttentionParams{1u << 15, 16, false}, acc, &sum);
   EXPECT_EQ(sum, 2u * 32767);
 }
 
@@ -298,7 +299,7 @@ TEST(AttentionHeadOnline, CloseToTheExactSoftmaxAndRefusesLegacy) {
     const AttentionParams p{60000, 24, false};
     int32_t o[kHeadDim];
     uint32_t sum = 0;
-    golden::attention_head_online(q.data(), K.data(), V.data(), T, p, o, &sum);
+    golden::attention_head_online(q.data(), K.data(), V.data(), T, model::kBoardHeadDim, p, o, &sum);
     std::vector<double> s(static_cast<size_t>(T));
     double smax = -1e30;
     for (int t = 0; t < T; ++t) {
@@ -313,7 +314,7 @@ TEST(AttentionHeadOnline, CloseToTheExactSoftmaxAndRefusesLegacy) {
   int8_t z[kHeadDim] = {};
   int32_t o[kHeadDim];
   uint32_t sum;
-  EXPECT_THROW(golden::attention_head_online(z, z, z, 1, AttentionParams{1, 24, true}, o, &sum), Error);
+  EXPECT_THROW(golden::attention_head_online(z, z, z, 1, model::kBoardHeadDim, AttentionParams{1, 24, true}, o, &sum), Error);
 }
 
 
@@ -513,8 +514,8 @@ TEST(BoardReference, Int4HoldsAContextPast512AndRefusesAfterIt) {
 struct Int4Head {
   int n, krow;
   std::vector<uint8_t> bank, K, V;
-  Int4Head(int T, int n_) : n(n_), krow(int(model::kv_storage(model::KvFormat::Int4, n_).k.total())) {
-    bank.assign(model::kv_storage(model::KvFormat::Int4, n).bank, 0);
+  Int4Head(int T, int n_) : n(n_), krow(int(model::kv_storage(model::KvFormat::Int4, n_, model::kBoardHeadDim).k.total())) {
+    bank.assign(model::kv_storage(model::KvFormat::Int4, n, model::kBoardHeadDim).bank, 0);
     for (int d = 0; d < kHeadDim; ++d) bank[size_t(2 * d) + 1] = 0x3C;  // 0x3C00 little-endian
     K.assign(size_t(T) * krow, 0);
     V.assign(size_t(T) * 56, 0);
@@ -543,7 +544,7 @@ struct Int4Out {
   int32_t o[kHeadDim];
   uint32_t sum = 0;
   Int4Out(const int8_t* q, const Int4Head& h, int T) {
-    golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, h.n, AttentionParams{1u << 12, 16, false},
+    golden::attention_head_int4(q, h.bank.data(), h.K.data(), h.V.data(), T, h.n, model::kBoardHeadDim, AttentionParams{1u << 12, 16, false},
                                 o, &sum);
   }
   void expect(uint32_t want_sum, int32_t want_o) const {
@@ -618,7 +619,7 @@ TEST(AttentionHeadInt4, OutlierLaneEntersTheScoreWorkedByHand) {
   for (int t = 0; t < 2; ++t) std::memcpy(&k0[size_t(t) * 48], &h.K[size_t(t) * h.krow], 48);
   int32_t o[kHeadDim];
   uint32_t sum = 0;
-  golden::attention_head_int4(q, plain.bank.data(), k0.data(), h.V.data(), 2, 0, AttentionParams{1u << 12, 16, false},
+  golden::attention_head_int4(q, plain.bank.data(), k0.data(), h.V.data(), 2, 0, model::kBoardHeadDim, AttentionParams{1u << 12, 16, false},
                               o, &sum);
   EXPECT_NE(sum, 63549u);
 }
@@ -630,26 +631,26 @@ TEST(AttentionHeadInt4, CloseToTheDecodedSoftmaxAndRefusesLegacy) {
   std::normal_distribution<float> val(0.0f, 1.0f);
   for (int n : {0, 3}) {
     for (int T : {1, 5, 64, 512}) {
-      const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+      const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, model::kBoardHeadDim);
       float kmax[kHeadDim];
       for (int d = 0; d < kHeadDim; ++d) kmax[d] = 2.0f + float(d % 7);
-      const model::KvInt4Bank bank = model::kv_int4_bank(kmax, n);
+      const model::KvInt4Bank bank = model::kv_int4_bank(kmax, n, model::kBoardHeadDim);
       std::vector<uint8_t> bb(st.bank), K(size_t(T) * st.k.total()), V(size_t(T) * st.v.total());
       model::write_kv_bank(bank, bb.data());
       std::vector<float> kd(size_t(T) * kHeadDim), vd(kd.size());
       for (int t = 0; t < T; ++t) {
         float k[kHeadDim], v[kHeadDim];
         for (int d = 0; d < kHeadDim; ++d) k[d] = val(rng) * kmax[d] / 3, v[d] = val(rng);
-        model::encode_k_int4(k, bank.sk.data(), bank.outliers.data(), n, &K[size_t(t) * st.k.total()]);
-        model::encode_v_int4(v, &V[size_t(t) * st.v.total()]);
-        model::decode_v_int4(&V[size_t(t) * st.v.total()], &vd[size_t(t) * kHeadDim]);
+        model::encode_k_int4(k, bank.sk.data(), bank.outliers.data(), n, model::kBoardHeadDim, &K[size_t(t) * st.k.total()]);
+        model::encode_v_int4(v, model::kBoardHeadDim, &V[size_t(t) * st.v.total()]);
+        model::decode_v_int4(&V[size_t(t) * st.v.total()], model::kBoardHeadDim, &vd[size_t(t) * kHeadDim]);
       }
       int8_t q[kHeadDim];
       for (int d = 0; d < kHeadDim; ++d) q[d] = int8_t(std::clamp(int(val(rng) * 40), -128, 127));
       const AttentionParams p{3000, 24, false};
       int32_t o[kHeadDim];
       uint32_t sum = 0;
-      golden::attention_head_int4(q, bb.data(), K.data(), V.data(), T, n, p, o, &sum);
+      golden::attention_head_int4(q, bb.data(), K.data(), V.data(), T, n, model::kBoardHeadDim, p, o, &sum);
       // Scores from the 12-bit K each channel stands for (nibble or lane).
       std::vector<double> s(static_cast<size_t>(T));
       double smax = -1e30;
@@ -678,7 +679,7 @@ TEST(AttentionHeadInt4, CloseToTheDecodedSoftmaxAndRefusesLegacy) {
   int8_t q[kHeadDim] = {};
   int32_t o[kHeadDim];
   uint32_t sum;
-  EXPECT_THROW(golden::attention_head_int4(q, bank, K, V, 1, 0, AttentionParams{1, 24, true}, o, &sum), Error);
+  EXPECT_THROW(golden::attention_head_int4(q, bank, K, V, 1, 0, model::kBoardHeadDim, AttentionParams{1, 24, true}, o, &sum), Error);
 }
 
 // How far the logits b of every token are from a: the largest |a - b| and the largest |a|
@@ -724,7 +725,7 @@ TEST(BoardReference, Int4KvLogitsCloseToInt8AndChecksItsKeys) {
   EXPECT_LT(worst, 0.25 * scale);  // a coarser cache computing the same attention
   // The bank is the calibration's: sk_d from the per-channel maxima.
   BoardReference ref(tiny(), tiny_scales(), int4_lanes);
-  const model::KvInt4Bank bank = model::read_kv_bank(ref.int4_bank(1, 0), 4);
+  const model::KvInt4Bank bank = model::read_kv_bank(ref.int4_bank(1, 0), 4, model::kBoardHeadDim);
   const float* kmax = &tiny_scales().k_channel[size_t(1 * tiny().config.num_heads + 0) * kHeadDim];
   EXPECT_EQ(bank.sk[7], model::fp16_from_float(std::max(kmax[7], 1e-5f) / 7.0f));
   EXPECT_EQ(bank.outliers.size(), 4u);
@@ -779,8 +780,8 @@ TEST(BoardReference, AChunkIsItsPositionsOneAtATime) {
     for (int l = 0; l < tiny().config.num_layers; ++l)
       for (int h = 0; h < heads; ++h) {
         if (o.kv_format == model::KvFormat::Int4) {
-          const size_t kb = model::kv_storage(model::KvFormat::Int4, 4).k.total() * toks.size();
-          const size_t vb = model::kv_storage(model::KvFormat::Int4, 4).v.total() * toks.size();
+          const size_t kb = model::kv_storage(model::KvFormat::Int4, 4, model::kBoardHeadDim).k.total() * toks.size();
+          const size_t vb = model::kv_storage(model::KvFormat::Int4, 4, model::kBoardHeadDim).v.total() * toks.size();
           EXPECT_EQ(0, std::memcmp(a.int4_k_rows(l, h), b.int4_k_rows(l, h), kb)) << l << " " << h;
           EXPECT_EQ(0, std::memcmp(a.int4_v_rows(l, h), b.int4_v_rows(l, h), vb)) << l << " " << h;
         } else {
@@ -809,9 +810,9 @@ struct TipHead {
     float kmax[kHeadDim];
     for (float& x : kmax) x = 0.5f + std::fabs(u(rng));
     kmax[11] = 6.0f;
-    bank = model::tip_bank(kmax, 0.01f, lanes);
+    bank = model::tip_bank(kmax, 0.01f, lanes, model::kBoardHeadDim);
     n = tier == model::TipTier::Kvq4Lanes ? lanes : 0;
-    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, model::kBoardHeadDim);
     slots.assign(size_t(T) * 192, 0);
     K.assign(size_t(T) * st.k.total(), 0);
     V.assign(size_t(T) * st.v.total(), 0);
@@ -822,8 +823,8 @@ struct TipHead {
     for (int t = 0; t < T; ++t) {
       float k[kHeadDim], v[kHeadDim];
       for (int d = 0; d < kHeadDim; ++d) k[d] = u(rng) * kmax[d], v[d] = u(rng);
-      model::encode_k_int4(k, bank.k.sk.data(), kb.outliers.data(), n, &K[size_t(t) * st.k.total()]);
-      model::encode_v_int4(v, &V[size_t(t) * st.v.total()]);
+      model::encode_k_int4(k, bank.k.sk.data(), kb.outliers.data(), n, model::kBoardHeadDim, &K[size_t(t) * st.k.total()]);
+      model::encode_v_int4(v, model::kBoardHeadDim, &V[size_t(t) * st.v.total()]);
       std::memcpy(&slots[size_t(t) * 192], &K[size_t(t) * st.k.total()], st.k.total());
       std::memcpy(&slots[size_t(t) * 192 + st.k.total()], &V[size_t(t) * st.v.total()], st.v.total());
     }
@@ -846,7 +847,7 @@ TEST(AttentionHeadTip, Kvq4RegionsAreReadExactlyAsTheInt4Unit) {
     std::vector<uint32_t> masses;
     const AttentionParams p{3000, 20, false};
     attention_head_tip(q.data(), h.bank, h.slots.data(), 192, tiers.data(), R, T, p, o, &sum, &masses);
-    attention_head_int4(q.data(), h.bank_bytes.data(), h.K.data(), h.V.data(), T, h.n, p, o4, &sum4);
+    attention_head_int4(q.data(), h.bank_bytes.data(), h.K.data(), h.V.data(), T, h.n, model::kBoardHeadDim, p, o4, &sum4);
     EXPECT_EQ(sum, sum4) << model::tip_tier_name(tier);
     EXPECT_EQ(0, std::memcmp(o, o4, sizeof o)) << model::tip_tier_name(tier);
     // The masses: one per region, summing to about 1.0 in UQ0.16.
@@ -862,7 +863,7 @@ TEST(AttentionHeadTip, Kvq8RowWorkedByHandAndTheHeaviestRegionGetsTheMass) {
   // o_d = 2^16 (1.0 in Q15.16); the only region holds all the mass: l e / total in UQ0.16 with
   // l = total = 32767 and e = EXP[0] = 32767, (l e rr + 2^44) >> 45 = 65,534.
   model::TipBank bank;
-  for (auto& s : bank.k.sk) s = 0x3C00;
+  bank.k.sk.assign(kHeadDim, 0x3C00);
   bank.k.outliers = {0, 1, 2, 3};
   bank.sv = 0x3800;
   std::vector<uint8_t> rows(32 * 192, 0);

@@ -29,6 +29,13 @@
 namespace bitsim::host {
 namespace {
 
+// A head of the board's unit (d = 96): 112 bytes of header + q, a result of 392.
+HeadWork board_head(HeadWork w) {
+  w.header_bytes = uint32_t(model::attention_header_q_bytes(1, model::kBoardHeadDim));
+  w.result_bytes = uint32_t(model::attention_result_bytes(model::kBoardHeadDim));
+  return w;
+}
+
 namespace R = hw::dma_reg;
 using Kind = MmioOp::Kind;
 
@@ -81,7 +88,7 @@ struct Rig {
     h.m = 40000 + uint32_t(g() % 1000);
     h.shift = 20;
     h.last = last;
-    uint8_t hq[model::kAttentionHeaderQBytes];
+    uint8_t hq[model::attention_header_q_bytes(1, model::kBoardHeadDim)];
     model::write_attention_header(h, hq);
     for (size_t i = 16; i < sizeof hq; ++i) hq[i] = uint8_t(g());
     std::vector<uint8_t> K(size_t(T) * 96), V(size_t(T) * 96);
@@ -94,11 +101,11 @@ struct Rig {
       want->assign(98, 0);
       uint32_t sum = 0;
       golden::attention_head(reinterpret_cast<const int8_t*>(hq + 16), reinterpret_cast<const int8_t*>(K.data()),
-                             reinterpret_cast<const int8_t*>(V.data()), T, {h.m, int(h.shift), false}, want->data(),
+                             reinterpret_cast<const int8_t*>(V.data()), T, model::kBoardHeadDim, {h.m, int(h.shift), false}, want->data(),
                              &sum);
       (*want)[96] = int32_t(sum);
     }
-    return {map.head_buffer(lane, slot), map.k_area(0, head), map.v_area(0, head), uint32_t(T * 96)};
+    return board_head({map.head_buffer(lane, slot), map.k_area(0, head), map.v_area(0, head), uint32_t(T * 96)});
   }
 
   std::vector<MmioOp> ops_since(size_t first) const {
@@ -395,7 +402,7 @@ void drive(Platform& platform, MmioProgram& program, const MemoryMap& map) {
     h.m = 50000;
     h.shift = 21;
     h.last = slot == 1 || hd == 2;
-    uint8_t hq[model::kAttentionHeaderQBytes];
+    uint8_t hq[model::attention_header_q_bytes(1, model::kBoardHeadDim)];
     model::write_attention_header(h, hq);
     for (size_t i = 16; i < sizeof hq; ++i) hq[i] = uint8_t(g());
     std::vector<uint8_t> kv(size_t(T) * 96);
@@ -403,7 +410,7 @@ void drive(Platform& platform, MmioProgram& program, const MemoryMap& map) {
     rec.mem_write(map.head_buffer(lane, slot), hq, sizeof hq);
     rec.mem_write(map.k_area(0, hd), kv.data(), kv.size());
     rec.mem_write(map.v_area(0, hd), kv.data(), kv.size());
-    work[lane].push_back({map.head_buffer(lane, slot), map.k_area(0, hd), map.v_area(0, hd), uint32_t(T * 96)});
+    work[lane].push_back(board_head({map.head_buffer(lane, slot), map.k_area(0, hd), map.v_area(0, hd), uint32_t(T * 96)}));
   }
   driver.attention(work, 1000);
   for (int lane = 0; lane < kLanes; ++lane) {

@@ -232,10 +232,12 @@ TEST(MemoryMap, SharedStreamLanesTakeWholeGroupsAndRefuseWhatTheUnitCannot) {
   ASSERT_EQ(b2.group(), 4);
   c.ddr_bytes = 2ull << 30;  // 2B4T's 462 MiB of weights: a larger board's memory
   c.cma_bytes = 1ull << 30;
+  c.head_dim = 128;          // and a unit built for its heads of 128 (attention.head_dim)
   EXPECT_EQ(MemoryMap(b2, c).heads_per_lane(), 12);
   c.lanes = 1;
   EXPECT_EQ(MemoryMap(b2, c).heads_per_lane(), 20);
   c.lanes = 2;
+  c.head_dim = model::kBoardHeadDim;
   auto refusal = [&](const model::ModelConfig& m) {
     try {
       (void)MemoryMap(m, c);
@@ -323,6 +325,38 @@ TEST(MemoryMap, DdrSizeIsTheConfigs) {
   big.kv_interleaved = true;
   big.kv_format = model::KvFormat::Int4;
   EXPECT_EQ(kv_context_limit(model::ModelConfig::bitnet_large(), big), 2048);  // 1,319 in 192 MiB
+}
+
+// A unit built for head dimension d (attention.head_dim, docs/variants-attention.md 10): the
+// KV rows, the header + q slots and the results follow d; a model of another head_dim is
+// refused naming the key, the model's head_dim and the --set that fits it.
+TEST(MemoryMap, HeadDimSizesTheKvRowsAndTheHeadBuffersAndRefusesAnotherModel) {
+  MemoryMapConfig c = roomy();
+  const model::ModelConfig hd128 = model::ModelConfig::tiny_2b4t_hd128();
+  const MemoryMap board(model::ModelConfig::tiny(), c);
+  EXPECT_EQ(board.kv_row_stride(), 96u);
+  EXPECT_EQ(board.head_buffer_bytes(), 128u);
+  EXPECT_EQ(board.v_area(0, 0) - board.k_area(0, 0), uint64_t(c.kv_positions) * 96);
+  try {
+    (void)MemoryMap(hd128, c);
+    ADD_FAILURE() << "a model of head_dim 128 on a unit built for 96";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "attention.head_dim");
+    EXPECT_NE(std::string(e.what()).find("head_dim 128"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--set attention.head_dim=128"), std::string::npos) << e.what();
+  }
+  c.head_dim = 128;
+  const MemoryMap m(hd128, c);
+  EXPECT_EQ(m.kv_row_stride(), 128u);
+  EXPECT_EQ(m.head_buffer_bytes(), 192u);  // 16 + 128 = 144, padded to 64
+  EXPECT_EQ(m.v_area(0, 0) - m.k_area(0, 0), uint64_t(c.kv_positions) * 128);
+  c.kv_interleaved = true;
+  c.kv_format = model::KvFormat::Int4;
+  c.kv_outlier_channels = 4;
+  const MemoryMap i4(hd128, c);
+  EXPECT_EQ(i4.kv_storage().k.total(), 64u + 8);  // 128 nibbles less 4, then 4 fp16 lanes, to a beat
+  EXPECT_EQ(i4.kv_storage().v.total(), 64u + 8);  // 128 nibbles, 4 group scales
+  EXPECT_EQ(i4.kv_row_stride(), 144u);
 }
 
 }  // namespace

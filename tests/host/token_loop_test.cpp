@@ -68,8 +68,8 @@ struct Rig {
     loop.init();
   }
   std::vector<int8_t> kv_row(uint64_t area, int pos) {
-    std::vector<int8_t> row(model::kHeadDim);
-    board.memory().read(area + uint64_t(pos) * model::kHeadDim, row.data(), row.size());
+    std::vector<int8_t> row(model::kBoardHeadDim);
+    board.memory().read(area + uint64_t(pos) * model::kBoardHeadDim, row.data(), row.size());
     return row;
   }
   std::mt19937 g;
@@ -203,15 +203,15 @@ TEST(TokenLoop, EachStepAppendsTheQuantizedKvRowsAtItsPosition) {
     r.loop.step(10 + pos, nullptr, probe);
     for (int l = 0; l < 2; ++l)
       for (int hd = 0; hd < heads; ++hd) {
-        std::vector<int8_t> want_k(model::kHeadDim), want_v(model::kHeadDim);
-        num::quantize_fixed(k_rope[l].data() + hd * model::kHeadDim, model::kHeadDim, r.scales.k_scale(l, hd, heads),
+        std::vector<int8_t> want_k(model::kBoardHeadDim), want_v(model::kBoardHeadDim);
+        num::quantize_fixed(k_rope[l].data() + hd * model::kBoardHeadDim, model::kBoardHeadDim, r.scales.k_scale(l, hd, heads),
                             want_k.data());
-        num::quantize_fixed(v[l].data() + hd * model::kHeadDim, model::kHeadDim, r.scales.v_scale(l, hd, heads),
+        num::quantize_fixed(v[l].data() + hd * model::kBoardHeadDim, model::kBoardHeadDim, r.scales.v_scale(l, hd, heads),
                             want_v.data());
         EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), pos), want_k) << "layer " << l << " head " << hd << " pos " << pos;
         EXPECT_EQ(r.kv_row(r.map.v_area(l, hd), pos), want_v) << "layer " << l << " head " << hd << " pos " << pos;
         // The next row is not written yet.
-        EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), pos + 1), std::vector<int8_t>(model::kHeadDim, 0));
+        EXPECT_EQ(r.kv_row(r.map.k_area(l, hd), pos + 1), std::vector<int8_t>(model::kBoardHeadDim, 0));
       }
   }
 }
@@ -256,7 +256,7 @@ TEST(TokenLoop, Int4KvWritesTheBankAndRowsOnceAndEqualsItsGolden) {
                                 .kv_format = model::KvFormat::Int4,
                                 .kv_outlier_channels = n});
     const int heads = r.m.config.num_heads, layers = r.m.config.num_layers;
-    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+    const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, model::kBoardHeadDim);
     const int tokens[] = {1, 399, 17, 250};
     for (int i = 0; i < 4; ++i) {
       const uint64_t desc0 = r.loop.driver().stats().descriptors;
@@ -346,19 +346,19 @@ TEST(TokenLoop, TipPlacesRegionsReencodesTheirRowsAndEqualsItsGolden) {
           EXPECT_EQ(r.loop.tip_cache().regions(l, hd).queries(g), want.queries(g)) << l << " " << hd << " " << g;
           ++demoted[int(tiers[size_t(g)])];
           if (g < int(tiers.size()) - 1)
-            saved += uint64_t(R) * (192 - model::tip_row_bytes(tiers[size_t(g)], lanes));
+            saved += uint64_t(R) * (192 - model::tip_row_bytes(tiers[size_t(g)], lanes, model::kBoardHeadDim));
         }
         const std::vector<TipCache::Segment> segs = r.loop.tip_cache().segments(l, hd, n);
         for (int pos = 0; pos < n; ++pos) {
           const model::TipTier tier = tiers[size_t(pos / R)];
-          std::vector<uint8_t> row(model::tip_row_bytes(tier, lanes));
+          std::vector<uint8_t> row(model::tip_row_bytes(tier, lanes, model::kBoardHeadDim));
           r.board.memory().read(segs[size_t(pos / R)].addr + uint64_t(pos % R) * row.size(), row.data(), row.size());
           EXPECT_EQ(0, std::memcmp(row.data(), ref.tip_row(l, hd, pos), row.size())) << l << " " << hd << " " << pos;
         }
-        std::vector<uint8_t> bank(model::tip_bank_bytes(lanes)), want_bank(bank.size());
+        std::vector<uint8_t> bank(model::tip_bank_bytes(lanes, model::kBoardHeadDim)), want_bank(bank.size());
         r.board.memory().read(r.map.k_area(l, hd), bank.data(), bank.size());
-        model::write_tip_bank(model::tip_bank(&r.scales.k_channel[(size_t(l) * heads + hd) * model::kHeadDim],
-                                              r.scales.v[size_t(l) * heads + hd], lanes),
+        model::write_tip_bank(model::tip_bank(&r.scales.k_channel[(size_t(l) * heads + hd) * model::kBoardHeadDim],
+                                              r.scales.v[size_t(l) * heads + hd], lanes, model::kBoardHeadDim),
                               want_bank.data());
         EXPECT_EQ(bank, want_bank) << l << " " << hd;
       }
@@ -412,9 +412,9 @@ TEST(TokenLoop, SetPositionMovesTheContext) {
   r.loop.step(5, &t);
   EXPECT_EQ(r.loop.position(), 201);
   // The row went to position 200; nothing before it was written.
-  EXPECT_NE(r.kv_row(r.map.k_area(0, 0), 200), std::vector<int8_t>(model::kHeadDim, 0));
-  EXPECT_EQ(r.kv_row(r.map.k_area(0, 0), 0), std::vector<int8_t>(model::kHeadDim, 0));
-  EXPECT_EQ(r.kv_row(r.map.k_area(0, 0), 199), std::vector<int8_t>(model::kHeadDim, 0));
+  EXPECT_NE(r.kv_row(r.map.k_area(0, 0), 200), std::vector<int8_t>(model::kBoardHeadDim, 0));
+  EXPECT_EQ(r.kv_row(r.map.k_area(0, 0), 0), std::vector<int8_t>(model::kBoardHeadDim, 0));
+  EXPECT_EQ(r.kv_row(r.map.k_area(0, 0), 199), std::vector<int8_t>(model::kBoardHeadDim, 0));
   // The attention reads T = 201 rows per head: a longer call than at position 0.
   Rig r0(8);
   TokenTiming t0;
@@ -677,8 +677,8 @@ TEST(TokenLoop, GroupedQueryHeadsReadTheirGroupsKvAreaAndEqualTheGolden) {
     for (int l = 0; l < 2; ++l)
       for (int g = 0; g < 2; ++g)
         for (int pos = 0; pos < n; ++pos) {
-          std::vector<int8_t> want(model::kHeadDim);
-          std::memcpy(want.data(), ref.k_rows(l, g) + pos * model::kHeadDim, model::kHeadDim);
+          std::vector<int8_t> want(model::kBoardHeadDim);
+          std::memcpy(want.data(), ref.k_rows(l, g) + pos * model::kBoardHeadDim, model::kBoardHeadDim);
           EXPECT_EQ(r.kv_row(r.map.k_area(l, g), pos), want) << l << " " << g << " " << pos;
         }
   }

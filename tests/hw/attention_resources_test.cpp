@@ -34,6 +34,32 @@ TEST(AttentionResources, Dsp48CountFollowsTheStatedRule) {
   EXPECT_EQ(dsp48_count(48, 4), 2);    // why the V products are LUTs
 }
 
+// A unit built for another head dimension (attention.head_dim, docs/variants-attention.md
+// 10.2): the MACs, multipliers and BRAMs are the board's at every d; the INT4 and TIP units'
+// q operand select (a d/16:1 mux, 128 bits a lane) and outlier q LUTRAM (d x 8) follow d.
+TEST(AttentionResources, HeadDimScalesOnlyTheQSelectAndTheOutlierLutram) {
+  for (const auto& [variant, kv] : {std::pair{"two-phase", "int8"}, {"online-softmax", "int8"},
+                                    {"online-softmax", "int4"}, {"online-softmax", "tip"}}) {
+    SCOPED_TRACE(std::string(variant) + " " + kv);
+    const auto at96 = attention_resources(unit(variant, kv));
+    for (int d : {32, 128, 256}) {
+      AttentionUnitConfig c = unit(variant, kv);
+      c.head_dim = d;
+      const auto r = attention_resources(c);
+      EXPECT_EQ(r.dsp, at96.dsp) << d;
+      EXPECT_EQ(r.bram36, at96.bram36) << d;
+      const bool wide = std::string(kv) != "int8";
+      // d = 32: a 2:1 select (one stage, 128 LUT a lane less) and half a LUTRAM's 16 (8 a lane
+      // less); 128: the same 2 stages and 2 LUTRAMs as 96; 256: 4 LUTRAMs (16 a lane more).
+      const int delta = !wide ? 0 : d == 32 ? -2 * (128 + 8) : d == 256 ? 2 * 16 : 0;
+      EXPECT_EQ(r.lut, at96.lut + delta) << d;
+    }
+  }
+  AttentionUnitConfig c = unit("online-softmax", "int4");
+  c.head_dim = 256;
+  EXPECT_EQ(*row(attention_resources(c), "q operand select").lut, 2 * 128 * 2);
+}
+
 TEST(AttentionResources, TheBoardsUnitIs17DspAndTwoScoreBuffers) {
   const auto r = attention_resources(AttentionUnitConfig{});
   EXPECT_EQ(r.dsp, 17);  // BOARD.md: 8 MACs per lane and the m multiplier

@@ -44,7 +44,7 @@ struct Bench : test_bench::EngineBench<AttentionUnit, AttentionUnitConfig, 4'000
 
 // ---- Heads -----------------------------------------------------------------------------
 
-constexpr int D = model::kHeadDim;
+constexpr int D = model::kBoardHeadDim;
 
 struct Head {
   int T = 1;
@@ -104,7 +104,7 @@ std::vector<StreamBeat> head_beats(const Head& h, bool last) {
   hdr.legacy = h.p.legacy;
   std::vector<StreamBeat> beats = header_beats(hdr);
   for (const std::vector<int8_t>* v : {&h.q, &h.K, &h.V}) append_bytes(beats, v->data(), v->size());
-  EXPECT_EQ(beats.size(), attention_head_beats(h.T));
+  EXPECT_EQ(beats.size(), attention_head_beats(h.T, model::kBoardHeadDim));
   beats.back().last = last;
   return beats;
 }
@@ -141,7 +141,7 @@ std::vector<StreamBeat> transfer_beats(const std::vector<Head>& heads) { return 
 
 std::vector<StreamBeat> expected_beats(const std::vector<Head>& heads) {
   return results_of(heads, [](const Head& h, int32_t* acc, uint32_t* sum) {
-    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, acc, sum);
+    golden::attention_head(h.q.data(), h.K.data(), h.V.data(), h.T, model::kBoardHeadDim, h.p, acc, sum);
   });
 }
 
@@ -287,6 +287,56 @@ TEST(AttentionUnit, CyclesSingleHeadHandWorked) {
   }
 }
 
+// A unit built for attention.head_dim = 128 (docs/variants-attention.md 10): rows of 16 beats,
+// results of 130 words (65 beats), each head equal to golden::attention_head at d = 128 on
+// both lanes, and the timing follows the stream: the last V beat at edge N = 2 + 16 + 32 T,
+// the result beats from N + drain + 1, one an edge (the board's unit: 14 + 24 T and 49).
+TEST(AttentionUnit, HeadDim128RowsOf16BeatsAndResultsOf65) {
+  constexpr int d = 128;
+  for (int T : {1, 3, 40}) {
+    SCOPED_TRACE(T);
+    bitsim::hw::FreshSimContext ctx;
+    const uint64_t drain = 4;
+    AttentionUnitConfig cfg;
+    cfg.drain = int(drain);
+    cfg.head_dim = d;
+    Bench b(cfg);
+    std::mt19937 rng{uint32_t(100 + T)};
+    std::uniform_int_distribution<int> val(-128, 127);
+    std::vector<int8_t> q(d), K(size_t(T) * d), V(size_t(T) * d);
+    for (auto* v : {&q, &K, &V})
+      for (auto& e : *v) e = int8_t(val(rng));
+    const golden::AttentionParams p{40'000 + uint32_t(rng() % 30'000), 24, false};
+    std::vector<StreamBeat> in = header_beats(header_of(T, p, true));
+    for (const std::vector<int8_t>* v : {&q, &K, &V}) append_bytes(in, v->data(), v->size());
+    ASSERT_EQ(in.size(), attention_head_beats(T, d));
+    in.back().last = true;
+    b.src[0]->append(in);
+    b.src[1]->append(in);
+    ASSERT_TRUE(b.run_tlasts(0, 1));
+    ASSERT_TRUE(b.run_tlasts(1, 1));
+    int32_t acc[d];
+    uint32_t sum = 0;
+    golden::attention_head(q.data(), K.data(), V.data(), T, d, p, acc, &sum);
+    std::vector<StreamBeat> want;
+    for (int i = 0; i < d; i += 2) want.push_back({uint64_t(uint32_t(acc[i])) | (uint64_t(uint32_t(acc[i + 1])) << 32), false});
+    want.push_back({uint64_t(sum), true});
+    ASSERT_EQ(want.size(), size_t(model::attention_result_beats(d)));
+    for (int l = 0; l < 2; ++l) {
+      ASSERT_EQ(b.sink[size_t(l)]->beats.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(b.sink[size_t(l)]->beats[i].data, want[i].data) << "lane " << l << " beat " << i;
+        ASSERT_EQ(b.sink[size_t(l)]->beats[i].last, want[i].last) << "lane " << l << " beat " << i;
+      }
+      EXPECT_EQ(b.engine.stats(l).rows, 2u * uint64_t(T));
+    }
+    const uint64_t N = 2 + 16 + 32 * uint64_t(T);
+    for (uint64_t j = 0; j < 65; ++j) EXPECT_EQ(b.sink[0]->pop_cycle[j], N + drain + j + 1) << j;
+    EXPECT_EQ(b.engine.stats(0).busy_cycles, N + drain + 64);
+    EXPECT_EQ(b.reg(0, engine_reg::kBeatsOut), 65u);
+  }
+}
+
 TEST(AttentionUnit, CyclesTwoHeadsResultBank) {
   // Head 1 (T1) ends at edge N1; its bank pushes at N1 + drain .. N1 + drain + 48, so the
   // bank is free from edge N1 + drain + 49. Head 2's last V beat, due at edge N1 + N2, is
@@ -326,7 +376,7 @@ TEST(AttentionUnit, CyclesWithInputGapsAndSleep) {
   b.src[0]->allow = [](uint64_t c) { return (c % 7 < 5) && !(c >= 50 && c < 450); };
   ASSERT_TRUE(b.run_tlasts(0, 1));
   expect_beats_eq(b.sink[0]->beats, expected_beats(heads));
-  const uint64_t last_v[2] = {attention_head_beats(4) - 1, attention_head_beats(4) + attention_head_beats(9) - 1};
+  const uint64_t last_v[2] = {attention_head_beats(4, model::kBoardHeadDim) - 1, attention_head_beats(4, model::kBoardHeadDim) + attention_head_beats(9, model::kBoardHeadDim) - 1};
   for (int h = 0; h < 2; ++h)
     for (uint64_t j = 0; j < 49; ++j)
       EXPECT_EQ(b.sink[0]->pop_cycle[size_t(49 * h) + j], b.src[0]->push_cycle[last_v[h]] + 1 + 4 + j + 1);
@@ -503,7 +553,7 @@ std::vector<StreamBeat> online_head_beats(const Head& h, bool last) {
     append_bytes(beats, h.K.data() + size_t(t) * D, D);
     append_bytes(beats, h.V.data() + size_t(t) * D, D);
   }
-  EXPECT_EQ(beats.size(), attention_head_beats(h.T));
+  EXPECT_EQ(beats.size(), attention_head_beats(h.T, model::kBoardHeadDim));
   beats.back().last = last;
   return beats;
 }
@@ -514,7 +564,7 @@ std::vector<StreamBeat> online_transfer(const std::vector<Head>& heads) {
 
 std::vector<StreamBeat> online_expected(const std::vector<Head>& heads) {
   return results_of(heads, [](const Head& h, int32_t* o, uint32_t* sum) {
-    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, h.p, o, sum);
+    golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), h.T, model::kBoardHeadDim, h.p, o, sum);
   });
 }
 
@@ -655,7 +705,7 @@ std::vector<StreamBeat> int4_head_beats(const int4_test::Int4Head& h, bool last)
   append_bytes(beats, h.bank.data(), h.bank.size());
   const auto rows = h.interleaved();
   append_bytes(beats, rows.data(), rows.size());
-  EXPECT_EQ(beats.size() * 8, model::attention_head_bytes(hdr));
+  EXPECT_EQ(beats.size() * 8, model::attention_head_bytes(hdr, model::kBoardHeadDim));
   beats.back().last = last;
   return beats;
 }
@@ -666,7 +716,7 @@ std::vector<StreamBeat> int4_transfer(const std::vector<int4_test::Int4Head>& he
 
 std::vector<StreamBeat> int4_expected(const std::vector<int4_test::Int4Head>& heads) {
   return results_of(heads, [](const int4_test::Int4Head& h, int32_t* o, uint32_t* sum) {
-    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, h.p, o, sum);
+    golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), h.T, h.n, model::kBoardHeadDim, h.p, o, sum);
   });
 }
 
@@ -791,7 +841,7 @@ std::vector<StreamBeat> tip_head_beats(const tip_test::TipHead& h, bool last) {
   const std::vector<uint8_t> bytes = h.stream(last);
   std::vector<StreamBeat> beats;
   append_bytes(beats, bytes.data(), bytes.size());
-  EXPECT_EQ(bytes.size(), model::attention_head_bytes(h.header(last), h.tiers.data()));
+  EXPECT_EQ(bytes.size(), model::attention_head_bytes(h.header(last), model::kBoardHeadDim, h.tiers.data()));
   beats.back().last = last;
   return beats;
 }
@@ -1007,7 +1057,7 @@ TEST(AttentionUnitTip, FastFaceEqualsTheClockedUnitAndKeysTheTiers) {
   EXPECT_NE(key3, key);
   // A reserved tag, or a TIP stream to the INT4 unit's fast face: the clocked board's to answer.
   std::vector<uint8_t> bad = bytes;
-  bad[model::kAttentionHeaderQBytes] |= 3;
+  bad[model::attention_header_q_bytes(1, model::kBoardHeadDim)] |= 3;
   std::string k4;
   std::vector<uint8_t> r4;
   EXPECT_FALSE(run(bad, false, &k4, &r4));

@@ -190,7 +190,7 @@ struct AttentionJob {
   uint64_t header_q(size_t h) const { return base + 0x2000 + 0x80 * h; }
   uint64_t k_area(size_t h) const { return base + 0x10000 + 0x20000 * h; }
   uint64_t v_area(size_t h) const { return k_area(h) + 0x10000; }
-  uint32_t result_bytes() const { return uint32_t(heads.size() * model::kAttentionResultBeats * 8); }
+  uint32_t result_bytes() const { return uint32_t(heads.size() * model::attention_result_beats(model::kBoardHeadDim) * 8); }
 };
 
 AttentionJob make_attention(int heads, int T, uint64_t seed, uint64_t base) {
@@ -206,11 +206,11 @@ AttentionJob make_attention(int heads, int T, uint64_t seed, uint64_t base) {
       v.resize(n);
       for (auto& e : v) e = int8_t(uint8_t(rng()));
     };
-    fill(hd.q, model::kHeadDim);
-    fill(hd.K, size_t(T) * model::kHeadDim);
-    fill(hd.V, size_t(T) * model::kHeadDim);
-    hd.acc.resize(model::kHeadDim);
-    golden::attention_head(hd.q.data(), hd.K.data(), hd.V.data(), T, hd.p, hd.acc.data(), &hd.sum);
+    fill(hd.q, model::kBoardHeadDim);
+    fill(hd.K, size_t(T) * model::kBoardHeadDim);
+    fill(hd.V, size_t(T) * model::kBoardHeadDim);
+    hd.acc.resize(model::kBoardHeadDim);
+    golden::attention_head(hd.q.data(), hd.K.data(), hd.V.data(), T, model::kBoardHeadDim, hd.p, hd.acc.data(), &hd.sum);
     j.heads.push_back(std::move(hd));
   }
   return j;
@@ -244,13 +244,13 @@ void start_attention(Rig& r, int lane, const AttentionJob& j) {
     hh.shift = uint32_t(hd.p.shift);
     hh.last = h + 1 == H;
     const auto words = model::encode_attention_header(hh);
-    uint8_t buf[16 + model::kHeadDim];
+    uint8_t buf[16 + model::kBoardHeadDim];
     std::memcpy(buf, words.data(), 16);
-    std::memcpy(buf + 16, hd.q.data(), model::kHeadDim);
+    std::memcpy(buf + 16, hd.q.data(), model::kBoardHeadDim);
     ddr.write(j.header_q(h), buf, sizeof buf);
     ddr.write(j.k_area(h), hd.K.data(), hd.K.size());
     ddr.write(j.v_area(h), hd.V.data(), hd.V.size());
-    const uint32_t kv = uint32_t(hd.T * model::kHeadDim);
+    const uint32_t kv = uint32_t(hd.T * model::kBoardHeadDim);
     put_descriptor(ddr, j.mm2s_desc(3 * h), j.mm2s_desc(3 * h + 1), j.header_q(h), uint32_t(sizeof buf) | (h == 0 ? kCtrlSof : 0));
     put_descriptor(ddr, j.mm2s_desc(3 * h + 1), j.mm2s_desc(3 * h + 2), j.k_area(h), kv);
     put_descriptor(ddr, j.mm2s_desc(3 * h + 2), j.mm2s_desc(3 * h + 3), j.v_area(h), kv | (h + 1 == H ? kCtrlEof : 0));
@@ -268,9 +268,9 @@ void start_attention(Rig& r, int lane, const AttentionJob& j) {
 void expect_attention_results(const Rig& r, const AttentionJob& j, int lane) {
   const Memory& ddr = r.board.memory();
   for (size_t h = 0; h < j.heads.size(); ++h) {
-    const auto got = read_results(ddr, j.result() + h * model::kAttentionResultBeats * 8, 2 * model::kAttentionResultBeats);
+    const auto got = read_results(ddr, j.result() + h * model::attention_result_beats(model::kBoardHeadDim) * 8, 2 * model::attention_result_beats(model::kBoardHeadDim));
     const Head& hd = j.heads[h];
-    for (int d = 0; d < model::kHeadDim; ++d)
+    for (int d = 0; d < model::kBoardHeadDim; ++d)
       ASSERT_EQ(got[size_t(d)], hd.acc[size_t(d)]) << "lane " << lane << " head " << h << " acc " << d;
     EXPECT_EQ(uint32_t(got[96]), hd.sum) << "lane " << lane << " head " << h;
     EXPECT_EQ(got[97], 0) << "lane " << lane << " head " << h;
@@ -459,8 +459,8 @@ TEST(Board, AttentionChainsOnBothLanesAreBitExact) {
     EXPECT_EQ(r.attention_reg(lane, engine_reg::kStatus), 0u);
     EXPECT_EQ(r.attention_reg(lane, engine_reg::kUnitsDone), 2u);
     EXPECT_EQ(r.attention_reg(lane, engine_reg::kRowsDone), 12u);  // 2 heads x (3 K + 3 V)
-    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsIn), 2 * model::attention_head_beats(3));
-    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsOut), 2u * model::kAttentionResultBeats);
+    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsIn), 2 * model::attention_head_beats(3, model::kBoardHeadDim));
+    EXPECT_EQ(r.attention_reg(lane, engine_reg::kBeatsOut), 2u * model::attention_result_beats(model::kBoardHeadDim));
     EXPECT_EQ(r.board.dma(kAt[lane]).stats(DmaChannel::kMm2s).descriptors, 6u);
   }
   EXPECT_EQ(r.matmul_reg(0, engine_reg::kBeatsIn), 0u);
@@ -633,8 +633,11 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
         board.memory().write(map.head_buffer(lane, slot), buf, sizeof buf);
         board.memory().write(map.k_area(0, head), hd.K.data(), hd.K.size());
         board.memory().write(map.v_area(0, head), hd.V.data(), hd.V.size());
-        work[lane].push_back({map.head_buffer(lane, slot), map.k_area(0, head), map.v_area(0, head),
-                              uint32_t(hd.T * model::kHeadDim)});
+        host::HeadWork w{map.head_buffer(lane, slot), map.k_area(0, head), map.v_area(0, head),
+                         uint32_t(hd.T * model::kBoardHeadDim)};
+        w.header_bytes = uint32_t(model::attention_header_q_bytes(1, model::kBoardHeadDim));
+        w.result_bytes = uint32_t(model::attention_result_bytes(model::kBoardHeadDim));
+        work[lane].push_back(w);
       }
     }
   };
@@ -654,7 +657,7 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
       stage_attention(c, work);
       drv.attention(work, 0);
       for (int lane = 0; lane < host::kLanes; ++lane) {
-        att_got[c][lane].resize(2 * 2 * model::kAttentionResultBeats);
+        att_got[c][lane].resize(2 * 2 * model::attention_result_beats(model::kBoardHeadDim));
         board.memory().read(map.attention_result(lane), att_got[c][lane].data(), att_got[c][lane].size() * 4);
       }
     }
@@ -679,7 +682,7 @@ TEST(Board, DmaDriverCallsOnTheBoardAreBitExact) {
     for (int c = 0; c < 2; ++c)
       for (int slot = 0; slot < 2; ++slot) {
         const Head& hd = calls[c][size_t(lane)].heads[size_t(slot)];
-        const int32_t* got = att_got[c][lane].data() + slot * 2 * model::kAttentionResultBeats;
+        const int32_t* got = att_got[c][lane].data() + slot * 2 * model::attention_result_beats(model::kBoardHeadDim);
         EXPECT_TRUE(std::equal(hd.acc.begin(), hd.acc.end(), got)) << "call " << c << " lane " << lane << " slot " << slot;
         EXPECT_EQ(uint32_t(got[96]), hd.sum);
         EXPECT_EQ(got[97], 0);

@@ -262,18 +262,18 @@ TEST(FastKernels, BadArgumentsThrow) {
 
 // ---- attention ----------------------------------------------------------------------------
 
-constexpr int kD = golden::kHeadDim;
+constexpr int kD = model::kBoardHeadDim;
 
 struct Head {
   std::vector<int8_t> q, K, V;
 };
 
 // style 0: full-range random; 1: small values (scores close together, p_t spread over the
-// table); 2: all -128; 3: all 127; 4: q 127, K -128, V mixed extremes.
-Head random_head(int T, uint32_t seed, int style) {
+// table); 2: all -128; 3: all 127; 4: q 127, K -128, V mixed extremes. Rows of d values.
+Head random_head(int T, uint32_t seed, int style, int d = kD) {
   std::mt19937 rng(seed);
-  Head h{std::vector<int8_t>(kD), std::vector<int8_t>(size_t(T) * kD),
-         std::vector<int8_t>(size_t(T) * kD)};
+  Head h{std::vector<int8_t>(size_t(d)), std::vector<int8_t>(size_t(T) * size_t(d)),
+         std::vector<int8_t>(size_t(T) * size_t(d))};
   std::uniform_int_distribution<int> full(-128, 127), small(-6, 6), coin(0, 1);
   auto fill = [&](std::vector<int8_t>& v, int which) {
     for (auto& e : v) {
@@ -306,7 +306,7 @@ TEST(FastKernels, AttentionEqualsGolden) {
           const int S = rep == 0 ? us(rng) : (style == 1 ? 24 : 40);
           int32_t want[kD];
           uint32_t want_sum = 0;
-          golden::attention_head(h.q.data(), h.K.data(), h.V.data(), T, {m, S, legacy}, want,
+          golden::attention_head(h.q.data(), h.K.data(), h.V.data(), T, model::kBoardHeadDim, {m, S, legacy}, want,
                                  &want_sum);
           for (Kernel k : kernels()) {
             SCOPED_TRACE(testing::Message() << "T " << T << " style " << style << " legacy "
@@ -315,7 +315,7 @@ TEST(FastKernels, AttentionEqualsGolden) {
             int32_t got[kD];
             std::fill(got, got + kD, 0x5A5A5A5A);
             uint32_t sum = 0xDEADBEEF;
-            attention_head(h.q.data(), h.K.data(), h.V.data(), T, m, S, legacy, got, &sum, k);
+            attention_head(h.q.data(), h.K.data(), h.V.data(), T, model::kBoardHeadDim, m, S, legacy, got, &sum, k);
             ASSERT_EQ(sum, want_sum);
             ASSERT_TRUE(std::equal(got, got + kD, want));
             ++cases;
@@ -335,11 +335,11 @@ TEST(FastKernels, Int4AttentionEqualsGolden) {
       SCOPED_TRACE(::testing::Message() << "T " << T << " n " << n);
       int32_t want[kD];
       uint32_t want_sum = 0;
-      golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), T, n, h.p, want, &want_sum);
+      golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), T, n, model::kBoardHeadDim, h.p, want, &want_sum);
       int32_t got[kD];
       uint32_t sum = 0xDEADBEEF;
       const std::vector<uint8_t> rows = h.interleaved();
-      attention_head_int4(h.q.data(), model::read_kv_bank(h.bank.data(), n), rows.data(), T, h.p.m, h.p.shift, got,
+      attention_head_int4(h.q.data(), model::read_kv_bank(h.bank.data(), n, model::kBoardHeadDim), rows.data(), T, h.p.m, h.p.shift, got,
                           &sum);
       ASSERT_EQ(sum, want_sum);
       ASSERT_TRUE(std::equal(got, got + kD, want));
@@ -360,8 +360,8 @@ TEST(FastKernels, TipAttentionEqualsGolden) {
     std::vector<uint32_t> want_m;
     h.golden(want, &want_sum, &want_m);
     const std::vector<uint8_t> s = h.stream(true);
-    const size_t rows_at = model::kAttentionHeaderQBytes + size_t(model::tip_tag_beats(h.regions())) * 8 +
-                           model::tip_bank_bytes(h.lanes);
+    const size_t rows_at = model::attention_header_q_bytes(1, model::kBoardHeadDim) + size_t(model::tip_tag_beats(h.regions())) * 8 +
+                           model::tip_bank_bytes(h.lanes, model::kBoardHeadDim);
     int32_t got[kD];
     uint32_t sum = 0xDEADBEEF;
     std::vector<uint32_t> masses(size_t(h.regions()), 0xDEADBEEF);
@@ -388,12 +388,12 @@ TEST(FastKernels, TipAttentionEqualsGolden) {
   tip_test::TipHead h = tip_test::random_tip_head(128, 5, 4, rng, std::vector<model::TipTier>(4, model::TipTier::Kvq8));
   for (int d = 0; d < kD; ++d) h.q[size_t(d)] = 100;
   for (int t = 0; t < h.T; ++t)
-    for (int d = 0; d < kD; ++d) h.slots[size_t(t) * tip_test::kSlot + size_t(d)] = uint8_t(int8_t(t / 32 == 2 ? 100 : -100));
+    for (int d = 0; d < kD; ++d) h.slots[size_t(t) * h.slot() + size_t(d)] = uint8_t(int8_t(t / 32 == 2 ? 100 : -100));
   h.p = {60'000, 24, false};
   const std::vector<uint8_t> s = h.stream(true);
   int32_t o[kD];
   uint32_t sum = 0, masses[4] = {};
-  attention_head_tip(h.q.data(), h.bank, h.tiers.data(), 5, s.data() + model::kAttentionHeaderQBytes + 8 + 200, h.T,
+  attention_head_tip(h.q.data(), h.bank, h.tiers.data(), 5, s.data() + model::attention_header_q_bytes(1, model::kBoardHeadDim) + 8 + 200, h.T,
                      h.p.m, h.p.shift, o, &sum, masses);
   EXPECT_GT(masses[2], 65'000u);
   EXPECT_LT(masses[0] + masses[1] + masses[3], 500u);
@@ -415,10 +415,10 @@ TEST(FastKernels, OnlineAttentionEqualsGoldenInBothRowLayouts) {
         SCOPED_TRACE(testing::Message() << "T " << T << " style " << style << " m " << m << " S " << S);
         int32_t want[kD];
         uint32_t want_sum = 0;
-        golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, {m, S, false}, want, &want_sum);
+        golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, model::kBoardHeadDim, {m, S, false}, want, &want_sum);
         int32_t got[kD];
         uint32_t sum = 0xDEADBEEF;
-        attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, kD, m, S, got, &sum);
+        attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, model::kBoardHeadDim, kD, m, S, got, &sum);
         ASSERT_EQ(sum, want_sum);
         ASSERT_TRUE(std::equal(got, got + kD, want));
         std::vector<int8_t> kv(size_t(T) * 2 * kD);
@@ -427,7 +427,7 @@ TEST(FastKernels, OnlineAttentionEqualsGoldenInBothRowLayouts) {
           std::copy_n(h.V.data() + size_t(t) * kD, kD, kv.data() + size_t(t) * 2 * kD + kD);
         }
         std::fill(got, got + kD, 0x5A5A5A5A);
-        attention_head_online(h.q.data(), kv.data(), kv.data() + kD, T, 2 * kD, m, S, got, &sum);
+        attention_head_online(h.q.data(), kv.data(), kv.data() + kD, T, model::kBoardHeadDim, 2 * kD, m, S, got, &sum);
         ASSERT_EQ(sum, want_sum);
         ASSERT_TRUE(std::equal(got, got + kD, want));
         ++cases;
@@ -436,8 +436,89 @@ TEST(FastKernels, OnlineAttentionEqualsGoldenInBothRowLayouts) {
   int32_t o[kD];
   uint32_t sum;
   const int8_t z[kD] = {};
-  EXPECT_THROW(attention_head_online(z, z, z, 0, kD, 1, 24, o, &sum), Error);
-  EXPECT_THROW(attention_head_online(z, z, z, 1, kD, 1, 64, o, &sum), Error);
+  EXPECT_THROW(attention_head_online(z, z, z, 0, model::kBoardHeadDim, kD, 1, 24, o, &sum), Error);
+  EXPECT_THROW(attention_head_online(z, z, z, 1, model::kBoardHeadDim, kD, 1, 64, o, &sum), Error);
+}
+
+// A unit built for another head dimension (attention.head_dim != 96) runs the portable
+// loops of every kernel (the SIMD paths are written for 96): each equals the golden reference
+// bit for bit at d = 8, 64, 128 (BitNet b1.58 2B4T's) and 256, on the board's unit, the
+// online-softmax unit, and (d a multiple of 32) the INT4 and TIP read paths.
+TEST(FastKernels, GenericHeadDimEqualsGolden) {
+  std::mt19937 rng(2026);
+  std::uniform_int_distribution<uint32_t> um(0, (1u << 18) - 1);
+  std::uniform_int_distribution<int> us(0, 40);
+  int cases = 0;
+  for (int d : {8, 64, 128, 256})
+    for (int T : {1, 2, 9, 17, 512})
+      for (int style = 0; style < 5; ++style) {
+        const Head h = random_head(T, uint32_t(d * 1000 + T * 10 + style), style, d);
+        const uint32_t m = um(rng);
+        const int S = us(rng);
+        SCOPED_TRACE(testing::Message() << "d " << d << " T " << T << " style " << style);
+        std::vector<int32_t> want(static_cast<size_t>(d)), got(static_cast<size_t>(d));
+        uint32_t want_sum = 0, sum = 0;
+        for (bool legacy : {false, true}) {
+          golden::attention_head(h.q.data(), h.K.data(), h.V.data(), T, d, {m, S, legacy}, want.data(), &want_sum);
+          for (Kernel k : kernels()) {
+            std::fill(got.begin(), got.end(), 0x5A5A5A5A);
+            sum = 0xDEADBEEF;
+            attention_head(h.q.data(), h.K.data(), h.V.data(), T, d, m, S, legacy, got.data(), &sum, k);
+            ASSERT_EQ(sum, want_sum) << kernel_name(k);
+            ASSERT_EQ(got, want) << kernel_name(k);
+          }
+        }
+        golden::attention_head_online(h.q.data(), h.K.data(), h.V.data(), T, d, {m, S, false}, want.data(), &want_sum);
+        std::vector<int8_t> kv(size_t(T) * 2 * size_t(d));  // interleaved as the unit's stream holds them
+        for (int t = 0; t < T; ++t) {
+          std::copy_n(h.K.data() + size_t(t) * size_t(d), d, kv.data() + size_t(t) * 2 * size_t(d));
+          std::copy_n(h.V.data() + size_t(t) * size_t(d), d, kv.data() + size_t(t) * 2 * size_t(d) + size_t(d));
+        }
+        std::fill(got.begin(), got.end(), 0x5A5A5A5A);
+        attention_head_online(h.q.data(), kv.data(), kv.data() + d, T, d, 2 * size_t(d), m, S, got.data(), &sum);
+        ASSERT_EQ(sum, want_sum);
+        ASSERT_EQ(got, want);
+        ++cases;
+      }
+  EXPECT_EQ(cases, 4 * 5 * 5);
+  // INT4 and TIP rows of 128 channels (4 V groups, nibbles at 64 bytes).
+  for (int T : {1, 17, 513})
+    for (int n : {0, 3, 8}) {
+      SCOPED_TRACE(::testing::Message() << "int4 T " << T << " n " << n);
+      const int4_test::Int4Head h = int4_test::random_int4_head(T, n, rng, 128);
+      std::vector<int32_t> want(128), got(128, 0x5A5A5A5A);
+      uint32_t want_sum = 0, sum = 0xDEADBEEF;
+      golden::attention_head_int4(h.q.data(), h.bank.data(), h.K.data(), h.V.data(), T, n, 128, h.p, want.data(),
+                                  &want_sum);
+      const std::vector<uint8_t> rows = h.interleaved();
+      attention_head_int4(h.q.data(), model::read_kv_bank(h.bank.data(), n, 128), rows.data(), T, h.p.m, h.p.shift,
+                          got.data(), &sum);
+      ASSERT_EQ(sum, want_sum);
+      ASSERT_EQ(got, want);
+    }
+  for (int T : {1, 64, 300}) {
+    SCOPED_TRACE(::testing::Message() << "tip T " << T);
+    const tip_test::TipHead h = tip_test::random_tip_head(T, 5, 4, rng, {}, 128);
+    std::vector<int32_t> want(128), got(128, 0x5A5A5A5A);
+    uint32_t want_sum = 0, sum = 0xDEADBEEF;
+    std::vector<uint32_t> want_m;
+    h.golden(want.data(), &want_sum, &want_m);
+    const std::vector<uint8_t> s = h.stream(true);
+    const size_t rows_at = model::attention_header_q_bytes(1, 128) + size_t(model::tip_tag_beats(h.regions())) * 8 +
+                           model::tip_bank_bytes(h.lanes, 128);
+    std::vector<uint32_t> masses(size_t(h.regions()), 0xDEADBEEF);
+    attention_head_tip(h.q.data(), h.bank, h.tiers.data(), h.region_log2, s.data() + rows_at, h.T, h.p.m, h.p.shift,
+                       got.data(), &sum, masses.data());
+    ASSERT_EQ(sum, want_sum);
+    ASSERT_EQ(got, want);
+    ASSERT_EQ(masses, want_m);
+  }
+  // A d the unit cannot be built for.
+  int32_t o[kD];
+  uint32_t sum;
+  const int8_t z[kD] = {};
+  EXPECT_THROW(attention_head(z, z, z, 1, 100, 1, 24, false, o, &sum, Kernel::Auto), Error);
+  EXPECT_THROW(attention_head(z, z, z, 1, 0, 1, 24, false, o, &sum, Kernel::Auto), Error);
 }
 
 TEST(FastKernels, AttentionExtremesReachTheBound) {
@@ -447,7 +528,7 @@ TEST(FastKernels, AttentionExtremesReachTheBound) {
   for (Kernel k : kernels()) {
     int32_t got[kD];
     uint32_t sum = 0;
-    attention_head(h.q.data(), h.K.data(), h.V.data(), T, 79505, 24, false, got, &sum, k);
+    attention_head(h.q.data(), h.K.data(), h.V.data(), T, model::kBoardHeadDim, 79505, 24, false, got, &sum, k);
     EXPECT_EQ(sum, 512u * 32767u) << kernel_name(k);
     for (int d = 0; d < kD; ++d) ASSERT_EQ(got[d], -128 * 32767 * 512) << kernel_name(k);
   }

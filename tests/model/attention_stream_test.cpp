@@ -13,16 +13,51 @@ namespace bitsim::model {
 namespace {
 
 TEST(AttentionStream, ShapeConstants) {
-  EXPECT_EQ(kHeadDim, 96);
+  EXPECT_EQ(kBoardHeadDim, 96);
   EXPECT_EQ(kKvPositions, 512);
   EXPECT_EQ(kLanes, 2);
-  EXPECT_EQ(kAttentionRowBeats, 12);
-  EXPECT_EQ(kAttentionResultWords, 98);
-  EXPECT_EQ(kAttentionResultBeats, 49);
-  EXPECT_EQ(kAttentionHeaderQBytes, 112u);
-  EXPECT_EQ(kAttentionResultBytes, 392u);
-  EXPECT_EQ(attention_head_beats(1), 2u + 12 + 24);
-  EXPECT_EQ(attention_head_bytes(512), 16u + 96 + 512u * 192);
+  EXPECT_EQ(attention_row_beats(kBoardHeadDim), 12);
+  EXPECT_EQ(attention_result_words(kBoardHeadDim), 98);
+  EXPECT_EQ(attention_result_beats(kBoardHeadDim), 49);
+  EXPECT_EQ(attention_header_q_bytes(1, kBoardHeadDim), 112u);
+  EXPECT_EQ(attention_result_bytes(kBoardHeadDim), 392u);
+  EXPECT_EQ(attention_head_beats(1, kBoardHeadDim), 2u + 12 + 24);
+  EXPECT_EQ(attention_head_bytes(512, kBoardHeadDim), 16u + 96 + 512u * 192);
+  EXPECT_EQ(online_normalize_cycles(kBoardHeadDim), 47 + 96);
+  EXPECT_EQ(kv_int4_v_tail_cycles(kBoardHeadDim), 6);
+}
+
+// A unit built for attention.head_dim = 128 (BitNet b1.58 2B4T's heads): rows of 16 beats,
+// a result of 130 words (65 beats), header + q of 144 bytes, and the d-long steps of its
+// normalizer and INT4 V tail.
+TEST(AttentionStream, ShapeFollowsTheHeadDim) {
+  EXPECT_EQ(attention_row_beats(128), 16);
+  EXPECT_EQ(attention_sum_word(128), 128);
+  EXPECT_EQ(attention_result_words(128), 130);
+  EXPECT_EQ(attention_result_beats(128), 65);
+  EXPECT_EQ(attention_result_bytes(128), 520u);
+  EXPECT_EQ(attention_header_q_bytes(1, 128), 144u);
+  EXPECT_EQ(attention_header_q_bytes(2, 128), 144u + 8 + 128);
+  EXPECT_EQ(attention_head_beats(3, 128), 2u + 16 + 2 * 16 * 3);
+  EXPECT_EQ(attention_head_bytes(512, 128), 16u + 128 + 512u * 256);
+  EXPECT_EQ(online_normalize_cycles(128), 47 + 128);
+  EXPECT_EQ(kv_int4_v_tail_cycles(128), 8);
+  // The range: whole beats, 8..256.
+  EXPECT_TRUE(head_dim_in_range(8) && head_dim_in_range(128) && head_dim_in_range(256));
+  EXPECT_FALSE(head_dim_in_range(0) || head_dim_in_range(100) || head_dim_in_range(264));
+  // A head walked at d = 128: its size as the header says.
+  AttentionHeadHeader h;
+  h.T = 3;
+  h.last = true;
+  std::vector<uint8_t> s(attention_head_bytes(3, 128), 0);
+  write_attention_header(h, s.data());
+  HeadLayout lay;
+  ASSERT_EQ(next_head(s.data(), s.size(), 128, &lay), AttentionError::None);
+  EXPECT_EQ(lay.bytes, s.size());
+  // The same bytes read by a unit built for 96 are a longer stream than there is: truncated
+  // is not what it says, it walks 16 + 96 + 3 * 192 = 688 bytes of the 912.
+  ASSERT_EQ(next_head(s.data(), s.size(), kBoardHeadDim, &lay), AttentionError::None);
+  EXPECT_EQ(lay.bytes, 688u);
 }
 
 TEST(AttentionStream, EncodeParseRoundTrip) {
@@ -180,22 +215,22 @@ TEST(AttentionStream, WalkerReadsTipTagsAndSizesEachRowAtItsTier) {
   std::vector<uint8_t> s(6016, 0);
   write_attention_header(t, s.data());
   write_tip_tags(tiers, s.data() + 112);
-  EXPECT_EQ(attention_head_bytes(t, tiers.data()), 6016u);
-  EXPECT_THROW(attention_head_bytes(t), Error);
+  EXPECT_EQ(attention_head_bytes(t, kBoardHeadDim, tiers.data()), 6016u);
+  EXPECT_THROW(attention_head_bytes(t, kBoardHeadDim), Error);
   HeadLayout lay;
-  ASSERT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::None);
+  ASSERT_EQ(next_head(s.data(), s.size(), kBoardHeadDim, &lay), AttentionError::None);
   EXPECT_EQ(lay.bytes, 6016u);
   EXPECT_EQ(lay.tiers, tiers);
-  EXPECT_EQ(next_head(s.data(), s.size() - 1, &lay), AttentionError::Truncated);
-  EXPECT_EQ(next_head(s.data(), 119, &lay), AttentionError::Truncated);  // the tag beat cut
+  EXPECT_EQ(next_head(s.data(), s.size() - 1, kBoardHeadDim, &lay), AttentionError::Truncated);
+  EXPECT_EQ(next_head(s.data(), 119, kBoardHeadDim, &lay), AttentionError::Truncated);  // the tag beat cut
   s[112] |= 3 << 4;  // region 2's tag 3
-  EXPECT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::ReservedBits);
+  EXPECT_EQ(next_head(s.data(), s.size(), kBoardHeadDim, &lay), AttentionError::ReservedBits);
   // An INT4 head after a TIP layout: no tiers left over.
   AttentionHeadHeader i4;
   i4.online = i4.int4 = true;
-  std::vector<uint8_t> s4(attention_head_bytes(i4), 0);
+  std::vector<uint8_t> s4(attention_head_bytes(i4, kBoardHeadDim), 0);
   write_attention_header(i4, s4.data());
-  ASSERT_EQ(next_head(s4.data(), s4.size(), &lay), AttentionError::None);
+  ASSERT_EQ(next_head(s4.data(), s4.size(), kBoardHeadDim, &lay), AttentionError::None);
   EXPECT_TRUE(lay.tiers.empty());
 }
 
@@ -220,21 +255,21 @@ TEST(AttentionStream, SharedStreamPassHeaderMembersAndSize) {
         << "G " << G;
   EXPECT_EQ(parse_attention_header(good[0], good[1] | (1ull << 44), &h), AttentionError::ReservedBits);  // 63:44
   // 16 + 96 + 2 x (8 + 96) header and queries, then 5 K and 5 V rows.
-  EXPECT_EQ(attention_header_q_bytes(3), 320u);
-  EXPECT_EQ(attention_head_bytes(t), 320u + 10u * 96);
-  std::vector<uint8_t> s(attention_head_bytes(t), 0);
+  EXPECT_EQ(attention_header_q_bytes(3, kBoardHeadDim), 320u);
+  EXPECT_EQ(attention_head_bytes(t, kBoardHeadDim), 320u + 10u * 96);
+  std::vector<uint8_t> s(attention_head_bytes(t, kBoardHeadDim), 0);
   write_attention_header(t, s.data());
   const uint64_t m1 = encode_attention_member(2000, 30), m2 = encode_attention_member(3000, 63);
   std::memcpy(s.data() + 112, &m1, 8);
   std::memcpy(s.data() + 216, &m2, 8);
   HeadLayout lay;
-  ASSERT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::None);
+  ASSERT_EQ(next_head(s.data(), s.size(), kBoardHeadDim, &lay), AttentionError::None);
   EXPECT_EQ(lay.bytes, s.size());
   ASSERT_EQ(lay.members.size(), 3u);
   EXPECT_EQ(lay.members[0], (std::array<uint32_t, 2>{1000, 24}));
   EXPECT_EQ(lay.members[1], (std::array<uint32_t, 2>{2000, 30}));
   EXPECT_EQ(lay.members[2], (std::array<uint32_t, 2>{3000, 63}));
-  EXPECT_EQ(next_head(s.data(), 319, &lay), AttentionError::Truncated);  // the queries cut
+  EXPECT_EQ(next_head(s.data(), 319, kBoardHeadDim, &lay), AttentionError::Truncated);  // the queries cut
   // A member beat's m wider than 18 bits, or its reserved bits.
   uint32_t m = 0, sh = 0;
   EXPECT_EQ(parse_attention_member(encode_attention_member(1u << 18, 0), &m, &sh), AttentionError::MultiplierTooWide);
@@ -242,12 +277,12 @@ TEST(AttentionStream, SharedStreamPassHeaderMembersAndSize) {
   EXPECT_EQ(parse_attention_member(m1 | (1ull << 63), &m, &sh), AttentionError::ReservedBits);
   const uint64_t bad = m2 | (1ull << 20);
   std::memcpy(s.data() + 216, &bad, 8);
-  EXPECT_EQ(next_head(s.data(), s.size(), &lay), AttentionError::MultiplierTooWide);
+  EXPECT_EQ(next_head(s.data(), s.size(), kBoardHeadDim, &lay), AttentionError::MultiplierTooWide);
   // Per head (G = 1): no member fields, the sizes as before.
   AttentionHeadHeader one;
   one.T = 5;
-  EXPECT_EQ(attention_head_bytes(one), attention_head_bytes(5));
-  EXPECT_EQ(attention_header_q_bytes(1), kAttentionHeaderQBytes);
+  EXPECT_EQ(attention_head_bytes(one, kBoardHeadDim), attention_head_bytes(5, kBoardHeadDim));
+  EXPECT_EQ(attention_header_q_bytes(1, kBoardHeadDim), 112u);
 }
 
 TEST(AttentionStream, ErrorNames) {

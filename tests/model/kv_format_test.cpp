@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 
@@ -14,7 +18,7 @@ namespace bitsim::model {
 namespace {
 
 TEST(KvFormat, Int8IsTheBoardsRows) {
-  const KvStorage s = kv_storage(KvFormat::Int8, 0);
+  const KvStorage s = kv_storage(KvFormat::Int8, 0, kBoardHeadDim);
   EXPECT_EQ(s.k.total(), 96u);  // 96 int8, 12 beats, nothing else
   EXPECT_EQ(s.v.total(), 96u);
   EXPECT_EQ(s.k.payload, 96u);
@@ -27,7 +31,7 @@ TEST(KvFormat, Int8IsTheBoardsRows) {
 TEST(KvFormat, Int4HandCount) {
   // No outliers. K: 96 nibbles = 48 bytes (6 beats). V: 48 bytes of nibbles + 3 fp16 group
   // scales (96 / 32) = 54, padded to 56 (7 beats). Bank: 96 fp16 channel scales = 192.
-  KvStorage s = kv_storage(KvFormat::Int4, 0);
+  KvStorage s = kv_storage(KvFormat::Int4, 0, kBoardHeadDim);
   EXPECT_EQ(s.k.payload, 48u);
   EXPECT_EQ(s.k.padding, 0u);
   EXPECT_EQ(s.k.total(), 48u);
@@ -39,7 +43,7 @@ TEST(KvFormat, Int4HandCount) {
   EXPECT_EQ(s.per_position(), 104u);  // against int8's 192: 1.85x, not the payload's 2x
   // 8 outlier channels: 88 nibbles in use = 44 bytes, 4 bytes of unused nibbles (padding),
   // 8 fp16 lanes = 16 bytes: 64 (8 beats). Bank: 192 + 8 index bytes = 200.
-  s = kv_storage(KvFormat::Int4, 8);
+  s = kv_storage(KvFormat::Int4, 8, kBoardHeadDim);
   EXPECT_EQ(s.k.payload, 44u);
   EXPECT_EQ(s.k.outliers, 16u);
   EXPECT_EQ(s.k.padding, 4u);
@@ -49,7 +53,7 @@ TEST(KvFormat, Int4HandCount) {
   EXPECT_EQ(s.per_position(), 120u);
   // 1 outlier channel: 95 nibbles = 47 whole bytes, the half byte is padding; 2 bytes of lane;
   // 48 + 2 = 50 padded to 56: padding 1 + 6 = 7. Bank: 193 -> 200.
-  s = kv_storage(KvFormat::Int4, 1);
+  s = kv_storage(KvFormat::Int4, 1, kBoardHeadDim);
   EXPECT_EQ(s.k.payload, 47u);
   EXPECT_EQ(s.k.outliers, 2u);
   EXPECT_EQ(s.k.padding, 7u);
@@ -57,20 +61,63 @@ TEST(KvFormat, Int4HandCount) {
   EXPECT_EQ(s.bank, 200u);
   // Every count is a whole number of beats per row.
   for (int n = 0; n <= kKvMaxOutlierChannels; ++n) {
-    const KvStorage t = kv_storage(KvFormat::Int4, n);
+    const KvStorage t = kv_storage(KvFormat::Int4, n, kBoardHeadDim);
     EXPECT_EQ(t.k.total() % 8, 0u) << n;
     EXPECT_EQ(t.v.total() % 8, 0u) << n;
     EXPECT_EQ(t.bank % 8, 0u) << n;
   }
 }
 
+// A unit built for another head dimension (attention.head_dim = d, docs/variants-attention.md
+// 10.2): int8 rows of d bytes; INT4 rows of d / 2 nibble bytes, d / 32 V group scales, a bank
+// of 2 d + n bytes, each to a beat; a d no unit takes, or (INT4) not whole V groups, is
+// refused naming attention.head_dim.
+TEST(KvFormat, HeadDimSizesTheRowsAndTheBank) {
+  EXPECT_EQ(kv_storage(KvFormat::Int8, 0, 128).per_position(), 256u);
+  const KvStorage s = kv_storage(KvFormat::Int4, 0, 128);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(s.k.total(), 64u);
+  EXPECT_EQ(s.v.payload, 64u);
+  EXPECT_EQ(s.v.scales, 8u);  // 4 groups of 32
+  EXPECT_EQ(s.v.total(), 72u);
+  EXPECT_EQ(s.bank, 256u);
+  const KvStorage w = kv_storage(KvFormat::Int4, 8, 256);  // the widest unit, 8 outlier lanes
+  EXPECT_EQ(w.k.payload, 124u);
+  EXPECT_EQ(w.k.outliers, 16u);
+  EXPECT_EQ(w.k.total(), 144u);
+  EXPECT_EQ(w.bank, 520u);  // 512 + 8 channel bytes (channel 255 still fits one)
+  EXPECT_NO_THROW(kv_storage(KvFormat::Int8, 0, 72));
+  for (auto [format, d] : {std::pair{KvFormat::Int4, 72}, {KvFormat::Tip, 72}, {KvFormat::Int8, 100},
+                           {KvFormat::Int8, 0}, {KvFormat::Int8, 264}}) {
+    try {
+      (void)kv_storage(format, 0, d);
+      ADD_FAILURE() << d;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention.head_dim = " + std::to_string(d)), std::string::npos) << e.what();
+    }
+  }
+  // A V row of 128: each of its 4 groups with its own scale, read back within half a step.
+  float v[128], back[128];
+  for (int i = 0; i < 128; ++i) v[i] = float((i * 37) % 23 - 11) * (1.0f + float(i / 32));
+  std::vector<uint8_t> row(s.v.total(), 0xAA);
+  encode_v_int4(v, 128, row.data());
+  decode_v_int4(row.data(), 128, back);
+  for (int g = 0; g < 4; ++g) {
+    uint16_t h;
+    std::memcpy(&h, row.data() + 64 + 2 * g, 2);
+    const float scale = float_from_fp16(h);
+    EXPECT_NEAR(scale, 11.0f * (1.0f + float(g)) / 7.0f, 0.01f) << g;
+    for (int i = 32 * g; i < 32 * (g + 1); ++i) EXPECT_LE(std::fabs(back[i] - v[i]), scale / 2 + 1e-4f) << i;
+  }
+}
+
 TEST(KvFormat, LargestContextCountsTheBankAndCaps) {
-  const KvStorage s = kv_storage(KvFormat::Int4, 0);
+  const KvStorage s = kv_storage(KvFormat::Int4, 0, kBoardHeadDim);
   // 2 layer-heads, 10,000 free bytes: banks 384, then 9,616 / 208 = 46 positions.
   EXPECT_EQ(largest_context(s, 2, 10'000, 4096), 46);
   EXPECT_EQ(largest_context(s, 2, 10'000, 40), 40);  // capped
   EXPECT_EQ(largest_context(s, 2, 300, 4096), 0);    // not even the banks
-  EXPECT_EQ(largest_context(kv_storage(KvFormat::Int8, 0), 2, 10'000, 4096), 26);  // 10,000 / 384
+  EXPECT_EQ(largest_context(kv_storage(KvFormat::Int8, 0, kBoardHeadDim), 2, 10'000, 4096), 26);  // 10,000 / 384
 }
 
 TEST(KvFormat, BadValuesNameTheKey) {
@@ -82,10 +129,10 @@ TEST(KvFormat, BadValuesNameTheKey) {
   }
   EXPECT_EQ(kv_format_of("int4"), KvFormat::Int4);
   EXPECT_EQ(kv_format_of("tip"), KvFormat::Tip);
-  EXPECT_THROW(kv_storage(KvFormat::Int4, 9), Error);
-  EXPECT_THROW(kv_storage(KvFormat::Int4, -1), Error);
+  EXPECT_THROW(kv_storage(KvFormat::Int4, 9, kBoardHeadDim), Error);
+  EXPECT_THROW(kv_storage(KvFormat::Int4, -1, kBoardHeadDim), Error);
   try {
-    kv_storage(KvFormat::Int8, 2);
+    kv_storage(KvFormat::Int8, 2, kBoardHeadDim);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kv.outlier_channels"), std::string::npos);
@@ -124,13 +171,13 @@ TEST(KvFormat, Int4KRowHandWorked) {
   k[5] = 0.75f;   // 1.5 -> 2
   uint8_t row[64];
   std::fill(row, row + 64, uint8_t(0xAA));
-  encode_k_int4(k, sk, nullptr, 0, row);
+  encode_k_int4(k, sk, nullptr, 0, kBoardHeadDim, row);
   EXPECT_EQ(row[0], 0xD2);
   EXPECT_EQ(row[1], 0x87);
   EXPECT_EQ(row[2], 0x20);
   for (int i = 3; i < 48; ++i) EXPECT_EQ(row[i], 0) << i;
   float back[96];
-  decode_k_int4(row, sk, nullptr, 0, back);
+  decode_k_int4(row, sk, nullptr, 0, kBoardHeadDim, back);
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[1], -1.5f);
   EXPECT_EQ(back[2], 3.5f);
@@ -141,14 +188,14 @@ TEST(KvFormat, Int4KRowHandWorked) {
   // row 48 + 4 = 52 padded to 56.
   const int out[2] = {1, 3};
   std::fill(row, row + 64, uint8_t(0xAA));
-  encode_k_int4(k, sk, out, 2, row);
+  encode_k_int4(k, sk, out, 2, kBoardHeadDim, row);
   EXPECT_EQ(row[0], 0x02);
   EXPECT_EQ(row[1], 0x07);
   EXPECT_EQ(row[48] | (row[49] << 8), 0xBD33);
   EXPECT_EQ(row[50] | (row[51] << 8), 0xC900);
   for (int i = 52; i < 56; ++i) EXPECT_EQ(row[i], 0) << i;
   EXPECT_EQ(row[56], 0xAA);  // nothing past the row's 56 bytes
-  decode_k_int4(row, sk, out, 2, back);
+  decode_k_int4(row, sk, out, 2, kBoardHeadDim, back);
   EXPECT_EQ(back[1], -1.2998046875f);
   EXPECT_EQ(back[3], -10.0f);
   EXPECT_EQ(back[2], 3.5f);
@@ -162,7 +209,7 @@ TEST(KvFormat, Int4VRowHandWorked) {
   v[65] = 1.25f;   // 2.5 -> 2
   uint8_t row[56];
   std::fill(row, row + 56, uint8_t(0xAA));
-  encode_v_int4(v, row);
+  encode_v_int4(v, kBoardHeadDim, row);
   EXPECT_EQ(row[0], 0xD7);
   EXPECT_EQ(row[32], 0x29);
   EXPECT_EQ(row[48] | (row[49] << 8), 0x3C00);  // 1.0
@@ -171,7 +218,7 @@ TEST(KvFormat, Int4VRowHandWorked) {
   EXPECT_EQ(row[54], 0);
   EXPECT_EQ(row[55], 0);
   float back[96];
-  decode_v_int4(row, back);
+  decode_v_int4(row, kBoardHeadDim, back);
   EXPECT_EQ(back[0], 7.0f);
   EXPECT_EQ(back[1], -3.0f);
   EXPECT_EQ(back[64], -3.5f);
@@ -239,13 +286,13 @@ TEST(KvInt4Steps, BankPicksTheLargestChannelsAndRoundTrips) {
   kmax[5] = kmax[7] = 9.0f;
   kmax[90] = kmax[20] = 4.0f;  // a tie: the lower channel first
   kmax[3] = 0.0f;              // floored at 1e-5
-  const KvInt4Bank b = kv_int4_bank(kmax, 3);
+  const KvInt4Bank b = kv_int4_bank(kmax, 3, kBoardHeadDim);
   EXPECT_EQ(b.outliers, (std::vector<int>{5, 7, 20}));
   EXPECT_EQ(b.sk[0], fp16_from_float(1.0f / 7.0f));
   EXPECT_EQ(b.sk[5], fp16_from_float(9.0f / 7.0f));
   EXPECT_EQ(b.sk[3], fp16_from_float(1e-5f / 7.0f));
-  EXPECT_TRUE(kv_int4_bank(kmax, 0).outliers.empty());
-  EXPECT_THROW(kv_int4_bank(kmax, 9), Error);
+  EXPECT_TRUE(kv_int4_bank(kmax, 0, kBoardHeadDim).outliers.empty());
+  EXPECT_THROW(kv_int4_bank(kmax, 9, kBoardHeadDim), Error);
   uint8_t bytes[200];
   std::fill(bytes, bytes + 200, uint8_t(0xEE));
   write_kv_bank(b, bytes);
@@ -255,13 +302,13 @@ TEST(KvInt4Steps, BankPicksTheLargestChannelsAndRoundTrips) {
   EXPECT_EQ(bytes[194], 20);
   EXPECT_EQ(bytes[195], 0);  // padding to the beat
   EXPECT_EQ(bytes[199], 0);
-  const KvInt4Bank back = read_kv_bank(bytes, 3);
+  const KvInt4Bank back = read_kv_bank(bytes, 3, kBoardHeadDim);
   EXPECT_EQ(back.outliers, b.outliers);
   EXPECT_EQ(back.sk, b.sk);
   bytes[193] = 5;  // repeats
-  EXPECT_THROW(read_kv_bank(bytes, 3), Error);
+  EXPECT_THROW(read_kv_bank(bytes, 3, kBoardHeadDim), Error);
   bytes[193] = 96;  // not a channel
-  EXPECT_THROW(read_kv_bank(bytes, 3), Error);
+  EXPECT_THROW(read_kv_bank(bytes, 3, kBoardHeadDim), Error);
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 namespace bitsim::model {
 namespace {
 
+constexpr int kHeadDim = kBoardHeadDim;  // the board's unit (attention.head_dim's default)
+
 void expect_refused(TipSettings s, const std::string& key) {
   try {
     s.validate("test");
@@ -52,17 +54,28 @@ TEST(KvTip, EveryKeyOutOfRangeIsRefusedByName) {
 }
 
 TEST(KvTip, RowBytesPerTier) {
-  EXPECT_EQ(tip_row_bytes(TipTier::Kvq8, 4), 192u);       // 96 + 96 int8
-  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4Lanes, 4), 112u);  // K 46 + 2 unused + 8 lanes = 56, V 56
-  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4Lanes, 8), 120u);  // K 44 + 4 + 16 = 64, V 56
-  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4, 4), 104u);       // K 48, V 56
-  EXPECT_EQ(tip_bank_bytes(4), 200u);                     // 192 + 2 + 4 = 198 -> 200
-  EXPECT_EQ(tip_bank_bytes(8), 208u);                     // 202 -> 208
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq8, 4, kBoardHeadDim), 192u);       // 96 + 96 int8
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4Lanes, 4, kBoardHeadDim), 112u);  // K 46 + 2 unused + 8 lanes = 56, V 56
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4Lanes, 8, kBoardHeadDim), 120u);  // K 44 + 4 + 16 = 64, V 56
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4, 4, kBoardHeadDim), 104u);       // K 48, V 56
+  EXPECT_EQ(tip_bank_bytes(4, kBoardHeadDim), 200u);                     // 192 + 2 + 4 = 198 -> 200
+  EXPECT_EQ(tip_bank_bytes(8, kBoardHeadDim), 208u);                     // 202 -> 208
+}
+
+// Rows and banks of a unit built for head dimension 128 (docs/variants-attention.md 10.2).
+TEST(KvTip, RowBytesPerTierAtHeadDim128) {
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq8, 4, 128), 256u);       // 128 + 128 int8
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4Lanes, 4, 128), 144u);  // K 62 + 2 unused + 8 lanes = 72, V 64 + 8 = 72
+  EXPECT_EQ(tip_row_bytes(TipTier::Kvq4, 4, 128), 136u);       // K 64, V 72
+  EXPECT_EQ(tip_k_bytes(TipTier::Kvq8, 4, 128), 128u);
+  EXPECT_EQ(tip_bank_bytes(4, 128), 264u);                     // 256 + 2 + 4 = 262 -> 264
+  EXPECT_EQ(tip_storage(TipSettings{}, 512, 128).bank, 264u);
+  EXPECT_GT(tip_storage(TipSettings{}, 512, 128).rows, tip_storage(TipSettings{}, 512, kHeadDim).rows);
 }
 
 TEST(KvTip, StorageAtTheDefaultsMatchesTheHandCount) {
   // docs/tip.md: T = 2,048, 32 regions: 1 sink + 5 window + 3 budget KVQ8, 8 KVQ4+4, 15 KVQ4.
-  const TipStorage st = tip_storage(TipSettings{}, 2048);
+  const TipStorage st = tip_storage(TipSettings{}, 2048, kBoardHeadDim);
   EXPECT_EQ(st.regions, 32);
   EXPECT_EQ(st.kvq8, 9);
   EXPECT_EQ(st.lanes, 8);
@@ -73,7 +86,7 @@ TEST(KvTip, StorageAtTheDefaultsMatchesTheHandCount) {
   EXPECT_NEAR(st.per_position(2048), 130.97, 0.005);
   EXPECT_LT(st.per_position(2048), 0.70 * 192);
   // At 512 positions every region is a sink, recent or within the budget: all KVQ8.
-  const TipStorage short_ctx = tip_storage(TipSettings{}, 512);
+  const TipStorage short_ctx = tip_storage(TipSettings{}, 512, kBoardHeadDim);
   EXPECT_EQ(short_ctx.kvq8, 8);
   EXPECT_EQ(short_ctx.lanes + short_ctx.kvq4, 0);
   EXPECT_GT(short_ctx.per_position(512), 192.0);
@@ -83,11 +96,11 @@ TEST(KvTip, LargestContextIsTheLastThatFits) {
   // The area is whole region slots: 1,500 positions take as much as 1,536 (24 regions of 64).
   const TipSettings s;
   const uint64_t lh = 24 * 16;
-  const uint64_t free = lh * tip_storage(s, 1500).total();
-  EXPECT_EQ(tip_largest_context(s, lh, free, 2048), 1536);
-  EXPECT_EQ(tip_largest_context(s, lh, free - 1, 2048), 1472);
-  EXPECT_EQ(tip_largest_context(s, lh, 1ull << 40, 2048), 2048);
-  EXPECT_EQ(tip_largest_context(s, lh, 0, 2048), 0);
+  const uint64_t free = lh * tip_storage(s, 1500, kBoardHeadDim).total();
+  EXPECT_EQ(tip_largest_context(s, lh, free, 2048, kBoardHeadDim), 1536);
+  EXPECT_EQ(tip_largest_context(s, lh, free - 1, 2048, kBoardHeadDim), 1472);
+  EXPECT_EQ(tip_largest_context(s, lh, 1ull << 40, 2048, kBoardHeadDim), 2048);
+  EXPECT_EQ(tip_largest_context(s, lh, 0, 2048, kBoardHeadDim), 0);
 }
 
 TipBank bank_for_test(int lanes) {
@@ -95,7 +108,7 @@ TipBank bank_for_test(int lanes) {
   for (int d = 0; d < kHeadDim; ++d) kmax[d] = 0.5f + 0.01f * float(d);
   kmax[7] = 9.0f;  // the largest: an outlier channel
   kmax[40] = 7.0f;
-  return tip_bank(kmax, 0.02f, lanes);
+  return tip_bank(kmax, 0.02f, lanes, kBoardHeadDim);
 }
 
 TEST(KvTip, Kvq8RowsQuantizeKPerChannelAndVByTheBankScale) {
@@ -139,9 +152,9 @@ TEST(KvTip, DemotionReencodesFromTheStoredIntegers) {
   float vf[kHeadDim], back[kHeadDim];
   for (int d = 0; d < kHeadDim; ++d) vf[d] = float(int8_t(row[kHeadDim + d])) * float_from_fp16(bank.sv);
   uint8_t vrow[56];
-  encode_v_int4(vf, vrow);
+  encode_v_int4(vf, kBoardHeadDim, vrow);
   EXPECT_EQ(std::memcmp(vrow, l4.data() + 56, 56), 0);
-  decode_v_int4(l4.data() + 56, back);
+  decode_v_int4(l4.data() + 56, kBoardHeadDim, back);
   for (int d = 0; d < kHeadDim; ++d) {  // within half a step of the group's scale max|V_g| / 7
     float gmax = 0;
     for (int i = d / 32 * 32; i < d / 32 * 32 + 32; ++i) gmax = std::max(gmax, std::fabs(vf[i]));
@@ -286,25 +299,25 @@ TEST(KvTipStream, BankRoundTripsWithTheVScaleAfterTheLanes) {
   std::vector<float> kmax(kHeadDim);
   for (int d = 0; d < kHeadDim; ++d) kmax[size_t(d)] = 0.5f + 0.01f * float((d * 37) % 96);
   for (int lanes : {4, 8}) {
-    const TipBank b = tip_bank(kmax.data(), 0.0123f, lanes);
-    std::vector<uint8_t> bytes(tip_bank_bytes(lanes), 0xAA);
+    const TipBank b = tip_bank(kmax.data(), 0.0123f, lanes, kBoardHeadDim);
+    std::vector<uint8_t> bytes(tip_bank_bytes(lanes, kBoardHeadDim), 0xAA);
     write_tip_bank(b, bytes.data());
     uint16_t sv;
     std::memcpy(&sv, bytes.data() + 192 + lanes, 2);
     EXPECT_EQ(sv, b.sv);
     for (size_t i = 192 + size_t(lanes) + 2; i < bytes.size(); ++i) EXPECT_EQ(bytes[i], 0) << i;
-    const TipBank r = read_tip_bank(bytes.data(), lanes);
+    const TipBank r = read_tip_bank(bytes.data(), lanes, kBoardHeadDim);
     EXPECT_EQ(r.k.sk, b.k.sk);
     EXPECT_EQ(r.k.outliers, b.k.outliers);
     EXPECT_EQ(r.sv, b.sv);
     bytes[192] = 96;  // not a channel
-    EXPECT_THROW(read_tip_bank(bytes.data(), lanes), Error);
+    EXPECT_THROW(read_tip_bank(bytes.data(), lanes, kBoardHeadDim), Error);
   }
 }
 
 TEST(KvTipStream, RowReadPathPerTierByHand) {
   KvInt4Bank bank;
-  for (auto& s : bank.sk) s = fp16_from_float(0.5f);
+  bank.sk.assign(kHeadDim, fp16_from_float(0.5f));
   bank.outliers = {5, 9, 10, 90};
   uint8_t row[192] = {};
   int32_t k12[kHeadDim];
@@ -333,7 +346,7 @@ TEST(KvTipStream, RowReadPathPerTierByHand) {
   v[0] = 2;
   v[50] = uint8_t(int8_t(-1));
   int64_t acc[kHeadDim] = {};
-  tip_accumulate_v(v, TipTier::Kvq8, fp16_from_float(0.5f), 3, acc);
+  tip_accumulate_v(v, TipTier::Kvq8, fp16_from_float(0.5f), 3, kBoardHeadDim, acc);
   EXPECT_EQ(acc[0], 2 * 98'304);
   EXPECT_EQ(acc[50], -98'304);
   EXPECT_EQ(acc[1], 0);
@@ -343,7 +356,7 @@ TEST(KvTipStream, RowReadPathPerTierByHand) {
   const uint16_t g1 = fp16_from_float(0.25f);
   std::memcpy(v4 + 48 + 2, &g1, 2);
   int64_t acc4[kHeadDim] = {};
-  tip_accumulate_v(v4, TipTier::Kvq4, 0, 3, acc4);
+  tip_accumulate_v(v4, TipTier::Kvq4, 0, 3, kBoardHeadDim, acc4);
   EXPECT_EQ(acc4[33], 5 * 49'152);
   EXPECT_EQ(acc4[0], 0);
 }

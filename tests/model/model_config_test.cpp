@@ -180,10 +180,19 @@ TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocation) {
 TEST(ModelConfig, HeadShapeMustFitTheBoard) {
   // 1536 / 7 is not an integer
   expect_error(with("num_attention_heads", 7), "num_attention_heads", "multiple");
-  // 1536 / 12 = 128: divisible, but not the attention unit's head_dim
+  // 1536 / 12 = 128: a head_dim a unit can be built for (attention.head_dim = 128; whether
+  // the board's is, is the board config's check: host::check_model_head_dim)
   nlohmann::json j = with("num_attention_heads", 12);
   j["num_key_value_heads"] = 12;
-  expect_error(j, "num_attention_heads", "the board's attention unit is built for head_dim 96");
+  EXPECT_EQ(ModelConfig::from_json(j, kSource).head_dim(), 128);
+  // 1536 / 16 = 96 is the board's; 1536 / 256 = 6 is no whole beat, 1536 / 4 = 384 wider
+  // than any unit: refused naming the key and the range
+  j = with("num_attention_heads", 256);
+  j["num_key_value_heads"] = 256;
+  expect_error(j, "num_attention_heads", "a multiple of 8 in [8, 256]");
+  j = with("num_attention_heads", 4);
+  j["num_key_value_heads"] = 4;
+  expect_error(j, "num_attention_heads", "head_dim = hidden_size / num_attention_heads = 1536 / 4 = 384");
 }
 
 // Grouped-query attention: num_key_value_heads dividing num_attention_heads is accepted, with
@@ -238,9 +247,10 @@ TEST(ModelConfig, UntiedEmbeddingsAndOtherActivationsRejected) {
 }
 
 // BitNet b1.58 2B4T's config.json (microsoft/bitnet-b1.58-2B-4T, docs/numerics.md): relu2,
-// model_type bitnet, its GQA shape, rope_theta; its head_dim is refused by the board's attention
-// unit, naming the file and the key (its FFN rows of 6912 are split across matmul calls).
-TEST(ModelConfig, Bitnet2b4tConfigIsReadAndRefusedByTheCircuits) {
+// model_type bitnet, its GQA shape, rope_theta. It reads: its FFN rows of 6912 go to the matmul
+// engine in two segment calls (model::row_segments), and its head_dim 128 is one an attention
+// unit can be built for (attention.head_dim = 128; a unit of another d refuses it).
+TEST(ModelConfig, Bitnet2b4tConfigIsRead) {
   const nlohmann::json j = nlohmann::json::parse(R"({
     "architectures": ["BitNetForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
     "hidden_act": "relu2", "hidden_size": 2560, "intermediate_size": 6912,
@@ -254,12 +264,17 @@ TEST(ModelConfig, Bitnet2b4tConfigIsReadAndRefusedByTheCircuits) {
   EXPECT_EQ(c.model_type, ModelType::Bitnet);
   EXPECT_STREQ(c.attn_sub_norm_name(), "self_attn.attn_sub_norm");
   EXPECT_STREQ(c.ffn_sub_norm_name(), "mlp.ffn_sub_norm");
-  // The board's unit refuses it: head_dim 128 is not the unit's 96. Its FFN rows of 6,912,
-  // longer than the matmul engine's 4,096, go in two segment calls and are not refused.
-  expect_error(j, "num_attention_heads", "head_dim 96");
-  nlohmann::json shorter = j;
-  shorter["intermediate_size"] = 4096;
-  expect_error(shorter, "num_attention_heads", "head_dim 96");
+  // The config reads whole: the FFN's rows of 6,912 are split across matmul calls, and
+  // head_dim 128 is attention.head_dim's question, asked where the board meets the model.
+  const ModelConfig read = ModelConfig::from_json(j, kSource);
+  EXPECT_EQ(read.intermediate_size, 6912);
+  EXPECT_EQ(read.head_dim(), 128);
+  // Its head_dim 128 in a small model: tiny_2b4t_hd128 (2 query heads of 128, 1 K/V head).
+  const ModelConfig h = ModelConfig::tiny_2b4t_hd128();
+  EXPECT_EQ(h.head_dim(), 128);
+  EXPECT_EQ(h.group(), 2);
+  EXPECT_LE(h.intermediate_size, 4096);
+  EXPECT_NO_THROW(h.validate("tiny_2b4t_hd128()"));
   // The same layer at the board's head_dim reads back as tiny-2b4t does.
   const ModelConfig t = ModelConfig::tiny_2b4t();
   EXPECT_NO_THROW(t.validate("tiny_2b4t()"));

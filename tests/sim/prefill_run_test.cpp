@@ -42,7 +42,7 @@ PrefillOutcome run(int P, const std::vector<std::string>& sets = {}, Fidelity fi
     for (int l = 0; l < mc.num_layers; ++l)
       for (int h = 0; h < mc.num_kv_heads; ++h)  // the K/V heads' areas
         for (const uint64_t a : {s.k_cache_addr(l, h), s.v_cache_addr(l, h)}) {
-          const auto b = s.read_ddr(a, size_t(prompt_tokens) * model::kHeadDim);
+          const auto b = s.read_ddr(a, size_t(prompt_tokens) * model::kBoardHeadDim);
           out.kv.insert(out.kv.end(), b.begin(), b.end());
         }
   };

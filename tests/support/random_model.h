@@ -22,10 +22,12 @@ inline model::TernaryMatrix random_ternary(std::mt19937& g, int rows, int cols) 
 }
 
 // kv_heads: K/V heads (grouped-query attention; 0: heads, multi-head attention).
-inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int layers, int vocab, int kv_heads = 0) {
+// head_dim: the attention unit's d (attention.head_dim; the board's 96).
+inline model::TernaryModel random_model(std::mt19937& g, int heads, int ffn, int layers, int vocab, int kv_heads = 0,
+                                        int head_dim = model::kBoardHeadDim) {
   model::TernaryModel m;
   auto& c = m.config;
-  c.hidden_size = model::kHeadDim * heads;
+  c.hidden_size = head_dim * heads;
   c.intermediate_size = ffn;
   c.num_layers = layers;
   c.num_heads = heads;
@@ -64,7 +66,7 @@ inline model::KvScales fixed_scales(const model::TernaryModel& m) {
   // kv.format = int4: per-channel K maxima of the same scale, a few channels larger (the
   // outlier lanes' candidates).
   for (size_t i = 0; i < s.k.size(); ++i)
-    for (int d = 0; d < model::kHeadDim; ++d) s.k_channel.push_back(0.04f * 127.0f * (1.0f + float((d * 7 + int(i)) % 11) / 4.0f));
+    for (int d = 0; d < m.config.head_dim(); ++d) s.k_channel.push_back(0.04f * 127.0f * (1.0f + float((d * 7 + int(i)) % 11) / 4.0f));
   return s;
 }
 

@@ -16,13 +16,13 @@ namespace bitsim::testing {
 // w's rows of K/V head kv_head(h) for every query head h, in query-head order.
 inline model::TernaryMatrix repeat_kv_rows(const model::TernaryMatrix& w, const model::ModelConfig& c) {
   model::TernaryMatrix out;
-  out.rows = c.num_heads * model::kHeadDim;
+  out.rows = c.num_heads * c.head_dim();
   out.cols = w.cols;
   out.scale = w.scale;
   std::vector<int8_t> trits;
   for (int h = 0; h < c.num_heads; ++h)
-    for (int r = 0; r < model::kHeadDim; ++r) {
-      const int8_t* row = w.row(c.kv_head(h) * model::kHeadDim + r);
+    for (int r = 0; r < c.head_dim(); ++r) {
+      const int8_t* row = w.row(c.kv_head(h) * c.head_dim() + r);
       trits.insert(trits.end(), row, row + w.cols);
     }
   out.trits = std::move(trits);
@@ -49,8 +49,8 @@ inline model::KvScales repeat_kv(const model::KvScales& s, const model::ModelCon
       out.k.push_back(s.k[g]);
       out.v.push_back(s.v[g]);
       if (!s.k_channel.empty())
-        out.k_channel.insert(out.k_channel.end(), s.k_channel.begin() + std::ptrdiff_t(g * model::kHeadDim),
-                             s.k_channel.begin() + std::ptrdiff_t((g + 1) * model::kHeadDim));
+        out.k_channel.insert(out.k_channel.end(), s.k_channel.begin() + std::ptrdiff_t(g * c.head_dim()),
+                             s.k_channel.begin() + std::ptrdiff_t((g + 1) * c.head_dim()));
     }
   return out;
 }

@@ -104,20 +104,24 @@ void add_online_int8_unit(std::vector<AttentionResourceRow>& rows) {
 
 // The online-softmax unit reading INT4 KV (docs/variants-attention.md 8.3, 8.4, 8.7):
 // the int8 unit's maximum, exponent, p select, sum and divider, and the INT4 read path.
-void add_online_int4_unit(std::vector<AttentionResourceRow>& rows) {
+// Built for head dimension d (attention.head_dim): the q operand select and the outlier
+// channel's q LUTRAM grow with d; the 16 products and adds a clock do not (a row takes more
+// beats instead).
+void add_online_int4_unit(std::vector<AttentionResourceRow>& rows, int d) {
   // A K beat: 16 nibbles, k12 = 16 k (wiring), 16 products q8 x k12 summed in the DSP cascade.
   rows.push_back(dsp_row("q.K multipliers (nibbles)", 8, 12, 16, 0));
-  // The 16 q bytes of a K beat out of the 96: a 6:1 mux per bit (two LUT6).
-  rows.push_back(lut_row("q operand select", 1, 128 * 2));
+  // The 16 q bytes of a K beat out of the d: a d/16:1 mux per bit (6:1 at d = 96: two LUT6 stages).
+  rows.push_back(lut_row("q operand select", 1, 128 * shifter_lut(1, d / 16)));
   add_online_exponent(rows);
   // An outlier lane's fp16 value -> k12 (num::kv_outlier_fixed), one lane per clock:
   // decode the lane and the bank scale, sh = E_h - E_s + 4, shift the numerator (33 bits,
   // 23 amounts) or the denominator (24 bits, 14), 13 quotient bits over a 24-bit divisor,
   // the saturation compare (33), round half even (remainder compare 25, increment 13),
-  // sign and clamp (13 + 12); the outlier channel's q byte from a 96 x 8 LUTRAM (16).
+  // sign and clamp (13 + 12); the outlier channel's q byte from a d x 8 LUTRAM (64 x 1 a
+  // LUT: 16 at d = 96).
   const int outlier = 2 * kFp16DecodeLut + 6 * kAddLutPerBit + shifter_lut(33, 23) + shifter_lut(24, 14) +
                       divider_lut(13, 24) + 33 * kAddLutPerBit + (25 + 13) * kAddLutPerBit +
-                      (13 + 12) * kAddLutPerBit + 16;
+                      (13 + 12) * kAddLutPerBit + (d + 63) / 64 * 8;
   rows.push_back(lut_row("outlier lane -> 12-bit K", 1, outlier));
   rows.push_back(dsp_row("outlier lane product q8 x k12", 8, 12, 1, 0));
   // A V group's weight: P = p_t x M (15 x 11 bits), then aligned by the scale's exponent
@@ -127,7 +131,7 @@ void add_online_int4_unit(std::vector<AttentionResourceRow>& rows) {
   // w x v with v a signed nibble: shift-adds in LUTs (two adders and a conditional
   // negation, 51 bits each), not 2 DSP48E1 for a 4-bit operand; 16 per clock per lane.
   rows.push_back(lut_row("V products w x v (48 x 4)", 16, 3 * 51 * kAddLutPerBit));
-  // Sized for its T range of 1..2048 (docs/variants-attention.md 8.8): the 96 accumulators
+  // Sized for its T range of 1..2048 (docs/variants-attention.md 8.8): the d accumulators
   // of 62 bits per lane (flip-flops, rotated 16 at a time: no read mux), 16 adds of 62 bits
   // per clock (the rescaled acc plus w x v); the sum, its rescale and the divisor 26 bits.
   rows.push_back(lut_row("62-bit accumulate", 16, kInt4AccBits * kAddLutPerBit));
@@ -138,8 +142,8 @@ void add_online_int4_unit(std::vector<AttentionResourceRow>& rows) {
 
 // The online-softmax unit reading TIP's tiers (docs/tip.md "Stream"): the INT4 unit (its
 // K lanes and V groups serve KVQ4+L and KVQ4) and what KVQ8 rows and the regions add.
-void add_online_tip_unit(std::vector<AttentionResourceRow>& rows) {
-  add_online_int4_unit(rows);
+void add_online_tip_unit(std::vector<AttentionResourceRow>& rows, int d) {
+  add_online_int4_unit(rows, d);
   // A KVQ8 K beat: 8 int8 values into 8 of the 16 q.K multipliers (k12 = k8 sign-extended)
   // in place of 16 k: a 2:1 select per operand bit, 8 x 12 bits.
   rows.push_back(lut_row("KVQ8 K operand select", 1, 8 * 12));
@@ -201,11 +205,11 @@ AttentionResources attention_resources(const AttentionUnitConfig& c) {
   if (c.kind() != model::AttentionVariant::OnlineSoftmax)
     add_two_phase_unit(r.rows);
   else if (c.tip_rows())
-    add_online_tip_unit(r.rows);
+    add_online_tip_unit(r.rows, c.head_dim);
   else if (!c.int4())
     add_online_int8_unit(r.rows);
   else
-    add_online_int4_unit(r.rows);
+    add_online_int4_unit(r.rows, c.head_dim);
   if (c.shared_stream()) add_shared_stream(r.rows, c.gqa_group);
   r.lut_complete = true;
   for (const auto& row : r.rows) {

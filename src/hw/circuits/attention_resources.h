@@ -36,7 +36,11 @@ struct AttentionResources {
 // of outlier lanes, 0..8, from its header, so kv.outlier_channels changes nothing here; the
 // TIP unit takes L and R from its header, so kv.tip.* change nothing here either: it is
 // sized for R = 16 at T = 2,048, 128 regions). attention.gqa = shared-stream: the unit built for
-// G = attention.gqa_group members a lane (docs/variants-attention.md 9).
+// G = attention.gqa_group members a lane (docs/variants-attention.md 9). attention.head_dim
+// = d: the INT4 and TIP units' q operand select (a d/16:1 mux) and outlier q LUTRAM (d x 8)
+// grow with d; the MACs, multipliers, adders and BRAMs do not (8 MACs, 16 INT4 products a
+// clock: a row of d takes d / 8 beats), and the registers that hold q and the d
+// accumulators are flip-flops, not counted (docs/variants-attention.md 10).
 AttentionResources attention_resources(const AttentionUnitConfig& config);
 
 }  // namespace bitsim::hw

@@ -19,8 +19,6 @@ namespace bitsim::hw {
 static_assert(std::endian::native == std::endian::little, "beats are unpacked with memcpy");
 
 namespace {
-using model::kAttentionRowBeats;
-using model::kHeadDim;
 
 void fail(EngineLane& lane, AttentionError e, int row, bool tlast, uint64_t c) {
   lane.fail(uint32_t(e), row, tlast, c);
@@ -32,13 +30,20 @@ EngineLaneConfig checked_lane_config(const AttentionUnitConfig& config, const st
 }
 }  // namespace
 
+void AttentionUnitConfig::check_head_dim(const std::string& who) const {
+  try {
+    model::check_head_dim(kv(), head_dim);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", who, e.what()));
+  }
+}
+
 // ---- AttentionUnit -------------------------------------------------------------------------
 
 AttentionUnit::AttentionUnit(sc_core::sc_module_name name, Clock& clock, const AttentionUnitConfig& config)
     : EngineLanes(name, clock, checked_lane_config(config, std::string(name)),
-                  [kind = config.kind(), int4 = config.int4(), tip = config.tip_rows(), group = config.group()] {
-                    return std::make_unique<AttentionDatapath>(kind, int4, tip, group);
-                  }),
+                  [d = config.head_dim, kind = config.kind(), int4 = config.int4(), tip = config.tip_rows(),
+                   group = config.group()] { return std::make_unique<AttentionDatapath>(d, kind, int4, tip, group); }),
       config_(config) {}
 
 uint64_t AttentionUnit::multiplies(int lane) const {
@@ -51,7 +56,7 @@ uint32_t AttentionDatapath::queue_entries(int result_delay) const {
   // A pass's result beats (G heads'), then (as in the matmul engine) at most two items per
   // edge while they wait: the bank is loaded only into an empty queue. TIP: the masses after
   // each result.
-  const uint32_t head = uint32_t(model::kAttentionResultBeats) +
+  const uint32_t head = uint32_t(model::attention_result_beats(d_)) +
                         (tip_ ? uint32_t(model::tip_mass_beats(model::kTipMaxRegions)) : 0u);
   return uint32_t(group_max_) * head + 2u * uint32_t(result_delay + 2) + 8u;
 }
@@ -88,7 +93,7 @@ void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t 
   if (h_.online != online_ || (h_.online && h_.legacy) || h_.int4 != int4_ || h_.tip != tip_ ||
       (h_.group > 1) != (group_max_ > 1) || int(h_.group) > group_max_)
     return fail(lane, AttentionError::VariantMismatch, -1, b.last, c);
-  if (int4_) int4_st_ = model::kv_storage(model::KvFormat::Int4, int(h_.outliers));
+  if (int4_) int4_st_ = model::kv_storage(model::KvFormat::Int4, int(h_.outliers), d_);
   T_ = int(h_.T);
   G_ = int(h_.group);
   members_[0].m = h_.m;
@@ -101,7 +106,7 @@ void AttentionDatapath::header1(EngineLane& lane, const StreamBeat& b, uint64_t 
 
 void AttentionDatapath::q_beat(const StreamBeat& b) {
   Member& mb = members_[size_t(qm_)];
-  if (!collect_beat(mb.q.data(), &beat_, kAttentionRowBeats, b.data)) return;
+  if (!collect_beat(mb.q.data(), &beat_, row_beats_, b.data)) return;
   mb.s_cur = 0;
   if (++qm_ < G_) {
     phase_ = Phase::Member;
@@ -128,8 +133,8 @@ void AttentionDatapath::k_beat(EngineLane& lane, const StreamBeat& b) {
     for (int i = 0; i < 8; ++i) s += int32_t(q[i]) * int32_t(k[i]);  // 8 MACs
     mb.s_cur = s;
   }
-  if (++beat_ == kAttentionRowBeats && online_) return online_k_done(lane);
-  if (beat_ == kAttentionRowBeats) {
+  if (++beat_ == row_beats_ && online_) return online_k_done(lane);
+  if (beat_ == row_beats_) {
     for (int g = 0; g < G_; ++g) {
       Member& mb = members_[size_t(g)];
       mb.s[size_t(t_)] = mb.s_cur;
@@ -165,7 +170,7 @@ void AttentionDatapath::v_beat(EngineLane& lane, const StreamBeat& b, uint64_t c
     const int32_t p = mb.p;
     for (int i = 0; i < 8; ++i) acc[i] += p * int32_t(v[i]);  // 8 MACs
   }
-  if (++beat_ == kAttentionRowBeats) {
+  if (++beat_ == row_beats_) {
     beat_ = 0;
     lane.row_done();
     if (++t_ == T_) finish_head(lane, b.last, c);
@@ -217,7 +222,7 @@ void AttentionDatapath::online_v_beat(EngineLane& lane, const StreamBeat& b, uin
       acc[i] = int32_t(a + int64_t(mb.p) * v[i]);
     }
   }
-  if (++beat_ == kAttentionRowBeats) online_v_row_done(lane, b.last, c);
+  if (++beat_ == row_beats_) online_v_row_done(lane, b.last, c);
 }
 
 // Online and INT4: a V row is in: the next row's K, or after the last row the head's result.
@@ -234,26 +239,26 @@ void AttentionDatapath::online_v_row_done(EngineLane& lane, bool tlast, uint64_t
 int AttentionDatapath::row_beats() const {
   if (tip_) {
     const model::TipTier t = tip_tier();
-    const uint64_t k = model::tip_k_bytes(t, int(h_.outliers));
-    return int((phase_ == Phase::V ? model::tip_row_bytes(t, int(h_.outliers)) - k : k) / model::kBeatBytes);
+    const uint64_t k = model::tip_k_bytes(t, int(h_.outliers), d_);
+    return int((phase_ == Phase::V ? model::tip_row_bytes(t, int(h_.outliers), d_) - k : k) / model::kBeatBytes);
   }
-  if (!int4_) return kAttentionRowBeats;
+  if (!int4_) return row_beats_;
   return int((phase_ == Phase::V ? int4_st_.v.total() : int4_st_.k.total()) / model::kBeatBytes);
 }
 
 // INT4: the bank's beats (the K channel scales, the outlier list) into the unit's registers.
 // An outlier index that is not a channel, or repeats, is the header's error (reserved bits).
 void AttentionDatapath::int4_bank_beat(EngineLane& lane, const StreamBeat& b, uint64_t c) {
-  const int beats = int((tip_ ? model::tip_bank_bytes(int(h_.outliers)) : int4_st_.bank) / model::kBeatBytes);
+  const int beats = int((tip_ ? model::tip_bank_bytes(int(h_.outliers), d_) : int4_st_.bank) / model::kBeatBytes);
   std::memcpy(bank_bytes_.data() + size_t(beat_) * 8, &b.data, 8);
   if (++beat_ < beats) return;
   try {
     if (tip_) {
-      const model::TipBank tb = model::read_tip_bank(bank_bytes_.data(), int(h_.outliers));
+      const model::TipBank tb = model::read_tip_bank(bank_bytes_.data(), int(h_.outliers), d_);
       bank_ = tb.k;
       sv_ = tb.sv;
     } else {
-      bank_ = model::read_kv_bank(bank_bytes_.data(), int(h_.outliers));
+      bank_ = model::read_kv_bank(bank_bytes_.data(), int(h_.outliers), d_);
     }
   } catch (const Error&) {
     return fail(lane, AttentionError::ReservedBits, -1, b.last, c);
@@ -272,12 +277,12 @@ void AttentionDatapath::wide_k_beat(EngineLane& lane, const StreamBeat& b) {
   const model::TipTier tier = tip_             ? tip_tier()
                               : bank_.outliers.empty() ? model::TipTier::Kvq4
                                                        : model::TipTier::Kvq4Lanes;
-  int32_t k12[kHeadDim];
+  int32_t k12[model::kMaxHeadDim];
   model::tip_k12(row_.data(), tier, bank_, k12);
   for (int g = 0; g < G_; ++g) {
     Member& mb = members_[size_t(g)];
     int32_t s = 0;
-    for (int d = 0; d < kHeadDim; ++d) s += int32_t(mb.q[size_t(d)]) * k12[d];
+    for (int d = 0; d < d_; ++d) s += int32_t(mb.q[size_t(d)]) * k12[d];
     mb.s_cur = s;
   }
   const bool first = t_ == 0;
@@ -299,11 +304,11 @@ void AttentionDatapath::wide_v_beat(EngineLane& lane, const StreamBeat& b, uint6
     if (mb.rescale) {
       mb.sum = uint32_t(num::online_rescale(mb.sum, mb.alpha));
       if (tip_) mb.l = uint32_t(num::online_rescale(mb.l, mb.alpha));
-      for (auto& a : mb.acc64) a = model::kv_rescale(a, mb.alpha);
+      for (int d = 0; d < d_; ++d) mb.acc64[size_t(d)] = model::kv_rescale(mb.acc64[size_t(d)], mb.alpha);
     }
     mb.sum += uint32_t(mb.p);
     if (tip_) mb.l += uint32_t(mb.p);
-    model::tip_accumulate_v(row_.data(), tip_ ? tip_tier() : model::TipTier::Kvq4, sv_, uint32_t(mb.p),
+    model::tip_accumulate_v(row_.data(), tip_ ? tip_tier() : model::TipTier::Kvq4, sv_, uint32_t(mb.p), d_,
                             mb.acc64.data());
     if (tip_ && (t_ % R == R - 1 || t_ + 1 == T_)) {
       mb.l_r[size_t(t_ >> h_.region_log2)] = mb.l;
@@ -326,7 +331,7 @@ void AttentionDatapath::tip_tag_beat(EngineLane& lane, const StreamBeat& b, uint
 }
 
 void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
-  // The result bank: per member, acc_0..acc_95 two per beat, then sum and one zero word. The
+  // The result bank: per member, acc_0..acc_{d-1} two per beat, then sum and one zero word. The
   // online unit normalizes first (o_d in place of acc_d) and queues them after its normalizer
   // (INT4: after its last row's V accumulations too); each member has its own normalizer, so
   // the G results are ready at the same clock and leave member by member.
@@ -334,15 +339,15 @@ void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
   // comes), then the masses one region a clock after the normalizer (docs/tip.md "Stream").
   const int regions = tip_ ? model::tip_regions(T_, int(h_.region_log2)) : 0;
   const bool tail = int4_ || (tip_ && tip_tiers_[size_t(regions - 1)] != model::TipTier::Kvq8);
-  const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::kOnlineNormalizeCycles) : 0) +
-                         (tail ? uint64_t(model::kKvInt4VTailCycles) : 0) + uint64_t(regions);
+  const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::online_normalize_cycles(d_)) : 0) +
+                         (tail ? uint64_t(model::kv_int4_v_tail_cycles(d_)) : 0) + uint64_t(regions);
   const bool last_pass = h_.last && tlast;
   for (int g = 0; g < G_; ++g) {
     Member& mb = members_[size_t(g)];
     const bool last = last_pass && g + 1 == G_;
-    if (int4_ || tip_) model::kv_normalize(mb.acc64.data(), mb.sum, kHeadDim, mb.acc.data());
-    else if (online_) num::online_normalize(mb.acc.data(), mb.sum, kHeadDim, mb.acc.data());
-    for (int i = 0; i < kHeadDim / 2; ++i)
+    if (int4_ || tip_) model::kv_normalize(mb.acc64.data(), mb.sum, d_, mb.acc.data());
+    else if (online_) num::online_normalize(mb.acc.data(), mb.sum, d_, mb.acc.data());
+    for (int i = 0; i < d_ / 2; ++i)
       lane.queue(uint64_t(uint32_t(mb.acc[size_t(2 * i)])) | (uint64_t(uint32_t(mb.acc[size_t(2 * i + 1)])) << 32),
                  false, ready);
     lane.queue(uint64_t(mb.sum), last && !tip_, ready);

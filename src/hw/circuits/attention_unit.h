@@ -3,20 +3,22 @@
 // docs/hw-timing.md (last section): the shared engine lanes (engine_lane.h: streams, result
 // queue, busy, error latch, discard, clear, status registers) with the attention datapath.
 // One head at a time per lane, 8 MACs per lane (one 8-byte beat per clock) shared by the K
-// phase and the V phase, and one m multiplier shared by the lanes. Per head: header (2
-// beats), q (12), T K rows (12 each), T V rows (12 each) in; acc_0..acc_95, sum, 0 (98 words,
-// 49 beats) out, TLAST on the last beat of the head flagged last. The stream format is
+// phase and the V phase, and one m multiplier shared by the lanes. Built for a head dimension
+// d (attention.head_dim, the board's 96). Per head: header (2 beats), q (d / 8), T K rows
+// (d / 8 beats each), T V rows (d / 8 each) in; acc_0..acc_{d-1}, sum, 0 (d + 2 words,
+// d / 2 + 1 beats; 98 words, 49 beats at d = 96) out, TLAST on the last beat of the head flagged last. The stream format is
 // model/attention_stream.h; the arithmetic equals golden::attention_head bit for bit (both
 // modes), the weight step being num::attention_weight.
 //
 // The datapath, per lane, per beat taken at edge c:
 //   - s_t is complete with row t's last K beat; p_t is computed when row t's first V beat is
-//     taken (the shared multiplier is asked once per 12 cycles per lane, at most 2 multiplies
-//     per 12 cycles in all: it never stalls, so the model does not arbitrate it);
-//   - a head whose last V beat is taken at c queues its 49 result beats for edge c + drain
+//     taken (the shared multiplier is asked once per d / 8 cycles per lane, at most 2
+//     multiplies per d / 8 >= 1 cycles in all: it never stalls, so the model does not
+//     arbitrate it);
+//   - a head whose last V beat is taken at c queues its d / 2 + 1 result beats for edge c + drain
 //     (they leave one per edge, as the result stream has room). The result bank holds one
 //     head: a head's last V beat is taken only at an edge where the lane's queue is empty
-//     (all earlier beats pushed at earlier edges); only heads shorter than 49 + drain beats
+//     (all earlier beats pushed at earlier edges); only heads shorter than d / 2 + 1 + drain beats
 //     (T = 1) can wait for it when the output is not back-pressured.
 //   - TLAST must be on exactly the last beat of the head flagged last (else Truncated, or
 //     TrailingData when it is missing there);
@@ -67,6 +69,8 @@ struct AttentionUnitConfig {
   std::string gqa = "per-head";       // grouped-query attention: one pass per query head, or
                                       // the shared-stream unit (docs/variants-attention.md 9)
   int gqa_group = 4;                  // shared-stream: the G (query heads a pass) it is built for
+  int head_dim = model::kBoardHeadDim;  // d: the q, K and V rows' int8 values it is built for
+                                        // (the board's 96; rows of d / 8 beats)
   model::TipSettings tip;             // kv.format = tip: the precision tiers (docs/tip.md)
 
   template <typename Self, typename Visitor>
@@ -96,6 +100,10 @@ struct AttentionUnitConfig {
     v(c.gqa_group, FieldInfo{"attention.gqa_group", 2, model::kAttentionMaxGroup, "query heads", Evidence::kSimulated,
                              "attention.gqa = shared-stream: the largest G (query heads per K/V head) the unit is "
                              "built for: its member datapaths per lane (resources follow it)"});
+    v(c.head_dim, FieldInfo{"attention.head_dim", model::kHeadDimStep, model::kMaxHeadDim, "values", Evidence::kSimulated,
+                            "the head dimension d the unit is built for: q, K and V rows of d int8 (d / 8 beats, 8 "
+                            "MACs a lane), a result of d + 2 words; a multiple of 8 (int4 and tip: of 32); the "
+                            "board's is 96; a model's head_dim must equal it (docs/variants-attention.md 10)"});
     v(c.tip.region, FieldInfo{"kv.tip.region", 16, 256, "positions", Evidence::kSimulated,
                               "kv.format = tip: positions per region, a power of two (docs/tip.md)"});
     v(c.tip.sink, FieldInfo{"kv.tip.sink", 0, model::kAttentionInt4MaxT, "positions", Evidence::kSimulated,
@@ -121,20 +129,24 @@ struct AttentionUnitConfig {
   // Throws bitsim::Error naming `who` and the key of the first field out of range.
   void validate(const std::string& who) const {
     check_engine_fields(*this, "attention", engine_reg::kLaneStride, who);
+    check_head_dim(who);
     tip.validate(who);
   }
+  // Throws bitsim::Error naming `who` and attention.head_dim when head_dim is not a multiple
+  // of 8 in 8..256, or (int4, tip) not a multiple of 32 (model::check_head_dim).
+  void check_head_dim(const std::string& who) const;
 };
 
-// The attention arithmetic of one lane (CIRCUITS.md 3). Built for `group` query heads a pass
+// The attention arithmetic of one lane (CIRCUITS.md 3), built for head dimension `head_dim`
+// (rows of head_dim / 8 beats; arrays sized for model::kMaxHeadDim) and for `group` query heads a pass
 // (1: one pass per head; 2..: the shared-stream unit of docs/variants-attention.md 9, whose G
 // members each have the per-head unit's registers and operators and take every K and V beat in
 // the same clock).
 class AttentionDatapath final : public LaneDatapath {
  public:
-  explicit AttentionDatapath(model::AttentionVariant variant = model::AttentionVariant::TwoPhase, bool int4 = false,
-                             bool tip = false, int group = 1)
+  AttentionDatapath(int head_dim, model::AttentionVariant variant, bool int4 = false, bool tip = false, int group = 1)
       : online_(variant == model::AttentionVariant::OnlineSoftmax), int4_(int4 && online_), tip_(tip && online_ && !int4),
-        group_max_(group), members_(size_t(group)) {}
+        group_max_(group), d_(head_dim), row_beats_(model::attention_row_beats(head_dim)), members_(size_t(group)) {}
   uint32_t truncated_code() const override { return uint32_t(AttentionError::Truncated); }
   uint32_t trailing_data_code() const override { return uint32_t(AttentionError::TrailingData); }
   int error_row() const override;
@@ -149,15 +161,15 @@ class AttentionDatapath final : public LaneDatapath {
   // One query head's registers: its q, m and S, its score state, sum and accumulators (the
   // per-head unit has one; the shared-stream unit one per member of the pass).
   struct Member {
-    alignas(8) std::array<int8_t, model::kHeadDim> q{};
+    alignas(8) std::array<int8_t, model::kMaxHeadDim> q{};
     uint32_t m = 0, shift = 0;
     int32_t s_cur = 0, s_max = 0, p = 0;
     uint32_t sum = 0;
     bool rescale = false;  // online: the current row grew the maximum (alpha applies)
     uint32_t alpha = 0;    // online: the rescale factor of the current row
-    std::array<int32_t, model::kHeadDim> acc{};
-    std::array<int32_t, model::kAttentionMaxT> s{};  // two-phase: the score buffer
-    std::array<int64_t, model::kHeadDim> acc64{};     // INT4 and TIP: 60-bit accumulators
+    std::array<int32_t, model::kMaxHeadDim> acc{};     // the first d in use
+    std::array<int32_t, model::kAttentionMaxT> s{};   // two-phase: the score buffer
+    std::array<int64_t, model::kMaxHeadDim> acc64{};  // INT4 and TIP: 60-bit accumulators
     // TIP: the current region's part l of the sum and the register file of (l_r, m_r).
     uint32_t l = 0;
     std::array<uint32_t, model::kTipMaxRegions> l_r{};
@@ -188,6 +200,8 @@ class AttentionDatapath final : public LaneDatapath {
   bool int4_ = false;            // online: the unit reads INT4 KV rows (kv.format = int4)
   bool tip_ = false;             // online: the unit reads TIP rows (kv.format = tip)
   int group_max_ = 1;            // G the unit is built for (1: one pass per query head)
+  int d_ = model::kBoardHeadDim;  // the head dimension it is built for (attention.head_dim)
+  int row_beats_ = model::attention_row_beats(model::kBoardHeadDim);  // q, K and V rows: d / 8 beats
 
   Phase phase_ = Phase::Header0;
   uint64_t header0_ = 0;
@@ -195,15 +209,16 @@ class AttentionDatapath final : public LaneDatapath {
   int T_ = 0;
   int G_ = 1;      // the pass's members (the header's G)
   int qm_ = 0;     // the member whose q is coming in
-  int beat_ = 0;   // beat within q or within the current row (0..11)
+  int beat_ = 0;   // beat within q or within the current row (0..d/8 - 1)
   int t_ = 0;      // current K or V row
   uint64_t multiplies_ = 0;  // uses of the m multipliers (V rows outside legacy mode)
   std::vector<Member> members_;
   // INT4: the head's row sizes, its bank, the row being collected.
   model::KvStorage int4_st_;
-  std::array<uint8_t, 208> bank_bytes_{};
+  // The largest bank (TIP's: d fp16 scales, sv and 8 lane channels at d = kMaxHeadDim).
+  std::array<uint8_t, model::kv_pad_to_beat(2 * model::kMaxHeadDim + 2 + model::kKvMaxOutlierChannels)> bank_bytes_{};
   model::KvInt4Bank bank_;
-  std::array<uint8_t, 2 * model::kHeadDim> row_{};
+  std::array<uint8_t, 2 * model::kMaxHeadDim> row_{};
   // TIP: the tag beats and the regions' tiers, the V scale.
   std::array<uint8_t, model::tip_tag_beats(model::kTipMaxRegions) * model::kBeatBytes> tag_bytes_{};
   std::vector<model::TipTier> tip_tiers_;
@@ -224,7 +239,7 @@ class AttentionFastEngine final : public FastEngine {
 
  private:
   // One head at s (its layout h; of a shared-stream pass, its member `member`) into the
-  // result bytes at `out` (kAttentionResultBytes, TIP's masses after them).
+  // result bytes at `out` (attention_result_bytes(d), TIP's masses after them).
   bool head(const uint8_t* s, const model::HeadLayout& h, int member, uint8_t* out, bool timing_only) const;
   AttentionUnitConfig config_;
 };

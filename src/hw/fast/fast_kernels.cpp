@@ -28,7 +28,9 @@ namespace {
 
 constexpr int kBlockElems = 256;  // elements per 64-byte block of the cached form
 constexpr int kBlockBytes = 64;
-using model::kHeadDim;            // CIRCUITS.md 3
+// The head dimension the AVX2 / AVX-512 attention kernels are written for (their registers
+// hold a row of 96): the board's. A unit built for another d runs the portable loops.
+constexpr int kSimdHeadDim = model::kBoardHeadDim;
 
 int blocks_for(int n) { return (n + kBlockElems - 1) / kBlockElems; }
 
@@ -303,30 +305,31 @@ const uint32_t* exp_table32() {
   return table.data();
 }
 
-void attention_portable(const int8_t* q, const int8_t* K, const int8_t* V, int T, int32_t* s,
+// Any head dimension D (the SIMD paths: D = kSimdHeadDim only).
+void attention_portable(const int8_t* q, const int8_t* K, const int8_t* V, int T, int D, int32_t* s,
                         uint16_t* p, uint32_t m, int shift, bool legacy, int32_t* acc,
                         uint32_t* sum) {
   for (int t = 0; t < T; ++t) {
-    const int8_t* k = K + size_t(t) * kHeadDim;
+    const int8_t* k = K + size_t(t) * size_t(D);
     int32_t dot = 0;
-    for (int d = 0; d < kHeadDim; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
+    for (int d = 0; d < D; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
     s[t] = dot;
   }
   *sum = weights_portable(s, T, m, shift, legacy, p);
-  int32_t a[kHeadDim] = {};
+  int32_t a[model::kMaxHeadDim] = {};
   for (int t = 0; t < T; ++t) {
-    const int8_t* v = V + size_t(t) * kHeadDim;
+    const int8_t* v = V + size_t(t) * size_t(D);
     const int32_t pt = p[t];
-    for (int d = 0; d < kHeadDim; ++d) a[d] += pt * v[d];
+    for (int d = 0; d < D; ++d) a[d] += pt * v[d];
   }
-  std::memcpy(acc, a, sizeof(a));
+  std::memcpy(acc, a, size_t(D) * sizeof(int32_t));
 }
 
 #if BITSIM_FAST_X86
 
 // The K phase pulls the V rows it will need into the cache alongside (8 rows = 12 lines).
 inline void prefetch_rows(const int8_t* v) {
-  for (int i = 0; i < 8 * kHeadDim; i += 64) _mm_prefetch(reinterpret_cast<const char*>(v + i), _MM_HINT_T0);
+  for (int i = 0; i < 8 * kSimdHeadDim; i += 64) _mm_prefetch(reinterpret_cast<const char*>(v + i), _MM_HINT_T0);
 }
 
 // Eight vectors of 8 int32 -> one vector of their eight lane sums (row order kept).
@@ -396,8 +399,8 @@ __attribute__((target("avx2"))) void v_phase_avx2(const int8_t* V, int T, const 
   __m256i a[12];
   for (auto& x : a) x = _mm256_setzero_si256();
   for (int t = 0; t < T; t += 2) {
-    const int8_t* v0 = V + size_t(t) * kHeadDim;
-    const int8_t* v1 = t + 1 < T ? v0 + kHeadDim : v0;  // p[T] = 0
+    const int8_t* v0 = V + size_t(t) * kSimdHeadDim;
+    const int8_t* v1 = t + 1 < T ? v0 + kSimdHeadDim : v0;  // p[T] = 0
     const uint32_t pp = uint32_t(p[t]) | uint32_t(p[t + 1]) << 16;
     const __m256i P = _mm256_set1_epi32(int32_t(pp));
     for (int c = 0; c < 6; ++c) {
@@ -433,11 +436,11 @@ __attribute__((target("avx2"))) void attention_avx2(const int8_t* q, const int8_
   int t = 0;
   for (; t + 8 <= T; t += 8) {
     __m256i r[8];
-    prefetch_rows(V + size_t(t) * kHeadDim);
-    for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kHeadDim);
+    prefetch_rows(V + size_t(t) * kSimdHeadDim);
+    for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kSimdHeadDim);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + t), hsum8x8(r));
   }
-  for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kHeadDim));
+  for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kSimdHeadDim));
   *sum = weights_avx2(s, T, m, shift, legacy, p);
   p[T] = 0;  // the V phase reads p in pairs
   v_phase_avx2(V, T, p, acc);
@@ -492,7 +495,7 @@ __attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, co
   const __m512i f512 = _mm512_set1_epi8(char(0x80));
   const __m256i f256 = _mm256_set1_epi8(char(0x80));
   int32_t qsum = 0;
-  for (int d = 0; d < kHeadDim; ++d) qsum += q[d];
+  for (int d = 0; d < kSimdHeadDim; ++d) qsum += q[d];
   const __m256i bias = _mm256_set1_epi32(128 * qsum);
   auto row = [&](const int8_t* k) __attribute__((target(BITSIM_AVX512))) {
     const __m512i z = _mm512_dpbusd_epi32(
@@ -506,11 +509,11 @@ __attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, co
   int t = 0;
   for (; t + 8 <= T; t += 8) {
     __m256i r[8];
-    prefetch_rows(V + size_t(t) * kHeadDim);
-    for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kHeadDim);
+    prefetch_rows(V + size_t(t) * kSimdHeadDim);
+    for (int i = 0; i < 8; ++i) r[i] = row(K + size_t(t + i) * kSimdHeadDim);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + t), _mm256_sub_epi32(hsum8x8(r), bias));
   }
-  for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kHeadDim)) - 128 * qsum;
+  for (; t < T; ++t) s[t] = hsum8(row(K + size_t(t) * kSimdHeadDim)) - 128 * qsum;
   *sum = weights_avx512(s, T, m, shift, legacy, p);
   p[T] = 0;  // the V phase reads p in pairs
 
@@ -520,8 +523,8 @@ __attribute__((target(BITSIM_AVX512))) void attention_avx512(const int8_t* q, co
   __m512i lo[3], hi[3];
   for (int c = 0; c < 3; ++c) lo[c] = hi[c] = _mm512_setzero_si512();
   for (t = 0; t < T; t += 2) {
-    const int8_t* v0 = V + size_t(t) * kHeadDim;
-    const int8_t* v1 = t + 1 < T ? v0 + kHeadDim : v0;  // p[T] = 0
+    const int8_t* v0 = V + size_t(t) * kSimdHeadDim;
+    const int8_t* v1 = t + 1 < T ? v0 + kSimdHeadDim : v0;  // p[T] = 0
     const uint32_t pp = uint32_t(p[t]) | uint32_t(p[t + 1]) << 16;
     const __m512i P = _mm512_set1_epi32(int32_t(pp));
     for (int c = 0; c < 3; ++c) {
@@ -817,25 +820,29 @@ void matvec_packed(const uint8_t* packed, int rows, int n, const int8_t* x, int3
 
 // ---- attention_head ---------------------------------------------------------------------
 
-void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, uint32_t m,
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, int d, uint32_t m,
                     int shift, bool legacy, int32_t* acc, uint32_t* sum, Kernel kernel) {
   check_kernel(kernel);
   if (T < 1 || T > 4096)
     throw Error(fmt::format("attention_head: T = {} outside 1..4096", T));
   if (shift < 0 || shift > 63)
     throw Error(fmt::format("attention_head: shift S = {} outside 0..63", shift));
+  if (!model::head_dim_in_range(d))
+    throw Error(fmt::format("attention_head: head dimension d = {} not a multiple of {} in {}..{}", d,
+                            model::kHeadDimStep, model::kHeadDimStep, model::kMaxHeadDim));
   alignas(64) int32_t s[4096];
   alignas(64) uint16_t p[4096 + 16];
-  switch (resolve_kernel(kernel)) {
+  const Kernel k = d == kSimdHeadDim ? resolve_kernel(kernel) : Kernel::Portable;  // SIMD: d = 96 only
+  switch (k) {
 #if BITSIM_FAST_X86
     case Kernel::Avx512: return attention_avx512(q, K, V, T, s, p, m, shift, legacy, acc, sum);
     case Kernel::Avx2: return attention_avx2(q, K, V, T, s, p, m, shift, legacy, acc, sum);
 #endif
-    default: return attention_portable(q, K, V, T, s, p, m, shift, legacy, acc, sum);
+    default: return attention_portable(q, K, V, T, d, s, p, m, shift, legacy, acc, sum);
   }
 }
 
-void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, size_t row_stride,
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, int D, size_t row_stride,
                            uint32_t m, int shift, int32_t* o, uint32_t* sum) {
   if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_online: T = {} outside 1..4096", T));
   if (shift < 0 || shift > 63)
@@ -846,10 +853,10 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
   for (int t = 0; t < T; ++t) {
     const int8_t* k = K + size_t(t) * row_stride;
     int32_t dot = 0;
-    for (int d = 0; d < kHeadDim; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
+    for (int d = 0; d < D; ++d) dot += int16_t(q[d]) * int16_t(k[d]);
     s[t] = dot;
   }
-  alignas(64) int32_t acc[kHeadDim] = {};
+  alignas(64) int32_t acc[model::kMaxHeadDim] = {};
   uint32_t total = 0;
   int32_t M = s[0];
   for (int t = 0; t < T; ++t) {
@@ -858,16 +865,16 @@ void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, in
       if (t > 0) pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s[t]), m, shift));
     } else {
       const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s[t]) - M), m, shift));
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = int32_t(num::online_rescale(acc[d], alpha));
+      for (int d = 0; d < D; ++d) acc[d] = int32_t(num::online_rescale(acc[d], alpha));
       total = uint32_t(num::online_rescale(total, alpha));
       M = s[t];
     }
     const int8_t* v = V + size_t(t) * row_stride;
-    for (int d = 0; d < kHeadDim; ++d) acc[d] += pt * v[d];
+    for (int d = 0; d < D; ++d) acc[d] += pt * v[d];
     total += uint32_t(pt);
   }
   *sum = total;
-  num::online_normalize(acc, total, kHeadDim, o);
+  num::online_normalize(acc, total, D, o);
 }
 
 namespace {
@@ -888,20 +895,20 @@ const std::array<std::array<int8_t, 2>, 256>& nibble_table() {
 void int4_scores(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, size_t stride,
                  int32_t* s) {
   const auto& unpack = nibble_table();
-  const int n = int(bank.outliers.size());
-  int32_t q16[kHeadDim];
-  for (int d = 0; d < kHeadDim; ++d) q16[d] = int32_t(q[d]) << model::kKvFixedShift;
+  const int n = int(bank.outliers.size()), D = bank.head_dim();
+  int32_t q16[model::kMaxHeadDim];
+  for (int d = 0; d < D; ++d) q16[d] = int32_t(q[d]) << model::kKvFixedShift;
   for (int d : bank.outliers) q16[d] = 0;
   for (int t = 0; t < T; ++t) {
     const uint8_t* k = rows + size_t(t) * stride;
     int32_t dot = 0;
-    for (int i = 0; i < kHeadDim / 2; ++i) {
+    for (int i = 0; i < D / 2; ++i) {
       const auto& u = unpack[k[i]];
       dot += q16[2 * i] * u[0] + q16[2 * i + 1] * u[1];
     }
     for (int j = 0; j < n; ++j) {
       uint16_t h;
-      std::memcpy(&h, k + kHeadDim / 2 + 2 * j, 2);
+      std::memcpy(&h, k + model::kv_nibble_bytes(D) + 2 * j, 2);
       const int d = bank.outliers[size_t(j)];
       dot += int32_t(q[d]) * model::kv_outlier_fixed(h, bank.sk[size_t(d)]);
     }
@@ -915,13 +922,13 @@ void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const u
                          int shift, int32_t* o, uint32_t* sum) {
   if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_int4: T = {} outside 1..4096", T));
   if (shift < 0 || shift > 63) throw Error(fmt::format("attention_head_int4: shift S = {} outside 0..63", shift));
-  const int n = int(bank.outliers.size());
-  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n);
+  const int n = int(bank.outliers.size()), D = bank.head_dim();
+  const model::KvStorage st = model::kv_storage(model::KvFormat::Int4, n, D);
   const size_t krow = st.k.total(), stride = st.per_position();
   const auto& unpack = nibble_table();
   alignas(64) int32_t s[4096];
   int4_scores(q, bank, rows, T, stride, s);
-  alignas(64) int64_t acc[kHeadDim] = {};
+  alignas(64) int64_t acc[model::kMaxHeadDim] = {};
   uint32_t total = 0;
   int32_t M = s[0];
   for (int t = 0; t < T; ++t) {
@@ -930,14 +937,14 @@ void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const u
       if (t > 0) pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s[t]), m, shift));
     } else {
       const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s[t]) - M), m, shift));
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
+      for (int d = 0; d < D; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
       total = uint32_t(num::online_rescale(total, alpha));
       M = s[t];
     }
     const uint8_t* v = rows + size_t(t) * stride + krow;
-    for (int g = 0; g < kHeadDim / model::kKvVGroup; ++g) {
+    for (int g = 0; g < D / model::kKvVGroup; ++g) {
       uint16_t sv;
-      std::memcpy(&sv, v + kHeadDim / 2 + 2 * g, 2);
+      std::memcpy(&sv, v + model::kv_nibble_bytes(D) + 2 * g, 2);
       const int64_t w = model::kv_v_weight(pt, sv);
       int64_t* a = acc + g * model::kKvVGroup;
       const uint8_t* vb = v + g * model::kKvVGroup / 2;
@@ -950,7 +957,7 @@ void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const u
     total += pt;
   }
   *sum = total;
-  model::kv_normalize(acc, total, kHeadDim, o);
+  model::kv_normalize(acc, total, D, o);
 }
 
 void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model::TipTier* tiers, int region_log2,
@@ -958,8 +965,8 @@ void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model
                         uint32_t* masses) {
   if (T < 1 || T > 4096) throw Error(fmt::format("attention_head_tip: T = {} outside 1..4096", T));
   if (shift < 0 || shift > 63) throw Error(fmt::format("attention_head_tip: shift S = {} outside 0..63", shift));
-  const int lanes = int(bank.k.outliers.size()), R = 1 << region_log2;
-  alignas(64) int64_t acc[kHeadDim] = {};
+  const int lanes = int(bank.k.outliers.size()), R = 1 << region_log2, D = bank.head_dim();
+  alignas(64) int64_t acc[model::kMaxHeadDim] = {};
   uint32_t total = 0, l = 0;  // the sum, and the current region's part of it
   uint32_t l_r[model::kTipMaxRegions * 2] = {};
   int32_t m_r[model::kTipMaxRegions * 2] = {};
@@ -967,10 +974,10 @@ void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model
   const uint8_t* row = rows;
   for (int t = 0; t < T; ++t) {
     const model::TipTier tier = tiers[t >> region_log2];
-    int32_t k12[kHeadDim];
+    int32_t k12[model::kMaxHeadDim];
     model::tip_k12(row, tier, bank.k, k12);
     int32_t s = 0;
-    for (int d = 0; d < kHeadDim; ++d) s += int32_t(q[d]) * k12[d];
+    for (int d = 0; d < D; ++d) s += int32_t(q[d]) * k12[d];
     uint32_t pt = num::exp_table()[0];
     if (t % R == 0) l = 0;
     if (t == 0) {
@@ -979,22 +986,22 @@ void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model
       pt = num::exp_interp(num::online_index8(uint32_t(int64_t(M) - s), m, shift));
     } else {
       const uint32_t alpha = num::exp_interp(num::online_index8(uint32_t(int64_t(s) - M), m, shift));
-      for (int d = 0; d < kHeadDim; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
+      for (int d = 0; d < D; ++d) acc[d] = model::kv_rescale(acc[d], alpha);
       total = uint32_t(num::online_rescale(total, alpha));
       l = uint32_t(num::online_rescale(l, alpha));
       M = s;
     }
-    model::tip_accumulate_v(row + model::tip_k_bytes(tier, lanes), tier, bank.sv, pt, acc);
+    model::tip_accumulate_v(row + model::tip_k_bytes(tier, lanes, D), tier, bank.sv, pt, D, acc);
     total += pt;
     l += pt;
     if (t % R == R - 1 || t == T - 1) {
       l_r[t >> region_log2] = l;
       m_r[t >> region_log2] = M;
     }
-    row += model::tip_row_bytes(tier, lanes);
+    row += model::tip_row_bytes(tier, lanes, D);
   }
   *sum = total;
-  model::kv_normalize(acc, total, kHeadDim, o);
+  model::kv_normalize(acc, total, D, o);
   for (int r = 0; r < model::tip_regions(T, region_log2); ++r)
     masses[r] = model::tip_region_mass(l_r[r], m_r[r], M, total, m, shift);
 }

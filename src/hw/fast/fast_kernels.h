@@ -139,31 +139,35 @@ void matvec_packed(const uint8_t* packed, int rows, int n, const int8_t* x, int3
                    Kernel kernel = Kernel::Auto);
 
 // The attention unit's arithmetic for one head (CIRCUITS.md 3), equal to
-// golden::attention_head bit for bit: q[96], K and V [T][96] int8 (row-major), T in 1..4096,
-// m < 2^18, shift S in 0..63, legacy = the fixed >> 8. acc[96] and *sum receive the result
-// words. The K phase dot products and the V accumulation are vectorized.
-void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, uint32_t m,
+// golden::attention_head bit for bit: q[d], K and V [T][d] int8 (row-major), T in 1..4096,
+// d the head dimension (a multiple of 8 in 8..256), m < 2^18, shift S in 0..63, legacy = the
+// fixed >> 8. acc[d] and *sum receive the result words. At d = 96 (the board's) the K phase
+// dot products and the V accumulation are vectorized (AVX2, AVX-512); any other d runs the
+// portable loops (tests/hw/fast_kernels_test.cpp proves both equal to the golden reference).
+void attention_head(const int8_t* q, const int8_t* K, const int8_t* V, int T, int d, uint32_t m,
                     int shift, bool legacy, int32_t* acc, uint32_t* sum,
                     Kernel kernel = Kernel::Auto);
 
 // The online-softmax unit's arithmetic for one head (docs/variants-attention.md section 3),
 // equal to golden::attention_head_online bit for bit: K row t at K + t * row_stride, V row t
-// at V + t * row_stride (the unit's interleaved stream: K = q + 96, V = K + 96, stride 192),
-// T in 1..4096, S in 0..63. o[96] receives the normalized outputs (Q15.16), *sum the sum.
-void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, size_t row_stride,
+// at V + t * row_stride (the unit's interleaved stream: K = q + d, V = K + d, stride 2 d),
+// T in 1..4096, d the head dimension, S in 0..63. o[d] receives the normalized outputs
+// (Q15.16), *sum the sum.
+void attention_head_online(const int8_t* q, const int8_t* K, const int8_t* V, int T, int d, size_t row_stride,
                            uint32_t m, int shift, int32_t* o, uint32_t* sum);
 
 // The online-softmax unit reading INT4 KV rows (docs/variants-attention.md 8.3), equal to
 // golden::attention_head_int4 bit for bit: `rows` the head's interleaved rows as streamed
-// (K_t of kv_storage(Int4, n).k.total() bytes, then V_t of 56), `bank` the head's bank
-// (model::read_kv_bank), T in 1..4096. o[96] (Q15.16) and *sum as the unit returns them.
+// (K_t of kv_storage(Int4, n, d).k.total() bytes, then V_t's), `bank` the head's bank
+// (model::read_kv_bank; d = bank.head_dim()), T in 1..4096. o[d] (Q15.16) and *sum as the
+// unit returns them.
 void attention_head_int4(const int8_t* q, const model::KvInt4Bank& bank, const uint8_t* rows, int T, uint32_t m,
                          int shift, int32_t* o, uint32_t* sum);
 
 // The online-softmax unit reading TIP rows (docs/tip.md), equal to golden::attention_head_tip
 // bit for bit: `rows` the head's interleaved rows as streamed, each at the tier of its region
 // (tiers[t >> region_log2]: K then V at model::tip_k_bytes / tip_row_bytes), `bank` the head's
-// TIP bank (model::read_tip_bank), T in 1..4096. o[96] (Q15.16), *sum, and masses[r] for the
+// TIP bank (model::read_tip_bank; d = bank.head_dim()), T in 1..4096. o[d] (Q15.16), *sum, and masses[r] for the
 // ceil(T / R) regions (UQ0.16) as the unit returns them.
 void attention_head_tip(const int8_t* q, const model::TipBank& bank, const model::TipTier* tiers, int region_log2,
                         const uint8_t* rows, int T, uint32_t m, int shift, int32_t* o, uint32_t* sum,
