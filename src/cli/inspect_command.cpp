@@ -70,7 +70,8 @@ void print_kv_capacity(const model::ModelConfig& c, const host::MemoryAccount& a
   // whole V groups (model::kv_head_dim_fits).
   const int d = c.head_dim();
   const bool int4 = model::kv_head_dim_fits(model::KvFormat::Int4, d);
-  std::vector<std::pair<const char*, model::KvStorage>> formats = {{"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0, d)}};
+  std::vector<std::pair<const char*, model::KvStorage>> formats = {
+      {"int8 (the board)", model::kv_storage(model::KvFormat::Int8, 0, d)}};
   if (int4)
     for (const auto& [name, n] : {std::pair{"int4", 0}, {"int4, 4 outlier lanes", 4}, {"int4, 8 outlier lanes", 8}})
       formats.push_back({name, model::kv_storage(model::KvFormat::Int4, n, d)});

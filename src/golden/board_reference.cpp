@@ -683,10 +683,12 @@ void BoardReference::build_compact_trits() {
 }
 
 const int8_t* BoardReference::k_rows(int layer, int head) const {
-  return reinterpret_cast<const int8_t*>(k_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * d_;
+  return reinterpret_cast<const int8_t*>(k_cache_.data()) +
+         (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * size_t(d_);
 }
 const int8_t* BoardReference::v_rows(int layer, int head) const {
-  return reinterpret_cast<const int8_t*>(v_cache_.data()) + (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * d_;
+  return reinterpret_cast<const int8_t*>(v_cache_.data()) +
+         (size_t(layer) * model_.config.num_kv_heads + head) * size_t(options_.context) * size_t(d_);
 }
 
 const model::TipRegions& BoardReference::tip_regions(int layer, int head) const {

@@ -731,7 +731,8 @@ uint64_t TokenLoop::write_q_header(int l, int hd, int pos, StepBuffers& b, LaneH
     w.result_bytes =
         uint32_t(model::attention_result_bytes(d_) + uint64_t(model::tip_mass_beats(regions)) * model::kBeatBytes);
     w.interleaved = true;
-    w.segments.push_back({map_.k_area(l, g) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes, d_))});
+    w.segments.push_back(
+        {map_.k_area(l, g) + map_.tip_layout().bank, uint32_t(model::tip_bank_bytes(options_.tip.lanes, d_))});
     for (const TipCache::Segment& sg : tip_cache_->segments(l, g, T)) w.segments.push_back({sg.addr, sg.bytes});
     model::write_tip_tags(tiers, buf + qs);
   } else if (int4()) {
@@ -809,8 +810,8 @@ void TokenLoop::finish_attention(int l, int pos, const LaneHeads& work, StepBuff
         num::attention_finish_online(r, scales_.v_scale(l, model_.config.kv_head(hd), kv_heads), d_,
                                      b.o.data() + hd * d_);
       else
-        num::attention_finish(r, uint32_t(r[model::attention_sum_word(d_)]), scales_.v_scale(l, model_.config.kv_head(hd), kv_heads),
-                              d_, b.o.data() + hd * d_);
+        num::attention_finish(r, uint32_t(r[model::attention_sum_word(d_)]),
+                              scales_.v_scale(l, model_.config.kv_head(hd), kv_heads), d_, b.o.data() + hd * d_);
     }
   }
   // TIP: one more element per region mass added to its counters.

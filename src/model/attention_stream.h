@@ -154,8 +154,8 @@ uint64_t encode_attention_member(uint32_t m, uint32_t shift);
 AttentionError parse_attention_member(uint64_t beat, uint32_t* m, uint32_t* shift);
 
 // One head of an attention stream as the unit built for head dimension d walks it: the
-// header, then the head's attention_head_bytes(header, d) bytes in all. The one walker of the attention stream: the fast
-// fidelity's attention engine and fuzz_attention_stream use it.
+// header, then the head's attention_head_bytes(header, d) bytes in all. The one walker of
+// the attention stream: the fast fidelity's attention engine and fuzz_attention_stream use it.
 struct HeadLayout {
   AttentionHeadHeader header;
   // A shared-stream pass: each member's (m, S), member 0's the header's.

@@ -339,7 +339,8 @@ void AttentionDatapath::finish_head(EngineLane& lane, bool tlast, uint64_t c) {
   // comes), then the masses one region a clock after the normalizer (docs/tip.md "Stream").
   const int regions = tip_ ? model::tip_regions(T_, int(h_.region_log2)) : 0;
   const bool tail = int4_ || (tip_ && tip_tiers_[size_t(regions - 1)] != model::TipTier::Kvq8);
-  const uint64_t ready = c + uint64_t(lane.result_delay()) + (online_ ? uint64_t(model::online_normalize_cycles(d_)) : 0) +
+  const uint64_t ready = c + uint64_t(lane.result_delay()) +
+                         (online_ ? uint64_t(model::online_normalize_cycles(d_)) : 0) +
                          (tail ? uint64_t(model::kv_int4_v_tail_cycles(d_)) : 0) + uint64_t(regions);
   const bool last_pass = h_.last && tlast;
   for (int g = 0; g < G_; ++g) {

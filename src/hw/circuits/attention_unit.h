@@ -6,9 +6,9 @@
 // phase and the V phase, and one m multiplier shared by the lanes. Built for a head dimension
 // d (attention.head_dim, the board's 96). Per head: header (2 beats), q (d / 8), T K rows
 // (d / 8 beats each), T V rows (d / 8 each) in; acc_0..acc_{d-1}, sum, 0 (d + 2 words,
-// d / 2 + 1 beats; 98 words, 49 beats at d = 96) out, TLAST on the last beat of the head flagged last. The stream format is
-// model/attention_stream.h; the arithmetic equals golden::attention_head bit for bit (both
-// modes), the weight step being num::attention_weight.
+// d / 2 + 1 beats; 98 words, 49 beats at d = 96) out, TLAST on the last beat of the head
+// flagged last. The stream format is model/attention_stream.h; the arithmetic equals
+// golden::attention_head bit for bit (both modes), the weight step being num::attention_weight.
 //
 // The datapath, per lane, per beat taken at edge c:
 //   - s_t is complete with row t's last K beat; p_t is computed when row t's first V beat is
@@ -100,7 +100,8 @@ struct AttentionUnitConfig {
     v(c.gqa_group, FieldInfo{"attention.gqa_group", 2, model::kAttentionMaxGroup, "query heads", Evidence::kSimulated,
                              "attention.gqa = shared-stream: the largest G (query heads per K/V head) the unit is "
                              "built for: its member datapaths per lane (resources follow it)"});
-    v(c.head_dim, FieldInfo{"attention.head_dim", model::kHeadDimStep, model::kMaxHeadDim, "values", Evidence::kSimulated,
+    v(c.head_dim, FieldInfo{"attention.head_dim", model::kHeadDimStep, model::kMaxHeadDim, "values",
+                            Evidence::kSimulated,
                             "the head dimension d the unit is built for: q, K and V rows of d int8 (d / 8 beats, 8 "
                             "MACs a lane), a result of d + 2 words; a multiple of 8 (int4 and tip: of 32); the "
                             "board's is 96; a model's head_dim must equal it (docs/variants-attention.md 10)"});
