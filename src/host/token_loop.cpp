@@ -80,7 +80,7 @@ std::vector<PackJob> pack_jobs(const MemoryMap& map, const model::TernaryModel& 
 void pack(const PackJob& j, uint8_t* out) {
   const size_t row_bytes = model::packed_row_bytes(j.g->row_trits);
   for (int r = 0; r < j.s->rows; ++r, out += row_bytes) {
-    if (j.g->segments > 1 || j.g->per_call)
+    if (j.g->row_trits != j.g->n)  // a segment of the row (per-call, or a row past the engine's 4096)
       model::pack_row_segment(j.st.row(j.s->row_begin + r), j.g->n, j.call->segment, j.g->row_trits, out);
     else model::pack_row(j.st.row(j.s->row_begin + r), j.g->n, out);
   }
@@ -354,7 +354,7 @@ void TokenLoop::matmul(const MatmulGroup& g, const std::vector<const int8_t*>& x
 
 // One position's vectors, sized for the model: h the residual stream, a the normed
 // activations and xq their int8 form, acc a matmul group's sums, qq one head's int8 q, res
-// one lane's attention results; k and v hold the K/V heads (KV = num_kv_heads x 96 values).
+// one lane's attention results; k and v hold the K/V heads (KV = num_kv_heads x head_dim values).
 struct TokenLoop::StepBuffers {
   StepBuffers(int H, int KV, int F, int D, uint64_t result_bytes)
       : a(size_t(std::max(H, F))), q(H), k(KV), v(KV), o(H), g(F), u(F), d(H),
