@@ -54,6 +54,55 @@ TEST(PagedMemory, NonzeroExtentsAreTheBlocksACopyMustWrite) {
   EXPECT_TRUE(x == y);
 }
 
+// A backed memory reads the backing's pages until it writes one; its first write copies the
+// backing's page in (the backing never changes), and the copied page's blocks count in its
+// extents. A backing of another size, or one set after a write, is refused.
+TEST(PagedMemory, ABackedMemoryReadsTheBackingAndCopiesAPageOnItsFirstWrite) {
+  const uint64_t page = PagedMemory::kPageBytes;
+  PagedMemory base(3 * page);
+  const std::vector<uint8_t> data(6000, 0x5A);
+  base.write(page + 1000, data.data(), data.size());              // page 1, blocks 0-1
+  const uint8_t seven = 7;
+  base.write(2 * page + 8, &seven, 1);                            // page 2
+  PagedMemory mem(3 * page);
+  mem.set_backing(&base);
+  std::vector<uint8_t> got(data.size());
+  mem.read(page + 1000, got.data(), got.size());
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(mem.allocated_pages(), 0u);                           // reading copied nothing
+  EXPECT_NE(mem.page(1), nullptr);
+  EXPECT_EQ(mem.page(0), nullptr);                                // neither has page 0
+  // A write into page 1: the rest of the page is still the backing's; the backing is as it was.
+  const uint8_t one = 1;
+  mem.write(page + 1500, &one, 1);
+  mem.read(page + 1000, got.data(), got.size());
+  std::vector<uint8_t> want = data;
+  want[500] = 1;
+  EXPECT_EQ(got, want);
+  base.read(page + 1000, got.data(), got.size());
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(mem.allocated_pages(), 1u);
+  // A write into page 0, which the backing never wrote: zeros around it.
+  mem.write(100, &one, 1);
+  uint8_t around[3] = {9, 9, 9};
+  mem.read(99, around, 3);
+  EXPECT_EQ(around[0], 0);
+  EXPECT_EQ(around[1], 1);
+  EXPECT_EQ(around[2], 0);
+  // Page 2 is still read through.
+  uint8_t b = 0;
+  mem.read(2 * page + 8, &b, 1);
+  EXPECT_EQ(b, 7);
+  // Its extents: what it wrote and the copied page's blocks (not page 2, never copied).
+  std::vector<std::pair<uint64_t, size_t>> extents;
+  mem.for_each_nonzero_extent([&](uint64_t a, size_t n) { extents.emplace_back(a, n); });
+  const std::vector<std::pair<uint64_t, size_t>> want_extents = {{0, 4096}, {page, 2 * 4096}};
+  EXPECT_EQ(extents, want_extents);
+  PagedMemory other(2 * page);
+  EXPECT_THROW(other.set_backing(&base), Error);
+  EXPECT_THROW(mem.set_backing(&base), Error);                    // after a write
+}
+
 // Bytes written through span_for_write (the clocked DDR's beats) count as written as those
 // of write() do; a memory whose size is not a whole block ends its last extent at its end.
 TEST(PagedMemory, NonzeroExtentsSeeSpanWritesAndAShortLastBlock) {

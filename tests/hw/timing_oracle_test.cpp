@@ -133,6 +133,97 @@ TEST(TimingOracle, TimingDependsOnPageOffsetsNotOnAddresses) {
   ASSERT_FALSE(a.channels[0][1].changes.empty());
 }
 
+// Every edge of two records: the same transfers, changes (time, DMASR, LENGTH), cycles,
+// quiet edge, bytes read and engine registers.
+void expect_same_edges(const OracleResult& a, const OracleResult& b) {
+  EXPECT_EQ(a.cycles, b.cycles);
+  EXPECT_EQ(a.quiet_edge, b.quiet_edge);
+  EXPECT_EQ(a.bytes_read, b.bytes_read);
+  for (int d = 0; d < 4; ++d)
+    for (int c = 0; c < 2; ++c) {
+      const auto& ca = a.channels[d][c];
+      const auto& cb = b.channels[d][c];
+      EXPECT_EQ(ca.transfers, cb.transfers) << d << c;
+      ASSERT_EQ(ca.changes.size(), cb.changes.size()) << d << c;
+      for (size_t i = 0; i < ca.changes.size(); ++i) {
+        EXPECT_EQ(ca.changes[i].time_ps, cb.changes[i].time_ps) << d << c << " change " << i;
+        EXPECT_EQ(ca.changes[i].regs.dmasr(), cb.changes[i].regs.dmasr()) << d << c << " change " << i;
+        EXPECT_EQ(ca.changes[i].regs.length(), cb.changes[i].regs.length()) << d << c << " change " << i;
+      }
+    }
+  for (int e = 0; e < 2; ++e)
+    for (int l = 0; l < 2; ++l) {
+      EXPECT_EQ(a.engines[e][l].error, b.engines[e][l].error) << e << l;
+      EXPECT_EQ(a.engines[e][l].error_code, b.engines[e][l].error_code) << e << l;
+      EXPECT_EQ(a.engines[e][l].error_row, b.engines[e][l].error_row) << e << l;
+      EXPECT_EQ(a.engines[e][l].beats_in, b.engines[e][l].beats_in) << e << l;
+      EXPECT_EQ(a.engines[e][l].rows_done, b.engines[e][l].rows_done) << e << l;
+    }
+}
+
+// The bytes of `r`'s writes at [addr, addr + n), or empty if no write holds them.
+std::vector<uint8_t> written_at(const OracleResult& r, uint64_t addr, size_t n) {
+  for (const auto& w : r.writes)
+    if (w.addr <= addr && addr + n <= w.addr + w.bytes.size())
+      return std::vector<uint8_t>(w.bytes.begin() + long(addr - w.addr), w.bytes.begin() + long(addr - w.addr + n));
+  return {};
+}
+
+// The fast board's way of opening the oracle: its own DDR as the clocked board's backing,
+// not a copy of the regions, gives the same record and results, and leaves that DDR as it
+// was; and a timing-only run's oracle, whose engines skip the arithmetic, has every edge of
+// the whole run (an invalid trit byte included) with zeros for results.
+TEST(TimingOracle, ABackedDdrAndSkippedArithmeticKeepEveryEdge) {
+  const MatmulShape s = test::random_matmul_stream(41, 640, 3);
+  const uint64_t stream = 0x0030'0238, result = 0x0040'0040;
+  const OracleBatch copied = matmul_batch(s, stream, result);
+  const OracleResult a = run_timing_oracle(BoardConfig{}, copied);
+
+  PagedMemory ddr(BoardConfig{}.ddr.size_bytes);
+  ddr.write(stream, s.bytes.data(), s.bytes.size());
+  const std::vector<uint8_t> stale(41 * 4, 0xEE);  // the result buffer's old contents
+  ddr.write(result, stale.data(), stale.size());
+  OracleBatch backed = copied;
+  backed.memory.clear();
+  backed.backing = &ddr;
+  const OracleResult b = run_timing_oracle(BoardConfig{}, backed);
+  expect_same_edges(a, b);
+  const std::vector<uint8_t> results = written_at(a, result, 41 * 4);
+  ASSERT_EQ(results.size(), 41u * 4);
+  EXPECT_EQ(written_at(b, result, 41 * 4), results);
+  std::vector<uint8_t> after(stale.size());
+  ddr.read(result, after.data(), after.size());
+  EXPECT_EQ(after, stale);  // the clocked board wrote its own copy of the page
+
+  OracleBatch timing_only = copied;
+  timing_only.arithmetic = false;
+  const OracleResult c = run_timing_oracle(BoardConfig{}, timing_only);
+  expect_same_edges(a, c);
+  EXPECT_EQ(written_at(c, result, 41 * 4), std::vector<uint8_t>(41 * 4, 0));
+  EXPECT_NE(results, std::vector<uint8_t>(41 * 4, 0));
+
+  // An invalid trit byte in row 2: the same error at the same edge, with or without arithmetic.
+  OracleBatch bad = copied;
+  // The group's header, x (640 bytes, a whole number of beats), then rows of 128 bytes.
+  const size_t row2 = model::kHeaderBytes + 640 + 2 * model::packed_row_bytes(640) + 3;
+  ASSERT_EQ(model::packed_row_bytes(640), 128u);
+  bad.memory[0].bytes.at(row2) = 0xF5;
+  // The lane stops at the error and the batch would never settle: it ends at a read of
+  // MM2S_DMASR long after.
+  bad.actions.push_back(probe_reg(kT0 + 50'000'000, EngineRegistry::board().dma_base(0) + R::kMm2sDmasr));
+  OracleBatch bad_timing_only = bad;
+  bad_timing_only.arithmetic = false;
+  const OracleResult d = run_timing_oracle(BoardConfig{}, bad);
+  const OracleResult e = run_timing_oracle(BoardConfig{}, bad_timing_only);
+  EXPECT_TRUE(d.engines[0][0].error);
+  EXPECT_EQ(d.engines[0][0].error_row, 2u);
+  expect_same_edges(d, e);
+  EXPECT_EQ(d.probes, e.probes);
+
+  // A live run lasts while the caller's DDR changes: it refuses a backing.
+  EXPECT_THROW(LiveOracle(BoardConfig{}, backed), Error);
+}
+
 TEST(TimingOracle, RecordedChangesAreWhatTheClockedBoardReadsThen) {
   const MatmulShape s = test::random_matmul_stream(21, 130, 3);
   const OracleBatch batch = matmul_batch(s, 0x0010'0100, 0x0020'0000);

@@ -112,6 +112,10 @@ class LaneDatapath {
   virtual void take(EngineLane& lane, const StreamBeat& beat, uint64_t c) = 0;
   // The lane latched an error at c: queue the results already complete, expect a header next.
   virtual void abort(EngineLane& lane, uint64_t c) = 0;
+  // From now on the results are not computed (they are zeros); every beat is still taken,
+  // checked and answered at the same edge: the timing oracle of a timing-only run, whose
+  // results nobody reads. A datapath whose arithmetic is cheap may ignore it.
+  virtual void skip_arithmetic() {}
 };
 
 // One lane: its streams, result queue, error latch and statistics around its datapath.
@@ -148,6 +152,7 @@ class EngineLane {
   bool clear_error();
   LaneRegisterView registers() const;
   const LaneDatapath& datapath() const { return *datapath_; }
+  void skip_arithmetic() { datapath_->skip_arithmetic(); }  // LaneDatapath::skip_arithmetic
   // Timing state (hw/parts/fingerprint.h): mode, transfer open, unit, result queue, FIFOs.
   uint64_t state_fingerprint() const;
 
@@ -205,6 +210,10 @@ class EngineLanes : public sc_core::sc_module {
   LaneRegisterView registers(int lane) const { return lane_ref(lane).registers(); }
   // Timing state of both lanes (hw/parts/fingerprint.h).
   uint64_t state_fingerprint() const;
+  // Both lanes' datapaths skip their arithmetic from now on (LaneDatapath::skip_arithmetic).
+  void skip_arithmetic() {
+    for (EngineLane& l : lanes_) l.skip_arithmetic();
+  }
 
  protected:
   const LaneDatapath& datapath(int lane) const { return lane_ref(lane).datapath(); }

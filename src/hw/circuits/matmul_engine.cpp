@@ -153,7 +153,7 @@ void MatmulDatapath::row_beat(EngineLane& lane, uint64_t data, bool tlast, uint6
   // The 5 MACs of each byte: its trits against x at its position, 8 lanes wide (the compiler
   // vectorises this); padding bytes meet zeros. Exact in int16: a lane adds 8 products of a
   // trit and an int8, within +-1024. The same decoded trits meet each of the V vectors.
-  for (uint32_t p = 0; p < vectors_; ++p) {
+  for (uint32_t p = 0; arithmetic_ && p < vectors_; ++p) {
     const int16_t* x = x_by_byte_.data() + kByByteStride * p + size_t(first) * 8;
     int16_t macs[8] = {};
     for (int k = 0; k < 8; ++k, x += 8) {

@@ -92,6 +92,8 @@ class MatmulDatapath final : public LaneDatapath {
   bool holds_result() const override { return half_valid_; }
   void take(EngineLane& lane, const StreamBeat& beat, uint64_t c) override;
   void abort(EngineLane& lane, uint64_t c) override;
+  // The rows' multiply-adds are skipped (results zero); every trit byte is still checked.
+  void skip_arithmetic() override { arithmetic_ = false; }
 
  private:
   enum class Phase : uint8_t { Header0, Header1, X, Rows };
@@ -107,6 +109,7 @@ class MatmulDatapath final : public LaneDatapath {
 
   int per_call_ = 0;            // L of the per-call format; 0: header format
   int max_vectors_ = 1;         // prefill: the most vectors a group may carry
+  bool arithmetic_ = true;      // false: skip_arithmetic
 
   Phase phase_ = Phase::Header0;
   uint64_t header0_ = 0;        // beat 0 of the current header

@@ -505,11 +505,12 @@ DmaChannelRegisters FastBoard::absolute(const Channel& c, const RelativeRegs& r)
 }
 
 // The batch for the clocked board: the registers when it opened, its actions shifted so that
-// the first start's edge is kOracleFirstEdge, and the DDR it reads: the chains' buffers and
-// descriptors (a reusable shape), or all of the DDR as it was when the batch opened (its
-// blocks that are not all zero: the clocked board's DDR starts as zeros).
-OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* segs,
-                                    const std::vector<std::pair<int, int>>& started) const {
+// the first start's edge is kOracleFirstEdge, and the DDR it reads: this board's own DDR as
+// the clocked board's backing (a reusable shape, run at once by run_timing_oracle while this
+// DDR does not change), or a copy of all of the DDR as it was when the batch opened (a live
+// run, which lasts while this DDR changes: its blocks that are not all zero, the clocked
+// board's DDR starting as zeros).
+OracleBatch FastBoard::oracle_batch(bool backed) const {
   OracleBatch batch;
   batch.initial = open_regs_;
   batch.memory_state = opening_memory();
@@ -523,15 +524,12 @@ OracleBatch FastBoard::oracle_batch(const std::vector<std::vector<Segment>>* seg
     memory_.read(addr, r.bytes.data(), n);
     batch.memory.push_back(std::move(r));
   };
-  if (!segs) {
-    memory_.for_each_nonzero_extent([&](uint64_t addr, size_t n) { add(addr, n); });
+  batch.arithmetic = !options_.timing_only;  // nobody reads a timing-only run's results
+  if (backed) {
+    batch.backing = &memory_;
     return batch;
   }
-  for (size_t i = 0; i < started.size(); ++i)
-    for (const auto& g : (*segs)[i]) {
-      if (g.desc) add(g.desc, 64);
-      if (started[i].second == 0 && g.bytes) add(g.addr, g.bytes);  // inside the DDR (walk_chains)
-    }
+  memory_.for_each_nonzero_extent([&](uint64_t addr, size_t n) { add(addr, n); });
   return batch;
 }
 
@@ -561,10 +559,9 @@ FastBoard::Cached FastBoard::record(const OracleResult& res) const {
   return entry;
 }
 
-FastBoard::Cached FastBoard::run_oracle(const std::vector<std::vector<Segment>>& segs,
-                                        const std::vector<std::pair<int, int>>& started, bool check_outputs) {
+FastBoard::Cached FastBoard::run_oracle(const std::vector<std::pair<int, int>>& started, bool check_outputs) {
   const auto t0 = std::chrono::steady_clock::now();
-  const OracleResult res = run_timing_oracle(config_, oracle_batch(&segs, started));
+  const OracleResult res = run_timing_oracle(config_, oracle_batch(true));
   stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.oracle_runs;
   stats_.oracle_cycles += res.cycles;
@@ -661,7 +658,7 @@ LiveOracle& FastBoard::live() {
     memory_.read(u.addr, redo.back().second.data(), u.old.size());
   }
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) memory_.write(it->addr, it->old.data(), it->old.size());
-  OracleBatch batch = oracle_batch(nullptr, {});
+  OracleBatch batch = oracle_batch(false);
   for (const auto& [addr, bytes] : redo) memory_.write(addr, bytes.data(), bytes.size());
   live_ = std::make_unique<LiveOracle>(config_, std::move(batch));
   for (auto& dma : live_reported_)
@@ -838,7 +835,7 @@ void FastBoard::resolve() {
   } else if (auto it = cache_.find(key); it != cache_.end()) {
     replay_cached(it->second, started);
   } else {
-    const Cached& entry = cache_[key] = run_oracle(segs, started, true);
+    const Cached& entry = cache_[key] = run_oracle(started, true);
     bytes_read_ += entry.bytes_read;
     apply(entry);
   }

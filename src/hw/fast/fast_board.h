@@ -203,10 +203,8 @@ class FastBoard {
   bool compute(const std::vector<std::vector<Segment>>& segs,
                const std::vector<std::pair<int, int>>& started, std::string& key);
   bool place_results(const std::vector<Segment>& out, const std::vector<uint8_t>& results);
-  OracleBatch oracle_batch(const std::vector<std::vector<Segment>>* segs,
-                           const std::vector<std::pair<int, int>>& started) const;
-  Cached run_oracle(const std::vector<std::vector<Segment>>& segs, const std::vector<std::pair<int, int>>& started,
-                    bool check_outputs);
+  OracleBatch oracle_batch(bool backed) const;
+  Cached run_oracle(const std::vector<std::pair<int, int>>& started, bool check_outputs);
   Cached record(const OracleResult& res) const;
   void apply(const Cached& entry);
   RelativeRegs relative(const Channel& c, const DmaChannelRegisters& r) const;

@@ -236,6 +236,8 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
   FreshSimContext context;
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   Board board("board", config);
+  board.memory().set_backing(batch.backing);
+  if (!batch.arithmetic) board.skip_arithmetic();
   for (const auto& r : batch.memory) board.memory().write(r.addr, r.bytes.data(), r.bytes.size());
   board.memory().restore_state(batch.memory_state);
   if (batch.initial.size() != size_t(board.dma_count()))
@@ -295,7 +297,10 @@ struct LiveOracle::Run {
   void build(const BoardConfig& config, const OracleBatch& opening) {
     Current current(context);
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    // A live run lasts while the caller's DDR changes: it holds its own copy.
+    if (opening.backing) throw Error("timing oracle: a live run reads a copy of the DDR, not a backing");
     board = std::make_unique<Board>("board", config);
+    if (!opening.arithmetic) board->skip_arithmetic();
     for (const auto& r : opening.memory) board->memory().write(r.addr, r.bytes.data(), r.bytes.size());
     board->memory().restore_state(opening.memory_state);
     if (opening.initial.size() != size_t(board->dma_count()))

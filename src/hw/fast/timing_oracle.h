@@ -84,6 +84,13 @@ struct OracleResult {
 struct OracleBatch {
   std::vector<std::array<DmaChannelRegisters, 2>> initial;  // every channel's register file when the batch opens (by DMA)
   std::vector<MemoryRegion> memory;   // every region the batch reads (streams, descriptors, buffers)
+  // Or (run_timing_oracle) the DDR the batch reads, as it is for the whole run: the clocked
+  // board's DDR reads it where it has not written (PagedMemory::set_backing), instead of a
+  // copy of the regions; `memory` is written over it.
+  const PagedMemory* backing = nullptr;
+  // false: the engines skip their arithmetic (Board::skip_arithmetic): a timing-only run, whose
+  // results are zeros; every edge is the same.
+  bool arithmetic = true;
   std::vector<OracleAction> actions;  // in program order; the first is the first start
   MemoryState memory_state;           // the memory's carried state at the oracle's edge 0
   // A batch without probes runs until every channel is quiet; a batch with probes ends at its

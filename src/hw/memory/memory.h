@@ -104,6 +104,9 @@ class Memory : public sc_core::sc_module {
   // DECERR bursts. One listener; an empty function removes it.
   void set_write_listener(std::function<void(uint64_t addr, size_t n)> listener);
   size_t allocated_pages() const { return mem_.allocated_pages(); }
+  // Reads the pages this memory has not written from `backing` (hw/memory/paged_memory.h:
+  // copy on write; the timing oracle's board over the fast board's DDR). Before any write.
+  void set_backing(const PagedMemory* backing) { mem_.set_backing(backing); }
   // Called for every burst the memory accepts from a port (AR or AW), at the edge it is
   // accepted: `bytes` = beats x 8 (`bitsim run --dram-trace`, hw/memory/dram_trace.h). One
   // listener; an empty function removes it.

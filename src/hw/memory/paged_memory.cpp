@@ -17,6 +17,13 @@ PagedMemory::PagedMemory(uint64_t size_bytes, std::string name)
       written_(size_t((size_bytes + kPageBytes - 1) / kPageBytes), 0),
       blocks_(size_t((size_bytes + kBlockBytes * 64 - 1) / (kBlockBytes * 64)), 0) {}
 
+void PagedMemory::set_backing(const PagedMemory* backing) {
+  if (backing && backing->size() != size_)
+    throw Error(fmt::format("{}: a backing memory of {:#x} bytes for a DDR of {:#x}", name_, backing->size(), size_));
+  if (allocated_pages() != 0) throw Error(fmt::format("{}: a backing set after a write", name_));
+  backing_ = backing;
+}
+
 void PagedMemory::mark_blocks(uint64_t addr, size_t n) {
   if (n == 0) return;
   for (uint64_t b = addr / kBlockBytes, last = (addr + n - 1) / kBlockBytes; b <= last; ++b)
@@ -45,8 +52,18 @@ const uint8_t* PagedMemory::span(uint64_t addr, size_t n) const {
 }
 
 uint8_t* PagedMemory::page_for_write(uint64_t index) const {
+  uint8_t* p = memory_.data() + index * kPageBytes;
+  if (written_[size_t(index)]) return p;
   written_[size_t(index)] = 1;  // the mapping is zero until written
-  return memory_.data() + index * kPageBytes;
+  if (const uint8_t* b = backing_ ? backing_->page(index) : nullptr) {
+    // Copy on write: the backing's page, and its written blocks (for_each_nonzero_extent).
+    const uint64_t bytes = std::min<uint64_t>(kPageBytes, size_ - index * kPageBytes);
+    std::memcpy(p, b, size_t(bytes));
+    constexpr uint64_t kWordsPerPage = kPageBytes / kBlockBytes / 64;
+    for (uint64_t w = index * kWordsPerPage; w < (index + 1) * kWordsPerPage && w < blocks_.size(); ++w)
+      blocks_[size_t(w)] |= backing_->blocks_[size_t(w)];
+  }
+  return p;
 }
 
 void PagedMemory::read(uint64_t addr, void* dst, size_t n) const {

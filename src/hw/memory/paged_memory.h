@@ -5,7 +5,11 @@
 // its 1 MiB pages are marked when first written (an untouched page reads as zero and costs
 // no memory), and so are its 4 KiB blocks (for_each_nonzero_extent looks at those only),
 // accesses checked against the size (bitsim::Error naming the range), and a write listener
-// that hears every write.
+// that hears every write. A memory may be backed by another of the same size
+// (set_backing): a page it never wrote reads as the backing's, and its first write copies the
+// backing's page in (copy on write); the backing is only read, and must not change while the
+// memory uses it. The timing oracle's clocked board reads the fast board's DDR this way,
+// instead of a copy of every region a batch reads.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,6 +30,9 @@ class PagedMemory {
 
   explicit PagedMemory(uint64_t size_bytes = 0, std::string name = "ddr");
   uint64_t size() const { return size_; }
+  // Reads the pages this memory has not written from `backing` (nullptr: none, they read as
+  // zero). Throws bitsim::Error if the sizes differ or a page was written already.
+  void set_backing(const PagedMemory* backing);
   void read(uint64_t addr, void* dst, size_t n) const;
   void write(uint64_t addr, const void* src, size_t n);
   // A pointer to n contiguous bytes if they lie in one page (allocated if needed), else nullptr.
@@ -35,16 +42,18 @@ class PagedMemory {
   void notify(uint64_t addr, size_t n) const {
     if (listener_ && n > 0) listener_(addr, n);
   }
-  // Page `index`, or nullptr if it was never written.
+  // Page `index`, or nullptr if it was never written (here or, with a backing, there).
   const uint8_t* page(uint64_t index) const {
-    return written_[size_t(index)] ? memory_.data() + index * kPageBytes : nullptr;
+    if (written_[size_t(index)]) return memory_.data() + index * kPageBytes;
+    return backing_ ? backing_->page(index) : nullptr;
   }
   // The n bytes at addr, for the caller to write, if they lie in one page (allocated,
   // zero-filled, if it was never written; their blocks are marked written), else nullptr.
   // No listener hears it: the caller calls notify() when its write is whole.
   uint8_t* span_for_write(uint64_t addr, size_t n);
   size_t allocated_pages() const;
-  // Calls f(address, bytes) for every page that was ever written.
+  // Calls f(address, bytes) for every page that was ever written (here: a backing's pages
+  // are not visited).
   template <class F>
   void for_each_page(F f) const {
     for (size_t i = 0; i < written_.size(); ++i)
@@ -53,7 +62,8 @@ class PagedMemory {
   // Calls f(address, bytes) for every run of 4 KiB blocks holding a byte other than zero
   // (runs end at page boundaries), in address order: what a copy of this memory into a
   // zeroed one has to write. Only blocks ever written are looked at (the others are zero),
-  // so its cost follows what was written, not the pages it touched.
+  // so its cost follows what was written, not the pages it touched. With a backing: the
+  // blocks written here, and those a page copied from the backing brought with it.
   void for_each_nonzero_extent(const std::function<void(uint64_t, size_t)>& f) const;
 
  private:
@@ -64,8 +74,9 @@ class PagedMemory {
   std::string name_;
   mutable model::HugeMemory memory_;       // size_ bytes, zero until written
   mutable std::vector<uint8_t> written_;   // per page: ever written (span() marks the page it points into)
-  std::vector<uint64_t> blocks_;           // per 4 KiB block, a bit: ever written
+  mutable std::vector<uint64_t> blocks_;   // per 4 KiB block, a bit: ever written
   std::function<void(uint64_t, size_t)> listener_;
+  const PagedMemory* backing_ = nullptr;
 };
 
 }  // namespace bitsim::hw
