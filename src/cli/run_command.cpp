@@ -35,15 +35,19 @@ json run_json(const sim::BoardRunResult& r) {
               {"prompt_tokens", r.prompt_tokens},
               {"text", r.generated_text},
               {"config", cfg},
-              {"evidence", "simulated"},
+              {"evidence", sim::timing_evidence(r.approximate)},
+              {"approximate", r.approximate},
               {"tokens", study::records_json(r.tokens, study::run_token_fields())},
               {"summary", study::run_summary_json(r)}};
 }
 
 // The per-token table.
 void print_token_table(const sim::BoardRunResult& r) {
-  fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled\n",
-             r.model, r.shape, r.tokenizer, sim::fidelity_name(r.fidelity));
+  fmt::print("\nmodel {} ({}), tokenizer {}; fidelity {}, every figure below is simulated unless labelled{}\n",
+             r.model, r.shape, r.tokenizer, sim::fidelity_name(r.fidelity),
+             r.approximate ? "; every time and energy is APPROXIMATE (ddr3.fast_reuse = approximate: records reused "
+                             "across the DDR3 state, docs/ddr3.md)"
+                           : "");
   fmt::print("{:>5} {:>4} {:>8} {:<7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6} {:>6}  {:<7} {:>8}  {:<6} {}\n",
              "token", "T", "id", "phase", "matmul ms", "attn ms", "cpu ms", "total ms", "tok/s", "DMA calls", "MB rd",
              "GB/s", "% wall", "mJ", "logits", "logits digest");
@@ -92,8 +96,8 @@ void print_costs_and_check(const sim::BoardRunResult& r) {
                                       : fmt::format(", {} LUT in the modelled rows", r.attention.lut));
   const sim::FixedCostShare fixed = sim::fixed_cost_share(r);
   fmt::print("  driver calls          {:.1f} per token, fixed call cost {:.3f} ms per token = {:.1f}% of token "
-             "time  [simulated]\n",
-             fixed.calls_per_token, fixed.fixed_ms_per_token, 100.0 * fixed.share);
+             "time  [{}]\n",
+             fixed.calls_per_token, fixed.fixed_ms_per_token, 100.0 * fixed.share, sim::timing_evidence(r.approximate));
   const int checked = study::run_summary(r).logits_checked;
   int skipped = 0;
   for (const auto& t : r.tokens) skipped += !t.has_logits;
@@ -125,12 +129,13 @@ void print_run(const sim::BoardRunResult& r) {
   const study::RunSummary s = study::run_summary(r);
   fmt::print("\nsummary\n");
   fmt::print("  tokens                {} ({} prompt incl. BOS)\n", r.tokens.size(), r.prompt_tokens);
-  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [simulated]\n", s.median_total_ms, s.tok_s);
+  const char* tag = sim::timing_evidence(r.approximate);  // the timed figures' label
+  fmt::print("  median token          {:.3f} ms, {:.2f} tok/s  [{}]\n", s.median_total_ms, s.tok_s, tag);
   fmt::print("  time to first token   {:.3f} ms (first DMA start to the last prompt position's logits), {:.2f} "
-             "prompt tok/s  [simulated]\n", s.ttft_ms, s.prefill_tok_s);
-  if (s.tpot_ms) fmt::print("  time per output token {:.3f} ms (median decode token)  [simulated]\n", *s.tpot_ms);
+             "prompt tok/s  [{}]\n", s.ttft_ms, s.prefill_tok_s, tag);
+  if (s.tpot_ms) fmt::print("  time per output token {:.3f} ms (median decode token)  [{}]\n", *s.tpot_ms, tag);
   else fmt::print("  time per output token none (no token was decoded)\n");
-  fmt::print("  request               {:.3f} ms end to end  [simulated]\n", s.request_ms);
+  fmt::print("  request               {:.3f} ms end to end  [{}]\n", s.request_ms, tag);
   fmt::print("  prefill               P = {} tokens per weight pass: {} on the Zynq-7020 ({} BRAM36, {} LUT, {} DSP "
              "with the board's; model)  [simulated]\n", s.tokens_per_pass, s.prefill_fit,
              r.prefill.total_bram36(), r.prefill.total_lut(), r.prefill.total_dsp());
@@ -139,7 +144,7 @@ void print_run(const sim::BoardRunResult& r) {
              s.energy_mj_per_token, s.dram_mj_per_token, s.pl_mj_per_token, s.ps_mj_per_token, s.avg_power_w,
              s.tokens_per_j, s.energy_evidence);
   fmt::print("  request energy        the prompt {:.4f} J ({:.2f} mJ per prompt token), {:.2f} mJ per output token  "
-             "[simulated]\n", s.prompt_j, s.prompt_mj_per_token, s.decode_mj_per_token);
+             "[{}]\n", s.prompt_j, s.prompt_mj_per_token, s.decode_mj_per_token, tag);
   namespace B = study::board_figures;
   fmt::print("  the real board        {} ms at T=64, {} ms at T=512 ({} tok/s)  [board]\n", B::kEndToEndT64.total_ms,
              B::kEndToEndT512.total_ms, B::kEndToEndT512.tok_s);

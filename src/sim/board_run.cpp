@@ -691,8 +691,9 @@ BoardRunResult run_board(BoardRunRequest req, const BoardRunCallbacks& cb) {
   outputs.observe(*sim, account, cfg.walker.pl());
   status("writing the packed weights image into the simulated DDR ...");
   sim->loop().load_weights(rr.threads, l.derived.get());
-  status(fmt::format("running on the simulated board ({} fidelity, PL clock {} MHz) ...", fidelity_name(req.fidelity),
-                     cfg.board.clock.mhz));
+  res.approximate = approximate_timing(cfg.board, req.fidelity);
+  status(fmt::format("running on the simulated board ({} fidelity{}, PL clock {} MHz) ...", fidelity_name(req.fidelity),
+                     res.approximate ? ", approximate DDR3 reuse" : "", cfg.board.clock.mhz));
   try {
     sim->run(std::ref(generation));
   } catch (const Stopped& stop) {

@@ -125,6 +125,7 @@ struct BoardRunResult {
   host::PrefillResources prefill;               // its resource estimate and fit verdict (model)
   RequestFigures figures;                       // TTFT, prefill tok/s, TPOT, request time
   energy::EnergyConfig energy_config;           // the energy.* keys the tokens' energy used
+  bool approximate = false;  // the times are approximate (sim::approximate_timing)
 };
 
 // The driver's fixed per-call cost over a run (docs/variants-host.md): driver calls per token

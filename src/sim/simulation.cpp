@@ -24,6 +24,14 @@ const char* fidelity_name(Fidelity f) {
   return "?";
 }
 
+bool approximate_timing(const hw::BoardConfig& board, Fidelity f) {
+  return f != Fidelity::kCycle && board.ddr.model == "ddr3" && board.ddr.ddr3.approximate_reuse();
+}
+
+const char* timing_evidence(bool approximate) {
+  return approximate ? "simulated, approximate (ddr3.fast_reuse)" : "simulated";
+}
+
 Fidelity fidelity_of(const std::string& name) {
   for (const Fidelity f : {Fidelity::kCycle, Fidelity::kFast, Fidelity::kTimingOnly})
     if (name == fidelity_name(f)) return f;

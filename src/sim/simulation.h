@@ -29,6 +29,13 @@ enum class Fidelity { kCycle, kFast, kTimingOnly };
 const char* fidelity_name(Fidelity f);
 // The fidelity of one of those names; a bitsim::Error naming the value and the choices.
 Fidelity fidelity_of(const std::string& name);
+// True when a run's times are approximate: a fast fidelity under ddr.model = ddr3 with
+// ddr3.fast_reuse = approximate (docs/ddr3.md, "Approximate reuse"). The cycle fidelity has
+// no records to reuse: it is always exact.
+bool approximate_timing(const hw::BoardConfig& board, Fidelity f);
+// The evidence label of a run's timed figures: "simulated", or "simulated, approximate
+// (ddr3.fast_reuse)".
+const char* timing_evidence(bool approximate);
 
 struct SimulationOptions {
   SimulationOptions() = default;

@@ -91,7 +91,12 @@ SweepPoint measure_sweep_point(const sim::ParamSet& p, const SweepOptions& o) {
     r.prefill_tok_s = pre.prefill_tok_s;
     r.prompt_j = pre.prompt_j;
   }
-  r.prov = meter.finish(p, sim::fidelity_name(sim::Fidelity::kTimingOnly), mc);
+  {
+    // An approximate point (ddr3.fast_reuse) says so in its fidelity column.
+    const bool approximate = sim::approximate_timing(sim::make_sim_config(p).board, sim::Fidelity::kTimingOnly);
+    r.prov = meter.finish(p, fmt::format("{}{}", sim::fidelity_name(sim::Fidelity::kTimingOnly),
+                                         approximate ? ", approximate" : ""), mc);
+  }
   return r;
 }
 

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "base/error.h"
 #include "sim/board_config.h"
 
@@ -131,6 +135,48 @@ TEST(BoardRun, NarrowLengthRegisterSplitsCallsAndStaysExact) {
   expect_all_equal(res);
   auto base = run_board(request("synthetic:tiny", "ab", 1));
   EXPECT_GT(res.tokens[0].dma_calls, base.tokens[0].dma_calls);
+}
+
+// ddr3.fast_reuse = approximate (docs/ddr3.md, "Approximate reuse"): a record is reused at
+// the same addresses whatever the DDR3 state, so fewer batches are clocked than with exact
+// reuse; the logits are still the golden reference's (only times are approximate), the run
+// says it is approximate, and its times stay near the exact run's. Under the wall, which
+// carries no state, the key changes nothing. The cycle fidelity is exact whatever it says.
+TEST(BoardRun, ApproximateDdr3ReuseClocksFewerBatchesAndSaysSo) {
+  auto run = [](Fidelity f, const std::vector<std::string>& sets) {
+    BoardRunRequest r = request("synthetic:tiny", "Approximate", 8);
+    r.fidelity = f;
+    for (const auto& s : sets) r.params.set(s, "test");
+    return run_board(std::move(r));
+  };
+  const BoardRunResult exact = run(Fidelity::kFast, {"ddr.model=ddr3"});
+  const BoardRunResult approx = run(Fidelity::kFast, {"ddr.model=ddr3", "ddr3.fast_reuse=approximate"});
+  EXPECT_FALSE(exact.approximate);
+  EXPECT_TRUE(approx.approximate);
+  expect_all_equal(approx);
+  ASSERT_EQ(approx.tokens.size(), exact.tokens.size());
+  EXPECT_LT(approx.fast.oracle_runs * 2, exact.fast.oracle_runs);
+  EXPECT_GT(approx.fast.cache_hits, exact.fast.cache_hits);
+  double worst = 0;
+  for (size_t i = 0; i < exact.tokens.size(); ++i) {
+    EXPECT_EQ(approx.tokens[i].token_id, exact.tokens[i].token_id) << i;
+    EXPECT_EQ(approx.tokens[i].bytes_read, exact.tokens[i].bytes_read) << i;
+    worst = std::max(worst, std::abs(approx.tokens[i].total_ms / exact.tokens[i].total_ms - 1));
+  }
+  EXPECT_LT(worst, 0.02);
+  std::printf("[sim] ddr3, tiny: approximate reuse clocked %llu batches against %llu; worst token time %.4f%% off\n",
+              static_cast<unsigned long long>(approx.fast.oracle_runs),
+              static_cast<unsigned long long>(exact.fast.oracle_runs), 100 * worst);
+
+  const BoardRunResult wall = run(Fidelity::kFast, {});
+  const BoardRunResult wall_marked = run(Fidelity::kFast, {"ddr3.fast_reuse=approximate"});
+  EXPECT_FALSE(wall_marked.approximate);
+  EXPECT_EQ(wall_marked.fast.oracle_runs, wall.fast.oracle_runs);
+  for (size_t i = 0; i < wall.tokens.size(); ++i) EXPECT_EQ(wall_marked.tokens[i].total_ms, wall.tokens[i].total_ms) << i;
+
+  const BoardRunResult cycle = run(Fidelity::kCycle, {"ddr.model=ddr3", "ddr3.fast_reuse=approximate"});
+  EXPECT_FALSE(cycle.approximate);
+  for (size_t i = 0; i < exact.tokens.size(); ++i) EXPECT_EQ(cycle.tokens[i].total_ms, exact.tokens[i].total_ms) << i;
 }
 
 }  // namespace

@@ -32,6 +32,11 @@ struct Ddr3Config {
   uint32_t w_max_starve_x32 = 2, w_xact_run_length = 8, w_min_non_critical_x32 = 1;
   double ctrl_latency_ns = 51.27;  // fitted by bitsim calibrate under ddr.model = ddr3 (docs/ddr3.md)
   double clock_mhz = 525;
+  // How the fast fidelity reuses a batch's record (docs/ddr3.md, "Approximate reuse"): only
+  // in the memory state it was made in (exact), or at the same addresses in any state
+  // (approximate). The clocked board has no records: the cycle fidelity is always exact.
+  std::string fast_reuse = "exact";
+  bool approximate_reuse() const { return fast_reuse == "approximate"; }
 
   // A time in ns as whole device cycles, rounded up (docs/ddr3.md, "Clocks and units").
   uint64_t cycles(double ns) const { return uint64_t(std::ceil(ns * clock_mhz / 1000.0 - 1e-9)); }
@@ -88,6 +93,11 @@ struct Ddr3Config {
   static void visit(C& c, V&& v) {
     visit_device(c, v);
     visit_controller(c, v);
+    v(c.fast_reuse, FieldInfo{"ddr3.fast_reuse", 0, 0, "", Evidence::kSimulated,
+                              "fast fidelity: reuse a batch's timing only in the memory state it was timed in "
+                              "(exact: every cycle the clocked board's) or in any state at the same addresses "
+                              "(approximate: much faster, its error measured by bitsim bench; docs/ddr3.md)",
+                              1, true, {"exact", "approximate"}});
   }
   // The device's geometry and timings.
   template <typename C, typename V>

@@ -243,6 +243,13 @@ class Ddr3MemoryTiming : public MemoryTiming {
   Ddr3MemoryTiming(const Ddr3Config& c, uint64_t pl_period_ps)
       : config_(c), crossing_(ddr3_board_clock(c, pl_period_ps)) {}
   void key_facts(uint64_t addr, uint64_t, std::string& key) const override { key += fmt::format("@{:x}", addr); }
+  // Exact: the carried state itself. Approximate (ddr3.fast_reuse): a mark instead, so that a
+  // record is reused whatever state its batch opens in; the mark keeps such keys apart from
+  // every exact key (docs/ddr3.md, "Approximate reuse").
+  void key_state(const MemoryState& state, std::string& key) const override {
+    if (config_.approximate_reuse()) key += "m~;";
+    else MemoryTiming::key_state(state, key);
+  }
   MemoryState initial_state() const override { return MemoryState{ddr3_carry(ddr3_board_engine(config_, crossing_), crossing_, 0)}; }
   MemoryState advance(const MemoryState& state, uint64_t idle_cycles) const override {
     Ddr3Timing t = ddr3_board_engine(config_, crossing_);
