@@ -58,6 +58,10 @@ class Bench final : public Command {
     sub_->add_option("--prefill-p", opt_.prefill_tokens_per_pass,
                      "prefill.tokens_per_pass of the prefill figure, against P = 1")
         ->transform(integer_in(2, 64))->capture_default_str();
+    sub_->add_option("--ddr3-tokens", opt_.ddr3_tokens,
+                     "Generated tokens of the approximate DDR3 reuse figures (exact and approximate runs under "
+                     "ddr.model = ddr3)")
+        ->transform(integer_in(1, 64))->capture_default_str();
     add_board_options(sub_, board_, "Board config TOML (default: configs/pynq-z2.toml)",
                       "Override one config key: KEY=VALUE (repeatable)");
     sub_->add_option("--only", opt_.only,

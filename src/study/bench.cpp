@@ -144,6 +144,7 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
     o.run_tokens = std::min(o.run_tokens, 8);
     o.sweep_points = std::min(o.sweep_points, 2);
     o.prefill_prompt_tokens = std::min(o.prefill_prompt_tokens, 24);
+    o.ddr3_tokens = std::min(o.ddr3_tokens, 3);
   }
   if (o.repeat < 1 || o.repeat > 20) throw Error(fmt::format("bench: repeat {}, expected 1..20", o.repeat));
   if (o.sweep_points < 1 || o.sweep_points > 10000)
@@ -166,6 +167,8 @@ BenchOptions effective_bench_options(const BenchOptions& in) {
   if (o.prefill_tokens_per_pass < 2 || o.prefill_tokens_per_pass > 64)
     throw Error(fmt::format("bench: prefill at P = {}, expected 2..64 (prefill.tokens_per_pass)",
                             o.prefill_tokens_per_pass));
+  if (o.ddr3_tokens < 1 || o.ddr3_tokens > 64)
+    throw Error(fmt::format("bench: {} tokens of the approximate DDR3 runs, expected 1..64", o.ddr3_tokens));
   if (!o.run_command || !o.run_text) throw Error("bench: the command line of the process figures is not set");
   return o;
 }
@@ -542,6 +545,93 @@ BenchFigure sweep_figure(const BenchOptions& o, const Status& status) {
                                kGoalPoints / med / 3600.0 / kGoalJobs));
 }
 
+// 6. Approximate DDR3 reuse (ddr3.fast_reuse, docs/ddr3.md): run_board, fast, no check, the
+//    prompt "A" and ddr3_tokens tokens under ddr.model = ddr3, exact and then approximate;
+//    each repetition in a start-up cache folder of its own, so that no record of an earlier
+//    repetition is found (the approximate run finds the model the exact one stored, and no
+//    timing record: its keys are marked). Its speed-up is over the token steps after the
+//    first (the first clocks every batch in both modes); its error is each token's simulated
+//    time (and energy) against the exact run's.
+struct Ddr3ReuseRuns {
+  std::vector<double> speedup, worst_pct, mean_pct, energy_worst_pct;
+  std::vector<double> exact_s, approx_s, first_exact_s, first_approx_s;
+  int steps = 0;
+};
+
+Ddr3ReuseRuns ddr3_reuse_runs(const BenchOptions& o, const fs::path& scratch, const Status& status) {
+  Ddr3ReuseRuns r;
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    const fs::path dir = scratch / fmt::format("ddr3-cache-{}", rep);
+    auto run = [&](bool approximate) {
+      status(fmt::format("[6/6] ddr3: sim::run_board {} under ddr.model = ddr3, {} reuse ({} of {}) ...", o.model,
+                         approximate ? "approximate" : "exact", rep + 1, o.repeat));
+      sim::BoardRunRequest req{.run = sim::RunRequest{}, .params = o.params};
+      req.params.set("ddr.model=ddr3", "bench");
+      req.params.set(fmt::format("ddr3.fast_reuse={}", approximate ? "approximate" : "exact"), "bench");
+      req.run.model = o.model;
+      req.run.prompt = "A";
+      req.run.tokens = o.ddr3_tokens;
+      req.run.threads = o.threads;
+      req.run.cache.enabled = true;
+      req.run.cache.dir = dir;
+      req.check = false;
+      return sim::run_board(req, {});
+    };
+    const sim::BoardRunResult exact = run(false), approx = run(true);
+    if (exact.tokens.size() != approx.tokens.size() || exact.tokens.size() < 2 || !approx.approximate)
+      throw Error("bench: the exact and approximate DDR3 runs differ in their token steps");
+    double ex = 0, ap = 0, worst = 0, sum = 0, energy_worst = 0;
+    for (size_t i = 0; i < exact.tokens.size(); ++i) {
+      const sim::TokenRecord &e = exact.tokens[i], &a = approx.tokens[i];
+      if (i > 0) {
+        ex += e.wall_ms / 1e3;
+        ap += a.wall_ms / 1e3;
+      }
+      const double err = 100 * std::abs(a.total_ms / e.total_ms - 1);
+      worst = std::max(worst, err);
+      sum += err;
+      energy_worst = std::max(energy_worst, 100 * std::abs(a.energy_mj / e.energy_mj - 1));
+    }
+    r.steps = int(exact.tokens.size());
+    r.first_exact_s.push_back(exact.tokens[0].wall_ms / 1e3);
+    r.first_approx_s.push_back(approx.tokens[0].wall_ms / 1e3);
+    r.exact_s.push_back(ex);
+    r.approx_s.push_back(ap);
+    r.speedup.push_back(ap > 0 ? ex / ap : 0.0);
+    r.worst_pct.push_back(worst);
+    r.mean_pct.push_back(sum / double(exact.tokens.size()));
+    r.energy_worst_pct.push_back(energy_worst);
+  }
+  return r;
+}
+
+void ddr3_reuse_figures(std::vector<BenchFigure>& f, const BenchOptions& o, const Ddr3ReuseRuns& r) {
+  const int later = r.steps - 1;
+  std::vector<double> exact_rate, approx_rate;
+  for (size_t i = 0; i < r.exact_s.size(); ++i) {
+    exact_rate.push_back(r.exact_s[i] > 0 ? later / r.exact_s[i] : 0.0);
+    approx_rate.push_back(r.approx_s[i] > 0 ? later / r.approx_s[i] : 0.0);
+  }
+  const std::string runs = fmt::format("sim::run_board {} --prompt A --tokens {} --no-check under ddr.model = ddr3, "
+                                       "exact, then ddr3.fast_reuse = approximate ({} token steps)",
+                                       o.model, o.ddr3_tokens, r.steps);
+  f.push_back(figure_of(
+      "approximate DDR3 reuse: wall speed-up over exact after the first token step (fast, no check)", "x", r.speedup,
+      10, true, ">= 10x (the approximate mode's reason to exist; it meets none of the exact goals)",
+      "measured (this host); the tokens are simulated",
+      fmt::format("{}: the {} steps after the first took {} s exact ({} simulated tok/s) and {} s approximate ({} "
+                  "tok/s); the first step clocks every batch in both: {} s / {} s",
+                  runs, later, list(r.exact_s), list(exact_rate), list(r.approx_s, "{:.3f}"), list(approx_rate),
+                  list(r.first_exact_s), list(r.first_approx_s))));
+  f.push_back(figure_of("approximate DDR3 reuse: worst token time error against exact", "%", r.worst_pct, 1.0, false,
+                        "<= 1% on every token step",
+                        "measured (this host): the approximate run's simulated times against the exact run's",
+                        fmt::format("{}: |approximate / exact - 1| of each step's simulated time, the worst of the "
+                                    "run: {} %; the mean: {} %; the worst energy: {} %",
+                                    runs, list(r.worst_pct, "{:.3f}"), list(r.mean_pct, "{:.3f}"),
+                                    list(r.energy_worst_pct, "{:.3f}"))));
+}
+
 template <class F>
 std::vector<double> each(const std::vector<RunProcess>& v, F f) {
   std::vector<double> out;
@@ -712,12 +802,14 @@ std::vector<BenchFigure> run_bench(const BenchOptions& options, std::function<vo
   const TimingModel t = load_timing_model(o, warm_cache, status);
   const FastWindows fast = fast_windows(cfg, t, o, status);
   const CycleRuns cycle = cycle_runs(cfg, t, o, fast.low, status);
+  const Ddr3ReuseRuns ddr3 = ddr3_reuse_runs(o, scratch.path(), status);
   std::vector<BenchFigure> f;
   process_figures(f, o, procs);
   rate_figures(f, o, fast, checked);
   prefill_figure(f, o, prefill);
   cycle_figures(f, o, cfg.board.clock.mhz, cycle);
   f.push_back(sweep_figure(o, status));
+  ddr3_reuse_figures(f, o, ddr3);
   f.push_back(energy_figure(o, fast));
   return f;
 }
@@ -794,6 +886,7 @@ const Fields<BenchOptions>& bench_option_fields() {
                                 {"sweep_points", &O::sweep_points},
                                 {"prefill_prompt_tokens", &O::prefill_prompt_tokens},
                                 {"prefill_tokens_per_pass", &O::prefill_tokens_per_pass},
+                                {"ddr3_tokens", &O::ddr3_tokens},
                                 {"threads", &O::threads},
                                 {"quick", &O::quick},
                                 {"only", &O::only}};

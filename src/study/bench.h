@@ -16,6 +16,9 @@
 //   - prefill: a prompt of prefill_prompt_tokens through the fast fidelity with the golden
 //     check at P = prefill_tokens_per_pass against P = 1, wall time speed-up (and without
 //     the check, in its text)
+//   - approximate DDR3 reuse (ddr3.fast_reuse, docs/ddr3.md): a run under ddr.model = ddr3,
+//     exact and approximate, its wall speed-up after the first token step and its worst
+//     token time error against exact
 //   - the energy accounting's share of a run's host time: each pass of the fast windows'
 //     tokens priced as a run prices them (sim::token_energy, one call a token), its wall
 //     over the pass's token-step wall (only = "energy": this figure alone)
@@ -61,6 +64,7 @@ struct BenchOptions {
   int sweep_points = 8;      // timing-only sweep points run in this process for the points/s figure
   int prefill_prompt_tokens = 511;  // the prefill figure's prompt, BOS included (with the byte tokenizer)
   int prefill_tokens_per_pass = 8;  // its P, against P = 1
+  int ddr3_tokens = 3;       // generated tokens of the approximate-DDR3-reuse runs (prompt "A")
   int threads = 2;           // host threads (loading, calibration, fast kernels, golden check)
   std::string only;          // "": every figure; "energy": the energy accounting's share alone
   sim::ParamSet params = sim::board_params();  // the board config

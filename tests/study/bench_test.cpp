@@ -1,4 +1,4 @@
-// bitsim bench in quick mode (synthetic:tiny, few tokens): the thirteen figures, each the median
+// bitsim bench in quick mode (synthetic:tiny, few tokens): the fifteen figures, each the median
 // of its repetitions, their met flags against their goals, cold and warm start-up told apart
 // by the start-up cache, the table and the CLI's JSON document agreeing with them, the child
 // process runner, and the premise of the speed-up figure (both fidelities simulate the same
@@ -52,7 +52,7 @@ void expect_median_of_samples(const std::string& name, double value, double lo, 
   EXPECT_DOUBLE_EQ(value, med) << name;
 }
 
-constexpr size_t kFigures = 13;
+constexpr size_t kFigures = 15;
 
 // The energy accounting's share: a share of the host time (below 100%, in %), lower is
 // better, goal 2%, from the fast windows' 2 x 4 tokens (quick mode) priced by
@@ -92,7 +92,7 @@ TEST(Bench, QuickRunReturnsThirteenFiguresEachAMedianOfItsRepetitions) {
     EXPECT_NE(f.evidence.find("measured (this host)"), std::string::npos) << f.name;
   }
   const std::vector<std::string> units{"s",     "s",        "s", "tok/s", "GB", "tok/s", "tok/s", "tok/s", "x",
-                                       "cycles/s", "x", "points/s", "%"};
+                                       "cycles/s", "x", "points/s", "x", "%", "%"};
   for (size_t i = 0; i < kFigures; ++i) EXPECT_EQ(figs[i].unit, units[i]) << figs[i].name;
   // Cold and warm time to the first token are separate figures: the cold processes started
   // from an empty start-up cache each, the warm ones took the model and the K/V scales from
@@ -112,7 +112,19 @@ TEST(Bench, QuickRunReturnsThirteenFiguresEachAMedianOfItsRepetitions) {
   // The sweep figure: points run one after the other in this process (2 in quick mode).
   EXPECT_NE(figs[11].how.find("2 points"), std::string::npos) << figs[11].how;
   EXPECT_NE(figs[11].how.find("in one process"), std::string::npos) << figs[11].how;
-  expect_energy_figure(figs[12]);
+  expect_energy_figure(figs[14]);
+  // Approximate DDR3 reuse (docs/ddr3.md): its speed-up over exact after the first step, and
+  // its worst token time error, from runs under ddr.model = ddr3 of 'A' and 3 tokens.
+  EXPECT_NE(figs[12].name.find("approximate DDR3 reuse: wall speed-up"), std::string::npos) << figs[12].name;
+  EXPECT_EQ(figs[12].goal, 10.0);
+  EXPECT_NE(figs[12].how.find("under ddr.model = ddr3"), std::string::npos) << figs[12].how;
+  EXPECT_NE(figs[12].how.find("(5 token steps)"), std::string::npos) << figs[12].how;
+  EXPECT_GT(figs[12].min, 1.0) << figs[12].how;  // approximate reuse clocks fewer batches
+  EXPECT_NE(figs[13].name.find("worst token time error"), std::string::npos) << figs[13].name;
+  EXPECT_FALSE(figs[13].higher_is_better);
+  EXPECT_EQ(figs[13].goal, 1.0);
+  EXPECT_GE(figs[13].min, 0.0);
+  EXPECT_LT(figs[13].max, 5.0) << figs[13].how;
   // The prefill figure: a 24-token prompt (quick mode) at P = 8 against P = 1, its computed
   // logits checked (the last of each chunk of 8 at P = 8, every position at P = 1: 3 x 27).
   EXPECT_NE(figs[8].name.find("a 24-token prompt at P = 8 over P = 1, golden check"), std::string::npos)
@@ -145,7 +157,7 @@ TEST(Bench, QuickRunReturnsThirteenFiguresEachAMedianOfItsRepetitions) {
                             (f.met ? "met" : "missed") + " |";
     EXPECT_NE(table.find(row), std::string::npos) << row;
   }
-  EXPECT_NE(table.find(std::to_string(met) + " of 13 goals met"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(met) + " of 15 goals met"), std::string::npos) << table;
   EXPECT_NE(table.find("3 repetitions"), std::string::npos) << table;
 }
 
@@ -274,7 +286,8 @@ TEST(Bench, OptionsAreChecked) {
       {"a prefill prompt of 512 tokens", [](BenchOptions& b) { b.prefill_prompt_tokens = 512; }},
       {"a prefill prompt of 1 token", [](BenchOptions& b) { b.prefill_prompt_tokens = 1; }},
       {"prefill at P = 1", [](BenchOptions& b) { b.prefill_tokens_per_pass = 1; }},
-      {"only an unknown figure group", [](BenchOptions& b) { b.only = "speed"; }}};
+      {"only an unknown figure group", [](BenchOptions& b) { b.only = "speed"; }},
+      {"approximate DDR3 runs of 0 tokens", [](BenchOptions& b) { b.ddr3_tokens = 0; }}};
   for (const auto& [what, change] : refused) {
     BenchOptions b = o;
     change(b);
@@ -322,7 +335,7 @@ TEST(Bench, CliQuickWritesJson) {
     EXPECT_EQ(fig.at("evidence").get<std::string>().rfind("measured (this host)", 0), 0u);
     EXPECT_TRUE(fig.at("how").is_string());
   }
-  EXPECT_NE(out.find(std::to_string(met) + " of 13 goals met"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(met) + " of 15 goals met"), std::string::npos) << out;
 }
 
 // A stored run of two figures, one where higher is better and one where lower is.
