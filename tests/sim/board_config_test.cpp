@@ -308,14 +308,15 @@ TEST(BoardConfig, Ddr3KeysAreInTheTableWithTheirEvidence) {
   std::map<std::string, std::string> evidence;
   for (const auto& s : p.specs())
     if (s.key.rfind("ddr3.", 0) == 0) evidence[s.key] = s.evidence;
-  EXPECT_EQ(evidence.size(), 35u);  // every field of Ddr3Config, clock_mhz among them
+  EXPECT_EQ(evidence.size(), 36u);  // every field of Ddr3Config, clock_mhz and fast_reuse among them
   // The DDRC's register settings (address map, open page, the LPR/WR store fields) are the
   // PS7 configuration's ps7_init values (docs/ddr3.md, "Sources of the controller's settings").
   for (const char* k : {"ddr3.clock_mhz", "ddr3.cl", "ddr3.trfc", "ddr3.trefi", "ddr3.banks", "ddr3.ports",
                         "ddr3.address_map", "ddr3.page_policy", "ddr3.lpr_max_starve_x32", "ddr3.w_xact_run_length",
                         "ddr3.w_min_non_critical_x32"})
     EXPECT_EQ(evidence[k], "board") << k;
-  for (const char* k : {"ddr3.queue_depth", "ddr3.cam_entries", "ddr3.scheduler", "ddr3.rw_policy", "ddr3.timer_ncks"})
+  for (const char* k : {"ddr3.queue_depth", "ddr3.cam_entries", "ddr3.scheduler", "ddr3.rw_policy", "ddr3.timer_ncks",
+                        "ddr3.fast_reuse"})
     EXPECT_EQ(evidence[k], "simulated") << k;
   EXPECT_EQ(evidence["ddr3.ctrl_latency_ns"], "calibrated");  // bitsim calibrate fits it under ddr3
   EXPECT_EQ(p.real("ddr3.clock_mhz"), 525.0);
@@ -330,6 +331,7 @@ TEST(BoardConfig, Ddr3KeysAreInTheTableWithTheirEvidence) {
   EXPECT_NE(config_error({"ddr3.cl=0"}).find("ddr3.cl"), std::string::npos);
   EXPECT_NE(config_error({"ddr3.clock_mhz=5000"}).find("ddr3.clock_mhz"), std::string::npos);
   EXPECT_NE(config_error({"ddr3.page_policy=sometimes"}).find("ddr3.page_policy"), std::string::npos);
+  EXPECT_NE(config_error({"ddr3.fast_reuse=roughly"}).find("ddr3.fast_reuse"), std::string::npos);
   const std::string banks = config_error({"ddr3.banks=6"});
   EXPECT_NE(banks.find("ddr3.banks"), std::string::npos) << banks;
   EXPECT_NE(banks.find("power of two"), std::string::npos) << banks;
