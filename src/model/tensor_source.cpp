@@ -76,14 +76,14 @@ CheckpointSource::CheckpointSource(const std::filesystem::path& folder)
     if (t.name.size() > scale_suffix.size() &&
         std::string_view(t.name).substr(t.name.size() - scale_suffix.size()) == scale_suffix) {
       const std::string weight = t.name.substr(0, t.name.size() - scale_suffix.size());
-      if (const TensorInfo* w = file_.find(weight); w != nullptr && expected_names.count(weight) != 0)
+      if (const TensorInfo* w = file_.find(weight); w != nullptr && is_projection_weight(weight))
         throw Error(fmt::format("{}: tensor '{}' is the scale of a packed projection, but '{}' is {}, not U8 (a "
                                 "matrix is either packed, U8 with its weight_scale, or float without one)",
                                 file, t.name, weight, dtype_name(w->dtype)));
     }
-      throw Error(fmt::format("{}: unknown tensor '{}' {} (a {} checkpoint has exactly the MODEL.md tensors, the "
-                              "embedding tied to the lm_head; *.rotary_emb.inv_freq are ignored)",
-                              file, t.name, shape_to_string(t.shape), config_.shape_string()));
+    throw Error(fmt::format("{}: unknown tensor '{}' {} (a {} checkpoint has exactly the MODEL.md tensors, the "
+                            "embedding tied to the lm_head; *.rotary_emb.inv_freq are ignored)",
+                            file, t.name, shape_to_string(t.shape), config_.shape_string()));
   }
 }
 
