@@ -23,6 +23,11 @@ class MakeModel final : public Command {
                      "about 10 GB of F32), tiny-2b4t or tiny-ffn6912 (tiny-2b4t with 2B4T's FFN of 6912)")
         ->check(CLI::IsMember(model::shape_names()))
         ->capture_default_str();
+    sub_->add_option("--format", format_,
+                     "How the projections are stored: latent (F32 latent weights) or packed (BitNet b1.58 2B4T's "
+                     "packed ternary release: U8, 4 trits to a byte, with a BF16 weight_scale; docs/packed-image.md)")
+        ->check(CLI::IsMember({"latent", "packed"}))
+        ->capture_default_str();
     sub_->add_option("--seed", seed_, "Seed of the weight generator")
         ->transform(unsigned_in(0, std::numeric_limits<uint64_t>::max()))
         ->capture_default_str();
@@ -34,10 +39,15 @@ class MakeModel final : public Command {
 
   int run() override {
     const auto shape = model::parse_shape(shape_);
+    const auto format = model::parse_checkpoint_format(format_);
     check_out_folder();
-    model::write_synthetic_checkpoint(shape, seed_, out_);
+    model::write_synthetic_checkpoint(shape, seed_, out_, format);
     fmt::print("wrote synthetic {} checkpoint (seed {}) to {}\n", shape_, seed_, out_);
-    fmt::print("  config.json, model.safetensors (F32 latent weights, MODEL.md tensor names), TOKENIZER.md\n");
+    if (format == model::CheckpointFormat::Packed)
+      fmt::print("  config.json, model.safetensors (MODEL.md tensor names; the projections packed ternary, U8 with a "
+                 "BF16 weight_scale; the embedding and norms F32), TOKENIZER.md\n");
+    else
+      fmt::print("  config.json, model.safetensors (F32 latent weights, MODEL.md tensor names), TOKENIZER.md\n");
     fmt::print("  the weights are random: text generated with them is noise\n");
     return 0;
   }
@@ -58,6 +68,7 @@ class MakeModel final : public Command {
   }
 
   std::string shape_ = "tiny";
+  std::string format_ = "latent";
   uint64_t seed_ = 1;
   std::string out_;
   bool force_ = false;

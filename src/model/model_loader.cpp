@@ -30,6 +30,7 @@ std::vector<float> read_vector(const TensorSource& src, const std::string& name,
 // for bitnet-large).
 TernaryMatrix read_ternary(const TensorSource& src, const std::string& name, int rows, int cols,
                            std::vector<float>& scratch) {
+  if (auto packed = src.read_ternary(name, rows, cols)) return std::move(*packed);  // the packed release
   const size_t n = static_cast<size_t>(rows) * cols;
   if (scratch.size() < n) scratch.resize(n);
   src.read(name, {rows, cols}, scratch.data());

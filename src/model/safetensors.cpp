@@ -47,6 +47,7 @@ bool parse_dtype(const std::string& s, DType* out) {
   if (s == "F32") *out = DType::F32;
   else if (s == "F16") *out = DType::F16;
   else if (s == "BF16") *out = DType::BF16;
+  else if (s == "U8") *out = DType::U8;
   else return false;
   return true;
 }
@@ -69,7 +70,7 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const n
   if (!dt->is_string()) throw fail(fmt::format("'dtype' must be a string, found {}", dt->type_name()));
   const std::string dtype = dt->get<std::string>();
   if (!parse_dtype(dtype, &t.dtype))
-    throw fail(fmt::format("unsupported dtype '{}' (bitsim reads F32, F16 and BF16)", dtype));
+    throw fail(fmt::format("unsupported dtype '{}' (bitsim reads F32, F16, BF16 and U8)", dtype));
 
   auto sh = e.find("shape");
   if (sh == e.end()) throw fail("header entry has no 'shape'");
@@ -245,6 +246,7 @@ const char* dtype_name(DType d) {
     case DType::F32: return "F32";
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
+    case DType::U8: return "U8";
   }
   return "?";
 }
@@ -254,6 +256,7 @@ size_t dtype_size(DType d) {
     case DType::F32: return 4;
     case DType::F16: return 2;
     case DType::BF16: return 2;
+    case DType::U8: return 1;
   }
   return 0;
 }
@@ -277,6 +280,15 @@ float f16_to_f32(uint16_t h) {
 }
 
 float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+uint16_t f32_to_bf16(float value) {
+  const auto b = std::bit_cast<uint32_t>(value);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x0040u);  // NaN: quiet
+  // Round to nearest even on the 16 bits dropped; a carry into the exponent is the right
+  // result (up to +-Inf past the largest finite BF16).
+  const uint32_t rounded = b + 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
@@ -404,6 +416,9 @@ void SafetensorsFile::read_f32_into(const std::string& name, float* dst) const {
       }
       break;
     }
+    case DType::U8:
+      throw Error(fmt::format("{}: tensor '{}' is U8 (packed ternary weights), not a float tensor", path_.string(),
+                              name));
   }
 }
 

@@ -5,7 +5,8 @@
 //   {name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {str: str}}
 // then the data section; offsets are relative to the start of the data section.
-// Only F32, F16 and BF16 tensors are supported (the dtypes of BitNet checkpoints). Every
+// F32, F16 and BF16 tensors are read as floats; U8 tensors (the packed ternary projections of
+// BitNet b1.58 2B4T's release, docs/packed-image.md) only as raw bytes. Every
 // malformed file is a bitsim::Error naming the file (and the tensor where there is one);
 // the reader never reads outside the mapping, whatever the file holds (a file truncated by
 // another process while mapped is the one thing it cannot guard against: SIGBUS).
@@ -25,13 +26,15 @@
 
 namespace bitsim::model {
 
-enum class DType { F32, F16, BF16 };
-const char* dtype_name(DType);  // "F32", "F16", "BF16" (the safetensors spelling)
+enum class DType { F32, F16, BF16, U8 };
+const char* dtype_name(DType);  // "F32", "F16", "BF16", "U8" (the safetensors spelling)
 size_t dtype_size(DType);       // bytes per element
 
 // Exact conversions to F32 (no rounding happens: every F16/BF16 value is an F32 value).
 float f16_to_f32(uint16_t bits);
 float bf16_to_f32(uint16_t bits);
+// F32 to BF16, rounded to nearest, ties to even (a NaN stays a quiet NaN of the same sign).
+uint16_t f32_to_bf16(float value);
 
 struct TensorInfo {
   std::string name;
@@ -57,7 +60,8 @@ class SafetensorsFile {  // memory-mapped (mmap, PROT_READ), move-only, unmaps i
   const TensorInfo& at(const std::string& name) const;  // throws Error naming file and tensor
 
   // Converts F16/BF16 to F32 exactly; throws Error naming file + tensor (and the element
-  // index) if any value is NaN or Inf. Safe to call from several threads at once.
+  // index) if any value is NaN or Inf, or if the tensor is U8 (not a float tensor). Safe to
+  // call from several threads at once.
   std::vector<float> read_f32(const std::string& name) const;
   void read_f32_into(const std::string& name, float* dst) const;  // dst holds numel() floats
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "base/error.h"
 #include "base/stop_signal.h"
 #include "base/file_io.h"
+#include "model/packed_release.h"
 #include "model/safetensors.h"
 
 namespace bitsim::model {
@@ -160,33 +162,49 @@ void SyntheticSource::read(const std::string& name, const std::vector<int64_t>& 
   }
 }
 
-void write_synthetic_checkpoint(Shape shape, uint64_t seed, const std::filesystem::path& out_dir) {
+CheckpointFormat parse_checkpoint_format(const std::string& s) {
+  if (s == "latent") return CheckpointFormat::Latent;
+  if (s == "packed") return CheckpointFormat::Packed;
+  throw Error(fmt::format("unknown checkpoint format '{}' (latent or packed)", s));
+}
+
+void write_synthetic_checkpoint(Shape shape, uint64_t seed, const std::filesystem::path& out_dir,
+                                CheckpointFormat format) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the checkpoint folder: {}", out_dir.string(), ec.message()));
 
   const SyntheticSource src(shape, seed);
+  const bool packed = format == CheckpointFormat::Packed;
   auto write_text = [](const std::filesystem::path& p, const std::string& text) {
     io::write_file(p, text, "checkpoint file");
   };
-  write_text(out_dir / "config.json", src.config().to_json().dump(2) + "\n");
+  write_text(out_dir / "config.json",
+             (packed ? packed_config_json(src.config()) : src.config().to_json()).dump(2) + "\n");
   write_text(out_dir / "TOKENIZER.md",
              fmt::format(
                  "# Tokenizer of this synthetic checkpoint\n\n"
                  "This folder was written by bitsim as a synthetic checkpoint ({}). It has the real\n"
                  "layout of 1bitLLM/bitnet_b1_58-large (config.json, model.safetensors with the MODEL.md\n"
-                 "tensor names, F32, tied lm_head) but random weights, so generated text is noise.\n\n"
+                 "tensor names, {}, tied lm_head) but random weights, so generated text is noise.\n\n"
                  "There is no tokenizer.model here. bitsim then uses a byte-level tokenizer on the\n"
                  "LLaMA byte-fallback ids (<0x00>..<0xFF> = ids 3..258), plus BOS {} and EOS {}.\n"
                  "To use SentencePiece, put the real tokenizer.model (LLaMA-2's) in this folder.\n",
-                 src.describe(), src.config().bos_token_id, src.config().eos_token_id));
+                 src.describe(),
+                 packed ? "the projections packed ternary as in BitNet b1.58 2B4T's release (U8 and a\n"
+                          "weight_scale), the embedding and the norms F32"
+                        : "F32",
+                 src.config().bos_token_id, src.config().eos_token_id));
 
+  const std::map<std::string, std::string> metadata{
+      {"format", "pt"}, {"bitsim.synthetic", shape_name(shape)}, {"bitsim.seed", std::to_string(seed)}};
+  if (packed) {
+    write_packed_safetensors(src, out_dir / "model.safetensors", metadata);
+    return;
+  }
   std::vector<TensorSpec> specs;
   for (const auto& [name, tshape] : src.tensors()) specs.push_back({name, DType::F32, tshape});
-  SafetensorsWriter writer(out_dir / "model.safetensors", std::move(specs),
-                           {{"format", "pt"},
-                            {"bitsim.synthetic", shape_name(shape)},
-                            {"bitsim.seed", std::to_string(seed)}});
+  SafetensorsWriter writer(out_dir / "model.safetensors", std::move(specs), metadata);
   std::vector<float> chunk(static_cast<size_t>(kWriteChunk));
   for (const auto& [name, tshape] : src.tensors()) {
     int64_t numel = 1;

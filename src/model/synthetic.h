@@ -77,10 +77,20 @@ class SyntheticSource : public TensorSource {
   std::unordered_map<std::string, size_t> index_;
 };
 
+// How write_synthetic_checkpoint stores the projections: Latent, the F32 latent weights
+// (1bitLLM's and 2B4T's bf16 master checkpoints' layout); Packed, BitNet b1.58 2B4T's packed
+// ternary release (packed_release.h: U8 [out/4, in] + weight_scale, config.json with its
+// quantization_config), the trits those latent weights ternarize to.
+enum class CheckpointFormat { Latent, Packed };
+// "latent" | "packed"; Error listing both.
+CheckpointFormat parse_checkpoint_format(const std::string& s);
+
 // Writes out_dir/config.json, out_dir/model.safetensors (F32, MODEL.md names, no lm_head,
 // tied) and out_dir/TOKENIZER.md (there is no tokenizer.model: see the note). Tensor data is
-// generated and written in chunks, so bitnet-large (2.9 GB) needs a few MB of memory.
-// Creates out_dir if needed; throws Error naming the file on an I/O failure.
-void write_synthetic_checkpoint(Shape shape, uint64_t seed, const std::filesystem::path& out_dir);
+// generated and written in chunks, so bitnet-large (2.9 GB) needs a few MB of memory (Packed:
+// its largest projection as F32, 71 MB for bitnet-2b4t). Creates out_dir if needed; throws
+// Error naming the file on an I/O failure.
+void write_synthetic_checkpoint(Shape shape, uint64_t seed, const std::filesystem::path& out_dir,
+                                CheckpointFormat format = CheckpointFormat::Latent);
 
 }  // namespace bitsim::model

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "model/safetensors.h"
+#include "support/edit_byte.h"
 #include "support/run_bitsim.h"
 #include "support/temp_dir.h"
 
@@ -217,6 +219,39 @@ TEST(BadInput, MakeModelRefusesAnExistingCheckpointWithoutForce) {
 }
 
 // ---- silently wrong -----------------------------------------------------------------------
+
+// A damaged packed checkpoint (make-model --format packed, then one byte changed in place):
+// an invalid code 3 in a projection's byte, a NaN weight_scale, a weight_scale of 0: each exit
+// 2 naming the file and the tensor, in run (which reads the bytes) and in inspect.
+TEST(BadInput, DamagedPackedCheckpointIsRefusedNamingFileAndTensor) {
+  TempDir d;
+  const fs::path m = d.path / "m", file = m / "model.safetensors";
+  const std::string q = "model.layers.0.self_attn.q_proj.weight", qs = q + "_scale";
+  for (int damage = 0; damage < 3; ++damage) {
+    ASSERT_EQ(bitsim("make-model --shape tiny-2b4t --format packed --force --out " + m.string()).code, 0);
+    uint64_t data = 0, at = 0;
+    {
+      std::ifstream in(file, std::ios::binary);
+      in.read(reinterpret_cast<char*>(&data), 8);
+      data += 8;
+      const auto f = bitsim::model::SafetensorsFile::open(file);
+      at = data + f.at(damage == 0 ? q : qs).data_begin;
+    }
+    const std::string tensor = damage == 0 ? q : qs;
+    if (damage == 0) bitsim::test::edit_byte(file, at + 5, [](char c) { return char(c | 0x03); });  // field 0
+    if (damage == 1) {  // BF16 0x7FC0, a NaN, little-endian
+      bitsim::test::edit_byte(file, at, [](char) { return char(0xc0); });
+      bitsim::test::edit_byte(file, at + 1, [](char) { return char(0x7f); });
+    }
+    if (damage == 2) {
+      bitsim::test::edit_byte(file, at, [](char) { return char(0); });
+      bitsim::test::edit_byte(file, at + 1, [](char) { return char(0); });
+    }
+    expect_refused(bitsim("run --no-cache --tokens 1 --prompt hi --quiet --model " + m.string()),
+                   {file.string(), "'" + tensor + "'"});
+    if (damage > 0) expect_refused(bitsim("inspect --model " + m.string()), {file.string(), "'" + tensor + "'"});
+  }
+}
 
 TEST(BadInput, LeadingZeroIsDecimalNotOctal) {
   const Result r = bitsim("config --set matmul.pipeline_depth=0100");

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/packable_checkpoint.h"
 #include "support/run_bitsim.h"
 #include "support/temp_dir.h"
 
@@ -424,6 +425,40 @@ TEST(Cli, MakeModelTiny2b4tRunsAndAnUnknownActivationIsRefused) {
   EXPECT_EQ(big.code, 2);
   EXPECT_TRUE(contains(big.err, "synthetic:bitnet-2b4t")) << big.err;
   EXPECT_TRUE(contains(big.err, "head_dim")) << big.err;  // its FFN rows are split, its heads are 128
+}
+
+// BitNet b1.58 2B4T's packed ternary release (docs/packed-image.md): make-model --format
+// packed writes it and run checks every token against the golden reference; a model whose
+// scales are reciprocals of BF16 values (so that packing loses nothing,
+// support/packable_checkpoint.h) runs from its packed copy with the logits of the checkpoint it
+// was packed from, token for token, bit for bit (the logits digests), and generates the same ids.
+TEST(Cli, PackedCheckpointRunsWithTheLogitsOfTheCheckpointItWasPackedFrom) {
+  TempDir d;
+  const auto mk = bitsim("make-model --shape tiny-2b4t --format packed --out " + (d.path / "made").string());
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  EXPECT_TRUE(contains(mk.out, "packed")) << mk.out;
+  const auto made = bitsim("run --json --no-cache --tokens 2 --prompt Hi --model " + (d.path / "made").string());
+  ASSERT_EQ(made.code, 0) << made.err;
+  const auto made_doc = nlohmann::json::parse(made.out);
+  for (const auto& t : made_doc.at("tokens")) EXPECT_EQ(t["logits_equal"], true);
+
+  bitsim::test::write_packable_checkpoint(bitsim::model::Shape::Tiny2b4t, 5, d.path / "latent");
+  bitsim::test::write_packed_copy(d.path / "latent", d.path / "packed");
+  auto run = [&](const std::string& folder) {
+    const auto r = bitsim("run --json --no-cache --tokens 4 --prompt Hi --model " + (d.path / folder).string());
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto latent = run("latent"), packed = run("packed");
+  const auto& lt = latent.at("tokens");
+  const auto& pt = packed.at("tokens");
+  ASSERT_GE(lt.size(), 4u);
+  ASSERT_EQ(pt.size(), lt.size());
+  for (size_t i = 0; i < lt.size(); ++i) {
+    EXPECT_EQ(pt[i]["logits_equal"], true) << i;
+    EXPECT_EQ(pt[i]["token_id"], lt[i]["token_id"]) << i;
+    EXPECT_EQ(pt[i]["logits_digest"], lt[i]["logits_digest"]) << i;
+  }
 }
 
 // A model whose head_dim is not the one the attention unit is built for (attention.head_dim)

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -78,6 +79,8 @@ TEST(Safetensors, DTypeNamesAndSizes) {
   EXPECT_EQ(dtype_size(DType::F32), 4u);
   EXPECT_EQ(dtype_size(DType::F16), 2u);
   EXPECT_EQ(dtype_size(DType::BF16), 2u);
+  EXPECT_STREQ(dtype_name(DType::U8), "U8");
+  EXPECT_EQ(dtype_size(DType::U8), 1u);
   TensorInfo t{"x", DType::F32, {3, 4, 5}, 0, 240};
   EXPECT_EQ(t.numel(), 60);
   t.shape = {};
@@ -189,6 +192,45 @@ TEST(Safetensors, BF16KnownValues) {
   const SafetensorsFile f = SafetensorsFile::open(p);
   EXPECT_EQ(f.at("b").dtype, DType::BF16);
   ASSERT_NO_FATAL_FAILURE(expect_same_bits(f.read_f32("b"), want));
+}
+
+// U8 (the packed ternary release's projections): read as raw bytes, never as floats.
+TEST(Safetensors, U8IsReadRawAndRefusedAsFloats) {
+  TempDir dir;
+  const fs::path p = dir.path / "u8.safetensors";
+  const std::vector<uint8_t> bytes = {0x92, 0x54, 0x49, 0x0A, 0xFF, 0x00};
+  write_safetensors(p, {tensor("w", DType::U8, {2, 3}, bytes)});
+  const SafetensorsFile f = SafetensorsFile::open(p);
+  const TensorInfo& t = f.at("w");
+  EXPECT_EQ(t.dtype, DType::U8);
+  EXPECT_EQ(t.data_end - t.data_begin, 6u);
+  EXPECT_EQ(std::memcmp(f.raw(t), bytes.data(), 6), 0);
+  try {
+    f.read_f32("w");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string() + ": tensor 'w' is U8"), std::string::npos) << e.what();
+  }
+}
+
+// F32 to BF16: round to nearest, ties to even; NaN stays NaN; overflow to Inf.
+TEST(Safetensors, F32ToBF16RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(f32_to_bf16(-2.0f), 0xC000);
+  EXPECT_EQ(f32_to_bf16(std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie, even below
+  EXPECT_EQ(f32_to_bf16(std::bit_cast<float>(0x3F818000u)), 0x3F82);  // tie, even above
+  EXPECT_EQ(f32_to_bf16(std::bit_cast<float>(0x3F808001u)), 0x3F81);  // above the tie
+  EXPECT_EQ(f32_to_bf16(std::bit_cast<float>(0x3F807FFFu)), 0x3F80);  // below the tie
+  EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::max()), 0x7F80);  // rounds up to +Inf
+  EXPECT_EQ(f32_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
+  const uint16_t nan = f32_to_bf16(std::bit_cast<float>(0x7F800001u));  // a signalling NaN's payload below bit 16
+  EXPECT_EQ(nan & 0x7F80, 0x7F80);
+  EXPECT_NE(nan & 0x007F, 0);
+  for (uint32_t h = 0; h < 0x10000; h += 7) {  // every finite BF16 value converts back to itself
+    if ((h & 0x7F80u) != 0x7F80u) {
+      EXPECT_EQ(f32_to_bf16(bf16_to_f32(uint16_t(h))), h);
+    }
+  }
 }
 
 TEST(Safetensors, NanAndInfRejectedWithFileAndTensor) {

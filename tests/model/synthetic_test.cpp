@@ -12,14 +12,19 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "support/packable_checkpoint.h"
 #include "support/temp_dir.h"
+#include "model/model_loader.h"
+#include "model/packed_release.h"
 #include "model/safetensors.h"
 #include "model/tensor_source.h"
 
@@ -409,6 +414,269 @@ TEST(Synthetic, PythonReaderListsModelMdNames) {
   fs::copy_file(dir.path / "model.safetensors", bad);
   fs::resize_file(bad, fs::file_size(bad) - 4);
   EXPECT_NE(run(bad), 0);
+}
+
+
+// ---- The packed ternary release (model/packed_release.h, docs/packed-image.md) ------------
+
+// Worked by hand from the rule "field i (bits 2i+1..2i) of packed[r][c] holds W[i*R + r][c] + 1,
+// R = out/4; code 0 = -1, 1 = 0, 2 = +1". out = 8, in = 2, so R = 2 packed rows of 2 bytes:
+//
+//   W row:  0: [+1 -1]   1: [ 0 +1]   2: [-1  0]   3: [+1 +1]     (all eight rows distinct)
+//           4: [ 0  0]   5: [-1 -1]   6: [+1  0]   7: [ 0 -1]
+//
+//   packed[0][0]: fields 0..3 = W[0][0], W[2][0], W[4][0], W[6][0] = +1 -1 0 +1 -> codes 2 0 1 2
+//                 = 2 | 0<<2 | 1<<4 | 2<<6 = 0b10'01'00'10 = 0x92
+//   packed[0][1]: W[0][1], W[2][1], W[4][1], W[6][1] = -1 0 0 0 -> codes 0 1 1 1 = 0b01'01'01'00 = 0x54
+//   packed[1][0]: W[1][0], W[3][0], W[5][0], W[7][0] = 0 +1 -1 0 -> codes 1 2 0 1 = 0b01'00'10'01 = 0x49
+//   packed[1][1]: W[1][1], W[3][1], W[5][1], W[7][1] = +1 +1 -1 -1 -> codes 2 2 0 0 = 0b00'00'10'10 = 0x0A
+//
+// Read as four consecutive rows per byte (4r + i) instead, 0x92 would make rows 0..3 of
+// column 0 +1 -1 0 +1 instead of +1 0 -1 +1.
+const std::vector<uint8_t> kHandPacked{0x92, 0x54, 0x49, 0x0A};
+const std::vector<int8_t> kHandTrits{+1, -1, 0, +1, -1, 0, +1, +1, 0, 0, -1, -1, +1, 0, 0, -1};
+
+TEST(PackedRelease, HandWorkedBytesUnpackToTheirMatrixAndBack) {
+  std::vector<int8_t> trits(16, 9);
+  unpack_ternary(kHandPacked.data(), 8, 2, trits.data(), "hand");
+  EXPECT_EQ(trits, kHandTrits);
+  TernaryMatrix m;
+  m.rows = 8;
+  m.cols = 2;
+  m.trits = kHandTrits;
+  EXPECT_EQ(pack_ternary(m), kHandPacked);
+  // The hand case through a checkpoint file: a one-layer-free check of the reader's indexing
+  // (packed row r, column c at byte r * cols + c).
+  TempDir dir;
+  const uint16_t scale = 0x4200;  // BF16 32.0
+  write_safetensors(dir.path / "m.safetensors",
+                    {{"p.q_proj.weight", DType::U8, {2, 2}, kHandPacked.data(), kHandPacked.size()},
+                     {"p.q_proj.weight_scale", DType::BF16, {1}, &scale, sizeof scale}});
+  const SafetensorsFile f = SafetensorsFile::open(dir.path / "m.safetensors");
+  const TernaryMatrix r = read_packed_projection(f, "p.q_proj.weight", 8, 2);
+  EXPECT_EQ(r.trits, kHandTrits);
+  EXPECT_EQ(r.scale, 1.0f / 32.0f);
+  // The code 3 and a non-ternary value are refused.
+  std::vector<uint8_t> bad = kHandPacked;
+  bad[3] |= 0x30;  // field 2 of packed[1][1]: weight row 2 * 2 + 1 = 5
+  expect_error_mentions([&] { unpack_ternary(bad.data(), 8, 2, trits.data(), "F: tensor 'T'"); },
+                        {"F: tensor 'T'", "byte [1, 1]", "code 3", "field 2", "weight row 5"});
+  m.trits[5] = 2;
+  EXPECT_THROW(pack_ternary(m), Error);
+  m.rows = 6;
+  EXPECT_THROW(pack_ternary(m), Error);
+}
+
+TEST(PackedRelease, ScaleIsTheReciprocalOfWeightScale) {
+  EXPECT_EQ(w_scale_of_weight_scale(4.0f, "x"), 0.25f);
+  EXPECT_EQ(w_scale_of_weight_scale(3.0f, "x"), 1.0f / 3.0f);
+  EXPECT_EQ(f32_to_bf16(30.5f), 0x41F4);                 // exact
+  EXPECT_EQ(f32_to_bf16(bf16_to_f32(0x3F80) + 0x1p-8f), 0x3F80);  // a tie: to even
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81);     // above the tie
+  EXPECT_EQ(f32_to_bf16(bf16_to_f32(0x3F81) + 0x1p-8f), 0x3F82);  // a tie from odd: up
+  EXPECT_EQ(weight_scale_bf16(0.25f), 0x4080);            // bf16(4.0)
+  for (float bad : {0.0f, -0.0f, -2.0f, std::nanf(""), INFINITY, 1e-45f})
+    expect_error_mentions([&] { w_scale_of_weight_scale(bad, "F: tensor 'S'"); }, {"F: tensor 'S'", "weight_scale"});
+}
+
+// make-model --format packed: the trits of every projection are the ones the latent weights
+// ternarize to (rows all distinct, so a row-order mistake shows), each scale 1.0f / the
+// weight_scale written, within BF16's precision of the latent mean|W|; the rest unchanged.
+TEST(PackedRelease, SyntheticCheckpointReadsBackTheTritsAndScales) {
+  TempDir dir;
+  write_synthetic_checkpoint(Shape::Tiny2b4t, 7, dir.path, CheckpointFormat::Packed);
+  const CheckpointSource cp(dir.path);
+  EXPECT_EQ(cp.config(), ModelConfig::tiny_2b4t());
+  const TensorInfo& q = cp.file().at("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.dtype, DType::U8);
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{96, 384}));
+  EXPECT_EQ(cp.file().at("model.layers.1.mlp.down_proj.weight").shape, (std::vector<int64_t>{96, 512}));
+  EXPECT_EQ(cp.file().at("model.layers.0.self_attn.k_proj.weight").shape, (std::vector<int64_t>{48, 384}));
+  const TensorInfo& qs = cp.file().at("model.layers.0.self_attn.q_proj.weight_scale");
+  EXPECT_EQ(qs.dtype, DType::BF16);
+  EXPECT_EQ(qs.shape, (std::vector<int64_t>{1}));
+  EXPECT_EQ(cp.file().at("model.embed_tokens.weight").dtype, DType::F32);
+  std::ifstream cfg_in(dir.path / "config.json");
+  const auto cfg = nlohmann::json::parse(cfg_in);
+  EXPECT_EQ(cfg.at("quantization_config").at("quant_method"), "bitnet");
+  EXPECT_EQ(cfg.at("quantization_config").at("quantization_mode"), "offline");
+
+  const TernaryModel latent = load_ternary_model(SyntheticSource(Shape::Tiny2b4t, 7));
+  const TernaryModel packed = load_ternary_model(cp);
+  ASSERT_EQ(packed.layers.size(), latent.layers.size());
+  const char* names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                         "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  for (size_t l = 0; l < latent.layers.size(); ++l) {
+    const auto& A = latent.layers[l];
+    const auto& B = packed.layers[l];
+    const TernaryMatrix* a[] = {&A.q, &A.k, &A.v, &A.o, &A.gate, &A.up, &A.down};
+    const TernaryMatrix* b[] = {&B.q, &B.k, &B.v, &B.o, &B.gate, &B.up, &B.down};
+    for (int k = 0; k < 7; ++k) {
+      const std::string name = fmt::format("model.layers.{}.{}.weight", l, names[k]);
+      std::set<std::string> rows;
+      for (int r = 0; r < a[k]->rows; ++r)
+        rows.insert(std::string(reinterpret_cast<const char*>(a[k]->row(r)), size_t(a[k]->cols)));
+      ASSERT_EQ(rows.size(), size_t(a[k]->rows)) << name << ": rows not distinct, the test would miss a row order";
+      ASSERT_EQ(b[k]->rows, a[k]->rows) << name;
+      ASSERT_EQ(b[k]->cols, a[k]->cols) << name;
+      EXPECT_TRUE(b[k]->trits == a[k]->trits) << name;
+      const float ws = cp.file().read_f32(weight_scale_name(name)).at(0);
+      EXPECT_EQ(b[k]->scale, 1.0f / ws) << name;
+      EXPECT_NEAR(double(ws) * double(a[k]->scale), 1.0, 1.0 / 256) << name;
+    }
+    EXPECT_EQ(B.input_norm, A.input_norm);
+    EXPECT_EQ(B.inner_attn_norm, A.inner_attn_norm);
+    EXPECT_EQ(B.post_attn_norm, A.post_attn_norm);
+    EXPECT_EQ(B.ffn_norm, A.ffn_norm);
+  }
+  EXPECT_TRUE(packed.embed == latent.embed);
+  EXPECT_EQ(packed.final_norm, latent.final_norm);
+  EXPECT_TRUE(packed.lm_head.trits == latent.lm_head.trits);
+  EXPECT_EQ(packed.lm_head.scale, latent.lm_head.scale);
+}
+
+bool same_ternary(const TernaryMatrix& a, const TernaryMatrix& b) {
+  return a.rows == b.rows && a.cols == b.cols && std::bit_cast<uint32_t>(a.scale) == std::bit_cast<uint32_t>(b.scale) &&
+         a.trits == b.trits;
+}
+
+// A model whose every w_scale is the reciprocal of a BF16 value (support/packable_checkpoint.h)
+// packs without loss: its packed copy loads to the same model, scales bit for bit.
+TEST(PackedRelease, PackableCheckpointAndItsPackedCopyLoadTheSameModel) {
+  TempDir latent_dir, packed_dir;
+  test::write_packable_checkpoint(Shape::Tiny2b4t, 11, latent_dir.path);
+  test::write_packed_copy(latent_dir.path, packed_dir.path);
+  const CheckpointSource lsrc(latent_dir.path), psrc(packed_dir.path);
+  EXPECT_EQ(psrc.file().at("model.layers.1.mlp.up_proj.weight").dtype, DType::U8);
+  const TernaryModel a = load_ternary_model(lsrc), b = load_ternary_model(psrc);
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const auto& A = a.layers[l];
+    const auto& B = b.layers[l];
+    EXPECT_TRUE(same_ternary(A.q, B.q) && same_ternary(A.k, B.k) && same_ternary(A.v, B.v) && same_ternary(A.o, B.o) &&
+                same_ternary(A.gate, B.gate) && same_ternary(A.up, B.up) && same_ternary(A.down, B.down))
+        << "layer " << l;
+    // The construction holds: q of layer l is the checkpoint's matrix 7 l, b = 30 + 0.5 * 7 l.
+    EXPECT_EQ(A.q.scale, 1.0f / (30.0f + 3.5f * float(l))) << "layer " << l;
+    EXPECT_EQ(zero_fraction(A.q), 0.5) << "layer " << l;
+    EXPECT_TRUE(A.input_norm == B.input_norm && A.ffn_norm == B.ffn_norm && A.inner_attn_norm == B.inner_attn_norm &&
+                A.post_attn_norm == B.post_attn_norm);
+  }
+  EXPECT_TRUE(a.embed == b.embed);
+  EXPECT_TRUE(same_ternary(a.lm_head, b.lm_head));
+}
+
+// A packed checkpoint's tensors as bytes, to damage one and write the file again.
+struct RawTensor {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+void rewrite_tensors(const fs::path& file, const std::function<void(std::vector<RawTensor>&)>& edit) {
+  std::vector<RawTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  {
+    const SafetensorsFile f = SafetensorsFile::open(file);
+    for (const auto& t : f.tensors()) {
+      const auto* p = reinterpret_cast<const uint8_t*>(f.raw(t));
+      tensors.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(p, p + (t.data_end - t.data_begin))});
+    }
+    for (const auto& [k, v] : f.metadata().items()) metadata[k] = v.get<std::string>();
+  }
+  edit(tensors);
+  std::vector<TensorToWrite> w;
+  for (const auto& t : tensors) w.push_back({t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
+  write_safetensors(file, w, metadata);
+}
+RawTensor& tensor_named(std::vector<RawTensor>& tensors, const std::string& name) {
+  for (auto& t : tensors)
+    if (t.name == name) return t;
+  throw std::runtime_error("test: no tensor " + name);
+}
+
+// Bad packed tensors: each an Error naming the file and the tensor, at open (shape, scale) or
+// at load (a code 3), never a wrong model.
+TEST(PackedRelease, BadPackedTensorsAreRefusedNamingFileAndTensor) {
+  TempDir good;
+  write_synthetic_checkpoint(Shape::Tiny2b4t, 2, good.path, CheckpointFormat::Packed);
+  const std::string q = "model.layers.0.self_attn.q_proj.weight", qs = q + "_scale";
+  const std::string down = "model.layers.1.mlp.down_proj.weight";
+  int n = 0;
+  // A copy of the good checkpoint, edited; `load` also loads the model (where the bytes are read).
+  auto refused = [&](const std::function<void(std::vector<RawTensor>&)>& edit, const std::vector<std::string>& needles,
+                     bool load = false) {
+    const fs::path dir = good.path.parent_path() / (good.path.filename().string() + "_bad" + std::to_string(n++));
+    fs::remove_all(dir);
+    fs::copy(good.path, dir);
+    rewrite_tensors(dir / "model.safetensors", edit);
+    std::vector<std::string> all = needles;
+    all.push_back((dir / "model.safetensors").string());
+    expect_error_mentions(
+        [&] {
+          const CheckpointSource cp(dir);
+          if (load) load_ternary_model(cp);
+        },
+        all);
+    fs::remove_all(dir);
+  };
+
+  // The code 3 in field 2 of down_proj's byte [1, 2] (R = 96: weight row 2 * 96 + 1 = 193).
+  refused([&](auto& t) { tensor_named(t, down).bytes[1 * 512 + 2] |= 0x30; },
+          {"'" + down + "'", "byte [1, 2]", "code 3", "field 2", "weight row 193"}, /*load=*/true);
+  // Its shape: rows * 4 != out_features, columns != in_features, or the unpacked shape in U8.
+  refused([&](auto& t) {
+    auto& x = tensor_named(t, q);
+    x.shape = {95, 384};
+    x.bytes.resize(95 * 384);
+  }, {"'" + q + "'", "shape [95, 384]", "expected [96, 384]"});
+  refused([&](auto& t) {
+    auto& x = tensor_named(t, q);
+    x.shape = {96, 383};
+    x.bytes.resize(96 * 383);
+  }, {"'" + q + "'", "shape [96, 383]", "expected [96, 384]"});
+  refused([&](auto& t) {
+    auto& x = tensor_named(t, q);
+    x.shape = {384, 384};
+    x.bytes.assign(384 * 384, 0x55);
+  }, {"'" + q + "'", "shape [384, 384]", "expected [96, 384]"});
+  // Its weight_scale: missing, of another shape or dtype, zero, negative, NaN, Inf.
+  refused([&](auto& t) { std::erase_if(t, [&](const RawTensor& x) { return x.name == qs; }); },
+          {"'" + q + "'", "'" + qs + "'", "missing"});
+  refused([&](auto& t) {
+    auto& x = tensor_named(t, qs);
+    x.shape = {2};
+    x.bytes = {0x80, 0x40, 0x80, 0x40};
+  }, {"'" + qs + "'", "shape [2]"});
+  refused([&](auto& t) { tensor_named(t, qs).shape = {1, 1}; }, {"'" + qs + "'", "shape [1, 1]"});
+  refused([&](auto& t) {
+    auto& x = tensor_named(t, qs);
+    x.dtype = DType::U8;
+    x.bytes = {4};
+  }, {"'" + qs + "'", "U8"});
+  for (const uint16_t bits : {uint16_t(0x0000), uint16_t(0x8000), uint16_t(0xC200), uint16_t(0x7FC0), uint16_t(0x7F80),
+                              uint16_t(0xFF80)})
+    refused([&](auto& t) {
+      auto& x = tensor_named(t, qs);
+      std::memcpy(x.bytes.data(), &bits, 2);
+    }, {"'" + qs + "'"});
+  // A U8 norm, and a scale beside a float projection (one matrix in two conventions).
+  refused([&](auto& t) {
+    auto& x = tensor_named(t, "model.norm.weight");
+    x.dtype = DType::U8;
+    x.bytes.assign(384, 0x55);
+  }, {"'model.norm.weight'", "U8", "only the projections"});
+  TempDir latent;
+  write_synthetic_checkpoint(Shape::Tiny2b4t, 2, latent.path);
+  rewrite_tensors(latent.path / "model.safetensors", [&](auto& t) {
+    const uint16_t one = 0x3F80;
+    t.push_back({qs, DType::BF16, {1}, {uint8_t(one & 0xff), uint8_t(one >> 8)}});
+  });
+  expect_error_mentions([&] { CheckpointSource cp(latent.path); },
+                        {(latent.path / "model.safetensors").string(), "'" + qs + "'", "'" + q + "' is F32, not U8"});
+  // The good one loads, and a scale of shape [] is as good as [1].
+  EXPECT_NO_THROW(load_ternary_model(CheckpointSource(good.path)));
+  rewrite_tensors(good.path / "model.safetensors", [&](auto& t) { tensor_named(t, qs).shape = {}; });
+  EXPECT_NO_THROW(load_ternary_model(CheckpointSource(good.path)));
 }
 
 }  // namespace
