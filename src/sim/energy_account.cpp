@@ -99,10 +99,11 @@ energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTi
   return energy::energy(account.config, a);
 }
 
-std::string energy_evidence(const energy::EnergyConfig& config) {
+std::string energy_evidence(const energy::EnergyConfig& config, bool approximate) {
   const std::string dram = config.idd_set == "custom" ? "custom IDD currents"
                                                       : "the " + config.idd_set + " IDD set (datasheet)";
-  return "simulated: " + dram + ", vendor power estimates for the PS7 and the PL's static power, the model's coefficients";
+  return std::string(approximate ? "approximate (ddr3.fast_reuse) times, " : "") + "simulated: " + dram +
+         ", vendor power estimates for the PS7 and the PL's static power, the model's coefficients";
 }
 
 energy::Breakdown idle_energy(const EnergyAccount& account, uint64_t ps) {

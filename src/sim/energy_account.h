@@ -50,7 +50,9 @@ energy::Breakdown token_energy(const EnergyAccount& account, const host::TokenTi
 // The evidence label of every energy figure the config gives, and what it rests on: the
 // published IDD set it names (datasheet) or the user's currents (custom), the PL's and PS7's
 // vendor estimates, the model's own coefficients.
-std::string energy_evidence(const energy::EnergyConfig& config);
+// `approximate`: the times the energy follows are approximate (sim::approximate_timing), and
+// the label begins by saying so.
+std::string energy_evidence(const energy::EnergyConfig& config, bool approximate = false);
 
 // The energy of an idle interval of `ps` (static power and background only).
 energy::Breakdown idle_energy(const EnergyAccount& account, uint64_t ps);

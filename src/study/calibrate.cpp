@@ -147,7 +147,9 @@ Measured measure_window(const sim::ParamSet& p, int first_context, int tokens, c
   r.energy_mj = energy.mj_per_token();
   r.avg_power_w = energy.avg_power_w();
   r.tokens_per_j = energy.tokens_per_j();
-  r.energy_evidence = sim::energy_evidence(account.config);
+  // Timing-only windows: approximate under ddr3.fast_reuse = approximate (sim::approximate_timing).
+  r.energy_evidence = sim::energy_evidence(
+      account.config, sim::approximate_timing(sim::make_sim_config(p).board, sim::Fidelity::kTimingOnly));
   return r;
 }
 

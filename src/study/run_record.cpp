@@ -52,9 +52,8 @@ RunSummary run_summary(const sim::BoardRunResult& r) {
   s.prompt_j = prompt.total.total() * 1e-3;
   s.prompt_mj_per_token = prompt.mj_per_token();
   s.decode_mj_per_token = decode.mj_per_token();
-  s.energy_evidence = sim::energy_evidence(r.energy_config);
+  s.energy_evidence = sim::energy_evidence(r.energy_config, r.approximate);
   if (r.approximate) {
-    s.energy_evidence = "approximate (ddr3.fast_reuse) times, " + s.energy_evidence;
     for (std::string* e : {&s.fixed_cost_share_evidence, &s.ttft_ms_evidence, &s.prefill_tok_s_evidence,
                            &s.tpot_ms_evidence, &s.request_ms_evidence})
       *e = sim::timing_evidence(true);

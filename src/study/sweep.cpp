@@ -79,11 +79,12 @@ SweepPoint measure_sweep_point(const sim::ParamSet& p, const SweepOptions& o) {
   static_cast<Measured&>(r) = measure_window(p, o.context, o.tokens, &mc);
   r.wall_pct = 100.0 * r.read_gb_s / p.real("ddr.wall_gb_s");
   r.timing = timing_closure(p);
-  {
-    // The estimate at the shape's KV capacity, as `bitsim run` gives it.
-    const sim::SimConfig cfg = sim::make_sim_config(p);
-    r.fit = sim::prefill_resources_of(cfg, mc, host::kv_context_limit(mc, cfg.memory)).verdict();
-  }
+  const sim::SimConfig cfg = sim::make_sim_config(p);
+  // The estimate at the shape's KV capacity, as `bitsim run` gives it.
+  r.fit = sim::prefill_resources_of(cfg, mc, host::kv_context_limit(mc, cfg.memory)).verdict();
+  // An approximate point (ddr3.fast_reuse) says so in its fidelity column (and its energy
+  // label, measure_window's).
+  const bool approximate = sim::approximate_timing(cfg.board, sim::Fidelity::kTimingOnly);
   r.tpot_ms = r.total_ms;
   if (o.prompt_tokens > 0) {
     const PrefillMeasured pre = measure_prefill(p, o.prompt_tokens, &mc);
@@ -91,12 +92,8 @@ SweepPoint measure_sweep_point(const sim::ParamSet& p, const SweepOptions& o) {
     r.prefill_tok_s = pre.prefill_tok_s;
     r.prompt_j = pre.prompt_j;
   }
-  {
-    // An approximate point (ddr3.fast_reuse) says so in its fidelity column.
-    const bool approximate = sim::approximate_timing(sim::make_sim_config(p).board, sim::Fidelity::kTimingOnly);
-    r.prov = meter.finish(p, fmt::format("{}{}", sim::fidelity_name(sim::Fidelity::kTimingOnly),
-                                         approximate ? ", approximate" : ""), mc);
-  }
+  r.prov = meter.finish(p, fmt::format("{}{}", sim::fidelity_name(sim::Fidelity::kTimingOnly),
+                                       approximate ? ", approximate" : ""), mc);
   return r;
 }
 
