@@ -121,6 +121,9 @@ void print_costs_and_check(const sim::BoardRunResult& r) {
     fmt::print("  fast fidelity         {} DMA batches, {} timed from the cache ({} shapes from the start-up "
                "cache), {} run once on the clocked board ({:.2f} s)\n", r.fast.batches, r.fast.cache_hits,
                r.timing_entries_cached, r.fast.oracle_runs, r.fast.oracle_wall_s);
+  if (r.fast.replays_accepted + r.fast.replays_rejected > 0)
+    fmt::print("  checked reuse         {} records replayed by the memory model and reused, {} rejected (docs/hw-timing.md)\n",
+               r.fast.replays_accepted, r.fast.replays_rejected);
 }
 
 // The per-token table and the summary of a run.

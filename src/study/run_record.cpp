@@ -130,7 +130,8 @@ const Fields<RunSummary>& run_summary_fields() {
 TimingCacheSummary timing_cache_summary(const sim::BoardRunResult& r) {
   return {.batches = r.fast.batches, .hits = r.fast.cache_hits, .clocked_runs = r.fast.oracle_runs,
           .clocked_cycles = r.fast.oracle_cycles, .clocked_wall_s = r.fast.oracle_wall_s,
-          .shapes_from_startup_cache = r.timing_entries_cached};
+          .shapes_from_startup_cache = r.timing_entries_cached, .replays_accepted = r.fast.replays_accepted,
+          .replays_rejected = r.fast.replays_rejected};
 }
 
 const Fields<TimingCacheSummary>& timing_cache_fields() {
@@ -140,7 +141,9 @@ const Fields<TimingCacheSummary>& timing_cache_fields() {
                                 {"clocked_runs", &T::clocked_runs},
                                 {"clocked_cycles", &T::clocked_cycles},
                                 {"clocked_wall_s", &T::clocked_wall_s},
-                                {"shapes_from_startup_cache", &T::shapes_from_startup_cache}};
+                                {"shapes_from_startup_cache", &T::shapes_from_startup_cache},
+                                {"replays_accepted", &T::replays_accepted},
+                                {"replays_rejected", &T::replays_rejected}};
   return fields;
 }
 

@@ -59,6 +59,9 @@ struct TimingCacheSummary {
   uint64_t clocked_runs = 0, clocked_cycles = 0;  // batches run once on the clocked board, their PL cycles
   double clocked_wall_s = 0;                      // this host's wall time in those runs
   uint64_t shapes_from_startup_cache = 0;         // batch shapes whose timing the start-up cache gave
+  // Under ddr.model = ddr3 (checked reuse): records the memory's replay accepted (each a hit)
+  // and rejected (hw::FastBoardStats).
+  uint64_t replays_accepted = 0, replays_rejected = 0;
 };
 TimingCacheSummary timing_cache_summary(const sim::BoardRunResult& r);
 const Fields<TimingCacheSummary>& timing_cache_fields();

@@ -153,6 +153,60 @@ TEST(TimingOracle, TimingDependsOnPageOffsetsNotOnAddresses) {
   ASSERT_FALSE(a.channels[0][1].changes.empty());
 }
 
+// Checked reuse under ddr3 (MemoryTiming::replay, docs/hw-timing.md): a batch's memory trace,
+// replayed from another opening (the same batch after idle gaps of other lengths: other
+// refresh and clock-crossing phases, rows open or closed), is accepted only where the clocked
+// board from that opening runs the batch with the record's edges, and then it gives that
+// run's memory end state and DRAM commands; openings where a refresh falls inside the batch
+// are rejected.
+TEST(TimingOracle, ADdr3TraceReplaysExactlyWhereItHoldsAndIsRejectedElsewhere) {
+  BoardConfig cfg;
+  cfg.ddr.model = "ddr3";
+  const MatmulShape s = test::random_matmul_stream(40, 300, 4);
+  const std::unique_ptr<MemoryTiming> timing = make_memory_timing(cfg.ddr, kPeriod);
+  ASSERT_TRUE(timing->checks_reuse());
+  OracleBatch b = matmul_batch(s, 0x0010'0238, 0x0020'0040);
+  b.memory_trace = true;
+  // The record: from a memory at reset (every bank closed, the first refresh a tREFI away).
+  b.memory_state = timing->initial_state();
+  const OracleResult ref = run_timing_oracle(cfg, b);
+  ASSERT_FALSE(ref.memory_trace.empty());
+  auto opening = [&](uint64_t gap) { return timing->advance(ref.memory_after, gap); };
+  const uint64_t quiet = ref.memory_after_edge + kOracleFirstEdge;
+  // From its own opening: the record's own memory side.
+  const auto own = timing->replay(timing->initial_state(), ref.memory_trace, quiet);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->after, ref.memory_after);
+  EXPECT_EQ(own->dram.counts, ref.dram.counts);
+  EXPECT_EQ(own->dram_tail, ref.dram_tail);
+  int accepted = 0, rejected = 0;
+  // After the batch, idle gaps of 0 to 2,000 edges: rows still open, a refresh inside the
+  // batch, or all closed and the next refresh after it.
+  for (uint64_t gap = 0; gap < 2000; gap += 17) {
+    b.memory_state = opening(gap);
+    const auto replayed = timing->replay(b.memory_state, ref.memory_trace, quiet);
+    if (!replayed) {
+      ++rejected;
+      continue;
+    }
+    ++accepted;
+    const OracleResult clocked = run_timing_oracle(cfg, b);
+    SCOPED_TRACE("gap " + std::to_string(gap));
+    expect_same_edges(ref, clocked);
+    EXPECT_EQ(replayed->after, clocked.memory_after);
+    EXPECT_EQ(replayed->dram.counts, clocked.dram.counts);
+    EXPECT_EQ(replayed->dram.open_cycles, clocked.dram.open_cycles);
+    EXPECT_EQ(replayed->dram_tail, clocked.dram_tail);
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(rejected, 0);
+  // A trace that is not one (another model's words, cut short) is rejected, not read past its end.
+  MemoryTrace cut = ref.memory_trace;
+  cut.words.resize(3);
+  EXPECT_FALSE(timing->replay(opening(0), cut, quiet).has_value());
+  EXPECT_FALSE(timing->replay(opening(0), MemoryTrace{}, quiet).has_value());
+}
+
 // The bytes of `r`'s writes at [addr, addr + n), or empty if no write holds them.
 std::vector<uint8_t> written_at(const OracleResult& r, uint64_t addr, size_t n) {
   for (const auto& w : r.writes)

@@ -514,6 +514,7 @@ OracleBatch FastBoard::oracle_batch(bool backed) const {
   OracleBatch batch;
   batch.initial = open_regs_;
   batch.memory_state = opening_memory();
+  batch.memory_trace = memory_timing_->checks_reuse();
   const uint64_t shift = oracle_shift_ps();
   for (OracleAction a : batch_actions_) {
     a.time_ps -= shift;
@@ -561,7 +562,7 @@ FastBoard::Cached FastBoard::record(const OracleResult& res) const {
 
 FastBoard::Cached FastBoard::run_oracle(const std::vector<std::pair<int, int>>& started, bool check_outputs) {
   const auto t0 = std::chrono::steady_clock::now();
-  const OracleResult res = run_timing_oracle(config_, oracle_batch(true));
+  OracleResult res = run_timing_oracle(config_, oracle_batch(true));
   stats_.oracle_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.oracle_runs;
   stats_.oracle_cycles += res.cycles;
@@ -581,7 +582,9 @@ FastBoard::Cached FastBoard::run_oracle(const std::vector<std::pair<int, int>>& 
     }
   }
   for (const auto& w : res.writes) write_output(w.addr, w.bytes.data(), w.bytes.size(), owner_of(w.addr, w.bytes.size(), started));
-  return record(res);
+  Cached entry = record(res);
+  entry.trace = std::move(res.memory_trace);
+  return entry;
 }
 
 // A write of the PL's results into DDR, undone if the batch has to run again.
@@ -618,7 +621,7 @@ void FastBoard::undo_outputs() {
 // registers after it. A change before the latest access is the state now (a channel's
 // writes in a reusable shape all come before its first change; a batch that runs again
 // agrees with its earlier run up to then); transfers before it were reported already.
-void FastBoard::apply(const Cached& entry) {
+void FastBoard::apply(const Cached& entry, const MemoryReplay* replayed) {
   for (int d = 0; d < int(ch_.size()); ++d)
     for (int c = 0; c < 2; ++c) {
       Channel& ch = ch_[d][c];
@@ -637,8 +640,8 @@ void FastBoard::apply(const Cached& entry) {
         if ((batch_first_ + e) * period_ >= advanced_ps_) ch.transfers.emplace_back(batch_first_ + s, batch_first_ + e);
     }
   batch_end_edge_ = batch_first_ + entry.end_edge;
-  account_dram(entry.dram, entry.dram_tail);
-  memory_state_ = entry.memory_after;
+  account_dram(replayed ? replayed->dram : entry.dram, replayed ? replayed->dram_tail : entry.dram_tail);
+  memory_state_ = replayed ? replayed->after : entry.memory_after;
   memory_state_edge_ = batch_first_ + entry.memory_after_edge;
   next_event_ps_ = 0;  // the next access looks at the new record
   for (int e = 0; e < int(engines_.size()); ++e)
@@ -802,7 +805,8 @@ bool FastBoard::walk_chains(const std::vector<std::pair<int, int>>& started, std
 
 // A reusable shape seen before: the fast kernels' results, the recorded descriptor status
 // words and the recorded register changes.
-void FastBoard::replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started) {
+void FastBoard::replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started,
+                              const MemoryReplay* replayed) {
   ++stats_.cache_hits;
   for (const auto& [addr, bytes] : outputs_) write_output(addr, bytes.data(), bytes.size(), owner_of(addr, bytes.size(), started));
   for (const auto& [d, c] : started) {
@@ -812,7 +816,35 @@ void FastBoard::replay_cached(const Cached& entry, const std::vector<std::pair<i
       if (g.desc && k < status.size()) write_output(g.desc + R::kDescStatus, &status[k++], 4, d * 2 + c);
   }
   bytes_read_ += entry.bytes_read;
-  apply(entry);
+  apply(entry, replayed);
+}
+
+size_t FastBoard::timing_entries() const {
+  size_t n = 0;
+  for (const auto& [key, records] : cache_) n += records.size();
+  return n;
+}
+
+const FastBoard::Cached* FastBoard::reusable(const std::string& key, std::optional<MemoryReplay>& replayed) {
+  replayed.reset();
+  const auto it = cache_.find(key);
+  if (it == cache_.end() || it->second.empty()) return nullptr;
+  std::vector<Cached>& records = it->second;
+  if (!memory_timing_->checks_reuse()) return &records.front();
+  const MemoryState opening = opening_memory();
+  for (size_t i = 0; i < records.size(); ++i) {
+    // The replay's quiet edge counts from the oracle's edge 0, the record's from the first start.
+    replayed = memory_timing_->replay(opening, records[i].trace, records[i].memory_after_edge + kOracleFirstEdge);
+    if (!replayed) {
+      ++stats_.replays_rejected;
+      continue;
+    }
+    ++stats_.replays_accepted;
+    ++records[i].uses;
+    std::rotate(records.begin(), records.begin() + ptrdiff_t(i), records.begin() + ptrdiff_t(i) + 1);
+    return &records.front();
+  }
+  return nullptr;
 }
 
 void FastBoard::resolve() {
@@ -832,26 +864,43 @@ void FastBoard::resolve() {
   before_batch_ = {memory_state_, memory_state_edge_, ledger_, dram_total_};
   if (!ok) {
     enter_general();
-  } else if (auto it = cache_.find(key); it != cache_.end()) {
-    replay_cached(it->second, started);
+  } else if (std::optional<MemoryReplay> replayed; const Cached* hit = reusable(key, replayed)) {
+    replay_cached(*hit, started, replayed ? &*replayed : nullptr);
   } else {
-    const Cached& entry = cache_[key] = run_oracle(started, true);
+    Cached entry = run_oracle(started, true);
     bytes_read_ += entry.bytes_read;
     apply(entry);
+    // Under checked reuse, a run without a trace (the memory's model keeps none where a refresh
+    // fell among its answers) can never be reused: it is not kept.
+    if (!memory_timing_->checks_reuse() || !entry.trace.empty()) {
+      std::vector<Cached>& records = cache_[key];
+      if (records.size() >= kRecordsPerShape) {
+        auto least = records.end() - 1;
+        for (auto r = records.end() - 1; r != records.begin(); --r)
+          if ((r - 1)->uses < least->uses) least = r - 1;
+        records.erase(least);
+      }
+      records.push_back(std::move(entry));
+    }
   }
 }
 
 // ---- The timing cache as bytes ------------------------------------------------------------
 //
 // Layout (native byte order and struct layout: the bytes are for this build only):
-//   "BSTC", format 1 (u32), entries (u64), then per entry: key length (u32) and key bytes;
+//   "BSTC", format (u32), records (u64), then per record (a shape with several records has
+//   one entry each, under the same key): key length (u32) and key bytes;
 //   per channel [DMA][2] (the registry's DMAs): changes (u64) and each (time_ps u64, RelativeRegs), transfers (u64)
 //   and each (start u64, completion u64), status words (u64) and each u32; bytes_read (u64),
-//   end_edge (u64), the engines' LaneRegisterView [engine][2].
+//   end_edge (u64), the engines' LaneRegisterView [engine][2]; the memory's carried state
+//   after (count u64, words), its edge (u64), the DRAM command counts and open cycles (8 u64),
+//   the ledger's tail (count u64, words), the memory trace (count u64, words).
 
 namespace {
 constexpr uint32_t kTimingMagic = 0x43545342;  // "BSTC"
-constexpr uint32_t kTimingFormat = 3;  // 2: each entry ends with the memory's carried state; 3: and its DRAM commands
+// 2: each entry ends with the memory's carried state; 3: and its DRAM commands; 4: and its
+// memory trace, a shape's records one entry each.
+constexpr uint32_t kTimingFormat = 4;
 
 struct ByteWriter {
   std::vector<uint8_t>& out;
@@ -891,15 +940,15 @@ std::vector<uint8_t> FastBoard::export_timing() const {
   ByteWriter w{out};
   w.put(kTimingMagic);
   w.put(kTimingFormat);
-  w.put(uint64_t(cache_.size()));
-  // In key order, so that the same entries give the same bytes.
-  std::vector<const std::pair<const std::string, Cached>*> entries;
-  for (const auto& e : cache_) entries.push_back(&e);
-  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
-  for (const auto* e : entries) {
-    w.put(uint32_t(e->first.size()));
-    out.insert(out.end(), e->first.begin(), e->first.end());
-    const Cached& c = e->second;
+  w.put(uint64_t(timing_entries()));
+  // In key order (a shape's records in their order), so that the same entries give the same bytes.
+  std::vector<const std::pair<const std::string, std::vector<Cached>>*> shapes;
+  for (const auto& e : cache_) shapes.push_back(&e);
+  std::sort(shapes.begin(), shapes.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* shape : shapes)
+  for (const Cached& c : shape->second) {
+    w.put(uint32_t(shape->first.size()));
+    out.insert(out.end(), shape->first.begin(), shape->first.end());
     for (const auto& dma : c.channels)
       for (const ChannelTimeline& t : dma) {
         w.put(uint64_t(t.changes.size()));
@@ -926,6 +975,8 @@ std::vector<uint8_t> FastBoard::export_timing() const {
     for (const uint64_t v : {k.act, k.pre, k.prea, k.prea_banks, k.rd, k.wr, k.ref, c.dram.open_cycles}) w.put(v);
     w.put(uint64_t(c.dram_tail.size()));
     for (const uint64_t v : c.dram_tail) w.put(v);
+    w.put(uint64_t(c.trace.words.size()));
+    for (const uint64_t v : c.trace.words) w.put(v);
   }
   return out;
 }
@@ -974,11 +1025,21 @@ void FastBoard::import_timing(const uint8_t* data, size_t bytes) {
       *v = r.get<uint64_t>();
     c.dram_tail.resize(r.count(8));
     for (uint64_t& v : c.dram_tail) v = r.get<uint64_t>();
+    c.trace.words.resize(r.count(8));
+    for (uint64_t& v : c.trace.words) v = r.get<uint64_t>();
     read.emplace_back(std::move(key), std::move(c));
   }
   if (r.left != 0) throw Error(fmt::format("timing cache: {} bytes after the last entry", r.left));
-  for (auto& [key, c] : read)
-    if (cache_.emplace(std::move(key), std::move(c)).second) ++imported_;
+  // A shape this board has records of keeps them (an imported record is added only to a shape
+  // it has none of, up to kRecordsPerShape).
+  std::unordered_map<std::string, bool> had;
+  for (auto& [key, c] : read) {
+    const auto it = had.try_emplace(key, cache_.count(key) > 0).first;
+    std::vector<Cached>& records = cache_[key];
+    if (it->second || records.size() >= kRecordsPerShape) continue;
+    records.push_back(std::move(c));
+    ++imported_;
+  }
 }
 
 }  // namespace bitsim::hw

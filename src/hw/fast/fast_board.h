@@ -49,6 +49,9 @@ struct FastBoardOptions {
 
 struct FastBoardStats {
   uint64_t batches = 0, cache_hits = 0, oracle_runs = 0, oracle_cycles = 0;
+  // Under a memory whose reuse is checked (MemoryTiming::checks_reuse): records a replay
+  // accepted (each also a cache hit) and records it rejected.
+  uint64_t replays_accepted = 0, replays_rejected = 0;
   double oracle_wall_s = 0;
   uint64_t decoded_bytes = 0;  // memory held by the decoded-weights cache
 };
@@ -109,7 +112,7 @@ class FastBoard {
   // bitsim::Error on bytes that are not a whole export and then adds nothing.
   std::vector<uint8_t> export_timing() const;
   void import_timing(const uint8_t* data, size_t bytes);
-  size_t timing_entries() const { return cache_.size(); }
+  size_t timing_entries() const;
   size_t timing_entries_imported() const { return imported_; }
 
  private:
@@ -143,7 +146,16 @@ class FastBoard {
     uint64_t memory_after_edge = 0;     // as of this relative edge
     DramActivity dram;                  // the DRAM commands up to then, and the ledger's tail
     std::vector<uint64_t> dram_tail;    // (OracleResult::dram, dram_tail)
+    MemoryTrace trace;                  // the memory's requests and answers (checked reuse)
+    uint64_t uses = 0;                  // times reused in this process (not exported)
   };
+  // A batch shape's records: one, or under a memory whose reuse is checked, up to
+  // kRecordsPerShape (each from another opening state), the last one accepted first; a new
+  // record takes the place of the least used (the oldest of those).
+  static constexpr size_t kRecordsPerShape = 8;
+  // The record of `key` that holds from this batch's opening (checked by the memory's replay
+  // where it checks reuse; `replayed` then holds the memory's side from this opening), or null.
+  const Cached* reusable(const std::string& key, std::optional<MemoryReplay>& replayed);
   struct Segment {
     uint64_t addr;
     uint32_t bytes;
@@ -179,7 +191,8 @@ class FastBoard {
   void resolve();
   std::vector<std::pair<int, int>> started_channels();
   bool walk_chains(const std::vector<std::pair<int, int>>& started, std::vector<std::vector<Segment>>& segs);
-  void replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started);
+  void replay_cached(const Cached& entry, const std::vector<std::pair<int, int>>& started,
+                     const MemoryReplay* replayed);
   LiveOracle& live();
   void enter_general();
   void after_live_probe(uint64_t t_ps);
@@ -206,7 +219,9 @@ class FastBoard {
   OracleBatch oracle_batch(bool backed) const;
   Cached run_oracle(const std::vector<std::pair<int, int>>& started, bool check_outputs);
   Cached record(const OracleResult& res) const;
-  void apply(const Cached& entry);
+  // `replayed`: the memory's side of the batch from this opening (checked reuse), in place of
+  // the record's.
+  void apply(const Cached& entry, const MemoryReplay* replayed = nullptr);
   RelativeRegs relative(const Channel& c, const DmaChannelRegisters& r) const;
   DmaChannelRegisters absolute(const Channel& c, const RelativeRegs& r) const;
   const fast::DecodedRows* decoded(uint64_t addr, int rows, int n);
@@ -238,7 +253,7 @@ class FastBoard {
   std::vector<std::array<LaneRegisterView, 2>> engines_;          // the engines' registers on a quiet board
   std::vector<std::array<LaneRegisterView, 2>> pending_engines_;  // after the in-flight batch
   uint64_t bytes_read_ = 0;
-  std::unordered_map<std::string, Cached> cache_;
+  std::unordered_map<std::string, std::vector<Cached>> cache_;
   size_t imported_ = 0;  // entries import_timing added
   struct Decoded {
     uint64_t end;

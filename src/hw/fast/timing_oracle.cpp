@@ -240,6 +240,7 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
   if (!batch.arithmetic) board.skip_arithmetic();
   for (const auto& r : batch.memory) board.memory().write(r.addr, r.bytes.data(), r.bytes.size());
   board.memory().restore_state(batch.memory_state);
+  if (batch.memory_trace) board.memory().record_trace();
   if (batch.initial.size() != size_t(board.dma_count()))
     throw Error(fmt::format("timing oracle: the batch opens {} DMAs' registers, the board has {}", batch.initial.size(),
                             board.dma_count()));
@@ -256,6 +257,7 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
   start_simulation();
   if (ps.failure) std::rethrow_exception(ps.failure);
   result.writes = written_regions(board, written);
+  result.memory_trace = board.memory().take_trace();
   return result;
 }
 

@@ -14,8 +14,9 @@
 // 0: docs/hw-timing.md) apart from the state its memory model carries across an idle gap
 // (hw/memory/memory_model.h; empty for wall and latency-bandwidth, the open rows and refresh phase for ddr3), which the batch opens with. So the
 // batch's timing depends only on its configuration, the start offsets, the buffers' page
-// offsets and lengths, the stream headers' shapes and the memory's carried state: exactly
-// what the fast fidelity's cache key holds.
+// offsets and lengths, the stream headers' shapes and the memory's carried state: what the
+// fast fidelity's cache key holds, or, for the state of a memory that checks reuse (ddr3),
+// what its replay of the record's memory trace checks (MemoryTiming::replay).
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,8 @@ struct OracleResult {
   // it carries past that edge, relative to the device cycle of the oracle's edge 0).
   DramActivity dram;
   std::vector<uint64_t> dram_tail;
+  // The memory's requests and answers (OracleBatch::memory_trace; else empty).
+  MemoryTrace memory_trace;
 };
 
 struct OracleBatch {
@@ -93,6 +96,7 @@ struct OracleBatch {
   bool arithmetic = true;
   std::vector<OracleAction> actions;  // in program order; the first is the first start
   MemoryState memory_state;           // the memory's carried state at the oracle's edge 0
+  bool memory_trace = false;          // record the memory's trace (MemoryTiming::replay)
   // A batch without probes runs until every channel is quiet; a batch with probes ends at its
   // last action.
 };

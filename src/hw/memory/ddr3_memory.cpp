@@ -14,7 +14,72 @@ namespace {
 constexpr uint64_t kWriteBit = 1ull << 47;
 constexpr uint64_t kSeqMask = kWriteBit - 1;
 uint64_t burst_id(size_t port, bool write, uint64_t seq) { return uint64_t(port) << 48 | (write ? kWriteBit : 0) | (seq & kSeqMask); }
+
+// The edge from which the answer of a DRAM burst the engine served at edge `now` (completing
+// at device cycle `end`) is due: read beats may leave, a write response may be sent.
+uint64_t due_edge(const Ddr3Crossing& x, uint64_t now, uint64_t end) { return std::max(now + 1, x.edge(end)); }
+
+// The ledger of the commands of a board opened in a restored state (Ddr3Memory::restore_state
+// and a replay): its device cycle 0, the rows open at the start, and the head a refresh or a
+// PRE of the run before can reach into.
+DramLedger opened_ledger(const Ddr3Config& c, const Ddr3Timing& t, const Ddr3Crossing& x) {
+  DramLedger l(c.banks, c.trfc, x.device(0));
+  l.open_at_start(t.snapshot().open_row);
+  l.keep_head(2 * t.horizon());
+  return l;
+}
+
+// The commands up to quiet edge `cycle` (the engine caught up to it first), and the tail.
+DramActivity close_ledger(Ddr3Timing& t, DramLedger& l, const Ddr3Crossing& x, uint64_t cycle,
+                          std::vector<uint64_t>* tail) {
+  const uint64_t device = x.device(cycle);
+  t.catch_up(device);
+  const DramActivity a = l.close(device);
+  if (tail) *tail = l.record(x.device(0));
+  return a;
+}
+
+constexpr uint64_t kTraceTag = 0xDD3'7ACE;
+constexpr uint64_t kAddrBits = 34, kAddrMask = (uint64_t(1) << kAddrBits) - 1;
 }  // namespace
+
+uint32_t Ddr3TraceBuilder::request(uint64_t edge, uint32_t port, bool write, uint64_t addr, uint32_t bytes) {
+  const uint32_t index = uint32_t(requests.size() / 2);
+  requests.push_back(edge);
+  requests.push_back((addr & kAddrMask) | uint64_t(bytes & 0x1FFF) << kAddrBits | uint64_t(write) << 47 |
+                     uint64_t(port) << 48);
+  return index;
+}
+
+void Ddr3TraceBuilder::answer(uint32_t request, uint64_t due, uint64_t refreshes) {
+  refreshes_answered = refreshes;
+  answers.push_back(uint64_t(request) << 32 | (due - requests[2 * size_t(request)]));
+}
+
+MemoryTrace Ddr3TraceBuilder::take() {
+  MemoryTrace t;
+  if (refreshes_answered != refreshes_before) {
+    requests.clear();
+    answers.clear();
+    return t;
+  }
+  t.words.reserve(2 + requests.size() + answers.size());
+  t.words.push_back(kTraceTag);
+  t.words.push_back(requests.size() / 2);
+  t.words.insert(t.words.end(), requests.begin(), requests.end());
+  t.words.insert(t.words.end(), answers.begin(), answers.end());
+  requests.clear();
+  answers.clear();
+  return t;
+}
+
+MemoryTrace Ddr3Memory::take_trace() { return trace_.take(); }
+
+void Ddr3Memory::submit(Burst& b, size_t port, bool write, uint64_t now) {
+  const uint32_t cport = controller_port(config_.ddr3, int(port)), bytes = b.beats * uint32_t(kBusBeatBytes);
+  if (tracing_) b.trace = trace_.request(now, cport, write, b.addr, bytes);
+  timing_.submit(Ddr3Request{crossing_.device(now), cport, write, b.addr, bytes}, burst_id(port, write, b.seq));
+}
 
 uint32_t Ddr3Memory::controller_port(const Ddr3Config& c, int i) { return std::min<uint32_t>(c.ports - 1, 2 + uint32_t(i)); }
 
@@ -70,9 +135,7 @@ void Ddr3Memory::accept(PortState& p, int index, uint64_t now) {
       std::fill(r.due.begin(), r.due.end(), now + 1);
       r.known = b.beats;
     } else {
-      timing_.submit(Ddr3Request{crossing_.device(now), controller_port(config_.ddr3, index), false, b.addr,
-                                 b.beats * uint32_t(kBusBeatBytes)},
-                     burst_id(size_t(index), false, r.seq));
+      submit(r, size_t(index), false, now);
     }
     p.reads.push_back(std::move(r));
     ++in_flight_;
@@ -107,9 +170,7 @@ bool Ddr3Memory::take_write_beat(PortState& p, int index, uint64_t now) {
     return true;
   }
   mem_.notify(w.addr, size_t(w.beats) * kBusBeatBytes);
-  timing_.submit(Ddr3Request{crossing_.device(now), controller_port(config_.ddr3, index), true, w.addr,
-                             w.beats * uint32_t(kBusBeatBytes)},
-                 burst_id(size_t(index), true, w.seq));
+  submit(w, size_t(index), true, now);
   return true;
 }
 
@@ -122,13 +183,16 @@ void Ddr3Memory::schedule(uint64_t now) {
     const size_t pi = size_t(s->id >> 48);
     const bool write = s->id & kWriteBit;
     const uint64_t seq = s->id & kSeqMask;
-    const uint64_t edge = std::max(now + 1, crossing_.edge(s->end));
+    const uint64_t edge = due_edge(crossing_, now, s->end);
     PortState& p = ports_[pi];
     if (write) {
-      if (s->last) p.writes[size_t(seq - p.writes.front().seq)].response_due = edge;
+      Write& w = p.writes[size_t(seq - p.writes.front().seq)];
+      if (tracing_) trace_.answer(w.trace, edge, timing_.command_counts().ref);
+      if (s->last) w.response_due = edge;
       continue;
     }
     Read& r = p.reads[size_t(seq - p.reads.front().seq)];
+    if (tracing_) trace_.answer(r.trace, edge, timing_.command_counts().ref);
     // DRAM burst `served` holds beats [2 served - first, 2 served + 2 - first) of the AXI burst
     // (first = 1 when it starts in the second half of a 16-byte DRAM burst).
     const uint32_t per = uint32_t(config_.ddr3.bus_bytes * config_.ddr3.burst_length / kBusBeatBytes);
@@ -155,10 +219,7 @@ MemoryState Ddr3Memory::carried_state(uint64_t cycle) const {
 
 void Ddr3Memory::restore_state(const MemoryState& state) {
   crossing_ = ddr3_restore(timing_, crossing_, state.words, name());
-  ledger_ = DramLedger(config_.ddr3.banks, config_.ddr3.trfc, crossing_.device(0));
-  ledger_.open_at_start(timing_.snapshot().open_row);
-  // A refresh or a PRE of the run before can reach into the batch by at most the horizon.
-  ledger_.keep_head(2 * timing_.horizon());
+  ledger_ = opened_ledger(config_.ddr3, timing_, crossing_);
 }
 
 void Ddr3Memory::listen() {
@@ -172,11 +233,7 @@ DramActivity Ddr3Memory::close_dram_activity(uint64_t cycle, std::vector<uint64_
   if (in_flight_ > 0 || !timing_.idle())
     throw Error(fmt::format("{}: the DRAM activity was asked for at edge {} while {} bursts are in flight", name(),
                             cycle, in_flight_));
-  const uint64_t device = crossing_.device(cycle);
-  timing_.catch_up(device);
-  const DramActivity a = ledger_.close(device);
-  if (tail) *tail = ledger_.record(crossing_.device(0));
-  return a;
+  return close_ledger(timing_, ledger_, crossing_, cycle, tail);
 }
 
 void Ddr3Memory::tick() {
@@ -243,13 +300,20 @@ class Ddr3MemoryTiming : public MemoryTiming {
   Ddr3MemoryTiming(const Ddr3Config& c, uint64_t pl_period_ps)
       : config_(c), crossing_(ddr3_board_clock(c, pl_period_ps)) {}
   void key_facts(uint64_t addr, uint64_t, std::string& key) const override { key += fmt::format("@{:x}", addr); }
-  // Exact: the carried state itself. Approximate (ddr3.fast_reuse): a mark instead, so that a
-  // record is reused whatever state its batch opens in; the mark keeps such keys apart from
-  // every exact key (docs/ddr3.md, "Approximate reuse").
+  // Approximate (ddr3.fast_reuse): a mark instead of the state, so that a record is reused
+  // whatever state its batch opens in, unchecked; the mark keeps such keys apart from every
+  // exact key (docs/ddr3.md, "Approximate reuse").
+  // Exact: a mark with the clock crossing's phase (of 5 at 125 MHz; a batch opened at another
+  // phase meets its answers an edge earlier or later almost always, so its records are kept
+  // apart), and every reuse checked by replay() (docs/hw-timing.md, "Checked reuse under a
+  // memory with state").
   void key_state(const MemoryState& state, std::string& key) const override {
     if (config_.approximate_reuse()) key += "m~;";
-    else MemoryTiming::key_state(state, key);
+    else key += fmt::format("m={};", state.words.size() > 1 ? state.words[1] : 0);
   }
+  bool checks_reuse() const override { return !config_.approximate_reuse(); }
+  std::optional<MemoryReplay> replay(const MemoryState& opening, const MemoryTrace& trace,
+                                     uint64_t quiet_edge) const override;
   MemoryState initial_state() const override { return MemoryState{ddr3_carry(ddr3_board_engine(config_, crossing_), crossing_, 0)}; }
   MemoryState advance(const MemoryState& state, uint64_t idle_cycles) const override {
     Ddr3Timing t = ddr3_board_engine(config_, crossing_);
@@ -279,6 +343,61 @@ class Ddr3MemoryTiming : public MemoryTiming {
   Ddr3Config config_;
   Ddr3Crossing crossing_;
 };
+
+// The trace's requests given to an engine opened in `opening`, edge by edge as
+// Ddr3Memory::tick gives them (the requests of an edge in their order, then the engine asked
+// for every burst it can serve by that edge's device cycle), visiting only the edges at which
+// a request arrives or the engine's next decision falls; every answer compared with the
+// trace's as it comes.
+std::optional<MemoryReplay> Ddr3MemoryTiming::replay(const MemoryState& opening, const MemoryTrace& trace,
+                                                     uint64_t quiet_edge) const {
+  const std::vector<uint64_t>& w = trace.words;
+  if (w.size() < 2 || w[0] != kTraceTag || w[1] > (w.size() - 2) / 2) return std::nullopt;
+  const size_t n = size_t(w[1]), answers = w.size() - 2 - 2 * n;
+  const uint64_t* req = w.data() + 2;
+  const uint64_t* ans = req + 2 * n;
+  Ddr3Timing t = ddr3_board_engine(config_, crossing_);
+  const Ddr3Crossing x = ddr3_restore(t, crossing_, opening.words, "memory model");
+  DramLedger ledger = opened_ledger(config_, t, x);
+  t.set_command_listener([&](uint64_t cycle, Ddr3Command command, uint32_t bank) { ledger.command(cycle, command, bank); });
+  // The first edge after `after` whose device cycle reaches `d` (device() does not decrease).
+  auto first_edge = [&](uint64_t d, uint64_t after) {
+    uint64_t e = std::max(after + 1, x.edge(d));
+    while (e > after + 1 && x.device(e - 1) >= d) --e;
+    while (x.device(e) < d) ++e;
+    return e;
+  };
+  size_t next = 0, served = 0;
+  uint64_t edge = n > 0 ? req[0] : 0;
+  try {
+    for (;;) {
+      for (; next < n && req[2 * next] == edge; ++next) {
+        const uint64_t v = req[2 * next + 1];
+        t.submit(Ddr3Request{x.device(edge), uint32_t(v >> 48), bool(v >> 47 & 1), v & kAddrMask,
+                             uint32_t(v >> kAddrBits & 0x1FFF)},
+                 next);
+      }
+      while (const auto s = t.step(x.device(edge))) {
+        if (served == answers) return std::nullopt;
+        const uint64_t want = ans[served++];
+        if (want >> 32 != s->id || (want & 0xFFFF'FFFF) != due_edge(x, edge, s->end) - req[2 * s->id]) return std::nullopt;
+      }
+      uint64_t to = next < n ? req[2 * next] : UINT64_MAX;
+      if (const auto d = t.next_decision()) to = std::min(to, first_edge(*d, edge));
+      if (to == UINT64_MAX) break;
+      if (to <= edge) return std::nullopt;  // a trace whose requests are not in edge order
+      edge = to;
+    }
+  } catch (const Error&) {
+    return std::nullopt;  // the clocked run from this opening says what went wrong
+  }
+  if (served != answers || quiet_edge < edge) return std::nullopt;
+  MemoryReplay r;
+  r.dram = close_ledger(t, ledger, x, quiet_edge, &r.dram_tail);
+  t.set_command_listener(nullptr);
+  r.after = MemoryState{ddr3_carry(t, x, quiet_edge)};
+  return r;
+}
 
 }  // namespace
 

@@ -22,6 +22,24 @@
 
 namespace bitsim::hw {
 
+// The trace of a run (MemoryTrace's words for ddr.model = ddr3): every request the engine
+// took, with its PL edge, and every DRAM burst it served, in the order served, with the edge
+// its answer became due (Ddr3Memory::schedule). Words: a tag, the number of requests, then
+// two words per request (edge; address | bytes << 34 | write << 47 | controller port << 48),
+// then one per burst served (request index << 32 | due edge - the request's edge).
+//
+// A run with a refresh among its answers (performed at a decision, from the first request to
+// the last answer) gives no trace: its answers hold only for openings whose refresh falls at
+// the same point, which a later batch almost never meets (tREFI x the crossing's phases), so
+// keeping it would cost memory and replays for nothing. Its batch is clocked whenever it comes.
+struct Ddr3TraceBuilder {
+  std::vector<uint64_t> requests, answers;
+  uint64_t refreshes_before = 0, refreshes_answered = 0;  // the engine's REF count then
+  uint32_t request(uint64_t edge, uint32_t port, bool write, uint64_t addr, uint32_t bytes);
+  void answer(uint32_t request, uint64_t due_edge, uint64_t refreshes);
+  MemoryTrace take();
+};
+
 class Ddr3Memory : public Memory {
  public:
   SC_HAS_PROCESS(Ddr3Memory);
@@ -33,6 +51,11 @@ class Ddr3Memory : public Memory {
   void restore_state(const MemoryState& state) override;
   DramActivity close_dram_activity(uint64_t cycle, std::vector<uint64_t>* tail = nullptr) override;
   void set_command_listener(Ddr3CommandListener listener) override { command_listener_ = std::move(listener); }
+  void record_trace() override {
+    tracing_ = true;
+    trace_.refreshes_before = trace_.refreshes_answered = timing_.command_counts().ref;
+  }
+  MemoryTrace take_trace() override;
   const Ddr3Crossing& crossing() const { return crossing_; }
   // The controller port board port `i` is wired to.
   static uint32_t controller_port(const Ddr3Config& c, int i);
@@ -42,6 +65,7 @@ class Ddr3Memory : public Memory {
   struct Burst {
     uint64_t addr = 0, seq = 0;
     uint32_t beats = 0, done = 0, tag = 0;
+    uint32_t trace = 0;  // its request's index in the trace (record_trace)
     bool error = false;
   };
   struct Read : Burst {
@@ -66,6 +90,8 @@ class Ddr3Memory : public Memory {
   void accept(PortState& p, int index, uint64_t now);
   bool take_write_beat(PortState& p, int index, uint64_t now);  // true when a beat moved
   void schedule(uint64_t now);  // lets the controller choose every burst it can by `now`
+  // Submits a burst to the engine at edge `now` (and to the trace, when recording).
+  void submit(Burst& b, size_t port, bool write, uint64_t now);
 
   Ddr3Crossing crossing_;
   Ddr3Timing timing_;
@@ -74,6 +100,8 @@ class Ddr3Memory : public Memory {
   void listen();                           // the engine's commands to the ledger and the listener
   std::vector<PortState> ports_;
   size_t in_flight_ = 0;  // bursts held over all ports
+  bool tracing_ = false;
+  Ddr3TraceBuilder trace_;
 };
 
 // ddr.model = ddr3's registration (hw/memory/memory_registry.h): this clocked half and its

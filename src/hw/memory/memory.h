@@ -146,6 +146,11 @@ class Memory : public sc_core::sc_module {
   // cycle of edge 0. Models
   // without commands (wall, latency-bandwidth) give an empty activity and tail.
   virtual DramActivity close_dram_activity(uint64_t cycle, std::vector<uint64_t>* tail = nullptr);
+  // Records, from now on, the requests the memory's timing engine takes and the edge at which
+  // it answers each (MemoryTrace: the timing oracle's batches, for MemoryTiming::replay), and
+  // gives them. Models that do not replay record nothing and give an empty trace.
+  virtual void record_trace() {}
+  virtual MemoryTrace take_trace() { return {}; }
   // Told every DRAM command as the engine decides it (`bitsim run --dram-commands`); an empty
   // function removes it. Models without commands refuse a listener.
   virtual void set_command_listener(Ddr3CommandListener listener);

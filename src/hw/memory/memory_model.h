@@ -12,8 +12,10 @@
 //     hw::axi_boundary_offset; ddr3 keys on every buffer's address);
 //   - the state that survives an idle gap (open rows, a refresh counter: MemoryState) is
 //     carried by the fast board from one batch to the next, advanced over the gap (advance),
-//     and opens the timing oracle's clocked board (Memory::restore_state); its fingerprint
-//     enters the key;
+//     and opens the timing oracle's clocked board (Memory::restore_state); it enters the key
+//     (key_state), or, for a model that checks reuse (ddr3), a record is reused from another
+//     state only where the model's replay of the record's trace gives the same answers
+//     (checks_reuse, replay);
 //   - everything else of the memory's timing state is back at its reset value whenever the
 //     board is quiet (the idle-board check, Board::state_fingerprints, covers that part).
 // wall and latency-bandwidth carry nothing: their MemoryState is empty, and their keys are
@@ -125,6 +127,24 @@ struct MemoryState {
   bool operator==(const MemoryState&) const = default;
 };
 
+// A memory's requests and answers over one run of the clocked board (the timing oracle's
+// batch), as the model's own words (opaque to the board): what MemoryTiming::replay needs to
+// check that a record of the batch holds from another opening state. Empty for models
+// that do not replay (wall, latency-bandwidth); ddr3's words are in hw/memory/ddr3_memory.cpp.
+struct MemoryTrace {
+  std::vector<uint64_t> words;
+  bool empty() const { return words.empty(); }
+};
+
+// What a replay of a batch's trace gives in place of its record's: the carried state as of
+// the record's quiet edge, and the DRAM commands up to then with the ledger's tail
+// (OracleResult::memory_after, dram, dram_tail).
+struct MemoryReplay {
+  MemoryState after;
+  DramActivity dram;
+  std::vector<uint64_t> dram_tail;
+};
+
 // What the fast fidelity asks of the memory model, without SystemC.
 class MemoryTiming {
  public:
@@ -141,8 +161,26 @@ class MemoryTiming {
     (void)idle_cycles;
     return state;
   }
-  // Appends the carried state to a batch key (nothing for an empty state).
+  // Appends the carried state to a batch key (nothing for an empty state). A model whose
+  // records are checked by replay() appends a mark instead: the state is then not keyed
+  // but checked on every reuse.
   virtual void key_state(const MemoryState& state, std::string& key) const;
+
+  // Checked reuse (ddr.model = ddr3, exact): a record of a batch, timed on the clocked board
+  // from one opening state, is reused from another when the memory, opened in the new state
+  // and given the same requests at the same edges (the record's trace), answers every one of
+  // them at the same edge. The board's side of the batch is then the same edge by edge (it
+  // sees the memory only through those answers, and it makes its requests from what it saw
+  // before), and so is every register change, transfer and cycle count; the replay gives the
+  // memory's own end state and DRAM commands from the new opening. Any answer at another
+  // edge rejects the record (std::nullopt), and the batch runs on the clocked board.
+  // docs/hw-timing.md, "Checked reuse under a memory with state".
+  virtual bool checks_reuse() const { return false; }
+  virtual std::optional<MemoryReplay> replay(const MemoryState& opening, const MemoryTrace& trace,
+                                             uint64_t after_edge) const {
+    (void)opening, (void)trace, (void)after_edge;
+    return std::nullopt;
+  }
 
   // The DRAM commands (hw/memory/dram_ledger.h; the energy model's ddr3 pricing): a model
   // that issues them gives a ledger of the run from edge 0, in the device cycles of the
