@@ -374,10 +374,15 @@ TEST(CampaignCli, TheSlurmScriptRunsEachArrayTaskAsItsShard) {
   EXPECT_NE(script.find("--dependency=afterok:"), std::string::npos) << script;
   EXPECT_NE(script.find(" sweep merge "), std::string::npos) << script;
   // --mem covers the measured peak with its margin (peak x 1.5 + 256 MiB); a point's peak is a
-  // few tens of MiB (the shape model's embeddings are zero pages mapped on demand).
+  // few tens of MiB (the shape model's embeddings are zero pages mapped on demand), and the
+  // script says what it measured.
   const auto mem_at = script.find("\n#SBATCH --mem=");
   ASSERT_NE(mem_at, std::string::npos);
-  EXPECT_GT(std::stoi(script.substr(mem_at + 15)), 256 + 32);
+  const auto peak_at = script.find("peak resident memory ");
+  ASSERT_NE(peak_at, std::string::npos) << script;
+  const int peak = std::stoi(script.substr(peak_at + 21));
+  EXPECT_GT(peak, 4);
+  EXPECT_GE(std::stoi(script.substr(mem_at + 15)), int(peak * 1.5) + 256);
   EXPECT_NE(script.find("\n#SBATCH --time="), std::string::npos);
   EXPECT_TRUE(fs::is_directory(dir.path / "c" / "logs"));  // Slurm does not create the --output folder
   // The script as two array tasks (without Slurm: the environment a task would have).
