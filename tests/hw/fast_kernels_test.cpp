@@ -143,7 +143,7 @@ TEST(FastKernels, DecodedRowsMatmulEqualsGoldenForEveryVector) {
       const auto packed = model::pack_rows(m, 0, rows);
       DecodedRows d;
       ASSERT_TRUE(d.decode(packed.data(), rows, n, nullptr));
-      for (int count : {0, 1, 3, 7}) {
+      for (int count : {0, 1, 3, 4, 7, 8, 9}) {
         // count vectors of n values, each of another style, back to back.
         std::vector<int8_t> x;
         std::vector<int32_t> want;

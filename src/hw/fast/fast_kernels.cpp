@@ -184,6 +184,62 @@ __attribute__((target("avx2"))) void matvec_avx2(const uint8_t* w, size_t stride
   for (; r < rows; ++r) avx2_rows<1>(w + r * stride, stride, blocks, xp, sumx, acc + r);
 }
 
+// One row against V vectors (V <= 4), each block's four code planes split once for all of
+// them: a prompt chunk's vectors (DecodedRows::matmul). Per vector the same products and
+// 16-bit pair sums as avx2_rows (exact by the same bounds), so each result equals matvec's.
+template <int V>
+__attribute__((target("avx2"))) inline void avx2_row_vectors(const uint8_t* wr, size_t stride, int blocks,
+                                                             const int8_t* const* xp, const int32_t* sumx,
+                                                             int32_t* const* acc, int r) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a[V];
+  for (int i = 0; i < V; ++i) a[i] = _mm256_setzero_si256();
+  for (int b = 0; b < blocks; ++b) {
+    const uint8_t* wb = wr + size_t(b) * kBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchRows * stride), _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 32 * h));
+      const __m256i c0 = _mm256_and_si256(v, m3);
+      const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(v, 2), m3);
+      const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m3);
+      const __m256i c3 = _mm256_and_si256(_mm256_srli_epi16(v, 6), m3);
+      for (int i = 0; i < V; ++i) {
+        const int8_t* xb = xp[i] + size_t(b) * kBlockElems + 32 * h;
+        const __m256i p0 = _mm256_maddubs_epi16(c0, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb)));
+        const __m256i p1 = _mm256_maddubs_epi16(c1, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 64)));
+        const __m256i p2 = _mm256_maddubs_epi16(c2, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 128)));
+        const __m256i p3 = _mm256_maddubs_epi16(c3, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 192)));
+        const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
+        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(s16, ones));
+      }
+    }
+  }
+  for (int i = 0; i < V; ++i) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a[i]), _mm256_extracti128_si256(a[i], 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+    acc[i][r] = _mm_cvtsi128_si32(t) - sumx[i];
+  }
+}
+
+// `count` vectors against rows [0, rows): acc[i][r] for vector i, four vectors per pass.
+__attribute__((target("avx2"))) void matmul_avx2(const uint8_t* w, size_t stride, int blocks, int rows,
+                                                 const int8_t* const* xp, const int32_t* sumx, int count,
+                                                 int32_t* const* acc) {
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* wr = w + size_t(r) * stride;
+    int i = 0;
+    for (; i + 4 <= count; i += 4) avx2_row_vectors<4>(wr, stride, blocks, xp + i, sumx + i, acc + i, r);
+    switch (count - i) {
+      case 3: avx2_row_vectors<3>(wr, stride, blocks, xp + i, sumx + i, acc + i, r); break;
+      case 2: avx2_row_vectors<2>(wr, stride, blocks, xp + i, sumx + i, acc + i, r); break;
+      case 1: avx2_row_vectors<1>(wr, stride, blocks, xp + i, sumx + i, acc + i, r); break;
+      default: break;
+    }
+  }
+}
+
 #define BITSIM_AVX512 "avx2,avx512f,avx512bw,avx512vl,avx512vnni"
 
 // No shifts in the inner loop (512-bit shifts and vpdpbusd compete for port 0 on current
@@ -782,6 +838,21 @@ void DecodedRows::matmul(const int8_t* x, int count, int32_t* acc, Workers& work
   const MatvecFn fn = matvec_fn(kernel);
   constexpr int kRowsPerTask = 64;
   const int tasks = (rows_ + kRowsPerTask - 1) / kRowsPerTask;
+#if BITSIM_FAST_X86
+  // Several vectors under the AVX2 kernel: each row's code planes split once for four vectors.
+  if (count > 1 && resolve_kernel(kernel) == Kernel::Avx2) {
+    std::vector<const int8_t*> xp(static_cast<size_t>(count));
+    std::vector<int32_t> sums(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) xp[size_t(i)] = xs[size_t(i)].v, sums[size_t(i)] = xs[size_t(i)].sum;
+    workers.run(tasks, [&](int task) {
+      const int b = task * kRowsPerTask, e = std::min(rows_, b + kRowsPerTask);
+      std::vector<int32_t*> out(static_cast<size_t>(count));
+      for (int i = 0; i < count; ++i) out[size_t(i)] = acc + size_t(i) * size_t(rows_) + size_t(b);
+      matmul_avx2(data() + size_t(b) * stride_, stride_, blocks, e - b, xp.data(), sums.data(), count, out.data());
+    });
+    return;
+  }
+#endif
   workers.run(tasks, [&](int task) {
     const int b = task * kRowsPerTask, e = std::min(rows_, b + kRowsPerTask);
     for (int i = 0; i < count; ++i)
