@@ -138,12 +138,29 @@ void matvec_portable(const uint8_t* w, size_t stride, int blocks, int rows, cons
 // past the end of the matrix are harmless (they never fault).
 constexpr size_t kPrefetchRows = 8;
 
+// The sum of a vector's eight int32 lanes.
+__attribute__((target("avx2"))) inline int32_t hsum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 32 bytes of a block's codes (code plane k at bits 2k+1..2k) times the plane's 32 x values:
+// codes in {0,1,2} (unsigned) x int8, each 16-bit pair sum |.| <= 512, the sum of the four
+// planes <= 2048: no saturation. Returns the products summed to eight int32 lanes.
+__attribute__((target("avx2"))) inline __m256i plane_products(__m256i c0, __m256i c1, __m256i c2, __m256i c3,
+                                                              __m256i x0, __m256i x1, __m256i x2, __m256i x3) {
+  const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, x0), _mm256_maddubs_epi16(c1, x1)),
+                                       _mm256_add_epi16(_mm256_maddubs_epi16(c2, x2), _mm256_maddubs_epi16(c3, x3)));
+  return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+}
+
 template <int R>
 __attribute__((target("avx2"))) inline void avx2_rows(const uint8_t* w, size_t stride,
                                                       int blocks, const int8_t* xp,
                                                       int32_t sumx, int32_t* acc) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256i a[R];
   for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_si256();
   for (int b = 0; b < blocks; ++b) {
@@ -157,23 +174,14 @@ __attribute__((target("avx2"))) inline void avx2_rows(const uint8_t* w, size_t s
         const uint8_t* wb = w + r * stride + size_t(b) * kBlockBytes;
         if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchRows * stride), _MM_HINT_T0);
         const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 32 * h));
-        // codes in {0,1,2} (unsigned) x int8: each 16-bit pair sum |.| <= 512, the sum of
-        // four <= 2048: no saturation.
-        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), x0);
-        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), x1);
-        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), x2);
-        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), x3);
-        const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
-        a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(s16, ones));
+        a[r] = _mm256_add_epi32(a[r], plane_products(_mm256_and_si256(v, m3),
+                                                     _mm256_and_si256(_mm256_srli_epi16(v, 2), m3),
+                                                     _mm256_and_si256(_mm256_srli_epi16(v, 4), m3),
+                                                     _mm256_and_si256(_mm256_srli_epi16(v, 6), m3), x0, x1, x2, x3));
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a[r]), _mm256_extracti128_si256(a[r], 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    acc[r] = _mm_cvtsi128_si32(s) - sumx;
-  }
+  for (int r = 0; r < R; ++r) acc[r] = hsum8(a[r]) - sumx;
 }
 
 __attribute__((target("avx2"))) void matvec_avx2(const uint8_t* w, size_t stride, int blocks,
@@ -185,14 +193,13 @@ __attribute__((target("avx2"))) void matvec_avx2(const uint8_t* w, size_t stride
 }
 
 // One row against V vectors (V <= 4), each block's four code planes split once for all of
-// them: a prompt chunk's vectors (DecodedRows::matmul). Per vector the same products and
-// 16-bit pair sums as avx2_rows (exact by the same bounds), so each result equals matvec's.
+// them: a prompt chunk's vectors (DecodedRows::matmul). Per vector the same plane_products
+// as avx2_rows, so each result equals matvec's.
 template <int V>
 __attribute__((target("avx2"))) inline void avx2_row_vectors(const uint8_t* wr, size_t stride, int blocks,
                                                              const int8_t* const* xp, const int32_t* sumx,
                                                              int32_t* const* acc, int r) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256i a[V];
   for (int i = 0; i < V; ++i) a[i] = _mm256_setzero_si256();
   for (int b = 0; b < blocks; ++b) {
@@ -205,22 +212,13 @@ __attribute__((target("avx2"))) inline void avx2_row_vectors(const uint8_t* wr, 
       const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m3);
       const __m256i c3 = _mm256_and_si256(_mm256_srli_epi16(v, 6), m3);
       for (int i = 0; i < V; ++i) {
-        const int8_t* xb = xp[i] + size_t(b) * kBlockElems + 32 * h;
-        const __m256i p0 = _mm256_maddubs_epi16(c0, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb)));
-        const __m256i p1 = _mm256_maddubs_epi16(c1, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 64)));
-        const __m256i p2 = _mm256_maddubs_epi16(c2, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 128)));
-        const __m256i p3 = _mm256_maddubs_epi16(c3, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 192)));
-        const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
-        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(s16, ones));
+        const __m256i* xb = reinterpret_cast<const __m256i*>(xp[i] + size_t(b) * kBlockElems + 32 * h);
+        a[i] = _mm256_add_epi32(a[i], plane_products(c0, c1, c2, c3, _mm256_load_si256(xb), _mm256_load_si256(xb + 2),
+                                                     _mm256_load_si256(xb + 4), _mm256_load_si256(xb + 6)));
       }
     }
   }
-  for (int i = 0; i < V; ++i) {
-    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a[i]), _mm256_extracti128_si256(a[i], 1));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-    acc[i][r] = _mm_cvtsi128_si32(t) - sumx[i];
-  }
+  for (int i = 0; i < V; ++i) acc[i][r] = hsum8(a[i]) - sumx[i];
 }
 
 // `count` vectors against rows [0, rows): acc[i][r] for vector i, four vectors per pass.
@@ -399,13 +397,6 @@ __attribute__((target("avx2"))) inline __m256i hsum8x8(const __m256i r[8]) {
   const __m256i lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);
   const __m256i hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);
   return _mm256_add_epi32(lo, hi);
-}
-
-__attribute__((target("avx2"))) inline int32_t hsum8(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
 }
 
 // weights_portable with AVX2: z in 64-bit lanes (even / odd dwords), clamped at 255,
