@@ -874,12 +874,10 @@ void FastBoard::resolve() {
     // fell among its answers) can never be reused: it is not kept.
     if (!memory_timing_->checks_reuse() || !entry.trace.empty()) {
       std::vector<Cached>& records = cache_[key];
-      if (records.size() >= kRecordsPerShape) {
-        auto least = records.end() - 1;
-        for (auto r = records.end() - 1; r != records.begin(); --r)
-          if ((r - 1)->uses < least->uses) least = r - 1;
-        records.erase(least);
-      }
+      // Full: the least used goes, the oldest of those (records in the order accepted, then added).
+      if (records.size() >= kRecordsPerShape)
+        records.erase(std::min_element(records.begin(), records.end(),
+                                       [](const Cached& a, const Cached& b) { return a.uses < b.uses; }));
       records.push_back(std::move(entry));
     }
   }
