@@ -44,6 +44,7 @@ constexpr uint64_t kAddrBits = 34, kAddrMask = (uint64_t(1) << kAddrBits) - 1;
 }  // namespace
 
 uint32_t Ddr3TraceBuilder::request(uint64_t edge, uint32_t port, bool write, uint64_t addr, uint32_t bytes) {
+  if (spoiled) return 0;
   const uint32_t index = uint32_t(requests.size() / 2);
   requests.push_back(edge);
   requests.push_back((addr & kAddrMask) | uint64_t(bytes & 0x1FFF) << kAddrBits | uint64_t(write) << 47 |
@@ -52,15 +53,20 @@ uint32_t Ddr3TraceBuilder::request(uint64_t edge, uint32_t port, bool write, uin
 }
 
 void Ddr3TraceBuilder::answer(uint32_t request, uint64_t due, uint64_t refreshes) {
-  refreshes_answered = refreshes;
+  if (spoiled) return;
+  if (refreshes != refreshes_before) {  // the trace will be given up: stop keeping it now
+    spoiled = true;
+    requests = {};
+    answers = {};
+    return;
+  }
   answers.push_back(uint64_t(request) << 32 | (due - requests[2 * size_t(request)]));
 }
 
 MemoryTrace Ddr3TraceBuilder::take() {
   MemoryTrace t;
-  if (refreshes_answered != refreshes_before) {
-    requests.clear();
-    answers.clear();
+  if (spoiled) {
+    spoiled = false;
     return t;
   }
   t.words.reserve(2 + requests.size() + answers.size());

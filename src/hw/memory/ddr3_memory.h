@@ -34,7 +34,8 @@ namespace bitsim::hw {
 // keeping it would cost memory and replays for nothing. Its batch is clocked whenever it comes.
 struct Ddr3TraceBuilder {
   std::vector<uint64_t> requests, answers;
-  uint64_t refreshes_before = 0, refreshes_answered = 0;  // the engine's REF count then
+  uint64_t refreshes_before = 0;  // the engine's REF count when recording began
+  bool spoiled = false;           // a refresh fell among the answers: nothing more is kept
   uint32_t request(uint64_t edge, uint32_t port, bool write, uint64_t addr, uint32_t bytes);
   void answer(uint32_t request, uint64_t due_edge, uint64_t refreshes);
   MemoryTrace take();
@@ -53,7 +54,8 @@ class Ddr3Memory : public Memory {
   void set_command_listener(Ddr3CommandListener listener) override { command_listener_ = std::move(listener); }
   void record_trace() override {
     tracing_ = true;
-    trace_.refreshes_before = trace_.refreshes_answered = timing_.command_counts().ref;
+    trace_.refreshes_before = timing_.command_counts().ref;
+    trace_.spoiled = false;
   }
   MemoryTrace take_trace() override;
   const Ddr3Crossing& crossing() const { return crossing_; }
