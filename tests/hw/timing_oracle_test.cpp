@@ -108,9 +108,10 @@ TEST(TimingOracle, MatmulBatchSettlesWithTheEnginesResultsAndIdleChannels) {
   EXPECT_EQ(r.engines[0][1].units_done, 0u);
 }
 
-// Every edge of two records: the same transfers, changes (time, DMASR, LENGTH), cycles,
-// quiet edge, bytes read and engine registers.
-void expect_same_edges(const OracleResult& a, const OracleResult& b) {
+// Every edge of two records: the same transfers, changes (time, DMASR, LENGTH; or, with
+// `whole_registers`, whether at a write and the whole register file), cycles, quiet edge,
+// bytes read and engine registers.
+void expect_same_edges(const OracleResult& a, const OracleResult& b, bool whole_registers = false) {
   EXPECT_EQ(a.cycles, b.cycles);
   EXPECT_EQ(a.quiet_edge, b.quiet_edge);
   EXPECT_EQ(a.bytes_read, b.bytes_read);
@@ -124,6 +125,9 @@ void expect_same_edges(const OracleResult& a, const OracleResult& b) {
         EXPECT_EQ(ca.changes[i].time_ps, cb.changes[i].time_ps) << d << c << " change " << i;
         EXPECT_EQ(ca.changes[i].regs.dmasr(), cb.changes[i].regs.dmasr()) << d << c << " change " << i;
         EXPECT_EQ(ca.changes[i].regs.length(), cb.changes[i].regs.length()) << d << c << " change " << i;
+        if (!whole_registers) continue;
+        EXPECT_EQ(ca.changes[i].at_write, cb.changes[i].at_write) << d << c << " change " << i;
+        EXPECT_TRUE(ca.changes[i].regs == cb.changes[i].regs) << d << c << " change " << i;
       }
     }
   for (int e = 0; e < 2; ++e)
@@ -390,6 +394,128 @@ TEST(TimingOracle, ALiveRunReadsWhatAWholeRunReads) {
   for (size_t i = 0; i < w.size(); ++i) {
     EXPECT_EQ(w[i].addr, whole.writes[i].addr);
     EXPECT_EQ(w[i].bytes, whole.writes[i].bytes);
+  }
+}
+
+// Everything two records say: every register change (time, the whole register file, at a
+// write or an edge), transfer, write, probe, the engines' registers, the memory's end state,
+// DRAM commands, ledger tail and trace.
+void expect_same_record(const OracleResult& a, const OracleResult& b) {
+  ASSERT_EQ(a.channels.size(), b.channels.size());
+  expect_same_edges(a, b, true);
+  EXPECT_EQ(a.settled, b.settled);
+  ASSERT_EQ(a.writes.size(), b.writes.size());
+  for (size_t i = 0; i < a.writes.size(); ++i) {
+    EXPECT_EQ(a.writes[i].addr, b.writes[i].addr) << i;
+    EXPECT_EQ(a.writes[i].bytes, b.writes[i].bytes) << i;
+  }
+  EXPECT_EQ(a.probes, b.probes);
+  EXPECT_EQ(a.engines, b.engines);
+  EXPECT_EQ(a.memory_after, b.memory_after);
+  EXPECT_EQ(a.memory_after_edge, b.memory_after_edge);
+  EXPECT_EQ(a.dram, b.dram);
+  EXPECT_EQ(a.dram_tail, b.dram_tail);
+  EXPECT_EQ(a.memory_trace.words, b.memory_trace.words);
+}
+
+// The oracle's two drivers (docs/hw-timing.md, "Two ways to drive the board"): the edge loop
+// gives SystemC's record of every batch, to the register file and the DRAM command: under
+// each memory model (ddr3 from several openings, with its trace), at two clocks, on one HP
+// port, timing-only, with writes at an edge's very time and a picosecond after it, with
+// probes of registers and DDR along the run, and with an engine that stops at an error.
+TEST(TimingOracle, TheEdgeLoopGivesSystemCsRecordOfEveryBatch) {
+  const MatmulShape s = test::random_matmul_stream(45, 420, 11);
+  const uint64_t mm0 = EngineRegistry::board().dma_base(0);
+  struct Case {
+    std::string name;
+    BoardConfig config;
+    OracleBatch batch;
+  };
+  std::vector<Case> cases;
+  auto add = [&](std::string name, BoardConfig cfg, OracleBatch b) { cases.push_back({std::move(name), cfg, std::move(b)}); };
+  add("wall", BoardConfig{}, matmul_batch(s, 0x0010'0238, 0x0020'0040));
+  {
+    BoardConfig cfg;
+    cfg.ddr.model = "latency-bandwidth";
+    add("latency-bandwidth", cfg, matmul_batch(s, 0x0010'0238, 0x0020'0040));
+    cfg = BoardConfig{};
+    cfg.hp_ports = 1;
+    add("one HP port", cfg, matmul_batch(s, 0x0010'0238, 0x0020'0040));
+  }
+  {
+    // 207 MHz: a period of 4,831 ps, and the second start at an edge's very time, then a
+    // register write a picosecond after the next edge.
+    BoardConfig cfg;
+    cfg.clock.mhz = 207;
+    const uint64_t p = clock_period_ps(cfg.clock.mhz);
+    OracleBatch b = matmul_batch(s, 0x0010'0238, 0x0020'0040);
+    b.actions[0].time_ps = (kOracleFirstEdge - 1) * p + 1;
+    b.actions[1].time_ps = (kOracleFirstEdge + 30) * p;
+    b.actions.push_back({OracleAction::Kind::kWrite, (kOracleFirstEdge + 31) * p + 1, mm0 + R::kMm2sDmacr,
+                         R::kCrRunStop | R::kCrIocIrqEn, 0, {}});
+    add("207 MHz, writes on edges", cfg, std::move(b));
+  }
+  {
+    OracleBatch b = matmul_batch(s, 0x0010'0238, 0x0020'0040);
+    b.arithmetic = false;
+    add("timing-only", BoardConfig{}, std::move(b));
+  }
+  {
+    // Polls along the run, on edges and off them, a DDR load of the results, a store.
+    OracleBatch b = matmul_batch(s, 0x0010'0100, 0x0020'0000);
+    uint64_t t = b.actions.back().time_ps;
+    for (int i = 0; i < 30; ++i) {
+      t += 37 * kPeriod + (i % 3 == 0 ? 0 : 1 + 991 * uint64_t(i));
+      b.actions.push_back(probe_reg(t, mm0 + (i % 2 ? R::kS2mmDmasr : R::kMm2sDmasr)));
+      if (i % 5 == 2) b.actions.push_back({OracleAction::Kind::kProbeMemory, t, 0x0020'0000, 0, 180, {}});
+      if (i == 9) b.actions.push_back({OracleAction::Kind::kCpuStore, t, 0x0030'0000, 0, 8, std::vector<uint8_t>(8, 7)});
+    }
+    add("probes", BoardConfig{}, std::move(b));
+  }
+  {
+    // An invalid trit byte in row 2: the lane stops; the batch ends at a late read.
+    OracleBatch b = matmul_batch(s, 0x0010'0238, 0x0020'0040);
+    b.memory[0].bytes.at(model::kHeaderBytes + 420 + 2 * model::packed_row_bytes(420) + 5) = 0xF5;
+    b.actions.push_back(probe_reg(kT0 + 30'000'000, mm0 + R::kMm2sDmasr));
+    add("engine error", BoardConfig{}, std::move(b));
+  }
+  {
+    BoardConfig cfg;
+    cfg.ddr.model = "ddr3";
+    const std::unique_ptr<MemoryTiming> timing = make_memory_timing(cfg.ddr, kPeriod);
+    OracleBatch b = matmul_batch(s, 0x0010'0238, 0x0020'0040);
+    b.memory_trace = true;
+    b.memory_state = timing->initial_state();
+    b.driver = OracleDriver::kSystemC;
+    const OracleResult first = run_timing_oracle(cfg, b);
+    b.driver = OracleDriver::kEdgeLoop;
+    for (const uint64_t gap : {0, 5, 300, 900, 1700}) {
+      b.memory_state = gap == 0 ? timing->initial_state() : timing->advance(first.memory_after, gap);
+      add("ddr3, gap " + std::to_string(gap), cfg, b);
+    }
+  }
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    c.batch.driver = OracleDriver::kSystemC;
+    const OracleResult reference = run_timing_oracle(c.config, c.batch);
+    c.batch.driver = OracleDriver::kEdgeLoop;
+    const OracleResult loop = run_timing_oracle(c.config, c.batch);
+    EXPECT_EQ(reference.driver, OracleDriver::kSystemC);
+    EXPECT_EQ(loop.driver, OracleDriver::kEdgeLoop);
+    ASSERT_FALSE(loop.channels[0][1].transfers.empty() && loop.probes.empty());
+    expect_same_record(reference, loop);
+  }
+  // A batch that cannot settle: the same error from both.
+  OracleBatch never = matmul_batch(s, 0x0010'0000, 0x0020'0000);
+  never.actions.pop_back();
+  for (const OracleDriver driver : {OracleDriver::kSystemC, OracleDriver::kEdgeLoop}) {
+    never.driver = driver;
+    try {
+      run_timing_oracle(BoardConfig{}, never, 20'000);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("did not settle within 20000 cycles"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -199,14 +199,23 @@ void EngineLanes::on_clock() {
     return;
   }
   if (clock_.stop_requested()) return;
-  const uint64_t c = clock_.cycle();
-  bool active = false;
-  for (EngineLane& l : lanes_) active |= l.step(c);
-  if (!active) {
+  if (edge(clock_.cycle())) {
     sleeping_ = true;
     clock_.sleep();
     next_trigger(wake_list_);
   }
+}
+
+bool EngineLanes::edge(uint64_t c) {
+  bool active = false;
+  for (EngineLane& l : lanes_) active |= l.step(c);
+  return !active;
+}
+
+bool EngineLanes::input_waiting() const {
+  for (const EngineLane& l : lanes_)
+    if (l.in().valid()) return true;
+  return false;
 }
 
 // ---- Registers -----------------------------------------------------------------------------

@@ -141,6 +141,7 @@ class EngineLane {
 
   // ---- For the engine ----
   AxiStream& in() { return *in_; }
+  const AxiStream& in() const { return *in_; }
   AxiStream& out() { return *out_; }
   const AxiStream& out() const { return *out_; }
   bool step(uint64_t c);  // one edge; true if the lane needs the next edge
@@ -214,6 +215,11 @@ class EngineLanes : public sc_core::sc_module {
   void skip_arithmetic() {
     for (EngineLane& l : lanes_) l.skip_arithmetic();
   }
+  // One rising edge `c` of the clocked method, awake (hw/edge_loop.h drives the board with it,
+  // without SystemC's scheduler): true when the method then sleeps, until a beat reaches an
+  // empty input (input_waiting) or a register write.
+  bool edge(uint64_t c);
+  bool input_waiting() const;
 
  protected:
   const LaneDatapath& datapath(int lane) const { return lane_ref(lane).datapath(); }

@@ -59,6 +59,7 @@ struct LaneRegisterView {
   uint64_t rows_done = 0;
   uint64_t beats_in = 0;
   uint64_t beats_out = 0;
+  bool operator==(const LaneRegisterView&) const = default;
 };
 
 // One decoded register access.

@@ -9,6 +9,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "hw/circuits/engine_regs.h"
+#include "hw/edge_loop.h"
 #include "hw/parts/sim_context.h"
 #include "hw/parts/progress_watchdog.h"
 #include "hw/parts/sc_kernel.h"
@@ -39,12 +40,13 @@ bool board_quiet(Board& board) {
 // The oracle's PS: performs the actions at their times, then waits until the board is
 // quiet. Live (LiveOracle): the actions grow while the simulation is paused; the PS pauses
 // whenever it has performed them all (so after each probe, which the host adds last) and
-// never settles.
+// never settles. In the edge loop (run_in_loop) it has no thread: the loop performs the
+// actions through it, at their times.
 class OraclePs : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(OraclePs);
   OraclePs(sc_core::sc_module_name name, Board& board, const std::vector<OracleAction>& actions, uint64_t max_cycles,
-           OracleResult& result, bool live)
+           OracleResult& result, bool live, bool thread = true)
       : sc_core::sc_module(name),
         bus("bus"),
         board_(board),
@@ -53,7 +55,7 @@ class OraclePs : public sc_core::sc_module {
         result_(result),
         live_(live),
         watchdog_(board) {
-    SC_THREAD(run);
+    if (thread) SC_THREAD(run);
   }
   tlm_utils::simple_initiator_socket<OraclePs> bus;
   std::exception_ptr failure;
@@ -63,7 +65,7 @@ class OraclePs : public sc_core::sc_module {
   void finish() { finish_ = true; }
 
  private:
-  uint32_t access(bool write, uint64_t addr, uint32_t v) {
+  uint32_t access(bool write, uint64_t addr, uint32_t v, uint64_t delay_ps) {
     tlm::tlm_generic_payload t;
     t.set_command(write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
     t.set_address(addr);
@@ -71,23 +73,29 @@ class OraclePs : public sc_core::sc_module {
     t.set_data_length(4);
     t.set_streaming_width(4);
     t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+    sc_core::sc_time d = sc_core::sc_time::from_value(delay_ps);
     bus->b_transport(t, d);
     if (t.is_response_error()) throw Error(fmt::format("timing oracle: access to 0x{:08x} failed", addr));
     return v;
   }
 
-  // Performs one action; true for a probe.
-  bool perform(const OracleAction& a) {
+  void count_bytes_at_start() {
+    for (const auto& p : board_.memory().stats().ports) bytes_read_at_start_ += p.bytes_read;
+  }
+
+ public:
+  // Performs one action, `delay_ps` after the simulation's time (the edge loop's PS, whose
+  // simulation time stays 0, gives the action's time); true for a probe.
+  bool perform(const OracleAction& a, uint64_t delay_ps = 0) {
     switch (a.kind) {
       case OracleAction::Kind::kWrite:
-        access(true, a.addr, a.value);
+        access(true, a.addr, a.value, delay_ps);
         return false;
       case OracleAction::Kind::kCpuStore:
         board_.memory().write(a.addr, a.bytes.data(), a.bytes.size());
         return false;
       case OracleAction::Kind::kProbeRegister: {
-        const uint32_t v = access(false, a.addr, 0);
+        const uint32_t v = access(false, a.addr, 0, delay_ps);
         result_.probes.emplace_back(reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
         // As the cycle fidelity's PS at a status poll: a poll that can never end is an error.
         if (live_) watchdog_.check(board_.clock().cycle());
@@ -101,6 +109,61 @@ class OraclePs : public sc_core::sc_module {
     return false;
   }
 
+  // What the run says once the board has settled (or the last probe is done): the quiet
+  // edge, the bytes read, the engines' registers, the memory's state and DRAM commands.
+  void conclude() {
+    uint64_t last_active = 0;
+    for (int d = 0; d < board_.dma_count(); ++d) last_active = std::max(last_active, board_.dma(d).last_active_cycle());
+    result_.quiet_edge = last_active + 1 > kOracleFirstEdge ? last_active + 1 - kOracleFirstEdge : 0;
+    uint64_t bytes = 0;
+    for (const auto& p : board_.memory().stats().ports) bytes += p.bytes_read;
+    result_.bytes_read = bytes - bytes_read_at_start_;
+    result_.engines.resize(size_t(board_.engine_count()));
+    for (int e = 0; e < board_.engine_count(); ++e)
+      for (int lane = 0; lane < 2; ++lane) result_.engines[size_t(e)][size_t(lane)] = board_.engine(e).registers(lane);
+    // The memory's state as of the batch's quiet edge, not the end of the settling: the next
+    // batch may open before that end, and the memory is idle from the quiet edge on (every
+    // request it served was for a transfer that has completed by then).
+    const uint64_t quiet = std::max<uint64_t>(last_active + 1, kOracleFirstEdge);
+    result_.dram = board_.memory().close_dram_activity(quiet, &result_.dram_tail);
+    result_.memory_after = board_.memory().carried_state(quiet);
+    result_.memory_after_edge = quiet - kOracleFirstEdge;
+  }
+
+  // The batch in the edge loop (hw/edge_loop.h), as run() does it under SystemC: each action
+  // at its time (after every edge before it), then the settling in the same steps of 64
+  // periods, with the same checks. `now_ps`: the PS's time, for the register observer.
+  void run_in_loop(EdgeLoop& loop, uint64_t& now_ps) {
+    const uint64_t period = board_.clock().period().value();
+    count_bytes_at_start();
+    bool probes = false;
+    uint64_t t = 0;
+    for (const OracleAction& a : actions_) {
+      t = std::max(t, a.time_ps);  // the PS's wait for a time already past does not wait
+      loop.run_before(t);
+      now_ps = t;
+      if (a.kind == OracleAction::Kind::kWrite) loop.wrote(a.addr, t);
+      probes |= perform(a, t);
+      ++next_;
+    }
+    result_.settled = !probes;
+    if (!probes) {
+      const uint64_t limit = kOracleFirstEdge + max_cycles_;
+      ProgressWatchdog watchdog(board_);
+      do {
+        t += 64 * period;
+        loop.run_before(t);
+        check_stop();
+        watchdog.check(t / period);
+        if (t / period > limit)
+          throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
+      } while (!board_quiet(board_));
+      loop.run_before(t + 64 * period);
+    }
+    conclude();
+  }
+
+ private:
   // Waits until every channel is quiet and the DDR has settled.
   void settle(uint64_t period) {
     const uint64_t limit = kOracleFirstEdge + max_cycles_;
@@ -128,7 +191,7 @@ class OraclePs : public sc_core::sc_module {
   void run() {
     try {
       const uint64_t period = board_.clock().period().value();
-      for (const auto& p : board_.memory().stats().ports) bytes_read_at_start_ += p.bytes_read;
+      count_bytes_at_start();
       bool probes = false;
       for (;;) {
         if (next_ == actions_.size()) {
@@ -147,28 +210,12 @@ class OraclePs : public sc_core::sc_module {
       }
       result_.settled = !probes;
       if (!probes) settle(period);
-      uint64_t last_active = 0;
-      for (int d = 0; d < board_.dma_count(); ++d) last_active = std::max(last_active, board_.dma(d).last_active_cycle());
-      result_.quiet_edge = last_active + 1 > kOracleFirstEdge ? last_active + 1 - kOracleFirstEdge : 0;
-      uint64_t bytes = 0;
-      for (const auto& p : board_.memory().stats().ports) bytes += p.bytes_read;
-      result_.bytes_read = bytes - bytes_read_at_start_;
-      result_.engines.resize(size_t(board_.engine_count()));
-      for (int e = 0; e < board_.engine_count(); ++e)
-        for (int lane = 0; lane < 2; ++lane) result_.engines[size_t(e)][size_t(lane)] = board_.engine(e).registers(lane);
-      // The memory's state as of the batch's quiet edge, not the end of the settling: the next
-      // batch may open before that end, and the memory is idle from the quiet edge on (every
-      // request it served was for a transfer that has completed by then).
-      const uint64_t quiet = std::max<uint64_t>(last_active + 1, kOracleFirstEdge);
-      result_.dram = board_.memory().close_dram_activity(quiet, &result_.dram_tail);
-      result_.memory_after = board_.memory().carried_state(quiet);
-      result_.memory_after_edge = quiet - kOracleFirstEdge;
+      conclude();
     } catch (...) {
       failure = std::current_exception();
     }
     sc_core::sc_stop();
   }
-
   Board& board_;
   const std::vector<OracleAction>& actions_;
   uint64_t max_cycles_;
@@ -182,17 +229,19 @@ class OraclePs : public sc_core::sc_module {
 
 // Records every register change of every channel, and every transfer that completes. A
 // change in a clock edge is seen by reads after the edge; a change by a register write at
-// once (AxiDma reports those with cycle UINT64_MAX).
-void observe_registers(Board& board, OracleResult& result) {
+// once (AxiDma reports those with cycle UINT64_MAX), at the PS's time: SystemC's, or in the
+// edge loop `*loop_now_ps`.
+void observe_registers(Board& board, OracleResult& result, const uint64_t* loop_now_ps = nullptr) {
   const uint64_t period = board.clock().period().value();
   result.channels.resize(size_t(board.dma_count()));
   for (int d = 0; d < board.dma_count(); ++d) {
     AxiDma& dma = board.dma(d);
     dma.set_register_observer(
-        [&dma, &result, d, period, seen = std::array<uint64_t, 2>{}](DmaChannel ch, uint64_t cycle) mutable {
+        [&dma, &result, d, period, loop_now_ps, seen = std::array<uint64_t, 2>{}](DmaChannel ch, uint64_t cycle) mutable {
           const int c = int(ch);
           OracleChannelResult& r = result.channels[d][c];
-          const uint64_t t = cycle == UINT64_MAX ? sc_core::sc_time_stamp().value() : cycle * period + 1;
+          const uint64_t write_ps = loop_now_ps != nullptr ? *loop_now_ps : sc_core::sc_time_stamp().value();
+          const uint64_t t = cycle == UINT64_MAX ? write_ps : cycle * period + 1;
           r.changes.push_back({t, cycle == UINT64_MAX, dma.registers(ch)});
           if (cycle != UINT64_MAX) result.cycles = std::max(result.cycles, cycle - kOracleFirstEdge);
           const AxiDmaChannelStats& st = dma.stats(ch);
@@ -246,16 +295,29 @@ OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& bat
                             board.dma_count()));
   for (int d = 0; d < board.dma_count(); ++d)
     for (int c = 0; c < 2; ++c) board.dma(d).restore_registers(DmaChannel(c), batch.initial.at(size_t(d))[size_t(c)]);
-  observe_registers(board, result);
+  // The edge loop runs from edge 1 on, after SystemC has elaborated the board and run its
+  // edge 0 (idle: the first start is at edge kOracleFirstEdge).
+  const bool loop = batch.driver == OracleDriver::kEdgeLoop && EdgeLoop::can_drive(board) &&
+                    (batch.actions.empty() || batch.actions.front().time_ps > 0);
+  uint64_t loop_now_ps = 0;
+  observe_registers(board, result, loop ? &loop_now_ps : nullptr);
   std::map<uint64_t, uint64_t> written;  // begin -> end of every range the PL writes
   board.memory().set_write_listener([&](uint64_t a, size_t n) {
     auto& end = written[a];
     end = std::max<uint64_t>(end, a + n);
   });
-  OraclePs ps("oracle_ps", board, batch.actions, max_cycles, result, false);
+  OraclePs ps("oracle_ps", board, batch.actions, max_cycles, result, false, !loop);
   ps.bus.bind(board.ps_bus);
-  start_simulation();
-  if (ps.failure) std::rethrow_exception(ps.failure);
+  if (loop) {
+    start_simulation(sc_core::SC_ZERO_TIME);
+    EdgeLoop edges(board);
+    ps.run_in_loop(edges, loop_now_ps);
+    result.driver = OracleDriver::kEdgeLoop;
+  } else {
+    start_simulation();
+    if (ps.failure) std::rethrow_exception(ps.failure);
+    result.driver = OracleDriver::kSystemC;
+  }
   result.writes = written_regions(board, written);
   result.memory_trace = board.memory().take_trace();
   return result;

@@ -27,6 +27,11 @@
 
 namespace bitsim::hw {
 
+// How the oracle drives its clocked board (docs/hw-timing.md, "Two ways to drive the
+// board"): in the edge loop (hw/edge_loop.h: the same modules and their edge functions in a
+// plain loop), or by SystemC's scheduler, the reference the loop is tested against.
+enum class OracleDriver : uint8_t { kEdgeLoop, kSystemC };
+
 // One access of the batch's host program, at its time relative to the batch's time origin
 // (the first start's effective edge is edge kOracleFirstEdge of the oracle's run).
 struct OracleAction {
@@ -82,6 +87,7 @@ struct OracleResult {
   std::vector<uint64_t> dram_tail;
   // The memory's requests and answers (OracleBatch::memory_trace; else empty).
   MemoryTrace memory_trace;
+  OracleDriver driver = OracleDriver::kSystemC;  // the driver that ran the batch
 };
 
 struct OracleBatch {
@@ -97,12 +103,15 @@ struct OracleBatch {
   std::vector<OracleAction> actions;  // in program order; the first is the first start
   MemoryState memory_state;           // the memory's carried state at the oracle's edge 0
   bool memory_trace = false;          // record the memory's trace (MemoryTiming::replay)
+  // The edge loop, unless the board has a memory model it cannot drive (Memory::has_edge)
+  // or an action at time 0: those run under SystemC. Both give the same result.
+  OracleDriver driver = OracleDriver::kEdgeLoop;
   // A batch without probes runs until every channel is quiet; a batch with probes ends at its
   // last action.
 };
 
-// Runs the batch until every DMA channel is quiet again (or as OracleBatch says). Throws bitsim::Error if
-// it does not settle within `max_cycles`.
+// Runs the batch until every DMA channel is quiet again (or as OracleBatch says), with the
+// batch's driver. Throws bitsim::Error if it does not settle within `max_cycles`.
 OracleResult run_timing_oracle(const BoardConfig& config, const OracleBatch& batch,
                                uint64_t max_cycles = uint64_t(1) << 28);
 

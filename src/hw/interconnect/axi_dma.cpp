@@ -213,7 +213,23 @@ void AxiDma::tick() {
     return;
   }
   if (clock_.stop_requested()) return;
-  const uint64_t now = clock_.cycle();
+  switch (edge(clock_.cycle())) {
+    case Rest::kAwake:
+      break;
+    case Rest::kIdle:
+      sleeping_ = true;
+      clock_.sleep();
+      next_trigger(idle_list_);
+      break;
+    case Rest::kStreamWait:
+      sleeping_ = true;
+      clock_.sleep();
+      next_trigger(s2mm_wait_list_);
+      break;
+  }
+}
+
+AxiDma::Rest AxiDma::edge(uint64_t now) {
   for (Channel& c : ch_)
     if (c.regs.state() == DmaState::kStarting && now >= c.start_cycle) begin(c, now);
   // Without the SG engine nothing ever travels on the SG link.
@@ -237,20 +253,17 @@ void AxiDma::tick() {
   const Channel& s = ch_[1];
   const bool m_quiet = quiescent(m), s_quiet = quiescent(s);
   if (!m_quiet || !s_quiet) last_active_cycle_ = now;
-  if (!m_quiet) return;
+  if (!m_quiet) return Rest::kAwake;
   if (s_quiet) {
     // An idle SG engine restarts its turns at the MM2S channel, as the arbiters do
     // (docs/hw-timing.md, "idle board").
     sg_read_rr_ = sg_write_rr_ = 0;
-    sleeping_ = true;
-    clock_.sleep();
-    next_trigger(idle_list_);
-  } else if (s2mm_in && s.step == Step::kData && !s.aborted && !s.ended && now >= s.action_cycle &&
-             s.s2mm_fifo.empty() && s.w_owed == 0 && s.b_owed == 0 && s.sg_outstanding == 0 && !s2mm_in->valid()) {
-    sleeping_ = true;
-    clock_.sleep();
-    next_trigger(s2mm_wait_list_);
+    return Rest::kIdle;
   }
+  if (s2mm_in && s.step == Step::kData && !s.aborted && !s.ended && now >= s.action_cycle && s.s2mm_fifo.empty() &&
+      s.w_owed == 0 && s.b_owed == 0 && s.sg_outstanding == 0 && !s2mm_in->valid())
+    return Rest::kStreamWait;
+  return Rest::kAwake;
 }
 
 void AxiDma::begin(Channel& c, uint64_t now) {

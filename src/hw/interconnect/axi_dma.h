@@ -154,6 +154,13 @@ class AxiDma : public sc_core::sc_module {
   // changes for the fast fidelity. Costs nothing when unset.
   void set_register_observer(std::function<void(DmaChannel, uint64_t cycle)> observer);
 
+  // One rising edge `now` of the clocked method, awake (hw/edge_loop.h drives the board with
+  // it, without SystemC's scheduler), and the rest the method then takes: none, asleep until
+  // a register write (kIdle), or asleep until a register write or a beat on s2mm_in
+  // (kStreamWait).
+  enum class Rest : uint8_t { kAwake, kIdle, kStreamWait };
+  Rest edge(uint64_t now);
+
  private:
   // What the datapath is doing; kNone whenever the channel is halted, idle or starting
   // (the register file holds that state), and during the drain of an error.

@@ -211,12 +211,15 @@ void HpPort::tick() {
     return;
   }
   if (clock_.stop_requested()) return;
-  if (masters_.empty()) {
+  if (edge(clock_.cycle())) {
     sleeping_ = true;
     clock_.sleep();
     next_trigger(wake_);
-    return;
   }
+}
+
+bool HpPort::edge(uint64_t) {
+  if (masters_.empty()) return true;
   // Returns first, so that a burst whose last beat returns this edge frees its slot for
   // an issue in the same edge; issue before forwarding, so that a write burst's first
   // beat can follow its address in the same edge.
@@ -225,14 +228,11 @@ void HpPort::tick() {
   issue_read();
   issue_write();
   forward_write_data();
-  if (idle()) {
-    // An idle port's arbiters restart at master 0 (model): every call from an idle board
-    // then sees the same arbitration, whatever ran before (docs/hw-timing.md).
-    rd_rr_ = wr_rr_ = 0;
-    sleeping_ = true;
-    clock_.sleep();
-    next_trigger(wake_);
-  }
+  if (!idle()) return false;
+  // An idle port's arbiters restart at master 0 (model): every call from an idle board then
+  // sees the same arbitration, whatever ran before (docs/hw-timing.md).
+  rd_rr_ = wr_rr_ = 0;
+  return true;
 }
 
 uint64_t HpPort::state_fingerprint() const {

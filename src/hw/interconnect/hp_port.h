@@ -71,6 +71,12 @@ class HpPort : public sc_core::sc_module {
   // Timing state (hw/parts/fingerprint.h): bursts in flight, requests being split, arbiters.
   uint64_t state_fingerprint() const;
 
+  // One rising edge of the clocked method, awake (hw/edge_loop.h drives the board with it,
+  // without SystemC's scheduler): true when the method then sleeps, until a master's
+  // request reaches its empty AR or AW FIFO (request_waiting).
+  bool edge(uint64_t now);
+  bool request_waiting() const { return (ar_valid_ | aw_valid_) != 0; }
+
  private:
   struct Master {
     AxiMmLink* link = nullptr;

@@ -154,8 +154,10 @@ uint64_t Ddr::state_fingerprint(uint64_t cycle) const {
 
 void Ddr::tick() {
   if (!awake_at_edge()) return;
-  const uint64_t now = clock_.cycle();
+  if (edge(clock_.cycle())) sleep_until_request();
+}
 
+bool Ddr::edge(uint64_t now) {
   refill(now);
 
   // Accept new bursts; issue due write responses.
@@ -193,12 +195,11 @@ void Ddr::tick() {
     ++stats_.busy_cycles;
   }
 
-  if (idle()) {
-    // An idle DDR's round-robin restarts at slot 0 (model): every call from an idle board
-    // then sees the same arbitration, whatever ran before (docs/hw-timing.md).
-    rr_start_ = 0;
-    sleep_until_request();
-  }
+  if (!idle()) return false;
+  // An idle DDR's round-robin restarts at slot 0 (model): every call from an idle board then
+  // sees the same arbitration, whatever ran before (docs/hw-timing.md).
+  rr_start_ = 0;
+  return true;
 }
 
 namespace {

@@ -32,6 +32,9 @@ class Ddr : public Memory {
   // Bursts held, arbiter slot, and the buckets as they would be refilled by `cycle`.
   uint64_t state_fingerprint(uint64_t cycle) const override;
 
+  bool has_edge() const override { return true; }
+  bool edge(uint64_t now) override;
+
  private:
   struct PendingRead {
     uint64_t addr = 0;

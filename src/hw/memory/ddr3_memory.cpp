@@ -244,8 +244,10 @@ DramActivity Ddr3Memory::close_dram_activity(uint64_t cycle, std::vector<uint64_
 
 void Ddr3Memory::tick() {
   if (!awake_at_edge()) return;
-  const uint64_t now = clock_.cycle();
+  if (edge(clock_.cycle())) sleep_until_request();
+}
 
+bool Ddr3Memory::edge(uint64_t now) {
   uint32_t wrote = 0;  // ports that took a write beat
   for (size_t i = 0; i < ports_.size(); ++i) {
     PortState& p = ports_[i];
@@ -292,8 +294,7 @@ void Ddr3Memory::tick() {
     stats_.last_busy_cycle = now;
     ++stats_.busy_cycles;
   }
-
-  if (idle()) sleep_until_request();
+  return idle();
 }
 
 namespace {

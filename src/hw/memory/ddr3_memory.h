@@ -62,6 +62,9 @@ class Ddr3Memory : public Memory {
   // The controller port board port `i` is wired to.
   static uint32_t controller_port(const Ddr3Config& c, int i);
 
+  bool has_edge() const override { return true; }
+  bool edge(uint64_t now) override;
+
  private:
   // What a read and a write burst share: where, how long, its tag and order, DECERR.
   struct Burst {

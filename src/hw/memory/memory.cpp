@@ -1,5 +1,8 @@
 #include "hw/memory/memory.h"
 
+#include <stdexcept>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "base/error.h"
@@ -26,6 +29,14 @@ void Memory::end_of_elaboration() {
     wake_ |= l->ar.written_event();
     wake_ |= l->aw.written_event();
   }
+}
+
+bool Memory::edge(uint64_t) { throw std::logic_error(std::string(name()) + ": this memory model has no edge()"); }
+
+bool Memory::request_waiting() const {
+  for (const auto& l : links_)
+    if (l->ar.valid() || l->aw.valid()) return true;
+  return false;
 }
 
 uint64_t Memory::read64(uint64_t addr) const {

@@ -155,6 +155,14 @@ class Memory : public sc_core::sc_module {
   // function removes it. Models without commands refuse a listener.
   virtual void set_command_listener(Ddr3CommandListener listener);
 
+  // One rising edge `now` of the model's clocked method, awake: true when the model is idle
+  // after it (its method then sleeps until a request reaches an empty AR or AW FIFO:
+  // request_waiting). hw/edge_loop.h drives a board with it, without SystemC's scheduler; a
+  // model that does not give it (has_edge false: the default) is driven by SystemC only.
+  virtual bool has_edge() const { return false; }
+  virtual bool edge(uint64_t now);
+  bool request_waiting() const;
+
  protected:
   static constexpr uint64_t kBusBeatBytes = 8;  // one beat of a DdrPortLink
   // One beat of a bus burst through the storage: a read (an untouched page reads as zero)

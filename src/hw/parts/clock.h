@@ -68,6 +68,12 @@ class Clock : public sc_core::sc_module {
   // modules evaluated): the modules skip it, as if it had never come.
   bool stop_requested() const { return simcontext()->sim_status() != sc_core::SC_SIM_OK; }
   double mhz() const { return config_.mhz; }
+  // A driver without SystemC's scheduler (hw/edge_loop.h) evaluates edge `cycle`: cycle()
+  // says so from now on (the clock's own process no longer runs).
+  void drive(uint64_t cycle) {
+    cycle_ = cycle;
+    stopped_ = false;
+  }
 
  private:
   void tick();

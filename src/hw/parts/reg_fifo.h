@@ -53,6 +53,17 @@ class RegFifoBase : public sc_core::sc_prim_channel {
   // one SystemC event fewer per FIFO to build and name with every board.
   const sc_core::sc_event& written_event() const { return written_; }
 
+  // Driven without SystemC's scheduler (hw/edge_loop.h): from now on a push or a pop lists
+  // the FIFO in `*pending` (once per edge) instead of asking the kernel for an update, and
+  // the driver calls commit() for each listed FIFO at the end of the edge. No event is
+  // notified then (the driver knows which consumer an item wakes).
+  void drive_updates(std::vector<RegFifoBase*>* pending) { pending_ = pending; }
+  // The update phase of one edge: the pushes and pops of the edge become visible.
+  void commit() {
+    listed_ = false;
+    apply();
+  }
+
  protected:
   RegFifoBase(const char* name, int depth) : sc_core::sc_prim_channel(name), depth_(depth) {
     if (depth < 1) throw std::invalid_argument(std::string(name) + ": depth must be >= 1");
@@ -61,14 +72,14 @@ class RegFifoBase : public sc_core::sc_prim_channel {
   int push_slot() {
     if (!ready() || pushed_) misuse("push without ready");
     pushed_ = true;
-    request_update();
+    mark();
     const int tail = head_ + count_;
     return tail >= depth_ ? tail - depth_ : tail;
   }
   int pop_slot() {
     if (!valid() || popped_) misuse("pop without valid");
     popped_ = true;
-    request_update();
+    mark();
     return head_;
   }
   int front_slot() const {
@@ -80,11 +91,25 @@ class RegFifoBase : public sc_core::sc_prim_channel {
   }
 
  private:
+  void mark() {
+    if (pending_ == nullptr) {
+      request_update();
+    } else if (!listed_) {
+      listed_ = true;
+      pending_->push_back(this);
+    }
+  }
   void update() override {
     // The event fires only on the transition a sleeping module can be waiting for: empty ->
     // not empty (a consumer sleeps only on an empty FIFO). Most beats fire none, which keeps
     // the kernel cheap.
+    if (apply()) written_.notify(sc_core::SC_ZERO_TIME);
+  }
+  // The pushes and pops of the edge take effect; true when the FIFO was empty and now holds
+  // an item.
+  bool apply() {
     const int before = count_;
+    bool written = false;
     if (popped_) {
       if (++head_ == depth_) head_ = 0;
       --count_;
@@ -94,9 +119,10 @@ class RegFifoBase : public sc_core::sc_prim_channel {
       ++count_;
       ++transfers_;
       pushed_ = false;
-      if (before == 0) written_.notify(sc_core::SC_ZERO_TIME);
+      written = before == 0;
     }
     if (watch_ != nullptr) publish_valid();
+    return written;
   }
   void publish_valid() {
     if (watch_ == nullptr) return;
@@ -112,6 +138,8 @@ class RegFifoBase : public sc_core::sc_prim_channel {
   uint64_t transfers_ = 0;
   uint64_t* watch_ = nullptr;  // watch_valid
   uint64_t watch_bit_ = 0;
+  std::vector<RegFifoBase*>* pending_ = nullptr;  // drive_updates
+  bool listed_ = false;                           // in *pending_ for this edge
   sc_core::sc_event written_;
 };
 
