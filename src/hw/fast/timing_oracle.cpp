@@ -83,7 +83,6 @@ class OraclePs : public sc_core::sc_module {
     for (const auto& p : board_.memory().stats().ports) bytes_read_at_start_ += p.bytes_read;
   }
 
- public:
   // Performs one action, `delay_ps` after the simulation's time (the edge loop's PS, whose
   // simulation time stays 0, gives the action's time); true for a probe.
   bool perform(const OracleAction& a, uint64_t delay_ps = 0) {
@@ -130,6 +129,7 @@ class OraclePs : public sc_core::sc_module {
     result_.memory_after_edge = quiet - kOracleFirstEdge;
   }
 
+ public:
   // The batch in the edge loop (hw/edge_loop.h), as run() does it under SystemC: each action
   // at its time (after every edge before it), then the settling in the same steps of 64
   // periods, with the same checks. `now_ps`: the PS's time, for the register observer.
