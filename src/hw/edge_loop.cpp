@@ -56,40 +56,38 @@ void EdgeLoop::wrote(uint64_t addr, uint64_t t_ps) {
   }
 }
 
-void EdgeLoop::edge(uint64_t c) {
+bool EdgeLoop::edge(uint64_t c) {
   board_.clock().drive(c);
+  bool acted = false;
   Memory& memory = board_.memory();
-  if (!memory_resting_ || memory.request_waiting()) memory_resting_ = memory.edge(c);
+  if (!memory_resting_ || memory.request_waiting()) {
+    memory_resting_ = memory.edge(c);
+    acted = true;
+  }
   for (auto& [port, resting] : hp_)
-    if (!resting || port->request_waiting()) resting = port->edge(c);
+    if (!resting || port->request_waiting()) {
+      resting = port->edge(c);
+      acted = true;
+    }
   for (DmaSlot& s : dmas_) {
     const bool written = s.wakes.take(c);
-    const bool wakes = s.rest == AxiDma::Rest::kAwake || written ||
-                       (s.rest == AxiDma::Rest::kStreamWait && s.dma->s2mm_in != nullptr && s.dma->s2mm_in->valid());
-    if (wakes) s.rest = s.dma->edge(c);
+    if (s.rest == AxiDma::Rest::kAwake || written ||
+        (s.rest == AxiDma::Rest::kStreamWait && s.dma->s2mm_in != nullptr && s.dma->s2mm_in->valid())) {
+      s.rest = s.dma->edge(c);
+      acted = true;
+    }
   }
   for (EngineSlot& s : engines_) {
     const bool written = s.wakes.take(c);
-    if (!s.resting || written || s.engine->input_waiting()) s.resting = s.engine->edge(c);
+    if (!s.resting || written || s.engine->input_waiting()) {
+      s.resting = s.engine->edge(c);
+      acted = true;
+    }
   }
   // The update phase.
   for (RegFifoBase* f : pending_) f->commit();
   pending_.clear();
-  ++evaluated_;
-}
-
-bool EdgeLoop::idle() const {
-  if (!pending_.empty()) return false;
-  if (!memory_resting_ || board_.memory().request_waiting()) return false;
-  for (const auto& [port, resting] : hp_)
-    if (!resting || port->request_waiting()) return false;
-  for (const DmaSlot& s : dmas_)
-    if (s.rest == AxiDma::Rest::kAwake ||
-        (s.rest == AxiDma::Rest::kStreamWait && s.dma->s2mm_in != nullptr && s.dma->s2mm_in->valid()))
-      return false;
-  for (const EngineSlot& s : engines_)
-    if (!s.resting || s.engine->input_waiting()) return false;
-  return true;
+  return acted;
 }
 
 uint64_t EdgeLoop::first_wake() const {
@@ -103,24 +101,12 @@ void EdgeLoop::run_before(uint64_t t_ps) {
   constexpr uint64_t kStopCheckEdges = uint64_t(1) << 14;
   const uint64_t end = (t_ps + period_ps_ - 1) / period_ps_;  // the first edge at or after t_ps
   while (next_ < end) {
-    if (idle()) {
-      // Nothing acts until a register write wakes a module: skip to it (or to the end). A
-      // skipped edge does nothing, as the stopped clock of SystemC's run does not tick.
-      const uint64_t w = first_wake();
-      if (w >= end) {
-        next_ = end;
-        break;
-      }
-      next_ = std::max(next_, w);
-      // A wake at an edge already passed was a write to a module awake at its time: dropped.
-      for (DmaSlot& s : dmas_)
-        while (s.wakes.first < next_) s.wakes.take(s.wakes.first);
-      for (EngineSlot& s : engines_)
-        while (s.wakes.first < next_) s.wakes.take(s.wakes.first);
-    }
-    edge(next_);
-    ++next_;
-    if ((next_ & (kStopCheckEdges - 1)) == 0) check_stop();
+    const bool acted = edge(next_++);
+    // An edge at which nothing acted is followed by more of them until a register write wakes
+    // a module: skip to its edge (or to the end), as SystemC's stopped clock does. Every
+    // pending wake is at or after the next edge (a write wakes the edge after its time).
+    if (!acted) next_ = std::max(next_, std::min(first_wake(), end));
+    if (++evaluated_ % kStopCheckEdges == 0) check_stop();
   }
 }
 

@@ -39,12 +39,8 @@ class EdgeLoop {
   // the module it addresses wakes at the first edge strictly after t_ps, if it rests then.
   void wrote(uint64_t addr, uint64_t t_ps);
   // Evaluates every edge whose time is before `t_ps`. Checks the stop signal (SIGINT,
-  // SIGTERM) every 16,384 edges.
+  // SIGTERM) every 16,384 edges evaluated.
   void run_before(uint64_t t_ps);
-  // The next edge the loop will evaluate.
-  uint64_t next_edge() const { return next_; }
-  // Edges evaluated with at least one module awake (the others were skipped as idle).
-  uint64_t edges_evaluated() const { return evaluated_; }
 
  private:
   static constexpr uint64_t kNone = UINT64_MAX;
@@ -71,14 +67,15 @@ class EdgeLoop {
     bool resting = false;
     Wakes wakes;
   };
-  void edge(uint64_t c);
-  bool idle() const;  // nothing would be evaluated at the next edge
+  // Edge `c`; false when no module was evaluated in it (all rest, and nothing can wake one
+  // but a register write: no FIFO moved, so no item can come).
+  bool edge(uint64_t c);
   uint64_t first_wake() const;
 
   Board& board_;
   uint64_t period_ps_;
   uint64_t next_ = 1;
-  uint64_t evaluated_ = 0;
+  uint64_t evaluated_ = 0;  // edges evaluated (the stop signal's check)
   bool memory_resting_ = false;
   std::vector<std::pair<HpPort*, bool>> hp_;  // (port, resting)
   std::vector<DmaSlot> dmas_;

@@ -147,35 +147,31 @@ class OraclePs : public sc_core::sc_module {
       ++next_;
     }
     result_.settled = !probes;
-    if (!probes) {
-      const uint64_t limit = kOracleFirstEdge + max_cycles_;
-      ProgressWatchdog watchdog(board_);
-      do {
-        t += 64 * period;
+    if (!probes)
+      settle(period, [&](uint64_t step_ps) {
+        t += step_ps;
         loop.run_before(t);
-        check_stop();
-        watchdog.check(t / period);
-        if (t / period > limit)
-          throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
-      } while (!board_quiet(board_));
-      loop.run_before(t + 64 * period);
-    }
+        return t / period;  // the edge SystemC's clock reports at that time
+      });
     conclude();
   }
 
  private:
-  // Waits until every channel is quiet and the DDR has settled.
-  void settle(uint64_t period) {
+  // Waits until every channel is quiet and the DDR has settled, looking every 64 periods;
+  // `advance(ps)` runs the board that much further and gives the clock's edge then (the
+  // SystemC thread waits, the edge loop runs its edges).
+  template <typename Advance>
+  void settle(uint64_t period, Advance&& advance) {
     const uint64_t limit = kOracleFirstEdge + max_cycles_;
     ProgressWatchdog watchdog(board_);  // a batch that can never settle is an error naming its channels
     do {
-      wait(sc_core::sc_time::from_value(64 * period));
+      const uint64_t cycle = advance(64 * period);
       check_stop();  // SIGINT / SIGTERM: a long batch stops here (the caller rethrows the failure)
-      watchdog.check(board_.clock().cycle());
-      if (board_.clock().cycle() > limit)
+      watchdog.check(cycle);
+      if (cycle > limit)
         throw Error(fmt::format("timing oracle: the batch did not settle within {} cycles", max_cycles_));
     } while (!board_quiet(board_));
-    wait(sc_core::sc_time::from_value(64 * period));
+    advance(64 * period);
   }
 
   // Waits until `due` (ps), in steps of kStopCheckCycles looking at the stop signal between
@@ -209,7 +205,11 @@ class OraclePs : public sc_core::sc_module {
         return;
       }
       result_.settled = !probes;
-      if (!probes) settle(period);
+      if (!probes)
+        settle(period, [&](uint64_t step_ps) {
+          wait(sc_core::sc_time::from_value(step_ps));
+          return board_.clock().cycle();
+        });
       conclude();
     } catch (...) {
       failure = std::current_exception();
