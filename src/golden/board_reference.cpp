@@ -487,28 +487,44 @@ void track_max_abs(const float* x, int D, float* max) {
 
 // Float softmax attention of one head of D values over positions 0..T-1, with the project's
 // exp: K and V hold the head's rows, `stride` floats apart; scores has room for T values.
+//
+// Every sum is taken in its own index order, as the plain loops write it: a score over d,
+// an output value over t. The loops are only arranged so that the sums run side by side
+// (the calibration pass spends most of its serial time here): the scores of kSide positions
+// at once, each still summed over d in order, and the outputs position by position, each of
+// the D sums still over t in order. The build keeps float operations as written
+// (-ffp-contract=off, no fast-math), so every value is the one the plain nesting gives.
 void float_attention_head(const float* q, const float* K, const float* V, int stride, int T, int D,
                           float* scores, float* o) {
   const float inv_sqrt_d = num::rsqrt(float(D));
-  float smax = -INFINITY;
-  for (int t = 0; t < T; ++t) {
+  constexpr int kSide = 8;
+  int t = 0;
+  for (; t + kSide <= T; t += kSide) {
+    float dot[kSide] = {};
+    for (int d = 0; d < D; ++d)
+      for (int j = 0; j < kSide; ++j) dot[j] += q[d] * K[size_t(t + j) * stride + d];
+    for (int j = 0; j < kSide; ++j) scores[t + j] = dot[j] * inv_sqrt_d;
+  }
+  for (; t < T; ++t) {
     const float* kt = K + size_t(t) * stride;
     float dot = 0.0f;
     for (int d = 0; d < D; ++d) dot += q[d] * kt[d];
     scores[t] = dot * inv_sqrt_d;
-    smax = std::max(smax, scores[t]);
   }
+  float smax = -INFINITY;
+  for (t = 0; t < T; ++t) smax = std::max(smax, scores[t]);
   float total = 0.0f;
-  for (int t = 0; t < T; ++t) {
+  for (t = 0; t < T; ++t) {
     scores[t] = num::exp_approx(scores[t] - smax);
     total += scores[t];
   }
   const float inv_total = num::recip(total);
-  for (int d = 0; d < D; ++d) {
-    float acc = 0.0f;
-    for (int t = 0; t < T; ++t) acc += scores[t] * V[size_t(t) * stride + d];
-    o[d] = acc * inv_total;
+  for (int d = 0; d < D; ++d) o[d] = 0.0f;
+  for (t = 0; t < T; ++t) {
+    const float* vt = V + size_t(t) * stride;
+    for (int d = 0; d < D; ++d) o[d] += scores[t] * vt[d];
   }
+  for (int d = 0; d < D; ++d) o[d] = o[d] * inv_total;
 }
 
 // Each (layer, head)'s scale: its largest |K| (|V|) over the pass mapped to 127.
