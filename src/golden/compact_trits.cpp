@@ -56,38 +56,57 @@ void CompactTrits::matvec(const int8_t* x, int row_begin, int row_end, int32_t* 
 }
 
 // The loops are plain C++, compiled for AVX-512, AVX2 and the baseline (golden/loop_clones.h).
-// Each row's codes are decoded once into its trits (int16, the padding columns' trits 0) and
-// then met with every vector: sum_j t_j * x_j over the padded row in int32, which the
-// compiler turns into multiply-adds of int16 pairs (|t_j x_j| <= 128 and the row's sum is
-// within 4096 x 128: no overflow in any order, the same integer sum).
+// The rows are taken four at a time: each row's codes are decoded once into its trits (int8,
+// the padding columns' trits 0), and then every vector meets the four rows in one pass, each
+// x_j read once for the four sums (the pass is bound by the loads). Each sum is
+// sum_j t_rj * x_j over the padded row in int32, which the compiler turns into multiply-adds
+// of int16 pairs (|t_j x_j| <= 128 and the row's sum is within 4096 x 128: no overflow in any
+// order, the same integer sum). A group of fewer than four rows (the last) meets the vectors
+// with zero trits in the rows it lacks, whose sums are not kept.
 BITSIM_GOLDEN_CLONES
 void CompactTrits::matmul(const int8_t* x, int count, int row_begin, int row_end, int32_t* acc,
                           size_t acc_stride) const {
+  constexpr int kRows = 4;
   // Each x padded with zeros to whole blocks, widened to int16 once for all the rows.
   const size_t padded = size_t(blocks_) * kBlockTrits;
   std::vector<int16_t> xp(padded * size_t(count), 0);
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < cols_; ++j) xp[size_t(i) * padded + size_t(j)] = x[size_t(i) * size_t(cols_) + size_t(j)];
-  std::vector<int16_t> t(padded);  // the row's trits
+  std::vector<int8_t> t(padded * kRows, 0);  // the four rows' trits, row after row
   const size_t row_bytes = size_t(blocks_) * kBlockBytes;
-  for (int r = row_begin; r < row_end; ++r) {
-    const uint8_t* row = codes_ + size_t(r) * row_bytes;
-    for (int block = 0; block < blocks_; ++block) {
-      const uint8_t* c = row + size_t(block) * kBlockBytes;
-      int16_t* tb = t.data() + size_t(block) * kBlockTrits;
-      for (int k = 0; k < kBlockBytes; ++k) {
-        const int v = c[k];
-        tb[k] = int16_t((v & 3) - 1);               // column 128 block + k
-        tb[k + 32] = int16_t(((v >> 2) & 3) - 1);   // + 32
-        tb[k + 64] = int16_t(((v >> 4) & 3) - 1);   // + 64
-        tb[k + 96] = int16_t((v >> 6) - 1);         // + 96
+  for (int r0 = row_begin; r0 < row_end; r0 += kRows) {
+    const int rows = std::min(kRows, row_end - r0);
+    for (int k = 0; k < rows; ++k) {
+      const uint8_t* row = codes_ + size_t(r0 + k) * row_bytes;
+      for (int block = 0; block < blocks_; ++block) {
+        const uint8_t* c = row + size_t(block) * kBlockBytes;
+        int8_t* tb = t.data() + size_t(k) * padded + size_t(block) * kBlockTrits;
+        for (int b = 0; b < kBlockBytes; ++b) {
+          const uint8_t v = c[b];
+          tb[b] = int8_t((v & 3) - 1);               // column 128 block + b
+          tb[b + 32] = int8_t(((v >> 2) & 3) - 1);   // + 32
+          tb[b + 64] = int8_t(((v >> 4) & 3) - 1);   // + 64
+          tb[b + 96] = int8_t((v >> 6) - 1);         // + 96
+        }
       }
     }
+    if (rows < kRows) std::fill(t.begin() + ptrdiff_t(size_t(rows) * padded), t.end(), int8_t(0));
+    const int8_t* t0 = t.data();
+    const int8_t* t1 = t0 + padded;
+    const int8_t* t2 = t1 + padded;
+    const int8_t* t3 = t2 + padded;
     for (int i = 0; i < count; ++i) {
       const int16_t* xi = xp.data() + size_t(i) * padded;
-      int32_t s = 0;
-      for (size_t j = 0; j < padded; ++j) s += int32_t(t[j]) * int32_t(xi[j]);
-      acc[size_t(i) * acc_stride + size_t(r - row_begin)] = s;
+      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t j = 0; j < padded; ++j) {
+        const int32_t xj = xi[j];
+        s0 += int32_t(t0[j]) * xj;
+        s1 += int32_t(t1[j]) * xj;
+        s2 += int32_t(t2[j]) * xj;
+        s3 += int32_t(t3[j]) * xj;
+      }
+      const int32_t sums[kRows] = {s0, s1, s2, s3};
+      for (int k = 0; k < rows; ++k) acc[size_t(i) * acc_stride + size_t(r0 + k - row_begin)] = sums[k];
     }
   }
 }
