@@ -498,29 +498,23 @@ void float_attention_head(const float* q, const float* K, const float* V, int st
                           float* scores, float* o) {
   const float inv_sqrt_d = num::rsqrt(float(D));
   constexpr int kSide = 8;
-  int t = 0;
-  for (; t + kSide <= T; t += kSide) {
+  for (int t0 = 0; t0 < T; t0 += kSide) {
+    const int n = std::min(kSide, T - t0);
     float dot[kSide] = {};
     for (int d = 0; d < D; ++d)
-      for (int j = 0; j < kSide; ++j) dot[j] += q[d] * K[size_t(t + j) * stride + d];
-    for (int j = 0; j < kSide; ++j) scores[t + j] = dot[j] * inv_sqrt_d;
-  }
-  for (; t < T; ++t) {
-    const float* kt = K + size_t(t) * stride;
-    float dot = 0.0f;
-    for (int d = 0; d < D; ++d) dot += q[d] * kt[d];
-    scores[t] = dot * inv_sqrt_d;
+      for (int j = 0; j < n; ++j) dot[j] += q[d] * K[size_t(t0 + j) * stride + d];
+    for (int j = 0; j < n; ++j) scores[t0 + j] = dot[j] * inv_sqrt_d;
   }
   float smax = -INFINITY;
-  for (t = 0; t < T; ++t) smax = std::max(smax, scores[t]);
+  for (int t = 0; t < T; ++t) smax = std::max(smax, scores[t]);
   float total = 0.0f;
-  for (t = 0; t < T; ++t) {
+  for (int t = 0; t < T; ++t) {
     scores[t] = num::exp_approx(scores[t] - smax);
     total += scores[t];
   }
   const float inv_total = num::recip(total);
   for (int d = 0; d < D; ++d) o[d] = 0.0f;
-  for (t = 0; t < T; ++t) {
+  for (int t = 0; t < T; ++t) {
     const float* vt = V + size_t(t) * stride;
     for (int d = 0; d < D; ++d) o[d] += scores[t] * vt[d];
   }

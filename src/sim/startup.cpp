@@ -105,10 +105,9 @@ std::string model_identity(const model::TensorSource& source, CacheStore* store)
 BackgroundStore::BackgroundStore(CacheStore& store, std::string kind, std::string key, model::ModelImage image)
     : thread_([&store, kind = std::move(kind), key = std::move(key), image = std::move(image)] {
         // The lowest priority, for this thread alone (Linux: a thread's nice value is its
-        // own): the write's copies then take the cores only when the start-up's own threads
-        // leave one idle, instead of a third of them while the calibration runs. The time to
-        // the first token of a cold start falls by about a tenth (docs/cache.md); a refusal
-        // leaves the write at the normal priority, as before.
+        // own): the write's copies into the page cache (about 30% of a cold start's samples)
+        // then take a core only when the start-up's own threads leave one idle. A refusal
+        // leaves the write at the normal priority, as before (docs/cache.md).
         (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), 19);
         store.put(kind, key, image.parts);  // a failure is a warning: the run goes on without it
       }) {}
